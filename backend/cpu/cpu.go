@@ -1,0 +1,234 @@
+// Package cpu is the host-memory backend: each rank is a goroutine, buffers
+// are host memory and every collective really moves and reduces the data,
+// so every command, check and report works on machines without GPUs.
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"collbench/dtype"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// Options tune the backend.
+type Options struct {
+	// AfterOp, if set, is called on each rank after every collective with
+	// the rank's output bytes. Tests use it to corrupt results and prove the
+	// verifier notices.
+	AfterOp func(rank int, c suites.Call, out []byte)
+	// MemoryLimit caps the bytes all ranks together may allocate; 0 means
+	// the memory the system reports available.
+	MemoryLimit int64
+}
+
+// Backend runs collectives on host memory.
+type Backend struct{ opts Options }
+
+// New returns a CPU backend.
+func New(opts Options) *Backend { return &Backend{opts: opts} }
+
+// Name returns "cpu".
+func (b *Backend) Name() string { return "cpu" }
+
+// DefaultRanks is 4.
+func (b *Backend) DefaultRanks() int { return 4 }
+
+// Info describes the backend.
+func (b *Backend) Info() results.Backend {
+	return results.Backend{Name: "cpu", Version: runtime.Version(), Driver: "goroutines on host memory"}
+}
+
+// Supports accepts every type and op except products of 8-bit floats,
+// which NCCL does not offer either.
+func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
+	if c.Reduces() && t.IsFP8() && op == suites.Prod {
+		return fmt.Errorf("%w: op prod on dtype %s (valid ops for %s: sum, max, min, avg)", suites.ErrUnsupported, t, t)
+	}
+	return nil
+}
+
+// Open creates n ranks.
+func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("invalid rank count %d: must be at least 1", n)
+	}
+	limit := b.opts.MemoryLimit
+	if limit == 0 {
+		limit = memAvailable() * 3 / 4
+	}
+	w := &world{hub: newHub(n), opts: b.opts, memLimit: limit}
+	for r := 0; r < n; r++ {
+		w.ranks = append(w.ranks, &rank{w: w, id: r})
+	}
+	return w, nil
+}
+
+type world struct {
+	hub      *hub
+	ranks    []*rank
+	opts     Options
+	mu       sync.Mutex
+	memUsed  int64
+	memLimit int64
+}
+
+func (w *world) Size() int { return len(w.ranks) }
+
+func (w *world) Ranks() []suites.Rank {
+	out := make([]suites.Rank, len(w.ranks))
+	for i, r := range w.ranks {
+		out[i] = r
+	}
+	return out
+}
+
+func (w *world) Run(fn func(suites.Rank) error) error {
+	errs := make([]error, len(w.ranks))
+	var wg sync.WaitGroup
+	for i, r := range w.ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = fn(r); errs[i] != nil {
+				w.hub.abort(fmt.Errorf("rank %d failed", i))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, errAborted) {
+			return e
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (w *world) Close() error { return nil }
+
+type buffer struct {
+	words []uint64 // 8-byte aligned backing store
+	bytes []byte
+}
+
+func (b *buffer) Len() int64 { return int64(len(b.bytes)) }
+
+type rank struct {
+	w  *world
+	id int
+}
+
+func (r *rank) Rank() int { return r.id }
+func (r *rank) Size() int { return len(r.w.ranks) }
+func (r *rank) Device() results.Device {
+	return results.Device{Rank: r.id, Name: "host memory"}
+}
+
+func (r *rank) Alloc(n int64) (suites.Buffer, error) {
+	w := r.w
+	w.mu.Lock()
+	if w.memLimit > 0 && w.memUsed+n > w.memLimit {
+		free := w.memLimit - w.memUsed
+		w.mu.Unlock()
+		return nil, &suites.OutOfMemoryError{Rank: r.id, Requested: n, Free: max(free, 0)}
+	}
+	w.memUsed += n
+	w.mu.Unlock()
+	words := make([]uint64, (n+7)/8)
+	var bytes []byte
+	if len(words) > 0 {
+		bytes = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+	}
+	return &buffer{words: words, bytes: bytes}, nil
+}
+
+func (r *rank) Free(b suites.Buffer) error {
+	r.w.mu.Lock()
+	r.w.memUsed -= b.Len()
+	r.w.mu.Unlock()
+	return nil
+}
+
+// span returns bytes of v's buffer starting at its offset.
+func span(v suites.View, bytes int64) ([]byte, error) {
+	b, ok := v.Buf.(*buffer)
+	if !ok {
+		return nil, fmt.Errorf("cpu backend: foreign buffer %T", v.Buf)
+	}
+	if v.Off < 0 || v.Off+bytes > int64(len(b.bytes)) {
+		return nil, fmt.Errorf("cpu backend: %d bytes at offset %d overrun a %d-byte buffer", bytes, v.Off, len(b.bytes))
+	}
+	return b.bytes[v.Off : v.Off+bytes], nil
+}
+
+func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
+	b, err := span(dst, count*int64(p.DType.Size()))
+	if err != nil {
+		return err
+	}
+	p.FillHost(b, count)
+	return nil
+}
+
+func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
+	b, err := span(dst, count*int64(t.Size()))
+	if err != nil {
+		return err
+	}
+	v := byte(0x80)
+	if t.IsFloat() {
+		v = 0xff
+	}
+	for i := range b {
+		b[i] = v
+	}
+	return nil
+}
+
+func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
+	n := e.OutputCount()
+	b, err := span(src, n*int64(e.DType.Size()))
+	if err != nil {
+		return 0, err
+	}
+	return e.CountWrong(b, 0, n), nil
+}
+
+func (r *rank) Sync() error    { return nil }
+func (r *rank) Barrier() error { return r.w.hub.bar.wait() }
+
+func (r *rank) Launch(c suites.Call) error {
+	out, err := r.w.hub.run(r.id, c)
+	if err != nil {
+		return err
+	}
+	if r.w.opts.AfterOp != nil && out != nil {
+		r.w.opts.AfterOp(r.id, c, out)
+	}
+	return nil
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo; 0 if unknown.
+func memAvailable() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,223 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"collbench/suites"
+)
+
+var errAborted = errors.New("another rank failed; operation abandoned")
+
+// barrier is a reusable barrier for a fixed number of goroutines that can be
+// aborted, waking every waiter with an error.
+type barrier struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	n       int
+	waiting int
+	gen     uint64
+	err     error
+}
+
+func newBarrier(n int) *barrier {
+	b := &barrier{n: n}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *barrier) wait() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return b.err
+	}
+	g := b.gen
+	b.waiting++
+	if b.waiting == b.n {
+		b.waiting = 0
+		b.gen++
+		b.cond.Broadcast()
+		return nil
+	}
+	for g == b.gen && b.err == nil {
+		b.cond.Wait()
+	}
+	if g == b.gen {
+		return b.err
+	}
+	return nil
+}
+
+func (b *barrier) abort(err error) {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = fmt.Errorf("%w (%v)", errAborted, err)
+	}
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+// slot is what one rank posts for the operation in progress.
+type slot struct {
+	send, recv []byte
+}
+
+// hub is where the ranks of one communicator meet to exchange data.
+type hub struct {
+	n       int
+	bar     *barrier
+	slots   []slot
+	scratch []byte
+}
+
+func newHub(n int) *hub {
+	return &hub{n: n, bar: newBarrier(n), slots: make([]slot, n)}
+}
+
+func (h *hub) abort(err error) { h.bar.abort(err) }
+
+// chunk returns the element range of part i of count split n ways.
+func chunk(count int64, i, n int) (lo, hi int64) {
+	return count * int64(i) / int64(n), count * int64(i+1) / int64(n)
+}
+
+// run performs c as rank r and returns r's output bytes (nil where the
+// collective defines none, e.g. non-root ranks of reduce).
+func (h *hub) run(r int, c suites.Call) ([]byte, error) {
+	esz := int64(c.DType.Size())
+	n := h.n
+	g := geometryOf(c, n)
+	send, err := span(c.Send, g.SendCount*esz)
+	if err != nil {
+		return nil, err
+	}
+	recv, err := span(c.Recv, g.RecvCount*esz)
+	if err != nil {
+		return nil, err
+	}
+	inPlace := c.Send.Buf == c.Recv.Buf
+	staged := inPlace && (c.Coll == suites.AllToAll || c.Coll == suites.SendRecv)
+	if r == 0 {
+		need := int64(0)
+		switch {
+		case c.Coll == suites.Reduce:
+			need = g.SendCount * esz
+		case staged:
+			need = int64(n) * g.SendCount * esz
+		}
+		if int64(len(h.scratch)) < need {
+			h.scratch = make([]byte, need)
+		}
+	}
+	h.slots[r] = slot{send: send, recv: recv}
+	if err := h.bar.wait(); err != nil {
+		return nil, err
+	}
+	if staged {
+		// Snapshot every input before anyone overwrites it.
+		sb := g.SendCount * esz
+		copy(h.scratch[int64(r)*sb:int64(r+1)*sb], send)
+		h.slots[r].send = h.scratch[int64(r)*sb : int64(r+1)*sb]
+		if err := h.bar.wait(); err != nil {
+			return nil, err
+		}
+	}
+	out := recv
+	switch c.Coll {
+	case suites.AllReduce:
+		lo, hi := chunk(c.Count, r, n)
+		h.reduceChunk(recv[lo*esz:hi*esz], r, lo*esz, hi*esz, c)
+		if err := h.bar.wait(); err != nil {
+			return nil, err
+		}
+		for p := 0; p < n; p++ {
+			if p == r {
+				continue
+			}
+			lo, hi := chunk(c.Count, p, n)
+			copy(recv[lo*esz:hi*esz], h.slots[p].recv[lo*esz:hi*esz])
+		}
+	case suites.Reduce:
+		lo, hi := chunk(c.Count, r, n)
+		h.reduceChunk(h.scratch[lo*esz:hi*esz], -1, lo*esz, hi*esz, c)
+		if err := h.bar.wait(); err != nil {
+			return nil, err
+		}
+		if r == c.Root {
+			copy(recv, h.scratch[:c.Count*esz])
+		} else {
+			out = nil
+		}
+	case suites.ReduceScatter:
+		lo, hi := int64(r)*c.Count*esz, int64(r+1)*c.Count*esz
+		h.reduceChunk(recv, r, lo, hi, c)
+	case suites.Broadcast:
+		src := h.slots[c.Root].send
+		if !sameStart(src, recv) {
+			copy(recv, src)
+		}
+	case suites.AllGather:
+		sb := g.SendCount * esz
+		for p := 0; p < n; p++ {
+			dst := recv[int64(p)*sb : int64(p+1)*sb]
+			if src := h.slots[p].send; !sameStart(src, dst) {
+				copy(dst, src)
+			}
+		}
+	case suites.AllToAll:
+		cb := c.Count * esz
+		for p := 0; p < n; p++ {
+			copy(recv[int64(p)*cb:int64(p+1)*cb], h.slots[p].send[int64(r)*cb:int64(r+1)*cb])
+		}
+	case suites.SendRecv:
+		copy(recv, h.slots[(r-1+n)%n].send)
+	default:
+		return nil, fmt.Errorf("cpu backend: collective %v not implemented", c.Coll)
+	}
+	if err := h.bar.wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// reduceChunk writes into dst the reduction over all ranks of bytes [lo,hi)
+// of their send buffers. self names the rank whose send bytes may alias dst
+// (or -1), so its contribution is taken first.
+func (h *hub) reduceChunk(dst []byte, self int, lo, hi int64, c suites.Call) {
+	first := self
+	if first < 0 {
+		first = 0
+	}
+	src := h.slots[first].send[lo:hi]
+	if !sameStart(src, dst) {
+		copy(dst, src)
+	}
+	for p := 0; p < h.n; p++ {
+		if p != first {
+			reduceInto(dst, h.slots[p].send[lo:hi], c.DType, c.Op)
+		}
+	}
+	if c.Op == suites.Avg {
+		divideBy(dst, c.DType, h.n)
+	}
+}
+
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
+}
+
+// geometryOf recovers one rank's buffer lengths from the call's count.
+func geometryOf(c suites.Call, n int) suites.Geometry {
+	nn := int64(n)
+	switch c.Coll {
+	case suites.AllGather:
+		return suites.Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count * nn}
+	case suites.ReduceScatter:
+		return suites.Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count}
+	case suites.AllToAll:
+		return suites.Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count * nn}
+	}
+	return suites.Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count}
+}

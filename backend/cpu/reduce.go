@@ -1,0 +1,116 @@
+package cpu
+
+import (
+	"unsafe"
+
+	"collbench/dtype"
+	"collbench/suites"
+)
+
+type native interface {
+	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64 | ~float32 | ~float64
+}
+
+func view[T native](b []byte) []T {
+	var z T
+	n := len(b) / int(unsafe.Sizeof(z))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
+}
+
+func reduceNative[T native](dst, src []T, op suites.ReduceOp) {
+	src = src[:len(dst)]
+	switch op {
+	case suites.Sum, suites.Avg:
+		for i := range dst {
+			dst[i] += src[i]
+		}
+	case suites.Prod:
+		for i := range dst {
+			dst[i] *= src[i]
+		}
+	case suites.Max:
+		for i := range dst {
+			dst[i] = max(dst[i], src[i])
+		}
+	case suites.Min:
+		for i := range dst {
+			dst[i] = min(dst[i], src[i])
+		}
+	}
+}
+
+func divideNative[T native](dst []T, n int) {
+	d := T(n)
+	for i := range dst {
+		dst[i] /= d
+	}
+}
+
+func apply32(a, b float32, op suites.ReduceOp) float32 {
+	switch op {
+	case suites.Prod:
+		return a * b
+	case suites.Max:
+		return max(a, b)
+	case suites.Min:
+		return min(a, b)
+	}
+	return a + b
+}
+
+// reduceInto combines src into dst elementwise: dst = dst op src.
+func reduceInto(dst, src []byte, t dtype.DType, op suites.ReduceOp) {
+	switch t {
+	case dtype.Int8:
+		reduceNative(view[int8](dst), view[int8](src), op)
+	case dtype.Uint8:
+		reduceNative(view[uint8](dst), view[uint8](src), op)
+	case dtype.Int32:
+		reduceNative(view[int32](dst), view[int32](src), op)
+	case dtype.Uint32:
+		reduceNative(view[uint32](dst), view[uint32](src), op)
+	case dtype.Int64:
+		reduceNative(view[int64](dst), view[int64](src), op)
+	case dtype.Uint64:
+		reduceNative(view[uint64](dst), view[uint64](src), op)
+	case dtype.Float32:
+		reduceNative(view[float32](dst), view[float32](src), op)
+	case dtype.Float64:
+		reduceNative(view[float64](dst), view[float64](src), op)
+	default:
+		n := int64(len(dst) / t.Size())
+		for i := int64(0); i < n; i++ {
+			t.Put(dst, i, float64(apply32(float32(t.Get(dst, i)), float32(t.Get(src, i)), op)))
+		}
+	}
+}
+
+// divideBy finishes an average: integers divide truncating toward zero.
+func divideBy(dst []byte, t dtype.DType, n int) {
+	switch t {
+	case dtype.Int8:
+		divideNative(view[int8](dst), n)
+	case dtype.Uint8:
+		divideNative(view[uint8](dst), n)
+	case dtype.Int32:
+		divideNative(view[int32](dst), n)
+	case dtype.Uint32:
+		divideNative(view[uint32](dst), n)
+	case dtype.Int64:
+		divideNative(view[int64](dst), n)
+	case dtype.Uint64:
+		divideNative(view[uint64](dst), n)
+	case dtype.Float32:
+		divideNative(view[float32](dst), n)
+	case dtype.Float64:
+		divideNative(view[float64](dst), n)
+	default:
+		cnt := int64(len(dst) / t.Size())
+		for i := int64(0); i < cnt; i++ {
+			t.Put(dst, i, float64(float32(t.Get(dst, i))/float32(n)))
+		}
+	}
+}

@@ -1,0 +1,375 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"collbench/dtype"
+	"collbench/report"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// BenchOptions are the flags every collective command shares.
+type BenchOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	Ctx     context.Context
+
+	Collectives     []suites.Collective
+	CollectivesFlag string // sweep only
+
+	Sizes      string
+	MinBytes   string
+	MaxBytes   string
+	StepFactor int64
+	StepBytes  string
+
+	Ranks   int
+	DType   string
+	Op      string
+	Root    string
+	Iters   int
+	Warmup  int
+	Check   int
+	Mode    string
+	Average string
+	Seed    uint64
+
+	Format    string
+	formatSet bool
+	Output    string
+	Backend   string
+	NCCLLib   string
+}
+
+const defaultSizes = "8:32M"
+
+func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
+	fs.StringVar(&o.Sizes, "sizes", "", "message sizes: list and ranges, e.g. 8,1K,1M or 8:1G (doubling), 1M:64M:x4, 1M:8M:+1M (default "+defaultSizes+")")
+	fs.StringVarP(&o.MinBytes, "minbytes", "b", "", "smallest size, as NCCL's benchmark -b (with -e and -f or -i)")
+	fs.StringVarP(&o.MaxBytes, "maxbytes", "e", "", "largest size, as NCCL's benchmark -e")
+	fs.Int64VarP(&o.StepFactor, "stepfactor", "f", 2, "size multiplier between -b and -e")
+	fs.StringVarP(&o.StepBytes, "stepbytes", "i", "", "size increment between -b and -e (instead of -f)")
+	fs.IntVarP(&o.Ranks, "ranks", "g", 0, "ranks in this process (default: every GPU, or 4 on the cpu backend)")
+	fs.StringVarP(&o.DType, "dtype", "d", "float", "element type: "+strings.Join(dtype.Names(), ", ")+" (aliases fp32, fp16, bf16, ...), a comma list, or all")
+	fs.StringVar(&o.Op, "op", "sum", "reduction: sum, prod, max, min, avg, a comma list, or all")
+	fs.StringVarP(&o.Root, "root", "r", "0", "root rank of broadcast and reduce: N or all")
+	fs.IntVarP(&o.Iters, "iters", "n", 20, "timed iterations per size")
+	fs.IntVarP(&o.Warmup, "warmup", "w", 5, "untimed iterations before timing each size")
+	fs.IntVarP(&o.Check, "check", "c", 1, "verification passes per size, each with fresh inputs (0 = off)")
+	fs.StringVar(&o.Mode, "mode", "both", "both, out-of-place or in-place")
+	fs.StringVarP(&o.Average, "average", "a", "mean", "how ranks' times combine: mean, min, max or rank0")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the verification inputs")
+	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
+	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
+	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
+	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load (default: $COLLBENCH_NCCL_LIB, then the dynamic linker's search)")
+}
+
+// benchCommands returns one command per collective.
+func benchCommands(f *Factory) []*cobra.Command {
+	var out []*cobra.Command
+	for _, c := range suites.AllCollectives() {
+		out = append(out, NewCmdCollective(f, c, nil))
+	}
+	return out
+}
+
+var collectiveShort = map[suites.Collective]string{
+	suites.AllReduce:     "Sweep allreduce: every rank ends with the reduction of all inputs",
+	suites.AllGather:     "Sweep allgather: every rank ends with all ranks' inputs, in rank order",
+	suites.ReduceScatter: "Sweep reduce-scatter: rank r ends with part r of the reduction",
+	suites.Broadcast:     "Sweep broadcast: every rank ends with the root's input",
+	suites.Reduce:        "Sweep reduce: the root ends with the reduction of all inputs",
+	suites.AllToAll:      "Sweep alltoall: rank r sends its part p to rank p",
+	suites.SendRecv:      "Sweep send/recv: each rank sends to rank+1 and receives from rank-1",
+}
+
+// NewCmdCollective builds the command for one collective. runF replaces
+// benchRun in tests.
+func NewCmdCollective(f *Factory, c suites.Collective, runF func(*BenchOptions) error) *cobra.Command {
+	o := &BenchOptions{IO: f.IO, Factory: f, Collectives: []suites.Collective{c}}
+	cmd := &cobra.Command{
+		Use:     c.String(),
+		Aliases: c.Aliases(),
+		Short:   collectiveShort[c],
+		Args:    noArgs,
+		Example: fmt.Sprintf("  collbench %s --sizes 8:1G\n  collbench %s -b 8 -e 128M -f 2 --dtype all -o run.json", c, c),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ctx = cmd.Context()
+			o.formatSet = cmd.Flags().Changed("format")
+			if runF != nil {
+				return runF(o)
+			}
+			return benchRun(o)
+		},
+	}
+	addBenchFlags(cmd.Flags(), o)
+	return cmd
+}
+
+// NewCmdSweep builds `collbench sweep`, which runs several collectives in one process.
+func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
+	o := &BenchOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:     "sweep",
+		Short:   "Sweep several collectives in one process (--collectives all)",
+		Args:    noArgs,
+		Example: "  collbench sweep --collectives all --sizes 8:4G\n  collbench sweep --collectives allreduce,allgather -o sweep.json",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ctx = cmd.Context()
+			o.formatSet = cmd.Flags().Changed("format")
+			cs, err := suites.ParseCollectives(o.CollectivesFlag)
+			if err != nil {
+				return &UsageError{err}
+			}
+			o.Collectives = cs
+			if runF != nil {
+				return runF(o)
+			}
+			return benchRun(o)
+		},
+	}
+	cmd.Flags().StringVar(&o.CollectivesFlag, "collectives", "all", "comma list of collectives, or all: "+strings.Join(suites.CollectiveNames(), ", "))
+	addBenchFlags(cmd.Flags(), o)
+	return cmd
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("%s takes no arguments, got %q (see '%s --help')", cmd.CommandPath(), args[0], cmd.CommandPath())
+	}
+	return nil
+}
+
+// sizes resolves --sizes or the -b/-e/-f/-i flags.
+func (o *BenchOptions) sizes() ([]int64, error) {
+	bounds := o.MinBytes != "" || o.MaxBytes != "" || o.StepBytes != ""
+	if bounds && o.Sizes != "" {
+		return nil, fmt.Errorf("use either --sizes or -b/-e/-f/-i, not both")
+	}
+	if bounds {
+		if o.MinBytes == "" {
+			return nil, fmt.Errorf("-e/-i need -b (the smallest size)")
+		}
+		return suites.SizesFromBounds(o.MinBytes, o.MaxBytes, o.StepFactor, o.StepBytes)
+	}
+	spec := o.Sizes
+	if spec == "" {
+		spec = defaultSizes
+	}
+	return suites.ParseSizes(spec)
+}
+
+func parseList[T any](s string, all []T, parse func(string) (T, error)) ([]T, bool, error) {
+	var out []T
+	isAll := false
+	for _, part := range strings.Split(s, ",") {
+		if strings.EqualFold(strings.TrimSpace(part), "all") {
+			out = append(out, all...)
+			isAll = true
+			continue
+		}
+		v, err := parse(part)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, v)
+	}
+	return out, isAll, nil
+}
+
+// plan turns the flags into a plan; n is the rank count.
+func (o *BenchOptions) plan() (suites.Plan, error) {
+	var p suites.Plan
+	var err error
+	p.Collectives = o.Collectives
+	if p.Sizes, err = o.sizes(); err != nil {
+		return p, err
+	}
+	var allT, allO bool
+	if p.DTypes, allT, err = parseList(o.DType, dtype.All(), dtype.Parse); err != nil {
+		return p, err
+	}
+	if p.Ops, allO, err = parseList(o.Op, suites.AllOps(), suites.ParseOp); err != nil {
+		return p, err
+	}
+	p.SkipUnsupported = allT || allO
+	if r := strings.TrimSpace(o.Root); !strings.EqualFold(r, "all") {
+		v, err := strconv.Atoi(r)
+		if err != nil {
+			return p, fmt.Errorf("invalid --root %q (use a rank number or all)", o.Root)
+		}
+		p.Roots = []int{v}
+	}
+	switch strings.ToLower(o.Mode) {
+	case "both":
+		p.OutOfPlace, p.InPlace = true, true
+	case "out-of-place", "oop", "outofplace":
+		p.OutOfPlace = true
+	case "in-place", "ip", "inplace":
+		p.InPlace = true
+	default:
+		return p, fmt.Errorf("unknown --mode %q (valid: both, out-of-place, in-place)", o.Mode)
+	}
+	if p.Average, err = suites.ParseAverage(o.Average); err != nil {
+		return p, err
+	}
+	if o.Ranks < 0 {
+		return p, fmt.Errorf("invalid --ranks %d: must be at least 1", o.Ranks)
+	}
+	p.Iters, p.Warmup, p.Check, p.Seed = o.Iters, o.Warmup, o.Check, o.Seed
+	return p, nil
+}
+
+// outputFormat resolves what -o FILE receives.
+func (o *BenchOptions) fileFormat(stdout report.Format) report.Format {
+	if o.formatSet {
+		return stdout
+	}
+	switch strings.ToLower(filepath.Ext(o.Output)) {
+	case ".csv":
+		return report.FormatCSV
+	case ".txt":
+		return report.FormatTable
+	}
+	return report.FormatJSON
+}
+
+func benchRun(o *BenchOptions) error {
+	ctx := o.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	plan, err := o.plan()
+	if err != nil {
+		return &UsageError{err}
+	}
+	format, err := report.ParseFormat(o.Format)
+	if err != nil {
+		return &UsageError{err}
+	}
+	choice, err := o.Factory.ChooseBackend(o.Backend, o.NCCLLib)
+	if err != nil {
+		return err
+	}
+	b := choice.Backend
+	n := o.Ranks
+	if n == 0 {
+		n = b.DefaultRanks()
+	}
+	if err := plan.Validate(n); err != nil {
+		return &UsageError{err}
+	}
+	cases, err := plan.Cases(b, n)
+	if err != nil {
+		return &UsageError{err}
+	}
+	var file io.Writer
+	if o.Output != "" {
+		fh, err := os.Create(o.Output)
+		if err != nil {
+			return usageErrorf("cannot write --output: %v", err)
+		}
+		defer fh.Close()
+		file = fh
+	}
+	if choice.Auto {
+		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
+	}
+
+	doc := o.newDocument(plan, n, choice)
+	world, err := b.Open(ctx, n)
+	if err != nil {
+		return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
+	}
+	defer world.Close()
+	var devs []results.Device
+	for _, r := range world.Ranks() {
+		devs = append(devs, r.Device())
+	}
+	doc.Environment.Backend.Devices = devs
+	rn := &suites.Runner{World: world, Plan: plan, Cases: cases}
+	progress := newProgress(o.IO)
+	rn.OnProgress = progress.update
+	rows, runErr := rn.Run(ctx)
+	progress.done()
+	doc.Results = rows
+	doc.Finished = o.Factory.Now()
+	if runErr != nil {
+		doc.Error = runErr.Error()
+	}
+	doc.Summary = results.Summarize(rows, runErr != nil)
+
+	if err := o.emit(doc, format, file); err != nil {
+		return &RunError{fmt.Errorf("writing results: %w", err)}
+	}
+	switch {
+	case runErr != nil && errors.Is(runErr, context.Canceled):
+		return fmt.Errorf("interrupted; %d rows measured before: %w", len(rows), context.Canceled)
+	case runErr != nil:
+		return &RunError{runErr}
+	case doc.Summary.WrongTotal > 0:
+		return &CheckFailedError{fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
+	}
+	return nil
+}
+
+func (o *BenchOptions) emit(doc *results.Document, format report.Format, file io.Writer) error {
+	if file != nil {
+		if err := report.Write(file, doc, o.fileFormat(format)); err != nil {
+			return err
+		}
+		if !o.formatSet {
+			format = report.FormatTable
+		}
+	}
+	return report.Write(o.IO.Out, doc, format)
+}
+
+func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *results.Document {
+	f := o.Factory
+	cfg := results.Config{
+		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
+		Seed: p.Seed, Backend: o.Backend, Sizes: p.Sizes, Root: "all",
+	}
+	for _, c := range p.Collectives {
+		cfg.Collectives = append(cfg.Collectives, c.String())
+	}
+	for _, t := range p.DTypes {
+		cfg.DTypes = append(cfg.DTypes, t.String())
+	}
+	for _, op := range p.Ops {
+		cfg.Ops = append(cfg.Ops, op.String())
+	}
+	if p.Roots != nil {
+		cfg.Root = strconv.Itoa(p.Roots[0])
+	}
+	switch {
+	case p.OutOfPlace && p.InPlace:
+		cfg.Mode = "both"
+	case p.InPlace:
+		cfg.Mode = "in-place"
+	default:
+		cfg.Mode = "out-of-place"
+	}
+	return &results.Document{
+		Schema:        results.Schema,
+		SchemaVersion: results.SchemaVersion,
+		Tool:          results.Tool{Name: "collbench", Version: Version},
+		Command:       f.Args,
+		Started:       f.Now(),
+		Config:        cfg,
+		Environment:   f.environment(choice.Backend, choice.Reason),
+	}
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"collbench/report"
+	"collbench/results"
+)
+
+// EnvOptions are the flags of `collbench env`.
+type EnvOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	Backend string
+	NCCLLib string
+	Format  string
+}
+
+// EnvReport is what `collbench env` finds.
+type EnvReport struct {
+	Selected     string              `json:"selected"`
+	Reason       string              `json:"reason"`
+	DefaultRanks int                 `json:"default_ranks"`
+	NCCL         *results.Backend    `json:"nccl,omitempty"`
+	NCCLError    string              `json:"nccl_error,omitempty"`
+	Environment  results.Environment `json:"environment"`
+	CPUs         int                 `json:"cpus"`
+}
+
+// NewCmdEnv builds `collbench env`.
+func NewCmdEnv(f *Factory, runF func(*EnvOptions) error) *cobra.Command {
+	o := &EnvOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "env",
+		Short: "Show which backend would be used and why, with library and driver versions",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return envRun(o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
+	cmd.Flags().StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
+	cmd.Flags().StringVar(&o.Format, "format", "table", "table or json")
+	return cmd
+}
+
+func envRun(o *EnvOptions) error {
+	format, err := report.ParseFormat(o.Format)
+	if err != nil || format == report.FormatCSV {
+		return usageErrorf("unknown --format %q for env (valid: table, json)", o.Format)
+	}
+	f := o.Factory
+	choice, err := f.ChooseBackend(o.Backend, o.NCCLLib)
+	if err != nil {
+		return err
+	}
+	rep := EnvReport{
+		Selected:     choice.Backend.Name(),
+		Reason:       choice.Reason,
+		DefaultRanks: choice.Backend.DefaultRanks(),
+		Environment:  f.environment(choice.Backend, choice.Reason),
+		CPUs:         runtime.NumCPU(),
+	}
+	if nb, err := f.openNCCL(o.NCCLLib); err != nil {
+		rep.NCCLError = err.Error()
+	} else {
+		info := nb.Info()
+		rep.NCCL = &info
+	}
+	if format == report.FormatJSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	w := o.IO.Out
+	fmt.Fprintf(w, "collbench %s\n", Version)
+	fmt.Fprintf(w, "backend:       %s (%s)\n", rep.Selected, rep.Reason)
+	fmt.Fprintf(w, "default ranks: %d\n", rep.DefaultRanks)
+	if rep.NCCL != nil {
+		n := rep.NCCL
+		fmt.Fprintf(w, "nccl:          %s from %s\n", n.Version, n.Library)
+		if n.Driver != "" {
+			fmt.Fprintf(w, "driver:        %s\n", n.Driver)
+		}
+		for _, d := range n.Devices {
+			fmt.Fprintf(w, "  gpu %d:       %s %s\n", d.Rank, d.Name, d.BusID)
+		}
+	} else {
+		fmt.Fprintf(w, "nccl:          unavailable: %s\n", rep.NCCLError)
+	}
+	e := rep.Environment
+	fmt.Fprintf(w, "host:          %s (%s/%s, %d CPUs, %s)\n", e.Host, e.OS, e.Arch, rep.CPUs, e.GoVersion)
+	if len(e.Env) == 0 {
+		fmt.Fprintln(w, "environment:   no NCCL_*, CUDA_*, UCX_* or COLLBENCH_* variables set")
+	} else {
+		var kv []string
+		for k, v := range e.Env {
+			kv = append(kv, k+"="+v)
+		}
+		fmt.Fprintf(w, "environment:   %s\n", strings.Join(sortedList(kv), " "))
+	}
+	return nil
+}
+
+func sortedList(s []string) []string {
+	m := map[string]bool{}
+	for _, v := range s {
+		m[v] = true
+	}
+	return sortedStrings(m)
+}

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"collbench/backend/cpu"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// Factory holds what commands need from the outside world, so tests can
+// replace any of it.
+type Factory struct {
+	IO *IOStreams
+	// Args is the command line as typed, for result headers.
+	Args     []string
+	Hostname func() (string, error)
+	Now      func() time.Time
+	Environ  func() []string
+	// CPUOptions configure the CPU backend (tests set a corruption hook).
+	CPUOptions cpu.Options
+	// NCCL opens the NCCL backend from the given library path ("" = search);
+	// nil when this build has none.
+	NCCL func(lib string) (suites.Backend, error)
+}
+
+// NewFactory returns a Factory wired to the real system.
+func NewFactory(io *IOStreams) *Factory {
+	return &Factory{
+		IO:       io,
+		Hostname: os.Hostname,
+		Now:      time.Now,
+		Environ:  os.Environ,
+		NCCL:     openNCCL,
+	}
+}
+
+// BackendChoice is the backend a command will use and why.
+type BackendChoice struct {
+	Backend suites.Backend
+	Reason  string
+	Auto    bool
+}
+
+// ChooseBackend resolves --backend auto|cpu|nccl without printing anything.
+func (f *Factory) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "cpu":
+		return BackendChoice{Backend: cpu.New(f.CPUOptions), Reason: "asked for with --backend cpu"}, nil
+	case "nccl":
+		b, err := f.openNCCL(ncclLib)
+		if err != nil {
+			return BackendChoice{}, &UsageError{fmt.Errorf("the nccl backend is not available: %v", err)}
+		}
+		return BackendChoice{Backend: b, Reason: "asked for with --backend nccl"}, nil
+	case "auto", "":
+		b, err := f.openNCCL(ncclLib)
+		if err == nil {
+			return BackendChoice{Backend: b, Reason: "auto; GPUs and NCCL found", Auto: true}, nil
+		}
+		return BackendChoice{Backend: cpu.New(f.CPUOptions), Reason: "auto; NCCL unavailable: " + err.Error(), Auto: true}, nil
+	}
+	return BackendChoice{}, usageErrorf("unknown --backend %q (valid: auto, cpu, nccl)", name)
+}
+
+func (f *Factory) openNCCL(lib string) (suites.Backend, error) {
+	if f.NCCL == nil {
+		return nil, errors.New("this build has no NCCL backend")
+	}
+	return f.NCCL(lib)
+}
+
+// environment captures where a run happens.
+func (f *Factory) environment(b suites.Backend, reason string) results.Environment {
+	host, _ := f.Hostname()
+	env := results.Environment{
+		Host:      host,
+		OS:        runtime.GOOS,
+		Arch:      runtime.GOARCH,
+		GoVersion: runtime.Version(),
+		Backend:   b.Info(),
+	}
+	env.Backend.Reason = reason
+	for _, kv := range f.Environ() {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !relevantEnv(k) {
+			continue
+		}
+		if env.Env == nil {
+			env.Env = map[string]string{}
+		}
+		env.Env[k] = v
+	}
+	return env
+}
+
+// relevantEnv selects the variables that change how collectives behave.
+func relevantEnv(k string) bool {
+	for _, p := range []string{"NCCL_", "CUDA_", "UCX_", "COLLBENCH_", "NVIDIA_"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedStrings(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is the collbench version; the Makefile sets it from git.
+var Version = "0.1.0-dev"
+
+// NewCmdRoot builds the command tree.
+func NewCmdRoot(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "collbench",
+		Short: "Benchmark and verify GPU collective communication",
+		Long: `collbench sweeps message sizes for NCCL collectives, verifies every result
+against exactly expected values and prints bandwidth tables that line up with
+NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &UsageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
+	})
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	root.CompletionOptions.DisableDefaultCmd = true
+	for _, c := range benchCommands(f) {
+		root.AddCommand(c)
+	}
+	root.AddCommand(NewCmdSweep(f, nil))
+	root.AddCommand(NewCmdVersion(f))
+	root.AddCommand(NewCmdEnv(f, nil))
+	return root
+}
+
+// Run executes args against a fresh command tree and returns the exit code,
+// printing any error as one line on f.IO.ErrOut.
+func Run(ctx context.Context, f *Factory, args []string) int {
+	root := NewCmdRoot(f)
+	root.SetArgs(args)
+	f.Args = append([]string{"collbench"}, args...)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		msg := err.Error()
+		if strings.HasPrefix(msg, "unknown command") {
+			msg = strings.ReplaceAll(strings.TrimSpace(msg), "\n", " ")
+			msg = strings.ReplaceAll(msg, "\t", "")
+		}
+		fmt.Fprintf(f.IO.ErrOut, "collbench: %s\n", msg)
+	}
+	return ExitCode(err)
+}
+
+// Main runs collbench with the process's streams and signals.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, NewFactory(SystemIO()), args)
+}

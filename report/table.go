@@ -1,0 +1,242 @@
+// Package report renders result documents: the bandwidth table, CSV and JSON.
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"collbench/results"
+)
+
+// Format is an output format.
+type Format string
+
+// The output formats.
+const (
+	FormatTable Format = "table"
+	FormatJSON  Format = "json"
+	FormatCSV   Format = "csv"
+)
+
+// ParseFormat accepts table, json or csv.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(strings.ToLower(strings.TrimSpace(s))); f {
+	case FormatTable, FormatJSON, FormatCSV:
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown --format %q (valid: table, json, csv)", s)
+}
+
+// Write renders d in format f.
+func Write(w io.Writer, d *results.Document, f Format) error {
+	switch f {
+	case FormatJSON:
+		return results.Write(w, d)
+	case FormatCSV:
+		return WriteCSV(w, d)
+	default:
+		return WriteTable(w, d)
+	}
+}
+
+// WriteHeader writes the '#' block that describes a run: tool, backend,
+// ranks, host, command and settings.
+func WriteHeader(w io.Writer, d *results.Document) {
+	title := strings.Join(d.Config.Collectives, ", ")
+	fmt.Fprintf(w, "# %s %s: %s\n", d.Tool.Name, d.Tool.Version, title)
+	b := d.Environment.Backend
+	var bits []string
+	for _, s := range []string{b.Version, b.Library, b.Driver} {
+		if s != "" {
+			bits = append(bits, s)
+		}
+	}
+	line := b.Name
+	if len(bits) > 0 {
+		line += " (" + strings.Join(bits, "; ") + ")"
+	}
+	if b.Reason != "" {
+		line += " [" + b.Reason + "]"
+	}
+	fmt.Fprintf(w, "# backend:  %s\n", line)
+	fmt.Fprintf(w, "# ranks:    %d%s\n", d.Config.Ranks, devicesLine(b.Devices))
+	fmt.Fprintf(w, "# host:     %s (%s/%s)\n", d.Environment.Host, d.Environment.OS, d.Environment.Arch)
+	if len(d.Command) > 0 {
+		fmt.Fprintf(w, "# command:  %s\n", strings.Join(d.Command, " "))
+	}
+	c := d.Config
+	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d\n",
+		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed)
+	if len(d.Environment.Env) > 0 {
+		keys := sortedKeys(d.Environment.Env)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+d.Environment.Env[k])
+		}
+		fmt.Fprintf(w, "# env:      %s\n", strings.Join(kv, " "))
+	}
+}
+
+func devicesLine(devs []results.Device) string {
+	if len(devs) == 0 {
+		return ""
+	}
+	// Collapse identical device names into one entry.
+	same := true
+	for _, d := range devs {
+		if d.Name != devs[0].Name {
+			same = false
+		}
+	}
+	if same && len(devs) > 1 {
+		return fmt.Sprintf(" on %s", devs[0].Name)
+	}
+	var parts []string
+	for _, d := range devs {
+		s := fmt.Sprintf("%d: %s", d.Rank, d.Name)
+		if d.BusID != "" {
+			s += " [" + d.BusID + "]"
+		}
+		parts = append(parts, s)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// WriteTable writes the header block and one bandwidth table per collective,
+// each followed by its wrong-element and average bus bandwidth lines.
+func WriteTable(w io.Writer, d *results.Document) error {
+	WriteHeader(w, d)
+	groups, order := byCollective(d.Results)
+	sum := results.Summarize(d.Results, d.Error != "")
+	for i, name := range order {
+		rows := groups[name]
+		fmt.Fprintln(w, "#")
+		if len(order) > 1 || i > 0 {
+			fmt.Fprintf(w, "# %s\n", name)
+		}
+		if err := writeRows(w, rows); err != nil {
+			return err
+		}
+		for _, cs := range sum.PerColl {
+			if cs.Collective == name {
+				status := "OK"
+				if cs.WrongTotal > 0 {
+					status = "FAILED"
+				}
+				fmt.Fprintf(w, "# wrong elements:    %d (%s)\n", cs.WrongTotal, status)
+				fmt.Fprintf(w, "# avg bus bandwidth: %.3f GB/s\n", cs.AvgBusBW)
+			}
+		}
+	}
+	if len(d.Results) == 0 {
+		fmt.Fprintln(w, "#\n# no results")
+	}
+	if d.Error != "" {
+		fmt.Fprintf(w, "# stopped early: %s\n", d.Error)
+	}
+	return nil
+}
+
+func byCollective(rows []results.Row) (map[string][]results.Row, []string) {
+	groups := map[string][]results.Row{}
+	var order []string
+	for _, r := range rows {
+		if _, ok := groups[r.Collective]; !ok {
+			order = append(order, r.Collective)
+		}
+		groups[r.Collective] = append(groups[r.Collective], r)
+	}
+	return groups, order
+}
+
+func writeRows(w io.Writer, rows []results.Row) error {
+	oop, ip := false, false
+	for _, r := range rows {
+		oop = oop || r.OutOfPlace != nil
+		ip = ip || r.InPlace != nil
+	}
+	header := []any{"\nsize", "\ncount", "\ntype", "\nredop", "\nroot"}
+	halfHeader := func(label string) []any {
+		return []any{label + "\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"}
+	}
+	if oop {
+		header = append(header, halfHeader("out-of-place")...)
+	}
+	if ip {
+		header = append(header, halfHeader("in-place")...)
+	}
+	tb := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleASCII),
+			Settings: tw.Settings{
+				Separators: tw.Separators{BetweenRows: tw.Off, BetweenColumns: tw.On},
+				Lines:      tw.Lines{ShowHeaderLine: tw.On},
+			},
+		})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignRight),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+	)
+	tb.Header(header...)
+	for _, r := range rows {
+		root := "-"
+		if r.Root >= 0 {
+			root = fmt.Sprint(r.Root)
+		}
+		cells := []any{HumanBytes(r.SizeBytes), fmt.Sprint(r.Count), r.DType, r.Op, root}
+		if oop {
+			cells = append(cells, halfCells(r.OutOfPlace)...)
+		}
+		if ip {
+			cells = append(cells, halfCells(r.InPlace)...)
+		}
+		if err := tb.Append(cells...); err != nil {
+			return err
+		}
+	}
+	return tb.Render()
+}
+
+func halfCells(h *results.Half) []any {
+	if h == nil {
+		return []any{"-", "-", "-", "-"}
+	}
+	wrong := "N/A"
+	if h.Wrong != nil {
+		wrong = fmt.Sprint(*h.Wrong)
+	}
+	return []any{FormatTime(h.TimeUS), fmt.Sprintf("%.2f", h.AlgBW), fmt.Sprintf("%.2f", h.BusBW), wrong}
+}
+
+// FormatTime writes microseconds with the precision NCCL's benchmark uses:
+// two decimals below 100 µs, one below 10 ms, none above.
+func FormatTime(us float64) string {
+	switch {
+	case us >= 10000:
+		return fmt.Sprintf("%.0f", us)
+	case us >= 100:
+		return fmt.Sprintf("%.1f", us)
+	}
+	return fmt.Sprintf("%.2f", us)
+}
+
+// HumanBytes writes a byte count with a binary unit where it is exact
+// (8 B, 1 KiB, 64 MiB) and in bytes otherwise.
+func HumanBytes(b int64) string {
+	units := []string{"TiB", "GiB", "MiB", "KiB"}
+	shifts := []uint{40, 30, 20, 10}
+	for i, s := range shifts {
+		if b >= 1<<s && b%(1<<s) == 0 {
+			return fmt.Sprintf("%d %s", b>>s, units[i])
+		}
+	}
+	return fmt.Sprintf("%d B", b)
+}

@@ -1,0 +1,213 @@
+// Package results defines the machine-readable result document collbench
+// writes (schema "collbench/result", version 1) and reads back for reports
+// and comparisons.
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Schema names the document type; SchemaVersion is bumped only for changes
+// that break readers. New optional fields do not change the version.
+const (
+	Schema        = "collbench/result"
+	SchemaVersion = 1
+)
+
+// Document is one run: its configuration, where it ran and every row measured.
+type Document struct {
+	Schema        string      `json:"schema"`
+	SchemaVersion int         `json:"schema_version"`
+	Tool          Tool        `json:"tool"`
+	Command       []string    `json:"command,omitempty"`
+	Started       time.Time   `json:"started"`
+	Finished      time.Time   `json:"finished"`
+	Config        Config      `json:"config"`
+	Environment   Environment `json:"environment"`
+	// Topology is filled by topology detection where available.
+	Topology json.RawMessage `json:"topology,omitempty"`
+	Results  []Row           `json:"results"`
+	Summary  Summary         `json:"summary"`
+	// Error is set when the run stopped early; Results keeps every row measured before.
+	Error string `json:"error,omitempty"`
+}
+
+// Tool identifies the program that wrote the document.
+type Tool struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Commit  string `json:"commit,omitempty"`
+}
+
+// Config is what was asked for.
+type Config struct {
+	Collectives []string `json:"collectives"`
+	Sizes       []int64  `json:"sizes"`
+	DTypes      []string `json:"dtypes"`
+	Ops         []string `json:"ops"`
+	Root        string   `json:"root"` // "0".."n-1" or "all"
+	Ranks       int      `json:"ranks"`
+	Iters       int      `json:"iters"`
+	Warmup      int      `json:"warmup"`
+	Check       int      `json:"check"`
+	Mode        string   `json:"mode"`    // both, out-of-place, in-place
+	Average     string   `json:"average"` // mean, min, max, rank0
+	Seed        uint64   `json:"seed"`
+	Backend     string   `json:"backend"` // as asked: auto, cpu, nccl
+}
+
+// Environment is where the run happened.
+type Environment struct {
+	Host      string            `json:"host"`
+	OS        string            `json:"os"`
+	Arch      string            `json:"arch"`
+	GoVersion string            `json:"go_version"`
+	Backend   Backend           `json:"backend"`
+	Env       map[string]string `json:"env,omitempty"` // NCCL_*, CUDA_*, UCX_* variables
+}
+
+// Backend describes the backend that ran the collectives.
+type Backend struct {
+	Name        string   `json:"name"`
+	Reason      string   `json:"reason,omitempty"` // why auto chose it
+	Version     string   `json:"version,omitempty"`
+	VersionCode int      `json:"version_code,omitempty"`
+	Library     string   `json:"library,omitempty"`
+	Driver      string   `json:"driver,omitempty"`
+	Devices     []Device `json:"devices,omitempty"`
+}
+
+// Device is what one local rank runs on.
+type Device struct {
+	Rank  int    `json:"rank"`
+	Name  string `json:"name"`
+	BusID string `json:"bus_id,omitempty"`
+}
+
+// Row is one size of one collective, type, op and root, with its
+// out-of-place and in-place halves.
+type Row struct {
+	Collective string `json:"collective"`
+	DType      string `json:"dtype"`
+	Op         string `json:"op"`   // "none" for collectives without a reduction
+	Root       int    `json:"root"` // -1 for collectives without a root
+	SizeBytes  int64  `json:"size_bytes"`
+	Count      int64  `json:"count"`
+	Ranks      int    `json:"ranks"`
+	OutOfPlace *Half  `json:"out_of_place,omitempty"`
+	InPlace    *Half  `json:"in_place,omitempty"`
+}
+
+// Half is one mode's measurement.
+type Half struct {
+	TimeUS float64 `json:"time_us"`
+	AlgBW  float64 `json:"algbw_gbps"`
+	BusBW  float64 `json:"busbw_gbps"`
+	// Wrong is the number of wrong elements summed over ranks; nil when not checked.
+	Wrong *int64 `json:"wrong"`
+	// RankTimeUS is each rank's own time, in rank order.
+	RankTimeUS []float64 `json:"rank_time_us,omitempty"`
+}
+
+// Halves returns the row's measured halves, out-of-place first.
+func (r Row) Halves() []*Half {
+	var out []*Half
+	if r.OutOfPlace != nil {
+		out = append(out, r.OutOfPlace)
+	}
+	if r.InPlace != nil {
+		out = append(out, r.InPlace)
+	}
+	return out
+}
+
+// Summary totals a run.
+type Summary struct {
+	Rows       int                 `json:"rows"`
+	WrongTotal int64               `json:"wrong_total"`
+	AvgBusBW   float64             `json:"avg_busbw_gbps"`
+	OK         bool                `json:"ok"`
+	PerColl    []CollectiveSummary `json:"collectives,omitempty"`
+}
+
+// CollectiveSummary totals one collective's rows.
+type CollectiveSummary struct {
+	Collective string  `json:"collective"`
+	Rows       int     `json:"rows"`
+	WrongTotal int64   `json:"wrong_total"`
+	AvgBusBW   float64 `json:"avg_busbw_gbps"`
+}
+
+// Summarize computes the totals of rows. The average bus bandwidth is the
+// mean over every measured half, as NCCL's benchmark reports it.
+func Summarize(rows []Row, failed bool) Summary {
+	s := Summary{Rows: len(rows)}
+	var sum float64
+	var halves int
+	idx := map[string]int{}
+	type acc struct {
+		sum    float64
+		halves int
+	}
+	var accs []acc
+	for _, r := range rows {
+		i, ok := idx[r.Collective]
+		if !ok {
+			i = len(s.PerColl)
+			idx[r.Collective] = i
+			s.PerColl = append(s.PerColl, CollectiveSummary{Collective: r.Collective})
+			accs = append(accs, acc{})
+		}
+		s.PerColl[i].Rows++
+		for _, h := range r.Halves() {
+			if h.Wrong != nil {
+				s.WrongTotal += *h.Wrong
+				s.PerColl[i].WrongTotal += *h.Wrong
+			}
+			sum += h.BusBW
+			halves++
+			accs[i].sum += h.BusBW
+			accs[i].halves++
+		}
+	}
+	if halves > 0 {
+		s.AvgBusBW = sum / float64(halves)
+	}
+	for i := range s.PerColl {
+		if accs[i].halves > 0 {
+			s.PerColl[i].AvgBusBW = accs[i].sum / float64(accs[i].halves)
+		}
+	}
+	s.OK = s.WrongTotal == 0 && !failed
+	return s
+}
+
+// Write encodes d as indented JSON.
+func Write(w io.Writer, d *Document) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
+// ErrNotResult is returned by Read for JSON that is not a collbench result.
+var ErrNotResult = errors.New("not a collbench result document")
+
+// Read decodes a result document and checks its schema and version.
+func Read(r io.Reader) (*Document, error) {
+	var d Document
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("reading result JSON: %w", err)
+	}
+	if d.Schema != Schema {
+		return nil, fmt.Errorf("%w (schema %q)", ErrNotResult, d.Schema)
+	}
+	if d.SchemaVersion < 1 || d.SchemaVersion > SchemaVersion {
+		return nil, fmt.Errorf("result schema version %d is not supported (this collbench reads 1 to %d)", d.SchemaVersion, SchemaVersion)
+	}
+	return &d, nil
+}

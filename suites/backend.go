@@ -1,0 +1,123 @@
+package suites
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"collbench/dtype"
+	"collbench/results"
+)
+
+// Backend is a way of running collectives: NCCL on GPUs or goroutines on
+// host memory. Benchmark logic only sees this interface.
+type Backend interface {
+	// Name is the backend's short name: "cpu" or "nccl".
+	Name() string
+	// Info describes the backend for result headers.
+	Info() results.Backend
+	// Supports returns nil when the backend can run c on t with op, else an
+	// error saying why not.
+	Supports(c Collective, t dtype.DType, op ReduceOp) error
+	// DefaultRanks is the rank count used when none is asked for.
+	DefaultRanks() int
+	// Open creates a world of n ranks driven by this process.
+	Open(ctx context.Context, n int) (World, error)
+}
+
+// World is a communicator and the ranks of it this process drives.
+type World interface {
+	// Size is the number of ranks in the communicator.
+	Size() int
+	// Ranks are the ranks this process drives, in rank order.
+	Ranks() []Rank
+	// Run calls fn for every local rank concurrently, each on the rank's own
+	// thread, and returns the first error once all calls have returned.
+	Run(fn func(Rank) error) error
+	// Close releases the communicator and every buffer.
+	Close() error
+}
+
+// Buffer is memory on one rank's device.
+type Buffer interface {
+	// Len is the buffer's size in bytes.
+	Len() int64
+}
+
+// View is a byte offset into a Buffer.
+type View struct {
+	Buf Buffer
+	Off int64
+}
+
+// At returns the view elems elements of size esz further on.
+func (v View) At(elems int64, esz int) View { return View{v.Buf, v.Off + elems*int64(esz)} }
+
+// Call is one collective operation as one rank issues it.
+type Call struct {
+	Coll  Collective
+	DType dtype.DType
+	Op    ReduceOp
+	Root  int
+	Count int64 // the count argument: per rank, or per peer for alltoall
+	Send  View
+	Recv  View
+}
+
+// Rank is one member of a communicator, bound to one device and stream.
+// Its methods are called only from the goroutine World.Run gives it.
+type Rank interface {
+	Rank() int
+	Size() int
+	// Device names what this rank runs on.
+	Device() results.Device
+	Alloc(bytes int64) (Buffer, error)
+	Free(Buffer) error
+	// Fill writes count elements of p at dst.
+	Fill(dst View, count int64, p Pattern) error
+	// Poison overwrites count elements of type t at dst with a value patterns
+	// avoid (NaN for floats, 0x80 bytes for integers), so an output the
+	// operation did not write is caught.
+	Poison(dst View, count int64, t dtype.DType) error
+	// Check counts the elements of e's output at src that differ from the
+	// expected values.
+	Check(src View, e Expectation) (int64, error)
+	// Launch issues c; it may return before c completes. Sync waits for
+	// every issued operation.
+	Launch(c Call) error
+	Sync() error
+	// Barrier returns once every rank of the world has entered it.
+	Barrier() error
+}
+
+// OutOfMemoryError reports an allocation a device could not satisfy.
+type OutOfMemoryError struct {
+	Rank      int
+	Requested int64
+	Free      int64 // -1 if unknown
+}
+
+func (e *OutOfMemoryError) Error() string {
+	free := "unknown"
+	if e.Free >= 0 {
+		free = FormatBytes(e.Free)
+	}
+	return fmt.Sprintf("out of memory on rank %d: asked for %s, %s free", e.Rank, FormatBytes(e.Requested), free)
+}
+
+// ErrUnsupported marks a combination a backend cannot run.
+var ErrUnsupported = errors.New("unsupported")
+
+// FormatBytes writes a byte count with a binary unit and one decimal.
+func FormatBytes(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := int64(unit), 0
+	for n := b / unit; n >= unit && exp < 4; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
+}

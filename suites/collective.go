@@ -1,0 +1,226 @@
+// Package suites holds the collectives collbench measures: their byte
+// accounting, the exact values their outputs must hold, and the sweep runner
+// that drives a Backend through sizes, types and operations.
+package suites
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Collective is one of the communication patterns collbench measures.
+type Collective int
+
+// The collectives, in the order `sweep --collectives all` runs them.
+const (
+	AllReduce Collective = iota
+	AllGather
+	ReduceScatter
+	Broadcast
+	Reduce
+	AllToAll
+	SendRecv
+	numCollectives
+)
+
+type collInfo struct {
+	name    string
+	aliases []string
+	reduces bool // takes a reduction operation
+	rooted  bool // takes a root rank
+}
+
+var collInfos = [numCollectives]collInfo{
+	AllReduce:     {"allreduce", []string{"all-reduce", "all_reduce", "ar"}, true, false},
+	AllGather:     {"allgather", []string{"all-gather", "all_gather", "ag"}, false, false},
+	ReduceScatter: {"reduce-scatter", []string{"reducescatter", "reduce_scatter", "rs"}, true, false},
+	Broadcast:     {"broadcast", []string{"bcast"}, false, true},
+	Reduce:        {"reduce", nil, true, true},
+	AllToAll:      {"alltoall", []string{"all-to-all", "all_to_all", "a2a"}, false, false},
+	SendRecv:      {"sendrecv", []string{"send-recv", "send_recv", "p2p"}, false, false},
+}
+
+// AllCollectives returns every collective in sweep order.
+func AllCollectives() []Collective {
+	out := make([]Collective, numCollectives)
+	for i := range out {
+		out[i] = Collective(i)
+	}
+	return out
+}
+
+// CollectiveNames lists the canonical command names.
+func CollectiveNames() []string {
+	out := make([]string, numCollectives)
+	for i, c := range collInfos {
+		out[i] = c.name
+	}
+	return out
+}
+
+// ParseCollective accepts a collective's name or alias, case-insensitively.
+func ParseCollective(s string) (Collective, error) {
+	k := strings.ToLower(strings.TrimSpace(s))
+	for i, c := range collInfos {
+		if k == c.name {
+			return Collective(i), nil
+		}
+		for _, a := range c.aliases {
+			if k == a {
+				return Collective(i), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("unknown collective %q (valid: %s, or all)", s, strings.Join(CollectiveNames(), ", "))
+}
+
+// ParseCollectives parses a comma-separated list, where "all" means every collective.
+func ParseCollectives(s string) ([]Collective, error) {
+	var out []Collective
+	seen := map[Collective]bool{}
+	for _, part := range strings.Split(s, ",") {
+		if strings.EqualFold(strings.TrimSpace(part), "all") {
+			for _, c := range AllCollectives() {
+				if !seen[c] {
+					seen[c] = true
+					out = append(out, c)
+				}
+			}
+			continue
+		}
+		c, err := ParseCollective(part)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no collective given (valid: %s, or all)", strings.Join(CollectiveNames(), ", "))
+	}
+	return out, nil
+}
+
+// String returns the canonical name.
+func (c Collective) String() string {
+	if c < 0 || c >= numCollectives {
+		return fmt.Sprintf("collective(%d)", int(c))
+	}
+	return collInfos[c].name
+}
+
+// Aliases returns the other accepted spellings.
+func (c Collective) Aliases() []string { return collInfos[c].aliases }
+
+// Reduces reports whether c combines values with a reduction operation.
+func (c Collective) Reduces() bool { return collInfos[c].reduces }
+
+// Rooted reports whether c has a root rank.
+func (c Collective) Rooted() bool { return collInfos[c].rooted }
+
+// BusFactor converts algorithm bandwidth to bus bandwidth for n ranks, so
+// that busbw is comparable to link speed whatever n is.
+func (c Collective) BusFactor(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	nf := float64(n)
+	switch c {
+	case AllReduce:
+		return 2 * (nf - 1) / nf
+	case AllGather, ReduceScatter, AllToAll:
+		return (nf - 1) / nf
+	default:
+		return 1
+	}
+}
+
+// Geometry is the byte accounting of one row: how a requested size turns
+// into element counts per rank, as NCCL's standard benchmark does it.
+type Geometry struct {
+	// Bytes is the row's size: the larger of one rank's send and receive buffers.
+	Bytes int64
+	// Count is the count argument passed to the collective (per peer for alltoall).
+	Count int64
+	// SendCount and RecvCount are one rank's buffer lengths in elements.
+	SendCount, RecvCount int64
+	// SendInPlace and RecvInPlace are element offsets of the send and receive
+	// areas inside the single buffer an in-place operation uses.
+	SendInPlace, RecvInPlace int64
+}
+
+// BufferElems is the length in elements of the one buffer an in-place op uses.
+func (g Geometry) BufferElems() int64 { return max(g.SendCount, g.RecvCount) }
+
+// GeometryFor computes the geometry of size bytes of elemSize-byte elements
+// on rank `rank` of n. Counts round down so they divide evenly among ranks.
+func GeometryFor(c Collective, size int64, elemSize, n, rank int) Geometry {
+	count := size / int64(elemSize)
+	nn := int64(n)
+	var g Geometry
+	switch c {
+	case AllGather:
+		g.SendCount = count / nn
+		g.RecvCount = g.SendCount * nn
+		g.Count = g.SendCount
+		g.SendInPlace = int64(rank) * g.SendCount
+	case ReduceScatter:
+		g.RecvCount = count / nn
+		g.SendCount = g.RecvCount * nn
+		g.Count = g.RecvCount
+		g.RecvInPlace = int64(rank) * g.RecvCount
+	case AllToAll:
+		g.Count = count / nn
+		g.SendCount = g.Count * nn
+		g.RecvCount = g.SendCount
+	default:
+		g.Count = count
+		g.SendCount = count
+		g.RecvCount = count
+	}
+	g.Bytes = max(g.SendCount, g.RecvCount) * int64(elemSize)
+	return g
+}
+
+// ReduceOp is a reduction operation.
+type ReduceOp int
+
+// The reduction operations, in NCCL's order. NoOp marks collectives without one.
+const (
+	Sum ReduceOp = iota
+	Prod
+	Max
+	Min
+	Avg
+	numOps
+	NoOp ReduceOp = -1
+)
+
+var opNames = [numOps]string{"sum", "prod", "max", "min", "avg"}
+
+// AllOps returns every reduction operation.
+func AllOps() []ReduceOp { return []ReduceOp{Sum, Prod, Max, Min, Avg} }
+
+// ParseOp accepts an operation's name, case-insensitively.
+func ParseOp(s string) (ReduceOp, error) {
+	k := strings.ToLower(strings.TrimSpace(s))
+	for i, n := range opNames {
+		if k == n {
+			return ReduceOp(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown op %q (valid: %s, or all)", s, strings.Join(opNames[:], ", "))
+}
+
+// String returns the operation's name, or "none" for NoOp.
+func (o ReduceOp) String() string {
+	if o == NoOp {
+		return "none"
+	}
+	if o < 0 || o >= numOps {
+		return fmt.Sprintf("op(%d)", int(o))
+	}
+	return opNames[o]
+}

@@ -1,0 +1,220 @@
+package suites
+
+import (
+	"math"
+
+	"collbench/dtype"
+)
+
+// DomainKind says how input values are drawn.
+type DomainKind int
+
+const (
+	// DomainRange draws integers uniformly from [Lo, Hi].
+	DomainRange DomainKind = iota
+	// DomainSparse lets one rank per element contribute a value from [Lo, Hi]
+	// and every other rank 0, for sums over more ranks than the type can add exactly.
+	DomainSparse
+	// DomainProd gives every rank ±1 and one rank per element ±1 or ±2, so
+	// products stay exact.
+	DomainProd
+)
+
+// Domain is the set input values are drawn from. It is chosen per dtype, op
+// and rank count so that every reduction is exact in any order.
+type Domain struct {
+	Kind   DomainKind `json:"kind"`
+	Lo     int64      `json:"lo"`
+	Hi     int64      `json:"hi"`
+	Signed bool       `json:"signed"` // DomainProd: signs vary
+}
+
+// DomainFor picks the input domain for collective c on type t with op over n ranks.
+func DomainFor(c Collective, t dtype.DType, op ReduceOp, n int) Domain {
+	lim := t.ExactLimit()
+	full := Domain{Kind: DomainRange, Lo: 0, Hi: lim}
+	if t.IsSigned() {
+		full.Lo = -lim
+	}
+	if !c.Reduces() {
+		return full
+	}
+	nn := int64(max(n, 1))
+	switch op {
+	case Sum:
+		m := lim / nn
+		if m < 1 {
+			return Domain{Kind: DomainSparse, Lo: 0, Hi: min(lim, 15)}
+		}
+		if t.IsSigned() {
+			return Domain{Kind: DomainRange, Lo: -m, Hi: m}
+		}
+		return Domain{Kind: DomainRange, Lo: 0, Hi: m}
+	case Avg:
+		m := lim / nn
+		if m < 1 {
+			return Domain{Kind: DomainSparse, Lo: 0, Hi: min(lim, 15)}
+		}
+		return Domain{Kind: DomainRange, Lo: 0, Hi: m}
+	case Prod:
+		return Domain{Kind: DomainProd, Lo: 1, Hi: 2, Signed: t.IsSigned()}
+	default: // min, max
+		return full
+	}
+}
+
+// mix hashes (seed, rank, index) into 64 well-mixed bits.
+func mix(seed uint64, rank int, idx int64) uint64 {
+	x := uint64(idx)*0x9E3779B97F4A7C15 ^ (uint64(rank)+1)*0xC2B2AE3D27D4EB4F ^ (seed+1)*0x165667B19E3779F9
+	x ^= x >> 29
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 32
+	return x
+}
+
+// Value is element idx of rank's input for this domain, seed and rank count.
+func (d Domain) Value(seed uint64, rank, n int, idx int64) float64 {
+	x := mix(seed, rank, idx)
+	span := uint64(d.Hi - d.Lo + 1)
+	switch d.Kind {
+	case DomainSparse:
+		if (uint64(idx)+seed)%uint64(max(n, 1)) != uint64(rank) {
+			return 0
+		}
+		return float64(d.Lo + int64(x%span))
+	case DomainProd:
+		v := 1.0
+		if (uint64(idx)+seed)%uint64(max(n, 1)) == uint64(rank) && x&1 == 1 {
+			v = 2
+		}
+		if d.Signed && x&2 != 0 {
+			v = -v
+		}
+		return v
+	default:
+		return float64(d.Lo + int64(x%span))
+	}
+}
+
+// Pattern is the input one rank writes before a checked operation.
+type Pattern struct {
+	DType  dtype.DType
+	Domain Domain
+	Seed   uint64
+	Rank   int // the rank whose values these are
+	Ranks  int // ranks in the communicator
+}
+
+// Value is element idx of the pattern.
+func (p Pattern) Value(idx int64) float64 { return p.Domain.Value(p.Seed, p.Rank, p.Ranks, idx) }
+
+// FillHost writes count elements of p into buf (little-endian host memory).
+func (p Pattern) FillHost(buf []byte, count int64) {
+	for i := int64(0); i < count; i++ {
+		p.DType.Put(buf, i, p.Value(i))
+	}
+}
+
+// Expectation describes what one rank's output of a checked operation must
+// hold: enough for any backend to compute the exact expected value of each
+// element (on the host or in a device kernel).
+type Expectation struct {
+	Coll   Collective
+	DType  dtype.DType
+	Op     ReduceOp
+	Root   int
+	Ranks  int // n
+	Rank   int // the rank whose output this is
+	Geom   Geometry
+	Domain Domain
+	Seed   uint64
+}
+
+// Checked reports whether this rank's output is defined (reduce defines only the root's).
+func (e Expectation) Checked() bool { return e.Coll != Reduce || e.Rank == e.Root }
+
+// OutputCount is the number of output elements to compare.
+func (e Expectation) OutputCount() int64 {
+	if !e.Checked() {
+		return 0
+	}
+	return e.Geom.RecvCount
+}
+
+func (e Expectation) input(rank int, idx int64) float64 {
+	return e.Domain.Value(e.Seed, rank, e.Ranks, idx)
+}
+
+func (e Expectation) reduceAt(idx int64) float64 {
+	acc := e.input(0, idx)
+	for r := 1; r < e.Ranks; r++ {
+		v := e.input(r, idx)
+		switch e.Op {
+		case Sum, Avg:
+			acc += v
+		case Prod:
+			acc *= v
+		case Max:
+			acc = math.Max(acc, v)
+		case Min:
+			acc = math.Min(acc, v)
+		}
+	}
+	if e.Op == Avg {
+		acc /= float64(e.Ranks)
+		if !e.DType.IsFloat() {
+			acc = math.Trunc(acc)
+		}
+	}
+	return acc
+}
+
+// Want returns the exact expected value of output element i and the
+// tolerance allowed around it (0 except for avg on float types).
+func (e Expectation) Want(i int64) (want, tol float64) {
+	n := int64(e.Ranks)
+	switch e.Coll {
+	case AllReduce, Reduce:
+		want = e.reduceAt(i)
+	case ReduceScatter:
+		want = e.reduceAt(int64(e.Rank)*e.Geom.RecvCount + i)
+	case Broadcast:
+		want = e.input(e.Root, i)
+	case AllGather:
+		c := max(e.Geom.SendCount, 1)
+		want = e.input(int(i/c), i%c)
+	case AllToAll:
+		c := max(e.Geom.Count, 1)
+		want = e.input(int(i/c), int64(e.Rank)*c+i%c)
+	case SendRecv:
+		want = e.input(int((int64(e.Rank)-1+n)%n), i)
+	}
+	if e.Op == Avg && e.DType.IsFloat() {
+		tol = float64(e.Ranks+1) * e.DType.ULP(float64(max(e.Domain.Hi, -e.Domain.Lo)))
+	}
+	return want, tol
+}
+
+// Matches reports whether got is acceptable for output element i.
+func (e Expectation) Matches(i int64, got float64) bool {
+	want, tol := e.Want(i)
+	return got == want || (tol > 0 && math.Abs(got-want) <= tol)
+}
+
+// CountWrong compares count elements of host buffer buf (starting at element
+// first of the output) with the expectation and returns how many differ.
+func (e Expectation) CountWrong(buf []byte, first, count int64) int64 {
+	var wrong int64
+	for i := int64(0); i < count; i++ {
+		got := e.DType.Get(buf, i)
+		if got != got || !e.Matches(first+i, got) {
+			wrong++
+		}
+	}
+	return wrong
+}
+
+// InputPattern is the pattern rank writes as its input for this expectation's operation.
+func (e Expectation) InputPattern(rank int) Pattern {
+	return Pattern{DType: e.DType, Domain: e.Domain, Seed: e.Seed, Rank: rank, Ranks: e.Ranks}
+}

@@ -1,0 +1,373 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"collbench/dtype"
+	"collbench/results"
+)
+
+// Average says how the ranks' times combine into a row's time.
+type Average int
+
+// The ways to combine per-rank times.
+const (
+	AvgMean Average = iota
+	AvgMin
+	AvgMax
+	AvgRank0
+)
+
+var averageNames = []string{"mean", "min", "max", "rank0"}
+
+// ParseAverage accepts mean, min, max or rank0.
+func ParseAverage(s string) (Average, error) {
+	for i, n := range averageNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return Average(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown --average %q (valid: %s)", s, strings.Join(averageNames, ", "))
+}
+
+func (a Average) String() string { return averageNames[a] }
+
+// Combine reduces per-rank times (in rank order) to one.
+func (a Average) Combine(times []float64) float64 {
+	if len(times) == 0 {
+		return 0
+	}
+	switch a {
+	case AvgMin:
+		return slices.Min(times)
+	case AvgMax:
+		return slices.Max(times)
+	case AvgRank0:
+		return times[0]
+	}
+	var s float64
+	for _, t := range times {
+		s += t
+	}
+	return s / float64(len(times))
+}
+
+// Plan is what a sweep measures.
+type Plan struct {
+	Collectives []Collective
+	DTypes      []dtype.DType
+	Ops         []ReduceOp
+	// Roots lists the roots of rooted collectives; nil means every rank.
+	Roots      []int
+	Sizes      []int64
+	Iters      int
+	Warmup     int
+	Check      int
+	OutOfPlace bool
+	InPlace    bool
+	Average    Average
+	Seed       uint64
+	// SkipUnsupported drops combinations the backend cannot run (for "all"
+	// lists) instead of failing on them.
+	SkipUnsupported bool
+}
+
+// Case is one collective, type, op and root to sweep over the sizes.
+type Case struct {
+	Coll  Collective
+	DType dtype.DType
+	Op    ReduceOp
+	Root  int
+}
+
+// Validate checks the plan against a world of n ranks.
+func (p Plan) Validate(n int) error {
+	switch {
+	case len(p.Collectives) == 0:
+		return fmt.Errorf("no collective to run")
+	case len(p.Sizes) == 0:
+		return fmt.Errorf("no size to run (use --sizes, e.g. --sizes 8:1M)")
+	case len(p.DTypes) == 0:
+		return fmt.Errorf("no dtype to run")
+	case p.Iters < 1:
+		return fmt.Errorf("invalid --iters %d: must be at least 1", p.Iters)
+	case p.Warmup < 0:
+		return fmt.Errorf("invalid --warmup %d: must be 0 or more", p.Warmup)
+	case p.Check < 0:
+		return fmt.Errorf("invalid --check %d: must be 0 (off) or more", p.Check)
+	case !p.OutOfPlace && !p.InPlace:
+		return fmt.Errorf("no mode to run (use --mode both, out-of-place or in-place)")
+	case n < 1:
+		return fmt.Errorf("invalid rank count %d: must be at least 1", n)
+	}
+	for _, r := range p.Roots {
+		if r < 0 || r >= n {
+			return fmt.Errorf("invalid --root %d: must be between 0 and %d for %d ranks, or all", r, n-1, n)
+		}
+	}
+	return nil
+}
+
+// Cases expands the plan into the cases to run on b, in the order NCCL's
+// benchmark uses: per collective, type, op, root.
+func (p Plan) Cases(b Backend, n int) ([]Case, error) {
+	var out []Case
+	roots := p.Roots
+	if roots == nil {
+		for r := 0; r < n; r++ {
+			roots = append(roots, r)
+		}
+	}
+	for _, c := range p.Collectives {
+		ops := []ReduceOp{NoOp}
+		if c.Reduces() {
+			ops = p.Ops
+		}
+		rs := []int{-1}
+		if c.Rooted() {
+			rs = roots
+		}
+		for _, t := range p.DTypes {
+			for _, op := range ops {
+				if err := b.Supports(c, t, op); err != nil {
+					if p.SkipUnsupported {
+						continue
+					}
+					return nil, err
+				}
+				for _, r := range rs {
+					out = append(out, Case{c, t, op, r})
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the %s backend supports none of the requested dtype and op combinations", b.Name())
+	}
+	return out, nil
+}
+
+// Progress reports the runner's position for progress displays.
+type Progress struct {
+	Done, Total int
+	Case        Case
+	Size        int64
+}
+
+// Runner measures a plan on a world.
+type Runner struct {
+	World World
+	Plan  Plan
+	Cases []Case
+	// OnRow, if set, receives each row as soon as it is measured.
+	OnRow func(results.Row)
+	// OnProgress, if set, is called before each row is measured.
+	OnProgress func(Progress)
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Run measures every case at every size. It returns the rows measured so far
+// together with the error that stopped it, if any.
+func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
+	w := rn.World
+	n := w.Size()
+	local := w.Ranks()
+	index := map[int]int{}
+	for i, r := range local {
+		index[r.Rank()] = i
+	}
+	var maxBytes int64
+	for _, c := range rn.Cases {
+		for _, s := range rn.Plan.Sizes {
+			g := GeometryFor(c.Coll, s, c.DType.Size(), n, 0)
+			maxBytes = max(maxBytes, g.Bytes)
+		}
+	}
+	maxBytes = max(maxBytes, 8)
+	send := make([]Buffer, len(local))
+	recv := make([]Buffer, len(local))
+	err := w.Run(func(r Rank) error {
+		i := index[r.Rank()]
+		var err error
+		if send[i], err = r.Alloc(maxBytes); err != nil {
+			return fmt.Errorf("allocating the send buffer (%s): %w", FormatBytes(maxBytes), err)
+		}
+		if recv[i], err = r.Alloc(maxBytes); err != nil {
+			return fmt.Errorf("allocating the receive buffer (%s): %w", FormatBytes(maxBytes), err)
+		}
+		return nil
+	})
+	defer w.Run(func(r Rank) error {
+		i := index[r.Rank()]
+		for _, b := range []Buffer{send[i], recv[i]} {
+			if b != nil {
+				_ = r.Free(b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var rows []results.Row
+	total := len(rn.Cases) * len(rn.Plan.Sizes)
+	done := 0
+	for ci, c := range rn.Cases {
+		for _, size := range rn.Plan.Sizes {
+			if err := ctx.Err(); err != nil {
+				return rows, err
+			}
+			if rn.OnProgress != nil {
+				rn.OnProgress(Progress{Done: done, Total: total, Case: c, Size: size})
+			}
+			row, err := rn.measure(ci, c, size, index, send, recv)
+			if err != nil {
+				return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
+			}
+			rows = append(rows, row)
+			done++
+			if rn.OnRow != nil {
+				rn.OnRow(row)
+			}
+		}
+	}
+	return rows, nil
+}
+
+func (rn *Runner) measure(ci int, c Case, size int64, index map[int]int, send, recv []Buffer) (results.Row, error) {
+	n := rn.World.Size()
+	g0 := GeometryFor(c.Coll, size, c.DType.Size(), n, 0)
+	row := results.Row{
+		Collective: c.Coll.String(),
+		DType:      c.DType.String(),
+		Op:         c.Op.String(),
+		Root:       c.Root,
+		SizeBytes:  g0.Bytes,
+		Count:      g0.Count,
+		Ranks:      n,
+	}
+	for _, inPlace := range []bool{false, true} {
+		if (inPlace && !rn.Plan.InPlace) || (!inPlace && !rn.Plan.OutOfPlace) {
+			continue
+		}
+		h, err := rn.half(ci, c, size, inPlace, index, send, recv)
+		if err != nil {
+			return row, err
+		}
+		if inPlace {
+			row.InPlace = h
+		} else {
+			row.OutOfPlace = h
+		}
+	}
+	return row, nil
+}
+
+// seedFor returns the seed of check pass k of a case's size and mode, so every
+// pass uses fresh inputs.
+func (p Plan) seedFor(ci int, size int64, inPlace bool, k int) uint64 {
+	m := 0
+	if inPlace {
+		m = 1
+	}
+	return mix(mix(p.Seed, ci, size), m, int64(k))
+}
+
+func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]int, send, recv []Buffer) (*results.Half, error) {
+	p := rn.Plan
+	n := rn.World.Size()
+	esz := c.DType.Size()
+	local := rn.World.Ranks()
+	times := make([]float64, len(local))
+	wrongs := make([]int64, len(local))
+	now := rn.Now
+	if now == nil {
+		now = time.Now
+	}
+	dom := DomainFor(c.Coll, c.DType, c.Op, n)
+	err := rn.World.Run(func(r Rank) error {
+		i := index[r.Rank()]
+		g := GeometryFor(c.Coll, size, esz, n, r.Rank())
+		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
+			Send: View{send[i], 0}, Recv: View{recv[i], 0}}
+		if inPlace {
+			call.Send = View{recv[i], 0}.At(g.SendInPlace, esz)
+			call.Recv = View{recv[i], 0}.At(g.RecvInPlace, esz)
+		}
+		for k := 0; k < p.Check; k++ {
+			e := Expectation{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Ranks: n,
+				Rank: r.Rank(), Geom: g, Domain: dom, Seed: p.seedFor(ci, size, inPlace, k)}
+			if inPlace {
+				if err := r.Poison(View{recv[i], 0}, g.BufferElems(), c.DType); err != nil {
+					return err
+				}
+				if err := r.Fill(call.Send, g.SendCount, e.InputPattern(r.Rank())); err != nil {
+					return err
+				}
+			} else {
+				if err := r.Fill(call.Send, g.SendCount, e.InputPattern(r.Rank())); err != nil {
+					return err
+				}
+				if err := r.Poison(call.Recv, g.RecvCount, c.DType); err != nil {
+					return err
+				}
+			}
+			if err := r.Launch(call); err != nil {
+				return err
+			}
+			if err := r.Sync(); err != nil {
+				return err
+			}
+			w, err := r.Check(call.Recv, e)
+			if err != nil {
+				return err
+			}
+			wrongs[i] += w
+		}
+		for k := 0; k < p.Warmup; k++ {
+			if err := r.Launch(call); err != nil {
+				return err
+			}
+		}
+		if err := r.Sync(); err != nil {
+			return err
+		}
+		if err := r.Barrier(); err != nil {
+			return err
+		}
+		t0 := now()
+		for k := 0; k < p.Iters; k++ {
+			if err := r.Launch(call); err != nil {
+				return err
+			}
+		}
+		if err := r.Sync(); err != nil {
+			return err
+		}
+		times[i] = float64(now().Sub(t0).Nanoseconds()) / 1e3 / float64(p.Iters)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &results.Half{RankTimeUS: times}
+	h.TimeUS = p.Average.Combine(times)
+	bytes := GeometryFor(c.Coll, size, esz, n, 0).Bytes
+	if h.TimeUS > 0 {
+		h.AlgBW = float64(bytes) / (h.TimeUS * 1e3)
+	}
+	h.BusBW = h.AlgBW * c.Coll.BusFactor(n)
+	if p.Check > 0 {
+		var w int64
+		for _, x := range wrongs {
+			w += x
+		}
+		h.Wrong = &w
+	}
+	return h, nil
+}
