@@ -47,8 +47,8 @@ func TestFloatRounding(t *testing.T) {
 		in   float64
 		want float64
 	}{
-		{Float16, 2049, 2048},     // tie, rounds to even
-		{Float16, 2051, 2052},     // tie, rounds to even (up)
+		{Float16, 2049, 2048}, // tie, rounds to even
+		{Float16, 2051, 2052}, // tie, rounds to even (up)
 		{Float16, 65520, math.Inf(1)},
 		{Float16, 1.0 / (1 << 24), 1.0 / (1 << 24)}, // smallest subnormal
 		{BFloat16, 257, 256},

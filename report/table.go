@@ -94,7 +94,16 @@ func devicesLine(devs []results.Device) string {
 		}
 	}
 	if same && len(devs) > 1 {
-		return fmt.Sprintf(" on %s", devs[0].Name)
+		var ids []string
+		for _, d := range devs {
+			if d.BusID != "" {
+				ids = append(ids, d.BusID)
+			}
+		}
+		if len(ids) == 0 {
+			return fmt.Sprintf(" on %s", devs[0].Name)
+		}
+		return fmt.Sprintf(" on %s [%s]", devs[0].Name, strings.Join(ids, ", "))
 	}
 	var parts []string
 	for _, d := range devs {

@@ -188,32 +188,9 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 			maxBytes = max(maxBytes, g.Bytes)
 		}
 	}
-	maxBytes = max(maxBytes, 8)
-	send := make([]Buffer, len(local))
-	recv := make([]Buffer, len(local))
-	err := w.Run(func(r Rank) error {
-		i := index[r.Rank()]
-		var err error
-		if send[i], err = r.Alloc(maxBytes); err != nil {
-			return fmt.Errorf("allocating the send buffer (%s): %w", FormatBytes(maxBytes), err)
-		}
-		if recv[i], err = r.Alloc(maxBytes); err != nil {
-			return fmt.Errorf("allocating the receive buffer (%s): %w", FormatBytes(maxBytes), err)
-		}
-		return nil
-	})
-	defer w.Run(func(r Rank) error {
-		i := index[r.Rank()]
-		for _, b := range []Buffer{send[i], recv[i]} {
-			if b != nil {
-				_ = r.Free(b)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
+	bufs := &buffers{world: w, index: index, limit: max(maxBytes, 8),
+		send: make([]Buffer, len(local)), recv: make([]Buffer, len(local))}
+	defer bufs.release()
 	var rows []results.Row
 	total := len(rn.Cases) * len(rn.Plan.Sizes)
 	done := 0
@@ -225,7 +202,11 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 			if rn.OnProgress != nil {
 				rn.OnProgress(Progress{Done: done, Total: total, Case: c, Size: size})
 			}
-			row, err := rn.measure(ci, c, size, index, send, recv)
+			need := GeometryFor(c.Coll, size, c.DType.Size(), n, 0).Bytes
+			if err := bufs.ensure(need); err != nil {
+				return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
+			}
+			row, err := rn.measure(ci, c, size, index, bufs.send, bufs.recv)
 			if err != nil {
 				return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
 			}
@@ -370,4 +351,58 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 		h.Wrong = &w
 	}
 	return h, nil
+}
+
+// minAlloc is the smallest buffer allocated, so small sizes share one buffer.
+const minAlloc = 1 << 20
+
+// buffers holds each local rank's send and receive buffer, grown as the
+// sweep reaches larger sizes, so running out of memory stops only the sizes
+// that do not fit.
+type buffers struct {
+	world      World
+	index      map[int]int
+	limit      int64 // the largest size any case needs
+	have       int64
+	send, recv []Buffer
+}
+
+func (b *buffers) ensure(need int64) error {
+	if need <= b.have && b.have > 0 {
+		return nil
+	}
+	size := min(max(need, minAlloc), b.limit)
+	size = max(size, need)
+	b.release()
+	err := b.world.Run(func(r Rank) error {
+		i := b.index[r.Rank()]
+		var err error
+		if b.send[i], err = r.Alloc(size); err != nil {
+			return fmt.Errorf("allocating the send buffer (%s): %w", FormatBytes(size), err)
+		}
+		if b.recv[i], err = r.Alloc(size); err != nil {
+			return fmt.Errorf("allocating the receive buffer (%s): %w", FormatBytes(size), err)
+		}
+		return nil
+	})
+	if err != nil {
+		b.release()
+		return err
+	}
+	b.have = size
+	return nil
+}
+
+func (b *buffers) release() {
+	_ = b.world.Run(func(r Rank) error {
+		i := b.index[r.Rank()]
+		for _, p := range []*Buffer{&b.send[i], &b.recv[i]} {
+			if *p != nil {
+				_ = r.Free(*p)
+				*p = nil
+			}
+		}
+		return nil
+	})
+	b.have = 0
 }

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"collbench/backend/cpu"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// testFactory returns a factory with fixed host and clock and no NCCL.
+func testFactory() (*Factory, *bytes.Buffer, *bytes.Buffer) {
+	io, out, errOut := TestIO()
+	f := NewFactory(io)
+	f.Hostname = func() (string, error) { return "testhost", nil }
+	f.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	f.Environ = func() []string { return []string{"NCCL_DEBUG=WARN", "HOME=/root"} }
+	f.NCCL = nil
+	return f, out, errOut
+}
+
+func run(t *testing.T, f *Factory, args ...string) int {
+	t.Helper()
+	return Run(context.Background(), f, args)
+}
+
+func TestAllreduceTableOnCPU(t *testing.T) {
+	f, out, errOut := testFactory()
+	code := run(t, f, "allreduce", "--sizes", "8,4K", "-n", "2", "-w", "1")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	s := out.String()
+	for _, want := range []string{"# collbench", "# backend:  cpu", "# ranks:    4", "testhost", "out-of-place", "in-place",
+		"4 KiB", "1024", "float", "sum", "# wrong elements:    0 (OK)", "avg bus bandwidth", "NCCL_DEBUG=WARN"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "HOME=") {
+		t.Error("unrelated environment variables leaked into the header")
+	}
+	if !strings.Contains(errOut.String(), "backend cpu (auto; NCCL unavailable") {
+		t.Errorf("auto did not say why it chose cpu: %q", errOut)
+	}
+}
+
+func TestAliasesRunTheSameCollective(t *testing.T) {
+	for _, alias := range []string{"all-reduce", "all_reduce", "reducescatter", "reduce_scatter", "all_gather", "bcast", "a2a", "send_recv"} {
+		f, _, errOut := testFactory()
+		if code := run(t, f, alias, "--sizes", "64", "-n", "1", "-w", "0", "--backend", "cpu"); code != 0 {
+			t.Errorf("%s: exit %d: %s", alias, code, errOut)
+		}
+	}
+}
+
+func TestJSONOutputAndFile(t *testing.T) {
+	dir := t.TempDir()
+	f, out, _ := testFactory()
+	path := filepath.Join(dir, "run.json")
+	code := run(t, f, "sweep", "--collectives", "allreduce,broadcast", "--sizes", "1K", "-n", "1", "-w", "0",
+		"--backend", "cpu", "-g", "3", "-o", path)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(out.String(), "# broadcast") {
+		t.Errorf("stdout should carry the table when -o names a JSON file:\n%s", out)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	d, err := results.Read(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Config.Ranks != 3 || len(d.Results) != 2 || d.Results[1].Collective != "broadcast" || d.Results[1].Root != 0 {
+		t.Fatalf("unexpected document: %+v", d)
+	}
+	if d.Environment.Backend.Name != "cpu" || d.Environment.Host != "testhost" || len(d.Environment.Backend.Devices) != 3 {
+		t.Fatalf("environment not recorded: %+v", d.Environment)
+	}
+	if !d.Summary.OK || d.Summary.WrongTotal != 0 {
+		t.Fatalf("summary: %+v", d.Summary)
+	}
+	if got := d.Results[0].OutOfPlace.RankTimeUS; len(got) != 3 {
+		t.Fatalf("per-rank times: %v", got)
+	}
+}
+
+func TestFormatsOnStdout(t *testing.T) {
+	f, out, _ := testFactory()
+	if code := run(t, f, "reduce-scatter", "--sizes", "4K", "-n", "1", "--format", "json", "--backend", "cpu"); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if _, err := results.Read(out); err != nil {
+		t.Fatalf("stdout is not a result document: %v", err)
+	}
+	f, out, _ = testFactory()
+	if code := run(t, f, "alltoall", "--sizes", "4K,8K", "-n", "1", "--format", "csv", "--backend", "cpu"); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	recs, err := csv.NewReader(out).ReadAll()
+	if err != nil || len(recs) != 5 || recs[1][0] != "alltoall" {
+		t.Fatalf("csv: %v %v", recs, err)
+	}
+}
+
+// TestBadInputIsOneLineExit2 covers every bad input the tool must refuse
+// before doing anything.
+func TestBadInputIsOneLineExit2(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"allreduce", "--sizes", "0"}, "positive"},
+		{[]string{"allreduce", "--sizes", "-8"}, "invalid size"},
+		{[]string{"allreduce", "--sizes", "1Q"}, "invalid size \"1Q\""},
+		{[]string{"allreduce", "--sizes", "8:4"}, "start 8 is larger than end 4"},
+		{[]string{"allreduce", "--dtype", "float128"}, "unknown dtype \"float128\" (valid: int8"},
+		{[]string{"allreduce", "--op", "xor"}, "unknown op \"xor\" (valid: sum"},
+		{[]string{"allscatter"}, "unknown command \"allscatter\""},
+		{[]string{"sweep", "--collectives", "allreduce,allscatter"}, "unknown collective \"allscatter\""},
+		{[]string{"broadcast", "--root", "9"}, "invalid --root 9: must be between 0 and 3"},
+		{[]string{"broadcast", "--root", "x"}, "invalid --root \"x\""},
+		{[]string{"allreduce", "--iters", "0"}, "invalid --iters 0"},
+		{[]string{"allreduce", "--iters", "abc"}, "invalid argument \"abc\""},
+		{[]string{"allreduce", "--dtype", "e4m3", "--op", "prod"}, "op prod on dtype f8e4m3"},
+		{[]string{"allreduce", "--mode", "sideways"}, "unknown --mode"},
+		{[]string{"allreduce", "--average", "median"}, "unknown --average"},
+		{[]string{"allreduce", "--format", "xml"}, "unknown --format"},
+		{[]string{"allreduce", "--backend", "tpu"}, "unknown --backend"},
+		{[]string{"allreduce", "--backend", "nccl"}, "the nccl backend is not available"},
+		{[]string{"allreduce", "--sizes", "8", "-b", "8"}, "either --sizes or -b"},
+		{[]string{"allreduce", "--check", "-1"}, "invalid --check"},
+		{[]string{"allreduce", "-g", "-2"}, "invalid --ranks"},
+		{[]string{"allreduce", "extra"}, "takes no arguments"},
+		{[]string{"allreduce", "--no-such-flag"}, "unknown flag"},
+		{[]string{"allreduce", "-o", "/nonexistent-dir/x.json"}, "cannot write --output"},
+	}
+	for _, c := range cases {
+		f, out, errOut := testFactory()
+		code := run(t, f, c.args...)
+		if code != ExitUsage {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: printed on stdout: %q", c.args, out)
+		}
+		msg := errOut.String()
+		if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "collbench: ") {
+			t.Errorf("%v: want one line on stderr, got %q", c.args, msg)
+		}
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%v: stderr %q does not mention %q", c.args, msg, c.want)
+		}
+	}
+}
+
+// TestCorruptionFailsTheRun flips one element of one rank's output and
+// expects #wrong 1 and exit code 1.
+func TestCorruptionFailsTheRun(t *testing.T) {
+	f, out, errOut := testFactory()
+	flipped := false
+	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c suites.Call, data []byte) {
+		if rank == 2 && !flipped && len(data) >= 4 {
+			data[1] ^= 0x40
+			flipped = true
+		}
+	}}
+	code := run(t, f, "allreduce", "--sizes", "1K", "-n", "1", "-w", "0", "--mode", "out-of-place", "--backend", "cpu", "--format", "json")
+	if code != ExitCheckFailed {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errOut)
+	}
+	d, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := *d.Results[0].OutOfPlace.Wrong; w != 1 {
+		t.Fatalf("#wrong = %d, want 1", w)
+	}
+	if d.Summary.OK || d.Summary.WrongTotal != 1 {
+		t.Fatalf("summary %+v", d.Summary)
+	}
+	if !strings.Contains(errOut.String(), "verification failed: 1 wrong elements") {
+		t.Errorf("stderr: %q", errOut)
+	}
+}
+
+// TestOutOfMemoryKeepsEarlierRows lets a memory cap stop the sweep at a
+// size that does not fit and checks the earlier rows survive, with exit 3.
+func TestOutOfMemoryKeepsEarlierRows(t *testing.T) {
+	f, out, errOut := testFactory()
+	f.CPUOptions = cpu.Options{MemoryLimit: 3 * 2 * (2 << 20)} // 3 ranks, two 2 MiB buffers each
+	code := run(t, f, "allreduce", "--sizes", "1K,2M,4M", "-n", "1", "-g", "3", "--backend", "cpu", "--format", "json")
+	if code != ExitRunFailed {
+		t.Fatalf("exit %d, want 3; stderr %q", code, errOut)
+	}
+	msg := errOut.String()
+	if !strings.Contains(msg, "size 4M") || !strings.Contains(msg, "out of memory on rank") || !strings.Contains(msg, "asked for 4.0 MiB") {
+		t.Errorf("stderr %q should name the size and the memory", msg)
+	}
+	d, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Results) != 2 || d.Results[1].SizeBytes != 2<<20 || d.Error == "" || d.Summary.OK {
+		t.Fatalf("earlier rows or the error lost: %d rows, error %q", len(d.Results), d.Error)
+	}
+}
+
+func TestInterruptedRunKeepsRows(t *testing.T) {
+	f, out, errOut := testFactory()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	code := Run(ctx, f, []string{"allreduce", "--sizes", "8", "--backend", "cpu"})
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want 130; stderr %q", code, errOut)
+	}
+	if !strings.Contains(out.String(), "# stopped early") {
+		t.Errorf("partial table missing: %q", out)
+	}
+}
+
+func TestEnvCommand(t *testing.T) {
+	f, out, _ := testFactory()
+	if code := run(t, f, "env"); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"backend:       cpu", "nccl:          unavailable: this build has no NCCL backend", "default ranks: 4", "NCCL_DEBUG=WARN"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("env output lacks %q:\n%s", want, out)
+		}
+	}
+	f, out, _ = testFactory()
+	if code := run(t, f, "env", "--format", "json"); code != 0 || !strings.Contains(out.String(), `"selected": "cpu"`) {
+		t.Fatalf("env json: %d %s", code, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	f, out, _ := testFactory()
+	if code := run(t, f, "version"); code != 0 || !strings.HasPrefix(out.String(), "collbench "+Version) {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
+
+// TestOptionsReachRunF checks flag parsing without running anything.
+func TestOptionsReachRunF(t *testing.T) {
+	f, _, _ := testFactory()
+	var got *BenchOptions
+	cmd := NewCmdCollective(f, suites.Broadcast, func(o *BenchOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"-b", "8", "-e", "1M", "-f", "4", "-g", "2", "-d", "bf16", "-r", "all", "-n", "7", "-w", "3", "-c", "2", "-a", "max"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := got.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sizes) != 9 || p.Sizes[1] != 32 || p.Roots != nil || p.Iters != 7 || p.Warmup != 3 || p.Check != 2 ||
+		p.Average != suites.AvgMax || got.Ranks != 2 || p.DTypes[0].String() != "bfloat16" {
+		t.Fatalf("plan %+v", p)
+	}
+}

@@ -1,0 +1,148 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"collbench/results"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./report -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file; got:\n%s", name, got)
+	}
+}
+
+func wrong(n int64) *int64 { return &n }
+
+// sampleDocument is a fixed two-collective run.
+func sampleDocument() *results.Document {
+	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	d := &results.Document{
+		Schema: results.Schema, SchemaVersion: results.SchemaVersion,
+		Tool:    results.Tool{Name: "collbench", Version: "1.2.3"},
+		Command: []string{"collbench", "sweep", "--collectives", "allreduce,broadcast", "--sizes", "8,1M,64M"},
+		Started: start, Finished: start.Add(3 * time.Second),
+		Config: results.Config{Collectives: []string{"allreduce", "broadcast"}, Sizes: []int64{8, 1 << 20, 64 << 20},
+			DTypes: []string{"float"}, Ops: []string{"sum"}, Root: "0", Ranks: 4, Iters: 20, Warmup: 5,
+			Check: 1, Mode: "both", Average: "mean", Seed: 1, Backend: "auto"},
+		Environment: results.Environment{Host: "node-a", OS: "linux", Arch: "amd64", GoVersion: "go1.26.8",
+			Backend: results.Backend{Name: "nccl", Version: "2.28.3", VersionCode: 22803, Library: "/usr/lib/libnccl.so.2",
+				Driver: "CUDA driver 13.0", Devices: []results.Device{
+					{Rank: 0, Name: "NVIDIA H200", BusID: "0000:00:06.0"}, {Rank: 1, Name: "NVIDIA H200", BusID: "0000:00:07.0"},
+					{Rank: 2, Name: "NVIDIA H200", BusID: "0000:00:08.0"}, {Rank: 3, Name: "NVIDIA H200", BusID: "0000:00:09.0"}}},
+			Env: map[string]string{"NCCL_NVLS_ENABLE": "0", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}},
+	}
+	d.Results = []results.Row{
+		{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: 8, Count: 2, Ranks: 4,
+			OutOfPlace: &results.Half{TimeUS: 8.51, AlgBW: 0.00094, BusBW: 0.00141, Wrong: wrong(0), RankTimeUS: []float64{8.4, 8.5, 8.6, 8.55}},
+			InPlace:    &results.Half{TimeUS: 8.42, AlgBW: 0.00095, BusBW: 0.00143, Wrong: wrong(0)}},
+		{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: 1 << 20, Count: 262144, Ranks: 4,
+			OutOfPlace: &results.Half{TimeUS: 24.19, AlgBW: 43.35, BusBW: 65.02, Wrong: wrong(0)},
+			InPlace:    &results.Half{TimeUS: 23.8, AlgBW: 44.06, BusBW: 66.09, Wrong: wrong(0)}},
+		{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: 64 << 20, Count: 16777216, Ranks: 4,
+			OutOfPlace: &results.Half{TimeUS: 320.5, AlgBW: 209.4, BusBW: 314.1, Wrong: wrong(0)},
+			InPlace:    &results.Half{TimeUS: 12345.6, AlgBW: 5.43, BusBW: 8.15, Wrong: wrong(3)}},
+		{Collective: "broadcast", DType: "float", Op: "none", Root: 0, SizeBytes: 8, Count: 2, Ranks: 4,
+			OutOfPlace: &results.Half{TimeUS: 9.1, AlgBW: 0.00088, BusBW: 0.00088},
+			InPlace:    &results.Half{TimeUS: 9.0, AlgBW: 0.00089, BusBW: 0.00089}},
+	}
+	d.Summary = results.Summarize(d.Results, false)
+	return d
+}
+
+func TestTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteTable(&b, sampleDocument()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "sweep.table.golden", b.Bytes())
+}
+
+func TestTableOneModeAndError(t *testing.T) {
+	d := sampleDocument()
+	d.Config.Collectives = []string{"allreduce"}
+	d.Results = d.Results[:2]
+	for i := range d.Results {
+		d.Results[i].InPlace = nil
+	}
+	d.Error = "allreduce float sum size 128M: out of memory on rank 2: asked for 128.0 MiB, 12.0 MiB free"
+	d.Environment.Env = nil
+	var b bytes.Buffer
+	if err := WriteTable(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "oop-error.table.golden", b.Bytes())
+}
+
+func TestJSONGoldenAndRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	d := sampleDocument()
+	if err := results.Write(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "sweep.json.golden", b.Bytes())
+	back, err := results.Read(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Results) != 4 || *back.Results[2].InPlace.Wrong != 3 || back.Results[3].OutOfPlace.Wrong != nil {
+		t.Fatalf("round trip lost data: %+v", back.Results)
+	}
+}
+
+func TestCSVGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteCSV(&b, sampleDocument()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "sweep.csv.golden", b.Bytes())
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 1+8 {
+		t.Fatalf("want a header and 8 lines (4 rows x 2 modes), got %d", len(lines))
+	}
+}
+
+func TestReadRejectsForeignAndFutureDocuments(t *testing.T) {
+	for _, in := range []string{`{"schema":"other"}`, `{"schema":"collbench/result","schema_version":99}`, `[1,2]`, `nope`} {
+		if _, err := results.Read(strings.NewReader(in)); err == nil {
+			t.Errorf("Read(%s) succeeded", in)
+		}
+	}
+}
+
+func TestFormatHelpers(t *testing.T) {
+	for in, want := range map[float64]string{8.514: "8.51", 123.45: "123.5", 12345.6: "12346"} {
+		if got := FormatTime(in); got != want {
+			t.Errorf("FormatTime(%v) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[int64]string{8: "8 B", 1000: "1000 B", 1024: "1 KiB", 64 << 20: "64 MiB", 4 << 30: "4 GiB"} {
+		if got := HumanBytes(in); got != want {
+			t.Errorf("HumanBytes(%d) = %q, want %q", in, got, want)
+		}
+	}
+	if _, err := ParseFormat("xml"); err == nil {
+		t.Error("xml accepted")
+	}
+}

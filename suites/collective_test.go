@@ -1,0 +1,125 @@
+package suites
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+func TestParseCollectiveAliases(t *testing.T) {
+	cases := map[string]Collective{
+		"allreduce": AllReduce, "all-reduce": AllReduce, "all_reduce": AllReduce, "ALLREDUCE": AllReduce,
+		"allgather": AllGather, "all_gather": AllGather, "reduce-scatter": ReduceScatter,
+		"reducescatter": ReduceScatter, "reduce_scatter": ReduceScatter, "broadcast": Broadcast,
+		"bcast": Broadcast, "reduce": Reduce, "alltoall": AllToAll, "all-to-all": AllToAll,
+		"sendrecv": SendRecv, "send_recv": SendRecv,
+	}
+	for in, want := range cases {
+		if got, err := ParseCollective(in); err != nil || got != want {
+			t.Errorf("ParseCollective(%q) = %v, %v", in, got, err)
+		}
+	}
+	if _, err := ParseCollective("allscatter"); err == nil {
+		t.Error("unknown collective accepted")
+	}
+	all, err := ParseCollectives("all")
+	if err != nil || len(all) != 7 {
+		t.Errorf("ParseCollectives(all) = %v, %v", all, err)
+	}
+	two, err := ParseCollectives("allreduce, ar ,allgather")
+	if err != nil || len(two) != 2 {
+		t.Errorf("duplicates not merged: %v, %v", two, err)
+	}
+}
+
+func TestBusFactor(t *testing.T) {
+	cases := []struct {
+		c    Collective
+		n    int
+		want float64
+	}{
+		{AllReduce, 1, 0}, {AllReduce, 2, 1}, {AllReduce, 4, 1.5}, {AllReduce, 8, 1.75},
+		{AllGather, 4, 0.75}, {ReduceScatter, 8, 0.875}, {AllToAll, 2, 0.5},
+		{Broadcast, 4, 1}, {Reduce, 8, 1}, {SendRecv, 4, 1},
+	}
+	for _, c := range cases {
+		if got := c.c.BusFactor(c.n); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%v.BusFactor(%d) = %v, want %v", c.c, c.n, got, c.want)
+		}
+	}
+}
+
+// TestGeometryEveryCollective checks byte accounting for every collective and
+// rank counts 1 to 9, against the rules of NCCL's benchmark.
+func TestGeometryEveryCollective(t *testing.T) {
+	sizes := []int64{8, 100, 1 << 20, 1<<20 + 4, 3 << 30}
+	for _, c := range AllCollectives() {
+		for n := 1; n <= 9; n++ {
+			for _, esz := range []int{1, 2, 4, 8} {
+				for _, size := range sizes {
+					t.Run(fmt.Sprintf("%v/n%d/e%d/%d", c, n, esz, size), func(t *testing.T) {
+						count := size / int64(esz)
+						for rank := 0; rank < n; rank++ {
+							g := GeometryFor(c, size, esz, n, rank)
+							checkGeometry(t, c, g, count, int64(n), int64(rank), int64(esz))
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func checkGeometry(t *testing.T, c Collective, g Geometry, count, n, rank, esz int64) {
+	t.Helper()
+	var send, recv, param, sOff, rOff int64
+	switch c {
+	case AllGather:
+		param = count / n
+		send, recv, sOff = param, param*n, rank*param
+	case ReduceScatter:
+		param = count / n
+		send, recv, rOff = param*n, param, rank*param
+	case AllToAll:
+		param = count / n
+		send, recv = param*n, param*n
+	default:
+		param, send, recv = count, count, count
+	}
+	want := Geometry{Bytes: max(send, recv) * esz, Count: param, SendCount: send, RecvCount: recv, SendInPlace: sOff, RecvInPlace: rOff}
+	if g != want {
+		t.Fatalf("got %+v, want %+v", g, want)
+	}
+	if g.Bytes > count*esz {
+		t.Fatalf("row size %d exceeds the requested %d", g.Bytes, count*esz)
+	}
+	// The in-place areas must lie inside the one in-place buffer.
+	if g.SendInPlace+g.SendCount > g.BufferElems() || g.RecvInPlace+g.RecvCount > g.BufferElems() {
+		t.Fatalf("in-place areas overrun the buffer: %+v", g)
+	}
+}
+
+func TestParseOpAndAverage(t *testing.T) {
+	for i, name := range []string{"sum", "prod", "max", "min", "avg"} {
+		op, err := ParseOp(name)
+		if err != nil || int(op) != i || op.String() != name {
+			t.Errorf("ParseOp(%q) = %v, %v", name, op, err)
+		}
+	}
+	if _, err := ParseOp("xor"); err == nil {
+		t.Error("xor accepted")
+	}
+	if NoOp.String() != "none" {
+		t.Error("NoOp should print as none")
+	}
+	times := []float64{4, 1, 7}
+	for s, want := range map[string]float64{"mean": 4, "min": 1, "max": 7, "rank0": 4} {
+		a, err := ParseAverage(s)
+		if err != nil || a.Combine(times) != want {
+			t.Errorf("average %s = %v, %v", s, a.Combine(times), err)
+		}
+	}
+	if _, err := ParseAverage("median"); err == nil {
+		t.Error("median accepted")
+	}
+}
