@@ -70,8 +70,15 @@ func WriteHeader(w io.Writer, d *results.Document) {
 		fmt.Fprintf(w, "# command:  %s\n", strings.Join(d.Command, " "))
 	}
 	c := d.Config
-	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d\n",
-		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed)
+	extra := ""
+	if c.CUDAGraph > 0 {
+		extra += fmt.Sprintf(", cuda-graph %d replays", c.CUDAGraph)
+	}
+	if c.IterStats {
+		extra += ", iter-stats"
+	}
+	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d%s\n",
+		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed, extra)
 	if len(d.Environment.Env) > 0 {
 		keys := sortedKeys(d.Environment.Env)
 		var kv []string
@@ -164,14 +171,21 @@ func byCollective(rows []results.Row) (map[string][]results.Row, []string) {
 }
 
 func writeRows(w io.Writer, rows []results.Row) error {
-	oop, ip := false, false
+	oop, ip, stats := false, false, false
 	for _, r := range rows {
 		oop = oop || r.OutOfPlace != nil
 		ip = ip || r.InPlace != nil
+		for _, h := range r.Halves() {
+			stats = stats || h.Iter != nil
+		}
 	}
 	header := []any{"\nsize", "\ncount", "\ntype", "\nredop", "\nroot"}
 	halfHeader := func(label string) []any {
-		return []any{label + "\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"}
+		h := []any{label + "\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"}
+		if stats {
+			h = append(h, "\np50\n(us)", "\np99\n(us)", "\nmin\n(us)", "\nmax\n(us)", "\nCV\n(%)")
+		}
+		return h
 	}
 	if oop {
 		header = append(header, halfHeader("out-of-place")...)
@@ -202,10 +216,10 @@ func writeRows(w io.Writer, rows []results.Row) error {
 		}
 		cells := []any{HumanBytes(r.SizeBytes), fmt.Sprint(r.Count), r.DType, r.Op, root}
 		if oop {
-			cells = append(cells, halfCells(r.OutOfPlace)...)
+			cells = append(cells, halfCells(r.OutOfPlace, stats)...)
 		}
 		if ip {
-			cells = append(cells, halfCells(r.InPlace)...)
+			cells = append(cells, halfCells(r.InPlace, stats)...)
 		}
 		if err := tb.Append(cells...); err != nil {
 			return err
@@ -214,15 +228,27 @@ func writeRows(w io.Writer, rows []results.Row) error {
 	return tb.Render()
 }
 
-func halfCells(h *results.Half) []any {
+func halfCells(h *results.Half, stats bool) []any {
 	if h == nil {
-		return []any{"-", "-", "-", "-"}
+		out := []any{"-", "-", "-", "-"}
+		if stats {
+			out = append(out, "-", "-", "-", "-", "-")
+		}
+		return out
 	}
 	wrong := "N/A"
 	if h.Wrong != nil {
 		wrong = fmt.Sprint(*h.Wrong)
 	}
-	return []any{FormatTime(h.TimeUS), fmt.Sprintf("%.2f", h.AlgBW), fmt.Sprintf("%.2f", h.BusBW), wrong}
+	out := []any{FormatTime(h.TimeUS), fmt.Sprintf("%.2f", h.AlgBW), fmt.Sprintf("%.2f", h.BusBW), wrong}
+	if stats {
+		if s := h.Iter; s != nil {
+			out = append(out, FormatTime(s.P50US), FormatTime(s.P99US), FormatTime(s.MinUS), FormatTime(s.MaxUS), fmt.Sprintf("%.1f", s.CV*100))
+		} else {
+			out = append(out, "-", "-", "-", "-", "-")
+		}
+	}
+	return out
 }
 
 // FormatTime writes microseconds with the precision NCCL's benchmark uses:

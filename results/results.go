@@ -58,6 +58,10 @@ type Config struct {
 	Average     string   `json:"average"` // mean, min, max, rank0
 	Seed        uint64   `json:"seed"`
 	Backend     string   `json:"backend"` // as asked: auto, cpu, nccl
+	// IterStats is set when per-iteration timing was asked for.
+	IterStats bool `json:"iter_stats,omitempty"`
+	// CUDAGraph is the number of graph replays (0: no CUDA graphs).
+	CUDAGraph int `json:"cuda_graph,omitempty"`
 }
 
 // Environment is where the run happened.
@@ -111,6 +115,21 @@ type Half struct {
 	Wrong *int64 `json:"wrong"`
 	// RankTimeUS is each rank's own time, in rank order.
 	RankTimeUS []float64 `json:"rank_time_us,omitempty"`
+	// Iter holds per-iteration statistics when they were measured.
+	Iter *IterStats `json:"iter_stats,omitempty"`
+}
+
+// IterStats summarises per-iteration times (µs): each iteration's time is
+// the mean over ranks of that iteration's own timing.
+type IterStats struct {
+	Samples int     `json:"samples"`
+	MinUS   float64 `json:"min_us"`
+	MaxUS   float64 `json:"max_us"`
+	P50US   float64 `json:"p50_us"`
+	P99US   float64 `json:"p99_us"`
+	MeanUS  float64 `json:"mean_us"`
+	// CV is the coefficient of variation: standard deviation / mean.
+	CV float64 `json:"cv"`
 }
 
 // Halves returns the row's measured halves, out-of-place first.

@@ -64,6 +64,20 @@ type Call struct {
 	Recv  View
 }
 
+// CallGeometry recovers one rank's buffer lengths from a call's count on n ranks.
+func CallGeometry(c Call, n int) Geometry {
+	nn := int64(n)
+	switch c.Coll {
+	case AllGather:
+		return Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count * nn}
+	case ReduceScatter:
+		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count}
+	case AllToAll:
+		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count * nn}
+	}
+	return Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count}
+}
+
 // Rank is one member of a communicator, bound to one device and stream.
 // Its methods are called only from the goroutine World.Run gives it.
 type Rank interface {
@@ -120,4 +134,30 @@ func FormatBytes(b int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
+}
+
+// IterTimer is implemented by ranks that can time each operation on their
+// own (GPU events around each op; a host clock on the CPU backend).
+type IterTimer interface {
+	// TimeEach issues c iters times and returns each operation's time in µs.
+	TimeEach(c Call, iters int) ([]float64, error)
+}
+
+// Graph is a captured sequence of operations that can be replayed.
+type Graph interface {
+	Replay() error
+	Destroy()
+}
+
+// GraphCapturer is implemented by ranks that can capture operations into a
+// CUDA graph, which removes host launch overhead from small-message latency.
+type GraphCapturer interface {
+	// Capture records ops launches of c into a graph without running them.
+	Capture(c Call, ops int) (Graph, error)
+}
+
+// GraphBackend is implemented by backends whose ranks can capture CUDA graphs.
+type GraphBackend interface {
+	// CanCaptureGraphs returns nil when graph capture is available.
+	CanCaptureGraphs() error
 }

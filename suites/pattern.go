@@ -109,9 +109,12 @@ type Pattern struct {
 func (p Pattern) Value(idx int64) float64 { return p.Domain.Value(p.Seed, p.Rank, p.Ranks, idx) }
 
 // FillHost writes count elements of p into buf (little-endian host memory).
-func (p Pattern) FillHost(buf []byte, count int64) {
+func (p Pattern) FillHost(buf []byte, count int64) { p.FillRange(buf, 0, count) }
+
+// FillRange writes elements first..first+count-1 of p into buf[0:].
+func (p Pattern) FillRange(buf []byte, first, count int64) {
 	for i := int64(0); i < count; i++ {
-		p.DType.Put(buf, i, p.Value(i))
+		p.DType.Put(buf, i, p.Value(first+i))
 	}
 }
 

@@ -74,6 +74,12 @@ type Plan struct {
 	// SkipUnsupported drops combinations the backend cannot run (for "all"
 	// lists) instead of failing on them.
 	SkipUnsupported bool
+	// IterStats adds per-iteration timing (another Iters operations, each
+	// timed on its own) and its statistics to every half.
+	IterStats bool
+	// GraphReplays, when above 0, captures Iters operations into a CUDA
+	// graph once and replays it this many times for the timing.
+	GraphReplays int
 }
 
 // Case is one collective, type, op and root to sweep over the sizes.
@@ -103,6 +109,8 @@ func (p Plan) Validate(n int) error {
 		return fmt.Errorf("no mode to run (use --mode both, out-of-place or in-place)")
 	case n < 1:
 		return fmt.Errorf("invalid rank count %d: must be at least 1", n)
+	case p.GraphReplays < 0:
+		return fmt.Errorf("invalid --cuda-graph %d: must be 0 (off) or a replay count", p.GraphReplays)
 	}
 	for _, r := range p.Roots {
 		if r < 0 || r >= n {
@@ -266,6 +274,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 	local := rn.World.Ranks()
 	times := make([]float64, len(local))
 	wrongs := make([]int64, len(local))
+	samples := make([][]float64, len(local))
 	now := rn.Now
 	if now == nil {
 		now = time.Now
@@ -318,25 +327,30 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 		if err := r.Sync(); err != nil {
 			return err
 		}
-		if err := r.Barrier(); err != nil {
+		var err error
+		if p.GraphReplays > 0 {
+			times[i], err = timeGraph(r, call, p.Iters, p.GraphReplays, now)
+		} else {
+			times[i], err = timeLoop(r, call, p.Iters, now)
+		}
+		if err != nil {
 			return err
 		}
-		t0 := now()
-		for k := 0; k < p.Iters; k++ {
-			if err := r.Launch(call); err != nil {
+		if p.IterStats {
+			it, ok := r.(IterTimer)
+			if !ok {
+				return fmt.Errorf("%w: this backend cannot time single iterations", ErrUnsupported)
+			}
+			if samples[i], err = it.TimeEach(call, p.Iters); err != nil {
 				return err
 			}
 		}
-		if err := r.Sync(); err != nil {
-			return err
-		}
-		times[i] = float64(now().Sub(t0).Nanoseconds()) / 1e3 / float64(p.Iters)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	h := &results.Half{RankTimeUS: times}
+	h := &results.Half{RankTimeUS: times, Iter: iterStats(samples)}
 	h.TimeUS = p.Average.Combine(times)
 	bytes := GeometryFor(c.Coll, size, esz, n, 0).Bytes
 	if h.TimeUS > 0 {
@@ -405,4 +419,72 @@ func (b *buffers) release() {
 		return nil
 	})
 	b.have = 0
+}
+
+// timeLoop issues iters operations back to back and returns the wall time of
+// one, in µs, after the stream has drained.
+func timeLoop(r Rank, call Call, iters int, now func() time.Time) (float64, error) {
+	if err := r.Barrier(); err != nil {
+		return 0, err
+	}
+	t0 := now()
+	for k := 0; k < iters; k++ {
+		if err := r.Launch(call); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.Sync(); err != nil {
+		return 0, err
+	}
+	return float64(now().Sub(t0).Nanoseconds()) / 1e3 / float64(iters), nil
+}
+
+// timeGraph captures iters operations into a graph once, replays it
+// replays times and returns the time of one operation, in µs.
+func timeGraph(r Rank, call Call, iters, replays int, now func() time.Time) (float64, error) {
+	gc, ok := r.(GraphCapturer)
+	if !ok {
+		return 0, fmt.Errorf("%w: this backend has no CUDA graphs", ErrUnsupported)
+	}
+	g, err := gc.Capture(call, iters)
+	if err != nil {
+		return 0, err
+	}
+	defer g.Destroy()
+	// One untimed replay loads the graph onto the device.
+	if err := g.Replay(); err != nil {
+		return 0, err
+	}
+	if err := r.Sync(); err != nil {
+		return 0, err
+	}
+	if err := r.Barrier(); err != nil {
+		return 0, err
+	}
+	t0 := now()
+	for k := 0; k < replays; k++ {
+		if err := g.Replay(); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.Sync(); err != nil {
+		return 0, err
+	}
+	return float64(now().Sub(t0).Nanoseconds()) / 1e3 / float64(iters*replays), nil
+}
+
+// iterStats averages each iteration over ranks and summarises the result.
+func iterStats(samples [][]float64) *results.IterStats {
+	if len(samples) == 0 || len(samples[0]) == 0 {
+		return nil
+	}
+	per := make([]float64, len(samples[0]))
+	for _, s := range samples {
+		for k := range per {
+			if k < len(s) {
+				per[k] += s[k] / float64(len(samples))
+			}
+		}
+	}
+	return results.NewIterStats(per)
 }

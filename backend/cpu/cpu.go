@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"collbench/dtype"
+	"collbench/internal/syncx"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -105,7 +107,7 @@ func (w *world) Run(fn func(suites.Rank) error) error {
 	}
 	wg.Wait()
 	for _, e := range errs {
-		if e != nil && !errors.Is(e, errAborted) {
+		if e != nil && !errors.Is(e, syncx.ErrAborted) {
 			return e
 		}
 	}
@@ -203,7 +205,7 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 }
 
 func (r *rank) Sync() error    { return nil }
-func (r *rank) Barrier() error { return r.w.hub.bar.wait() }
+func (r *rank) Barrier() error { return r.w.hub.bar.Wait() }
 
 func (r *rank) Launch(c suites.Call) error {
 	out, err := r.w.hub.run(r.id, c)
@@ -231,4 +233,17 @@ func memAvailable() int64 {
 		}
 	}
 	return 0
+}
+
+// TimeEach times each of iters operations with the host clock.
+func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+	out := make([]float64, iters)
+	for k := range out {
+		t0 := time.Now()
+		if err := r.Launch(c); err != nil {
+			return nil, err
+		}
+		out[k] = float64(time.Since(t0).Nanoseconds()) / 1e3
+	}
+	return out, nil
 }

@@ -1,63 +1,11 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
-	"sync"
 
+	"collbench/internal/syncx"
 	"collbench/suites"
 )
-
-var errAborted = errors.New("another rank failed; operation abandoned")
-
-// barrier is a reusable barrier for a fixed number of goroutines that can be
-// aborted, waking every waiter with an error.
-type barrier struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	n       int
-	waiting int
-	gen     uint64
-	err     error
-}
-
-func newBarrier(n int) *barrier {
-	b := &barrier{n: n}
-	b.cond = sync.NewCond(&b.mu)
-	return b
-}
-
-func (b *barrier) wait() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err != nil {
-		return b.err
-	}
-	g := b.gen
-	b.waiting++
-	if b.waiting == b.n {
-		b.waiting = 0
-		b.gen++
-		b.cond.Broadcast()
-		return nil
-	}
-	for g == b.gen && b.err == nil {
-		b.cond.Wait()
-	}
-	if g == b.gen {
-		return b.err
-	}
-	return nil
-}
-
-func (b *barrier) abort(err error) {
-	b.mu.Lock()
-	if b.err == nil {
-		b.err = fmt.Errorf("%w (%v)", errAborted, err)
-	}
-	b.cond.Broadcast()
-	b.mu.Unlock()
-}
 
 // slot is what one rank posts for the operation in progress.
 type slot struct {
@@ -67,16 +15,16 @@ type slot struct {
 // hub is where the ranks of one communicator meet to exchange data.
 type hub struct {
 	n       int
-	bar     *barrier
+	bar     *syncx.Barrier
 	slots   []slot
 	scratch []byte
 }
 
 func newHub(n int) *hub {
-	return &hub{n: n, bar: newBarrier(n), slots: make([]slot, n)}
+	return &hub{n: n, bar: syncx.NewBarrier(n), slots: make([]slot, n)}
 }
 
-func (h *hub) abort(err error) { h.bar.abort(err) }
+func (h *hub) abort(err error) { h.bar.Abort(err) }
 
 // chunk returns the element range of part i of count split n ways.
 func chunk(count int64, i, n int) (lo, hi int64) {
@@ -88,7 +36,7 @@ func chunk(count int64, i, n int) (lo, hi int64) {
 func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 	esz := int64(c.DType.Size())
 	n := h.n
-	g := geometryOf(c, n)
+	g := suites.CallGeometry(c, n)
 	send, err := span(c.Send, g.SendCount*esz)
 	if err != nil {
 		return nil, err
@@ -112,7 +60,7 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 		}
 	}
 	h.slots[r] = slot{send: send, recv: recv}
-	if err := h.bar.wait(); err != nil {
+	if err := h.bar.Wait(); err != nil {
 		return nil, err
 	}
 	if staged {
@@ -120,7 +68,7 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 		sb := g.SendCount * esz
 		copy(h.scratch[int64(r)*sb:int64(r+1)*sb], send)
 		h.slots[r].send = h.scratch[int64(r)*sb : int64(r+1)*sb]
-		if err := h.bar.wait(); err != nil {
+		if err := h.bar.Wait(); err != nil {
 			return nil, err
 		}
 	}
@@ -129,7 +77,7 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 	case suites.AllReduce:
 		lo, hi := chunk(c.Count, r, n)
 		h.reduceChunk(recv[lo*esz:hi*esz], r, lo*esz, hi*esz, c)
-		if err := h.bar.wait(); err != nil {
+		if err := h.bar.Wait(); err != nil {
 			return nil, err
 		}
 		for p := 0; p < n; p++ {
@@ -142,7 +90,7 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 	case suites.Reduce:
 		lo, hi := chunk(c.Count, r, n)
 		h.reduceChunk(h.scratch[lo*esz:hi*esz], -1, lo*esz, hi*esz, c)
-		if err := h.bar.wait(); err != nil {
+		if err := h.bar.Wait(); err != nil {
 			return nil, err
 		}
 		if r == c.Root {
@@ -176,7 +124,7 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("cpu backend: collective %v not implemented", c.Coll)
 	}
-	if err := h.bar.wait(); err != nil {
+	if err := h.bar.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -206,18 +154,4 @@ func (h *hub) reduceChunk(dst []byte, self int, lo, hi int64, c suites.Call) {
 
 func sameStart(a, b []byte) bool {
 	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
-}
-
-// geometryOf recovers one rank's buffer lengths from the call's count.
-func geometryOf(c suites.Call, n int) suites.Geometry {
-	nn := int64(n)
-	switch c.Coll {
-	case suites.AllGather:
-		return suites.Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count * nn}
-	case suites.ReduceScatter:
-		return suites.Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count}
-	case suites.AllToAll:
-		return suites.Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count * nn}
-	}
-	return suites.Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count}
 }

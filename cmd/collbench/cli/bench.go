@@ -45,6 +45,9 @@ type BenchOptions struct {
 	Average string
 	Seed    uint64
 
+	IterStats bool
+	CUDAGraph int
+
 	Format    string
 	formatSet bool
 	Output    string
@@ -70,6 +73,8 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVar(&o.Mode, "mode", "both", "both, out-of-place or in-place")
 	fs.StringVarP(&o.Average, "average", "a", "mean", "how ranks' times combine: mean, min, max or rank0")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the verification inputs")
+	fs.BoolVar(&o.IterStats, "iter-stats", false, "also time each iteration on its own (GPU events) and show p50, p99, min, max and CV")
+	fs.IntVar(&o.CUDAGraph, "cuda-graph", 0, "capture the iterations in a CUDA graph once and replay it N times (nccl backend)")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
 	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
@@ -229,6 +234,7 @@ func (o *BenchOptions) plan() (suites.Plan, error) {
 		return p, fmt.Errorf("invalid --ranks %d: must be at least 1", o.Ranks)
 	}
 	p.Iters, p.Warmup, p.Check, p.Seed = o.Iters, o.Warmup, o.Check, o.Seed
+	p.IterStats, p.GraphReplays = o.IterStats, o.CUDAGraph
 	return p, nil
 }
 
@@ -274,6 +280,15 @@ func benchRun(o *BenchOptions) error {
 	cases, err := plan.Cases(b, n)
 	if err != nil {
 		return &UsageError{err}
+	}
+	if plan.GraphReplays > 0 {
+		gb, ok := b.(suites.GraphBackend)
+		if !ok {
+			return usageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
+		}
+		if err := gb.CanCaptureGraphs(); err != nil {
+			return usageErrorf("--cuda-graph: %v", err)
+		}
 	}
 	var file io.Writer
 	if o.Output != "" {
@@ -342,6 +357,7 @@ func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *
 	cfg := results.Config{
 		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
 		Seed: p.Seed, Backend: o.Backend, Sizes: p.Sizes, Root: "all",
+		IterStats: p.IterStats, CUDAGraph: p.GraphReplays,
 	}
 	for _, c := range p.Collectives {
 		cfg.Collectives = append(cfg.Collectives, c.String())

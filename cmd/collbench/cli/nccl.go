@@ -1,12 +1,22 @@
 package cli
 
 import (
-	"errors"
+	"os"
 
+	"collbench/nccl"
 	"collbench/suites"
 )
 
-// openNCCL loads the NCCL backend.
+// openNCCL loads the NCCL backend. NVLink SHARP (multicast) stays off unless
+// the environment already says otherwise: NCCL_NVLS_ENABLE=0 is set before
+// NCCL reads its environment.
 func openNCCL(lib string) (suites.Backend, error) {
-	return nil, errors.New("this build has no NCCL backend")
+	if _, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok {
+		_ = os.Setenv("NCCL_NVLS_ENABLE", "0")
+	}
+	b, err := nccl.Open(nccl.Options{Lib: lib})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

@@ -1,0 +1,284 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+
+	"collbench/cuda"
+	"collbench/dtype"
+	"collbench/internal/syncx"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// Options configure the NCCL backend.
+type Options struct {
+	// Lib is the library to load (the --nccl-lib flag); "" searches.
+	Lib string
+	// Search is where discovery looks; SystemSearchEnv when zero.
+	Search SearchEnv
+}
+
+// Backend runs collectives with NCCL on this process's GPUs, one thread per GPU.
+type Backend struct {
+	lib     *Lib
+	driver  int
+	devices []gpu
+}
+
+type gpu struct {
+	index   int
+	name    string
+	busID   string
+	ccMajor int
+	ccMinor int
+	sms     int
+}
+
+// Open loads the CUDA driver and NCCL and lists the visible GPUs. Its error
+// says exactly what is missing and where it looked.
+func Open(opts Options) (*Backend, error) {
+	if err := cuda.Load(); err != nil {
+		return nil, fmt.Errorf("no usable GPU driver: %w", err)
+	}
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("no GPU visible (CUDA_VISIBLE_DEVICES=%q)", os.Getenv("CUDA_VISIBLE_DEVICES"))
+	}
+	search := opts.Search
+	if search.Getenv == nil {
+		search = SystemSearchEnv()
+	}
+	lib, err := LoadLibrary(Candidates(opts.Lib, search))
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{lib: lib}
+	b.driver, _ = cuda.DriverVersion()
+	for i := 0; i < n; i++ {
+		d := cuda.Device(i)
+		g := gpu{index: i}
+		if g.name, err = d.Name(); err != nil {
+			return nil, err
+		}
+		g.busID, _ = d.PCIBusID()
+		g.ccMajor, g.ccMinor, _ = d.ComputeCapability()
+		g.sms, _ = d.Attribute(cuda.AttrMultiprocessors)
+		b.devices = append(b.devices, g)
+	}
+	return b, nil
+}
+
+// Name returns "nccl".
+func (b *Backend) Name() string { return "nccl" }
+
+// DefaultRanks is the number of visible GPUs.
+func (b *Backend) DefaultRanks() int { return len(b.devices) }
+
+// Info describes the library, driver and GPUs.
+func (b *Backend) Info() results.Backend {
+	info := results.Backend{
+		Name:        "nccl",
+		Version:     FormatVersion(b.lib.Version),
+		VersionCode: b.lib.Version,
+		Library:     b.lib.Path,
+		Driver:      "CUDA driver " + cuda.FormatVersion(b.driver),
+	}
+	for _, g := range b.devices {
+		info.Devices = append(info.Devices, results.Device{Rank: g.index, Name: g.name, BusID: g.busID})
+	}
+	return info
+}
+
+// Supports checks the library version and GPUs against what c on t with op needs.
+func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
+	v := b.lib.Version
+	ver := FormatVersion(v)
+	switch {
+	case (t == dtype.BFloat16) && !AtLeast(v, 2, 10, 0):
+		return fmt.Errorf("%w: dtype bfloat16 needs NCCL 2.10 or newer (loaded %s)", suites.ErrUnsupported, ver)
+	case t.IsFP8() && !AtLeast(v, 2, 24, 0):
+		return fmt.Errorf("%w: dtype %s needs NCCL 2.24 or newer (loaded %s)", suites.ErrUnsupported, t, ver)
+	case c.Reduces() && op == suites.Avg && !AtLeast(v, 2, 10, 0):
+		return fmt.Errorf("%w: op avg needs NCCL 2.10 or newer (loaded %s)", suites.ErrUnsupported, ver)
+	case c.Reduces() && t.IsFP8() && op == suites.Prod:
+		return fmt.Errorf("%w: op prod on dtype %s (valid ops for %s: sum, max, min, avg)", suites.ErrUnsupported, t, t)
+	case (c == suites.AllToAll || c == suites.SendRecv) && !b.lib.HasSendRecv() && !b.lib.HasAllToAll():
+		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
+	}
+	if c.Reduces() && t.IsFP8() {
+		for _, g := range b.devices {
+			if g.ccMajor < 9 {
+				return fmt.Errorf("%w: %s reductions need compute capability 9.0+; GPU %d (%s) is %d.%d",
+					suites.ErrUnsupported, t, g.index, g.name, g.ccMajor, g.ccMinor)
+			}
+		}
+	}
+	return nil
+}
+
+// Open creates n ranks on GPUs 0..n-1, each driven by its own locked OS
+// thread, with all communicators created in one group call.
+func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("invalid rank count %d: must be at least 1", n)
+	}
+	if n > len(b.devices) {
+		return nil, fmt.Errorf("asked for %d ranks but only %d GPUs are visible (one rank per GPU)", n, len(b.devices))
+	}
+	w := &world{b: b, bar: syncx.NewBarrier(n)}
+	for i := 0; i < n; i++ {
+		wk := &worker{tasks: make(chan func())}
+		go wk.loop()
+		r := &rank{w: w, id: i, dev: b.devices[i], wk: wk}
+		w.ranks = append(w.ranks, r)
+	}
+	// Per-rank setup on each rank's own thread.
+	if err := w.Run(func(sr suites.Rank) error { return sr.(*rank).setup() }); err != nil {
+		w.Close()
+		return nil, err
+	}
+	id, err := NewUniqueID()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	// One thread creates every local communicator inside one group,
+	// switching to each GPU's context in turn.
+	err = w.ranks[0].wk.do(func() error {
+		if err := GroupStart(); err != nil {
+			return err
+		}
+		var initErr error
+		for _, r := range w.ranks {
+			if err := cuda.SetCurrent(r.ctx); err != nil {
+				initErr = err
+				break
+			}
+			if r.comm, err = InitRank(n, id, r.id); err != nil {
+				initErr = err
+				break
+			}
+		}
+		endErr := GroupEnd()
+		if err := cuda.SetCurrent(w.ranks[0].ctx); err != nil && initErr == nil {
+			initErr = err
+		}
+		return errors.Join(initErr, endErr)
+	})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("creating the NCCL communicators: %w", err)
+	}
+	return w, nil
+}
+
+// worker runs tasks on one locked OS thread.
+type worker struct{ tasks chan func() }
+
+func (wk *worker) loop() {
+	runtime.LockOSThread()
+	for f := range wk.tasks {
+		f()
+	}
+}
+
+func (wk *worker) do(f func() error) error {
+	done := make(chan error, 1)
+	wk.tasks <- func() { done <- f() }
+	return <-done
+}
+
+type world struct {
+	b        *Backend
+	ranks    []*rank
+	bar      *syncx.Barrier
+	abortOne sync.Once
+	closed   bool
+}
+
+func (w *world) Size() int { return len(w.ranks) }
+
+func (w *world) Ranks() []suites.Rank {
+	out := make([]suites.Rank, len(w.ranks))
+	for i, r := range w.ranks {
+		out[i] = r
+	}
+	return out
+}
+
+// Run calls fn on every rank's thread. When one rank fails the others may
+// be waiting inside NCCL for it: the communicators are then aborted so
+// every rank returns, and the world cannot be used again.
+func (w *world) Run(fn func(suites.Rank) error) error {
+	errs := make([]error, len(w.ranks))
+	var wg sync.WaitGroup
+	for i, r := range w.ranks {
+		wg.Add(1)
+		r.wk.tasks <- func() {
+			defer wg.Done()
+			if errs[i] = fn(r); errs[i] != nil {
+				w.abort(fmt.Errorf("rank %d: %w", i, errs[i]))
+			}
+		}
+	}
+	wg.Wait()
+	var first error
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, syncx.ErrAborted) {
+			return e
+		}
+		if first == nil {
+			first = e
+		}
+	}
+	return first
+}
+
+func (w *world) abort(cause error) {
+	w.abortOne.Do(func() {
+		w.bar.Abort(cause)
+		for _, r := range w.ranks {
+			if r.comm != nil {
+				_ = r.comm.Abort()
+				r.aborted = true
+			}
+		}
+	})
+}
+
+func (w *world) Close() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range w.ranks {
+		wg.Add(1)
+		r.wk.tasks <- func() {
+			defer wg.Done()
+			if err := r.teardown(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}
+	}
+	wg.Wait()
+	for _, r := range w.ranks {
+		close(r.wk.tasks)
+	}
+	return errors.Join(errs...)
+}
+
+// CanCaptureGraphs reports whether the driver offers stream capture.
+func (b *Backend) CanCaptureGraphs() error { return cuda.CanCapture() }

@@ -1,0 +1,178 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"collbench/cuda"
+	"collbench/dtype"
+	"collbench/suites"
+)
+
+// openOrSkip opens the NCCL backend or skips: these tests need GPUs.
+func openOrSkip(t *testing.T) *Backend {
+	t.Helper()
+	if os.Getenv("NCCL_NVLS_ENABLE") == "" {
+		os.Setenv("NCCL_NVLS_ENABLE", "0")
+	}
+	b, err := Open(Options{})
+	if err != nil {
+		t.Skipf("no GPU backend here: %v", err)
+	}
+	return b
+}
+
+func rankCounts(b *Backend) []int {
+	var out []int
+	for _, n := range []int{1, 2, 4, 8} {
+		if n <= b.DefaultRanks() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func runOn(t *testing.T, b *Backend, n int, p suites.Plan) {
+	t.Helper()
+	w, err := b.Open(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	cases, err := p.Cases(b, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+	rows, err := rn.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for _, r := range rows {
+		for _, h := range r.Halves() {
+			if h.Wrong == nil || *h.Wrong != 0 {
+				bad++
+				if bad < 20 {
+					t.Errorf("%s %s %s root %d size %d: #wrong %v", r.Collective, r.DType, r.Op, r.Root, r.SizeBytes, h.Wrong)
+				}
+			}
+		}
+	}
+	t.Logf("%d ranks: %d rows over %d cases verified", n, len(rows), len(cases))
+}
+
+// TestGPUEveryCollectiveDTypeOp verifies every collective, dtype and op in
+// both modes at sizes that do and do not divide evenly, on 1, 2, 4 (and 8) GPUs.
+func TestGPUEveryCollectiveDTypeOp(t *testing.T) {
+	b := openOrSkip(t)
+	for _, n := range rankCounts(b) {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: dtype.All(), Ops: suites.AllOps(),
+				Sizes: []int64{8, 1000, 1 << 20, 3<<20 + 12}, Iters: 1, Warmup: 0, Check: 1,
+				OutOfPlace: true, InPlace: true, SkipUnsupported: true}
+			if n > 1 {
+				p.Roots = []int{n - 1}
+			}
+			runOn(t, b, n, p)
+		})
+	}
+}
+
+// TestGPUGraphsAndIterStats runs the CUDA-graph and per-iteration paths.
+func TestGPUGraphsAndIterStats(t *testing.T) {
+	b := openOrSkip(t)
+	n := b.DefaultRanks()
+	p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		Sizes: []int64{8, 1 << 20}, Iters: 5, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true,
+		IterStats: true, GraphReplays: 3, Roots: []int{0}}
+	runOn(t, b, n, p)
+}
+
+// TestGPUVerifierCatchesCorruption corrupts one element of one rank's output
+// on the device and expects the kernel check to count exactly one.
+func TestGPUVerifierCatchesCorruption(t *testing.T) {
+	b := openOrSkip(t)
+	n := min(b.DefaultRanks(), 2)
+	w, err := b.Open(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const count = 1 << 16
+	dt := dtype.Float32
+	g := suites.GeometryFor(suites.AllReduce, count*4, 4, n, 0)
+	dom := suites.DomainFor(suites.AllReduce, dt, suites.Sum, n)
+	wrong := make([]int64, n)
+	hostWrong := make([]int64, n)
+	err = w.Run(func(sr suites.Rank) error {
+		r := sr.(*rank)
+		send, err := r.Alloc(count * 4)
+		if err != nil {
+			return err
+		}
+		recv, err := r.Alloc(count * 4)
+		if err != nil {
+			return err
+		}
+		defer r.Free(send)
+		defer r.Free(recv)
+		e := suites.Expectation{Coll: suites.AllReduce, DType: dt, Op: suites.Sum, Ranks: n, Rank: r.id, Geom: g, Domain: dom, Seed: 42}
+		if err := r.Fill(suites.View{Buf: send}, count, e.InputPattern(r.id)); err != nil {
+			return err
+		}
+		c := suites.Call{Coll: suites.AllReduce, DType: dt, Op: suites.Sum, Count: count, Send: suites.View{Buf: send}, Recv: suites.View{Buf: recv}}
+		if err := r.Launch(c); err != nil {
+			return err
+		}
+		if err := r.Sync(); err != nil {
+			return err
+		}
+		if r.id == n-1 {
+			// Overwrite element 1000 with NaN bytes.
+			if err := cuda.MemsetAsync(recv.(*devBuf).ptr+4000, 0xff, 4, r.stream); err != nil {
+				return err
+			}
+		}
+		if wrong[r.id], err = r.Check(suites.View{Buf: recv}, e); err != nil {
+			return err
+		}
+		// The bounded host-copy fallback must agree with the kernel.
+		hostWrong[r.id], err = r.checkViaHost(recv.(*devBuf).ptr, e.OutputCount(), e)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q := 0; q < n; q++ {
+		want := int64(0)
+		if q == n-1 {
+			want = 1
+		}
+		if wrong[q] != want || hostWrong[q] != want {
+			t.Errorf("rank %d: kernel counted %d, host %d, want %d", q, wrong[q], hostWrong[q], want)
+		}
+	}
+}
+
+// TestGPUOutOfMemoryIsReported asks for more memory than the GPU has.
+func TestGPUOutOfMemoryIsReported(t *testing.T) {
+	b := openOrSkip(t)
+	w, err := b.Open(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	err = w.Run(func(r suites.Rank) error {
+		_, err := r.Alloc(1 << 50)
+		return err
+	})
+	var oom *suites.OutOfMemoryError
+	if !errors.As(err, &oom) || oom.Free <= 0 {
+		t.Fatalf("want an out-of-memory error with the free memory, got %v", err)
+	}
+	t.Log(err)
+}

@@ -1,0 +1,343 @@
+// Package nccl drives NCCL for collbench: it loads libnccl.so at run time
+// (dlopen, with collbench's own declarations of the calls it uses), and
+// implements the GPU backend on top of it and the cuda package.
+package nccl
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stddef.h>
+
+typedef int ncclResult_t;
+typedef void *ncclComm_t;
+typedef void *cudaStream_t;
+typedef unsigned long long devptr;
+#define VP(x) ((void*)(x))
+typedef struct { char internal[128]; } ncclUniqueId;
+
+#define CB_MISSING 999999
+
+static void *nb_lib;
+static ncclResult_t (*p_GetVersion)(int*);
+static ncclResult_t (*p_GetUniqueId)(ncclUniqueId*);
+static ncclResult_t (*p_CommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
+static ncclResult_t (*p_CommDestroy)(ncclComm_t);
+static ncclResult_t (*p_CommAbort)(ncclComm_t);
+static ncclResult_t (*p_CommGetAsyncError)(ncclComm_t, ncclResult_t*);
+static const char *(*p_GetErrorString)(ncclResult_t);
+static const char *(*p_GetLastError)(ncclComm_t);
+static ncclResult_t (*p_GroupStart)(void);
+static ncclResult_t (*p_GroupEnd)(void);
+static ncclResult_t (*p_AllReduce)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_Broadcast)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_Reduce)(const void*, void*, size_t, int, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_AllGather)(const void*, void*, size_t, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_ReduceScatter)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_Send)(const void*, size_t, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_Recv)(void*, size_t, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_AlltoAll)(const void*, void*, size_t, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_CommSplit)(ncclComm_t, int, int, ncclComm_t*, void*);
+static ncclResult_t (*p_CommCount)(ncclComm_t, int*);
+static ncclResult_t (*p_CommUserRank)(ncclComm_t, int*);
+static ncclResult_t (*p_CommCuDevice)(ncclComm_t, int*);
+
+static const char *nb_load(const char *path, char *err, size_t errlen) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		strncpy(err, e ? e : "dlopen failed", errlen - 1);
+		err[errlen - 1] = 0;
+		return "";
+	}
+#define REQ(var, name) if (!(*(void**)&var = dlsym(h, name))) { dlclose(h); return name; }
+#define OPT(var, name) *(void**)&var = dlsym(h, name);
+	REQ(p_GetVersion, "ncclGetVersion")
+	REQ(p_GetUniqueId, "ncclGetUniqueId")
+	REQ(p_CommInitRank, "ncclCommInitRank")
+	REQ(p_CommDestroy, "ncclCommDestroy")
+	REQ(p_GetErrorString, "ncclGetErrorString")
+	REQ(p_GroupStart, "ncclGroupStart")
+	REQ(p_GroupEnd, "ncclGroupEnd")
+	REQ(p_AllReduce, "ncclAllReduce")
+	REQ(p_Broadcast, "ncclBroadcast")
+	REQ(p_Reduce, "ncclReduce")
+	REQ(p_AllGather, "ncclAllGather")
+	REQ(p_ReduceScatter, "ncclReduceScatter")
+	REQ(p_CommCount, "ncclCommCount")
+	REQ(p_CommUserRank, "ncclCommUserRank")
+	REQ(p_CommCuDevice, "ncclCommCuDevice")
+	OPT(p_CommAbort, "ncclCommAbort")
+	OPT(p_CommGetAsyncError, "ncclCommGetAsyncError")
+	OPT(p_GetLastError, "ncclGetLastError")
+	OPT(p_Send, "ncclSend")
+	OPT(p_Recv, "ncclRecv")
+	OPT(p_AlltoAll, "ncclAlltoAll")
+	OPT(p_CommSplit, "ncclCommSplit")
+#undef REQ
+#undef OPT
+	nb_lib = h;
+	return NULL;
+}
+
+static int nb_has(int which) {
+	switch (which) {
+	case 0: return p_Send && p_Recv;
+	case 1: return p_AlltoAll != NULL;
+	case 2: return p_CommSplit != NULL;
+	case 3: return p_CommAbort != NULL;
+	case 4: return p_CommGetAsyncError != NULL;
+	}
+	return 0;
+}
+
+static ncclResult_t nb_GetVersion(int *v) { return p_GetVersion(v); }
+static ncclResult_t nb_GetUniqueId(ncclUniqueId *id) { return p_GetUniqueId(id); }
+static ncclResult_t nb_CommInitRank(ncclComm_t *c, int n, ncclUniqueId *id, int r) { return p_CommInitRank(c, n, *id, r); }
+static ncclResult_t nb_CommDestroy(ncclComm_t c) { return p_CommDestroy(c); }
+static ncclResult_t nb_CommAbort(ncclComm_t c) { return p_CommAbort ? p_CommAbort(c) : CB_MISSING; }
+static ncclResult_t nb_CommGetAsyncError(ncclComm_t c, ncclResult_t *r) {
+	if (!p_CommGetAsyncError) { *r = 0; return 0; }
+	return p_CommGetAsyncError(c, r);
+}
+static const char *nb_GetErrorString(ncclResult_t r) { return p_GetErrorString(r); }
+static const char *nb_GetLastError(ncclComm_t c) { return p_GetLastError ? p_GetLastError(c) : NULL; }
+static ncclResult_t nb_GroupStart(void) { return p_GroupStart(); }
+static ncclResult_t nb_GroupEnd(void) { return p_GroupEnd(); }
+static ncclResult_t nb_AllReduce(devptr s, devptr r, size_t n, int t, int op, ncclComm_t c, cudaStream_t st) { return p_AllReduce(VP(s), VP(r), n, t, op, c, st); }
+static ncclResult_t nb_Broadcast(devptr s, devptr r, size_t n, int t, int root, ncclComm_t c, cudaStream_t st) { return p_Broadcast(VP(s), VP(r), n, t, root, c, st); }
+static ncclResult_t nb_Reduce(devptr s, devptr r, size_t n, int t, int op, int root, ncclComm_t c, cudaStream_t st) { return p_Reduce(VP(s), VP(r), n, t, op, root, c, st); }
+static ncclResult_t nb_AllGather(devptr s, devptr r, size_t n, int t, ncclComm_t c, cudaStream_t st) { return p_AllGather(VP(s), VP(r), n, t, c, st); }
+static ncclResult_t nb_ReduceScatter(devptr s, devptr r, size_t n, int t, int op, ncclComm_t c, cudaStream_t st) { return p_ReduceScatter(VP(s), VP(r), n, t, op, c, st); }
+static ncclResult_t nb_Send(devptr s, size_t n, int t, int peer, ncclComm_t c, cudaStream_t st) { return p_Send ? p_Send(VP(s), n, t, peer, c, st) : CB_MISSING; }
+static ncclResult_t nb_Recv(devptr r, size_t n, int t, int peer, ncclComm_t c, cudaStream_t st) { return p_Recv ? p_Recv(VP(r), n, t, peer, c, st) : CB_MISSING; }
+static ncclResult_t nb_AlltoAll(devptr s, devptr r, size_t n, int t, ncclComm_t c, cudaStream_t st) { return p_AlltoAll ? p_AlltoAll(VP(s), VP(r), n, t, c, st) : CB_MISSING; }
+static ncclResult_t nb_CommSplit(ncclComm_t c, int color, int key, ncclComm_t *out) { return p_CommSplit ? p_CommSplit(c, color, key, out, NULL) : CB_MISSING; }
+static ncclResult_t nb_CommCount(ncclComm_t c, int *n) { return p_CommCount(c, n); }
+static ncclResult_t nb_CommUserRank(ncclComm_t c, int *r) { return p_CommUserRank(c, r); }
+*/
+import "C"
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"collbench/cuda"
+)
+
+// Result codes of ncclResult_t.
+const (
+	Success          = 0
+	InProgress       = 7
+	missing          = C.CB_MISSING
+	featureSendRecv  = 0
+	featureAllToAll  = 1
+	featureSplit     = 2
+	featureAbort     = 3
+	featureAsyncErrs = 4
+)
+
+// Error is a failed NCCL call.
+type Error struct {
+	Call   string
+	Code   int
+	Text   string // ncclGetErrorString
+	Detail string // ncclGetLastError, when the library has it
+}
+
+func (e *Error) Error() string {
+	if e.Code == missing {
+		return e.Call + ": not available in this NCCL"
+	}
+	s := fmt.Sprintf("%s: %s (ncclResult %d)", e.Call, e.Text, e.Code)
+	if e.Detail != "" {
+		s += ": " + strings.TrimSpace(e.Detail)
+	}
+	return s
+}
+
+func ncclCheck(call string, r C.ncclResult_t, comm C.ncclComm_t) error {
+	if r == Success {
+		return nil
+	}
+	e := &Error{Call: call, Code: int(r)}
+	if r != missing {
+		e.Text = C.GoString(C.nb_GetErrorString(r))
+		if s := C.nb_GetLastError(comm); s != nil {
+			e.Detail = C.GoString(s)
+		}
+	}
+	return e
+}
+
+// Lib is the loaded NCCL library.
+type Lib struct {
+	Path    string // the path or name it was opened by
+	Source  string // why: --nccl-lib, $COLLBENCH_NCCL_LIB, dynamic linker, python environment
+	Version int    // ncclGetVersion code
+}
+
+var (
+	libMu     sync.Mutex
+	loadedLib *Lib
+)
+
+// LoadLibrary opens the first candidate that loads, or reports every place
+// it looked. Only one NCCL can be loaded per process.
+func LoadLibrary(cands []Candidate) (*Lib, error) {
+	libMu.Lock()
+	defer libMu.Unlock()
+	if loadedLib != nil {
+		return loadedLib, nil
+	}
+	var tried []string
+	for _, c := range cands {
+		var buf [512]C.char
+		cs := C.CString(c.Path)
+		missingSym := C.nb_load(cs, &buf[0], C.size_t(len(buf)))
+		C.free(unsafe.Pointer(cs))
+		if missingSym != nil {
+			if m := C.GoString(missingSym); m != "" {
+				tried = append(tried, fmt.Sprintf("%s (%s): lacks %s", c.Path, c.Source, m))
+			} else {
+				tried = append(tried, fmt.Sprintf("%s (%s): %s", c.Path, c.Source, firstLine(C.GoString(&buf[0]))))
+			}
+			continue
+		}
+		var v C.int
+		if err := ncclCheck("ncclGetVersion", C.nb_GetVersion(&v), nil); err != nil {
+			return nil, err
+		}
+		loadedLib = &Lib{Path: c.Path, Source: c.Source, Version: int(v)}
+		return loadedLib, nil
+	}
+	return nil, fmt.Errorf("libnccl not found; looked in: %s (set --nccl-lib or %s)", strings.Join(tried, "; "), EnvLib)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// HasSendRecv, HasAllToAll and HasSplit report optional calls.
+func (l *Lib) HasSendRecv() bool { return C.nb_has(featureSendRecv) != 0 }
+
+// HasAllToAll reports whether ncclAlltoAll exists (2.28.3+).
+func (l *Lib) HasAllToAll() bool { return C.nb_has(featureAllToAll) != 0 }
+
+// HasSplit reports whether ncclCommSplit exists (2.18+).
+func (l *Lib) HasSplit() bool { return C.nb_has(featureSplit) != 0 }
+
+// UniqueID is an ncclUniqueId.
+type UniqueID [128]byte
+
+// NewUniqueID asks NCCL for a fresh id.
+func NewUniqueID() (UniqueID, error) {
+	var id C.ncclUniqueId
+	var out UniqueID
+	if err := ncclCheck("ncclGetUniqueId", C.nb_GetUniqueId(&id), nil); err != nil {
+		return out, err
+	}
+	copy(out[:], C.GoBytes(unsafe.Pointer(&id), 128))
+	return out, nil
+}
+
+// Comm is a communicator handle.
+type Comm struct{ c C.ncclComm_t }
+
+// InitRank joins a communicator; callers use it inside GroupStart/GroupEnd
+// when one thread creates several ranks.
+func InitRank(nranks int, id UniqueID, rank int) (*Comm, error) {
+	var cid C.ncclUniqueId
+	C.memcpy(unsafe.Pointer(&cid), unsafe.Pointer(&id[0]), 128)
+	comm := &Comm{}
+	err := ncclCheck("ncclCommInitRank", C.nb_CommInitRank(&comm.c, C.int(nranks), &cid, C.int(rank)), nil)
+	return comm, err
+}
+
+// GroupStart and GroupEnd bracket calls NCCL must treat as one.
+func GroupStart() error { return ncclCheck("ncclGroupStart", C.nb_GroupStart(), nil) }
+
+// GroupEnd closes a group.
+func GroupEnd() error { return ncclCheck("ncclGroupEnd", C.nb_GroupEnd(), nil) }
+
+// Destroy frees the communicator.
+func (c *Comm) Destroy() error { return ncclCheck("ncclCommDestroy", C.nb_CommDestroy(c.c), nil) }
+
+// Abort tears the communicator down without waiting for peers.
+func (c *Comm) Abort() error { return ncclCheck("ncclCommAbort", C.nb_CommAbort(c.c), nil) }
+
+// AsyncError returns an error NCCL recorded asynchronously, if any.
+func (c *Comm) AsyncError() error {
+	var r C.ncclResult_t
+	if err := ncclCheck("ncclCommGetAsyncError", C.nb_CommGetAsyncError(c.c, &r), c.c); err != nil {
+		return err
+	}
+	if r == Success || r == InProgress {
+		return nil
+	}
+	return ncclCheck("asynchronous NCCL error", r, c.c)
+}
+
+// Count returns the number of ranks.
+func (c *Comm) Count() (int, error) {
+	var n C.int
+	err := ncclCheck("ncclCommCount", C.nb_CommCount(c.c, &n), c.c)
+	return int(n), err
+}
+
+// Split creates sub-communicators by color (-1: none) and key.
+func (c *Comm) Split(color, key int) (*Comm, error) {
+	out := &Comm{}
+	err := ncclCheck("ncclCommSplit", C.nb_CommSplit(c.c, C.int(color), C.int(key), &out.c), c.c)
+	return out, err
+}
+
+func ptr(p cuda.DevPtr) C.devptr { return C.devptr(p) }
+
+func stream(s cuda.Stream) C.cudaStream_t { return C.cudaStream_t(s) }
+
+// AllReduce enqueues ncclAllReduce.
+func (c *Comm) AllReduce(send, recv cuda.DevPtr, count int64, dt, op int, s cuda.Stream) error {
+	return ncclCheck("ncclAllReduce", C.nb_AllReduce(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(op), c.c, stream(s)), c.c)
+}
+
+// Broadcast enqueues ncclBroadcast.
+func (c *Comm) Broadcast(send, recv cuda.DevPtr, count int64, dt, root int, s cuda.Stream) error {
+	return ncclCheck("ncclBroadcast", C.nb_Broadcast(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(root), c.c, stream(s)), c.c)
+}
+
+// Reduce enqueues ncclReduce.
+func (c *Comm) Reduce(send, recv cuda.DevPtr, count int64, dt, op, root int, s cuda.Stream) error {
+	return ncclCheck("ncclReduce", C.nb_Reduce(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(op), C.int(root), c.c, stream(s)), c.c)
+}
+
+// AllGather enqueues ncclAllGather.
+func (c *Comm) AllGather(send, recv cuda.DevPtr, count int64, dt int, s cuda.Stream) error {
+	return ncclCheck("ncclAllGather", C.nb_AllGather(ptr(send), ptr(recv), C.size_t(count), C.int(dt), c.c, stream(s)), c.c)
+}
+
+// ReduceScatter enqueues ncclReduceScatter.
+func (c *Comm) ReduceScatter(send, recv cuda.DevPtr, count int64, dt, op int, s cuda.Stream) error {
+	return ncclCheck("ncclReduceScatter", C.nb_ReduceScatter(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(op), c.c, stream(s)), c.c)
+}
+
+// Send enqueues ncclSend.
+func (c *Comm) Send(send cuda.DevPtr, count int64, dt, peer int, s cuda.Stream) error {
+	return ncclCheck("ncclSend", C.nb_Send(ptr(send), C.size_t(count), C.int(dt), C.int(peer), c.c, stream(s)), c.c)
+}
+
+// Recv enqueues ncclRecv.
+func (c *Comm) Recv(recv cuda.DevPtr, count int64, dt, peer int, s cuda.Stream) error {
+	return ncclCheck("ncclRecv", C.nb_Recv(ptr(recv), C.size_t(count), C.int(dt), C.int(peer), c.c, stream(s)), c.c)
+}
+
+// AllToAll enqueues ncclAlltoAll.
+func (c *Comm) AllToAll(send, recv cuda.DevPtr, count int64, dt int, s cuda.Stream) error {
+	return ncclCheck("ncclAlltoAll", C.nb_AlltoAll(ptr(send), ptr(recv), C.size_t(count), C.int(dt), c.c, stream(s)), c.c)
+}

@@ -1,0 +1,379 @@
+package nccl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"collbench/cuda"
+	"collbench/dtype"
+	"collbench/nccl/kernels"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// hostChunk bounds the host memory the copy-back fallback uses per rank.
+const hostChunk = 32 << 20
+
+type rank struct {
+	w       *world
+	id      int
+	dev     gpu
+	wk      *worker
+	ctx     cuda.Context
+	stream  cuda.Stream
+	comm    *Comm
+	aborted bool
+	mod     cuda.Module
+	fill    cuda.Function
+	check   cuda.Function
+	counter cuda.DevPtr
+	events  []cuda.Event
+	// kernelErr is why the fill/check kernels could not load; the rank then
+	// fills and checks through bounded host copies.
+	kernelErr error
+}
+
+type devBuf struct {
+	ptr cuda.DevPtr
+	n   int64
+}
+
+func (b *devBuf) Len() int64 { return b.n }
+
+func (r *rank) setup() error {
+	d := cuda.Device(r.dev.index)
+	var err error
+	if r.ctx, err = d.RetainPrimary(); err != nil {
+		return err
+	}
+	if err := cuda.SetCurrent(r.ctx); err != nil {
+		return err
+	}
+	if r.stream, err = cuda.NewStream(); err != nil {
+		return err
+	}
+	if r.counter, err = cuda.Alloc(8); err != nil {
+		return err
+	}
+	if r.mod, err = cuda.LoadModule(kernels.PTX()); err != nil {
+		r.kernelErr = err
+		return nil
+	}
+	if r.fill, err = cuda.GetFunction(r.mod, "cb_fill"); err != nil {
+		r.kernelErr = err
+		return nil
+	}
+	if r.check, err = cuda.GetFunction(r.mod, "cb_check"); err != nil {
+		r.kernelErr = err
+	}
+	return nil
+}
+
+func (r *rank) teardown() error {
+	var errs []error
+	if r.comm != nil && !r.aborted {
+		errs = append(errs, r.comm.Destroy())
+	}
+	r.comm = nil
+	for _, e := range r.events {
+		_ = cuda.DestroyEvent(e)
+	}
+	r.events = nil
+	if r.counter != 0 {
+		errs = append(errs, cuda.Free(r.counter))
+	}
+	if r.mod != nil {
+		errs = append(errs, cuda.UnloadModule(r.mod))
+	}
+	if r.stream != nil {
+		errs = append(errs, cuda.DestroyStream(r.stream))
+	}
+	if r.ctx != nil {
+		errs = append(errs, cuda.Device(r.dev.index).ReleasePrimary())
+	}
+	return errors.Join(errs...)
+}
+
+func (r *rank) Rank() int { return r.id }
+func (r *rank) Size() int { return len(r.w.ranks) }
+
+func (r *rank) Device() results.Device {
+	return results.Device{Rank: r.id, Name: r.dev.name, BusID: r.dev.busID}
+}
+
+func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
+	p, err := cuda.Alloc(max(bytes, 256))
+	if err != nil {
+		if cuda.IsOutOfMemory(err) {
+			free, _, ferr := cuda.MemInfo()
+			if ferr != nil {
+				free = -1
+			}
+			return nil, &suites.OutOfMemoryError{Rank: r.id, Requested: bytes, Free: free}
+		}
+		return nil, err
+	}
+	return &devBuf{ptr: p, n: bytes}, nil
+}
+
+func (r *rank) Free(b suites.Buffer) error { return cuda.Free(b.(*devBuf).ptr) }
+
+func (r *rank) addr(v suites.View, bytes int64) (cuda.DevPtr, error) {
+	b, ok := v.Buf.(*devBuf)
+	if !ok {
+		return 0, fmt.Errorf("nccl backend: foreign buffer %T", v.Buf)
+	}
+	if v.Off < 0 || v.Off+bytes > b.n {
+		return 0, fmt.Errorf("nccl backend: %d bytes at offset %d overrun a %d-byte buffer", bytes, v.Off, b.n)
+	}
+	return b.ptr + cuda.DevPtr(v.Off), nil
+}
+
+func (r *rank) grid(count int64) (uint32, uint32) {
+	const block = 256
+	blocks := (count + block - 1) / block
+	limit := int64(max(r.dev.sms, 1) * 16)
+	return uint32(min(max(blocks, 1), limit)), block
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
+	if count == 0 {
+		return nil
+	}
+	ptr, err := r.addr(dst, count*int64(p.DType.Size()))
+	if err != nil {
+		return err
+	}
+	if r.kernelErr != nil {
+		return r.fillViaHost(ptr, count, p)
+	}
+	d := p.Domain
+	g, b := r.grid(count)
+	return cuda.Launch(r.fill, g, b, r.stream, ptr, uint64(count), int32(p.DType), int32(d.Kind),
+		d.Lo, d.Hi, b2i(d.Signed), p.Seed, int32(p.Ranks), int32(p.Rank))
+}
+
+func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error {
+	if err := cuda.Synchronize(r.stream); err != nil {
+		return err
+	}
+	esz := int64(p.DType.Size())
+	buf := make([]byte, min(count*esz, hostChunk))
+	per := int64(len(buf)) / esz
+	for first := int64(0); first < count; first += per {
+		n := min(per, count-first)
+		p.FillRange(buf, first, n)
+		if err := cuda.CopyToDevice(ptr+cuda.DevPtr(first*esz), buf[:n*esz]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
+	bytes := count * int64(t.Size())
+	ptr, err := r.addr(dst, bytes)
+	if err != nil {
+		return err
+	}
+	v := byte(0x80)
+	if t.IsFloat() {
+		v = 0xff
+	}
+	return cuda.MemsetAsync(ptr, v, bytes, r.stream)
+}
+
+func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
+	count := e.OutputCount()
+	if count == 0 {
+		return 0, nil
+	}
+	ptr, err := r.addr(src, count*int64(e.DType.Size()))
+	if err != nil {
+		return 0, err
+	}
+	if r.kernelErr != nil {
+		return r.checkViaHost(ptr, count, e)
+	}
+	if err := cuda.MemsetAsync(r.counter, 0, 8, r.stream); err != nil {
+		return 0, err
+	}
+	_, tol := e.Want(0)
+	d, g := e.Domain, e.Geom
+	gr, bl := r.grid(count)
+	err = cuda.Launch(r.check, gr, bl, r.stream, ptr, uint64(count), int32(e.DType), int32(e.Coll), int32(e.Op),
+		int32(e.Root), int32(e.Rank), g.SendCount, g.Count, g.RecvCount,
+		int32(d.Kind), d.Lo, d.Hi, b2i(d.Signed), e.Seed, int32(e.Ranks), tol, r.counter)
+	if err != nil {
+		return 0, err
+	}
+	if err := cuda.Synchronize(r.stream); err != nil {
+		return 0, err
+	}
+	var out [8]byte
+	if err := cuda.CopyToHost(out[:], r.counter); err != nil {
+		return 0, err
+	}
+	return int64(binary.LittleEndian.Uint64(out[:])), nil
+}
+
+func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) (int64, error) {
+	if err := cuda.Synchronize(r.stream); err != nil {
+		return 0, err
+	}
+	esz := int64(e.DType.Size())
+	buf := make([]byte, min(count*esz, hostChunk))
+	per := int64(len(buf)) / esz
+	var wrong int64
+	for first := int64(0); first < count; first += per {
+		n := min(per, count-first)
+		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil {
+			return 0, err
+		}
+		wrong += e.CountWrong(buf, first, n)
+	}
+	return wrong, nil
+}
+
+func (r *rank) Launch(c suites.Call) error {
+	esz := int64(c.DType.Size())
+	g := suites.CallGeometry(c, r.Size())
+	send, err := r.addr(c.Send, g.SendCount*esz)
+	if err != nil {
+		return err
+	}
+	recv, err := r.addr(c.Recv, g.RecvCount*esz)
+	if err != nil {
+		return err
+	}
+	dt, op, s, comm := int(c.DType), int(c.Op), r.stream, r.comm
+	switch c.Coll {
+	case suites.AllReduce:
+		return comm.AllReduce(send, recv, c.Count, dt, op, s)
+	case suites.AllGather:
+		return comm.AllGather(send, recv, c.Count, dt, s)
+	case suites.ReduceScatter:
+		return comm.ReduceScatter(send, recv, c.Count, dt, op, s)
+	case suites.Broadcast:
+		return comm.Broadcast(send, recv, c.Count, dt, c.Root, s)
+	case suites.Reduce:
+		return comm.Reduce(send, recv, c.Count, dt, op, c.Root, s)
+	case suites.AllToAll:
+		if r.w.b.lib.HasAllToAll() {
+			return comm.AllToAll(send, recv, c.Count, dt, s)
+		}
+		return r.grouped(func() error {
+			n := r.Size()
+			part := cuda.DevPtr(c.Count * esz)
+			for p := 0; p < n; p++ {
+				if err := comm.Send(send+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
+					return err
+				}
+				if err := comm.Recv(recv+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	case suites.SendRecv:
+		n := r.Size()
+		return r.grouped(func() error {
+			if err := comm.Send(send, c.Count, dt, (r.id+1)%n, s); err != nil {
+				return err
+			}
+			return comm.Recv(recv, c.Count, dt, (r.id-1+n)%n, s)
+		})
+	}
+	return fmt.Errorf("nccl backend: collective %v not implemented", c.Coll)
+}
+
+// grouped runs calls inside ncclGroupStart/End, always closing the group.
+func (r *rank) grouped(calls func() error) error {
+	if err := GroupStart(); err != nil {
+		return err
+	}
+	err := calls()
+	return errors.Join(err, GroupEnd())
+}
+
+func (r *rank) Sync() error {
+	if err := cuda.Synchronize(r.stream); err != nil {
+		if aerr := r.comm.AsyncError(); aerr != nil {
+			return fmt.Errorf("%w (%v)", aerr, err)
+		}
+		return err
+	}
+	return r.comm.AsyncError()
+}
+
+func (r *rank) Barrier() error { return r.w.bar.Wait() }
+
+// TimeEach records a GPU event between consecutive operations and returns
+// each operation's time in µs.
+func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+	for len(r.events) < iters+1 {
+		e, err := cuda.NewEvent()
+		if err != nil {
+			return nil, err
+		}
+		r.events = append(r.events, e)
+	}
+	if err := cuda.Record(r.events[0], r.stream); err != nil {
+		return nil, err
+	}
+	for k := 0; k < iters; k++ {
+		if err := r.Launch(c); err != nil {
+			return nil, err
+		}
+		if err := cuda.Record(r.events[k+1], r.stream); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Sync(); err != nil {
+		return nil, err
+	}
+	out := make([]float64, iters)
+	for k := range out {
+		ms, err := cuda.Elapsed(r.events[k], r.events[k+1])
+		if err != nil {
+			return nil, err
+		}
+		out[k] = float64(ms) * 1e3
+	}
+	return out, nil
+}
+
+type graph struct {
+	g *cuda.Graph
+	s cuda.Stream
+}
+
+func (g *graph) Replay() error { return g.g.Launch(g.s) }
+func (g *graph) Destroy()      { g.g.Destroy() }
+
+// Capture records ops launches of c into a CUDA graph.
+func (r *rank) Capture(c suites.Call, ops int) (suites.Graph, error) {
+	if err := cuda.BeginCapture(r.stream, cuda.CaptureThreadLocal); err != nil {
+		return nil, err
+	}
+	var launchErr error
+	for k := 0; k < ops && launchErr == nil; k++ {
+		launchErr = r.Launch(c)
+	}
+	g, err := cuda.EndCapture(r.stream)
+	if launchErr != nil || err != nil {
+		if g != nil {
+			g.Destroy()
+		}
+		return nil, fmt.Errorf("capturing a CUDA graph: %w", errors.Join(launchErr, err))
+	}
+	return &graph{g: g, s: r.stream}, nil
+}

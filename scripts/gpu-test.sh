@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# GPU test run: correctness of every collective x dtype x op on 1, 2, 4 (8) GPUs,
+# the GPU unit tests, and a bandwidth sweep compared with the reference figures.
+# Uses prebuilt bin/collbench and bin/nccl.test (make gpu-bins); needs no Go.
+# Logs go to $OUT (when set) or ./gpu-logs.
+set -u
+cd "$(dirname "$0")/.."
+OUTDIR=${OUT:-gpu-logs}
+mkdir -p "$OUTDIR"
+BIN=${BIN:-bin/collbench}
+export NCCL_NVLS_ENABLE=0
+LOG=$OUTDIR/gpu-test.log
+exec > >(tee -a "$LOG") 2>&1
+fails=0
+passes=0
+step() { echo; echo "=== $*"; }
+ok() { passes=$((passes + 1)); echo "PASS: $*"; }
+bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+step "machine: $ngpu GPUs"
+nvidia-smi -L
+nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total,driver_version --format=csv
+nvidia-smi topo -m
+"$BIN" version
+"$BIN" env || bad "collbench env"
+
+step "GPU unit tests (bin/nccl.test)"
+if [ -x bin/nccl.test ]; then
+  if bin/nccl.test -test.v -test.run GPU -test.timeout 600s > "$OUTDIR/gotest.log" 2>&1; then
+    ok "GPU unit tests"
+  else
+    bad "GPU unit tests"
+  fi
+  grep -E '^(=== RUN|--- |\s+gpu_test|ok|FAIL|PASS)' "$OUTDIR/gotest.log" | grep -v '=== RUN' | head -60
+else
+  bad "bin/nccl.test missing (run make gpu-bins where Go is installed)"
+fi
+
+step "correctness through the CLI: every collective x dtype x op, roots all, both modes"
+for g in 1 2 4 8; do
+  [ "$g" -le "$ngpu" ] || continue
+  if "$BIN" sweep --backend nccl -g "$g" --collectives all --dtype all --op all --root all \
+      --sizes 8,1000,1M,4M+4 -n 2 -w 1 --check 2 --format csv > "$OUTDIR/correct-g$g.csv" 2> "$OUTDIR/correct-g$g.err"; then
+    ok "correctness on $g GPUs ($(($(wc -l < "$OUTDIR/correct-g$g.csv") - 1)) row halves)"
+  else
+    bad "correctness on $g GPUs (exit $?)"; tail -5 "$OUTDIR/correct-g$g.err"
+    awk -F, 'NR > 1 && $12 != "0"' "$OUTDIR/correct-g$g.csv" | head -20
+  fi
+  rm -f "$OUTDIR/correct-g$g.err"
+done
+cat "$OUTDIR"/correct-g*.csv > "$OUTDIR/correctness.csv" 2>/dev/null; rm -f "$OUTDIR"/correct-g*.csv
+
+step "bandwidth sweep: six collectives, float sum, 20 iters, 8 B - 4 GiB, --check 1 (wall time, RSS, GPU memory)"
+nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 250 > /tmp/gpumem.csv 2>/dev/null &
+smi=$!
+python3 - "$BIN" "$OUTDIR" <<'PY'
+import resource, subprocess, sys, time
+bin_, out = sys.argv[1], sys.argv[2]
+cmd = [bin_, "sweep", "--backend", "nccl", "--collectives", "allreduce,allgather,reduce-scatter,broadcast,sendrecv,alltoall",
+       "--sizes", "8:4G", "--check", "1", "-n", "20", "-o", out + "/sweep.json"]
+t0 = time.time()
+with open(out + "/sweep.txt", "w") as f:
+    rc = subprocess.run(cmd, stdout=f).returncode
+wall = time.time() - t0
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(f"sweep exit {rc}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
+sys.exit(rc)
+PY
+rc=$?
+kill $smi 2>/dev/null
+[ $rc -eq 0 ] && ok "bandwidth sweep" || bad "bandwidth sweep (exit $rc)"
+awk -F, '{ if ($2+0 > m[$1]) m[$1] = $2+0 } END { for (g in m) printf "GPU %s peak memory used during the sweep: %d MiB\n", g, m[g] }' /tmp/gpumem.csv | sort
+grep -E '^#|GiB|MiB|  8 B' "$OUTDIR/sweep.txt" | grep -E '^# (collbench|backend|ranks|[a-z-]+$|wrong|avg)| (8 B|1 MiB|64 MiB|1 GiB|4 GiB) '
+
+step "reference comparison (gpu-machines.md figures, 4x H200, NCCL 2.28.3)"
+python3 - "$OUTDIR/sweep.json" "$ngpu" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ref = {  # collective: (8 B time us, 1 MiB busbw, 64 MiB, 1 GiB, 4 GiB)
+    "allreduce": (20, 65, 314, 353, 363), "allgather": (21, 32, 269, 326, 342),
+    "reduce-scatter": (21, 35, 271, 330, 348), "broadcast": (21, 44, 316, 360, 363),
+    "sendrecv": (21, 41, 158, 361, 365), "alltoall": (21, 29, 264, 336, 352)}
+if int(sys.argv[2]) != 4:
+    print("reference figures are for 4 GPUs; showing measured values only")
+sizes = [8, 1 << 20, 64 << 20, 1 << 30, 4 << 30]
+print(f"{'collective':15} {'8B us':>8} {'1M':>8} {'64M':>8} {'1G':>8} {'4G':>8}   (busbw GB/s, out-of-place; ref in brackets, % diff)")
+for coll, r in ref.items():
+    rows = {x["size_bytes"]: x for x in doc["results"] if x["collective"] == coll}
+    cells = []
+    for i, s in enumerate(sizes):
+        row = rows.get(s) or min(rows.values(), key=lambda x: abs(x["size_bytes"] - s)) if rows else None
+        if not row:
+            cells.append("-"); continue
+        h = row["out_of_place"]
+        v = h["time_us"] if i == 0 else h["busbw_gbps"]
+        diff = (v - r[i]) / r[i] * 100
+        cells.append(f"{v:.1f} [{r[i]}] {diff:+.1f}%")
+    print(f"{coll:15} " + " | ".join(cells))
+print("wrong total:", doc["summary"]["wrong_total"])
+PY
+
+step "small-message latency: allreduce 8 B, plain and CUDA graph (100 replays)"
+"$BIN" allreduce --backend nccl --sizes 8 -n 20 | grep -E ' 8 B '
+"$BIN" allreduce --backend nccl --sizes 8 -n 20 --cuda-graph 100 && ok "cuda-graph run" || bad "cuda-graph run"
+
+step "per-iteration statistics: allreduce 1 MiB and 1 GiB"
+"$BIN" allreduce --backend nccl --sizes 1M,1G -n 50 --iter-stats && ok "iter-stats run" || bad "iter-stats run"
+
+step "bad input and failures on the GPU backend"
+"$BIN" allreduce --backend nccl -g $((ngpu + 1)) --sizes 8 > /dev/null 2>/tmp/err; rc=$?
+cat /tmp/err; [ $rc -eq 3 ] && ok "too many ranks exits 3" || bad "too many ranks exit $rc"
+"$BIN" allreduce --backend nccl --nccl-lib /nonexistent/libnccl.so.2 > /dev/null 2>/tmp/err; rc=$?
+cat /tmp/err; [ $rc -eq 2 ] && ok "missing --nccl-lib exits 2" || bad "missing --nccl-lib exit $rc"
+"$BIN" allreduce --backend nccl --sizes 1K,200G -g 1 --format json > /tmp/oom.json 2>/tmp/err; rc=$?
+cat /tmp/err; python3 -c "import json; d=json.load(open('/tmp/oom.json')); print('rows kept:', len(d['results']), '| error:', d.get('error'))"
+[ $rc -eq 3 ] && ok "out of memory keeps rows, exits 3" || bad "out of memory exit $rc"
+
+step "summary: $passes passed, $fails failed"
+echo "$passes passed, $fails failed"
+[ $fails -eq 0 ]
