@@ -108,8 +108,8 @@ func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceO
 		return fmt.Errorf("%w: dtype %s needs NCCL 2.24 or newer (loaded %s)", suites.ErrUnsupported, t, ver)
 	case c.Reduces() && op == suites.Avg && !AtLeast(v, 2, 10, 0):
 		return fmt.Errorf("%w: op avg needs NCCL 2.10 or newer (loaded %s)", suites.ErrUnsupported, ver)
-	case c.Reduces() && t.IsFP8() && op == suites.Prod:
-		return fmt.Errorf("%w: op prod on dtype %s (valid ops for %s: sum, max, min, avg)", suites.ErrUnsupported, t, t)
+	case c.Reduces() && t.IsFP8() && (op == suites.Prod || op == suites.Avg):
+		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
 	case (c == suites.AllToAll || c == suites.SendRecv) && !b.lib.HasSendRecv() && !b.lib.HasAllToAll():
 		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
 	}
@@ -133,7 +133,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	if n > len(b.devices) {
 		return nil, fmt.Errorf("asked for %d ranks but only %d GPUs are visible (one rank per GPU)", n, len(b.devices))
 	}
-	w := &world{b: b, bar: syncx.NewBarrier(n)}
+	w := &world{b: b, bar: syncx.NewSpinBarrier(n)}
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
@@ -199,7 +199,7 @@ func (wk *worker) do(f func() error) error {
 type world struct {
 	b        *Backend
 	ranks    []*rank
-	bar      *syncx.Barrier
+	bar      *syncx.SpinBarrier
 	abortOne sync.Once
 	closed   bool
 }

@@ -57,7 +57,11 @@ func runOn(t *testing.T, b *Backend, n int, p suites.Plan) {
 			if h.Wrong == nil || *h.Wrong != 0 {
 				bad++
 				if bad < 20 {
-					t.Errorf("%s %s %s root %d size %d: #wrong %v", r.Collective, r.DType, r.Op, r.Root, r.SizeBytes, h.Wrong)
+					w := "unchecked"
+					if h.Wrong != nil {
+						w = fmt.Sprint(*h.Wrong)
+					}
+					t.Errorf("%s %s %s root %d size %d: #wrong %s", r.Collective, r.DType, r.Op, r.Root, r.SizeBytes, w)
 				}
 			}
 		}

@@ -41,7 +41,7 @@ step "correctness through the CLI: every collective x dtype x op, roots all, bot
 for g in 1 2 4 8; do
   [ "$g" -le "$ngpu" ] || continue
   if "$BIN" sweep --backend nccl -g "$g" --collectives all --dtype all --op all --root all \
-      --sizes 8,1000,1M,4M+4 -n 2 -w 1 --check 2 --format csv > "$OUTDIR/correct-g$g.csv" 2> "$OUTDIR/correct-g$g.err"; then
+      --sizes 8,1000,1M,4194308 -n 2 -w 1 --check 2 --format csv > "$OUTDIR/correct-g$g.csv" 2> "$OUTDIR/correct-g$g.err"; then
     ok "correctness on $g GPUs ($(($(wc -l < "$OUTDIR/correct-g$g.csv") - 1)) row halves)"
   else
     bad "correctness on $g GPUs (exit $?)"; tail -5 "$OUTDIR/correct-g$g.err"
@@ -57,15 +57,27 @@ smi=$!
 python3 - "$BIN" "$OUTDIR" <<'PY'
 import resource, subprocess, sys, time
 bin_, out = sys.argv[1], sys.argv[2]
-cmd = [bin_, "sweep", "--backend", "nccl", "--collectives", "allreduce,allgather,reduce-scatter,broadcast,sendrecv,alltoall",
-       "--sizes", "8:4G", "--check", "1", "-n", "20", "-o", out + "/sweep.json"]
-t0 = time.time()
+six = "allreduce,allgather,reduce-scatter,broadcast,sendrecv,alltoall"
+def run(args, stdout):
+    """Runs collbench as its own child so each peak RSS is its own."""
+    code = ("import resource,subprocess,sys,time;t=time.time();"
+            "rc=subprocess.run(sys.argv[1:],stdout=sys.stdout).returncode;"
+            "print(round(time.time()-t,2), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc, file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code, bin_] + args, stdout=stdout, stderr=subprocess.PIPE, text=True)
+    wall, rss, rc = p.stderr.strip().splitlines()[-1].split()
+    return float(wall), int(rss) / 1024, int(rc)
+for label, args in [("one 8 B allreduce (CUDA + NCCL baseline)", ["allreduce", "--backend", "nccl", "--sizes", "8", "-n", "1", "-w", "0"]),
+                    ("one 4 GiB allreduce", ["allreduce", "--backend", "nccl", "--sizes", "4G", "-n", "2", "-w", "1"])]:
+    wall, rss, rc = run(args, subprocess.DEVNULL)
+    print(f"{label}: exit {rc}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
 with open(out + "/sweep.txt", "w") as f:
-    rc = subprocess.run(cmd, stdout=f).returncode
-wall = time.time() - t0
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(f"sweep exit {rc}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
-sys.exit(rc)
+    wall, rss, rc = run(["sweep", "--backend", "nccl", "--collectives", six, "--sizes", "8:4G", "--check", "1", "-n", "20",
+                         "-o", out + "/sweep.json"], f)
+print(f"sweep of six collectives 8 B - 4 GiB: exit {rc}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
+with open(out + "/sweep-all.txt", "w") as f:
+    wall, rss, rc2 = run(["sweep", "--backend", "nccl", "--collectives", "all", "--sizes", "8:4G", "--check", "1", "-n", "20"], f)
+print(f"sweep --collectives all (seven) 8 B - 4 GiB: exit {rc2}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
+sys.exit(rc or rc2)
 PY
 rc=$?
 kill $smi 2>/dev/null
@@ -84,24 +96,29 @@ ref = {  # collective: (8 B time us, 1 MiB busbw, 64 MiB, 1 GiB, 4 GiB)
 if int(sys.argv[2]) != 4:
     print("reference figures are for 4 GPUs; showing measured values only")
 sizes = [8, 1 << 20, 64 << 20, 1 << 30, 4 << 30]
-print(f"{'collective':15} {'8B us':>8} {'1M':>8} {'64M':>8} {'1G':>8} {'4G':>8}   (busbw GB/s, out-of-place; ref in brackets, % diff)")
+print("small-message column: time of the smallest row that moves data (8 B, or 16 B where 8 B leaves 0 elements per rank)")
+print(f"{'collective':15} {'small us':>8} {'1M':>8} {'64M':>8} {'1G':>8} {'4G':>8}   (busbw GB/s, out-of-place; ref in brackets, % diff)")
 for coll, r in ref.items():
     rows = {x["size_bytes"]: x for x in doc["results"] if x["collective"] == coll}
     cells = []
     for i, s in enumerate(sizes):
-        row = rows.get(s) or min(rows.values(), key=lambda x: abs(x["size_bytes"] - s)) if rows else None
+        if i == 0:
+            row = min((x for x in rows.values() if x["count"] > 0), key=lambda x: x["size_bytes"], default=None)
+        else:
+            row = rows.get(s)
         if not row:
             cells.append("-"); continue
         h = row["out_of_place"]
         v = h["time_us"] if i == 0 else h["busbw_gbps"]
         diff = (v - r[i]) / r[i] * 100
-        cells.append(f"{v:.1f} [{r[i]}] {diff:+.1f}%")
+        tag = f"@{row['size_bytes']}B " if i == 0 else ""
+        cells.append(f"{tag}{v:.1f} [{r[i]}] {diff:+.1f}%")
     print(f"{coll:15} " + " | ".join(cells))
 print("wrong total:", doc["summary"]["wrong_total"])
 PY
 
-step "small-message latency: allreduce 8 B, plain and CUDA graph (100 replays)"
-"$BIN" allreduce --backend nccl --sizes 8 -n 20 | grep -E ' 8 B '
+step "small-message latency: allreduce 8 B, plain (3 runs; thread-per-GPU reference 8.5 us) and CUDA graph (100 replays; reference 7.9 us)"
+for i in 1 2 3; do "$BIN" allreduce --backend nccl --sizes 8 -n 20 | grep -E ' 8 B '; done
 "$BIN" allreduce --backend nccl --sizes 8 -n 20 --cuda-graph 100 && ok "cuda-graph run" || bad "cuda-graph run"
 
 step "per-iteration statistics: allreduce 1 MiB and 1 GiB"

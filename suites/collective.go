@@ -120,6 +120,11 @@ func (c Collective) Reduces() bool { return collInfos[c].reduces }
 // Rooted reports whether c has a root rank.
 func (c Collective) Rooted() bool { return collInfos[c].rooted }
 
+// InPlaceDefined reports whether c has an in-place form. NCCL's alltoall
+// and send/recv are point-to-point exchanges whose in-place use overwrites
+// data before peers have read it, so collbench measures them out-of-place only.
+func (c Collective) InPlaceDefined() bool { return c != AllToAll && c != SendRecv }
+
 // BusFactor converts algorithm bandwidth to bus bandwidth for n ranks, so
 // that busbw is comparable to link speed whatever n is.
 func (c Collective) BusFactor(n int) float64 {

@@ -107,6 +107,8 @@ func (p Plan) Validate(n int) error {
 		return fmt.Errorf("invalid --check %d: must be 0 (off) or more", p.Check)
 	case !p.OutOfPlace && !p.InPlace:
 		return fmt.Errorf("no mode to run (use --mode both, out-of-place or in-place)")
+	case !p.OutOfPlace && !slices.ContainsFunc(p.Collectives, Collective.InPlaceDefined):
+		return fmt.Errorf("--mode in-place: %s run out-of-place only (use --mode both or out-of-place)", joinCollectives(p.Collectives))
 	case n < 1:
 		return fmt.Errorf("invalid rank count %d: must be at least 1", n)
 	case p.GraphReplays < 0:
@@ -241,7 +243,7 @@ func (rn *Runner) measure(ci int, c Case, size int64, index map[int]int, send, r
 		Ranks:      n,
 	}
 	for _, inPlace := range []bool{false, true} {
-		if (inPlace && !rn.Plan.InPlace) || (!inPlace && !rn.Plan.OutOfPlace) {
+		if (inPlace && (!rn.Plan.InPlace || !c.Coll.InPlaceDefined())) || (!inPlace && !rn.Plan.OutOfPlace) {
 			continue
 		}
 		h, err := rn.half(ci, c, size, inPlace, index, send, recv)
@@ -487,4 +489,12 @@ func iterStats(samples [][]float64) *results.IterStats {
 		}
 	}
 	return results.NewIterStats(per)
+}
+
+func joinCollectives(cs []Collective) string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.String())
+	}
+	return strings.Join(names, ", ")
 }

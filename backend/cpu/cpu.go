@@ -49,11 +49,11 @@ func (b *Backend) Info() results.Backend {
 	return results.Backend{Name: "cpu", Version: runtime.Version(), Driver: "goroutines on host memory"}
 }
 
-// Supports accepts every type and op except products of 8-bit floats,
-// which NCCL does not offer either.
+// Supports accepts what NCCL accepts: every type and op except products
+// and averages of 8-bit floats.
 func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
-	if c.Reduces() && t.IsFP8() && op == suites.Prod {
-		return fmt.Errorf("%w: op prod on dtype %s (valid ops for %s: sum, max, min, avg)", suites.ErrUnsupported, t, t)
+	if c.Reduces() && t.IsFP8() && (op == suites.Prod || op == suites.Avg) {
+		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ package syncx
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrAborted is returned by Wait once the barrier has been aborted.
@@ -61,4 +63,59 @@ func (b *Barrier) Abort(cause error) {
 	}
 	b.cond.Broadcast()
 	b.mu.Unlock()
+}
+
+// SpinBarrier is a barrier whose waiters spin instead of sleeping, so every
+// party leaves within microseconds of the last arrival. Use it only where
+// each party owns a CPU (one locked thread per GPU). It can be aborted.
+type SpinBarrier struct {
+	n       int64
+	arrived atomic.Int64
+	gen     atomic.Int64
+	aborted atomic.Bool
+	mu      sync.Mutex
+	err     error
+}
+
+// NewSpinBarrier returns a spinning barrier for n parties.
+func NewSpinBarrier(n int) *SpinBarrier { return &SpinBarrier{n: int64(n)} }
+
+// spinLimit is how many spins pass before a waiter starts yielding its
+// thread, so a long wait (a slow rank) does not burn a core at full speed.
+const spinLimit = 1 << 22
+
+// Wait blocks until n parties have called it, or the barrier is aborted.
+func (b *SpinBarrier) Wait() error {
+	if b.aborted.Load() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.err
+	}
+	g := b.gen.Load()
+	if b.arrived.Add(1) == b.n {
+		b.arrived.Store(0)
+		b.gen.Add(1)
+		return nil
+	}
+	for i := 0; b.gen.Load() == g; i++ {
+		if b.aborted.Load() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return b.err
+		}
+		if i > spinLimit {
+			runtime.Gosched()
+		}
+	}
+	return nil
+}
+
+// Abort wakes every waiter with an error wrapping ErrAborted and cause.
+func (b *SpinBarrier) Abort(cause error) {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = fmt.Errorf("%w (%v)", ErrAborted, cause)
+	}
+	b.mu.Unlock()
+	b.aborted.Store(true)
 }

@@ -7,9 +7,15 @@ import (
 	"testing"
 )
 
+type waiter interface{ Wait() error }
+
 func TestBarrierReusable(t *testing.T) {
-	const n, rounds = 5, 200
-	b := NewBarrier(n)
+	testReusable(t, NewBarrier(5), 5)
+	testReusable(t, NewSpinBarrier(3), 3)
+}
+
+func testReusable(t *testing.T, b waiter, n int) {
+	const rounds = 200
 	var counter atomic.Int64
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -37,8 +43,17 @@ func TestBarrierReusable(t *testing.T) {
 	wg.Wait()
 }
 
+type abortable interface {
+	waiter
+	Abort(error)
+}
+
 func TestBarrierAbortWakesWaiters(t *testing.T) {
-	b := NewBarrier(3)
+	testAbort(t, NewBarrier(3))
+	testAbort(t, NewSpinBarrier(3))
+}
+
+func testAbort(t *testing.T, b abortable) {
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
 		go func() { errs <- b.Wait() }()

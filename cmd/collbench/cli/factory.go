@@ -102,7 +102,10 @@ func (f *Factory) environment(b suites.Backend, reason string) results.Environme
 
 // relevantEnv selects the variables that change how collectives behave.
 func relevantEnv(k string) bool {
-	for _, p := range []string{"NCCL_", "CUDA_", "UCX_", "COLLBENCH_", "NVIDIA_"} {
+	if k == "NVIDIA_VISIBLE_DEVICES" {
+		return true
+	}
+	for _, p := range []string{"NCCL_", "CUDA_", "UCX_", "COLLBENCH_"} {
 		if strings.HasPrefix(k, p) {
 			return true
 		}
