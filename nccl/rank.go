@@ -225,6 +225,31 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 	return int64(binary.LittleEndian.Uint64(out[:])), nil
 }
 
+// FindMismatches copies e's output back in bounded chunks and lists up to
+// limit wrong elements.
+func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+	count := e.OutputCount()
+	ptr, err := r.addr(src, count*int64(e.DType.Size()))
+	if err != nil {
+		return nil, err
+	}
+	if err := cuda.Synchronize(r.stream); err != nil {
+		return nil, err
+	}
+	esz := int64(e.DType.Size())
+	buf := make([]byte, min(count*esz, hostChunk))
+	per := int64(len(buf)) / esz
+	var out []results.Mismatch
+	for first := int64(0); first < count && len(out) < limit; first += per {
+		n := min(per, count-first)
+		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil {
+			return nil, err
+		}
+		out = append(out, e.FindMismatches(buf, first, n, limit-len(out))...)
+	}
+	return out, nil
+}
+
 func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) (int64, error) {
 	if err := cuda.Synchronize(r.stream); err != nil {
 		return 0, err

@@ -138,6 +138,7 @@ func WriteTable(w io.Writer, d *results.Document) error {
 		if err := writeRows(w, rows); err != nil {
 			return err
 		}
+		writeMismatches(w, rows)
 		for _, cs := range sum.PerColl {
 			if cs.Collective == name {
 				status := "OK"
@@ -274,4 +275,22 @@ func HumanBytes(b int64) string {
 		}
 	}
 	return fmt.Sprintf("%d B", b)
+}
+
+// writeMismatches lists the first wrong elements of each failing half.
+func writeMismatches(w io.Writer, rows []results.Row) {
+	for _, r := range rows {
+		for _, m := range []struct {
+			name string
+			h    *results.Half
+		}{{"out-of-place", r.OutOfPlace}, {"in-place", r.InPlace}} {
+			if m.h == nil {
+				continue
+			}
+			for _, x := range m.h.Mismatches {
+				fmt.Fprintf(w, "# mismatch: %s %s %s size %s %s: rank %d element %d: want %s, got %s\n",
+					r.Collective, r.DType, r.Op, HumanBytes(r.SizeBytes), m.name, x.Rank, x.Index, x.Want, x.Got)
+			}
+		}
+	}
 }

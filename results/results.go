@@ -117,6 +117,17 @@ type Half struct {
 	RankTimeUS []float64 `json:"rank_time_us,omitempty"`
 	// Iter holds per-iteration statistics when they were measured.
 	Iter *IterStats `json:"iter_stats,omitempty"`
+	// Mismatches lists the first wrong elements found, for diagnosis.
+	Mismatches []Mismatch `json:"mismatches,omitempty"`
+}
+
+// Mismatch is one output element that differed from its expected value.
+// Values are text so NaN and infinities survive JSON.
+type Mismatch struct {
+	Rank  int    `json:"rank"`
+	Index int64  `json:"index"`
+	Want  string `json:"want"`
+	Got   string `json:"got"`
 }
 
 // IterStats summarises per-iteration times (µs): each iteration's time is

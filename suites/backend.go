@@ -161,3 +161,9 @@ type GraphBackend interface {
 	// CanCaptureGraphs returns nil when graph capture is available.
 	CanCaptureGraphs() error
 }
+
+// MismatchFinder is implemented by ranks that can list wrong elements of an
+// output for diagnosis (only called once Check has counted some).
+type MismatchFinder interface {
+	FindMismatches(src View, e Expectation, limit int) ([]results.Mismatch, error)
+}

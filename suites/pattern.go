@@ -2,8 +2,10 @@ package suites
 
 import (
 	"math"
+	"strconv"
 
 	"collbench/dtype"
+	"collbench/results"
 )
 
 // DomainKind says how input values are drawn.
@@ -215,6 +217,21 @@ func (e Expectation) CountWrong(buf []byte, first, count int64) int64 {
 		}
 	}
 	return wrong
+}
+
+// FindMismatches returns up to limit wrong elements among count elements of
+// host buffer buf, which holds output elements first.. onwards.
+func (e Expectation) FindMismatches(buf []byte, first, count int64, limit int) []results.Mismatch {
+	var out []results.Mismatch
+	for i := int64(0); i < count && len(out) < limit; i++ {
+		got := e.DType.Get(buf, i)
+		if got != got || !e.Matches(first+i, got) {
+			want, _ := e.Want(first + i)
+			out = append(out, results.Mismatch{Rank: e.Rank, Index: first + i,
+				Want: strconv.FormatFloat(want, 'g', -1, 64), Got: strconv.FormatFloat(got, 'g', -1, 64)})
+		}
+	}
+	return out
 }
 
 // InputPattern is the pattern rank writes as its input for this expectation's operation.

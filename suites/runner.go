@@ -201,6 +201,9 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	bufs := &buffers{world: w, index: index, limit: max(maxBytes, 8),
 		send: make([]Buffer, len(local)), recv: make([]Buffer, len(local))}
 	defer bufs.release()
+	if err := rn.warmWorld(bufs); err != nil {
+		return nil, err
+	}
 	var rows []results.Row
 	total := len(rn.Cases) * len(rn.Plan.Sizes)
 	done := 0
@@ -277,6 +280,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 	times := make([]float64, len(local))
 	wrongs := make([]int64, len(local))
 	samples := make([][]float64, len(local))
+	bad := make([][]results.Mismatch, len(local))
 	now := rn.Now
 	if now == nil {
 		now = time.Now
@@ -320,6 +324,13 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 				return err
 			}
 			wrongs[i] += w
+			if mf, ok := r.(MismatchFinder); ok && w > 0 && len(bad[i]) < mismatchLimit {
+				ms, err := mf.FindMismatches(call.Recv, e, mismatchLimit-len(bad[i]))
+				if err != nil {
+					return err
+				}
+				bad[i] = append(bad[i], ms...)
+			}
 		}
 		for k := 0; k < p.Warmup; k++ {
 			if err := r.Launch(call); err != nil {
@@ -365,9 +376,15 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 			w += x
 		}
 		h.Wrong = &w
+		for _, b := range bad {
+			h.Mismatches = append(h.Mismatches, b...)
+		}
 	}
 	return h, nil
 }
+
+// mismatchLimit bounds the wrong elements listed per rank and half.
+const mismatchLimit = 4
 
 // minAlloc is the smallest buffer allocated, so small sizes share one buffer.
 const minAlloc = 1 << 20
@@ -497,4 +514,32 @@ func joinCollectives(cs []Collective) string {
 		names = append(names, c.String())
 	}
 	return strings.Join(names, ", ")
+}
+
+// warmupOps is how many untimed operations run once before the first row,
+// so connection setup and clock ramp-up do not land in the first timing.
+const warmupOps = 20
+
+// warmWorld runs the first case at its first size warmupOps times.
+func (rn *Runner) warmWorld(bufs *buffers) error {
+	if len(rn.Cases) == 0 || len(rn.Plan.Sizes) == 0 || rn.Plan.Warmup == 0 {
+		return nil
+	}
+	c, size := rn.Cases[0], rn.Plan.Sizes[0]
+	n := rn.World.Size()
+	if err := bufs.ensure(GeometryFor(c.Coll, size, c.DType.Size(), n, 0).Bytes); err != nil {
+		return err
+	}
+	return rn.World.Run(func(r Rank) error {
+		i := bufs.index[r.Rank()]
+		g := GeometryFor(c.Coll, size, c.DType.Size(), n, r.Rank())
+		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
+			Send: View{bufs.send[i], 0}, Recv: View{bufs.recv[i], 0}}
+		for k := 0; k < warmupOps; k++ {
+			if err := r.Launch(call); err != nil {
+				return err
+			}
+		}
+		return r.Sync()
+	})
 }

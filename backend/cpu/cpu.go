@@ -247,3 +247,13 @@ func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
 	}
 	return out, nil
 }
+
+// FindMismatches lists up to limit wrong elements of e's output at src.
+func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+	n := e.OutputCount()
+	b, err := span(src, n*int64(e.DType.Size()))
+	if err != nil {
+		return nil, err
+	}
+	return e.FindMismatches(b, 0, n, limit), nil
+}

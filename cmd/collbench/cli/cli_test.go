@@ -191,6 +191,9 @@ func TestCorruptionFailsTheRun(t *testing.T) {
 	if w := *d.Results[0].OutOfPlace.Wrong; w != 1 {
 		t.Fatalf("#wrong = %d, want 1", w)
 	}
+	if ms := d.Results[0].OutOfPlace.Mismatches; len(ms) != 1 || ms[0].Rank != 2 || ms[0].Index != 0 || ms[0].Want == ms[0].Got {
+		t.Fatalf("mismatch not located: %+v", ms)
+	}
 	if d.Summary.OK || d.Summary.WrongTotal != 1 {
 		t.Fatalf("summary %+v", d.Summary)
 	}
