@@ -137,7 +137,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
-		r := &rank{w: w, id: i, dev: b.devices[i], wk: wk}
+		r := &rank{w: w, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk}
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
@@ -202,6 +202,91 @@ type world struct {
 	bar      *syncx.SpinBarrier
 	abortOne sync.Once
 	closed   bool
+	derived  bool // a split world: closing it stops no worker
+}
+
+// Split creates one communicator per group: with ncclCommSplit where the
+// library has it (each rank on its own thread), otherwise with a new unique
+// id per group and every communicator created in one group call.
+func (w *world) Split(l suites.Layout) (suites.World, error) {
+	sw := &world{b: w.b, bar: w.bar, derived: true}
+	byWorld := map[int]*rank{}
+	for _, g := range l.Groups {
+		for i, wr := range g {
+			if wr < 0 || wr >= len(w.ranks) {
+				return nil, fmt.Errorf("rank %d is outside the world of %d ranks", wr, len(w.ranks))
+			}
+			p := w.ranks[wr]
+			nr := *p
+			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, false
+			nr.events = nil
+			byWorld[wr] = &nr
+		}
+	}
+	for wr := range w.ranks {
+		sw.ranks = append(sw.ranks, byWorld[wr])
+	}
+	color := map[int]int{}
+	for gi, g := range l.Groups {
+		for _, wr := range g {
+			color[wr] = gi
+		}
+	}
+	var err error
+	if w.b.lib.HasSplit() {
+		err = w.Run(func(sr suites.Rank) error {
+			p := sr.(*rank)
+			nr := byWorld[p.worldRank]
+			c, err := p.comm.Split(color[p.worldRank], nr.id)
+			nr.comm = c
+			return err
+		})
+	} else {
+		err = w.ranks[0].wk.do(func() error { return initGroups(l, byWorld) })
+	}
+	if err != nil {
+		sw.Close()
+		return nil, fmt.Errorf("creating the group communicators: %w", err)
+	}
+	return sw, nil
+}
+
+// initGroups creates every group's communicator from one thread, inside
+// one NCCL group, switching to each GPU's context in turn.
+func initGroups(l suites.Layout, byWorld map[int]*rank) error {
+	ids := make([]UniqueID, len(l.Groups))
+	for gi := range l.Groups {
+		var err error
+		if ids[gi], err = NewUniqueID(); err != nil {
+			return err
+		}
+	}
+	if err := GroupStart(); err != nil {
+		return err
+	}
+	var initErr error
+	for gi, g := range l.Groups {
+		for _, wr := range g {
+			r := byWorld[wr]
+			if err := cuda.SetCurrent(r.ctx); err != nil {
+				initErr = err
+				break
+			}
+			c, err := InitRank(len(g), ids[gi], r.id)
+			if err != nil {
+				initErr = err
+				break
+			}
+			r.comm = c
+		}
+	}
+	endErr := GroupEnd()
+	if r0, ok := byWorld[0]; ok {
+		if err := cuda.SetCurrent(r0.ctx); err != nil && initErr == nil {
+			initErr = err
+		}
+	}
+	return errors.Join(initErr, endErr)
 }
 
 func (w *world) Size() int { return len(w.ranks) }
@@ -246,7 +331,7 @@ func (w *world) abort(cause error) {
 	w.abortOne.Do(func() {
 		w.bar.Abort(cause)
 		for _, r := range w.ranks {
-			if r.comm != nil {
+			if r != nil && r.comm != nil {
 				_ = r.comm.Abort()
 				r.aborted = true
 			}
@@ -259,6 +344,9 @@ func (w *world) Close() error {
 		return nil
 	}
 	w.closed = true
+	if w.derived {
+		return w.Run(func(sr suites.Rank) error { return sr.(*rank).teardown() })
+	}
 	var errs []error
 	var mu sync.Mutex
 	var wg sync.WaitGroup

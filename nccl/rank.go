@@ -16,8 +16,13 @@ import (
 const hostChunk = 32 << 20
 
 type rank struct {
-	w       *world
-	id      int
+	w         *world
+	id        int // rank in comm
+	size      int // ranks in comm
+	worldRank int
+	// derived ranks belong to a split world: they share the parent's device
+	// resources and own only their communicator.
+	derived bool
 	dev     gpu
 	wk      *worker
 	ctx     cuda.Context
@@ -76,6 +81,9 @@ func (r *rank) teardown() error {
 		errs = append(errs, r.comm.Destroy())
 	}
 	r.comm = nil
+	if r.derived {
+		return errors.Join(errs...)
+	}
 	for _, e := range r.events {
 		_ = cuda.DestroyEvent(e)
 	}
@@ -95,11 +103,12 @@ func (r *rank) teardown() error {
 	return errors.Join(errs...)
 }
 
-func (r *rank) Rank() int { return r.id }
-func (r *rank) Size() int { return len(r.w.ranks) }
+func (r *rank) Rank() int      { return r.id }
+func (r *rank) Size() int      { return r.size }
+func (r *rank) WorldRank() int { return r.worldRank }
 
 func (r *rank) Device() results.Device {
-	return results.Device{Rank: r.id, Name: r.dev.name, BusID: r.dev.busID}
+	return results.Device{Rank: r.worldRank, Name: r.dev.name, BusID: r.dev.busID}
 }
 
 func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
@@ -110,7 +119,7 @@ func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
 			if ferr != nil {
 				free = -1
 			}
-			return nil, &suites.OutOfMemoryError{Rank: r.id, Requested: bytes, Free: free}
+			return nil, &suites.OutOfMemoryError{Rank: r.worldRank, Requested: bytes, Free: free}
 		}
 		return nil, err
 	}
@@ -401,4 +410,17 @@ func (r *rank) Capture(c suites.Call, ops int) (suites.Graph, error) {
 		return nil, fmt.Errorf("capturing a CUDA graph: %w", errors.Join(launchErr, err))
 	}
 	return &graph{g: g, s: r.stream}, nil
+}
+
+// ReadHost waits for the stream and copies bytes at src to the host.
+func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
+	ptr, err := r.addr(src, bytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := cuda.Synchronize(r.stream); err != nil {
+		return nil, err
+	}
+	out := make([]byte, bytes)
+	return out, cuda.CopyToHost(out, ptr)
 }

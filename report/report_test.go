@@ -147,3 +147,47 @@ func TestFormatHelpers(t *testing.T) {
 		t.Error("xml accepted")
 	}
 }
+
+func TestGroupedTableGolden(t *testing.T) {
+	d := sampleDocument()
+	d.Config.Collectives = []string{"allreduce"}
+	d.Config.RankList = "[[1,2,3],[0]]"
+	d.Config.Groups = [][]int{{1, 2, 3}, {0}}
+	g0 := &results.Half{TimeUS: 30.5, AlgBW: 34.38, BusBW: 45.84, Wrong: wrong(0)}
+	g1 := &results.Half{TimeUS: 4.1, Wrong: wrong(0)}
+	d.Results = []results.Row{{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: 1 << 20, Count: 262144, Ranks: 4,
+		OutOfPlace: &results.Half{TimeUS: 30.5, AlgBW: 34.38, BusBW: 45.84, Wrong: wrong(0)},
+		Groups: []results.GroupResult{
+			{ID: 0, Ranks: []int{1, 2, 3}, SizeBytes: 1 << 20, Count: 262144, OutOfPlace: g0},
+			{ID: 1, Ranks: []int{0}, SizeBytes: 1 << 20, Count: 262144, NoBandwidth: true, OutOfPlace: g1},
+		}}}
+	d.Environment.Env = nil
+	var b bytes.Buffer
+	if err := WriteTable(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "groups.table.golden", b.Bytes())
+}
+
+func TestGroupVerificationGolden(t *testing.T) {
+	v := &results.GroupVerification{Tool: results.Tool{Name: "collbench", Version: "1.2.3"},
+		Backend: results.Backend{Name: "cpu", Version: "go1.26.8"}, Ranks: 4,
+		Layouts: []results.LayoutVerify{{
+			Name: "reversed", Groups: [][]int{{1, 2, 3}, {0}},
+			Communicators: []results.CommInfo{
+				{WorldRank: 0, WorldSize: 4, Rank: 0, Size: 1, LocalRank: 0, LocalSize: 1, GroupID: 1, GroupSize: 2, Host: "h0"},
+				{WorldRank: 1, WorldSize: 4, Rank: 0, Size: 3, LocalRank: 0, LocalSize: 1, GroupID: 0, GroupSize: 2, Host: "h0"},
+				{WorldRank: 2, WorldSize: 4, Rank: 1, Size: 3, LocalRank: 0, LocalSize: 2, GroupID: 0, GroupSize: 2, Host: "h1"},
+				{WorldRank: 3, WorldSize: 4, Rank: 2, Size: 3, LocalRank: 1, LocalSize: 2, GroupID: 0, GroupSize: 2, Host: "h1"}},
+			AllReduce: []results.BeforeAfter{{WorldRank: 0, Before: 1, After: 1, Want: 1}, {WorldRank: 1, Before: 2, After: 9, Want: 9},
+				{WorldRank: 2, Before: 3, After: 9, Want: 9}, {WorldRank: 3, Before: 4, After: 8, Want: 9}},
+			Collectives: []results.CollectiveVerify{
+				{Collective: "allreduce", SimpleWrong: 64, Mismatches: []results.Mismatch{{Rank: 3, Index: 0, Want: "9", Got: "8"}}},
+				{Collective: "allgather", Pass: true}},
+		}}}
+	var b bytes.Buffer
+	if err := WriteGroupVerification(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "verify-groups.golden", b.Bytes())
+}

@@ -79,6 +79,10 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	}
 	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d%s\n",
 		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed, extra)
+	if len(c.Groups) > 1 {
+		fmt.Fprintf(w, "# groups:   %s -> %s (%d groups, run concurrently; busbw per group uses its own rank count, the sum line adds them)\n",
+			c.RankList, groupsString(c.Groups), len(c.Groups))
+	}
 	if len(d.Environment.Env) > 0 {
 		keys := sortedKeys(d.Environment.Env)
 		var kv []string
@@ -180,7 +184,14 @@ func writeRows(w io.Writer, rows []results.Row) error {
 			stats = stats || h.Iter != nil
 		}
 	}
+	grouped := false
+	for _, r := range rows {
+		grouped = grouped || len(r.Groups) > 0
+	}
 	header := []any{"\nsize", "\ncount", "\ntype", "\nredop", "\nroot"}
+	if grouped {
+		header = append([]any{"\ngroup"}, header...)
+	}
 	halfHeader := func(label string) []any {
 		h := []any{label + "\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"}
 		if stats {
@@ -215,18 +226,66 @@ func writeRows(w io.Writer, rows []results.Row) error {
 		if r.Root >= 0 {
 			root = fmt.Sprint(r.Root)
 		}
-		cells := []any{HumanBytes(r.SizeBytes), fmt.Sprint(r.Count), r.DType, r.Op, root}
-		if oop {
-			cells = append(cells, halfCells(r.OutOfPlace, stats)...)
+		line := func(label string, size, count int64, o, i *results.Half, noBW bool) error {
+			cells := []any{HumanBytes(size), fmt.Sprint(count), r.DType, r.Op, root}
+			if grouped {
+				cells = append([]any{label}, cells...)
+			}
+			if oop {
+				cells = append(cells, halfCellsBW(o, stats, noBW)...)
+			}
+			if ip {
+				cells = append(cells, halfCellsBW(i, stats, noBW)...)
+			}
+			return tb.Append(cells...)
 		}
-		if ip {
-			cells = append(cells, halfCells(r.InPlace, stats)...)
+		if !grouped {
+			if err := line("", r.SizeBytes, r.Count, r.OutOfPlace, r.InPlace, false); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := tb.Append(cells...); err != nil {
+		for _, g := range r.Groups {
+			if err := line(fmt.Sprintf("%d %s", g.ID, ranksString(g.Ranks)), g.SizeBytes, g.Count, g.OutOfPlace, g.InPlace, g.NoBandwidth); err != nil {
+				return err
+			}
+		}
+		if err := line("sum", r.SizeBytes, r.Count, r.OutOfPlace, r.InPlace, false); err != nil {
 			return err
 		}
 	}
-	return tb.Render()
+	if err := tb.Render(); err != nil {
+		return err
+	}
+	if grouped {
+		fmt.Fprintln(w, "# n/a: a group of one rank is verified but moves no data between GPUs; sum: slowest group's time, bandwidths added over groups")
+	}
+	return nil
+}
+
+// halfCellsBW is halfCells with n/a bandwidth for groups of one rank.
+func halfCellsBW(h *results.Half, stats, noBW bool) []any {
+	cells := halfCells(h, stats)
+	if noBW && h != nil {
+		cells[1], cells[2] = "n/a", "n/a"
+	}
+	return cells
+}
+
+func ranksString(rs []int) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprint(r))
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+func groupsString(gs [][]int) string {
+	var parts []string
+	for _, g := range gs {
+		parts = append(parts, ranksString(g))
+	}
+	return "[" + strings.Join(parts, ",") + "]"
 }
 
 func halfCells(h *results.Half, stats bool) []any {

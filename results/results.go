@@ -30,8 +30,10 @@ type Document struct {
 	Environment   Environment `json:"environment"`
 	// Topology is filled by topology detection where available.
 	Topology json.RawMessage `json:"topology,omitempty"`
-	Results  []Row           `json:"results"`
-	Summary  Summary         `json:"summary"`
+	// Communicators describes every rank's communicator (world rank order).
+	Communicators []CommInfo `json:"communicators,omitempty"`
+	Results       []Row      `json:"results"`
+	Summary       Summary    `json:"summary"`
 	// Error is set when the run stopped early; Results keeps every row measured before.
 	Error string `json:"error,omitempty"`
 }
@@ -62,6 +64,9 @@ type Config struct {
 	IterStats bool `json:"iter_stats,omitempty"`
 	// CUDAGraph is the number of graph replays (0: no CUDA graphs).
 	CUDAGraph int `json:"cuda_graph,omitempty"`
+	// RankList is the layout as given and Groups the groups it resolved to.
+	RankList string  `json:"rank_list,omitempty"`
+	Groups   [][]int `json:"groups,omitempty"`
 }
 
 // Environment is where the run happened.
@@ -102,8 +107,49 @@ type Row struct {
 	SizeBytes  int64  `json:"size_bytes"`
 	Count      int64  `json:"count"`
 	Ranks      int    `json:"ranks"`
-	OutOfPlace *Half  `json:"out_of_place,omitempty"`
-	InPlace    *Half  `json:"in_place,omitempty"`
+	// With a rank list of several groups, the halves are the aggregate over
+	// groups (slowest group's time, summed bandwidth) and Groups holds each
+	// group's own result.
+	OutOfPlace *Half         `json:"out_of_place,omitempty"`
+	InPlace    *Half         `json:"in_place,omitempty"`
+	Groups     []GroupResult `json:"groups,omitempty"`
+}
+
+// GroupResult is one group's share of a row.
+type GroupResult struct {
+	ID        int   `json:"id"`
+	Ranks     []int `json:"ranks"` // world ranks, in group-rank order
+	SizeBytes int64 `json:"size_bytes"`
+	Count     int64 `json:"count"`
+	// NoBandwidth marks groups of one rank: verified, but nothing crosses a link.
+	NoBandwidth bool  `json:"no_bandwidth,omitempty"`
+	OutOfPlace  *Half `json:"out_of_place,omitempty"`
+	InPlace     *Half `json:"in_place,omitempty"`
+}
+
+// Halves returns the group's measured halves, out-of-place first.
+func (g GroupResult) Halves() []*Half {
+	var out []*Half
+	if g.OutOfPlace != nil {
+		out = append(out, g.OutOfPlace)
+	}
+	if g.InPlace != nil {
+		out = append(out, g.InPlace)
+	}
+	return out
+}
+
+// CommInfo is what one rank sees of its communicator.
+type CommInfo struct {
+	WorldRank int    `json:"world_rank"`
+	WorldSize int    `json:"world_size"`
+	Rank      int    `json:"rank"`
+	Size      int    `json:"size"`
+	LocalRank int    `json:"local_rank"`
+	LocalSize int    `json:"local_size"`
+	GroupID   int    `json:"group_id"`
+	GroupSize int    `json:"group_size"` // number of groups
+	Host      string `json:"host"`
 }
 
 // Half is one mode's measurement.
@@ -240,4 +286,46 @@ func Read(r io.Reader) (*Document, error) {
 		return nil, fmt.Errorf("result schema version %d is not supported (this collbench reads 1 to %d)", d.SchemaVersion, SchemaVersion)
 	}
 	return &d, nil
+}
+
+// GroupVerification is the result of `collbench verify-groups`.
+type GroupVerification struct {
+	Schema  string         `json:"schema"` // "collbench/verify-groups"
+	Tool    Tool           `json:"tool"`
+	Backend Backend        `json:"backend"`
+	Ranks   int            `json:"ranks"`
+	Layouts []LayoutVerify `json:"layouts"`
+	OK      bool           `json:"ok"`
+}
+
+// LayoutVerify is one layout's checks.
+type LayoutVerify struct {
+	Name          string     `json:"name"`
+	Groups        [][]int    `json:"groups"`
+	Communicators []CommInfo `json:"communicators"`
+	// AllReduce is each rank's value before (r+1) and after an allreduce sum.
+	AllReduce []BeforeAfter `json:"allreduce"`
+	// Collectives holds each collective's outcome, in run order.
+	Collectives []CollectiveVerify `json:"collectives"`
+}
+
+// BeforeAfter is one rank's allreduce input and output.
+type BeforeAfter struct {
+	WorldRank int     `json:"world_rank"`
+	Before    float64 `json:"before"`
+	After     float64 `json:"after"`
+	Want      float64 `json:"want"`
+}
+
+// CollectiveVerify is one collective's outcome in one layout: the rank r
+// contributes r+1 check and the full check with random patterns.
+type CollectiveVerify struct {
+	Collective string `json:"collective"`
+	Pass       bool   `json:"pass"`
+	// SimpleWrong counts wrong elements of the r+1 check; PatternWrong of
+	// the full check.
+	SimpleWrong  int64      `json:"simple_wrong"`
+	PatternWrong int64      `json:"pattern_wrong"`
+	Mismatches   []Mismatch `json:"mismatches,omitempty"`
+	Error        string     `json:"error,omitempty"`
 }

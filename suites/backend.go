@@ -34,6 +34,11 @@ type World interface {
 	// Run calls fn for every local rank concurrently, each on the rank's own
 	// thread, and returns the first error once all calls have returned.
 	Run(fn func(Rank) error) error
+	// Split creates one communicator per group of l. The returned world
+	// holds this process's ranks in the same order, each with its group's
+	// rank and size; its Barrier still spans the whole world, and closing it
+	// frees only the group communicators.
+	Split(l Layout) (World, error)
 	// Close releases the communicator and every buffer.
 	Close() error
 }
@@ -81,8 +86,11 @@ func CallGeometry(c Call, n int) Geometry {
 // Rank is one member of a communicator, bound to one device and stream.
 // Its methods are called only from the goroutine World.Run gives it.
 type Rank interface {
+	// Rank and Size are within the rank's communicator (its group).
 	Rank() int
 	Size() int
+	// WorldRank is the rank in the whole world.
+	WorldRank() int
 	// Device names what this rank runs on.
 	Device() results.Device
 	Alloc(bytes int64) (Buffer, error)
@@ -166,4 +174,10 @@ type GraphBackend interface {
 // output for diagnosis (only called once Check has counted some).
 type MismatchFinder interface {
 	FindMismatches(src View, e Expectation, limit int) ([]results.Mismatch, error)
+}
+
+// HostReader is implemented by ranks that can copy device bytes to the host
+// (small outputs only: verify-groups reads a few KiB per rank).
+type HostReader interface {
+	ReadHost(src View, bytes int64) ([]byte, error)
 }

@@ -168,37 +168,65 @@ type Progress struct {
 	Size        int64
 }
 
-// Runner measures a plan on a world.
+// Runner measures a plan on a world, optionally split into groups that
+// run concurrently, each verified and reported on its own.
 type Runner struct {
 	World World
 	Plan  Plan
 	Cases []Case
+	// Layout splits the world into groups; the zero value is the whole world.
+	Layout Layout
+	// Grouped, if set, is World already split by Layout; the runner uses it
+	// and leaves closing it to the caller.
+	Grouped World
 	// OnRow, if set, receives each row as soon as it is measured.
 	OnRow func(results.Row)
 	// OnProgress, if set, is called before each row is measured.
 	OnProgress func(Progress)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+
+	w      World // the world the ranks run in (split when there are groups)
+	layout Layout
+	index  map[int]int // world rank -> position in w.Ranks()
+	group  []int       // position -> group id
 }
 
 // Run measures every case at every size. It returns the rows measured so far
 // together with the error that stopped it, if any.
 func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
-	w := rn.World
-	n := w.Size()
-	local := w.Ranks()
-	index := map[int]int{}
+	n := rn.World.Size()
+	rn.layout = rn.Layout
+	if len(rn.layout.Groups) == 0 {
+		rn.layout = WholeWorld(n)
+	}
+	rn.w = rn.World
+	if rn.Grouped != nil {
+		rn.w = rn.Grouped
+	} else if len(rn.layout.Groups) > 1 {
+		sw, err := rn.World.Split(rn.layout)
+		if err != nil {
+			return nil, err
+		}
+		defer sw.Close()
+		rn.w = sw
+	}
+	local := rn.w.Ranks()
+	rn.index = map[int]int{}
+	rn.group = make([]int, len(local))
 	for i, r := range local {
-		index[r.Rank()] = i
+		rn.index[r.WorldRank()] = i
+		rn.group[i], _ = rn.layout.Locate(r.WorldRank())
 	}
 	var maxBytes int64
 	for _, c := range rn.Cases {
 		for _, s := range rn.Plan.Sizes {
-			g := GeometryFor(c.Coll, s, c.DType.Size(), n, 0)
-			maxBytes = max(maxBytes, g.Bytes)
+			for _, g := range rn.layout.Groups {
+				maxBytes = max(maxBytes, GeometryFor(c.Coll, s, c.DType.Size(), len(g), 0).Bytes)
+			}
 		}
 	}
-	bufs := &buffers{world: w, index: index, limit: max(maxBytes, 8),
+	bufs := &buffers{world: rn.w, index: rn.index, limit: max(maxBytes, 8),
 		send: make([]Buffer, len(local)), recv: make([]Buffer, len(local))}
 	defer bufs.release()
 	if err := rn.warmWorld(bufs); err != nil {
@@ -215,11 +243,14 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 			if rn.OnProgress != nil {
 				rn.OnProgress(Progress{Done: done, Total: total, Case: c, Size: size})
 			}
-			need := GeometryFor(c.Coll, size, c.DType.Size(), n, 0).Bytes
+			var need int64
+			for _, g := range rn.layout.Groups {
+				need = max(need, GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)
+			}
 			if err := bufs.ensure(need); err != nil {
 				return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
 			}
-			row, err := rn.measure(ci, c, size, index, bufs.send, bufs.recv)
+			row, err := rn.measure(ci, c, size, bufs.send, bufs.recv)
 			if err != nil {
 				return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
 			}
@@ -233,33 +264,75 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	return rows, nil
 }
 
-func (rn *Runner) measure(ci int, c Case, size int64, index map[int]int, send, recv []Buffer) (results.Row, error) {
-	n := rn.World.Size()
-	g0 := GeometryFor(c.Coll, size, c.DType.Size(), n, 0)
-	row := results.Row{
-		Collective: c.Coll.String(),
-		DType:      c.DType.String(),
-		Op:         c.Op.String(),
-		Root:       c.Root,
-		SizeBytes:  g0.Bytes,
-		Count:      g0.Count,
-		Ranks:      n,
+func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (results.Row, error) {
+	groups := rn.layout.Groups
+	esz := c.DType.Size()
+	row := results.Row{Collective: c.Coll.String(), DType: c.DType.String(), Op: c.Op.String(),
+		Root: c.Root, Ranks: rn.World.Size()}
+	var grs []results.GroupResult
+	for gi, g := range groups {
+		geo := GeometryFor(c.Coll, size, esz, len(g), 0)
+		grs = append(grs, results.GroupResult{ID: gi, Ranks: append([]int(nil), g...), SizeBytes: geo.Bytes,
+			Count: geo.Count, NoBandwidth: len(g) == 1})
+		if geo.Bytes > row.SizeBytes || gi == 0 {
+			row.SizeBytes, row.Count = max(row.SizeBytes, geo.Bytes), geo.Count
+		}
 	}
 	for _, inPlace := range []bool{false, true} {
 		if (inPlace && (!rn.Plan.InPlace || !c.Coll.InPlaceDefined())) || (!inPlace && !rn.Plan.OutOfPlace) {
 			continue
 		}
-		h, err := rn.half(ci, c, size, inPlace, index, send, recv)
+		hs, all, err := rn.half(ci, c, size, inPlace, send, recv)
 		if err != nil {
 			return row, err
 		}
+		for gi := range grs {
+			if inPlace {
+				grs[gi].InPlace = hs[gi]
+			} else {
+				grs[gi].OutOfPlace = hs[gi]
+			}
+		}
+		agg := hs[0]
+		if len(groups) > 1 {
+			agg = aggregate(hs, grs, all)
+		}
 		if inPlace {
-			row.InPlace = h
+			row.InPlace = agg
 		} else {
-			row.OutOfPlace = h
+			row.OutOfPlace = agg
 		}
 	}
+	if len(groups) > 1 {
+		row.Groups = grs
+	}
 	return row, nil
+}
+
+// aggregate combines the groups' halves: the slowest group's time and the
+// sum of bandwidths, over groups of more than one rank where there are any.
+func aggregate(hs []*results.Half, grs []results.GroupResult, rankTimes []float64) *results.Half {
+	agg := &results.Half{RankTimeUS: rankTimes}
+	multi := false
+	for gi := range grs {
+		multi = multi || !grs[gi].NoBandwidth
+	}
+	for gi, h := range hs {
+		if h.Wrong != nil {
+			if agg.Wrong == nil {
+				agg.Wrong = new(int64)
+			}
+			*agg.Wrong += *h.Wrong
+		}
+		agg.Mismatches = append(agg.Mismatches, h.Mismatches...)
+		if multi && grs[gi].NoBandwidth {
+			continue
+		}
+		agg.TimeUS = max(agg.TimeUS, h.TimeUS)
+		agg.AlgBW += h.AlgBW
+		agg.BusBW += h.BusBW
+	}
+	return agg
 }
 
 // seedFor returns the seed of check pass k of a case's size and mode, so every
@@ -272,11 +345,12 @@ func (p Plan) seedFor(ci int, size int64, inPlace bool, k int) uint64 {
 	return mix(mix(p.Seed, ci, size), m, int64(k))
 }
 
-func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]int, send, recv []Buffer) (*results.Half, error) {
+// half measures one mode on every rank and returns each group's half and
+// every rank's time in world-rank order.
+func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Buffer) ([]*results.Half, []float64, error) {
 	p := rn.Plan
-	n := rn.World.Size()
 	esz := c.DType.Size()
-	local := rn.World.Ranks()
+	local := rn.w.Ranks()
 	times := make([]float64, len(local))
 	wrongs := make([]int64, len(local))
 	samples := make([][]float64, len(local))
@@ -285,10 +359,11 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 	if now == nil {
 		now = time.Now
 	}
-	dom := DomainFor(c.Coll, c.DType, c.Op, n)
-	err := rn.World.Run(func(r Rank) error {
-		i := index[r.Rank()]
+	err := rn.w.Run(func(r Rank) error {
+		i := rn.index[r.WorldRank()]
+		n := r.Size()
 		g := GeometryFor(c.Coll, size, esz, n, r.Rank())
+		dom := DomainFor(c.Coll, c.DType, c.Op, n)
 		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
 			Send: View{send[i], 0}, Recv: View{recv[i], 0}}
 		if inPlace {
@@ -298,39 +373,12 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 		for k := 0; k < p.Check; k++ {
 			e := Expectation{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Ranks: n,
 				Rank: r.Rank(), Geom: g, Domain: dom, Seed: p.seedFor(ci, size, inPlace, k)}
-			if inPlace {
-				if err := r.Poison(View{recv[i], 0}, g.BufferElems(), c.DType); err != nil {
-					return err
-				}
-				if err := r.Fill(call.Send, g.SendCount, e.InputPattern(r.Rank())); err != nil {
-					return err
-				}
-			} else {
-				if err := r.Fill(call.Send, g.SendCount, e.InputPattern(r.Rank())); err != nil {
-					return err
-				}
-				if err := r.Poison(call.Recv, g.RecvCount, c.DType); err != nil {
-					return err
-				}
-			}
-			if err := r.Launch(call); err != nil {
-				return err
-			}
-			if err := r.Sync(); err != nil {
-				return err
-			}
-			w, err := r.Check(call.Recv, e)
+			w, ms, err := checkOnce(r, call, e, inPlace, View{recv[i], 0}, mismatchLimit-len(bad[i]))
 			if err != nil {
 				return err
 			}
 			wrongs[i] += w
-			if mf, ok := r.(MismatchFinder); ok && w > 0 && len(bad[i]) < mismatchLimit {
-				ms, err := mf.FindMismatches(call.Recv, e, mismatchLimit-len(bad[i]))
-				if err != nil {
-					return err
-				}
-				bad[i] = append(bad[i], ms...)
-			}
+			bad[i] = append(bad[i], ms...)
 		}
 		for k := 0; k < p.Warmup; k++ {
 			if err := r.Launch(call); err != nil {
@@ -361,83 +409,74 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, index map[int]i
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	h := &results.Half{RankTimeUS: times, Iter: iterStats(samples)}
-	h.TimeUS = p.Average.Combine(times)
-	bytes := GeometryFor(c.Coll, size, esz, n, 0).Bytes
-	if h.TimeUS > 0 {
-		h.AlgBW = float64(bytes) / (h.TimeUS * 1e3)
-	}
-	h.BusBW = h.AlgBW * c.Coll.BusFactor(n)
-	if p.Check > 0 {
-		var w int64
-		for _, x := range wrongs {
-			w += x
-		}
-		h.Wrong = &w
-		for _, b := range bad {
-			h.Mismatches = append(h.Mismatches, b...)
-		}
-	}
-	return h, nil
-}
-
-// mismatchLimit bounds the wrong elements listed per rank and half.
-const mismatchLimit = 4
-
-// minAlloc is the smallest buffer allocated, so small sizes share one buffer.
-const minAlloc = 1 << 20
-
-// buffers holds each local rank's send and receive buffer, grown as the
-// sweep reaches larger sizes, so running out of memory stops only the sizes
-// that do not fit.
-type buffers struct {
-	world      World
-	index      map[int]int
-	limit      int64 // the largest size any case needs
-	have       int64
-	send, recv []Buffer
-}
-
-func (b *buffers) ensure(need int64) error {
-	if need <= b.have && b.have > 0 {
-		return nil
-	}
-	size := min(max(need, minAlloc), b.limit)
-	size = max(size, need)
-	b.release()
-	err := b.world.Run(func(r Rank) error {
-		i := b.index[r.Rank()]
-		var err error
-		if b.send[i], err = r.Alloc(size); err != nil {
-			return fmt.Errorf("allocating the send buffer (%s): %w", FormatBytes(size), err)
-		}
-		if b.recv[i], err = r.Alloc(size); err != nil {
-			return fmt.Errorf("allocating the receive buffer (%s): %w", FormatBytes(size), err)
-		}
-		return nil
-	})
-	if err != nil {
-		b.release()
-		return err
-	}
-	b.have = size
-	return nil
-}
-
-func (b *buffers) release() {
-	_ = b.world.Run(func(r Rank) error {
-		i := b.index[r.Rank()]
-		for _, p := range []*Buffer{&b.send[i], &b.recv[i]} {
-			if *p != nil {
-				_ = r.Free(*p)
-				*p = nil
+	var hs []*results.Half
+	for _, members := range rn.layout.Groups {
+		var gt []float64
+		var gs [][]float64
+		h := &results.Half{}
+		var wrong int64
+		for _, wr := range members {
+			i, ok := rn.index[wr]
+			if !ok {
+				continue
 			}
+			gt = append(gt, times[i])
+			if samples[i] != nil {
+				gs = append(gs, samples[i])
+			}
+			wrong += wrongs[i]
+			h.Mismatches = append(h.Mismatches, bad[i]...)
 		}
-		return nil
-	})
-	b.have = 0
+		h.RankTimeUS = gt
+		h.TimeUS = p.Average.Combine(gt)
+		h.Iter = iterStats(gs)
+		bytes := GeometryFor(c.Coll, size, esz, len(members), 0).Bytes
+		if h.TimeUS > 0 && len(members) > 1 {
+			h.AlgBW = float64(bytes) / (h.TimeUS * 1e3)
+			h.BusBW = h.AlgBW * c.Coll.BusFactor(len(members))
+		}
+		if p.Check > 0 {
+			h.Wrong = &wrong
+		}
+		hs = append(hs, h)
+	}
+	return hs, times, nil
+}
+
+// checkOnce fills fresh inputs, runs the operation once and counts the
+// wrong elements of its output, listing up to limit of them.
+func checkOnce(r Rank, call Call, e Expectation, inPlace bool, whole View, limit int) (int64, []results.Mismatch, error) {
+	if inPlace {
+		if err := r.Poison(whole, e.Geom.BufferElems(), e.DType); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := r.Fill(call.Send, e.Geom.SendCount, e.InputPattern(e.Rank)); err != nil {
+		return 0, nil, err
+	}
+	if !inPlace {
+		if err := r.Poison(call.Recv, e.Geom.RecvCount, e.DType); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := r.Launch(call); err != nil {
+		return 0, nil, err
+	}
+	if err := r.Sync(); err != nil {
+		return 0, nil, err
+	}
+	w, err := r.Check(call.Recv, e)
+	if err != nil || w == 0 || limit <= 0 {
+		return w, nil, err
+	}
+	mf, ok := r.(MismatchFinder)
+	if !ok {
+		return w, nil, nil
+	}
+	ms, err := mf.FindMismatches(call.Recv, e, limit)
+	return w, ms, err
 }
 
 // timeLoop issues iters operations back to back and returns the wall time of
@@ -526,13 +565,16 @@ func (rn *Runner) warmWorld(bufs *buffers) error {
 		return nil
 	}
 	c, size := rn.Cases[0], rn.Plan.Sizes[0]
-	n := rn.World.Size()
-	if err := bufs.ensure(GeometryFor(c.Coll, size, c.DType.Size(), n, 0).Bytes); err != nil {
+	var need int64
+	for _, g := range rn.layout.Groups {
+		need = max(need, GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)
+	}
+	if err := bufs.ensure(need); err != nil {
 		return err
 	}
-	return rn.World.Run(func(r Rank) error {
-		i := bufs.index[r.Rank()]
-		g := GeometryFor(c.Coll, size, c.DType.Size(), n, r.Rank())
+	return rn.w.Run(func(r Rank) error {
+		i := bufs.index[r.WorldRank()]
+		g := GeometryFor(c.Coll, size, c.DType.Size(), r.Size(), r.Rank())
 		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
 			Send: View{bufs.send[i], 0}, Recv: View{bufs.recv[i], 0}}
 		for k := 0; k < warmupOps; k++ {
@@ -542,4 +584,60 @@ func (rn *Runner) warmWorld(bufs *buffers) error {
 		}
 		return r.Sync()
 	})
+}
+
+// mismatchLimit bounds the wrong elements listed per rank and half.
+const mismatchLimit = 4
+
+// minAlloc is the smallest buffer allocated, so small sizes share one buffer.
+const minAlloc = 1 << 20
+
+// buffers holds each local rank's send and receive buffer, grown as the
+// sweep reaches larger sizes, so running out of memory stops only the sizes
+// that do not fit.
+type buffers struct {
+	world      World
+	index      map[int]int // world rank -> position
+	limit      int64       // the largest size any case needs
+	have       int64
+	send, recv []Buffer
+}
+
+func (b *buffers) ensure(need int64) error {
+	if need <= b.have && b.have > 0 {
+		return nil
+	}
+	size := max(min(max(need, minAlloc), b.limit), need)
+	b.release()
+	err := b.world.Run(func(r Rank) error {
+		i := b.index[r.WorldRank()]
+		var err error
+		if b.send[i], err = r.Alloc(size); err != nil {
+			return fmt.Errorf("allocating the send buffer (%s): %w", FormatBytes(size), err)
+		}
+		if b.recv[i], err = r.Alloc(size); err != nil {
+			return fmt.Errorf("allocating the receive buffer (%s): %w", FormatBytes(size), err)
+		}
+		return nil
+	})
+	if err != nil {
+		b.release()
+		return err
+	}
+	b.have = size
+	return nil
+}
+
+func (b *buffers) release() {
+	_ = b.world.Run(func(r Rank) error {
+		i := b.index[r.WorldRank()]
+		for _, p := range []*Buffer{&b.send[i], &b.recv[i]} {
+			if *p != nil {
+				_ = r.Free(*p)
+				*p = nil
+			}
+		}
+		return nil
+	})
+	b.have = 0
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,20 +68,48 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	if limit == 0 {
 		limit = memAvailable() * 3 / 4
 	}
-	w := &world{hub: newHub(n), opts: b.opts, memLimit: limit}
+	mem := &memory{limit: limit}
+	w := &world{hub: newHub(n), opts: b.opts, mem: mem}
+	w.hubs = []*hub{w.hub}
 	for r := 0; r < n; r++ {
-		w.ranks = append(w.ranks, &rank{w: w, id: r})
+		w.ranks = append(w.ranks, &rank{w: w, comm: w.hub, id: r, size: n, worldRank: r})
 	}
 	return w, nil
 }
 
+// memory accounts for the bytes all ranks of a world have allocated.
+type memory struct {
+	mu    sync.Mutex
+	used  int64
+	limit int64
+}
+
 type world struct {
-	hub      *hub
-	ranks    []*rank
-	opts     Options
-	mu       sync.Mutex
-	memUsed  int64
-	memLimit int64
+	// hub is the whole world's hub: its barrier is the world barrier.
+	hub *hub
+	// hubs are every communicator's hub, aborted together when a rank fails.
+	hubs  []*hub
+	ranks []*rank
+	opts  Options
+	mem   *memory
+}
+
+// Split gives every group of l its own hub.
+func (w *world) Split(l suites.Layout) (suites.World, error) {
+	sw := &world{hub: w.hub, opts: w.opts, mem: w.mem, hubs: []*hub{w.hub}}
+	for _, g := range l.Groups {
+		h := newHub(len(g))
+		sw.hubs = append(sw.hubs, h)
+		for i, wr := range g {
+			if wr < 0 || wr >= len(w.ranks) {
+				return nil, fmt.Errorf("rank %d is outside the world of %d ranks", wr, len(w.ranks))
+			}
+			sw.ranks = append(sw.ranks, &rank{w: sw, comm: h, id: i, size: len(g), worldRank: wr})
+		}
+	}
+	// Keep world-rank order.
+	sort.Slice(sw.ranks, func(a, b int) bool { return sw.ranks[a].worldRank < sw.ranks[b].worldRank })
+	return sw, nil
 }
 
 func (w *world) Size() int { return len(w.ranks) }
@@ -101,7 +130,9 @@ func (w *world) Run(fn func(suites.Rank) error) error {
 		go func() {
 			defer wg.Done()
 			if errs[i] = fn(r); errs[i] != nil {
-				w.hub.abort(fmt.Errorf("rank %d failed", i))
+				for _, h := range w.hubs {
+					h.abort(fmt.Errorf("rank %d failed", r.worldRank))
+				}
 			}
 		}()
 	}
@@ -124,26 +155,30 @@ type buffer struct {
 func (b *buffer) Len() int64 { return int64(len(b.bytes)) }
 
 type rank struct {
-	w  *world
-	id int
+	w         *world
+	comm      *hub // the rank's communicator
+	id        int  // rank in comm
+	size      int
+	worldRank int
 }
 
-func (r *rank) Rank() int { return r.id }
-func (r *rank) Size() int { return len(r.w.ranks) }
+func (r *rank) Rank() int      { return r.id }
+func (r *rank) Size() int      { return r.size }
+func (r *rank) WorldRank() int { return r.worldRank }
 func (r *rank) Device() results.Device {
-	return results.Device{Rank: r.id, Name: "host memory"}
+	return results.Device{Rank: r.worldRank, Name: "host memory"}
 }
 
 func (r *rank) Alloc(n int64) (suites.Buffer, error) {
-	w := r.w
-	w.mu.Lock()
-	if w.memLimit > 0 && w.memUsed+n > w.memLimit {
-		free := w.memLimit - w.memUsed
-		w.mu.Unlock()
-		return nil, &suites.OutOfMemoryError{Rank: r.id, Requested: n, Free: max(free, 0)}
+	m := r.w.mem
+	m.mu.Lock()
+	if m.limit > 0 && m.used+n > m.limit {
+		free := m.limit - m.used
+		m.mu.Unlock()
+		return nil, &suites.OutOfMemoryError{Rank: r.worldRank, Requested: n, Free: max(free, 0)}
 	}
-	w.memUsed += n
-	w.mu.Unlock()
+	m.used += n
+	m.mu.Unlock()
 	words := make([]uint64, (n+7)/8)
 	var bytes []byte
 	if len(words) > 0 {
@@ -153,9 +188,9 @@ func (r *rank) Alloc(n int64) (suites.Buffer, error) {
 }
 
 func (r *rank) Free(b suites.Buffer) error {
-	r.w.mu.Lock()
-	r.w.memUsed -= b.Len()
-	r.w.mu.Unlock()
+	r.w.mem.mu.Lock()
+	r.w.mem.used -= b.Len()
+	r.w.mem.mu.Unlock()
 	return nil
 }
 
@@ -208,12 +243,12 @@ func (r *rank) Sync() error    { return nil }
 func (r *rank) Barrier() error { return r.w.hub.bar.Wait() }
 
 func (r *rank) Launch(c suites.Call) error {
-	out, err := r.w.hub.run(r.id, c)
+	out, err := r.comm.run(r.id, c)
 	if err != nil {
 		return err
 	}
 	if r.w.opts.AfterOp != nil && out != nil {
-		r.w.opts.AfterOp(r.id, c, out)
+		r.w.opts.AfterOp(r.worldRank, c, out)
 	}
 	return nil
 }
@@ -256,4 +291,13 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 		return nil, err
 	}
 	return e.FindMismatches(b, 0, n, limit), nil
+}
+
+// ReadHost copies bytes at src.
+func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
+	b, err := span(src, bytes)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), b...), nil
 }

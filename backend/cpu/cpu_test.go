@@ -125,3 +125,117 @@ func BenchmarkAllReduce(b *testing.B) {
 		}
 	}
 }
+
+// TestGroupsVerifyAndAggregate runs every collective in several layouts and
+// checks the per-group results and the aggregate line.
+func TestGroupsVerifyAndAggregate(t *testing.T) {
+	b := New(Options{})
+	for _, spec := range []string{"pairs", "[[0,1,2],[3]]", "[[1,2,3],[0]]", "stride:2", "singletons", "[[3,0]]"} {
+		t.Run(spec, func(t *testing.T) {
+			w, err := b.Open(context.Background(), 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := suites.ParseLayout(spec, 4, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32, dtype.Int8},
+				Ops: []suites.ReduceOp{suites.Sum, suites.Min}, Sizes: []int64{1024, 4096 + 12}, Iters: 2, Check: 2,
+				OutOfPlace: true, InPlace: true, Roots: []int{0}}
+			cases, err := p.Cases(b, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rn := &suites.Runner{World: w, Plan: p, Cases: cases, Layout: l}
+			rows, err := rn.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if len(r.Groups) != len(l.Groups) {
+					t.Fatalf("%d group results for %d groups", len(r.Groups), len(l.Groups))
+				}
+				for _, h := range r.Halves() {
+					if h.Wrong == nil || *h.Wrong != 0 {
+						t.Fatalf("%s %s %s: wrong %v", r.Collective, r.DType, r.Op, h.Wrong)
+					}
+				}
+				var sum, slowest float64
+				for _, g := range r.Groups {
+					h := g.OutOfPlace
+					if g.NoBandwidth != (len(g.Ranks) == 1) {
+						t.Fatalf("group %v: NoBandwidth %v", g.Ranks, g.NoBandwidth)
+					}
+					if g.NoBandwidth {
+						if h.BusBW != 0 || h.AlgBW != 0 {
+							t.Fatalf("a group of one reported bandwidth %+v", h)
+						}
+						continue
+					}
+					sum += h.BusBW
+					slowest = max(slowest, h.TimeUS)
+				}
+				if allSingletons(l) {
+					continue
+				}
+				if r.OutOfPlace.BusBW != sum || r.OutOfPlace.TimeUS != slowest {
+					t.Fatalf("aggregate %+v, want busbw %v time %v", r.OutOfPlace, sum, slowest)
+				}
+			}
+		})
+	}
+}
+
+func allSingletons(l suites.Layout) bool {
+	for _, g := range l.Groups {
+		if len(g) > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestVerifyGroupsReproducesTheReferenceTable checks the Groups table of the
+// measurement conventions: rank r contributes r+1, allreduce sum, 4 ranks.
+func TestVerifyGroupsReproducesTheReferenceTable(t *testing.T) {
+	b := New(Options{})
+	w, err := b.Open(context.Background(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]float64{
+		"[[0,1,2,3]]":   {10, 10, 10, 10},
+		"[[0,1],[2,3]]": {3, 3, 7, 7},
+		"[[0,1,2],[3]]": {6, 6, 6, 4},
+		"[[1,2,3],[0]]": {1, 9, 9, 9},
+	}
+	var layouts []suites.Layout
+	for spec := range want {
+		l, err := suites.ParseLayout(spec, 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layouts = append(layouts, l)
+	}
+	lvs, err := suites.VerifyGroups(context.Background(), b, w, layouts, nil,
+		suites.VerifyOptions{Sizes: []int64{1024}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lv := range lvs {
+		for _, x := range lv.AllReduce {
+			if x.After != want[lv.Name][x.WorldRank] || x.Want != x.After || x.Before != float64(x.WorldRank+1) {
+				t.Errorf("%s rank %d: %+v, want after %v", lv.Name, x.WorldRank, x, want[lv.Name][x.WorldRank])
+			}
+		}
+		if len(lv.Collectives) != 7 {
+			t.Fatalf("%s: %d collectives", lv.Name, len(lv.Collectives))
+		}
+		for _, c := range lv.Collectives {
+			if !c.Pass {
+				t.Errorf("%s %s failed: %+v", lv.Name, c.Collective, c)
+			}
+		}
+	}
+}

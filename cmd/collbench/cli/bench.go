@@ -47,6 +47,7 @@ type BenchOptions struct {
 
 	IterStats bool
 	CUDAGraph int
+	RankList  string
 
 	Format    string
 	formatSet bool
@@ -73,6 +74,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVar(&o.Mode, "mode", "both", "both, out-of-place or in-place")
 	fs.StringVarP(&o.Average, "average", "a", "mean", "how ranks' times combine: mean, min, max or rank0")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the verification inputs")
+	fs.StringVar(&o.RankList, "rank-list", "", "split the ranks into groups that run concurrently, each with its own communicator:\n"+suites.PresetHelp)
 	fs.BoolVar(&o.IterStats, "iter-stats", false, "also time each iteration on its own (GPU events) and show p50, p99, min, max and CV")
 	fs.IntVar(&o.CUDAGraph, "cuda-graph", 0, "capture the iterations in a CUDA graph once and replay it N times (nccl backend)")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
@@ -277,7 +279,21 @@ func benchRun(o *BenchOptions) error {
 	if err := plan.Validate(n); err != nil {
 		return &UsageError{err}
 	}
-	cases, err := plan.Cases(b, n)
+	hosts := o.Factory.hosts(n)
+	layout, err := suites.ParseLayout(o.RankList, n, hosts)
+	if err != nil {
+		return &UsageError{err}
+	}
+	minGroup := n
+	for _, g := range layout.Groups {
+		minGroup = min(minGroup, len(g))
+	}
+	for _, r := range plan.Roots {
+		if r >= minGroup && hasRooted(plan.Collectives) {
+			return usageErrorf("invalid --root %d: the smallest group of --rank-list %s has %d ranks (roots are group ranks)", r, o.RankList, minGroup)
+		}
+	}
+	cases, err := plan.Cases(b, minGroup)
 	if err != nil {
 		return &UsageError{err}
 	}
@@ -304,6 +320,13 @@ func benchRun(o *BenchOptions) error {
 	}
 
 	doc := o.newDocument(plan, n, choice)
+	if len(layout.Groups) > 1 {
+		doc.Config.RankList = o.RankList
+		doc.Config.Groups = layout.Groups
+	}
+	for r := 0; r < n; r++ {
+		doc.Communicators = append(doc.Communicators, layout.Info(r, hosts))
+	}
 	world, err := b.Open(ctx, n)
 	if err != nil {
 		return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
@@ -314,7 +337,7 @@ func benchRun(o *BenchOptions) error {
 		devs = append(devs, r.Device())
 	}
 	doc.Environment.Backend.Devices = devs
-	rn := &suites.Runner{World: world, Plan: plan, Cases: cases}
+	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout}
 	progress := newProgress(o.IO)
 	rn.OnProgress = progress.update
 	rows, runErr := rn.Run(ctx)
@@ -388,4 +411,13 @@ func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *
 		Config:        cfg,
 		Environment:   f.environment(choice.Backend, choice.Reason),
 	}
+}
+
+func hasRooted(cs []suites.Collective) bool {
+	for _, c := range cs {
+		if c.Rooted() {
+			return true
+		}
+	}
+	return false
 }

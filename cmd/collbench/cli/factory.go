@@ -121,3 +121,14 @@ func sortedStrings(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// hosts returns the host of each of n ranks; in one process every rank is
+// on this host.
+func (f *Factory) hosts(n int) []string {
+	h, _ := f.Hostname()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = h
+	}
+	return out
+}

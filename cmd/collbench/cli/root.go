@@ -35,6 +35,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 		root.AddCommand(c)
 	}
 	root.AddCommand(NewCmdSweep(f, nil))
+	root.AddCommand(NewCmdVerifyGroups(f, nil))
 	root.AddCommand(NewCmdVersion(f))
 	root.AddCommand(NewCmdEnv(f, nil))
 	return root

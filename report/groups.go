@@ -1,0 +1,117 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"collbench/results"
+)
+
+func plainTable(w io.Writer) *tablewriter.Table {
+	return tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleASCII),
+			Settings: tw.Settings{
+				Separators: tw.Separators{BetweenRows: tw.Off, BetweenColumns: tw.On},
+				Lines:      tw.Lines{ShowHeaderLine: tw.On},
+			},
+		})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignRight),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+	)
+}
+
+func num(v float64) string { return fmt.Sprintf("%g", v) }
+
+// WriteGroupVerification renders verify-groups' result: per layout the
+// allreduce before/after table and the communicator attributes, then the
+// PASS/FAIL matrix of layouts by collectives and every mismatch.
+func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
+	b := v.Backend
+	fmt.Fprintf(w, "# %s %s: verify-groups\n", v.Tool.Name, v.Tool.Version)
+	fmt.Fprintf(w, "# backend:  %s %s, %d ranks\n", b.Name, b.Version, v.Ranks)
+	fmt.Fprintln(w, "# checks:   every collective in every group; rank r contributes r+1, then random exact patterns (out-of-place and in-place)")
+	for _, l := range v.Layouts {
+		fmt.Fprintf(w, "#\n# layout %s: %s\n", l.Name, groupsString(l.Groups))
+		tb := plainTable(w)
+		tb.Header("world rank", "host", "group", "rank/size", "local rank/size", "before", "allreduce after", "expected")
+		after := map[int]results.BeforeAfter{}
+		for _, x := range l.AllReduce {
+			after[x.WorldRank] = x
+		}
+		for _, c := range l.Communicators {
+			x, ok := after[c.WorldRank]
+			cells := []any{fmt.Sprint(c.WorldRank), c.Host, fmt.Sprintf("%d/%d", c.GroupID, c.GroupSize),
+				fmt.Sprintf("%d/%d", c.Rank, c.Size), fmt.Sprintf("%d/%d", c.LocalRank, c.LocalSize)}
+			if ok {
+				cells = append(cells, num(x.Before), num(x.After), num(x.Want))
+			} else {
+				cells = append(cells, "-", "-", "-")
+			}
+			if err := tb.Append(cells...); err != nil {
+				return err
+			}
+		}
+		if err := tb.Render(); err != nil {
+			return err
+		}
+	}
+	if len(v.Layouts) > 0 {
+		fmt.Fprintln(w, "#\n# results")
+		tb := plainTable(w)
+		header := []any{"layout", "groups"}
+		for _, c := range v.Layouts[0].Collectives {
+			header = append(header, c.Collective)
+		}
+		tb.Header(header...)
+		for _, l := range v.Layouts {
+			cells := []any{l.Name, groupsString(l.Groups)}
+			for _, c := range l.Collectives {
+				if c.Pass {
+					cells = append(cells, "PASS")
+				} else {
+					cells = append(cells, fmt.Sprintf("FAIL(%d)", c.SimpleWrong+c.PatternWrong))
+				}
+			}
+			for len(cells) < len(header) {
+				cells = append(cells, "-")
+			}
+			if err := tb.Append(cells...); err != nil {
+				return err
+			}
+		}
+		if err := tb.Render(); err != nil {
+			return err
+		}
+	}
+	var fails []string
+	for _, l := range v.Layouts {
+		for _, c := range l.Collectives {
+			for _, m := range c.Mismatches {
+				fails = append(fails, fmt.Sprintf("# mismatch: layout %s, %s, rank %d, element %d: expected %s, got %s",
+					l.Name, c.Collective, m.Rank, m.Index, m.Want, m.Got))
+			}
+			if c.Error != "" {
+				fails = append(fails, fmt.Sprintf("# error: layout %s, %s: %s", l.Name, c.Collective, c.Error))
+			}
+		}
+	}
+	if len(fails) > 0 {
+		fmt.Fprintln(w, strings.Join(fails, "\n"))
+	}
+	status := "PASS: every value matched"
+	if !v.OK {
+		status = "FAIL: some values did not match"
+	}
+	fmt.Fprintf(w, "# %s\n", status)
+	return nil
+}

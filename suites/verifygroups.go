@@ -1,0 +1,252 @@
+package suites
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"collbench/dtype"
+	"collbench/results"
+)
+
+// DefaultLayouts are the layouts verify-groups checks when none is given:
+// all ranks, node-local and cross-node when the ranks span several hosts,
+// pairs, halves, uneven, reversed, interleaved and singletons.
+// Layouts that resolve to the same groups are listed once.
+func DefaultLayouts(n int, hosts []string) []Layout {
+	type named struct{ name, spec string }
+	specs := []named{{"all", "all"}}
+	multiHost := false
+	for _, h := range hosts {
+		multiHost = multiHost || h != hosts[0]
+	}
+	if multiHost {
+		// Listed first so their names win over identical generic layouts.
+		specs = append(specs, named{"node", "node"}, named{"cross-node", "cross-node"})
+	}
+	specs = append(specs, named{"pairs", "pairs"}, named{"halves", "halves"})
+	if n >= 3 {
+		// Listing all but one rank leaves that rank alone.
+		specs = append(specs, named{"uneven", rangeList(0, n-1)}, named{"reversed", rangeList(1, n)})
+	}
+	specs = append(specs, named{"interleaved", "stride:2"}, named{"singletons", "singletons"})
+	var out []Layout
+	seen := map[string]bool{}
+	for _, s := range specs {
+		l, err := ParseLayout(s.spec, n, hosts)
+		if err != nil {
+			continue
+		}
+		l.Spec = s.name
+		if key := l.String(); !seen[key] {
+			seen[key] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// rangeList writes [[lo..hi-1]] as a rank list.
+func rangeList(lo, hi int) string {
+	s := "[["
+	for r := lo; r < hi; r++ {
+		if r > lo {
+			s += ","
+		}
+		s += strconv.Itoa(r)
+	}
+	return s + "]]"
+}
+
+// VerifyOptions tune verify-groups' full check.
+type VerifyOptions struct {
+	Sizes  []int64
+	DTypes []dtype.DType
+	Ops    []ReduceOp
+	Seed   uint64
+}
+
+// simpleCount is the element count per rank (per peer for alltoall) of the
+// rank r contributes r+1 check.
+const simpleCount = 64
+
+// VerifyGroups runs every collective inside every group of each layout:
+// first with rank r contributing r+1 everywhere, then with the random
+// patterns of the full check, and reports each layout's outcome.
+func VerifyGroups(ctx context.Context, b Backend, w World, layouts []Layout, hosts []string, opts VerifyOptions) ([]results.LayoutVerify, error) {
+	var out []results.LayoutVerify
+	for _, l := range layouts {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		lv, err := verifyLayout(ctx, b, w, l, hosts, opts)
+		out = append(out, lv)
+		if err != nil {
+			return out, fmt.Errorf("layout %s: %w", l.Spec, err)
+		}
+	}
+	return out, nil
+}
+
+func verifyLayout(ctx context.Context, b Backend, w World, l Layout, hosts []string, opts VerifyOptions) (results.LayoutVerify, error) {
+	n := w.Size()
+	lv := results.LayoutVerify{Name: l.Spec, Groups: l.Groups}
+	for r := 0; r < n; r++ {
+		lv.Communicators = append(lv.Communicators, l.Info(r, hosts))
+	}
+	gw := w
+	if len(l.Groups) > 1 {
+		sw, err := w.Split(l)
+		if err != nil {
+			return lv, err
+		}
+		defer sw.Close()
+		gw = sw
+	}
+	minGroup := n
+	for _, g := range l.Groups {
+		minGroup = min(minGroup, len(g))
+	}
+	for _, c := range AllCollectives() {
+		cv := results.CollectiveVerify{Collective: c.String()}
+		wrong, ms, before, err := simpleCheck(gw, l, c)
+		if err != nil {
+			return lv, fmt.Errorf("%s, rank r contributes r+1: %w", c, err)
+		}
+		cv.SimpleWrong = wrong
+		cv.Mismatches = ms
+		if c == AllReduce {
+			lv.AllReduce = before
+		}
+		plan := Plan{Collectives: []Collective{c}, DTypes: opts.DTypes, Ops: opts.Ops, Sizes: opts.Sizes,
+			Iters: 1, Warmup: 0, Check: 1, OutOfPlace: true, InPlace: true, Seed: opts.Seed, SkipUnsupported: true}
+		cases, err := plan.Cases(b, minGroup)
+		if err != nil {
+			return lv, err
+		}
+		rn := &Runner{World: w, Grouped: gw, Layout: l, Plan: plan, Cases: cases}
+		rows, err := rn.Run(ctx)
+		if err != nil {
+			return lv, fmt.Errorf("%s, full check: %w", c, err)
+		}
+		for _, row := range rows {
+			for _, h := range row.Halves() {
+				if h.Wrong != nil {
+					cv.PatternWrong += *h.Wrong
+				}
+				if len(cv.Mismatches) < 8 {
+					cv.Mismatches = append(cv.Mismatches, h.Mismatches...)
+				}
+			}
+		}
+		cv.Pass = cv.SimpleWrong == 0 && cv.PatternWrong == 0
+		lv.Collectives = append(lv.Collectives, cv)
+	}
+	return lv, nil
+}
+
+// simpleCheck runs c once in every group with rank r contributing r+1 (in
+// float32) and compares every output element with its value computed from
+// the group's members. It returns the wrong count, the first mismatches
+// and, for allreduce, each rank's before and after.
+func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, []results.BeforeAfter, error) {
+	local := gw.Ranks()
+	wrong := make([]int64, len(local))
+	bad := make([][]results.Mismatch, len(local))
+	ba := make([]results.BeforeAfter, len(local))
+	pos := map[int]int{}
+	for i, r := range local {
+		pos[r.WorldRank()] = i
+	}
+	dt := dtype.Float32
+	err := gw.Run(func(r Rank) error {
+		i := pos[r.WorldRank()]
+		gid, _ := l.Locate(r.WorldRank())
+		members := l.Groups[gid]
+		k := len(members)
+		count := int64(simpleCount)
+		bytes := count * int64(k) * 4
+		send, err := r.Alloc(bytes)
+		if err != nil {
+			return err
+		}
+		defer r.Free(send)
+		recv, err := r.Alloc(bytes)
+		if err != nil {
+			return err
+		}
+		defer r.Free(recv)
+		g := CallGeometry(Call{Coll: c, Count: count}, k)
+		v := int64(r.WorldRank() + 1)
+		p := Pattern{DType: dt, Domain: Domain{Kind: DomainRange, Lo: v, Hi: v}, Rank: r.Rank(), Ranks: k}
+		if err := r.Fill(View{send, 0}, g.SendCount, p); err != nil {
+			return err
+		}
+		if err := r.Poison(View{recv, 0}, g.RecvCount, dt); err != nil {
+			return err
+		}
+		call := Call{Coll: c, DType: dt, Op: Sum, Root: 0, Count: count, Send: View{send, 0}, Recv: View{recv, 0}}
+		if !c.Reduces() {
+			call.Op = NoOp
+		}
+		if err := r.Launch(call); err != nil {
+			return err
+		}
+		if err := r.Sync(); err != nil {
+			return err
+		}
+		if c == Reduce && r.Rank() != 0 {
+			return nil
+		}
+		hr, ok := r.(HostReader)
+		if !ok {
+			return fmt.Errorf("%w: this backend cannot read results back", ErrUnsupported)
+		}
+		data, err := hr.ReadHost(View{recv, 0}, g.RecvCount*4)
+		if err != nil {
+			return err
+		}
+		val := func(j int) float64 { return float64(members[j] + 1) }
+		sum := 0.0
+		for j := range members {
+			sum += val(j)
+		}
+		q := r.Rank()
+		for e := int64(0); e < g.RecvCount; e++ {
+			var want float64
+			switch c {
+			case AllReduce, Reduce, ReduceScatter:
+				want = sum
+			case Broadcast:
+				want = val(0)
+			case AllGather, AllToAll:
+				want = val(int(e / count))
+			case SendRecv:
+				want = val((q - 1 + k) % k)
+			}
+			got := dt.Get(data, e)
+			if e == 0 && c == AllReduce {
+				ba[i] = results.BeforeAfter{WorldRank: r.WorldRank(), Before: float64(v), After: got, Want: want}
+			}
+			if got != want {
+				wrong[i]++
+				if len(bad[i]) < mismatchLimit {
+					bad[i] = append(bad[i], results.Mismatch{Rank: r.WorldRank(), Index: e,
+						Want: strconv.FormatFloat(want, 'g', -1, 64), Got: strconv.FormatFloat(got, 'g', -1, 64)})
+				}
+			}
+		}
+		return nil
+	})
+	var total int64
+	var ms []results.Mismatch
+	for i := range local {
+		total += wrong[i]
+		ms = append(ms, bad[i]...)
+	}
+	var before []results.BeforeAfter
+	if c == AllReduce {
+		before = ba
+	}
+	return total, ms, before, err
+}
