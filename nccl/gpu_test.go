@@ -180,3 +180,33 @@ func TestGPUOutOfMemoryIsReported(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestGPUGroups runs every collective inside several layouts and runs
+// verify-groups' checks through the library.
+func TestGPUGroups(t *testing.T) {
+	b := openOrSkip(t)
+	n := b.DefaultRanks()
+	if n < 2 {
+		t.Skip("needs two GPUs")
+	}
+	w, err := b.Open(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	layouts := suites.DefaultLayouts(n, nil)
+	lvs, err := suites.VerifyGroups(context.Background(), b, w, layouts, nil,
+		suites.VerifyOptions{Sizes: []int64{1000, 1 << 20}, DTypes: []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Int64},
+			Ops: []suites.ReduceOp{suites.Sum, suites.Min}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lv := range lvs {
+		for _, c := range lv.Collectives {
+			if !c.Pass {
+				t.Errorf("layout %s %s: %+v", lv.Name, c.Collective, c)
+			}
+		}
+		t.Logf("layout %s %v: %d collectives checked", lv.Name, lv.Groups, len(lv.Collectives))
+	}
+}

@@ -124,6 +124,38 @@ for i in 1 2 3; do "$BIN" allreduce --backend nccl --sizes 8 -n 20 | grep -E ' 8
 step "per-iteration statistics: allreduce 1 MiB and 1 GiB"
 "$BIN" allreduce --backend nccl --sizes 1M,1G -n 50 --iter-stats && ok "iter-stats run" || bad "iter-stats run"
 
+step "groups: verify-groups on NCCL (default layouts) on 2 and 4 GPUs"
+for g in 2 4 8; do
+  [ "$g" -le "$ngpu" ] || continue
+  if "$BIN" verify-groups --backend nccl -g "$g" > "$OUTDIR/verify-groups-g$g.txt"; then
+    ok "verify-groups on $g GPUs"
+  else
+    bad "verify-groups on $g GPUs"
+  fi
+  grep -E '^# (layout|PASS|FAIL|mismatch)|PASS|FAIL' "$OUTDIR/verify-groups-g$g.txt" | tail -12
+done
+
+step "groups: allreduce 1 MiB - 1 GiB with --rank-list [[0,1],[2,3]] and without"
+if [ "$ngpu" -ge 4 ]; then
+  "$BIN" allreduce --backend nccl -g 4 --rank-list '[[0,1],[2,3]]' --sizes 1M:1G && ok "allreduce with groups" || bad "allreduce with groups"
+  "$BIN" allreduce --backend nccl -g 4 --sizes 1M:1G | grep -E '^ +[0-9]+ [KMG]iB' && ok "allreduce without groups" || bad "allreduce without groups"
+fi
+
+step "diagnosis: single-rank avg on float at a size that leaves a tail (rows show the wrong elements)"
+"$BIN" allreduce --backend nccl -g 1 --op avg --dtype float,half --sizes 1000,786432,3145740 -n 1 -w 0 --check 1 | grep -E 'MiB|KiB| B |mismatch'
+"$BIN" allreduce --backend nccl -g 2 --op avg --dtype float --sizes 3145740 -n 1 -w 0 | grep -E 'MiB|KiB| B |mismatch'
+
+step "host memory: RSS by rank count and with the kernels' JIT disabled (host-copy fallback)"
+for v in "-g 1" "-g 2" "-g 4" "-g 4 jit-off"; do
+  set -- $v
+  env=""; [ "${3:-}" = jit-off ] && env="CUDA_DISABLE_PTX_JIT=1"
+  python3 -c "
+import resource,subprocess,sys
+rc=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL).returncode
+print('  $v: exit', rc, 'peak RSS', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss//1024, 'MiB')" \
+    env $env "$BIN" allreduce --backend nccl $1 $2 --sizes 8,64M -n 2
+done
+
 step "bad input and failures on the GPU backend"
 "$BIN" allreduce --backend nccl -g $((ngpu + 1)) --sizes 8 > /dev/null 2>/tmp/err; rc=$?
 cat /tmp/err; [ $rc -eq 3 ] && ok "too many ranks exits 3" || bad "too many ranks exit $rc"
