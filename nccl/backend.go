@@ -133,7 +133,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	if n > len(b.devices) {
 		return nil, fmt.Errorf("asked for %d ranks but only %d GPUs are visible (one rank per GPU)", n, len(b.devices))
 	}
-	w := &world{b: b, bar: syncx.NewSpinBarrier(n)}
+	w := &world{b: b, bar: syncx.NewSpinBarrier(n), size: n}
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
@@ -198,6 +198,8 @@ func (wk *worker) do(f func() error) error {
 
 type world struct {
 	b        *Backend
+	size     int            // ranks in the world, in every process
+	ctl      suites.Control // set when the world spans processes
 	ranks    []*rank
 	bar      *syncx.SpinBarrier
 	abortOne sync.Once
@@ -209,22 +211,29 @@ type world struct {
 // library has it (each rank on its own thread), otherwise with a new unique
 // id per group and every communicator created in one group call.
 func (w *world) Split(l suites.Layout) (suites.World, error) {
-	sw := &world{b: w.b, bar: w.bar, derived: true}
+	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl}
+	local := map[int]bool{}
+	for _, r := range w.ranks {
+		local[r.worldRank] = true
+	}
 	byWorld := map[int]*rank{}
 	for _, g := range l.Groups {
 		for i, wr := range g {
-			if wr < 0 || wr >= len(w.ranks) {
-				return nil, fmt.Errorf("rank %d is outside the world of %d ranks", wr, len(w.ranks))
+			if wr < 0 || wr >= w.size {
+				return nil, fmt.Errorf("rank %d is outside the world of %d ranks", wr, w.size)
 			}
-			p := w.ranks[wr]
+			if !local[wr] {
+				continue
+			}
+			p := w.rankOf(wr)
 			nr := *p
 			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, false
 			nr.events = nil
 			byWorld[wr] = &nr
 		}
 	}
-	for wr := range w.ranks {
-		sw.ranks = append(sw.ranks, byWorld[wr])
+	for _, r := range w.ranks {
+		sw.ranks = append(sw.ranks, byWorld[r.worldRank])
 	}
 	color := map[int]int{}
 	for gi, g := range l.Groups {
@@ -242,7 +251,10 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 			return err
 		})
 	} else {
-		err = w.ranks[0].wk.do(func() error { return initGroups(l, byWorld) })
+		var ids []UniqueID
+		if ids, err = w.groupIDs(len(l.Groups)); err == nil {
+			err = w.ranks[0].wk.do(func() error { return initGroups(l, ids, byWorld) })
+		}
 	}
 	if err != nil {
 		sw.Close()
@@ -251,23 +263,58 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 	return sw, nil
 }
 
-// initGroups creates every group's communicator from one thread, inside
-// one NCCL group, switching to each GPU's context in turn.
-func initGroups(l suites.Layout, byWorld map[int]*rank) error {
-	ids := make([]UniqueID, len(l.Groups))
-	for gi := range l.Groups {
-		var err error
-		if ids[gi], err = NewUniqueID(); err != nil {
-			return err
+// rankOf returns the local rank with world rank wr.
+func (w *world) rankOf(wr int) *rank {
+	for _, r := range w.ranks {
+		if r.worldRank == wr {
+			return r
 		}
 	}
+	return nil
+}
+
+// groupIDs creates one NCCL id per group; across processes rank 0 creates
+// them and shares them.
+func (w *world) groupIDs(n int) ([]UniqueID, error) {
+	ids := make([]UniqueID, n)
+	if w.ctl == nil || w.ctl.Rank() == 0 {
+		for i := range ids {
+			var err error
+			if ids[i], err = NewUniqueID(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if w.ctl == nil {
+		return ids, nil
+	}
+	blob := make([]byte, 0, n*len(UniqueID{}))
+	for _, id := range ids {
+		blob = append(blob, id[:]...)
+	}
+	all, err := w.ctl.AllGather(blob)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ids {
+		copy(ids[i][:], all[0][i*len(UniqueID{}):])
+	}
+	return ids, nil
+}
+
+// initGroups creates the local ranks' group communicators from one thread,
+// inside one NCCL group, switching to each GPU's context in turn.
+func initGroups(l suites.Layout, ids []UniqueID, byWorld map[int]*rank) error {
 	if err := GroupStart(); err != nil {
 		return err
 	}
 	var initErr error
 	for gi, g := range l.Groups {
 		for _, wr := range g {
-			r := byWorld[wr]
+			r, ok := byWorld[wr]
+			if !ok {
+				continue // another process's rank
+			}
 			if err := cuda.SetCurrent(r.ctx); err != nil {
 				initErr = err
 				break
@@ -281,7 +328,13 @@ func initGroups(l suites.Layout, byWorld map[int]*rank) error {
 		}
 	}
 	endErr := GroupEnd()
-	if r0, ok := byWorld[0]; ok {
+	first := -1
+	for wr := range byWorld {
+		if first < 0 || wr < first {
+			first = wr
+		}
+	}
+	if r0, ok := byWorld[first]; ok {
 		if err := cuda.SetCurrent(r0.ctx); err != nil && initErr == nil {
 			initErr = err
 		}
@@ -289,7 +342,65 @@ func initGroups(l suites.Layout, byWorld map[int]*rank) error {
 	return errors.Join(initErr, endErr)
 }
 
-func (w *world) Size() int { return len(w.ranks) }
+func (w *world) Size() int { return w.size }
+
+// Control returns the control connection of a world that spans processes.
+func (w *world) Control() suites.Control { return w.ctl }
+
+// Abort tears the communicators down so ranks blocked in NCCL return.
+func (w *world) Abort(cause error) { w.abort(cause) }
+
+// barrier waits for every rank of the world: local threads spin, processes
+// meet over the control connection.
+func (w *world) barrier() error {
+	if w.ctl != nil {
+		_, err := w.ctl.AllGather(nil)
+		return err
+	}
+	return w.bar.Wait()
+}
+
+// OpenDistributed creates this process's rank of a world of ctl.Size()
+// processes, on local GPU device. Rank 0 creates the NCCL id and shares it.
+func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, device int) (suites.World, error) {
+	if device < 0 || device >= len(b.devices) {
+		return nil, fmt.Errorf("local device %d does not exist: %d GPUs are visible (set --device or CUDA_VISIBLE_DEVICES)", device, len(b.devices))
+	}
+	n, me := ctl.Size(), ctl.Rank()
+	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl}
+	wk := &worker{tasks: make(chan func())}
+	go wk.loop()
+	r := &rank{w: w, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk}
+	w.ranks = []*rank{r}
+	if err := wk.do(r.setup); err != nil {
+		w.Close()
+		return nil, err
+	}
+	var id UniqueID
+	var err error
+	if me == 0 {
+		if id, err = NewUniqueID(); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	all, err := ctl.AllGather(id[:])
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sharing the NCCL id: %w", err)
+	}
+	copy(id[:], all[0])
+	err = wk.do(func() error {
+		var err error
+		r.comm, err = InitRank(n, id, me)
+		return err
+	})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("joining the NCCL communicator as rank %d of %d: %w", me, n, err)
+	}
+	return w, nil
+}
 
 func (w *world) Ranks() []suites.Rank {
 	out := make([]suites.Rank, len(w.ranks))

@@ -348,7 +348,7 @@ func (r *rank) Sync() error {
 	return r.comm.AsyncError()
 }
 
-func (r *rank) Barrier() error { return r.w.bar.Wait() }
+func (r *rank) Barrier() error { return r.w.barrier() }
 
 // TimeEach records a GPU event between consecutive operations and returns
 // each operation's time in µs.

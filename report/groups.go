@@ -12,7 +12,8 @@ import (
 	"collbench/results"
 )
 
-func plainTable(w io.Writer) *tablewriter.Table {
+// PlainTable returns a borderless, right-aligned ASCII table.
+func PlainTable(w io.Writer) *tablewriter.Table {
 	return tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders: tw.BorderNone,
@@ -42,7 +43,7 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 	fmt.Fprintln(w, "# checks:   every collective in every group; rank r contributes r+1, then random exact patterns (out-of-place and in-place)")
 	for _, l := range v.Layouts {
 		fmt.Fprintf(w, "#\n# layout %s: %s\n", l.Name, groupsString(l.Groups))
-		tb := plainTable(w)
+		tb := PlainTable(w)
 		tb.Header("world rank", "host", "group", "rank/size", "local rank/size", "before", "allreduce after", "expected")
 		after := map[int]results.BeforeAfter{}
 		for _, x := range l.AllReduce {
@@ -67,7 +68,7 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 	}
 	if len(v.Layouts) > 0 {
 		fmt.Fprintln(w, "#\n# results")
-		tb := plainTable(w)
+		tb := PlainTable(w)
 		header := []any{"layout", "groups"}
 		for _, c := range v.Layouts[0].Collectives {
 			header = append(header, c.Collective)

@@ -151,6 +151,9 @@ func WriteTable(w io.Writer, d *results.Document) error {
 				}
 				fmt.Fprintf(w, "# wrong elements:    %d (%s)\n", cs.WrongTotal, status)
 				fmt.Fprintf(w, "# avg bus bandwidth: %.3f GB/s\n", cs.AvgBusBW)
+				if line := stragglerLine(rows, d.Communicators); line != "" {
+					fmt.Fprintln(w, line)
+				}
 			}
 		}
 	}
@@ -258,7 +261,15 @@ func writeRows(w io.Writer, rows []results.Row) error {
 		return err
 	}
 	if grouped {
-		fmt.Fprintln(w, "# n/a: a group of one rank is verified but moves no data between GPUs; sum: slowest group's time, bandwidths added over groups")
+		note := "# sum: the slowest group's time, bandwidths added over groups"
+		for _, r := range rows {
+			for _, g := range r.Groups {
+				if g.NoBandwidth {
+					note = "# n/a: a group of one rank is verified but moves no data between GPUs; sum: the slowest group's time, bandwidths added over the other groups"
+				}
+			}
+		}
+		fmt.Fprintln(w, note)
 	}
 	return nil
 }
@@ -352,4 +363,61 @@ func writeMismatches(w io.Writer, rows []results.Row) {
 			}
 		}
 	}
+}
+
+// stragglerLine names the rank that was slowest most often, with its host,
+// over the rows of at least 1 MiB (all rows when there are none).
+func stragglerLine(rows []results.Row, comms []results.CommInfo) string {
+	const band = 1 << 20
+	var halves []*results.Half
+	scope := "at >= 1 MiB"
+	for _, big := range []bool{true, false} {
+		if !big {
+			scope = "over all sizes"
+		}
+		for _, r := range rows {
+			if big && r.SizeBytes < band {
+				continue
+			}
+			for _, h := range r.Halves() {
+				if len(h.RankTimeUS) > 1 {
+					halves = append(halves, h)
+				}
+			}
+		}
+		if len(halves) > 0 {
+			break
+		}
+	}
+	if len(halves) == 0 {
+		return ""
+	}
+	wins := map[int]int{}
+	excess := map[int]float64{}
+	for _, h := range halves {
+		slow, sum := 0, 0.0
+		for i, t := range h.RankTimeUS {
+			sum += t
+			if t > h.RankTimeUS[slow] {
+				slow = i
+			}
+		}
+		mean := sum / float64(len(h.RankTimeUS))
+		wins[slow]++
+		if mean > 0 {
+			excess[slow] += h.RankTimeUS[slow]/mean - 1
+		}
+	}
+	worst := -1
+	for r, n := range wins {
+		if worst < 0 || n > wins[worst] || (n == wins[worst] && r < worst) {
+			worst = r
+		}
+	}
+	host := ""
+	if worst < len(comms) && comms[worst].Host != "" {
+		host = " on " + comms[worst].Host
+	}
+	return fmt.Sprintf("# slowest rank:      %d%s, slowest in %d of %d measurements %s, by %.1f%% over the ranks' mean",
+		worst, host, wins[worst], len(halves), scope, excess[worst]/float64(wins[worst])*100)
 }

@@ -64,6 +64,9 @@ type Config struct {
 	IterStats bool `json:"iter_stats,omitempty"`
 	// CUDAGraph is the number of graph replays (0: no CUDA graphs).
 	CUDAGraph int `json:"cuda_graph,omitempty"`
+	// Processes and Launcher are set when the ranks ran as separate processes.
+	Processes int    `json:"processes,omitempty"`
+	Launcher  string `json:"launcher,omitempty"`
 	// RankList is the layout as given and Groups the groups it resolved to.
 	RankList string  `json:"rank_list,omitempty"`
 	Groups   [][]int `json:"groups,omitempty"`

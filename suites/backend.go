@@ -181,3 +181,41 @@ type MismatchFinder interface {
 type HostReader interface {
 	ReadHost(src View, bytes int64) ([]byte, error)
 }
+
+// Control connects the processes of a world for small messages: the NCCL
+// unique id, layouts and each rank's results. Every process calls its
+// methods in the same order.
+type Control interface {
+	// Rank and Size are this process's place in the world of processes.
+	Rank() int
+	Size() int
+	// Hosts is the host of each process, by rank.
+	Hosts() []string
+	// AllGather returns every process's data, by rank.
+	AllGather(data []byte) ([][]byte, error)
+	// Abort tells every process that this one failed with cause, so they
+	// stop instead of waiting for it.
+	Abort(cause error)
+	// Close ends the session after a final barrier.
+	Close() error
+}
+
+// DistributedBackend is implemented by backends that can run one rank per
+// process, joined through a Control.
+type DistributedBackend interface {
+	// OpenDistributed creates this process's rank of a world of ctl.Size()
+	// ranks on the given local device.
+	OpenDistributed(ctx context.Context, ctl Control, device int) (World, error)
+}
+
+// Distributed is implemented by worlds that span several processes; the
+// runner gathers every rank's results through the Control.
+type Distributed interface {
+	Control() Control
+}
+
+// Aborter is implemented by worlds that can be torn down from another
+// goroutine, so ranks blocked in a collective return (a peer died).
+type Aborter interface {
+	Abort(cause error)
+}

@@ -2,6 +2,7 @@ package suites
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -411,6 +412,16 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	if err != nil {
 		return nil, nil, err
 	}
+	// Every rank's results, by world rank (gathered from every process).
+	n := rn.World.Size()
+	var mine []rankResult
+	for i, r := range local {
+		mine = append(mine, rankResult{WorldRank: r.WorldRank(), Time: times[i], Wrong: wrongs[i], Samples: samples[i], Bad: bad[i]})
+	}
+	all, err := rn.gather(mine, n)
+	if err != nil {
+		return nil, nil, err
+	}
 	var hs []*results.Half
 	for _, members := range rn.layout.Groups {
 		var gt []float64
@@ -418,16 +429,13 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		h := &results.Half{}
 		var wrong int64
 		for _, wr := range members {
-			i, ok := rn.index[wr]
-			if !ok {
-				continue
+			rr := all[wr]
+			gt = append(gt, rr.Time)
+			if rr.Samples != nil {
+				gs = append(gs, rr.Samples)
 			}
-			gt = append(gt, times[i])
-			if samples[i] != nil {
-				gs = append(gs, samples[i])
-			}
-			wrong += wrongs[i]
-			h.Mismatches = append(h.Mismatches, bad[i]...)
+			wrong += rr.Wrong
+			h.Mismatches = append(h.Mismatches, rr.Bad...)
 		}
 		h.RankTimeUS = gt
 		h.TimeUS = p.Average.Combine(gt)
@@ -442,7 +450,57 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		}
 		hs = append(hs, h)
 	}
-	return hs, times, nil
+	worldTimes := make([]float64, n)
+	for wr := range all {
+		worldTimes[wr] = all[wr].Time
+	}
+	return hs, worldTimes, nil
+}
+
+// rankResult is what one rank measured in one half.
+type rankResult struct {
+	WorldRank int                `json:"r"`
+	Time      float64            `json:"t"`
+	Wrong     int64              `json:"w"`
+	Samples   []float64          `json:"s,omitempty"`
+	Bad       []results.Mismatch `json:"b,omitempty"`
+}
+
+// gather returns every rank's result by world rank: from this process
+// alone, or from every process of a distributed world.
+func (rn *Runner) gather(mine []rankResult, n int) ([]rankResult, error) {
+	all := make([]rankResult, n)
+	put := func(rs []rankResult) error {
+		for _, r := range rs {
+			if r.WorldRank < 0 || r.WorldRank >= n {
+				return fmt.Errorf("result from rank %d outside the world of %d", r.WorldRank, n)
+			}
+			all[r.WorldRank] = r
+		}
+		return nil
+	}
+	d, ok := rn.w.(Distributed)
+	if !ok || d.Control() == nil {
+		return all, put(mine)
+	}
+	b, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := d.Control().AllGather(b)
+	if err != nil {
+		return nil, fmt.Errorf("gathering results: %w", err)
+	}
+	for _, part := range parts {
+		var rs []rankResult
+		if err := json.Unmarshal(part, &rs); err != nil {
+			return nil, fmt.Errorf("gathering results: %w", err)
+		}
+		if err := put(rs); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
 }
 
 // checkOnce fills fresh inputs, runs the operation once and counts the

@@ -2,7 +2,9 @@ package suites
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"collbench/dtype"
@@ -238,15 +240,46 @@ func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, [
 		}
 		return nil
 	})
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	type part struct {
+		Wrong  int64                 `json:"w"`
+		Bad    []results.Mismatch    `json:"b"`
+		Before []results.BeforeAfter `json:"a"`
+	}
+	mine := part{Before: ba}
+	for i := range local {
+		mine.Wrong += wrong[i]
+		mine.Bad = append(mine.Bad, bad[i]...)
+	}
+	parts := []part{mine}
+	if d, ok := gw.(Distributed); ok && d.Control() != nil {
+		blob, _ := json.Marshal(mine)
+		all, err := d.Control().AllGather(blob)
+		if err != nil {
+			return 0, nil, nil, fmt.Errorf("gathering results: %w", err)
+		}
+		parts = parts[:0]
+		for _, b := range all {
+			var p part
+			if err := json.Unmarshal(b, &p); err != nil {
+				return 0, nil, nil, fmt.Errorf("gathering results: %w", err)
+			}
+			parts = append(parts, p)
+		}
+	}
 	var total int64
 	var ms []results.Mismatch
-	for i := range local {
-		total += wrong[i]
-		ms = append(ms, bad[i]...)
-	}
 	var before []results.BeforeAfter
-	if c == AllReduce {
-		before = ba
+	for _, p := range parts {
+		total += p.Wrong
+		ms = append(ms, p.Bad...)
+		before = append(before, p.Before...)
 	}
-	return total, ms, before, err
+	sort.Slice(before, func(a, b int) bool { return before[a].WorldRank < before[b].WorldRank })
+	if c != AllReduce {
+		before = nil
+	}
+	return total, ms, before, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,10 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"collbench/bootstrap"
 	"collbench/dtype"
 	"collbench/report"
 	"collbench/results"
@@ -49,6 +52,9 @@ type BenchOptions struct {
 	CUDAGraph int
 	RankList  string
 
+	Device           int
+	BootstrapTimeout time.Duration
+
 	Format    string
 	formatSet bool
 	Output    string
@@ -81,6 +87,8 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
 	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load (default: $COLLBENCH_NCCL_LIB, then the dynamic linker's search)")
+	fs.IntVar(&o.Device, "device", -1, "under a launcher: the local GPU this process drives (default: its local rank)")
+	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "under a launcher: how long the processes may take to find each other")
 }
 
 // benchCommands returns one command per collective.
@@ -259,6 +267,9 @@ func benchRun(o *BenchOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := o.Factory
 	plan, err := o.plan()
 	if err != nil {
 		return &UsageError{err}
@@ -267,19 +278,39 @@ func benchRun(o *BenchOptions) error {
 	if err != nil {
 		return &UsageError{err}
 	}
-	choice, err := o.Factory.ChooseBackend(o.Backend, o.NCCLLib)
+	choice, err := f.ChooseBackend(o.Backend, o.NCCLLib)
 	if err != nil {
 		return err
 	}
 	b := choice.Backend
+	launch, err := f.detectLaunch()
+	if err != nil {
+		return err
+	}
 	n := o.Ranks
-	if n == 0 {
+	if launch.MultiProcess() {
+		if n > 1 {
+			return usageErrorf("-g %d: under %s every process drives one rank (this world has %d); leave -g out", n, launch.Source, launch.Size)
+		}
+		if _, ok := b.(suites.DistributedBackend); !ok {
+			return usageErrorf("the %s backend cannot run across processes", b.Name())
+		}
+		n = launch.Size
+	} else if n == 0 {
 		n = b.DefaultRanks()
 	}
 	if err := plan.Validate(n); err != nil {
 		return &UsageError{err}
 	}
-	hosts := o.Factory.hosts(n)
+	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout)
+	if err != nil {
+		return err
+	}
+	hosts := f.hosts(n)
+	if pw.multi() {
+		defer pw.ctl.Close()
+		hosts = pw.ctl.Hosts()
+	}
 	layout, err := suites.ParseLayout(o.RankList, n, hosts)
 	if err != nil {
 		return &UsageError{err}
@@ -307,7 +338,7 @@ func benchRun(o *BenchOptions) error {
 		}
 	}
 	var file io.Writer
-	if o.Output != "" {
+	if o.Output != "" && pw.rank0() {
 		fh, err := os.Create(o.Output)
 		if err != nil {
 			return usageErrorf("cannot write --output: %v", err)
@@ -315,7 +346,7 @@ func benchRun(o *BenchOptions) error {
 		defer fh.Close()
 		file = fh
 	}
-	if choice.Auto {
+	if choice.Auto && pw.rank0() {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
 
@@ -327,33 +358,59 @@ func benchRun(o *BenchOptions) error {
 	for r := 0; r < n; r++ {
 		doc.Communicators = append(doc.Communicators, layout.Info(r, hosts))
 	}
-	world, err := b.Open(ctx, n)
-	if err != nil {
-		return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
+	var world suites.World
+	if pw.multi() {
+		doc.Config.Processes, doc.Config.Launcher = n, launch.Source
+		device := o.Device
+		if device < 0 {
+			device = launch.LocalRank
+			if v, err := strconv.Atoi(f.getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
+				device = v
+			}
+		}
+		world, err = b.(suites.DistributedBackend).OpenDistributed(ctx, pw.ctl, device)
+		if err != nil {
+			err = fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", launch.Rank, b.Name(), device, err)
+			pw.ctl.Abort(err)
+			return &RunError{err}
+		}
+		pw.watch(func(s string) { fmt.Fprintln(o.IO.ErrOut, s) }, cancel, world)
+	} else {
+		world, err = b.Open(ctx, n)
+		if err != nil {
+			return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
+		}
 	}
 	defer world.Close()
-	var devs []results.Device
-	for _, r := range world.Ranks() {
-		devs = append(devs, r.Device())
+	if doc.Environment.Backend.Devices, err = worldDevices(world); err != nil {
+		return &RunError{err}
 	}
-	doc.Environment.Backend.Devices = devs
 	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout}
 	progress := newProgress(o.IO)
-	rn.OnProgress = progress.update
+	if pw.rank0() {
+		rn.OnProgress = progress.update
+	}
 	rows, runErr := rn.Run(ctx)
 	progress.done()
+	if peer := pw.failure(); peer != nil {
+		runErr = peer
+	} else if runErr != nil && pw.multi() && !errors.Is(runErr, context.Canceled) {
+		pw.ctl.Abort(runErr)
+	}
 	doc.Results = rows
-	doc.Finished = o.Factory.Now()
+	doc.Finished = f.Now()
 	if runErr != nil {
 		doc.Error = runErr.Error()
 	}
 	doc.Summary = results.Summarize(rows, runErr != nil)
 
-	if err := o.emit(doc, format, file); err != nil {
-		return &RunError{fmt.Errorf("writing results: %w", err)}
+	if pw.rank0() {
+		if err := o.emit(doc, format, file); err != nil {
+			return &RunError{fmt.Errorf("writing results: %w", err)}
+		}
 	}
 	switch {
-	case runErr != nil && errors.Is(runErr, context.Canceled):
+	case runErr != nil && pw.failure() == nil && errors.Is(runErr, context.Canceled):
 		return fmt.Errorf("interrupted; %d rows measured before: %w", len(rows), context.Canceled)
 	case runErr != nil:
 		return &RunError{runErr}
@@ -361,6 +418,32 @@ func benchRun(o *BenchOptions) error {
 		return &CheckFailedError{fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
 	}
 	return nil
+}
+
+// worldDevices lists every rank's device, from every process of the world.
+func worldDevices(w suites.World) ([]results.Device, error) {
+	var mine []results.Device
+	for _, r := range w.Ranks() {
+		mine = append(mine, r.Device())
+	}
+	d, ok := w.(suites.Distributed)
+	if !ok || d.Control() == nil {
+		return mine, nil
+	}
+	b, _ := json.Marshal(mine)
+	parts, err := d.Control().AllGather(b)
+	if err != nil {
+		return nil, fmt.Errorf("gathering devices: %w", err)
+	}
+	var all []results.Device
+	for _, p := range parts {
+		var ds []results.Device
+		if err := json.Unmarshal(p, &ds); err != nil {
+			return nil, err
+		}
+		all = append(all, ds...)
+	}
+	return all, nil
 }
 
 func (o *BenchOptions) emit(doc *results.Document, format report.Format, file io.Writer) error {

@@ -43,9 +43,12 @@ func ExitCode(err error) int {
 	var ue *UsageError
 	var re *RunError
 	var ce *CheckFailedError
+	var xe *exitCodeError
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &xe):
+		return xe.code
 	case errors.As(err, &ce):
 		return ExitCheckFailed
 	case errors.Is(err, context.Canceled):

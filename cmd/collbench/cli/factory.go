@@ -102,10 +102,10 @@ func (f *Factory) environment(b suites.Backend, reason string) results.Environme
 
 // relevantEnv selects the variables that change how collectives behave.
 func relevantEnv(k string) bool {
-	if k == "NVIDIA_VISIBLE_DEVICES" {
+	if k == "NVIDIA_VISIBLE_DEVICES" || k == "COLLBENCH_NCCL_LIB" {
 		return true
 	}
-	for _, p := range []string{"NCCL_", "CUDA_", "UCX_", "COLLBENCH_"} {
+	for _, p := range []string{"NCCL_", "CUDA_", "UCX_"} {
 		if strings.HasPrefix(k, p) {
 			return true
 		}

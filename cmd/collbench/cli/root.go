@@ -36,6 +36,8 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	}
 	root.AddCommand(NewCmdSweep(f, nil))
 	root.AddCommand(NewCmdVerifyGroups(f, nil))
+	root.AddCommand(NewCmdWorld(f))
+	root.AddCommand(NewCmdLaunch(f, nil))
 	root.AddCommand(NewCmdVersion(f))
 	root.AddCommand(NewCmdEnv(f, nil))
 	return root
@@ -48,7 +50,7 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	root.SetArgs(args)
 	f.Args = append([]string{"collbench"}, args...)
 	err := root.ExecuteContext(ctx)
-	if err != nil {
+	if err != nil && err.Error() != "" {
 		msg := err.Error()
 		if strings.HasPrefix(msg, "unknown command") {
 			msg = strings.ReplaceAll(strings.TrimSpace(msg), "\n", " ")

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"collbench/bootstrap"
 	"collbench/dtype"
 	"collbench/report"
 	"collbench/results"
@@ -25,6 +28,9 @@ type VerifyGroupsOptions struct {
 	Backend  string
 	NCCLLib  string
 	Seed     uint64
+
+	Device           int
+	BootstrapTimeout time.Duration
 }
 
 // NewCmdVerifyGroups builds `collbench verify-groups`.
@@ -61,6 +67,8 @@ the ranks span several hosts. --rank-list (repeatable) replaces them.
 	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the random patterns")
+	fs.IntVar(&o.Device, "device", -1, "under a launcher: the local GPU this process drives (default: its local rank)")
+	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "under a launcher: how long the processes may take to find each other")
 	return cmd
 }
 
@@ -79,16 +87,36 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	if o.Ranks < 0 {
 		return usageErrorf("invalid --ranks %d: must be at least 1", o.Ranks)
 	}
-	choice, err := o.Factory.ChooseBackend(o.Backend, o.NCCLLib)
+	f := o.Factory
+	choice, err := f.ChooseBackend(o.Backend, o.NCCLLib)
 	if err != nil {
 		return err
 	}
 	b := choice.Backend
+	launch, err := f.detectLaunch()
+	if err != nil {
+		return err
+	}
 	n := o.Ranks
-	if n == 0 {
+	if launch.MultiProcess() {
+		if _, ok := b.(suites.DistributedBackend); !ok {
+			return usageErrorf("the %s backend cannot run across processes", b.Name())
+		}
+		n = launch.Size
+	} else if n == 0 {
 		n = b.DefaultRanks()
 	}
-	hosts := o.Factory.hosts(n)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout)
+	if err != nil {
+		return err
+	}
+	hosts := f.hosts(n)
+	if pw.multi() {
+		defer pw.ctl.Close()
+		hosts = pw.ctl.Hosts()
+	}
 	layouts := suites.DefaultLayouts(n, hosts)
 	if len(o.RankList) > 0 {
 		layouts = nil
@@ -100,17 +128,39 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 			layouts = append(layouts, l)
 		}
 	}
-	if choice.Auto {
+	if choice.Auto && pw.rank0() {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
-	world, err := b.Open(ctx, n)
-	if err != nil {
-		return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
+	var world suites.World
+	if pw.multi() {
+		device := o.Device
+		if device < 0 {
+			device = launch.LocalRank
+			if v, err := strconv.Atoi(f.getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
+				device = v
+			}
+		}
+		world, err = b.(suites.DistributedBackend).OpenDistributed(ctx, pw.ctl, device)
+		if err != nil {
+			pw.ctl.Abort(err)
+			return &RunError{fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", launch.Rank, b.Name(), device, err)}
+		}
+		pw.watch(func(s string) { fmt.Fprintln(o.IO.ErrOut, s) }, cancel, world)
+	} else {
+		world, err = b.Open(ctx, n)
+		if err != nil {
+			return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
+		}
 	}
 	defer world.Close()
 	opts := suites.VerifyOptions{Sizes: sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
 		Ops: []suites.ReduceOp{suites.Sum, suites.Max}, Seed: o.Seed}
 	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
+	if peer := pw.failure(); peer != nil {
+		runErr = peer
+	} else if runErr != nil && pw.multi() {
+		pw.ctl.Abort(runErr)
+	}
 	v := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: Version},
 		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}
 	for _, l := range lvs {
@@ -118,7 +168,9 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 			v.OK = v.OK && c.Pass
 		}
 	}
-	if o.Format == "json" {
+	if !pw.rank0() {
+		err = nil
+	} else if o.Format == "json" {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(v)

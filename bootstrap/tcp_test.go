@@ -1,0 +1,175 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary act as one rank of a world when
+// CB_TEST_CHILD is set, so the tests below start real processes.
+func TestMain(m *testing.M) {
+	if os.Getenv("CB_TEST_CHILD") == "1" {
+		os.Exit(child())
+	}
+	os.Exit(m.Run())
+}
+
+func child() int {
+	rank, _ := strconv.Atoi(os.Getenv("CB_RANK"))
+	size, _ := strconv.Atoi(os.Getenv("CB_SIZE"))
+	timeout, _ := time.ParseDuration(os.Getenv("CB_TIMEOUT"))
+	t, err := Join(context.Background(), TCPOptions{Rank: rank, Size: size, Addr: os.Getenv("CB_ADDR"),
+		Host: fmt.Sprintf("host%d", rank/2), Args: strings.Fields(os.Getenv("CB_ARGS")), Timeout: timeout})
+	if err != nil {
+		fmt.Println("ERR:", err)
+		return 3
+	}
+	all, err := t.AllGather([]byte(fmt.Sprintf("payload-%d", rank)))
+	if err != nil {
+		fmt.Println("ERR:", err)
+		return 3
+	}
+	fmt.Printf("hosts=%s data=%s\n", strings.Join(t.Hosts(), ","), bytes.Join(all, []byte(",")))
+	if os.Getenv("CB_MODE") == "die" && rank == 2 {
+		os.Exit(7) // dies mid-run without saying goodbye
+	}
+	if _, err := t.AllGather(nil); err != nil {
+		fmt.Println("ERR:", err)
+		return 3
+	}
+	if err := t.Close(); err != nil {
+		fmt.Println("ERR:", err)
+		return 3
+	}
+	return 0
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type childResult struct {
+	code int
+	out  string
+}
+
+// world starts the given ranks of a world of size processes.
+func world(t *testing.T, size int, ranks []int, env func(rank int) []string) map[int]childResult {
+	t.Helper()
+	addr := freeAddr(t)
+	res := map[int]childResult{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CB_TEST_CHILD=1", fmt.Sprintf("CB_RANK=%d", r), fmt.Sprintf("CB_SIZE=%d", size),
+			"CB_ADDR="+addr, "CB_TIMEOUT=3s", "CB_ARGS=allreduce --sizes 8:1M")
+		if env != nil {
+			cmd.Env = append(cmd.Env, env(r)...)
+		}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := cmd.Wait()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			mu.Lock()
+			res[r] = childResult{code, out.String()}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+func TestRendezvousFormsWorldAndExchanges(t *testing.T) {
+	res := world(t, 4, []int{0, 1, 2, 3}, nil)
+	for r := 0; r < 4; r++ {
+		c := res[r]
+		want := "hosts=host0,host0,host1,host1 data=payload-0,payload-1,payload-2,payload-3"
+		if c.code != 0 || !strings.Contains(c.out, want) {
+			t.Errorf("rank %d: exit %d, output %q", r, c.code, c.out)
+		}
+	}
+}
+
+func TestRendezvousNamesMissingRank(t *testing.T) {
+	res := world(t, 4, []int{0, 1, 2}, nil)
+	for r := 0; r < 3; r++ {
+		c := res[r]
+		if c.code == 0 || !strings.Contains(c.out, "rank 3 never arrived") {
+			t.Errorf("rank %d: exit %d, output %q", r, c.code, c.out)
+		}
+	}
+}
+
+func TestRendezvousRejectsDifferentArguments(t *testing.T) {
+	res := world(t, 3, []int{0, 1, 2}, func(r int) []string {
+		if r == 2 {
+			return []string{"CB_ARGS=allreduce --sizes 8:1G"}
+		}
+		return nil
+	})
+	for r := 0; r < 3; r++ {
+		c := res[r]
+		if c.code == 0 || !strings.Contains(c.out, "rank 2 (host1) was started with different arguments") {
+			t.Errorf("rank %d: exit %d, output %q", r, c.code, c.out)
+		}
+	}
+}
+
+func TestDeadRankStopsTheOthers(t *testing.T) {
+	res := world(t, 4, []int{0, 1, 2, 3}, func(int) []string { return []string{"CB_MODE=die"} })
+	if res[2].code != 7 {
+		t.Fatalf("rank 2 should have died with 7: %+v", res[2])
+	}
+	for _, r := range []int{0, 1, 3} {
+		c := res[r]
+		if c.code == 0 || !strings.Contains(c.out, "rank 2 (host1) disconnected") {
+			t.Errorf("rank %d: exit %d, output %q", r, c.code, c.out)
+		}
+	}
+}
+
+func TestListenAddr(t *testing.T) {
+	for in, want := range map[string]string{"127.0.0.1:5000": "127.0.0.1:5000", "localhost:7": "localhost:7", "node01:29500": ":29500"} {
+		if got, err := listenAddr(in); err != nil || got != want {
+			t.Errorf("listenAddr(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := listenAddr("nocolon"); err == nil {
+		t.Error("address without port accepted")
+	}
+}
+
+func TestListEncoding(t *testing.T) {
+	in := [][]byte{nil, []byte("a"), bytes.Repeat([]byte{7}, 1000)}
+	out, err := decodeList(encodeList(in))
+	if err != nil || len(out) != 3 || len(out[0]) != 0 || string(out[1]) != "a" || len(out[2]) != 1000 {
+		t.Fatalf("%v %v", out, err)
+	}
+	if _, err := decodeList([]byte{5, 0, 0, 0}); err == nil {
+		t.Fatal("truncated list accepted")
+	}
+}

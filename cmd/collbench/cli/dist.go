@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"collbench/bootstrap"
+	"collbench/suites"
+)
+
+// processWorld is this process's membership in a world of processes; nil
+// fields mean a single process.
+type processWorld struct {
+	launch *bootstrap.Launch
+	ctl    suites.Control
+	// peerErr is set when another process failed or vanished.
+	mu      sync.Mutex
+	peerErr error
+}
+
+func (p *processWorld) multi() bool { return p != nil && p.ctl != nil }
+
+// rank0 reports whether this process prints and writes results.
+func (p *processWorld) rank0() bool { return !p.multi() || p.ctl.Rank() == 0 }
+
+func (p *processWorld) failure() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.peerErr
+}
+
+// hostIdentity is what this process reports as its host: NCCL_HOSTID when
+// set (so simulated nodes group as NCCL sees them), then COLLBENCH_HOST,
+// then the hostname.
+func (f *Factory) hostIdentity() string {
+	if v := f.getenv("NCCL_HOSTID"); v != "" {
+		return v
+	}
+	if v := f.getenv(bootstrap.EnvHost); v != "" {
+		return v
+	}
+	h, _ := f.Hostname()
+	return h
+}
+
+func (f *Factory) getenv(k string) string {
+	prefix := k + "="
+	for _, kv := range f.Environ() {
+		if strings.HasPrefix(kv, prefix) {
+			return kv[len(prefix):]
+		}
+	}
+	return ""
+}
+
+// detectLaunch reads the launcher's variables; errors are usage errors.
+func (f *Factory) detectLaunch() (*bootstrap.Launch, error) {
+	l, err := bootstrap.Detect(f.getenv)
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	return l, nil
+}
+
+// joinProcesses forms the world of processes the launch describes: over TCP
+// when there is a rendezvous address, over MPI in MPI builds, and otherwise
+// refuses rather than run as unconnected single processes.
+func (f *Factory) joinProcesses(ctx context.Context, l *bootstrap.Launch, args []string, timeout time.Duration) (*processWorld, error) {
+	pw := &processWorld{launch: l}
+	if !l.MultiProcess() {
+		return pw, nil
+	}
+	switch {
+	case l.RootAddr != "":
+		t, err := bootstrap.Join(ctx, bootstrap.TCPOptions{Rank: l.Rank, Size: l.Size, Addr: l.RootAddr,
+			Host: f.hostIdentity(), Args: args, Timeout: timeout})
+		if err != nil {
+			return nil, &RunError{fmt.Errorf("forming the world of %d processes (%s): %w", l.Size, l.Source, err)}
+		}
+		pw.ctl = t
+	case bootstrap.HasMPI:
+		m, err := bootstrap.JoinMPI(f.hostIdentity(), args)
+		if err != nil {
+			return nil, &RunError{err}
+		}
+		if m.Size() != l.Size || m.Rank() != l.Rank {
+			return nil, &RunError{fmt.Errorf("MPI says rank %d of %d, the %s environment rank %d of %d", m.Rank(), m.Size(), l.Source, l.Rank, l.Size)}
+		}
+		pw.ctl = m
+	default:
+		return nil, usageErrorf("started by %s as rank %d of %d (%s), but this collbench has no MPI and no rendezvous address: "+
+			"build it with make build-mpi, or set %s=<rank-0 host>:<port> for every rank (refusing to run %d unconnected copies)",
+			l.Source, l.Rank, l.Size, strings.Join(l.Evidence, " "), bootstrap.EnvRootAddr, l.Size)
+	}
+	return pw, nil
+}
+
+// watch makes a failure of another process stop this one: the world's
+// communicators are aborted and cancel is called; if that does not end the
+// run within the grace period the process exits.
+func (p *processWorld) watch(errOut func(string), cancel context.CancelFunc, w suites.World) {
+	t, ok := p.ctl.(*bootstrap.TCP)
+	if !ok {
+		return
+	}
+	t.OnPeerLost(func(err error) {
+		p.mu.Lock()
+		p.peerErr = err
+		p.mu.Unlock()
+		errOut(fmt.Sprintf("collbench: rank %d: %v; stopping", t.Rank(), err))
+		cancel()
+		if a, ok := w.(suites.Aborter); ok {
+			a.Abort(err)
+		}
+		time.AfterFunc(20*time.Second, func() { os.Exit(ExitRunFailed) })
+	})
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"collbench/results"
+)
+
+// TestMain lets the test binary run as collbench itself when CB_CLI_CHILD is
+// set, so launch can start real processes of it.
+func TestMain(m *testing.M) {
+	if os.Getenv("CB_CLI_CHILD") == "1" {
+		os.Exit(Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// launchSelf runs `collbench launch ARGS` with this test binary as the
+// collbench it starts.
+func launchSelf(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("CB_CLI_CHILD", "1")
+	f, out, errOut := testFactory()
+	cmd := NewCmdLaunch(f, func(o *LaunchOptions) error {
+		o.Binary = os.Args[0]
+		return launchRun(o)
+	})
+	cmd.SetArgs(args)
+	cmd.SetOut(out)
+	cmd.SetErr(errOut)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	err := cmd.ExecuteContext(context.Background())
+	return ExitCode(err), out.String(), errOut.String()
+}
+
+func TestLaunchFormsWorld(t *testing.T) {
+	code, out, errOut := launchSelf(t, "-n", "3", "--", "world")
+	if code != 0 || !strings.Contains(out, "world of 3 processes, launched by collbench launch, joined over TCP") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"    0 |", "    1 |", "    2 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rank row %q missing:\n%s", want, out)
+		}
+	}
+}
+
+// TestLaunchRunsVerifiedCollectiveAcrossSimulatedNodes runs the CPU backend
+// in four processes split into two simulated nodes, with cross-node groups.
+func TestLaunchRunsVerifiedCollectiveAcrossSimulatedNodes(t *testing.T) {
+	code, out, errOut := launchSelf(t, "-n", "4", "--nodes", "2", "--", "sweep", "--backend", "cpu", "--collectives", "all",
+		"--sizes", "1K,4K", "-n", "1", "-w", "1", "--rank-list", "cross-node", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	d, err := results.Read(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if d.Config.Processes != 4 || d.Config.Launcher != "collbench launch" || !d.Summary.OK || len(d.Results) != 14 {
+		t.Fatalf("config %+v summary %+v rows %d", d.Config, d.Summary, len(d.Results))
+	}
+	if len(d.Config.Groups) != 2 || d.Config.Groups[0][0] != 0 || d.Config.Groups[0][1] != 2 {
+		t.Fatalf("cross-node groups %v", d.Config.Groups)
+	}
+	hosts := map[string]int{}
+	for _, c := range d.Communicators {
+		hosts[c.Host]++
+		if c.LocalSize != 1 {
+			t.Errorf("cross-node group members are on different hosts: %+v", c)
+		}
+	}
+	if len(hosts) != 2 {
+		t.Errorf("want two simulated hosts, got %v", hosts)
+	}
+	if len(d.Results[0].OutOfPlace.RankTimeUS) != 4 {
+		t.Errorf("per-rank times from every process: %v", d.Results[0].OutOfPlace.RankTimeUS)
+	}
+	if strings.Contains(errOut, "disconnected") {
+		t.Errorf("a clean run reported a lost rank: %s", errOut)
+	}
+}
+
+func TestLaunchPassesWorstExitCode(t *testing.T) {
+	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--sizes", "0", "--backend", "cpu")
+	if code != ExitUsage || out != "" || !strings.Contains(errOut, "[rank 1] collbench: invalid size") {
+		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)
+	}
+}
+
+func TestLaunchBadInput(t *testing.T) {
+	for _, args := range [][]string{{"-n", "-1", "--", "world"}, {"-n", "4", "--nodes", "3", "--", "world"}, {"-n", "2"}, {"-n", "2", "--", "launch"}} {
+		code, _, errOut := launchSelf(t, args...)
+		if code != ExitUsage || strings.Count(errOut, "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+// TestMPILaunchWithoutMPIRefuses checks that a process started by mpirun
+// in a build without MPI refuses to run alone.
+func TestMPILaunchWithoutMPIRefuses(t *testing.T) {
+	f, out, errOut := testFactory()
+	f.Environ = func() []string { return []string{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4"} }
+	code := run(t, f, "allreduce", "--backend", "cpu", "--sizes", "8")
+	if code != ExitUsage || out.Len() != 0 || !strings.Contains(errOut.String(), "refusing to run 4 unconnected copies") ||
+		!strings.Contains(errOut.String(), "make build-mpi") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	f, _, errOut = testFactory()
+	f.Environ = func() []string { return []string{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"} }
+	if code := run(t, f, "allreduce", "--backend", "cpu", "-g", "2"); code != ExitUsage || !strings.Contains(errOut.String(), "every process drives one rank") {
+		t.Fatalf("-g under a launcher: exit %d, %q", code, errOut)
+	}
+}

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"collbench/report"
+)
+
+// WorldOptions are the flags of `collbench world`.
+type WorldOptions struct {
+	IO               *IOStreams
+	Factory          *Factory
+	Ctx              context.Context
+	BootstrapTimeout time.Duration
+}
+
+type worldMember struct {
+	Rank      int    `json:"rank"`
+	Host      string `json:"host"`
+	LocalRank int    `json:"local_rank"`
+	PID       int    `json:"pid"`
+}
+
+// NewCmdWorld builds `collbench world`.
+func NewCmdWorld(f *Factory) *cobra.Command {
+	o := &WorldOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "world",
+		Short: "Show how the launcher formed the world of processes (no GPU needed)",
+		Long: `world joins the other processes the launcher started (collbench launch, torchrun,
+Slurm, mpirun), exchanges a message with each, and prints every rank's host and
+local rank: a quick check of launcher wiring before a benchmark.`,
+		Args:    noArgs,
+		Example: "  mpirun -np 4 collbench world\n  srun -N 2 --ntasks-per-node 4 collbench world\n  collbench launch -n 4 -- world",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ctx = cmd.Context()
+			return worldRun(o)
+		},
+	}
+	cmd.Flags().DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "how long the processes may take to find each other")
+	return cmd
+}
+
+func worldRun(o *WorldOptions) error {
+	f := o.Factory
+	ctx := o.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	launch, err := f.detectLaunch()
+	if err != nil {
+		return err
+	}
+	if !launch.MultiProcess() {
+		fmt.Fprintf(o.IO.Out, "single process: no launcher variables found (host %s)\n", f.hostIdentity())
+		return nil
+	}
+	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout)
+	if err != nil {
+		return err
+	}
+	defer pw.ctl.Close()
+	me, _ := json.Marshal(worldMember{Rank: launch.Rank, Host: f.hostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
+	parts, err := pw.ctl.AllGather(me)
+	if err != nil {
+		return &RunError{err}
+	}
+	if !pw.rank0() {
+		return nil
+	}
+	w := o.IO.Out
+	fmt.Fprintf(w, "world of %d processes, launched by %s, joined over %s\n", launch.Size, launch.Source, transport(pw))
+	tb := report.PlainTable(w)
+	tb.Header("rank", "host", "local rank", "pid")
+	for r, p := range parts {
+		var m worldMember
+		if err := json.Unmarshal(p, &m); err != nil || m.Rank != r {
+			return &RunError{fmt.Errorf("rank %d sent a malformed reply", r)}
+		}
+		if err := tb.Append(fmt.Sprint(m.Rank), m.Host, fmt.Sprint(m.LocalRank), fmt.Sprint(m.PID)); err != nil {
+			return err
+		}
+	}
+	return tb.Render()
+}
+
+func transport(pw *processWorld) string {
+	if pw.launch.RootAddr != "" {
+		return "TCP (rank 0 at " + pw.launch.RootAddr + ")"
+	}
+	return "MPI"
+}
