@@ -76,7 +76,7 @@ test-gpu:
 	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) gpu-bins; fi
 	scripts/gpu-test.sh
 
-gpu-bins: build
+gpu-bins: build build-mpi
 	$(GO) test -c -o bin/nccl.test ./nccl
 
 # Regenerate the embedded PTX of the GPU fill/check kernels (needs clang with NVPTX).

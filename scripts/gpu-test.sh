@@ -77,7 +77,7 @@ with open(out + "/sweep.txt", "w") as f:
     wall, rss, rc = run(["sweep", "--backend", "nccl", "--collectives", six, "--sizes", "8:4G", "--check", "1", "-n", "20",
                          "-o", out + "/sweep.json"], f)
 print(f"sweep of six collectives 8 B - 4 GiB: exit {rc}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
-with open(out + "/sweep-all.txt", "w") as f:
+with open("/tmp/sweep-all.txt", "w") as f:
     wall, rss, rc2 = run(["sweep", "--backend", "nccl", "--collectives", "all", "--sizes", "8:4G", "--check", "1", "-n", "20"], f)
 print(f"sweep --collectives all (seven) 8 B - 4 GiB: exit {rc2}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
 sys.exit(rc or rc2)
@@ -130,18 +130,56 @@ step "per-iteration statistics: allreduce 1 MiB and 1 GiB"
 step "groups: verify-groups on NCCL (default layouts) on 2 and 4 GPUs"
 for g in 2 4 8; do
   [ "$g" -le "$ngpu" ] || continue
-  if "$BIN" verify-groups --backend nccl -g "$g" > "$OUTDIR/verify-groups-g$g.txt"; then
+  if "$BIN" verify-groups --backend nccl -g "$g" >> "$OUTDIR/verify-groups.txt"; then
     ok "verify-groups on $g GPUs"
   else
     bad "verify-groups on $g GPUs"
   fi
-  grep -E '^# (layout|PASS|FAIL|mismatch)|PASS|FAIL' "$OUTDIR/verify-groups-g$g.txt" | tail -12
+  grep -E '^# (PASS|FAIL|mismatch)' "$OUTDIR/verify-groups.txt" | tail -3
 done
 
 step "groups: allreduce 1 MiB - 1 GiB with --rank-list [[0,1],[2,3]] and without"
 if [ "$ngpu" -ge 4 ]; then
   "$BIN" allreduce --backend nccl -g 4 --rank-list '[[0,1],[2,3]]' --sizes 1M:1G && ok "allreduce with groups" || bad "allreduce with groups"
   "$BIN" allreduce --backend nccl -g 4 --sizes 1M:1G | grep -E '^ +[0-9]+ [KMG]iB' && ok "allreduce without groups" || bad "allreduce without groups"
+fi
+
+step "multi-process: one process per GPU under mpirun (MPI build), collbench launch, and 2 simulated nodes"
+sizes=8,1M,64M,1G
+echo "single process, for comparison:"
+"$BIN" allreduce --backend nccl --sizes $sizes | grep -E '^ +[0-9]+ [KMG]?i?B |wrong elements'
+if [ -x bin/collbench-mpi ] && command -v mpirun > /dev/null; then
+  if mpirun --allow-run-as-root -np "$ngpu" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH bin/collbench-mpi allreduce --backend nccl --sizes $sizes > /tmp/mpi.txt 2>&1; then
+    ok "mpirun -np $ngpu (MPI build)"
+  else
+    bad "mpirun -np $ngpu (MPI build)"
+  fi
+  grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:' /tmp/mpi.txt | head -12
+  mpirun --allow-run-as-root -np "$ngpu" bin/collbench-mpi world | head -8
+else
+  bad "mpirun or bin/collbench-mpi missing"
+fi
+if "$BIN" launch -n "$ngpu" -- allreduce --backend nccl --sizes $sizes > /tmp/launch.txt 2>&1; then
+  ok "collbench launch -n $ngpu"
+else
+  bad "collbench launch -n $ngpu"
+fi
+grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:|rank' /tmp/launch.txt | head -12
+if [ "$ngpu" -ge 4 ]; then
+  if "$BIN" launch -n 4 --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
+    ok "2 simulated nodes x 2 GPUs (NCCL_HOSTID)"
+  else
+    bad "2 simulated nodes x 2 GPUs"
+  fi
+  grep -E '^# (ranks|command|env)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:|rank' /tmp/nodes.txt | head -12
+  if "$BIN" launch -n 4 --nodes 2 -- verify-groups --backend nccl --sizes 1K > /tmp/vg-nodes.txt 2>&1; then
+    ok "verify-groups over 2 simulated nodes (node, cross-node layouts)"
+  else
+    bad "verify-groups over 2 simulated nodes"
+  fi
+  grep -E 'node|PASS|FAIL|mismatch' /tmp/vg-nodes.txt | grep -vE '^ +[0-9] \|' | tail -10
+  cat /tmp/vg-nodes.txt >> "$OUTDIR/verify-groups.txt"
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$BIN" launch -n 4 --nodes 2 -- allreduce --backend nccl --sizes 1M -n 2 -w 1 2>&1 | grep -E 'via NET|nNodes' | head -4
 fi
 
 step "diagnosis (not gating): single-rank avg on float at a size that leaves a tail (rows show the wrong elements)"
