@@ -537,10 +537,23 @@ func checkOnce(r Rank, call Call, e Expectation, inPlace bool, whole View, limit
 	return w, ms, err
 }
 
+// align starts every rank's clock together: a barrier, then one untimed
+// operation, whose completion is near-simultaneous on every rank (a
+// barrier across processes releases its ranks a network delay apart).
+func align(r Rank, call Call) error {
+	if err := r.Barrier(); err != nil {
+		return err
+	}
+	if err := r.Launch(call); err != nil {
+		return err
+	}
+	return r.Sync()
+}
+
 // timeLoop issues iters operations back to back and returns the wall time of
 // one, in µs, after the stream has drained.
 func timeLoop(r Rank, call Call, iters int, now func() time.Time) (float64, error) {
-	if err := r.Barrier(); err != nil {
+	if err := align(r, call); err != nil {
 		return 0, err
 	}
 	t0 := now()
@@ -575,6 +588,12 @@ func timeGraph(r Rank, call Call, iters, replays int, now func() time.Time) (flo
 		return 0, err
 	}
 	if err := r.Barrier(); err != nil {
+		return 0, err
+	}
+	if err := g.Replay(); err != nil {
+		return 0, err
+	}
+	if err := r.Sync(); err != nil {
 		return 0, err
 	}
 	t0 := now()
