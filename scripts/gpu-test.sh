@@ -165,21 +165,21 @@ else
   bad "collbench launch -n $ngpu"
 fi
 grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:|rank' /tmp/launch.txt | head -12
-if [ "$ngpu" -ge 4 ]; then
-  if "$BIN" launch -n 4 --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
-    ok "2 simulated nodes x 2 GPUs (NCCL_HOSTID)"
+if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
+  if "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
+    ok "2 simulated nodes x $((ngpu / 2)) GPUs (NCCL_HOSTID)"
   else
-    bad "2 simulated nodes x 2 GPUs"
+    bad "2 simulated nodes x $((ngpu / 2)) GPUs"
   fi
   grep -E '^# (ranks|command|env)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:|rank' /tmp/nodes.txt | head -12
-  if "$BIN" launch -n 4 --nodes 2 -- verify-groups --backend nccl --sizes 1K > /tmp/vg-nodes.txt 2>&1; then
+  if "$BIN" launch -n "$ngpu" --nodes 2 -- verify-groups --backend nccl --sizes 1K > /tmp/vg-nodes.txt 2>&1; then
     ok "verify-groups over 2 simulated nodes (node, cross-node layouts)"
   else
     bad "verify-groups over 2 simulated nodes"
   fi
   grep -E 'node|PASS|FAIL|mismatch' /tmp/vg-nodes.txt | grep -vE '^ +[0-9] \|' | tail -10
   cat /tmp/vg-nodes.txt >> "$OUTDIR/verify-groups.txt"
-  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$BIN" launch -n 4 --nodes 2 -- allreduce --backend nccl --sizes 1M -n 2 -w 1 2>&1 | grep -E 'via NET|nNodes' | head -4
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 1M -n 2 -w 1 2>&1 | grep -E 'via NET|nNodes' | head -4
 fi
 
 step "diagnosis (not gating): single-rank avg on float at a size that leaves a tail (rows show the wrong elements)"
