@@ -28,14 +28,27 @@ type Document struct {
 	Finished      time.Time   `json:"finished"`
 	Config        Config      `json:"config"`
 	Environment   Environment `json:"environment"`
-	// Topology is filled by topology detection where available.
-	Topology json.RawMessage `json:"topology,omitempty"`
+	// Topology summarises the machine, where it could be detected.
+	Topology *TopologySummary `json:"topology,omitempty"`
 	// Communicators describes every rank's communicator (world rank order).
 	Communicators []CommInfo `json:"communicators,omitempty"`
 	Results       []Row      `json:"results"`
 	Summary       Summary    `json:"summary"`
 	// Error is set when the run stopped early; Results keeps every row measured before.
 	Error string `json:"error,omitempty"`
+}
+
+// TopologySummary is the machine shape beside a result: a line for people,
+// a fingerprint for comparisons, and the peak bandwidth %peak is against.
+type TopologySummary struct {
+	Summary     string  `json:"summary"`
+	Fingerprint string  `json:"fingerprint"`
+	GPUs        int     `json:"gpus"`
+	Nodes       int     `json:"nodes,omitempty"`
+	Driver      string  `json:"driver,omitempty"`
+	NCCL        string  `json:"nccl,omitempty"`
+	PeakGBps    float64 `json:"peak_gbps,omitempty"`
+	PeakLabel   string  `json:"peak_label,omitempty"`
 }
 
 // Tool identifies the program that wrote the document.
