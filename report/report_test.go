@@ -191,3 +191,20 @@ func TestGroupVerificationGolden(t *testing.T) {
 	}
 	golden(t, "verify-groups.golden", b.Bytes())
 }
+
+// TestTopologyAndPeakGolden renders a table with a topology summary and the
+// %peak column, grouped and not.
+func TestTopologyAndPeakGolden(t *testing.T) {
+	d := sampleDocument()
+	d.Topology = &results.TopologySummary{Summary: "4x NVIDIA H200; NV18 between all pairs; NVLink 18 x 26.56 = 478.1 GB/s per GPU",
+		Fingerprint: "0123456789ab", GPUs: 4, Nodes: 1, PeakGBps: 478.125, PeakLabel: "NVLink, 18 x 26.56 GB/s per GPU per direction"}
+	d.Environment.Env = nil
+	var b bytes.Buffer
+	if err := WriteTable(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "peak.table.golden", b.Bytes())
+	if !strings.Contains(b.String(), "65.7") { // 314.10 / 478.125
+		t.Errorf("%%peak of the 64 MiB row missing:\n%s", b.String())
+	}
+}

@@ -79,6 +79,12 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	}
 	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d%s\n",
 		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed, extra)
+	if t := d.Topology; t != nil {
+		fmt.Fprintf(w, "# topology: %s [fingerprint %s]\n", t.Summary, t.Fingerprint)
+		if t.PeakGBps > 0 {
+			fmt.Fprintf(w, "# peak:     %.1f GB/s (%s); %%peak = busbw / peak\n", t.PeakGBps, t.PeakLabel)
+		}
+	}
 	if len(c.Groups) > 1 {
 		fmt.Fprintf(w, "# groups:   %s -> %s (%d groups, run concurrently; busbw per group uses its own rank count, the sum line adds them)\n",
 			c.RankList, groupsString(c.Groups), len(c.Groups))
@@ -139,7 +145,11 @@ func WriteTable(w io.Writer, d *results.Document) error {
 		if len(order) > 1 || i > 0 {
 			fmt.Fprintf(w, "# %s\n", name)
 		}
-		if err := writeRows(w, rows); err != nil {
+		peak := 0.0
+		if d.Topology != nil {
+			peak = d.Topology.PeakGBps
+		}
+		if err := writeRows(w, rows, peak); err != nil {
 			return err
 		}
 		writeMismatches(w, rows)
@@ -178,7 +188,7 @@ func byCollective(rows []results.Row) (map[string][]results.Row, []string) {
 	return groups, order
 }
 
-func writeRows(w io.Writer, rows []results.Row) error {
+func writeRows(w io.Writer, rows []results.Row, peak float64) error {
 	oop, ip, stats := false, false, false
 	for _, r := range rows {
 		oop = oop || r.OutOfPlace != nil
@@ -196,7 +206,11 @@ func writeRows(w io.Writer, rows []results.Row) error {
 		header = append([]any{"\ngroup"}, header...)
 	}
 	halfHeader := func(label string) []any {
-		h := []any{label + "\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)", "\n#wrong\n"}
+		h := []any{label + "\ntime\n(us)", "\nalgbw\n(GB/s)", "\nbusbw\n(GB/s)"}
+		if peak > 0 {
+			h = append(h, "\n%peak\n")
+		}
+		h = append(h, "\n#wrong\n")
 		if stats {
 			h = append(h, "\np50\n(us)", "\np99\n(us)", "\nmin\n(us)", "\nmax\n(us)", "\nCV\n(%)")
 		}
@@ -234,11 +248,15 @@ func writeRows(w io.Writer, rows []results.Row) error {
 			if grouped {
 				cells = append([]any{label}, cells...)
 			}
+			p := peak
+			if label == "sum" && peak > 0 {
+				p = -1 // a sum over groups has no single peak
+			}
 			if oop {
-				cells = append(cells, halfCellsBW(o, stats, noBW)...)
+				cells = append(cells, withPeak(halfCellsBW(o, stats, noBW), o, p, noBW)...)
 			}
 			if ip {
-				cells = append(cells, halfCellsBW(i, stats, noBW)...)
+				cells = append(cells, withPeak(halfCellsBW(i, stats, noBW), i, p, noBW)...)
 			}
 			return tb.Append(cells...)
 		}
@@ -272,6 +290,21 @@ func writeRows(w io.Writer, rows []results.Row) error {
 		fmt.Fprintln(w, note)
 	}
 	return nil
+}
+
+// withPeak inserts the %peak cell after busbw when a peak is known (peak
+// > 0), or a dash where the column exists but has no meaning (peak < 0).
+func withPeak(cells []any, h *results.Half, peak float64, noBW bool) []any {
+	if peak == 0 {
+		return cells
+	}
+	pct := "-"
+	if h != nil && peak > 0 && !noBW {
+		pct = fmt.Sprintf("%.1f", h.BusBW/peak*100)
+	}
+	out := append([]any{}, cells[:3]...)
+	out = append(out, pct)
+	return append(out, cells[3:]...)
 }
 
 // halfCellsBW is halfCells with n/a bandwidth for groups of one rank.

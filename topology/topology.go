@@ -56,12 +56,15 @@ type Inputs struct {
 	NCCL   *NCCLView
 	Env    map[string]string
 	Errors []string // sources that could not be read, and why
+	// NCCLVersion names the library in use when there is no NCCL view.
+	NCCLVersion string
 }
 
 // Build analyses the inputs.
 func Build(in Inputs) *Topology {
 	t := &Topology{Host: in.Host, NCCL: in.NCCL, Env: in.Env, Unavailable: append([]string(nil), in.Errors...)}
-	if in.NCCL != nil {
+	t.NCCLVersion = in.NCCLVersion
+	if in.NCCL != nil && in.NCCL.Version != "" {
 		t.NCCLVersion = in.NCCL.Version
 	}
 	f := in.Facts

@@ -385,6 +385,9 @@ func benchRun(o *BenchOptions) error {
 	if doc.Environment.Backend.Devices, err = worldDevices(world); err != nil {
 		return &RunError{err}
 	}
+	if b.Name() == "nccl" && pw.rank0() {
+		doc.Topology = f.resultTopology(hosts, doc.Environment.Backend.Version)
+	}
 	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout}
 	progress := newProgress(o.IO)
 	if pw.rank0() {

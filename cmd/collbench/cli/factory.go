@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"errors"
 	"fmt"
 	"os"
@@ -28,6 +30,8 @@ type Factory struct {
 	// NCCL opens the NCCL backend from the given library path ("" = search);
 	// nil when this build has none.
 	NCCL func(lib string) (suites.Backend, error)
+	// NVML returns the NVML library to ask about GPUs (a mock in tests).
+	NVML func() nvml.Interface
 }
 
 // NewFactory returns a Factory wired to the real system.
@@ -38,6 +42,7 @@ func NewFactory(io *IOStreams) *Factory {
 		Now:      time.Now,
 		Environ:  os.Environ,
 		NCCL:     openNCCL,
+		NVML:     func() nvml.Interface { return nvml.New() },
 	}
 }
 

@@ -37,6 +37,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdSweep(f, nil))
 	root.AddCommand(NewCmdVerifyGroups(f, nil))
 	root.AddCommand(NewCmdWorld(f))
+	root.AddCommand(NewCmdTopo(f))
 	root.AddCommand(NewCmdLaunch(f, nil))
 	root.AddCommand(NewCmdVersion(f))
 	root.AddCommand(NewCmdEnv(f, nil))
