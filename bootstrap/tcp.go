@@ -322,7 +322,8 @@ func (t *TCP) read(p *peer) {
 // and calls the handler.
 func (t *TCP) lost(err error) {
 	t.lostOnce.Do(func() {
-		t.lostErr <- err
+		// Tell the others before waking this process's own callers, which
+		// may exit at once.
 		if t.rank == 0 {
 			for _, p := range t.peers {
 				if p != nil {
@@ -330,6 +331,7 @@ func (t *TCP) lost(err error) {
 				}
 			}
 		}
+		t.lostErr <- err
 		t.mu.Lock()
 		h := t.onLost
 		t.mu.Unlock()

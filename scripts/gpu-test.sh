@@ -25,6 +25,12 @@ nvidia-smi topo -m
 "$BIN" version
 "$BIN" env || bad "collbench env"
 
+step "topology: collbench topo beside nvidia-smi topo -m"
+if "$BIN" topo > "$OUTDIR/topo.txt" 2>&1; then ok "collbench topo"; else bad "collbench topo"; fi
+cat "$OUTDIR/topo.txt"
+"$BIN" topo --no-nccl --format json --record "$OUTDIR/facts-${ngpu}gpu.json" > /dev/null && ok "topo --record" || bad "topo --record"
+nvidia-smi topo -m
+
 step "GPU unit tests (bin/nccl.test)"
 if [ -x bin/nccl.test ]; then
   if bin/nccl.test -test.v -test.run GPU -test.timeout 600s > "$OUTDIR/gotest.log" 2>&1; then
