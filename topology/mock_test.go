@@ -34,7 +34,7 @@ func switchLinks(d *mock.Device, links int, ver uint32) {
 	}
 }
 
-// hgxH100 models an 8-GPU H100 HGX board: 18 NVLink 4 links per GPU to
+// hgxH100 models an 8-GPU H100 HGX board: 18 NVLink 4.0 links per GPU to
 // NVSwitches, GPUs 0-3 on NUMA node 0 and 4-7 on node 1.
 func hgxH100() nvml.Interface {
 	devs := make([]*mock.Device, 8)
@@ -48,7 +48,7 @@ func hgxH100() nvml.Interface {
 		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 80 << 30}, nvml.SUCCESS }
 		d.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 9, 0, nvml.SUCCESS }
 		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return i / 4, nvml.SUCCESS }
-		switchLinks(d, 18, 4)
+		switchLinks(d, 18, 6) // NVML version 6 = NVLink 4.0
 		devs[i] = d
 	}
 	for i, d := range devs {
@@ -83,13 +83,13 @@ func indexOf(devs []*mock.Device, d nvml.Device) int {
 	return -1
 }
 
-// dgxA100 is go-nvml's DGX A100 mock with 12 NVLink 3 links per GPU to
+// dgxA100 is go-nvml's DGX A100 mock with 12 NVLink 3.0 links per GPU to
 // NVSwitches and PCI topology added.
 func dgxA100() nvml.Interface {
 	s := dgxa100.New()
 	for i, dev := range s.Devices {
 		d := dev.(*dgxa100.Device)
-		switchLinks(&d.Device, 12, 3)
+		switchLinks(&d.Device, 12, 4) // NVML version 4 = NVLink 3.0
 		i := i
 		d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
 			j := o.(*dgxa100.Device).Index

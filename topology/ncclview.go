@@ -96,7 +96,8 @@ var (
 	patternRE = regexp.MustCompile(`Pattern (\d+), crossNic \d+, nChannels (\d+), bw ([0-9.]+/[0-9.]+), type (\S+?),`)
 	versionRE = regexp.MustCompile(`NCCL version (\d+\.\d+\.\d+)`)
 	netRE     = regexp.MustCompile(`Using network (\S+)`)
-	netDevRE  = regexp.MustCompile(`NET/IB : Using (.+?)(?:;|$)`)
+	netDevRE  = regexp.MustCompile(`NET/(?:IB|Socket) : Using (.+?)(?:; OOB|;|$)`)
+	devTokRE  = regexp.MustCompile(`^\[\d+\]\S+`)
 )
 
 // ParseLog reads NCCL's INFO log lines (formats from 2.18 to 2.28).
@@ -104,6 +105,8 @@ func ParseLog(r io.Reader) (*NCCLView, error) {
 	v := &NCCLView{}
 	seenConn := map[Connection]bool{}
 	seenRing := map[string]bool{}
+	// NCCL 2.19+ logs each rank's place in each ring as "prev -> me -> next".
+	next := map[int]map[int]int{}
 	seenGraph := map[Graph]bool{}
 	nvlsOff := false
 	nvlsSeen := false
@@ -130,8 +133,16 @@ func ParseLog(r io.Reader) (*NCCLView, error) {
 			continue
 		}
 		if m := ringNewRE.FindStringSubmatch(line); m != nil {
-			ring := strings.ReplaceAll(m[2], " -> ", " ")
-			if !seenRing[ring] {
+			nodes := strings.Split(m[2], " -> ")
+			if len(nodes) == 3 {
+				ch, _ := strconv.Atoi(m[1])
+				me, _ := strconv.Atoi(nodes[1])
+				nx, _ := strconv.Atoi(nodes[2])
+				if next[ch] == nil {
+					next[ch] = map[int]int{}
+				}
+				next[ch][me] = nx
+			} else if ring := strings.Join(nodes, " "); !seenRing[ring] {
 				seenRing[ring] = true
 				v.Rings = append(v.Rings, ring)
 			}
@@ -155,7 +166,11 @@ func ParseLog(r io.Reader) (*NCCLView, error) {
 			v.Network = m[1]
 		}
 		if m := netDevRE.FindStringSubmatch(line); m != nil && len(v.NetDevs) == 0 {
-			v.NetDevs = strings.Fields(m[1])
+			for _, tok := range strings.Fields(m[1]) {
+				if devTokRE.MatchString(tok) {
+					v.NetDevs = append(v.NetDevs, tok)
+				}
+			}
 		}
 		if strings.Contains(line, "NVLS") {
 			nvlsSeen = true
@@ -168,6 +183,17 @@ func ParseLog(r io.Reader) (*NCCLView, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return v, err
+	}
+	var chans []int
+	for ch := range next {
+		chans = append(chans, ch)
+	}
+	sort.Ints(chans)
+	for _, ch := range chans {
+		if ring := walkRing(next[ch]); ring != "" && !seenRing[ring] {
+			seenRing[ring] = true
+			v.Rings = append(v.Rings, ring)
+		}
 	}
 	switch {
 	case nvlsOff:
@@ -238,4 +264,28 @@ func (v *NCCLView) ParseTopoXML(r io.Reader) error {
 	}
 	walk(root, "")
 	return nil
+}
+
+// walkRing follows next pointers from the lowest rank; it returns "" when
+// the log holds only part of the ring (other processes logged the rest).
+func walkRing(next map[int]int) string {
+	start := -1
+	for r := range next {
+		if start < 0 || r < start {
+			start = r
+		}
+	}
+	var out []string
+	for r, n := start, 0; n <= len(next); n++ {
+		out = append(out, strconv.Itoa(r))
+		nx, ok := next[r]
+		if !ok {
+			return ""
+		}
+		if nx == start {
+			return strings.Join(out, " ")
+		}
+		r = nx
+	}
+	return ""
 }

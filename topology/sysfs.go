@@ -189,3 +189,9 @@ func (s Sysfs) Locality(a, b string) string {
 	}
 	return "SYS"
 }
+
+// NUMANodes counts the system's NUMA nodes, 0 when unknown.
+func (s Sysfs) NUMANodes() int {
+	nodes, _ := filepath.Glob(s.path("sys/devices/system/node/node[0-9]*"))
+	return len(nodes)
+}

@@ -45,8 +45,10 @@ type GPU struct {
 	PeakGBps float64 `json:"nvlink_peak_gbps,omitempty"`
 }
 
-// linkGBps is one NVLink's bandwidth per direction by NVLink version.
-var linkGBps = map[uint32]float64{1: 20, 2: 25, 3: 25, 4: 26.5625, 5: 50}
+// linkGBps is one NVLink's bandwidth per direction by the version NVML
+// reports, which counts minor versions: 1 = NVLink 1.0, 2 = 2.0, 3 = 2.2,
+// 4 = 3.0, 5 = 3.1, 6 = 4.0 (Hopper), 7 = 5.0 (Blackwell).
+var linkGBps = map[uint32]float64{1: 20, 2: 25, 3: 25, 4: 25, 5: 25, 6: 26.5625, 7: 50}
 
 // Inputs are the sources Build analyses; any may be missing.
 type Inputs struct {
@@ -63,6 +65,9 @@ type Inputs struct {
 // Build analyses the inputs.
 func Build(in Inputs) *Topology {
 	t := &Topology{Host: in.Host, NCCL: in.NCCL, Env: in.Env, Unavailable: append([]string(nil), in.Errors...)}
+	if in.NCCL != nil && in.Env["NCCL_NVLS_ENABLE"] == "0" {
+		in.NCCL.NVLS = "off (NCCL_NVLS_ENABLE=0)"
+	}
 	t.NCCLVersion = in.NCCLVersion
 	if in.NCCL != nil && in.NCCL.Version != "" {
 		t.NCCLVersion = in.NCCL.Version
@@ -131,6 +136,9 @@ func (t *Topology) buildGPUs(f *Facts, sys *Sysfs) {
 		if sys != nil {
 			if gpu.NUMA < 0 {
 				gpu.NUMA = sys.numa(g.BusID)
+			}
+			if gpu.NUMA < 0 && sys.NUMANodes() == 1 {
+				gpu.NUMA = 0 // one NUMA node: every device is on it
 			}
 			if gpu.CPUs == "" {
 				gpu.CPUs = sys.CPUList(g.BusID)
@@ -305,6 +313,10 @@ func (t *Topology) summary() string {
 	}
 	var nics []string
 	for _, n := range t.NICs {
+		up := strings.EqualFold(n.State, "ACTIVE") || strings.EqualFold(n.State, "up")
+		if !up && n.BusID == "" {
+			continue // a virtual device that is down says nothing about the machine
+		}
 		s := n.Name
 		if n.RateGbps > 0 {
 			s += fmt.Sprintf(" %gGb/s", n.RateGbps)

@@ -220,8 +220,14 @@ vm:1:2 [0] NCCL INFO Using network Socket
 vm:1:2 [0] NCCL INFO comm 0x55d0c6a1b2c0 rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0
 vm:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 24, bw 20.000000/20.000000, type NVL/PIX, sameChannels 0
 vm:1:2 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 24, bw 40.000000/40.000000, type NVL/PIX, sameChannels 0
-vm:1:2 [0] NCCL INFO Ring 00 : 0 -> 1 -> 2 -> 3
-vm:1:2 [0] NCCL INFO Ring 01 : 0 -> 1 -> 2 -> 3
+vm:1:2 [0] NCCL INFO Ring 00 : 3 -> 0 -> 1
+vm:1:2 [1] NCCL INFO Ring 00 : 0 -> 1 -> 2
+vm:1:2 [2] NCCL INFO Ring 00 : 1 -> 2 -> 3
+vm:1:2 [3] NCCL INFO Ring 00 : 2 -> 3 -> 0
+vm:1:2 [0] NCCL INFO Ring 01 : 2 -> 0 -> 3
+vm:1:2 [1] NCCL INFO Ring 01 : 3 -> 1 -> 2
+vm:1:2 [2] NCCL INFO Ring 01 : 1 -> 2 -> 0
+vm:1:2 [3] NCCL INFO Ring 01 : 0 -> 3 -> 1
 vm:1:2 [0] NCCL INFO NVLS multicast support is not available on dev 0 (NVLS_NCHANNELS 0)
 vm:1:3 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM
 vm:1:3 [1] NCCL INFO Channel 00/0 : 1[1] -> 2[2] via P2P/CUMEM
@@ -231,7 +237,7 @@ vm:1:3 [3] NCCL INFO Channel 01/0 : 3[3] -> 0[0] via P2P/CUMEM
 `
 
 var ncclLog218 = `node1:9:9 [0] NCCL INFO NCCL version 2.18.5+cuda12.2
-node1:9:9 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>
+node1:9:9 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.0.0.1<0>
 node1:9:9 [0] NCCL INFO Using network IB
 node1:9:9 [0] NCCL INFO comm 0x7f00 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0
 node1:9:9 [0] NCCL INFO Channel 00/02 :    0   7   6   5   4   3   2   1   8  15  14  13  12  11  10   9
@@ -253,7 +259,7 @@ func TestParseNCCLLogs(t *testing.T) {
 	if len(v.Transports) != 4 || v.Transports[2].Class() != "SHM" || v.Transports[0].Transport != "P2P/CUMEM" {
 		t.Fatalf("transports %+v", v.Transports)
 	}
-	if len(v.Rings) != 1 || v.Rings[0] != "0 1 2 3" || len(v.Graphs) != 2 || v.Graphs[0].Channels != 24 || v.Graphs[0].Type != "NVL/PIX" {
+	if len(v.Rings) != 2 || v.Rings[0] != "0 1 2 3" || v.Rings[1] != "0 3 1 2" || len(v.Graphs) != 2 || v.Graphs[0].Channels != 24 || v.Graphs[0].Type != "NVL/PIX" {
 		t.Fatalf("rings %v graphs %+v", v.Rings, v.Graphs)
 	}
 	old, err := ParseLog(strings.NewReader(ncclLog218))
@@ -339,5 +345,35 @@ func TestTopologyJSONRoundTrip(t *testing.T) {
 	var back Topology
 	if err := json.Unmarshal(b, &back); err != nil || back.Fingerprint != topo.Fingerprint || back.Matrix[1][2] != "NV18" {
 		t.Fatalf("%v %+v", err, back)
+	}
+}
+
+// TestRecordedH200Host analyses the facts NVML reported on the 4x H200
+// machine (collbench topo --record): every pair NV18 through NVSwitch,
+// 18 x 26.56 GB/s per GPU, PCIe host bridge between the GPUs.
+func TestRecordedH200Host(t *testing.T) {
+	b, err := os.ReadFile("testdata/h200x4-facts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f Facts
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	topo := Build(Inputs{Host: "h200", Facts: &f, NCCLVersion: "2.28.3"})
+	if len(topo.GPUs) != 4 || !topo.NVLinkAllPairs() || topo.Matrix[0][3] != "NV18" || topo.Matrix[2][1] != "NV18" {
+		t.Fatalf("matrix %v", topo.Matrix)
+	}
+	for _, g := range topo.GPUs {
+		if g.Name != "NVIDIA H200" || g.NVLinks != 18 || g.LinkGBps != 26.5625 || g.PeakGBps != 478.125 || g.CC != "9.0" {
+			t.Fatalf("GPU %+v", g)
+		}
+	}
+	if f.GPUs[0].Ancestor[1] != "PHB" || !topo.P2P[1][3].NVLink || f.Driver != "580.159.04" {
+		t.Fatalf("facts %+v", f.GPUs[0])
+	}
+	s := topo.ResultSummary(1)
+	if s.PeakGBps != 478.125 || s.GPUs != 4 || !strings.Contains(s.Summary, "4x NVIDIA H200; NV18 between all pairs; NVLink 18 x 26.56 = 478.1 GB/s per GPU") {
+		t.Fatalf("summary %+v", s)
 	}
 }
