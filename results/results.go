@@ -36,6 +36,14 @@ type Document struct {
 	Summary       Summary    `json:"summary"`
 	// Error is set when the run stopped early; Results keeps every row measured before.
 	Error string `json:"error,omitempty"`
+	// Baseline is set on documents made from several runs (baseline make).
+	Baseline *BaselineInfo `json:"baseline,omitempty"`
+}
+
+// BaselineInfo records how a baseline was made.
+type BaselineInfo struct {
+	Runs    int         `json:"runs"`
+	Started []time.Time `json:"started,omitempty"`
 }
 
 // TopologySummary is the machine shape beside a result: a line for people,
@@ -123,6 +131,8 @@ type Row struct {
 	SizeBytes  int64  `json:"size_bytes"`
 	Count      int64  `json:"count"`
 	Ranks      int    `json:"ranks"`
+	// Layout is the rank list the row ran under; empty for all ranks.
+	Layout string `json:"layout,omitempty"`
 	// With a rank list of several groups, the halves are the aggregate over
 	// groups (slowest group's time, summed bandwidth) and Groups holds each
 	// group's own result.
@@ -181,6 +191,10 @@ type Half struct {
 	Iter *IterStats `json:"iter_stats,omitempty"`
 	// Mismatches lists the first wrong elements found, for diagnosis.
 	Mismatches []Mismatch `json:"mismatches,omitempty"`
+	// Spread and Runs are set in baselines: the relative half-range of the
+	// runs' values around their median, and how many runs there were.
+	Spread float64 `json:"spread,omitempty"`
+	Runs   int     `json:"runs,omitempty"`
 }
 
 // Mismatch is one output element that differed from its expected value.

@@ -54,6 +54,7 @@ type BenchOptions struct {
 
 	Device           int
 	BootstrapTimeout time.Duration
+	Quiet            bool
 
 	Format    string
 	formatSet bool
@@ -89,6 +90,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load (default: $COLLBENCH_NCCL_LIB, then the dynamic linker's search)")
 	fs.IntVar(&o.Device, "device", -1, "under a launcher: the local GPU this process drives (default: its local rank)")
 	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "under a launcher: how long the processes may take to find each other")
+	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress bar and no backend notice on stderr")
 }
 
 // benchCommands returns one command per collective.
@@ -346,7 +348,7 @@ func benchRun(o *BenchOptions) error {
 		defer fh.Close()
 		file = fh
 	}
-	if choice.Auto && pw.rank0() {
+	if choice.Auto && pw.rank0() && !o.Quiet {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
 
@@ -390,6 +392,7 @@ func benchRun(o *BenchOptions) error {
 	}
 	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout}
 	progress := newProgress(o.IO)
+	progress.quiet = o.Quiet
 	if pw.rank0() {
 		rn.OnProgress = progress.update
 	}
@@ -399,6 +402,11 @@ func benchRun(o *BenchOptions) error {
 		runErr = peer
 	} else if runErr != nil && pw.multi() && !errors.Is(runErr, context.Canceled) {
 		pw.ctl.Abort(runErr)
+	}
+	if len(layout.Groups) > 1 {
+		for i := range rows {
+			rows[i].Layout = o.RankList
+		}
 	}
 	doc.Results = rows
 	doc.Finished = f.Now()
@@ -506,4 +514,9 @@ func hasRooted(cs []suites.Collective) bool {
 		}
 	}
 	return false
+}
+
+// parseCollectiveList resolves names (or "all") to collectives.
+func parseCollectiveList(names []string) ([]suites.Collective, error) {
+	return suites.ParseCollectives(strings.Join(names, ","))
 }

@@ -361,3 +361,31 @@ func TestVerifyGroupsCatchesCorruption(t *testing.T) {
 		t.Errorf("mismatch not reported:\n%s", s)
 	}
 }
+
+func TestProgressLine(t *testing.T) {
+	ev := suites.Progress{Done: 5, Total: 20, Case: suites.Case{Coll: suites.AllGather, DType: 7, Op: suites.NoOp}, Size: 64 << 20}
+	got := progressLine(ev, 10*time.Second)
+	if got != "[#####...............] 6/20 allgather float none 64 MiB, ETA 30s" {
+		t.Fatalf("%q", got)
+	}
+	io, _, errOut := TestIO()
+	io.ErrTTY = true
+	p := newProgress(io)
+	p.update(ev)
+	p.done()
+	if !strings.Contains(errOut.String(), "6/20 allgather") {
+		t.Fatalf("terminal progress missing: %q", errOut)
+	}
+	io.ErrTTY = false
+	errOut.Reset()
+	p = newProgress(io)
+	p.update(ev)
+	if errOut.Len() != 0 {
+		t.Fatal("progress printed without a terminal")
+	}
+	io.ErrTTY, p.quiet = true, true
+	p.update(ev)
+	if errOut.Len() != 0 {
+		t.Fatal("progress printed with --quiet")
+	}
+}

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"collbench/backend/cpu"
+	"collbench/results"
+	"collbench/suites"
+)
+
+func writeDoc(t *testing.T, path string, scale float64) {
+	t.Helper()
+	d := &results.Document{Schema: results.Schema, SchemaVersion: 1, Tool: results.Tool{Name: "collbench", Version: "t"}}
+	for _, s := range []int64{8, 4 << 20} {
+		d.Results = append(d.Results, results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: s,
+			OutOfPlace: &results.Half{TimeUS: 100 * scale, BusBW: 50 / scale}})
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if err := results.Write(fh, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCompareExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	base, same, slow := filepath.Join(dir, "base.json"), filepath.Join(dir, "same.json"), filepath.Join(dir, "slow.json")
+	writeDoc(t, base, 1)
+	writeDoc(t, same, 1.01)
+	writeDoc(t, slow, 1.5)
+	foreign := filepath.Join(dir, "foreign.json")
+	os.WriteFile(foreign, []byte(`{"hello": "world"}`), 0o644)
+	future := filepath.Join(dir, "future.json")
+	os.WriteFile(future, []byte(`{"schema": "collbench/result", "schema_version": 9}`), 0o644)
+	other := filepath.Join(dir, "other.json")
+	os.WriteFile(other, []byte(`{"schema": "collbench/result", "schema_version": 1, "results": [{"collective": "alltoall", "dtype": "int8", "op": "none", "root": -1, "size_bytes": 8, "out_of_place": {"time_us": 1}}]}`), 0o644)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"compare", base, same}, 0, "PASS"},
+		{[]string{"compare", base, slow}, 1, "regressed"},
+		{[]string{"compare", base, slow, "--busbw-threshold", "60", "--time-threshold", "60"}, 0, "PASS"},
+		{[]string{"compare", base, slow, "--format", "markdown"}, 1, "### collbench: FAIL"},
+		{[]string{"compare", base, slow, "--format", "junit"}, 1, "<testsuites"},
+		{[]string{"compare", base, foreign}, 2, "neither a collbench result nor NCCL benchmark JSON"},
+		{[]string{"compare", base, future}, 2, "schema version 9 is not supported"},
+		{[]string{"compare", base, other}, 2, "no row in common"},
+		{[]string{"compare", base, filepath.Join(dir, "nope.json")}, 2, "cannot read"},
+		{[]string{"compare", base}, 2, "needs two files"},
+		{[]string{"compare", base, same, "--format", "pdf"}, 2, "unknown --format"},
+		{[]string{"compare", base, same, "--band-edge", "1Q"}, 2, "--band-edge"},
+		{[]string{"compare", "../../../results/testdata/nccl-tests-v3.json", same}, 1, "missing"},
+	}
+	for _, c := range cases {
+		f, out, errOut := testFactory()
+		code := run(t, f, c.args...)
+		if code != c.code || !strings.Contains(out.String()+errOut.String(), c.want) {
+			t.Errorf("%v: exit %d (want %d), output %q %q (want %q)", c.args[1:], code, c.code, out, errOut, c.want)
+		}
+	}
+}
+
+func TestBaselineReportAndPlotCommands(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	writeDoc(t, a, 1)
+	writeDoc(t, b, 1.2)
+	base := filepath.Join(dir, "base.json")
+	f, _, errOut := testFactory()
+	if code := run(t, f, "baseline", "make", a, b, "-o", base); code != 0 {
+		t.Fatalf("baseline make: %d %s", code, errOut)
+	}
+	fh, _ := os.Open(base)
+	d, err := results.Read(fh)
+	fh.Close()
+	if err != nil || d.Baseline == nil || d.Baseline.Runs != 2 || d.Results[1].OutOfPlace.Spread == 0 {
+		t.Fatalf("baseline: %v %+v", err, d)
+	}
+	html := filepath.Join(dir, "r.html")
+	f, _, errOut = testFactory()
+	if code := run(t, f, "report", b, "--baseline", base, "-o", html); code != 0 {
+		t.Fatalf("report: %d %s", code, errOut)
+	}
+	page, _ := os.ReadFile(html)
+	if !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "Comparison") {
+		t.Fatalf("report lacks plots or comparison")
+	}
+	for _, ext := range []string{"svg", "png"} {
+		f, _, errOut = testFactory()
+		p := filepath.Join(dir, "p."+ext)
+		if code := run(t, f, "plot", a, b, "-o", p); code != 0 {
+			t.Fatalf("plot %s: %d %s", ext, code, errOut)
+		}
+		if st, err := os.Stat(p); err != nil || st.Size() < 1000 {
+			t.Fatalf("plot %s: %v", ext, err)
+		}
+	}
+	for _, args := range [][]string{{"report", a}, {"plot", a, "-o", "x.gif"}, {"plot", a, "-o", "x.svg", "--kind", "pie"},
+		{"plot", a, "-o", "x.svg", "--collective", "bogus"}, {"baseline", "make"}, {"baseline"}, {"run"}, {"run", "--config", "/nope.yaml"}} {
+		f, out, errOut := testFactory()
+		if code := run(t, f, args...); code != ExitUsage || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+// TestRunConfigEndToEnd runs a suite twice on the CPU backend and compares
+// with a baseline: without a slowdown it passes; with a planted slowdown of
+// the large messages (a test-only hook) it fails naming the regressed rows.
+func TestRunConfigEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "suite.yaml")
+	os.WriteFile(cfg, []byte(`name: e2e
+description: end-to-end test
+backend: cpu
+ranks: 2
+iterations: 3
+warmup: 1
+check: 1
+suites:
+  - collectives: [allreduce, allgather]
+    sizes: "4K,2M"
+thresholds:
+  bands:
+    - {min_size: 0, metric: time, pct: 400, floor_us: 2000}
+    - {min_size: 1M, metric: busbw, pct: 75}
+output: out
+`), 0o644)
+	f, out, errOut := testFactory()
+	if code := run(t, f, "run", "--config", cfg, "--quiet"); code != 0 {
+		t.Fatalf("first run: %d\n%s\n%s", code, out, errOut)
+	}
+	resultsPath := filepath.Join(dir, "out", "results.json")
+	base := filepath.Join(dir, "base.json")
+	f, _, _ = testFactory()
+	if code := run(t, f, "baseline", "make", resultsPath, "-o", base); code != 0 {
+		t.Fatal("baseline make failed")
+	}
+	f, out, errOut = testFactory()
+	if code := run(t, f, "run", "--config", cfg, "--baseline", base); code != 0 {
+		t.Fatalf("unchanged run should pass: %d\n%s\n%s", code, out, errOut)
+	}
+	for _, name := range []string{"results.json", "report.html", "comparison.md", "junit.xml", "comparison.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, "out", name)); err != nil {
+			t.Errorf("%s not written", name)
+		}
+	}
+	f, out, errOut = testFactory()
+	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c suites.Call, data []byte) {
+		if len(data) >= 1<<20 {
+			time.Sleep(40 * time.Millisecond)
+		}
+	}}
+	code := run(t, f, "run", "--config", cfg, "--baseline", base)
+	if code != ExitCheckFailed {
+		t.Fatalf("slowed run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s := out.String()
+	regressed := map[string]bool{}
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(strings.ReplaceAll(line, "|", " "))
+		if len(f) > 8 && f[len(f)-1] == "regressed" {
+			regressed[f[0]+" "+f[5]+f[6]] = true
+		}
+	}
+	if !regressed["allreduce 2MiB"] || !regressed["allgather 2MiB"] || regressed["allreduce 4KiB"] || regressed["allgather 4KiB"] {
+		t.Errorf("regressed rows %v:\n%s", regressed, s)
+	}
+	if !strings.Contains(s, "# FAIL (") {
+		t.Errorf("no failing verdict:\n%s", s)
+	}
+	if !strings.Contains(errOut.String(), "run: compare:") {
+		t.Errorf("stderr %q", errOut)
+	}
+}

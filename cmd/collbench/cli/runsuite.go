@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"collbench/report"
+	"collbench/results"
+	"collbench/runconfig"
+)
+
+// RunOptions are the flags of `collbench run`.
+type RunOptions struct {
+	IO       *IOStreams
+	Factory  *Factory
+	Ctx      context.Context
+	Config   string
+	Baseline string
+	Output   string
+	Quiet    bool
+}
+
+// NewCmdRun builds `collbench run --config FILE`.
+func NewCmdRun(f *Factory) *cobra.Command {
+	o := &RunOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "run --config SUITE.yaml",
+		Short: "Run a YAML suite: measure, write results, compare with a baseline, render the report",
+		Long: `run executes every suite of a YAML config (collectives, sizes, types, ops, group
+layouts, iterations), writes results.json to the output directory, compares it
+with the baseline when one is configured or given (comparison.txt, comparison.md,
+junit.xml), checks acceptance against the peak bandwidth when configured, and
+renders report.html. Exit 1 on wrong results, a regression or a failed
+acceptance; 2 on a bad config.`,
+		Args:    noArgs,
+		Example: "  collbench run --config configs/quick.yaml\n  collbench run --config configs/ci.yaml --baseline baseline.json --output out/",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ctx = cmd.Context()
+			return runSuite(o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.Config, "config", "", "the YAML suite to run")
+	fs.StringVar(&o.Baseline, "baseline", "", "compare with this baseline (overrides the config's)")
+	fs.StringVar(&o.Output, "output", "", "directory for results (overrides the config's; default collbench-out)")
+	fs.BoolVar(&o.Quiet, "quiet", false, "no tables or progress; only the verdict")
+	return cmd
+}
+
+func runSuite(o *RunOptions) error {
+	if o.Config == "" {
+		return usageErrorf("run needs --config FILE.yaml (see configs/)")
+	}
+	cfg, err := runconfig.Load(o.Config)
+	if err != nil {
+		return &UsageError{err}
+	}
+	outDir := o.Output
+	if outDir == "" {
+		outDir = cfg.Output
+		if outDir != "" {
+			outDir = cfg.Resolve(outDir)
+		} else {
+			outDir = "collbench-out"
+		}
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return usageErrorf("cannot create the output directory: %v", err)
+	}
+	baseline := o.Baseline
+	if baseline == "" && cfg.Baseline != "" {
+		baseline = cfg.Resolve(cfg.Baseline)
+		if _, err := os.Stat(baseline); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: baseline %s not found; running without comparison (write one with collbench baseline make)\n", baseline)
+			baseline = ""
+		}
+	}
+	var baseDoc *results.Document
+	if baseline != "" {
+		if baseDoc, err = readResults(baseline); err != nil {
+			return err
+		}
+	}
+
+	out := o.IO.Out
+	if o.Quiet {
+		out = io.Discard
+	}
+	var merged *results.Document
+	var firstErr error
+	wrong := false
+	for si, s := range cfg.Suites {
+		layouts := s.Groups
+		if len(layouts) == 0 {
+			layouts = []string{""}
+		}
+		for _, layout := range layouts {
+			tmp := filepath.Join(outDir, fmt.Sprintf(".suite-%d.json", si))
+			args := []string{"collbench", "sweep", "--collectives", strings.Join(s.Collectives, ",")}
+			bo := &BenchOptions{IO: &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet},
+				Factory: o.Factory, Ctx: o.Ctx, Output: tmp, Format: "table", Backend: orDefault(cfg.Backend, "auto"),
+				Ranks: cfg.Ranks, Iters: orInt(cfg.Iterations, 20), Warmup: cfg.Warmup, Check: orInt(cfg.Check, 1),
+				Sizes: s.Sizes, DType: orDefault(strings.Join(s.DTypes, ","), "float"), Op: orDefault(strings.Join(s.Ops, ","), "sum"),
+				Root: orDefault(s.Root, "0"), Mode: orDefault(s.Mode, "both"), Average: "mean", Seed: 1, RankList: layout,
+				IterStats: s.IterStats, Device: -1, StepFactor: 2, Quiet: o.Quiet}
+			if cfg.Warmup == 0 {
+				bo.Warmup = 5
+			}
+			if bo.Collectives, err = parseCollectiveList(s.Collectives); err != nil {
+				return &UsageError{fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
+			}
+			o.Factory.Args = append(args, "--rank-list", layout)
+			err := benchRun(bo)
+			var ce *CheckFailedError
+			switch {
+			case errors.As(err, &ce):
+				wrong = true
+			case err != nil:
+				var ue *UsageError
+				if errors.As(err, &ue) {
+					return usageErrorf("config %s: line %d: %v", o.Config, s.Line, ue.Err)
+				}
+				firstErr = err
+			}
+			d, rerr := readResults(tmp)
+			os.Remove(tmp)
+			if rerr == nil {
+				merged = mergeDocs(merged, d)
+			}
+			if firstErr != nil {
+				break
+			}
+		}
+		if firstErr != nil {
+			break
+		}
+	}
+	if merged == nil {
+		if firstErr != nil {
+			return firstErr
+		}
+		return &RunError{errors.New("no results were measured")}
+	}
+	resultsPath := filepath.Join(outDir, "results.json")
+	if err := writeTo(nil, resultsPath, func(w io.Writer) error { return results.Write(w, merged) }); err != nil {
+		return err
+	}
+	var failures []string
+	if wrong || merged.Summary.WrongTotal > 0 {
+		failures = append(failures, fmt.Sprintf("%d wrong elements", merged.Summary.WrongTotal))
+	}
+	html := report.HTMLInput{Title: "collbench " + orDefault(cfg.Name, filepath.Base(o.Config)), Runs: []report.Series{{Label: "current", Doc: merged}}}
+	if baseDoc != nil {
+		html.Baseline = &report.Series{Label: "baseline", Doc: baseDoc}
+		th := report.DefaultThresholds()
+		if t := cfg.Thresholds; t != nil {
+			th.AllowMissing, th.Strict = t.AllowMissing, t.Strict
+			if len(t.Bands) > 0 {
+				th.Bands = nil
+				for _, b := range t.Bands {
+					th.Bands = append(th.Bands, report.Band{MinSize: int64(b.MinSize), Metric: b.Metric, Pct: b.Pct, FloorUS: b.FloorUS})
+				}
+			}
+		}
+		c, err := report.Compare(baseDoc, merged, baseline, resultsPath, th)
+		if err != nil {
+			return usageErrorf("comparing with %s: %v", baseline, err)
+		}
+		html.Comparison = c
+		for name, format := range map[string]string{"comparison.txt": "table", "comparison.md": "markdown", "junit.xml": "junit", "comparison.json": "json"} {
+			p := filepath.Join(outDir, name)
+			if err := writeTo(nil, p, func(w io.Writer) error { return report.WriteComparison(w, c, format) }); err != nil {
+				return err
+			}
+		}
+		if err := report.WriteComparison(o.IO.Out, c, "table"); err != nil {
+			return &RunError{err}
+		}
+		if c.Failed {
+			failures = append(failures, "compare: "+strings.Join(c.Reasons, ", "))
+		}
+	}
+	if a := cfg.Acceptance; a != nil {
+		failures = append(failures, acceptance(o.IO.Out, merged, int64(a.MinSize), a.PeakFraction)...)
+	}
+	if err := writeTo(nil, filepath.Join(outDir, "report.html"), func(w io.Writer) error { return report.WriteHTML(w, html) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.ErrOut, "collbench: results in %s (results.json, report.html%s)\n", outDir, map[bool]string{true: ", comparison.*, junit.xml"}[baseDoc != nil])
+	switch {
+	case firstErr != nil:
+		return firstErr
+	case len(failures) > 0:
+		return &CheckFailedError{"run: " + strings.Join(failures, "; ")}
+	}
+	return nil
+}
+
+// acceptance checks that rows of at least minSize reach frac of the peak.
+func acceptance(w io.Writer, d *results.Document, minSize int64, frac float64) []string {
+	if d.Topology == nil || d.Topology.PeakGBps <= 0 {
+		fmt.Fprintln(w, "# acceptance: skipped, the peak bandwidth of this machine is unknown (no NVLink or NIC peak detected)")
+		return nil
+	}
+	peak := d.Topology.PeakGBps
+	var bad []string
+	for _, r := range d.Results {
+		if r.SizeBytes < minSize {
+			continue
+		}
+		for _, h := range r.Halves() {
+			if h.BusBW < frac*peak {
+				bad = append(bad, fmt.Sprintf("%s %s %s: busbw %.1f GB/s is %.0f%% of the %.1f GB/s peak (< %.0f%%)",
+					r.Collective, r.DType, report.HumanBytes(r.SizeBytes), h.BusBW, h.BusBW/peak*100, peak, frac*100))
+			}
+		}
+	}
+	for _, b := range bad {
+		fmt.Fprintf(w, "# acceptance FAIL: %s\n", b)
+	}
+	if len(bad) == 0 {
+		fmt.Fprintf(w, "# acceptance: every row of at least %s reached %.0f%% of the %.1f GB/s peak\n", report.HumanBytes(minSize), frac*100, peak)
+		return nil
+	}
+	return []string{fmt.Sprintf("%d rows below %.0f%% of peak", len(bad), frac*100)}
+}
+
+// mergeDocs appends b's rows to a (a nil a starts with b).
+func mergeDocs(a, b *results.Document) *results.Document {
+	if a == nil {
+		c := *b
+		return &c
+	}
+	a.Results = append(a.Results, b.Results...)
+	for _, c := range b.Config.Collectives {
+		if !contains(a.Config.Collectives, c) {
+			a.Config.Collectives = append(a.Config.Collectives, c)
+		}
+	}
+	a.Config.RankList, a.Config.Groups = "", nil
+	a.Finished = b.Finished
+	if a.Error == "" {
+		a.Error = b.Error
+	}
+	a.Summary = results.Summarize(a.Results, a.Error != "")
+	return a
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func orInt(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}

@@ -1,0 +1,255 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"collbench/results"
+)
+
+// Verdict is a compared row's outcome.
+type Verdict string
+
+// The verdicts.
+const (
+	OK        Verdict = "ok"
+	Improved  Verdict = "improved"
+	Regressed Verdict = "regressed"
+	Missing   Verdict = "missing"
+	New       Verdict = "new"
+)
+
+// Band sets how rows from MinSize up are judged: by bus bandwidth drop or
+// by time rise, in percent, with an absolute floor for times.
+type Band struct {
+	MinSize int64   `json:"min_size" yaml:"min_size"`
+	Metric  string  `json:"metric" yaml:"metric"` // busbw or time
+	Pct     float64 `json:"pct" yaml:"pct"`
+	FloorUS float64 `json:"floor_us,omitempty" yaml:"floor_us"`
+}
+
+// Thresholds configure a comparison.
+type Thresholds struct {
+	Bands        []Band `json:"bands"`
+	AllowMissing bool   `json:"allow_missing"`
+	Strict       bool   `json:"strict"`
+}
+
+// DefaultThresholds: below 1 MiB a time rise of more than 10% and 2 µs
+// regresses; from 1 MiB a bus bandwidth drop of more than 5%.
+func DefaultThresholds() Thresholds {
+	return Thresholds{Bands: []Band{{MinSize: 0, Metric: "time", Pct: 10, FloorUS: 2}, {MinSize: 1 << 20, Metric: "busbw", Pct: 5}}}
+}
+
+// Validate checks the bands.
+func (t Thresholds) Validate() error {
+	if len(t.Bands) == 0 {
+		return errors.New("no threshold bands")
+	}
+	for i, b := range t.Bands {
+		if b.Metric != "busbw" && b.Metric != "time" {
+			return fmt.Errorf("band %d: metric %q must be busbw or time", i, b.Metric)
+		}
+		if b.Pct <= 0 || b.MinSize < 0 || b.FloorUS < 0 {
+			return fmt.Errorf("band %d: pct must be positive, min_size and floor_us not negative", i)
+		}
+	}
+	return nil
+}
+
+func (t Thresholds) band(size int64) (Band, string) {
+	bands := append([]Band(nil), t.Bands...)
+	sort.Slice(bands, func(a, b int) bool { return bands[a].MinSize < bands[b].MinSize })
+	pick := bands[0]
+	for _, b := range bands {
+		if size >= b.MinSize {
+			pick = b
+		}
+	}
+	return pick, fmt.Sprintf(">= %s %s", HumanBytes(pick.MinSize), pick.Metric)
+}
+
+// CompareRow is one row and mode of the comparison.
+type CompareRow struct {
+	Collective string  `json:"collective"`
+	DType      string  `json:"dtype"`
+	Op         string  `json:"op"`
+	Root       int     `json:"root"`
+	Layout     string  `json:"layout"`
+	SizeBytes  int64   `json:"size_bytes"`
+	Mode       string  `json:"mode"`
+	Band       string  `json:"band"`
+	Metric     string  `json:"metric"`
+	Baseline   float64 `json:"baseline"`
+	Current    float64 `json:"current"`
+	DeltaPct   float64 `json:"delta_pct"`   // positive = better
+	AllowedPct float64 `json:"allowed_pct"` // the threshold applied, noise included
+	Verdict    Verdict `json:"verdict"`
+}
+
+// RunInfo identifies one side of a comparison.
+type RunInfo struct {
+	Label       string `json:"label"`
+	Tool        string `json:"tool"`
+	Started     string `json:"started,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Machine     string `json:"machine,omitempty"`
+	NCCL        string `json:"nccl,omitempty"`
+	Runs        int    `json:"runs,omitempty"`
+}
+
+// Comparison is a current run judged against a baseline.
+type Comparison struct {
+	Baseline   RunInfo         `json:"baseline"`
+	Current    RunInfo         `json:"current"`
+	Thresholds Thresholds      `json:"thresholds"`
+	Rows       []CompareRow    `json:"rows"`
+	Counts     map[Verdict]int `json:"counts"`
+	Warnings   []string        `json:"warnings,omitempty"`
+	Failed     bool            `json:"failed"`
+	Reasons    []string        `json:"reasons,omitempty"`
+}
+
+// ErrNothingInCommon is returned when no row of the current run matches the baseline.
+var ErrNothingInCommon = errors.New("the two runs have no row in common (collective, type, op, root, groups and size)")
+
+func info(label string, d *results.Document) RunInfo {
+	ri := RunInfo{Label: label, Tool: d.Tool.Name + " " + d.Tool.Version, NCCL: d.Environment.Backend.Version}
+	if !d.Started.IsZero() {
+		ri.Started = d.Started.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	if d.Topology != nil {
+		ri.Fingerprint, ri.Machine = d.Topology.Fingerprint, d.Topology.Summary
+	}
+	if d.Baseline != nil {
+		ri.Runs = d.Baseline.Runs
+	}
+	return ri
+}
+
+// Compare judges cur against base, row by row and mode by mode.
+func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresholds) (*Comparison, error) {
+	if err := th.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Comparison{Baseline: info(baseLabel, base), Current: info(curLabel, cur), Thresholds: th, Counts: map[Verdict]int{}}
+	if b, k := c.Baseline.Fingerprint, c.Current.Fingerprint; b != "" && k != "" && b != k {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("machine shape differs: baseline %s (%s), current %s (%s)", b, c.Baseline.Machine, k, c.Current.Machine))
+	}
+	if b, k := c.Baseline.NCCL, c.Current.NCCL; b != "" && k != "" && b != k {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("NCCL version differs: baseline %s, current %s", b, k))
+	}
+	baseRows := map[string]results.Row{}
+	var baseOrder []string
+	for _, r := range base.Results {
+		k := results.RowKey(base, r)
+		if _, dup := baseRows[k]; !dup {
+			baseOrder = append(baseOrder, k)
+		}
+		baseRows[k] = r
+	}
+	common := 0
+	seen := map[string]bool{}
+	add := func(r results.Row, layout, mode string, b, k *results.Half) {
+		band, label := th.band(r.SizeBytes)
+		cr := CompareRow{Collective: r.Collective, DType: r.DType, Op: r.Op, Root: r.Root, Layout: layout,
+			SizeBytes: r.SizeBytes, Mode: mode, Band: label, Metric: band.Metric}
+		switch {
+		case b == nil && k == nil:
+			return
+		case k == nil:
+			cr.Verdict = Missing
+			cr.Baseline = metric(b, band.Metric)
+		case b == nil:
+			cr.Verdict = New
+			cr.Current = metric(k, band.Metric)
+		default:
+			cr.Baseline, cr.Current = metric(b, band.Metric), metric(k, band.Metric)
+			cr.AllowedPct = math.Max(band.Pct, 200*noise(b, k))
+			cr.Verdict = OK
+			if cr.Baseline > 0 {
+				if band.Metric == "busbw" {
+					cr.DeltaPct = (cr.Current - cr.Baseline) / cr.Baseline * 100
+				} else {
+					cr.DeltaPct = (cr.Baseline - cr.Current) / cr.Baseline * 100
+				}
+				floorOK := band.Metric == "busbw" || math.Abs(cr.Current-cr.Baseline) > band.FloorUS
+				switch {
+				case cr.DeltaPct < -cr.AllowedPct && floorOK:
+					cr.Verdict = Regressed
+				case cr.DeltaPct > cr.AllowedPct && floorOK:
+					cr.Verdict = Improved
+				}
+			}
+		}
+		c.Rows = append(c.Rows, cr)
+		c.Counts[cr.Verdict]++
+	}
+	for _, r := range cur.Results {
+		k := results.RowKey(cur, r)
+		seen[k] = true
+		br, ok := baseRows[k]
+		layout := layoutOf(cur, r)
+		if !ok {
+			add(r, layout, "out-of-place", nil, r.OutOfPlace)
+			add(r, layout, "in-place", nil, r.InPlace)
+			continue
+		}
+		common++
+		add(r, layout, "out-of-place", br.OutOfPlace, r.OutOfPlace)
+		add(r, layout, "in-place", br.InPlace, r.InPlace)
+	}
+	for _, k := range baseOrder {
+		if !seen[k] {
+			r := baseRows[k]
+			add(r, layoutOf(base, r), "out-of-place", r.OutOfPlace, nil)
+			add(r, layoutOf(base, r), "in-place", r.InPlace, nil)
+		}
+	}
+	if common == 0 {
+		return nil, ErrNothingInCommon
+	}
+	if n := c.Counts[Regressed]; n > 0 {
+		c.Reasons = append(c.Reasons, fmt.Sprintf("%d regressed", n))
+	}
+	if n := c.Counts[Missing]; n > 0 && !th.AllowMissing {
+		c.Reasons = append(c.Reasons, fmt.Sprintf("%d missing", n))
+	}
+	if th.Strict && len(c.Warnings) > 0 {
+		c.Reasons = append(c.Reasons, "machine or NCCL differs (--strict)")
+	}
+	c.Failed = len(c.Reasons) > 0
+	return c, nil
+}
+
+func layoutOf(d *results.Document, r results.Row) string {
+	if r.Layout != "" {
+		return r.Layout
+	}
+	if len(d.Config.Groups) > 1 {
+		return d.Config.RankList
+	}
+	return "all"
+}
+
+func metric(h *results.Half, m string) float64 {
+	if m == "busbw" {
+		return h.BusBW
+	}
+	return h.TimeUS
+}
+
+// noise is the larger relative spread either side measured: per-iteration
+// CV, or a baseline's spread over runs.
+func noise(hs ...*results.Half) float64 {
+	n := 0.0
+	for _, h := range hs {
+		if h.Iter != nil {
+			n = math.Max(n, h.Iter.CV)
+		}
+		n = math.Max(n, h.Spread)
+	}
+	return n
+}

@@ -1,0 +1,178 @@
+package report
+
+import (
+	"bytes"
+	"encoding/xml"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"collbench/results"
+)
+
+func cmpDoc(label string, scale float64, cv float64, fp string) *results.Document {
+	d := &results.Document{Schema: results.Schema, SchemaVersion: 1, Tool: results.Tool{Name: "collbench", Version: "1.2.3"},
+		Started: time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC), Config: results.Config{Ranks: 4}}
+	d.Environment.Backend = results.Backend{Name: "nccl", Version: "2.28.3"}
+	d.Topology = &results.TopologySummary{Summary: "4x NVIDIA H200; NV18 between all pairs", Fingerprint: fp, GPUs: 4}
+	add := func(coll string, size int64, t, bw float64) {
+		h := func(t, bw float64) *results.Half {
+			out := &results.Half{TimeUS: t, BusBW: bw, AlgBW: bw / 1.5}
+			if cv > 0 {
+				out.Iter = &results.IterStats{Samples: 20, CV: cv}
+			}
+			return out
+		}
+		d.Results = append(d.Results, results.Row{Collective: coll, DType: "float", Op: "sum", Root: -1, SizeBytes: size, Ranks: 4,
+			OutOfPlace: h(t, bw), InPlace: h(t*1.01, bw/1.01)})
+	}
+	add("allreduce", 8, 8.2, 0.001)
+	add("allreduce", 64<<10, 11.1*scale, 8.8/scale)
+	add("allreduce", 64<<20, 320.5*scale, 314.1/scale)
+	add("allgather", 1<<30, 2450, 328)
+	_ = label
+	return d
+}
+
+func TestCompareVerdicts(t *testing.T) {
+	base := cmpDoc("base", 1, 0, "aaa")
+	cur := cmpDoc("cur", 1.2, 0, "bbb") // 20% slower on two rows
+	cur.Results = cur.Results[:3]       // allgather went missing
+	cur.Results = append(cur.Results, results.Row{Collective: "alltoall", DType: "float", Op: "none", Root: -1, SizeBytes: 1 << 20,
+		OutOfPlace: &results.Half{TimeUS: 20, BusBW: 40}})
+	c, err := Compare(base, cur, "baseline.json", "today.json", DefaultThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Verdict]int{OK: 2, Regressed: 4, Missing: 2, New: 1}
+	for v, n := range want {
+		if c.Counts[v] != n {
+			t.Errorf("%s: %d, want %d (%v)", v, c.Counts[v], n, c.Counts)
+		}
+	}
+	if !c.Failed || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "machine shape differs") {
+		t.Fatalf("failed %v warnings %v", c.Failed, c.Warnings)
+	}
+	formats := map[string]string{"table": "compare.table.golden", "markdown": "compare.md.golden", "junit": "compare.junit.golden", "json": "compare.json.golden"}
+	for f, g := range formats {
+		var b bytes.Buffer
+		if err := WriteComparison(&b, c, f); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, g, b.Bytes())
+	}
+	var b bytes.Buffer
+	WriteComparison(&b, c, "junit")
+	var suites junitSuites
+	if err := xml.Unmarshal(b.Bytes(), &suites); err != nil || suites.Failures != 3 || suites.Tests != 4 {
+		t.Fatalf("junit: %v %+v", err, suites)
+	}
+	if err := WriteComparison(&b, c, "yaml"); err == nil {
+		t.Fatal("unknown format accepted")
+	}
+}
+
+func TestCompareNoiseAllowedMissingAndStrict(t *testing.T) {
+	base := cmpDoc("b", 1, 0.08, "aaa")
+	cur := cmpDoc("c", 1.12, 0.08, "aaa") // 12% slower, inside twice an 8% CV
+	c, err := Compare(base, cur, "b", "c", DefaultThresholds())
+	if err != nil || c.Failed || c.Counts[Regressed] != 0 {
+		t.Fatalf("noise should absorb the change: %v %+v", err, c.Counts)
+	}
+	cur.Results = cur.Results[:2]
+	th := DefaultThresholds()
+	th.AllowMissing = true
+	if c, _ := Compare(base, cur, "b", "c", th); c.Failed || c.Counts[Missing] != 4 {
+		t.Fatalf("allow-missing: %+v", c)
+	}
+	cur.Environment.Backend.Version = "2.29.0"
+	th.Strict = true
+	if c, _ := Compare(base, cur, "b", "c", th); !c.Failed || !strings.Contains(strings.Join(c.Warnings, ";"), "NCCL version differs") {
+		t.Fatalf("strict: %+v", c)
+	}
+	other := cmpDoc("x", 1, 0, "aaa")
+	for i := range other.Results {
+		other.Results[i].DType = "half"
+	}
+	if _, err := Compare(base, other, "b", "x", DefaultThresholds()); err != ErrNothingInCommon {
+		t.Fatalf("nothing in common: %v", err)
+	}
+	if _, err := Compare(base, cur, "b", "c", Thresholds{}); err == nil {
+		t.Fatal("empty thresholds accepted")
+	}
+}
+
+var svgTextRE = regexp.MustCompile(`<text[^>]*>([^<]*)</text>`)
+
+func svgTexts(svg string) []string {
+	var out []string
+	for _, m := range svgTextRE.FindAllStringSubmatch(svg, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func TestPlotsHaveTheExpectedSeries(t *testing.T) {
+	base, cur := cmpDoc("b", 1, 0, "f"), cmpDoc("c", 1.1, 0, "f")
+	series := []Series{{"today", cur}, {"baseline", base}}
+	texts := strings.Join(svgTexts(PlotSVG("busbw", "allreduce", series)), "|")
+	for _, want := range []string{"today in-place", "today out-of-place", "baseline in-place", "baseline out-of-place", "allreduce: bus bandwidth", "busbw (GB/s)"} {
+		if !strings.Contains(texts, want) {
+			t.Errorf("busbw plot lacks %q: %s", want, texts)
+		}
+	}
+	if texts := strings.Join(svgTexts(PlotSVG("time", "allreduce", series)), "|"); !strings.Contains(texts, "time (us)") {
+		t.Errorf("time plot: %s", texts)
+	}
+	g := sampleDocument()
+	g.Results = []results.Row{{Collective: "allreduce", SizeBytes: 1 << 20, Groups: []results.GroupResult{
+		{ID: 0, Ranks: []int{0, 1}, OutOfPlace: &results.Half{BusBW: 70}}, {ID: 1, Ranks: []int{2, 3}, OutOfPlace: &results.Half{BusBW: 72}}}}}
+	texts = strings.Join(svgTexts(PlotSVG("groups", "allreduce", []Series{{"run", g}})), "|")
+	if !strings.Contains(texts, "g0 [0,1]") || !strings.Contains(texts, "g1 [2,3]") {
+		t.Errorf("group bars: %s", texts)
+	}
+	if PlotSVG("groups", "allgather", []Series{{"run", g}}) != "" {
+		t.Error("no groups, no bars")
+	}
+	if _, err := Plot("pie", "allreduce", series); err == nil {
+		t.Error("unknown kind accepted")
+	}
+}
+
+// TestHTMLReportStructure checks the report is self-contained and holds
+// the expected sections, tables and plots; the skeleton is golden.
+func TestHTMLReportStructure(t *testing.T) {
+	base, cur := cmpDoc("b", 1, 0, "f"), cmpDoc("c", 1.3, 0, "f")
+	c, err := Compare(base, cur, "baseline.json", "today.json", DefaultThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	err = WriteHTML(&b, HTMLInput{Title: "nightly", Runs: []Series{{"today", cur}}, Baseline: &Series{"baseline", base}, Comparison: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, banned := range []string{"<script", "http://", "https://", "<link", "@import"} {
+		if strings.Contains(strings.ToLower(html), banned) && !(banned == "http://" && strings.Count(html, "http://www.w3.org") == strings.Count(html, "http://")) {
+			t.Errorf("report is not self-contained: contains %q", banned)
+		}
+	}
+	// The skeleton: headings, table and plot counts, verdict.
+	var skel []string
+	for _, m := range regexp.MustCompile(`<(h[123])[^>]*>([^<]*)</h[123]>`).FindAllStringSubmatch(html, -1) {
+		skel = append(skel, m[1]+" "+m[2])
+	}
+	skel = append(skel, "tables "+itoa(strings.Count(html, "<table>")), "svgs "+itoa(strings.Count(html, "<svg")),
+		"regressed rows "+itoa(strings.Count(html, `<tr class="regressed">`)))
+	verdict := regexp.MustCompile(`<p class="verdict[^"]*">([^<]*)</p>`).FindStringSubmatch(html)
+	if verdict == nil {
+		t.Fatal("no verdict")
+	}
+	skel = append(skel, "verdict "+verdict[1])
+	golden(t, "report.html.skeleton.golden", []byte(strings.Join(skel, "\n")+"\n"))
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

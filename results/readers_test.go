@@ -1,0 +1,95 @@
+package results
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadNCCLTestsV3(t *testing.T) {
+	fh, err := os.Open("testdata/nccl-tests-v3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	d, err := ReadAny(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Tool.Name != "nccl-tests" || d.Config.Ranks != 4 || d.Environment.Backend.Version != "2.28.3" || d.Environment.Host != "gpu-a" {
+		t.Fatalf("%+v %+v", d.Tool, d.Environment)
+	}
+	if len(d.Results) != 3 || d.Results[0].Collective != "allreduce" || d.Results[0].Root != -1 || d.Results[2].SizeBytes != 64<<20 {
+		t.Fatalf("%+v", d.Results)
+	}
+	r := d.Results[2]
+	if r.OutOfPlace.BusBW != 314.1 || r.InPlace.TimeUS != 321 || r.OutOfPlace.Iter == nil || r.OutOfPlace.Iter.CV != 0.01 {
+		t.Fatalf("%+v %+v", r.OutOfPlace, r.InPlace)
+	}
+	if d.Results[1].InPlace.Wrong != nil || *d.Results[1].OutOfPlace.Wrong != 0 {
+		t.Fatal("nwrong null and 0 must stay distinct")
+	}
+}
+
+func TestReadAnyRejects(t *testing.T) {
+	cases := map[string]string{
+		`{"version": 2, "results": []}`: "format version 2 is not supported",
+		`{"something": "else"}`:         "neither a collbench result",
+		`[1, 2, 3]`:                     "not JSON",
+		`{"schema": "collbench/result", "schema_version": 7}`:                                                                "schema version 7",
+		`{"version": 3, "args": ["./mystery_perf"], "results": [{"size": 8, "type": "float", "out_of_place": {"time": 1}}]}`: "cannot tell the collective",
+	}
+	for in, want := range cases {
+		_, err := ReadAny(strings.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadAny(%s) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+func half(t, bw float64) *Half { return &Half{TimeUS: t, BusBW: bw, AlgBW: bw / 1.5} }
+
+func TestMakeBaselineMedianAndSpread(t *testing.T) {
+	mk := func(t0, bw float64) *Document {
+		return &Document{Schema: Schema, SchemaVersion: 1, Started: time.Unix(int64(t0), 0),
+			Results: []Row{{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: 1 << 20, OutOfPlace: half(t0, bw)}}}
+	}
+	b, err := MakeBaseline([]*Document{mk(10, 100), mk(12, 90), mk(11, 110)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := b.Results[0].OutOfPlace
+	if h.TimeUS != 11 || h.BusBW != 100 || h.Runs != 3 || h.Spread != 0.1 || b.Baseline.Runs != 3 {
+		t.Fatalf("%+v %+v", h, b.Baseline)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Read(&buf); err != nil || back.Results[0].OutOfPlace.Spread != 0.1 {
+		t.Fatalf("round trip: %v", err)
+	}
+	if _, err := MakeBaseline(nil); err == nil {
+		t.Fatal("empty baseline accepted")
+	}
+}
+
+// FuzzReadAny feeds arbitrary bytes to the result readers (collbench and
+// NCCL benchmark JSON): they may refuse, never panic.
+func FuzzReadAny(f *testing.F) {
+	seed, _ := os.ReadFile("testdata/nccl-tests-v3.json")
+	f.Add(seed)
+	f.Add([]byte(`{"schema":"collbench/result","schema_version":1,"results":[{"collective":"allreduce","out_of_place":{"time_us":1}}]}`))
+	f.Add([]byte(`{"version":3,"results":[{"size":-1,"root":"x","out_of_place":null}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := ReadAny(bytes.NewReader(data))
+		if err == nil {
+			Summarize(d.Results, false)
+			for _, r := range d.Results {
+				RowKey(d, r)
+			}
+		}
+	})
+}

@@ -1,0 +1,238 @@
+// Package runconfig loads collbench suites from YAML: what to run, how to
+// judge it, and where to write results. Every error names the file, line
+// and key.
+package runconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"collbench/dtype"
+	"collbench/suites"
+)
+
+// Config is one suite file.
+type Config struct {
+	Name        string      `yaml:"name"`
+	Description string      `yaml:"description"`
+	Backend     string      `yaml:"backend"`
+	Ranks       int         `yaml:"ranks"`
+	Iterations  int         `yaml:"iterations"`
+	Warmup      int         `yaml:"warmup"`
+	Check       int         `yaml:"check"`
+	Suites      []Suite     `yaml:"suites"`
+	Thresholds  *Thresholds `yaml:"thresholds"`
+	Acceptance  *Acceptance `yaml:"acceptance"`
+	Baseline    string      `yaml:"baseline"`
+	Output      string      `yaml:"output"`
+
+	// Path is the file the config came from; relative paths resolve
+	// against its directory.
+	Path string `yaml:"-"`
+}
+
+// Suite is one set of collectives to sweep.
+type Suite struct {
+	Collectives []string `yaml:"collectives"`
+	Sizes       string   `yaml:"sizes"`
+	DTypes      []string `yaml:"dtypes"`
+	Ops         []string `yaml:"ops"`
+	Root        string   `yaml:"root"`
+	Mode        string   `yaml:"mode"`
+	// Groups lists rank lists or presets; each runs on its own ("all" = no groups).
+	Groups    []string `yaml:"groups"`
+	IterStats bool     `yaml:"iter_stats"`
+	Line      int      `yaml:"-"`
+}
+
+// Thresholds judge a comparison, by size band.
+type Thresholds struct {
+	Bands        []Band `yaml:"bands"`
+	AllowMissing bool   `yaml:"allow_missing"`
+	Strict       bool   `yaml:"strict"`
+}
+
+// Band: from MinSize up, judge by metric (busbw or time) with pct percent
+// (and FloorUS microseconds for times).
+type Band struct {
+	MinSize Size    `yaml:"min_size"`
+	Metric  string  `yaml:"metric"`
+	Pct     float64 `yaml:"pct"`
+	FloorUS float64 `yaml:"floor_us"`
+}
+
+// Acceptance requires rows of at least MinSize to reach PeakFraction of the
+// peak bandwidth (node acceptance).
+type Acceptance struct {
+	MinSize      Size    `yaml:"min_size"`
+	PeakFraction float64 `yaml:"peak_fraction"`
+}
+
+// Size is a byte count written as 8, 1K, 64M or 8G.
+type Size int64
+
+// UnmarshalYAML parses a size with its line in errors.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	if strings.TrimSpace(n.Value) == "0" {
+		*s = 0
+		return nil
+	}
+	v, err := suites.ParseSize(n.Value)
+	if err != nil {
+		return lineErr(n, err)
+	}
+	*s = Size(v)
+	return nil
+}
+
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+
+func lineErr(n *yaml.Node, err error) error { return &lineError{n.Line, err} }
+
+var yamlLineRE = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
+
+// Load reads and checks a suite file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read config %s: %v", path, errors.Unwrap(err))
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	c.Path = path
+	return c, nil
+}
+
+// Parse reads and checks a suite from YAML text.
+func Parse(data []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, tidy(err)
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("empty config")
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, tidy(err)
+	}
+	// Remember where each suite starts, for later errors.
+	doc := root.Content[0]
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value == "suites" && doc.Content[i+1].Kind == yaml.SequenceNode {
+			for j, s := range doc.Content[i+1].Content {
+				if j < len(c.Suites) {
+					c.Suites[j].Line = s.Line
+				}
+			}
+		}
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// tidy rewrites yaml's messages as one line: "line 7: unknown key sizez".
+func tidy(err error) error {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("line %s: unknown key %q", m[1], m[2])
+	}
+	var le *lineError
+	if errors.As(err, &le) {
+		return le
+	}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
+	return errors.New(strings.Join(strings.Fields(msg), " "))
+}
+
+func (c *Config) check() error {
+	if len(c.Suites) == 0 {
+		return errors.New("no suites: list at least one under suites:")
+	}
+	switch strings.ToLower(c.Backend) {
+	case "", "auto", "cpu", "nccl":
+	default:
+		return fmt.Errorf("backend %q must be auto, cpu or nccl", c.Backend)
+	}
+	if c.Iterations < 0 || c.Warmup < 0 || c.Check < 0 || c.Ranks < 0 {
+		return errors.New("iterations, warmup, check and ranks must not be negative")
+	}
+	for i, s := range c.Suites {
+		where := fmt.Sprintf("line %d: suite %d", s.Line, i+1)
+		if len(s.Collectives) == 0 {
+			return fmt.Errorf("%s: collectives: list at least one", where)
+		}
+		for _, name := range s.Collectives {
+			if _, err := suites.ParseCollectives(name); err != nil {
+				return fmt.Errorf("%s: collectives: %v", where, err)
+			}
+		}
+		if s.Sizes != "" {
+			if _, err := suites.ParseSizes(s.Sizes); err != nil {
+				return fmt.Errorf("%s: sizes: %v", where, err)
+			}
+		}
+		for _, t := range s.DTypes {
+			if _, err := dtype.Parse(t); err != nil && !strings.EqualFold(t, "all") {
+				return fmt.Errorf("%s: dtypes: %v", where, err)
+			}
+		}
+		for _, o := range s.Ops {
+			if _, err := suites.ParseOp(o); err != nil && !strings.EqualFold(o, "all") {
+				return fmt.Errorf("%s: ops: %v", where, err)
+			}
+		}
+		switch strings.ToLower(s.Mode) {
+		case "", "both", "out-of-place", "in-place":
+		default:
+			return fmt.Errorf("%s: mode %q must be both, out-of-place or in-place", where, s.Mode)
+		}
+		for _, g := range s.Groups {
+			// The world size is known only at run time; check the syntax on a large world.
+			if _, err := suites.ParseLayout(g, 1<<16, nil); err != nil {
+				return fmt.Errorf("%s: groups: %v", where, err)
+			}
+		}
+	}
+	if t := c.Thresholds; t != nil {
+		for i, b := range t.Bands {
+			if b.Metric != "busbw" && b.Metric != "time" {
+				return fmt.Errorf("thresholds: band %d: metric %q must be busbw or time", i+1, b.Metric)
+			}
+			if b.Pct <= 0 || b.FloorUS < 0 {
+				return fmt.Errorf("thresholds: band %d: pct must be positive and floor_us not negative", i+1)
+			}
+		}
+	}
+	if a := c.Acceptance; a != nil && (a.PeakFraction <= 0 || a.PeakFraction > 1) {
+		return fmt.Errorf("acceptance: peak_fraction %v must be in (0, 1]", a.PeakFraction)
+	}
+	return nil
+}
+
+// Resolve returns a path of the config relative to its file's directory.
+func (c *Config) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.Path == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(c.Path), p)
+}
