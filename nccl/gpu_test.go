@@ -228,3 +228,14 @@ func TestGPUSingleRankAvgIsChecked(t *testing.T) {
 		OutOfPlace: true, InPlace: true}
 	runOn(t, b, 1, p)
 }
+
+// TestGPUAllToAllFallback runs alltoall through grouped send/recv, the path
+// taken on libraries without ncclAlltoAll, and verifies it.
+func TestGPUAllToAllFallback(t *testing.T) {
+	b := openOrSkip(t)
+	forceGroupedAllToAll = true
+	defer func() { forceGroupedAllToAll = false }()
+	p := suites.Plan{Collectives: []suites.Collective{suites.AllToAll}, DTypes: []dtype.DType{dtype.Float32, dtype.Int8, dtype.BFloat16},
+		Sizes: []int64{1000, 1 << 20}, Iters: 2, Check: 2, OutOfPlace: true}
+	runOn(t, b, b.DefaultRanks(), p)
+}

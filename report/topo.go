@@ -144,7 +144,7 @@ func WriteTopology(w io.Writer, t *topology.Topology) error {
 	}
 	if v := t.NCCL; v != nil {
 		fmt.Fprintln(w, "#\n# what NCCL chose")
-		fmt.Fprintf(w, "#   ranks %d, nodes %d, local ranks %d; network %s; NVLS %s\n", v.Ranks, v.Nodes, v.LocalRanks, dash(v.Network), dash(v.NVLS))
+		fmt.Fprintf(w, "#   ranks %d, nodes %d, local ranks %d; network %s (plugin %s); NVLS %s\n", v.Ranks, v.Nodes, v.LocalRanks, dash(v.Network), dash(v.Plugin), dash(v.NVLS))
 		if len(v.NetDevs) > 0 {
 			fmt.Fprintf(w, "#   network devices: %s\n", strings.Join(v.NetDevs, " "))
 		}

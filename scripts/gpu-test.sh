@@ -188,6 +188,15 @@ if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 1M -n 2 -w 1 2>&1 | grep -E 'via NET|nNodes' | head -4
 fi
 
+step "suites: collbench run --config configs/quick.yaml, then acceptance.yaml (60% of peak from 1 GiB)"
+if "$BIN" run --config configs/quick.yaml --output /tmp/cb-quick --quiet > /tmp/quick.txt 2>&1; then ok "run quick.yaml"; else bad "run quick.yaml"; fi
+tail -3 /tmp/quick.txt
+if "$BIN" run --config configs/acceptance.yaml --output /tmp/cb-acc --quiet > /tmp/acc.txt 2>&1; then ok "run acceptance.yaml"; else bad "run acceptance.yaml"; fi
+grep -E "acceptance|collbench:" /tmp/acc.txt | head -12
+"$BIN" baseline make /tmp/cb-quick/results.json -o /tmp/quick-base.json 2>/dev/null
+"$BIN" run --config configs/quick.yaml --baseline /tmp/quick-base.json --output /tmp/cb-quick2 --quiet > /tmp/quick2.txt 2>&1
+echo "quick.yaml against its own earlier run (run-to-run noise, not gating): exit $?"; tail -2 /tmp/quick2.txt
+
 step "diagnosis (not gating): single-rank avg on float at a size that leaves a tail (rows show the wrong elements)"
 "$BIN" allreduce --backend nccl -g 1 --op avg --dtype float,half --sizes 1000,786432,3145740 -n 1 -w 0 --check 1 | grep -E 'MiB|KiB| B |mismatch'
 "$BIN" allreduce --backend nccl -g 2 --op avg --dtype float --sizes 3145740 -n 1 -w 0 | grep -E 'MiB|KiB| B |mismatch'

@@ -26,7 +26,9 @@ type NCCLView struct {
 	// Graphs are the search results: pattern, channels, bandwidth, path type.
 	Graphs []Graph `json:"graphs,omitempty"`
 	// Network is the network NCCL uses (IB, Socket, a plugin's name).
-	Network string   `json:"network,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Plugin is the network plugin NCCL loaded, or "internal".
+	Plugin  string   `json:"net_plugin,omitempty"`
 	NetDevs []string `json:"net_devices,omitempty"`
 	// NVLS tells whether NVLink SHARP was in use ("off" when unsupported or disabled).
 	NVLS string `json:"nvls,omitempty"`
@@ -94,6 +96,7 @@ var (
 	ringOldRE = regexp.MustCompile(`Channel (\d+)/\d+ :((?:\s+\d+)+)\s*$`)
 	ringNewRE = regexp.MustCompile(`Ring (\d+) : (\d+(?: -> \d+)+)`)
 	patternRE = regexp.MustCompile(`Pattern (\d+), crossNic \d+, nChannels (\d+), bw ([0-9.]+/[0-9.]+), type (\S+?),`)
+	pluginRE  = regexp.MustCompile(`NET/Plugin: (?:Loaded|Using) (?:net plugin |collnet plugin )?(\S+?)(?: \(|$)`)
 	versionRE = regexp.MustCompile(`NCCL version (\d+\.\d+\.\d+)`)
 	netRE     = regexp.MustCompile(`Using network (\S+)`)
 	netDevRE  = regexp.MustCompile(`NET/(?:IB|Socket) : Using (.+?)(?:; OOB|;|$)`)
@@ -164,6 +167,14 @@ func ParseLog(r io.Reader) (*NCCLView, error) {
 		}
 		if m := netRE.FindStringSubmatch(line); m != nil {
 			v.Network = m[1]
+		}
+		if strings.Contains(line, "NET/Plugin") {
+			switch {
+			case strings.Contains(line, "internal"):
+				v.Plugin = "internal"
+			case pluginRE.MatchString(line):
+				v.Plugin = pluginRE.FindStringSubmatch(line)[1]
+			}
 		}
 		if m := netDevRE.FindStringSubmatch(line); m != nil && len(v.NetDevs) == 0 {
 			for _, tok := range strings.Fields(m[1]) {

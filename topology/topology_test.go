@@ -253,7 +253,7 @@ func TestParseNCCLLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Version != "2.28.3" || v.Ranks != 4 || v.Nodes != 1 || v.LocalRanks != 4 || v.Network != "Socket" || v.NVLS != "off" {
+	if v.Version != "2.28.3" || v.Ranks != 4 || v.Nodes != 1 || v.LocalRanks != 4 || v.Network != "Socket" || v.NVLS != "off" || v.Plugin != "internal" {
 		t.Fatalf("%+v", v)
 	}
 	if len(v.Transports) != 4 || v.Transports[2].Class() != "SHM" || v.Transports[0].Transport != "P2P/CUMEM" {

@@ -133,10 +133,10 @@ thresholds:
   bands:
     - {min_size: 0, metric: time, pct: 400, floor_us: 2000}
     - {min_size: 1M, metric: busbw, pct: 75}
-output: out
 `), 0o644)
+	outDir := filepath.Join(dir, "out")
 	f, out, errOut := testFactory()
-	if code := run(t, f, "run", "--config", cfg, "--quiet"); code != 0 {
+	if code := run(t, f, "run", "--config", cfg, "--quiet", "--output", outDir); code != 0 {
 		t.Fatalf("first run: %d\n%s\n%s", code, out, errOut)
 	}
 	resultsPath := filepath.Join(dir, "out", "results.json")
@@ -146,7 +146,7 @@ output: out
 		t.Fatal("baseline make failed")
 	}
 	f, out, errOut = testFactory()
-	if code := run(t, f, "run", "--config", cfg, "--baseline", base); code != 0 {
+	if code := run(t, f, "run", "--config", cfg, "--baseline", base, "--output", outDir); code != 0 {
 		t.Fatalf("unchanged run should pass: %d\n%s\n%s", code, out, errOut)
 	}
 	for _, name := range []string{"results.json", "report.html", "comparison.md", "junit.xml", "comparison.txt"} {
@@ -160,7 +160,7 @@ output: out
 			time.Sleep(40 * time.Millisecond)
 		}
 	}}
-	code := run(t, f, "run", "--config", cfg, "--baseline", base)
+	code := run(t, f, "run", "--config", cfg, "--baseline", base, "--output", outDir)
 	if code != ExitCheckFailed {
 		t.Fatalf("slowed run: exit %d\n%s\n%s", code, out, errOut)
 	}

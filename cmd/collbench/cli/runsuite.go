@@ -62,15 +62,9 @@ func runSuite(o *RunOptions) error {
 	if err != nil {
 		return &UsageError{err}
 	}
-	outDir := o.Output
-	if outDir == "" {
-		outDir = cfg.Output
-		if outDir != "" {
-			outDir = cfg.Resolve(outDir)
-		} else {
-			outDir = "collbench-out"
-		}
-	}
+	// The output directory is relative to where run is started; the
+	// baseline is relative to the config file.
+	outDir := orDefault(o.Output, orDefault(cfg.Output, "collbench-out"))
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return usageErrorf("cannot create the output directory: %v", err)
 	}
