@@ -6,10 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
-
 	"collbench/results"
 )
 
@@ -222,21 +218,7 @@ func writeRows(w io.Writer, rows []results.Row, peak float64) error {
 	if ip {
 		header = append(header, halfHeader("in-place")...)
 	}
-	tb := tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
-			Borders: tw.BorderNone,
-			Symbols: tw.NewSymbols(tw.StyleASCII),
-			Settings: tw.Settings{
-				Separators: tw.Separators{BetweenRows: tw.Off, BetweenColumns: tw.On},
-				Lines:      tw.Lines{ShowHeaderLine: tw.On},
-			},
-		})),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignment(tw.AlignRight),
-		tablewriter.WithRowAlignment(tw.AlignRight),
-		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
-	)
+	tb := PlainTable(w)
 	tb.Header(header...)
 	for _, r := range rows {
 		root := "-"

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"collbench/bootstrap"
 	"collbench/dtype"
 	"collbench/report"
 	"collbench/results"
@@ -289,17 +288,9 @@ func benchRun(o *BenchOptions) error {
 	if err != nil {
 		return err
 	}
-	n := o.Ranks
-	if launch.MultiProcess() {
-		if n > 1 {
-			return usageErrorf("-g %d: under %s every process drives one rank (this world has %d); leave -g out", n, launch.Source, launch.Size)
-		}
-		if _, ok := b.(suites.DistributedBackend); !ok {
-			return usageErrorf("the %s backend cannot run across processes", b.Name())
-		}
-		n = launch.Size
-	} else if n == 0 {
-		n = b.DefaultRanks()
+	n, err := worldSize(b, launch, o.Ranks)
+	if err != nil {
+		return err
 	}
 	if err := plan.Validate(n); err != nil {
 		return &UsageError{err}
@@ -360,28 +351,12 @@ func benchRun(o *BenchOptions) error {
 	for r := 0; r < n; r++ {
 		doc.Communicators = append(doc.Communicators, layout.Info(r, hosts))
 	}
-	var world suites.World
 	if pw.multi() {
 		doc.Config.Processes, doc.Config.Launcher = n, launch.Source
-		device := o.Device
-		if device < 0 {
-			device = launch.LocalRank
-			if v, err := strconv.Atoi(f.getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
-				device = v
-			}
-		}
-		world, err = b.(suites.DistributedBackend).OpenDistributed(ctx, pw.ctl, device)
-		if err != nil {
-			err = fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", launch.Rank, b.Name(), device, err)
-			pw.ctl.Abort(err)
-			return &RunError{err}
-		}
-		pw.watch(func(s string) { fmt.Fprintln(o.IO.ErrOut, s) }, cancel, world)
-	} else {
-		world, err = b.Open(ctx, n)
-		if err != nil {
-			return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
-		}
+	}
+	world, err := f.openWorld(ctx, b, pw, n, o.Device, cancel)
+	if err != nil {
+		return err
 	}
 	defer world.Close()
 	if doc.Environment.Backend.Devices, err = worldDevices(world); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,4 +122,49 @@ func (p *processWorld) watch(errOut func(string), cancel context.CancelFunc, w s
 		}
 		time.AfterFunc(20*time.Second, func() { os.Exit(ExitRunFailed) })
 	})
+}
+
+// worldSize checks the backend against the launch and returns the number of
+// ranks: the launcher's world size, or ranks (0: the backend's default).
+func worldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
+	if !l.MultiProcess() {
+		if ranks == 0 {
+			return b.DefaultRanks(), nil
+		}
+		return ranks, nil
+	}
+	if ranks > 1 {
+		return 0, usageErrorf("-g %d: under %s every process drives one rank (this world has %d); leave -g out", ranks, l.Source, l.Size)
+	}
+	if _, ok := b.(suites.DistributedBackend); !ok {
+		return 0, usageErrorf("the %s backend cannot run across processes", b.Name())
+	}
+	return l.Size, nil
+}
+
+// openWorld opens n ranks in this process, or this process's rank of a
+// world of processes on its device (--device, COLLBENCH_DEVICE, or the
+// local rank); a failure of another process then aborts it and cancels.
+func (f *Factory) openWorld(ctx context.Context, b suites.Backend, pw *processWorld, n, device int, cancel context.CancelFunc) (suites.World, error) {
+	if !pw.multi() {
+		w, err := b.Open(ctx, n)
+		if err != nil {
+			return nil, &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
+		}
+		return w, nil
+	}
+	if device < 0 {
+		device = pw.launch.LocalRank
+		if v, err := strconv.Atoi(f.getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
+			device = v
+		}
+	}
+	w, err := b.(suites.DistributedBackend).OpenDistributed(ctx, pw.ctl, device)
+	if err != nil {
+		err = fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", pw.launch.Rank, b.Name(), device, err)
+		pw.ctl.Abort(err)
+		return nil, &RunError{err}
+	}
+	pw.watch(func(s string) { fmt.Fprintln(f.IO.ErrOut, s) }, cancel, w)
+	return w, nil
 }

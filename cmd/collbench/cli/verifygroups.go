@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"collbench/bootstrap"
 	"collbench/dtype"
 	"collbench/report"
 	"collbench/results"
@@ -97,14 +95,9 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	if err != nil {
 		return err
 	}
-	n := o.Ranks
-	if launch.MultiProcess() {
-		if _, ok := b.(suites.DistributedBackend); !ok {
-			return usageErrorf("the %s backend cannot run across processes", b.Name())
-		}
-		n = launch.Size
-	} else if n == 0 {
-		n = b.DefaultRanks()
+	n, err := worldSize(b, launch, o.Ranks)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -131,26 +124,9 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	if choice.Auto && pw.rank0() {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
-	var world suites.World
-	if pw.multi() {
-		device := o.Device
-		if device < 0 {
-			device = launch.LocalRank
-			if v, err := strconv.Atoi(f.getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
-				device = v
-			}
-		}
-		world, err = b.(suites.DistributedBackend).OpenDistributed(ctx, pw.ctl, device)
-		if err != nil {
-			pw.ctl.Abort(err)
-			return &RunError{fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", launch.Rank, b.Name(), device, err)}
-		}
-		pw.watch(func(s string) { fmt.Fprintln(o.IO.ErrOut, s) }, cancel, world)
-	} else {
-		world, err = b.Open(ctx, n)
-		if err != nil {
-			return &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
-		}
+	world, err := f.openWorld(ctx, b, pw, n, o.Device, cancel)
+	if err != nil {
+		return err
 	}
 	defer world.Close()
 	opts := suites.VerifyOptions{Sizes: sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
