@@ -165,10 +165,32 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 	t.hosts[0] = o.Host
 	arrived := 1
 	fail := func(msg string) error {
+		answered := 0
 		for _, p := range t.peers {
 			if p != nil {
 				_ = writeFrame(p, frameError, []byte(msg))
+				closeGently(p.conn)
+				answered++
 			}
+		}
+		// Ranks still on their way get the same explanation instead of a
+		// refused or reset connection (not after a timeout: they are not coming).
+		grace := time.Now().Add(5 * time.Second)
+		if deadline.Before(grace) {
+			grace = deadline
+		}
+		for answered < o.Size-1 && time.Now().Before(grace) {
+			_ = ln.(*net.TCPListener).SetDeadline(grace)
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if typ, _, err := readFrame(c); err == nil && typ == frameHello {
+				_ = writeFrame(newPeer(-1, c), frameError, []byte(msg))
+				answered++
+			}
+			closeGently(c)
 		}
 		return errors.New(msg)
 	}
@@ -224,6 +246,17 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 		}
 	}
 	return nil
+}
+
+// closeGently half-closes c and waits briefly for the peer to close, so the
+// last message is not lost to a reset.
+func closeGently(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, _ = io.Copy(io.Discard, c)
+	}
+	_ = c.Close()
 }
 
 func missingRanks(peers []*peer) string {

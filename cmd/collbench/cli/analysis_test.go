@@ -116,6 +116,8 @@ func TestBaselineReportAndPlotCommands(t *testing.T) {
 // TestRunConfigEndToEnd runs a suite twice on the CPU backend and compares
 // with a baseline: without a slowdown it passes; with a planted slowdown of
 // the large messages (a test-only hook) it fails naming the regressed rows.
+// The thresholds are wide (a 90% drop) because CPU timings on a loaded CI
+// machine are noisy; the planted slowdown drops busbw by about 99%.
 func TestRunConfigEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "suite.yaml")
@@ -131,8 +133,8 @@ suites:
     sizes: "4K,2M"
 thresholds:
   bands:
-    - {min_size: 0, metric: time, pct: 400, floor_us: 2000}
-    - {min_size: 1M, metric: busbw, pct: 75}
+    - {min_size: 0, metric: time, pct: 1000, floor_us: 5000}
+    - {min_size: 1M, metric: busbw, pct: 90}
 `), 0o644)
 	outDir := filepath.Join(dir, "out")
 	f, out, errOut := testFactory()
@@ -157,7 +159,8 @@ thresholds:
 	f, out, errOut = testFactory()
 	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c suites.Call, data []byte) {
 		if len(data) >= 1<<20 {
-			time.Sleep(40 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond) // far beyond any scheduling noise
+
 		}
 	}}
 	code := run(t, f, "run", "--config", cfg, "--baseline", base, "--output", outDir)
