@@ -154,16 +154,7 @@ type GroupResult struct {
 }
 
 // Halves returns the group's measured halves, out-of-place first.
-func (g GroupResult) Halves() []*Half {
-	var out []*Half
-	if g.OutOfPlace != nil {
-		out = append(out, g.OutOfPlace)
-	}
-	if g.InPlace != nil {
-		out = append(out, g.InPlace)
-	}
-	return out
-}
+func (g GroupResult) Halves() []*Half { return halves(g.OutOfPlace, g.InPlace) }
 
 // CommInfo is what one rank sees of its communicator.
 type CommInfo struct {
@@ -220,13 +211,15 @@ type IterStats struct {
 }
 
 // Halves returns the row's measured halves, out-of-place first.
-func (r Row) Halves() []*Half {
+func (r Row) Halves() []*Half { return halves(r.OutOfPlace, r.InPlace) }
+
+// halves lists the halves that were measured.
+func halves(hs ...*Half) []*Half {
 	var out []*Half
-	if r.OutOfPlace != nil {
-		out = append(out, r.OutOfPlace)
-	}
-	if r.InPlace != nil {
-		out = append(out, r.InPlace)
+	for _, h := range hs {
+		if h != nil {
+			out = append(out, h)
+		}
 	}
 	return out
 }

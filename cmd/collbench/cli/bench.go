@@ -279,31 +279,17 @@ func benchRun(o *BenchOptions) error {
 	if err != nil {
 		return &UsageError{err}
 	}
-	choice, err := f.ChooseBackend(o.Backend, o.NCCLLib)
+	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.BootstrapTimeout, func(n int) error {
+		if err := plan.Validate(n); err != nil {
+			return &UsageError{err}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	b := choice.Backend
-	launch, err := f.detectLaunch()
-	if err != nil {
-		return err
-	}
-	n, err := worldSize(b, launch, o.Ranks)
-	if err != nil {
-		return err
-	}
-	if err := plan.Validate(n); err != nil {
-		return &UsageError{err}
-	}
-	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout)
-	if err != nil {
-		return err
-	}
-	hosts := f.hosts(n)
-	if pw.multi() {
-		defer pw.ctl.Close()
-		hosts = pw.ctl.Hosts()
-	}
+	defer ss.close()
+	choice, b, launch, n, pw, hosts := ss.choice, ss.choice.Backend, ss.launch, ss.n, ss.pw, ss.hosts
 	layout, err := suites.ParseLayout(o.RankList, n, hosts)
 	if err != nil {
 		return &UsageError{err}

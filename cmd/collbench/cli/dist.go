@@ -168,3 +168,52 @@ func (f *Factory) openWorld(ctx context.Context, b suites.Backend, pw *processWo
 	pw.watch(func(s string) { fmt.Fprintln(f.IO.ErrOut, s) }, cancel, w)
 	return w, nil
 }
+
+// session is what every command that runs collectives settles first: the
+// backend, the launch, the world size, the other processes and their hosts.
+type session struct {
+	choice BackendChoice
+	launch *bootstrap.Launch
+	n      int
+	pw     *processWorld
+	hosts  []string
+}
+
+// close ends the connection to the other processes, if any.
+func (s *session) close() {
+	if s.pw.multi() {
+		s.pw.ctl.Close()
+	}
+}
+
+// startSession chooses the backend, reads the launcher's variables, sizes
+// the world, lets check refuse bad input before any rendezvous, then joins
+// the other processes. The caller closes the session.
+func (f *Factory) startSession(ctx context.Context, backend, ncclLib string, ranks int, timeout time.Duration, check func(n int) error) (*session, error) {
+	choice, err := f.ChooseBackend(backend, ncclLib)
+	if err != nil {
+		return nil, err
+	}
+	launch, err := f.detectLaunch()
+	if err != nil {
+		return nil, err
+	}
+	n, err := worldSize(choice.Backend, launch, ranks)
+	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(n); err != nil {
+			return nil, err
+		}
+	}
+	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], timeout)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{choice: choice, launch: launch, n: n, pw: pw, hosts: f.hosts(n)}
+	if pw.multi() {
+		s.hosts = pw.ctl.Hosts()
+	}
+	return s, nil
+}

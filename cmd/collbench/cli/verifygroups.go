@@ -86,30 +86,14 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 		return usageErrorf("invalid --ranks %d: must be at least 1", o.Ranks)
 	}
 	f := o.Factory
-	choice, err := f.ChooseBackend(o.Backend, o.NCCLLib)
-	if err != nil {
-		return err
-	}
-	b := choice.Backend
-	launch, err := f.detectLaunch()
-	if err != nil {
-		return err
-	}
-	n, err := worldSize(b, launch, o.Ranks)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout)
+	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.BootstrapTimeout, nil)
 	if err != nil {
 		return err
 	}
-	hosts := f.hosts(n)
-	if pw.multi() {
-		defer pw.ctl.Close()
-		hosts = pw.ctl.Hosts()
-	}
+	defer ss.close()
+	choice, b, n, pw, hosts := ss.choice, ss.choice.Backend, ss.n, ss.pw, ss.hosts
 	layouts := suites.DefaultLayouts(n, hosts)
 	if len(o.RankList) > 0 {
 		layouts = nil
