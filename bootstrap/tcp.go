@@ -400,13 +400,22 @@ func (t *TCP) Size() int { return t.size }
 // Hosts lists each rank's host.
 func (t *TCP) Hosts() []string { return t.hosts }
 
+// recv waits for the next message from p. A message that arrived before the
+// connection was lost is still delivered: the reader queues a peer's data
+// before it reports that peer gone, so data already queued wins over the
+// loss (rank 0 closes right after the final barrier's answer).
 func (t *TCP) recv(p *peer) ([]byte, error) {
 	select {
 	case d := <-p.data:
 		return d, nil
 	case err := <-t.lostErr:
 		t.lostErr <- err // keep it for the next caller
-		return nil, err
+		select {
+		case d := <-p.data:
+			return d, nil
+		default:
+			return nil, err
+		}
 	}
 }
 

@@ -173,3 +173,22 @@ func TestListEncoding(t *testing.T) {
 		t.Fatal("truncated list accepted")
 	}
 }
+
+// TestRecvPrefersQueuedDataOverLoss models the end of the final barrier: the
+// answer is queued and the connection is gone. The answer must win every
+// time, not half of the time.
+func TestRecvPrefersQueuedDataOverLoss(t *testing.T) {
+	for i := 0; i < 200; i++ {
+		p := &peer{rank: 0, data: make(chan []byte, 4)}
+		tc := &TCP{rank: 1, size: 2, peers: []*peer{p}, lostErr: make(chan error, 1)}
+		p.data <- []byte("answer")
+		tc.lostErr <- fmt.Errorf("rank 0 left")
+		got, err := tc.recv(p)
+		if err != nil || string(got) != "answer" {
+			t.Fatalf("try %d: got %q, %v; want the queued answer", i, got, err)
+		}
+		if _, err := tc.recv(p); err == nil || err.Error() != "rank 0 left" {
+			t.Fatalf("try %d: after the answer, want the loss, got %v", i, err)
+		}
+	}
+}
