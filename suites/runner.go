@@ -274,7 +274,7 @@ func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (resu
 	for gi, g := range groups {
 		geo := GeometryFor(c.Coll, size, esz, len(g), 0)
 		grs = append(grs, results.GroupResult{ID: gi, Ranks: append([]int(nil), g...), SizeBytes: geo.Bytes,
-			Count: geo.Count, NoBandwidth: len(g) == 1})
+			Count: geo.Count, NoBandwidth: len(g) == 1 && len(groups) > 1})
 		if geo.Bytes > row.SizeBytes || gi == 0 {
 			row.SizeBytes, row.Count = max(row.SizeBytes, geo.Bytes), geo.Count
 		}
@@ -441,7 +441,10 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		h.TimeUS = p.Average.Combine(gt)
 		h.Iter = iterStats(gs)
 		bytes := GeometryFor(c.Coll, size, esz, len(members), 0).Bytes
-		if h.TimeUS > 0 && len(members) > 1 {
+		// A group of one inside a split moves no data and has no bandwidth;
+		// a world of one rank reports size/time as the reference benchmark
+		// does on one GPU (busbw then follows the collective's factor).
+		if h.TimeUS > 0 && (len(members) > 1 || len(rn.layout.Groups) == 1) {
 			h.AlgBW = float64(bytes) / (h.TimeUS * 1e3)
 			h.BusBW = h.AlgBW * c.Coll.BusFactor(len(members))
 		}

@@ -54,6 +54,32 @@ func TestEveryCollectiveTypeAndOpVerifies(t *testing.T) {
 	}
 }
 
+// TestOneRankWorldReportsBandwidth follows the reference benchmark on one
+// GPU: algbw is size/time and busbw follows the collective's factor (0 for
+// allreduce, algbw for broadcast); only a group of one inside a split has
+// no bandwidth.
+func TestOneRankWorldReportsBandwidth(t *testing.T) {
+	p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.Broadcast}, DTypes: []dtype.DType{dtype.Float32},
+		Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{1 << 16}, Iters: 2, Check: 1, OutOfPlace: true, Roots: []int{0}}
+	rows := runPlan(t, New(Options{}), 1, p)
+	if len(rows) != 2 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		h := r.OutOfPlace
+		if h.TimeUS <= 0 || h.AlgBW != float64(r.SizeBytes)/(h.TimeUS*1e3) {
+			t.Fatalf("%s: algbw %v for %d bytes in %v us", r.Collective, h.AlgBW, r.SizeBytes, h.TimeUS)
+		}
+		want := h.AlgBW // broadcast: factor 1
+		if r.Collective == suites.AllReduce.String() {
+			want = 0 // 2(n-1)/n with n = 1
+		}
+		if h.BusBW != want {
+			t.Fatalf("%s: busbw %v, want %v", r.Collective, h.BusBW, want)
+		}
+	}
+}
+
 // TestVerifierCatchesOneFlippedElement proves a single corrupted output
 // element is counted, in both modes.
 func TestVerifierCatchesOneFlippedElement(t *testing.T) {
