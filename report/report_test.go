@@ -208,3 +208,27 @@ func TestTopologyAndPeakGolden(t *testing.T) {
 		t.Errorf("%%peak of the 64 MiB row missing:\n%s", b.String())
 	}
 }
+
+// TestOneRankHasNoPeakShare: a one-rank row reports algbw as the reference
+// benchmark does, but nothing crossed a link, so %peak is a dash.
+func TestOneRankHasNoPeakShare(t *testing.T) {
+	d := sampleDocument()
+	d.Topology = &results.TopologySummary{Summary: "1x NVIDIA H200", GPUs: 1, Nodes: 1, PeakGBps: 478.125, PeakLabel: "NVLink"}
+	d.Results = []results.Row{{Collective: "broadcast", DType: "float", Op: "none", Root: 0, SizeBytes: 1 << 30, Count: 268435456, Ranks: 1,
+		OutOfPlace: &results.Half{TimeUS: 505.9, AlgBW: 2122.25, BusBW: 2122.25, Wrong: wrong(0)}}}
+	var b bytes.Buffer
+	if err := WriteTable(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, "1 GiB") {
+			row = l
+		}
+	}
+	f := strings.Fields(strings.ReplaceAll(row, "|", " "))
+	// size(2) count type redop root time algbw busbw %peak #wrong
+	if len(f) < 11 || f[7] != "2122.25" || f[9] != "-" {
+		t.Fatalf("one-rank row %q: want busbw 2122.25 and %%peak -", row)
+	}
+}

@@ -234,6 +234,9 @@ func writeRows(w io.Writer, rows []results.Row, peak float64) error {
 			if label == "sum" && peak > 0 {
 				p = -1 // a sum over groups has no single peak
 			}
+			if r.Ranks == 1 && peak > 0 {
+				p = -1 // one rank moves nothing over a link
+			}
 			if oop {
 				cells = append(cells, withPeak(halfCellsBW(o, stats, noBW), o, p, noBW)...)
 			}

@@ -187,3 +187,31 @@ thresholds:
 		t.Errorf("stderr %q", errOut)
 	}
 }
+
+// TestAcceptanceJudgesOnlyMultiRankRows: rows at or above the size bound
+// fail below the peak fraction; one-rank rows move nothing over a link and
+// are not judged, and a run of only those says it was skipped.
+func TestAcceptanceJudgesOnlyMultiRankRows(t *testing.T) {
+	row := func(ranks int, busbw float64) results.Row {
+		return results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: 1 << 30, Ranks: ranks,
+			OutOfPlace: &results.Half{TimeUS: 100, BusBW: busbw}}
+	}
+	top := &results.TopologySummary{PeakGBps: 400}
+	for _, tc := range []struct {
+		name string
+		rows []results.Row
+		fail bool
+		says string
+	}{
+		{"fast enough", []results.Row{row(4, 300)}, false, "every row of at least 1 GiB reached 60%"},
+		{"too slow", []results.Row{row(4, 200)}, true, "busbw 200.0 GB/s is 50% of the 400.0 GB/s peak"},
+		{"one rank only", []results.Row{row(1, 0)}, false, "skipped, no row of at least 1 GiB ran on two or more ranks"},
+		{"one rank beside a slow row", []results.Row{row(1, 0), row(2, 100)}, true, "busbw 100.0 GB/s"},
+	} {
+		var b strings.Builder
+		got := acceptance(&b, &results.Document{Topology: top, Results: tc.rows}, 1<<30, 0.6)
+		if (len(got) > 0) != tc.fail || !strings.Contains(b.String(), tc.says) {
+			t.Errorf("%s: failures %v, output %q", tc.name, got, b.String())
+		}
+	}
+}
