@@ -234,7 +234,7 @@ func writeRows(w io.Writer, rows []results.Row, peak float64) error {
 			if label == "sum" && peak > 0 {
 				p = -1 // a sum over groups has no single peak
 			}
-			if r.Ranks == 1 && peak > 0 {
+			if r.OneRank() && peak > 0 {
 				p = -1 // one rank moves nothing over a link
 			}
 			if oop {

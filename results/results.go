@@ -213,6 +213,10 @@ type IterStats struct {
 // Halves returns the row's measured halves, out-of-place first.
 func (r Row) Halves() []*Half { return halves(r.OutOfPlace, r.InPlace) }
 
+// OneRank reports a row measured on a world of one rank: its bandwidth is
+// size/time, but nothing crossed a link, so it has no share of a link peak.
+func (r Row) OneRank() bool { return r.Ranks == 1 }
+
 // halves lists the halves that were measured.
 func halves(hs ...*Half) []*Half {
 	var out []*Half

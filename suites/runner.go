@@ -265,6 +265,14 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	return rows, nil
 }
 
+// hasBandwidth says whether a group's bandwidth is reported. A group of one
+// inside a split moves no data and has none; a world of one rank reports
+// size/time as the reference benchmark does on one GPU (busbw then follows
+// the collective's factor).
+func (rn *Runner) hasBandwidth(group []int) bool {
+	return len(group) > 1 || len(rn.layout.Groups) == 1
+}
+
 func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (results.Row, error) {
 	groups := rn.layout.Groups
 	esz := c.DType.Size()
@@ -274,7 +282,7 @@ func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (resu
 	for gi, g := range groups {
 		geo := GeometryFor(c.Coll, size, esz, len(g), 0)
 		grs = append(grs, results.GroupResult{ID: gi, Ranks: append([]int(nil), g...), SizeBytes: geo.Bytes,
-			Count: geo.Count, NoBandwidth: len(g) == 1 && len(groups) > 1})
+			Count: geo.Count, NoBandwidth: !rn.hasBandwidth(g)})
 		if geo.Bytes > row.SizeBytes || gi == 0 {
 			row.SizeBytes, row.Count = max(row.SizeBytes, geo.Bytes), geo.Count
 		}
@@ -441,10 +449,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		h.TimeUS = p.Average.Combine(gt)
 		h.Iter = iterStats(gs)
 		bytes := GeometryFor(c.Coll, size, esz, len(members), 0).Bytes
-		// A group of one inside a split moves no data and has no bandwidth;
-		// a world of one rank reports size/time as the reference benchmark
-		// does on one GPU (busbw then follows the collective's factor).
-		if h.TimeUS > 0 && (len(members) > 1 || len(rn.layout.Groups) == 1) {
+		if h.TimeUS > 0 && rn.hasBandwidth(members) {
 			h.AlgBW = float64(bytes) / (h.TimeUS * 1e3)
 			h.BusBW = h.AlgBW * c.Coll.BusFactor(len(members))
 		}

@@ -207,8 +207,7 @@ func acceptance(w io.Writer, d *results.Document, minSize int64, frac float64) [
 	var bad []string
 	judged := 0
 	for _, r := range d.Results {
-		// One rank moves nothing over a link: its bandwidth is not judged.
-		if r.SizeBytes < minSize || r.Ranks < 2 {
+		if r.SizeBytes < minSize || r.OneRank() {
 			continue
 		}
 		judged++
