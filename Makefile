@@ -36,6 +36,7 @@ test: lint unit smoke mpi-check
 
 unit:
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'TestRendezvousOf1024Members' -v ./bootstrap | grep -E 'formed a world|^(ok|FAIL|---)'
 
 # The binary must start and run on a machine without NCCL or a GPU driver.
 smoke: build

@@ -78,6 +78,9 @@ func (m *MPI) Rank() int { return m.rank }
 // Size is the number of MPI processes.
 func (m *MPI) Size() int { return m.size }
 
+// LocalIP is the address the other processes reach this one at.
+func (m *MPI) LocalIP() string { return dataIP(m.hosts, m.rank) }
+
 // Hosts lists each rank's host.
 func (m *MPI) Hosts() []string { return m.hosts }
 
@@ -114,6 +117,31 @@ func (m *MPI) AllGather(data []byte) ([][]byte, error) {
 		if len(all[r]) > 0 {
 			all[r] = all[r][1:]
 		}
+	}
+	return all, nil
+}
+
+// Gather returns every rank's bytes, by rank, on rank 0; the others get nil.
+// It uses the same point-to-point messages as AllGather, without the answer.
+func (m *MPI) Gather(data []byte) ([][]byte, error) {
+	const up = 79
+	var all [][]byte
+	m.do(func() {
+		if m.rank == 0 {
+			all = make([][]byte, m.size)
+			all[0] = append([]byte{1}, data...)
+			for r := 1; r < m.size; r++ {
+				all[r], _ = m.comm.RecvBytes(r, up)
+			}
+		} else {
+			m.comm.SendBytes(append([]byte{1}, data...), 0, up)
+		}
+	})
+	for r := range all {
+		if len(all[r]) < 1 {
+			return nil, fmt.Errorf("malformed MPI message from rank %d", r)
+		}
+		all[r] = all[r][1:]
 	}
 	return all, nil
 }

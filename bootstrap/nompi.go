@@ -29,6 +29,11 @@ func (m *MPI) AllGather(data []byte) ([][]byte, error) {
 	return nil, errors.New("no MPI in this build")
 }
 
+// Gather is unavailable without MPI.
+func (m *MPI) Gather(data []byte) ([][]byte, error) {
+	return nil, errors.New("no MPI in this build")
+}
+
 // Abort does nothing without MPI.
 func (m *MPI) Abort(cause error) {}
 

@@ -9,28 +9,52 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"collbench/internal/secret"
 )
 
 // Frame types of the control protocol.
 const (
-	frameHello   = 1
-	frameWelcome = 2
-	frameError   = 3
-	frameData    = 4
-	frameAbort   = 5
+	frameChallenge = 1 // rank 0 -> newcomer: a fresh nonce to prove the secret against
+	frameHello     = 2 // newcomer -> rank 0: who it is, with its proof
+	frameWelcome   = 3 // rank 0 -> rank: every rank arrived; the hosts; rank 0's proof
+	frameError     = 4 // rank 0 -> newcomer: refused or the rendezvous failed, and why
+	frameData      = 5
+	frameAbort     = 6 // a fault that stops the world (JSON PeerError)
+	frameBeat      = 7 // heartbeat, with the sender's progress as payload
 )
 
-// maxFrame bounds one control message (64 MiB).
-const maxFrame = 64 << 20
+const (
+	// maxHello bounds what a connection may send before it is admitted.
+	maxHello = 64 << 10
+	// maxFrame bounds one control message after admission: control carries
+	// ids, layouts, results and heartbeats, never collective data.
+	maxFrame = 4 << 20
+	// handshakeTimeout bounds each newcomer's handshake.
+	handshakeTimeout = 5 * time.Second
+	// maxPending bounds handshakes in progress at once.
+	maxPending = 4096
+	// maxRefusals bounds the refused connections an error message lists.
+	maxRefusals = 4
+)
+
+// Defaults of the heartbeat.
+const (
+	DefaultBeatEvery = time.Second
+	DefaultSilence   = 20 * time.Second
+)
 
 // TCPOptions configure Join.
 type TCPOptions struct {
 	Rank, Size int
-	// Addr is rank 0's address, host:port. Rank 0 listens on its port.
+	// Addr is rank 0's address, host:port. Rank 0 listens on exactly this
+	// address (a host name is resolved to this host's own address).
 	Addr string
 	// Host is this process's host identity (NCCL_HOSTID or the hostname).
 	Host string
@@ -38,64 +62,84 @@ type TCPOptions struct {
 	Args []string
 	// Timeout bounds the whole rendezvous.
 	Timeout time.Duration
+	// Token is the job secret; nil lets any process that reaches rank 0
+	// join (a warning says so when the address is not loopback).
+	Token []byte
+	// BeatEvery is the heartbeat period and Silence how long a process may
+	// go unheard before it is declared stopped (defaults above).
+	BeatEvery, Silence time.Duration
+	// Warn receives one-line warnings (rank 0 only); nil discards them.
+	Warn func(string)
 }
 
 type hello struct {
-	Rank int      `json:"rank"`
-	Size int      `json:"size"`
-	Host string   `json:"host"`
-	Args []string `json:"args"`
+	Rank   int      `json:"rank"`
+	Size   int      `json:"size"`
+	Host   string   `json:"host"`
+	PID    int      `json:"pid"`
+	Args   []string `json:"args"`
+	Nonce  []byte   `json:"nonce"`
+	Proof  []byte   `json:"proof,omitempty"`
+	Secret bool     `json:"secret"` // the newcomer has a secret
 }
 
 type welcome struct {
 	Hosts []string `json:"hosts"`
+	PIDs  []int    `json:"pids"`
+	Proof []byte   `json:"proof,omitempty"`
 }
 
-type peer struct {
-	rank int
-	conn net.Conn
-	w    *bufio.Writer
-	wmu  sync.Mutex
-	data chan []byte
+// FaultKind classifies why a world stopped.
+type FaultKind string
+
+// The kinds of fault a world reports.
+const (
+	// FaultDisconnected: a process's connection closed (it exited, was
+	// killed, or its host failed).
+	FaultDisconnected FaultKind = "disconnected"
+	// FaultSilent: a process stopped answering heartbeats (stopped,
+	// frozen or cut off) while its connection stayed open.
+	FaultSilent FaultKind = "silent"
+	// FaultFailed: a process reported an error of its own.
+	FaultFailed FaultKind = "failed"
+	// FaultHung: the watchdog found an operation that outlived its bound.
+	FaultHung FaultKind = "hung"
+	// FaultInterrupted: a process was interrupted (Ctrl-C, SIGTERM).
+	FaultInterrupted FaultKind = "interrupted"
+)
+
+// PeerError is a fault of the world, naming the rank at fault (Rank -1
+// when no single rank is).
+type PeerError struct {
+	Kind FaultKind `json:"kind"`
+	Rank int       `json:"rank"`
+	Host string    `json:"host,omitempty"`
+	Msg  string    `json:"msg"`
 }
 
-// TCP is a world of processes joined through rank 0 (a star): rank 0 holds a
-// connection to every other rank and relays every message.
-type TCP struct {
-	rank, size int
-	hosts      []string
-	peers      []*peer // rank 0: index by rank (nil at 0); others: [0] is rank 0
-	lostOnce   sync.Once
-	lostErr    chan error
-	closing    chan struct{}
-	closeOnce  sync.Once
-	onLost     func(error)
-	mu         sync.Mutex
-}
+func (e *PeerError) Error() string { return e.Msg }
 
-func writeFrame(p *peer, typ byte, payload []byte) error {
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
+// Frame I/O.
+
+func writeFrameTo(w io.Writer, typ byte, payload []byte) error {
 	var hdr [5]byte
 	hdr[0] = typ
 	binary.LittleEndian.PutUint32(hdr[1:], uint32(len(payload)))
-	if _, err := p.w.Write(hdr[:]); err != nil {
+	if _, err := w.Write(hdr[:]); err != nil {
 		return err
 	}
-	if _, err := p.w.Write(payload); err != nil {
-		return err
-	}
-	return p.w.Flush()
+	_, err := w.Write(payload)
+	return err
 }
 
-func readFrame(r io.Reader) (byte, []byte, error) {
+func readFrame(r io.Reader, limit uint32) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.LittleEndian.Uint32(hdr[1:])
-	if n > maxFrame {
-		return 0, nil, fmt.Errorf("control message of %d bytes is too large", n)
+	if n > limit {
+		return 0, nil, fmt.Errorf("control message of %d bytes is over the %d-byte limit", n, limit)
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -104,22 +148,121 @@ func readFrame(r io.Reader) (byte, []byte, error) {
 	return hdr[0], buf, nil
 }
 
-func newPeer(rank int, c net.Conn) *peer {
-	return &peer{rank: rank, conn: c, w: bufio.NewWriter(c), data: make(chan []byte, 4)}
+// queue holds a peer's data frames; the reader never blocks on it, so
+// heartbeats are read however far behind the caller is.
+type queue struct {
+	mu    sync.Mutex
+	items [][]byte
+	ready chan struct{} // has a token while items is non-empty
 }
 
-// Join forms the world: rank 0 serves the rendezvous at the port of Addr and
-// waits for every other rank; the others connect, retrying until the
-// timeout. Rank 0 checks every rank's world size and arguments. An error
-// names the ranks that never arrived, or the rank whose arguments differ.
+func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
+
+func (q *queue) push(b []byte) {
+	q.mu.Lock()
+	q.items = append(q.items, b)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) pop() ([]byte, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		return nil, false
+	}
+	b := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	if len(q.items) > 0 {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return b, true
+}
+
+type peer struct {
+	rank int
+	conn net.Conn
+	w    *bufio.Writer
+	wmu  sync.Mutex
+	q    *queue
+}
+
+func newPeer(rank int, c net.Conn) *peer {
+	return &peer{rank: rank, conn: c, w: bufio.NewWriter(c), q: newQueue()}
+}
+
+// send writes one frame within timeout.
+func (p *peer) send(typ byte, payload []byte, timeout time.Duration) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_ = p.conn.SetWriteDeadline(time.Now().Add(timeout))
+	if err := writeFrameTo(p.w, typ, payload); err != nil {
+		return err
+	}
+	return p.w.Flush()
+}
+
+// TCP is a world of processes joined through rank 0 (a star): rank 0 holds
+// a connection to every other rank and relays every message. Every process
+// sends heartbeats carrying its progress; one that goes silent is named.
+type TCP struct {
+	rank, size int
+	hosts      []string
+	pids       []int
+	peers      []*peer // rank 0: index by rank (nil at 0); others: [0] is rank 0
+	localIP    string  // this host's address as the other processes reach it
+
+	beatEvery, silence time.Duration
+	seen               []atomic.Int64 // unix nanoseconds of the last frame from each rank
+	status             atomic.Value   // func() []byte
+	statusMu           sync.Mutex
+	peerStatus         [][]byte // rank 0: the last heartbeat payload of each rank
+
+	lostOnce  sync.Once
+	lostErr   chan error
+	closing   chan struct{}
+	closeOnce sync.Once
+	stopBeat  chan struct{}
+	stopOnce  sync.Once
+	onLost    func(error)
+	mu        sync.Mutex
+}
+
+// Join forms the world: rank 0 serves the rendezvous at Addr and waits for
+// every other rank; the others connect, retrying until the timeout. With a
+// token every newcomer must prove it holds it; a connection that cannot, or
+// that claims a taken rank or a wrong world size, is refused on its own and
+// never stops the world. An error names the ranks that never arrived, or
+// the rank whose arguments differ.
 func Join(ctx context.Context, o TCPOptions) (*TCP, error) {
 	if o.Size < 2 {
 		return nil, fmt.Errorf("a world of %d processes needs no rendezvous", o.Size)
 	}
+	if o.Rank < 0 || o.Rank >= o.Size {
+		return nil, fmt.Errorf("rank %d does not fit a world of %d", o.Rank, o.Size)
+	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
 	}
-	t := &TCP{rank: o.Rank, size: o.Size, lostErr: make(chan error, 1), closing: make(chan struct{})}
+	if o.BeatEvery <= 0 {
+		o.BeatEvery = DefaultBeatEvery
+	}
+	if o.Silence <= 0 {
+		o.Silence = DefaultSilence
+	}
+	if o.Silence < 2*o.BeatEvery {
+		o.Silence = 2 * o.BeatEvery
+	}
+	t := &TCP{rank: o.Rank, size: o.Size, lostErr: make(chan error, 1), closing: make(chan struct{}),
+		stopBeat: make(chan struct{}), beatEvery: o.BeatEvery, silence: o.Silence,
+		seen: make([]atomic.Int64, o.Size), peerStatus: make([][]byte, o.Size)}
 	var err error
 	if o.Rank == 0 {
 		err = t.serve(ctx, o)
@@ -130,23 +273,120 @@ func Join(ctx context.Context, o TCPOptions) (*TCP, error) {
 		t.closeConns()
 		return nil, err
 	}
+	now := time.Now().UnixNano()
+	for r := range t.seen {
+		t.seen[r].Store(now)
+	}
 	for _, p := range t.peers {
 		if p != nil {
 			go t.read(p)
 		}
 	}
+	go t.beat()
 	return t, nil
 }
 
+// listenAddr returns the address rank 0 binds: exactly the one it was
+// given. A host name must resolve to an address of this host.
 func listenAddr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("invalid rendezvous address %q (want host:port): %v", addr, err)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+	if host == "" {
+		return "", fmt.Errorf("invalid rendezvous address %q: no host (give rank 0's address, e.g. 10.0.0.5:%s)", addr, port)
+	}
+	if ip := net.ParseIP(host); ip != nil || host == "localhost" {
 		return net.JoinHostPort(host, port), nil
 	}
-	return ":" + port, nil
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return "", fmt.Errorf("rendezvous host %q does not resolve: %v", host, err)
+	}
+	local := localIPs()
+	for _, ip := range ips {
+		if ip.IsLoopback() || local[ip.String()] {
+			return net.JoinHostPort(ip.String(), port), nil
+		}
+	}
+	return "", fmt.Errorf("rendezvous host %q resolves to %v, none of which is an address of this host (rank 0 must run there; or set %s=<rank 0's IP>:%s)",
+		host, ips, EnvRootAddr, port)
+}
+
+func localIPs() map[string]bool {
+	out := map[string]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return out
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			out[n.IP.String()] = true
+		}
+	}
+	return out
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// arrival is one newcomer whose handshake finished.
+type arrival struct {
+	c     net.Conn
+	h     hello
+	nonce []byte // rank 0's challenge to it
+}
+
+// handshake challenges a newcomer and reads its hello within
+// handshakeTimeout, refusing anything that is not a collbench rank holding
+// the secret. ok is false when the connection was refused and closed.
+func handshake(c net.Conn, token []byte) (arrival, string, bool) {
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	a := arrival{c: c, nonce: secret.Nonce()}
+	if err := writeFrameTo(c, frameChallenge, a.nonce); err != nil {
+		c.Close()
+		return a, "", false
+	}
+	typ, payload, err := readFrame(c, maxHello)
+	if err != nil || typ != frameHello || json.Unmarshal(payload, &a.h) != nil {
+		// Not a collbench rank: a port scan, an idle or oversized
+		// connection, a stale process. Nothing to explain to it.
+		c.Close()
+		return a, "", false
+	}
+	from := fmt.Sprintf("a process on %s claiming rank %d", orUnknown(a.h.Host), a.h.Rank)
+	if token != nil && !secret.Verify(token, a.h.Proof, "collbench/hello", a.nonce, a.h.Nonce, a.h.Rank, a.h.Size) {
+		why := "wrong job secret"
+		if !a.h.Secret {
+			why = "no job secret (" + secret.EnvToken + " is not set for it)"
+		}
+		refuse(c, fmt.Sprintf("refused by rank 0: %s", why))
+		return a, fmt.Sprintf("%s: %s", from, why), false
+	}
+	return a, "", true
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown host"
+	}
+	return s
+}
+
+// refuse tells a newcomer why it is turned away and closes its connection.
+func refuse(c net.Conn, msg string) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = writeFrameTo(c, frameError, []byte(msg))
+	closeGently(c)
 }
 
 func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
@@ -159,90 +399,142 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 		return fmt.Errorf("rank 0 cannot serve the rendezvous on %s: %v", la, err)
 	}
 	defer ln.Close()
+	t.localIP = ln.Addr().(*net.TCPAddr).IP.String()
+	if o.Token == nil && !isLoopback(la) && o.Warn != nil {
+		o.Warn(fmt.Sprintf("warning: the rendezvous on %s has no job secret, so any process that reaches it can join; set %s for every rank", la, secret.EnvToken))
+	}
 	deadline := time.Now().Add(o.Timeout)
-	t.peers = make([]*peer, o.Size)
-	t.hosts = make([]string, o.Size)
-	t.hosts[0] = o.Host
-	arrived := 1
-	fail := func(msg string) error {
-		answered := 0
-		for _, p := range t.peers {
-			if p != nil {
-				_ = writeFrame(p, frameError, []byte(msg))
-				closeGently(p.conn)
-				answered++
-			}
-		}
-		// Ranks still on their way get the same explanation instead of a
-		// refused or reset connection (not after a timeout: they are not coming).
-		grace := time.Now().Add(5 * time.Second)
-		if deadline.Before(grace) {
-			grace = deadline
-		}
-		for answered < o.Size-1 && time.Now().Before(grace) {
-			_ = ln.(*net.TCPListener).SetDeadline(grace)
+	done := make(chan struct{})
+	defer close(done)
+	arrivals := make(chan arrival)
+	refusals := make(chan string, 16)
+	sem := make(chan struct{}, maxPending)
+	go func() {
+		for {
 			c, err := ln.Accept()
 			if err != nil {
-				break
+				return // the listener closed
 			}
-			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-			if typ, _, err := readFrame(c); err == nil && typ == frameHello {
-				_ = writeFrame(newPeer(-1, c), frameError, []byte(msg))
-				answered++
+			select {
+			case sem <- struct{}{}:
+			default:
+				c.Close() // too many handshakes at once
+				continue
 			}
-			closeGently(c)
+			go func() {
+				defer func() { <-sem }()
+				a, why, ok := handshake(c, o.Token)
+				if !ok {
+					if why != "" {
+						select {
+						case refusals <- why:
+						default:
+						}
+					}
+					return
+				}
+				select {
+				case arrivals <- a:
+				case <-done:
+					refuse(c, "the rendezvous is over")
+				}
+			}()
+		}
+	}()
+	t.peers = make([]*peer, o.Size)
+	t.hosts = make([]string, o.Size)
+	t.pids = make([]int, o.Size)
+	t.hosts[0], t.pids[0] = o.Host, os.Getpid()
+	nonces := make([][2][]byte, o.Size)
+	var refused []string
+	note := func(why string) {
+		if len(refused) < maxRefusals {
+			refused = append(refused, why)
+		}
+		if o.Warn != nil {
+			o.Warn("rendezvous: refused " + why)
+		}
+	}
+	// fail explains the failure to every admitted rank, and for a few
+	// seconds to ranks still arriving (not after a timeout: they are not
+	// coming), instead of leaving them to a reset connection.
+	fail := func(msg string, grace bool) error {
+		for _, p := range t.peers {
+			if p != nil {
+				refuse(p.conn, msg)
+			}
+		}
+		if grace {
+			end := time.After(min(5*time.Second, time.Until(deadline)+time.Second))
+		drain:
+			for {
+				select {
+				case a := <-arrivals:
+					refuse(a.c, msg)
+				case <-end:
+					break drain
+				}
+			}
 		}
 		return errors.New(msg)
 	}
-	for arrived < o.Size {
-		if err := ctx.Err(); err != nil {
-			return fail("rendezvous interrupted on rank 0")
-		}
-		wake := time.Now().Add(500 * time.Millisecond)
-		if deadline.Before(wake) {
-			wake = deadline
-		}
-		_ = ln.(*net.TCPListener).SetDeadline(wake)
-		c, err := ln.Accept()
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() && time.Now().Before(deadline) {
-				continue
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for arrived := 1; arrived < o.Size; {
+		select {
+		case <-ctx.Done():
+			return fail("rendezvous interrupted on rank 0", true)
+		case why := <-refusals:
+			note(why)
+		case <-timer.C:
+			msg := fmt.Sprintf("rendezvous at %s timed out after %v: %s never arrived", o.Addr, o.Timeout, missingRanks(t.peers))
+			if len(refused) > 0 {
+				msg += "; refused: " + strings.Join(refused, "; ")
 			}
-			return fail(fmt.Sprintf("rendezvous at %s timed out after %v: %s never arrived", o.Addr, o.Timeout, missingRanks(t.peers)))
+			return fail(msg, false)
+		case a := <-arrivals:
+			h := a.h
+			switch {
+			case h.Size != o.Size:
+				why := fmt.Sprintf("rank %d (%s) was started for a world of %d processes, rank 0 for %d", h.Rank, orUnknown(h.Host), h.Size, o.Size)
+				refuse(a.c, "refused by rank 0: "+why)
+				note(why)
+				continue
+			case h.Rank <= 0 || h.Rank >= o.Size:
+				why := fmt.Sprintf("a process on %s says it is rank %d, outside the world of %d", orUnknown(h.Host), h.Rank, o.Size)
+				refuse(a.c, "refused by rank 0: "+why)
+				note(why)
+				continue
+			case t.peers[h.Rank] != nil:
+				why := fmt.Sprintf("a process on %s claims rank %d, already taken by a process on %s", orUnknown(h.Host), h.Rank, t.hosts[h.Rank])
+				refuse(a.c, "refused by rank 0: "+why)
+				note(why)
+				continue
+			case !reflect.DeepEqual(h.Args, o.Args):
+				// It proved the secret (or none is in use): a rank of this
+				// job started differently. The job cannot run.
+				t.peers[h.Rank] = newPeer(h.Rank, a.c)
+				return fail(fmt.Sprintf("rank %d (%s) was started with different arguments: %q; rank 0 has %q",
+					h.Rank, h.Host, strings.Join(h.Args, " "), strings.Join(o.Args, " ")), true)
+			}
+			t.peers[h.Rank] = newPeer(h.Rank, a.c)
+			t.hosts[h.Rank], t.pids[h.Rank] = h.Host, h.PID
+			nonces[h.Rank] = [2][]byte{a.nonce, h.Nonce}
+			arrived++
 		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		typ, payload, err := readFrame(c)
-		_ = c.SetReadDeadline(time.Time{})
-		var h hello
-		if err != nil || typ != frameHello || json.Unmarshal(payload, &h) != nil {
-			c.Close() // not a collbench rank (a port scan, a stale process)
+	}
+	for r, p := range t.peers {
+		if p == nil {
 			continue
 		}
-		p := newPeer(h.Rank, c)
-		switch {
-		case h.Size != o.Size:
-			_ = writeFrame(p, frameError, nil)
-			c.Close()
-			return fail(fmt.Sprintf("rank %d (%s) was started for a world of %d ranks, rank 0 for %d", h.Rank, h.Host, h.Size, o.Size))
-		case h.Rank <= 0 || h.Rank >= o.Size:
-			c.Close()
-			return fail(fmt.Sprintf("a process on %s says it is rank %d, outside the world of %d", h.Host, h.Rank, o.Size))
-		case t.peers[h.Rank] != nil:
-			c.Close()
-			return fail(fmt.Sprintf("two processes say they are rank %d (on %s and %s)", h.Rank, t.hosts[h.Rank], h.Host))
-		case !reflect.DeepEqual(h.Args, o.Args):
-			t.peers[h.Rank] = p
-			return fail(fmt.Sprintf("rank %d (%s) was started with different arguments: %q; rank 0 has %q",
-				h.Rank, h.Host, strings.Join(h.Args, " "), strings.Join(o.Args, " ")))
+		w := welcome{Hosts: t.hosts, PIDs: t.pids}
+		if o.Token != nil {
+			w.Proof = secret.Proof(o.Token, "collbench/welcome", nonces[r][1], nonces[r][0], r, o.Size)
 		}
-		t.peers[h.Rank] = p
-		t.hosts[h.Rank] = h.Host
-		arrived++
-	}
-	w, _ := json.Marshal(welcome{Hosts: t.hosts})
-	for _, p := range t.peers[1:] {
-		if err := writeFrame(p, frameWelcome, w); err != nil {
-			return fail(fmt.Sprintf("rank %d disconnected during the rendezvous", p.rank))
+		b, _ := json.Marshal(w)
+		_ = p.conn.SetDeadline(time.Time{})
+		if err := p.send(frameWelcome, b, handshakeTimeout); err != nil {
+			return fail(fmt.Sprintf("rank %d (%s) disconnected during the rendezvous", r, t.hosts[r]), false)
 		}
 	}
 	return nil
@@ -254,7 +546,7 @@ func closeGently(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 		_ = c.SetReadDeadline(time.Now().Add(time.Second))
-		_, _ = io.Copy(io.Discard, c)
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<20))
 	}
 	_ = c.Close()
 }
@@ -265,6 +557,9 @@ func missingRanks(peers []*peer) string {
 		if peers[r] == nil {
 			miss = append(miss, fmt.Sprint(r))
 		}
+	}
+	if len(miss) > 16 {
+		miss = append(miss[:16], fmt.Sprintf("and %d more", len(miss)-16))
 	}
 	if len(miss) == 1 {
 		return "rank " + miss[0]
@@ -288,43 +583,84 @@ func (t *TCP) connect(ctx context.Context, o TCPOptions) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("rank %d could not reach rank 0 at %s within %v: %v", o.Rank, o.Addr, o.Timeout, lastErr)
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
-	p := newPeer(0, c)
-	t.peers = []*peer{p}
-	h, _ := json.Marshal(hello{Rank: o.Rank, Size: o.Size, Host: o.Host, Args: o.Args})
-	if err := writeFrame(p, frameHello, h); err != nil {
+	// The challenge comes at once from a collbench rank 0.
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	typ, challenge, err := readFrame(c, maxHello)
+	if err != nil || typ != frameChallenge || len(challenge) != secret.NonceSize {
+		c.Close()
+		return fmt.Errorf("rank %d: %s does not answer as a collbench rank 0 (%v)", o.Rank, o.Addr, errOr(err, "unexpected greeting"))
+	}
+	h := hello{Rank: o.Rank, Size: o.Size, Host: o.Host, PID: os.Getpid(), Args: o.Args, Nonce: secret.Nonce(), Secret: o.Token != nil}
+	if o.Token != nil {
+		h.Proof = secret.Proof(o.Token, "collbench/hello", challenge, h.Nonce, o.Rank, o.Size)
+	}
+	hb, _ := json.Marshal(h)
+	if err := writeFrameTo(c, frameHello, hb); err != nil {
+		c.Close()
 		return fmt.Errorf("rank %d lost rank 0 at %s during the rendezvous: %v", o.Rank, o.Addr, err)
 	}
 	// Rank 0 answers once everyone arrived, or explains why not; allow it
 	// a little longer than the rendezvous itself to say so.
-	_ = c.SetReadDeadline(deadline.Add(5 * time.Second))
-	typ, payload, err := readFrame(c)
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(deadline.Add(5 * time.Second))
+	typ, payload, err := readFrame(c, maxFrame)
+	_ = c.SetDeadline(time.Time{})
 	switch {
 	case err != nil:
+		c.Close()
 		return fmt.Errorf("rank %d: no answer from rank 0 at %s: %v", o.Rank, o.Addr, err)
 	case typ == frameError && len(payload) > 0:
+		c.Close()
 		return errors.New(string(payload))
-	case typ == frameError:
-		return fmt.Errorf("rank 0 refused rank %d", o.Rank)
 	case typ != frameWelcome:
+		c.Close()
 		return fmt.Errorf("rank %d: unexpected answer from rank 0", o.Rank)
 	}
 	var w welcome
-	if err := json.Unmarshal(payload, &w); err != nil || len(w.Hosts) != o.Size {
+	if err := json.Unmarshal(payload, &w); err != nil || len(w.Hosts) != o.Size || len(w.PIDs) != o.Size {
+		c.Close()
 		return fmt.Errorf("rank %d: malformed answer from rank 0", o.Rank)
 	}
-	t.hosts = w.Hosts
+	if o.Token != nil && !secret.Verify(o.Token, w.Proof, "collbench/welcome", h.Nonce, challenge, o.Rank, o.Size) {
+		c.Close()
+		return fmt.Errorf("rank %d: the process at %s does not hold this job's secret; it is not this job's rank 0", o.Rank, o.Addr)
+	}
+	t.peers = []*peer{newPeer(0, c)}
+	t.hosts, t.pids = w.Hosts, w.PIDs
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		t.localIP = a.IP.String()
+	}
 	return nil
 }
 
-// read delivers one peer's data frames and turns a lost connection into an
-// error for every process.
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+// who names a rank with its host and process id.
+func (t *TCP) who(r int) string {
+	if r < 0 || r >= len(t.hosts) {
+		return fmt.Sprintf("rank %d", r)
+	}
+	if r < len(t.pids) && t.pids[r] > 0 {
+		return fmt.Sprintf("rank %d (%s, pid %d)", r, t.hosts[r], t.pids[r])
+	}
+	return fmt.Sprintf("rank %d (%s)", r, t.hosts[r])
+}
+
+// read delivers one peer's frames and turns a lost connection into a fault
+// of the world.
 func (t *TCP) read(p *peer) {
 	r := bufio.NewReader(p.conn)
 	for {
-		typ, payload, err := readFrame(r)
+		typ, payload, err := readFrame(r, maxFrame)
 		if err != nil {
 			select {
 			case <-t.closing:
@@ -334,35 +670,106 @@ func (t *TCP) read(p *peer) {
 				return
 			default:
 			}
-			if t.rank == 0 {
-				t.lost(fmt.Errorf("rank %d (%s) disconnected: it exited or its host failed", p.rank, t.hosts[p.rank]))
-			} else {
-				t.lost(fmt.Errorf("rank 0 (%s) disconnected: it exited or its host failed", t.hosts[0]))
-			}
+			t.lost(&PeerError{Kind: FaultDisconnected, Rank: p.rank, Host: t.hosts[p.rank],
+				Msg: fmt.Sprintf("%s disconnected: it exited, was killed, or its host failed", t.who(p.rank))})
 			return
 		}
+		t.seen[p.rank].Store(time.Now().UnixNano())
 		switch typ {
 		case frameData:
-			p.data <- payload
+			p.q.push(payload)
+		case frameBeat:
+			if t.rank == 0 {
+				t.statusMu.Lock()
+				t.peerStatus[p.rank] = payload
+				t.statusMu.Unlock()
+			}
 		case frameAbort:
-			t.lost(errors.New(string(payload)))
+			var pe PeerError
+			if json.Unmarshal(payload, &pe) != nil || pe.Msg == "" {
+				pe = PeerError{Kind: FaultFailed, Rank: p.rank, Msg: string(payload)}
+			}
+			t.lost(&pe)
 			return
 		}
 	}
 }
 
-// lost records the first failure, tells every other process (rank 0 relays)
+// beat sends heartbeats and names a process that went silent: rank 0
+// watches every rank, the others watch rank 0.
+func (t *TCP) beat() {
+	tick := time.NewTicker(t.beatEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stopBeat:
+			return
+		case <-tick.C:
+		}
+		var payload []byte
+		if f, ok := t.status.Load().(func() []byte); ok && f != nil {
+			payload = f()
+		}
+		for _, p := range t.peers {
+			if p != nil {
+				// A failed write shows up as a lost connection or silence.
+				_ = p.send(frameBeat, payload, t.silence)
+			}
+		}
+		now := time.Now()
+		for _, p := range t.peers {
+			if p == nil {
+				continue
+			}
+			quiet := now.Sub(time.Unix(0, t.seen[p.rank].Load()))
+			if quiet > t.silence {
+				select {
+				case <-t.closing:
+					return
+				default:
+				}
+				t.lost(&PeerError{Kind: FaultSilent, Rank: p.rank, Host: t.hosts[p.rank],
+					Msg: fmt.Sprintf("%s stopped answering: not heard from for %v (stopped, frozen or cut off from the network)",
+						t.who(p.rank), quiet.Round(time.Second))})
+				return
+			}
+		}
+	}
+}
+
+// SetStatus sets what this process's heartbeats carry (its progress).
+func (t *TCP) SetStatus(f func() []byte) { t.status.Store(f) }
+
+// PeerStatus returns, on rank 0, the last heartbeat payload of rank r and
+// when rank r was last heard from.
+func (t *TCP) PeerStatus(r int) ([]byte, time.Time) {
+	t.statusMu.Lock()
+	defer t.statusMu.Unlock()
+	return t.peerStatus[r], time.Unix(0, t.seen[r].Load())
+}
+
+// lost records the first fault, tells every other process (rank 0 relays)
 // and calls the handler.
 func (t *TCP) lost(err error) {
 	t.lostOnce.Do(func() {
+		pe := asPeerError(err)
 		// Tell the others before waking this process's own callers, which
-		// may exit at once.
-		if t.rank == 0 {
+		// may exit at once; a stopped peer must not hold this up.
+		if t.rank == 0 && pe != nil {
+			b, _ := json.Marshal(pe)
+			var wg sync.WaitGroup
+			gone := pe.Kind == FaultDisconnected || pe.Kind == FaultSilent
 			for _, p := range t.peers {
-				if p != nil {
-					_ = writeFrame(p, frameAbort, []byte(err.Error()))
+				// A hung rank is told too, so it stops; a gone one cannot be.
+				if p != nil && !(gone && p.rank == pe.Rank) {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_ = p.send(frameAbort, b, 2*time.Second)
+					}()
 				}
 			}
+			wg.Wait()
 		}
 		t.lostErr <- err
 		t.mu.Lock()
@@ -374,17 +781,38 @@ func (t *TCP) lost(err error) {
 	})
 }
 
-// Abort reports this process's failure to every process of the world.
-func (t *TCP) Abort(cause error) {
-	msg := fmt.Sprintf("rank %d (%s) failed: %v", t.rank, t.hosts[t.rank], cause)
-	if t.rank != 0 {
-		_ = writeFrame(t.peers[0], frameAbort, []byte(msg))
+func asPeerError(err error) *PeerError {
+	var pe *PeerError
+	if errors.As(err, &pe) {
+		return pe
 	}
-	t.lost(errors.New(msg))
+	return nil
+}
+
+// Abort reports a fault to every process of the world: a *PeerError (a
+// verdict about another rank) travels as it is; any other error is this
+// process's own failure.
+func (t *TCP) Abort(cause error) {
+	pe := asPeerError(cause)
+	if pe == nil {
+		kind := FaultFailed
+		if errors.Is(cause, context.Canceled) {
+			kind = FaultInterrupted
+		}
+		pe = &PeerError{Kind: kind, Rank: t.rank, Host: t.hosts[t.rank], Msg: fmt.Sprintf("rank %d (%s) failed: %v", t.rank, t.hosts[t.rank], cause)}
+		if kind == FaultInterrupted {
+			pe.Msg = fmt.Sprintf("rank %d (%s) was interrupted", t.rank, t.hosts[t.rank])
+		}
+	}
+	if t.rank != 0 {
+		b, _ := json.Marshal(pe)
+		_ = t.peers[0].send(frameAbort, b, 2*time.Second)
+	}
+	t.lost(pe)
 }
 
 // OnPeerLost sets the function called once when a process of the world
-// disconnects or another process reports a failure.
+// disconnects, goes silent, or a fault is reported.
 func (t *TCP) OnPeerLost(f func(error)) {
 	t.mu.Lock()
 	t.onLost = f
@@ -400,31 +828,60 @@ func (t *TCP) Size() int { return t.size }
 // Hosts lists each rank's host.
 func (t *TCP) Hosts() []string { return t.hosts }
 
+// PIDs lists each rank's process id.
+func (t *TCP) PIDs() []int { return t.pids }
+
+// LocalIP is the address of this host that the other processes reach it
+// at: the one rank 0 serves on, or the one this rank reached rank 0 from.
+func (t *TCP) LocalIP() string { return t.localIP }
+
+// Silence is how long a process may go unheard before it is named.
+func (t *TCP) Silence() time.Duration { return t.silence }
+
 // recv waits for the next message from p. A message that arrived before the
 // connection was lost is still delivered: the reader queues a peer's data
 // before it reports that peer gone, so data already queued wins over the
 // loss (rank 0 closes right after the final barrier's answer).
 func (t *TCP) recv(p *peer) ([]byte, error) {
-	select {
-	case d := <-p.data:
-		return d, nil
-	case err := <-t.lostErr:
-		t.lostErr <- err // keep it for the next caller
-		select {
-		case d := <-p.data:
+	for {
+		if d, ok := p.q.pop(); ok {
 			return d, nil
-		default:
+		}
+		select {
+		case <-p.q.ready:
+		case err := <-t.lostErr:
+			t.lostErr <- err // keep it for the next caller
+			if d, ok := p.q.pop(); ok {
+				return d, nil
+			}
 			return nil, err
 		}
 	}
+}
+
+// sendData writes a data frame to p; a failure is that peer's fault.
+func (t *TCP) sendData(p *peer, data []byte) error {
+	if err := p.send(frameData, data, t.silence); err != nil {
+		select {
+		case err := <-t.lostErr:
+			t.lostErr <- err
+			return err
+		default:
+		}
+		pe := &PeerError{Kind: FaultDisconnected, Rank: p.rank, Host: t.hosts[p.rank],
+			Msg: fmt.Sprintf("%s cannot be reached: %v", t.who(p.rank), err)}
+		t.lost(pe)
+		return pe
+	}
+	return nil
 }
 
 // AllGather returns every rank's data, by rank.
 func (t *TCP) AllGather(data []byte) ([][]byte, error) {
 	if t.rank != 0 {
 		p := t.peers[0]
-		if err := writeFrame(p, frameData, data); err != nil {
-			return nil, fmt.Errorf("sending to rank 0: %w", err)
+		if err := t.sendData(p, data); err != nil {
+			return nil, err
 		}
 		b, err := t.recv(p)
 		if err != nil {
@@ -432,6 +889,28 @@ func (t *TCP) AllGather(data []byte) ([][]byte, error) {
 		}
 		return decodeList(b)
 	}
+	all, err := t.collect(data)
+	if err != nil {
+		return nil, err
+	}
+	enc := encodeList(all)
+	for _, p := range t.peers[1:] {
+		if err := t.sendData(p, enc); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
+}
+
+// Gather returns every rank's data, by rank, on rank 0; the others get nil.
+func (t *TCP) Gather(data []byte) ([][]byte, error) {
+	if t.rank != 0 {
+		return nil, t.sendData(t.peers[0], data)
+	}
+	return t.collect(data)
+}
+
+func (t *TCP) collect(data []byte) ([][]byte, error) {
 	all := make([][]byte, t.size)
 	all[0] = data
 	for r := 1; r < t.size; r++ {
@@ -440,12 +919,6 @@ func (t *TCP) AllGather(data []byte) ([][]byte, error) {
 			return nil, err
 		}
 		all[r] = b
-	}
-	enc := encodeList(all)
-	for _, p := range t.peers[1:] {
-		if err := writeFrame(p, frameData, enc); err != nil {
-			return nil, fmt.Errorf("sending to rank %d: %w", p.rank, err)
-		}
 	}
 	return all, nil
 }
@@ -461,6 +934,7 @@ func (t *TCP) Close() error {
 
 func (t *TCP) closeConns() {
 	t.closeOnce.Do(func() { close(t.closing) })
+	t.stopOnce.Do(func() { close(t.stopBeat) })
 	for _, p := range t.peers {
 		if p != nil {
 			p.conn.Close()
@@ -489,6 +963,9 @@ func decodeList(b []byte) ([][]byte, error) {
 	}
 	n := int(binary.LittleEndian.Uint32(b))
 	b = b[4:]
+	if n > len(b)/4+1 {
+		return nil, bad
+	}
 	out := make([][]byte, 0, n)
 	for i := 0; i < n; i++ {
 		if len(b) < 4 {

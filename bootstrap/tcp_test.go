@@ -27,8 +27,10 @@ func child() int {
 	rank, _ := strconv.Atoi(os.Getenv("CB_RANK"))
 	size, _ := strconv.Atoi(os.Getenv("CB_SIZE"))
 	timeout, _ := time.ParseDuration(os.Getenv("CB_TIMEOUT"))
+	silence, _ := time.ParseDuration(os.Getenv("CB_SILENCE"))
 	t, err := Join(context.Background(), TCPOptions{Rank: rank, Size: size, Addr: os.Getenv("CB_ADDR"),
-		Host: fmt.Sprintf("host%d", rank/2), Args: strings.Fields(os.Getenv("CB_ARGS")), Timeout: timeout})
+		Host: fmt.Sprintf("host%d", rank/2), Args: strings.Fields(os.Getenv("CB_ARGS")), Timeout: timeout,
+		Token: []byte(os.Getenv("CB_TOKEN")), BeatEvery: silence / 5, Silence: silence})
 	if err != nil {
 		fmt.Println("ERR:", err)
 		return 3
@@ -41,6 +43,14 @@ func child() int {
 	fmt.Printf("hosts=%s data=%s\n", strings.Join(t.Hosts(), ","), bytes.Join(all, []byte(",")))
 	if os.Getenv("CB_MODE") == "die" && rank == 2 {
 		os.Exit(7) // dies mid-run without saying goodbye
+	}
+	if os.Getenv("CB_MODE") == "stop" {
+		fmt.Println("READY")
+		time.Sleep(time.Second) // the test stops rank 2 in this second
+		start := time.Now()
+		_, err := t.AllGather(nil) // the test stops rank 2 before it gets here
+		fmt.Printf("ERR after %v: %v\n", time.Since(start).Round(100*time.Millisecond), err)
+		return 3
 	}
 	if _, err := t.AllGather(nil); err != nil {
 		fmt.Println("ERR:", err)
@@ -146,20 +156,22 @@ func TestDeadRankStopsTheOthers(t *testing.T) {
 	}
 	for _, r := range []int{0, 1, 3} {
 		c := res[r]
-		if c.code == 0 || !strings.Contains(c.out, "rank 2 (host1) disconnected") {
+		if c.code == 0 || !strings.Contains(c.out, "rank 2 (host1, pid ") || !strings.Contains(c.out, "disconnected") {
 			t.Errorf("rank %d: exit %d, output %q", r, c.code, c.out)
 		}
 	}
 }
 
-func TestListenAddr(t *testing.T) {
-	for in, want := range map[string]string{"127.0.0.1:5000": "127.0.0.1:5000", "localhost:7": "localhost:7", "node01:29500": ":29500"} {
+func TestListenAddrBindsOnlyTheGivenAddress(t *testing.T) {
+	for in, want := range map[string]string{"127.0.0.1:5000": "127.0.0.1:5000", "localhost:7": "localhost:7", "[::1]:9": "[::1]:9"} {
 		if got, err := listenAddr(in); err != nil || got != want {
 			t.Errorf("listenAddr(%q) = %q, %v", in, got, err)
 		}
 	}
-	if _, err := listenAddr("nocolon"); err == nil {
-		t.Error("address without port accepted")
+	for _, bad := range []string{"nocolon", ":29500", "no-such-host.invalid:1"} {
+		if got, err := listenAddr(bad); err == nil {
+			t.Errorf("listenAddr(%q) = %q, want an error", bad, got)
+		}
 	}
 }
 
@@ -179,9 +191,9 @@ func TestListEncoding(t *testing.T) {
 // time, not half of the time.
 func TestRecvPrefersQueuedDataOverLoss(t *testing.T) {
 	for i := 0; i < 200; i++ {
-		p := &peer{rank: 0, data: make(chan []byte, 4)}
+		p := &peer{rank: 0, q: newQueue()}
 		tc := &TCP{rank: 1, size: 2, peers: []*peer{p}, lostErr: make(chan error, 1)}
-		p.data <- []byte("answer")
+		p.q.push([]byte("answer"))
 		tc.lostErr <- fmt.Errorf("rank 0 left")
 		got, err := tc.recv(p)
 		if err != nil || string(got) != "answer" {

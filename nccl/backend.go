@@ -205,6 +205,10 @@ type world struct {
 	abortOne sync.Once
 	closed   bool
 	derived  bool // a split world: closing it stops no worker
+	// children are the worlds split from this one; aborting this world
+	// aborts their communicators too.
+	childMu  sync.Mutex
+	children []*world
 }
 
 // Split creates one communicator per group: with ncclCommSplit where the
@@ -212,6 +216,9 @@ type world struct {
 // id per group and every communicator created in one group call.
 func (w *world) Split(l suites.Layout) (suites.World, error) {
 	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl}
+	w.childMu.Lock()
+	w.children = append(w.children, sw)
+	w.childMu.Unlock()
 	local := map[int]bool{}
 	for _, r := range w.ranks {
 		local[r.worldRank] = true
@@ -441,6 +448,12 @@ func (w *world) Run(fn func(suites.Rank) error) error {
 func (w *world) abort(cause error) {
 	w.abortOne.Do(func() {
 		w.bar.Abort(cause)
+		w.childMu.Lock()
+		children := append([]*world(nil), w.children...)
+		w.childMu.Unlock()
+		for _, c := range children {
+			c.abort(cause)
+		}
 		for _, r := range w.ranks {
 			if r != nil && r.comm != nil {
 				_ = r.comm.Abort()
@@ -481,3 +494,42 @@ func (w *world) Close() error {
 
 // CanCaptureGraphs reports whether the driver offers stream capture.
 func (b *Backend) CanCaptureGraphs() error { return cuda.CanCapture() }
+
+// memoryReserve is left free on every GPU for NCCL's own lazy allocations
+// and the CUDA context's growth.
+const memoryReserve = 512 << 20
+
+// MemoryBudget is the free memory of the tightest local GPU, less a
+// reserve for NCCL: what each local rank may still allocate.
+func (w *world) MemoryBudget() (int64, string) {
+	type free struct {
+		bytes int64
+		err   error
+	}
+	got := make([]free, len(w.ranks))
+	var wg sync.WaitGroup
+	for i, r := range w.ranks {
+		wg.Add(1)
+		r.wk.tasks <- func() {
+			defer wg.Done()
+			f, _, err := cuda.MemInfo()
+			got[i] = free{f, err}
+		}
+	}
+	wg.Wait()
+	best := -1
+	for i, g := range got {
+		if g.err != nil {
+			return -1, "unknown"
+		}
+		if best < 0 || g.bytes < got[best].bytes {
+			best = i
+		}
+	}
+	if best < 0 {
+		return -1, "unknown"
+	}
+	r := w.ranks[best]
+	return max(got[best].bytes-memoryReserve, 0), fmt.Sprintf("the %s free on GPU %d (%s) less %s kept for NCCL",
+		suites.FormatBytes(got[best].bytes), r.dev.index, r.dev.busID, suites.FormatBytes(memoryReserve))
+}

@@ -4,6 +4,7 @@
 package results
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,6 +181,11 @@ type Half struct {
 	RankTimeUS []float64 `json:"rank_time_us,omitempty"`
 	// Iter holds per-iteration statistics when they were measured.
 	Iter *IterStats `json:"iter_stats,omitempty"`
+	// RankBytesSent and RankBytesRecv are the bytes each rank sent and
+	// received per operation over its links, headers included, in rank
+	// order (the cpu backend across processes counts them).
+	RankBytesSent []int64 `json:"rank_bytes_sent,omitempty"`
+	RankBytesRecv []int64 `json:"rank_bytes_recv,omitempty"`
 	// Mismatches lists the first wrong elements found, for diagnosis.
 	Mismatches []Mismatch `json:"mismatches,omitempty"`
 	// Spread and Runs are set in baselines: the relative half-range of the
@@ -355,4 +361,55 @@ type CollectiveVerify struct {
 	PatternWrong int64      `json:"pattern_wrong"`
 	Mismatches   []Mismatch `json:"mismatches,omitempty"`
 	Error        string     `json:"error,omitempty"`
+}
+
+// Encoder renders a document whose rows arrive one by one, encoding each
+// row once: rewriting the whole file after every row then costs a copy of
+// bytes, not a new encoding of every row so far.
+type Encoder struct {
+	rows [][]byte
+}
+
+// Add encodes one more row.
+func (e *Encoder) Add(r Row) error {
+	b, err := json.MarshalIndent(r, "    ", "  ")
+	if err != nil {
+		return err
+	}
+	e.rows = append(e.rows, b)
+	return nil
+}
+
+// Write writes d with the rows added so far as its results (d.Results is
+// ignored), in the same layout as Write.
+func (e *Encoder) Write(w io.Writer, d *Document) error {
+	head := *d
+	head.Results = []Row{}
+	b, err := json.MarshalIndent(&head, "", "  ")
+	if err != nil {
+		return err
+	}
+	marker := []byte(`"results": []`)
+	i := bytes.Index(b, marker)
+	if i < 0 {
+		return errors.New("results: document has no results field")
+	}
+	var out bytes.Buffer
+	out.Write(b[:i])
+	out.WriteString(`"results": [`)
+	for k, r := range e.rows {
+		if k > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteString("\n    ")
+		out.Write(r)
+	}
+	if len(e.rows) > 0 {
+		out.WriteString("\n  ")
+	}
+	out.WriteByte(']')
+	out.Write(b[i+len(marker):])
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
 }

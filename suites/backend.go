@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"collbench/dtype"
 	"collbench/results"
@@ -193,6 +194,9 @@ type Control interface {
 	Hosts() []string
 	// AllGather returns every process's data, by rank.
 	AllGather(data []byte) ([][]byte, error)
+	// Gather returns every process's data, by rank, on rank 0; the others
+	// get nil.
+	Gather(data []byte) ([][]byte, error)
 	// Abort tells every process that this one failed with cause, so they
 	// stop instead of waiting for it.
 	Abort(cause error)
@@ -212,6 +216,51 @@ type DistributedBackend interface {
 // runner gathers every rank's results through the Control.
 type Distributed interface {
 	Control() Control
+}
+
+// MemoryBudgeter is implemented by worlds that know how much memory each
+// of their local ranks may still allocate.
+type MemoryBudgeter interface {
+	// MemoryBudget returns the bytes each local rank may allocate (-1 if
+	// unknown) and what sets that limit, in words.
+	MemoryBudget() (int64, string)
+}
+
+// TrafficCounter is implemented by ranks that count the bytes they move
+// over links (the CPU backend across processes).
+type TrafficCounter interface {
+	// Traffic returns the bytes sent and received so far, headers included.
+	Traffic() (sent, recvd int64)
+}
+
+// SizesTooLargeError lists the sizes of a plan that cannot fit in memory.
+type SizesTooLargeError struct {
+	Sizes   []int64 // requested sizes that do not fit
+	Need    []int64 // what one rank needs for each
+	Budget  int64   // what one rank may allocate
+	What    string  // what sets the budget
+	Largest int64   // the largest requested size that fits; 0 if none
+	Rank    int     // a rank short of memory (the first found)
+}
+
+func (e *SizesTooLargeError) Error() string {
+	var names []string
+	for _, s := range e.Sizes {
+		names = append(names, FormatSize(s))
+	}
+	noun := "size"
+	if len(names) > 1 {
+		noun = "sizes"
+	}
+	msg := fmt.Sprintf("%s %s cannot fit in memory: rank %d needs two buffers of the message (%s for %s) and may allocate %s, %s",
+		noun, strings.Join(names, ", "), e.Rank, FormatBytes(e.Need[len(e.Need)-1]), FormatSize(e.Sizes[len(e.Sizes)-1]),
+		FormatBytes(e.Budget), e.What)
+	if e.Largest > 0 {
+		msg += fmt.Sprintf("; the largest requested size that fits is %s (use smaller --sizes or fewer ranks)", FormatSize(e.Largest))
+	} else {
+		msg += "; no requested size fits (use smaller --sizes or fewer ranks)"
+	}
+	return msg
 }
 
 // Aborter is implemented by worlds that can be torn down from another

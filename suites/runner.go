@@ -10,6 +10,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/results"
+	"collbench/watchdog"
 )
 
 // Average says how the ranks' times combine into a row's time.
@@ -186,6 +187,8 @@ type Runner struct {
 	OnProgress func(Progress)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Board, if set, receives every local rank's progress for the watchdog.
+	Board *watchdog.Board
 
 	w      World // the world the ranks run in (split when there are groups)
 	layout Layout
@@ -226,6 +229,9 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 				maxBytes = max(maxBytes, GeometryFor(c.Coll, s, c.DType.Size(), len(g), 0).Bytes)
 			}
 		}
+	}
+	if err := rn.checkMemory(); err != nil {
+		return nil, err
 	}
 	bufs := &buffers{world: rn.w, index: rn.index, limit: max(maxBytes, 8),
 		send: make([]Buffer, len(local)), recv: make([]Buffer, len(local))}
@@ -364,6 +370,8 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	wrongs := make([]int64, len(local))
 	samples := make([][]float64, len(local))
 	bad := make([][]results.Mismatch, len(local))
+	sent := make([]int64, len(local))
+	recvd := make([]int64, len(local))
 	now := rn.Now
 	if now == nil {
 		now = time.Now
@@ -379,17 +387,21 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			call.Send = View{recv[i], 0}.At(g.SendInPlace, esz)
 			call.Recv = View{recv[i], 0}.At(g.RecvInPlace, esz)
 		}
+		tr := rn.Board.For(r.WorldRank())
+		what := describeCase(c, size, inPlace)
 		for k := 0; k < p.Check; k++ {
 			e := Expectation{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Ranks: n,
 				Rank: r.Rank(), Geom: g, Domain: dom, Seed: p.seedFor(ci, size, inPlace, k)}
-			w, ms, err := checkOnce(r, call, e, inPlace, View{recv[i], 0}, mismatchLimit-len(bad[i]))
+			w, ms, err := checkOnce(r, tr, what, call, e, inPlace, View{recv[i], 0}, mismatchLimit-len(bad[i]))
 			if err != nil {
 				return err
 			}
 			wrongs[i] += w
 			bad[i] = append(bad[i], ms...)
 		}
+		tr.Begin(what, watchdog.Warmup, p.Warmup)
 		for k := 0; k < p.Warmup; k++ {
+			tr.Op(k + 1)
 			if err := r.Launch(call); err != nil {
 				return err
 			}
@@ -397,24 +409,40 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		if err := r.Sync(); err != nil {
 			return err
 		}
+		tc, counts := r.(TrafficCounter)
+		var s0, r0 int64
+		if counts {
+			s0, r0 = tc.Traffic()
+		}
 		var err error
 		if p.GraphReplays > 0 {
-			times[i], err = timeGraph(r, call, p.Iters, p.GraphReplays, now)
+			times[i], err = timeGraph(r, tr, what, call, p.Iters, p.GraphReplays, now)
 		} else {
-			times[i], err = timeLoop(r, call, p.Iters, now)
+			times[i], err = timeLoop(r, tr, what, call, p.Iters, now)
 		}
 		if err != nil {
 			return err
+		}
+		if counts {
+			s1, r1 := tc.Traffic()
+			// The timed loop ran iters operations after one aligning operation.
+			ops := int64(p.Iters)
+			if p.GraphReplays == 0 {
+				ops++
+			}
+			sent[i], recvd[i] = (s1-s0)/ops, (r1-r0)/ops
 		}
 		if p.IterStats {
 			it, ok := r.(IterTimer)
 			if !ok {
 				return fmt.Errorf("%w: this backend cannot time single iterations", ErrUnsupported)
 			}
+			tr.Begin(what+" (per-iteration timing)", watchdog.Timed, p.Iters)
 			if samples[i], err = it.TimeEach(call, p.Iters); err != nil {
 				return err
 			}
 		}
+		tr.SetPhase(watchdog.Idle)
 		return nil
 	})
 	if err != nil {
@@ -424,7 +452,8 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	n := rn.World.Size()
 	var mine []rankResult
 	for i, r := range local {
-		mine = append(mine, rankResult{WorldRank: r.WorldRank(), Time: times[i], Wrong: wrongs[i], Samples: samples[i], Bad: bad[i]})
+		mine = append(mine, rankResult{WorldRank: r.WorldRank(), Time: times[i], Wrong: wrongs[i], Samples: samples[i], Bad: bad[i],
+			Sent: sent[i], Recv: recvd[i]})
 	}
 	all, err := rn.gather(mine, n)
 	if err != nil {
@@ -446,6 +475,12 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			h.Mismatches = append(h.Mismatches, rr.Bad...)
 		}
 		h.RankTimeUS = gt
+		for _, wr := range members {
+			if rr := all[wr]; rr.Sent > 0 || rr.Recv > 0 {
+				h.RankBytesSent, h.RankBytesRecv = rankBytes(all, members)
+				break
+			}
+		}
 		h.TimeUS = p.Average.Combine(gt)
 		h.Iter = iterStats(gs)
 		bytes := GeometryFor(c.Coll, size, esz, len(members), 0).Bytes
@@ -472,10 +507,40 @@ type rankResult struct {
 	Wrong     int64              `json:"w"`
 	Samples   []float64          `json:"s,omitempty"`
 	Bad       []results.Mismatch `json:"b,omitempty"`
+	Sent      int64              `json:"bs,omitempty"`
+	Recv      int64              `json:"br,omitempty"`
+}
+
+// rankBytes lists the members' bytes per operation, in group-rank order.
+func rankBytes(all []rankResult, members []int) (sent, recvd []int64) {
+	for _, wr := range members {
+		sent = append(sent, all[wr].Sent)
+		recvd = append(recvd, all[wr].Recv)
+	}
+	return sent, recvd
+}
+
+// describeCase names what a rank works on, for progress records.
+func describeCase(c Case, size int64, inPlace bool) string {
+	parts := []string{c.Coll.String(), c.DType.String()}
+	if c.Coll.Reduces() {
+		parts = append(parts, c.Op.String())
+	}
+	if c.Coll.Rooted() {
+		parts = append(parts, fmt.Sprintf("root %d", c.Root))
+	}
+	parts = append(parts, FormatSize(size))
+	if inPlace {
+		parts = append(parts, "in-place")
+	} else {
+		parts = append(parts, "out-of-place")
+	}
+	return strings.Join(parts, " ")
 }
 
 // gather returns every rank's result by world rank: from this process
-// alone, or from every process of a distributed world.
+// alone, or, on rank 0 of a distributed world, from every process (the
+// other processes know only their own; they print nothing).
 func (rn *Runner) gather(mine []rankResult, n int) ([]rankResult, error) {
 	all := make([]rankResult, n)
 	put := func(rs []rankResult) error {
@@ -495,9 +560,12 @@ func (rn *Runner) gather(mine []rankResult, n int) ([]rankResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	parts, err := d.Control().AllGather(b)
+	parts, err := d.Control().Gather(b)
 	if err != nil {
 		return nil, fmt.Errorf("gathering results: %w", err)
+	}
+	if parts == nil {
+		return all, put(mine)
 	}
 	for _, part := range parts {
 		var rs []rankResult
@@ -513,7 +581,8 @@ func (rn *Runner) gather(mine []rankResult, n int) ([]rankResult, error) {
 
 // checkOnce fills fresh inputs, runs the operation once and counts the
 // wrong elements of its output, listing up to limit of them.
-func checkOnce(r Rank, call Call, e Expectation, inPlace bool, whole View, limit int) (int64, []results.Mismatch, error) {
+func checkOnce(r Rank, tr *watchdog.Tracker, what string, call Call, e Expectation, inPlace bool, whole View, limit int) (int64, []results.Mismatch, error) {
+	tr.Begin(what, watchdog.Fill, 0)
 	if inPlace {
 		if err := r.Poison(whole, e.Geom.BufferElems(), e.DType); err != nil {
 			return 0, nil, err
@@ -527,6 +596,8 @@ func checkOnce(r Rank, call Call, e Expectation, inPlace bool, whole View, limit
 			return 0, nil, err
 		}
 	}
+	tr.Begin(what, watchdog.Check, 1)
+	tr.Op(1)
 	if err := r.Launch(call); err != nil {
 		return 0, nil, err
 	}
@@ -548,10 +619,13 @@ func checkOnce(r Rank, call Call, e Expectation, inPlace bool, whole View, limit
 // align starts every rank's clock together: a barrier, then one untimed
 // operation, whose completion is near-simultaneous on every rank (a
 // barrier across processes releases its ranks a network delay apart).
-func align(r Rank, call Call) error {
+func align(r Rank, tr *watchdog.Tracker, what string, iters int, call Call) error {
+	tr.SetPhase(watchdog.Barrier)
 	if err := r.Barrier(); err != nil {
 		return err
 	}
+	tr.Begin(what, watchdog.Timed, iters)
+	tr.Op(0)
 	if err := r.Launch(call); err != nil {
 		return err
 	}
@@ -560,12 +634,13 @@ func align(r Rank, call Call) error {
 
 // timeLoop issues iters operations back to back and returns the wall time of
 // one, in µs, after the stream has drained.
-func timeLoop(r Rank, call Call, iters int, now func() time.Time) (float64, error) {
-	if err := align(r, call); err != nil {
+func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, iters int, now func() time.Time) (float64, error) {
+	if err := align(r, tr, what, iters, call); err != nil {
 		return 0, err
 	}
 	t0 := now()
 	for k := 0; k < iters; k++ {
+		tr.Op(k + 1)
 		if err := r.Launch(call); err != nil {
 			return 0, err
 		}
@@ -578,7 +653,7 @@ func timeLoop(r Rank, call Call, iters int, now func() time.Time) (float64, erro
 
 // timeGraph captures iters operations into a graph once, replays it
 // replays times and returns the time of one operation, in µs.
-func timeGraph(r Rank, call Call, iters, replays int, now func() time.Time) (float64, error) {
+func timeGraph(r Rank, tr *watchdog.Tracker, what string, call Call, iters, replays int, now func() time.Time) (float64, error) {
 	gc, ok := r.(GraphCapturer)
 	if !ok {
 		return 0, fmt.Errorf("%w: this backend has no CUDA graphs", ErrUnsupported)
@@ -595,9 +670,11 @@ func timeGraph(r Rank, call Call, iters, replays int, now func() time.Time) (flo
 	if err := r.Sync(); err != nil {
 		return 0, err
 	}
+	tr.SetPhase(watchdog.Barrier)
 	if err := r.Barrier(); err != nil {
 		return 0, err
 	}
+	tr.Begin(what+" (CUDA graph)", watchdog.Timed, replays)
 	if err := g.Replay(); err != nil {
 		return 0, err
 	}
@@ -606,6 +683,7 @@ func timeGraph(r Rank, call Call, iters, replays int, now func() time.Time) (flo
 	}
 	t0 := now()
 	for k := 0; k < replays; k++ {
+		tr.Op(k + 1)
 		if err := g.Replay(); err != nil {
 			return 0, err
 		}
@@ -662,7 +740,11 @@ func (rn *Runner) warmWorld(bufs *buffers) error {
 		g := GeometryFor(c.Coll, size, c.DType.Size(), r.Size(), r.Rank())
 		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
 			Send: View{bufs.send[i], 0}, Recv: View{bufs.recv[i], 0}}
+		tr := rn.Board.For(r.WorldRank())
+		tr.Begin("warm-up of "+describeCase(c, size, false), watchdog.Warmup, warmupOps)
+		defer tr.SetPhase(watchdog.Idle)
 		for k := 0; k < warmupOps; k++ {
+			tr.Op(k + 1)
 			if err := r.Launch(call); err != nil {
 				return err
 			}
@@ -676,6 +758,68 @@ const mismatchLimit = 4
 
 // minAlloc is the smallest buffer allocated, so small sizes share one buffer.
 const minAlloc = 1 << 20
+
+// allocFor is what ensure allocates per buffer when a size needs need
+// bytes and the largest size needs limit.
+func allocFor(need, limit int64) int64 { return max(min(max(need, minAlloc), limit), need) }
+
+// checkMemory refuses, before anything is allocated, every size whose two
+// buffers per rank do not fit in what each local rank may allocate; all
+// processes of a distributed world agree on the answer.
+func (rn *Runner) checkMemory() error {
+	var verdict *SizesTooLargeError
+	if mb, ok := rn.w.(MemoryBudgeter); ok {
+		budget, what := mb.MemoryBudget()
+		if budget >= 0 {
+			var limit int64
+			need := map[int64]int64{}
+			for _, size := range rn.Plan.Sizes {
+				for _, c := range rn.Cases {
+					for _, g := range rn.layout.Groups {
+						need[size] = max(need[size], GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)
+					}
+				}
+				limit = max(limit, need[size])
+			}
+			limit = max(limit, 8)
+			var fits int64 // the largest size that fits, were it the largest of the sweep
+			for _, size := range rn.Plan.Sizes {
+				if 2*allocFor(need[size], need[size]) <= budget {
+					fits = max(fits, size)
+				}
+				if n := 2 * allocFor(need[size], limit); n > budget {
+					if verdict == nil {
+						verdict = &SizesTooLargeError{Budget: budget, What: what, Rank: rn.w.Ranks()[0].WorldRank()}
+					}
+					verdict.Sizes = append(verdict.Sizes, size)
+					verdict.Need = append(verdict.Need, n)
+				}
+			}
+			if verdict != nil {
+				verdict.Largest = fits
+			}
+		}
+	}
+	d, ok := rn.w.(Distributed)
+	if !ok || d.Control() == nil {
+		if verdict != nil {
+			return verdict
+		}
+		return nil
+	}
+	mine, _ := json.Marshal(verdict)
+	parts, err := d.Control().AllGather(mine)
+	if err != nil {
+		return fmt.Errorf("agreeing on memory: %w", err)
+	}
+	for _, p := range parts {
+		var v *SizesTooLargeError
+		if json.Unmarshal(p, &v) == nil && v != nil {
+			return v
+		}
+	}
+	return nil
+}
 
 // buffers holds each local rank's send and receive buffer, grown as the
 // sweep reaches larger sizes, so running out of memory stops only the sizes
@@ -692,7 +836,7 @@ func (b *buffers) ensure(need int64) error {
 	if need <= b.have && b.have > 0 {
 		return nil
 	}
-	size := max(min(max(need, minAlloc), b.limit), need)
+	size := allocFor(need, b.limit)
 	b.release()
 	err := b.world.Run(func(r Rank) error {
 		i := b.index[r.WorldRank()]

@@ -1,6 +1,10 @@
-// Package cpu is the host-memory backend: each rank is a goroutine, buffers
-// are host memory and every collective really moves and reduces the data,
-// so every command, check and report works on machines without GPUs.
+// Package cpu is the host-memory backend. In one process each rank is a
+// goroutine that meets the others in shared memory; across processes each
+// rank talks to its peers over TCP with the ring, chain and pairwise
+// algorithms real libraries use (see algo.go). Every collective really
+// moves and reduces the data, so every command, check and report works on
+// machines without GPUs, and across processes the figures measure the host
+// network.
 package cpu
 
 import (
@@ -13,13 +17,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
-	"unsafe"
 
 	"collbench/dtype"
+	"collbench/internal/faults"
 	"collbench/internal/syncx"
 	"collbench/results"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
 // Options tune the backend.
@@ -28,10 +34,17 @@ type Options struct {
 	// the rank's output bytes. Tests use it to corrupt results and prove the
 	// verifier notices.
 	AfterOp func(rank int, c suites.Call, out []byte)
-	// MemoryLimit caps the bytes all ranks together may allocate; 0 means
-	// the memory the system reports available.
+	// MemoryLimit caps the bytes the ranks of this process may allocate; 0
+	// means three quarters of the memory the system reports available,
+	// shared by the collbench processes of this host.
 	MemoryLimit int64
+	// Faults are planted faults (tests and drills only).
+	Faults *faults.Set
 }
+
+// MaxRanks is the most ranks one process runs: each is a goroutine, and
+// past this a sweep on a few cores takes hours.
+const MaxRanks = 1024
 
 // Backend runs collectives on host memory.
 type Backend struct{ opts Options }
@@ -59,52 +72,132 @@ func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceO
 	return nil
 }
 
-// Open creates n ranks.
+// Open creates n ranks in this process.
 func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("invalid rank count %d: must be at least 1", n)
+	}
+	if n > MaxRanks {
+		return nil, fmt.Errorf("%d ranks is more than the cpu backend runs in one process (%d): each rank is a goroutine on this host's %d cores",
+			n, MaxRanks, runtime.NumCPU())
 	}
 	limit := b.opts.MemoryLimit
 	if limit == 0 {
 		limit = memAvailable() * 3 / 4
 	}
-	mem := &memory{limit: limit}
-	w := &world{hub: newHub(n), opts: b.opts, mem: mem}
+	w := &world{hub: newHub(n), opts: b.opts, mem: &memory{limit: limit, shared: 1, set: b.opts.MemoryLimit > 0}, stop: make(chan struct{}), stopOnce: new(sync.Once),
+		all: &hubList{}}
 	w.hubs = []*hub{w.hub}
+	w.all.add(w.hub)
+	board := watchdog.BoardFrom(ctx)
 	for r := 0; r < n; r++ {
-		w.ranks = append(w.ranks, &rank{w: w, comm: w.hub, id: r, size: n, worldRank: r})
+		w.ranks = append(w.ranks, &rank{w: w, comm: w.hub, id: r, size: n, worldRank: r, track: board.For(r)})
 	}
 	return w, nil
 }
 
-// memory accounts for the bytes all ranks of a world have allocated.
+// memory accounts for the bytes the ranks of this process have allocated.
 type memory struct {
-	mu    sync.Mutex
-	used  int64
-	limit int64
+	mu     sync.Mutex
+	used   int64
+	limit  int64
+	shared int  // collbench processes on this host the limit was divided by
+	set    bool // the limit was given in Options, not read from the system
+}
+
+// budget returns what each of n ranks may allocate, and how the limit came about.
+func (m *memory) budget(n int) (int64, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.limit <= 0 {
+		return -1, "unknown (the system does not report available memory)"
+	}
+	free := max(m.limit-m.used, 0)
+	what := fmt.Sprintf("the cpu backend's memory limit of %s", suites.FormatBytes(m.limit))
+	if !m.set {
+		what = fmt.Sprintf("the cpu backend's budget of %s (three quarters of the %s available", suites.FormatBytes(m.limit),
+			suites.FormatBytes(m.limit*4/3*int64(max(m.shared, 1))))
+		if m.shared > 1 {
+			what += fmt.Sprintf(", shared by the %d collbench processes of this host", m.shared)
+		}
+		what += ")"
+	}
+	if n > 1 {
+		what += fmt.Sprintf(", shared by %d ranks", n)
+	}
+	return free / int64(n), what
 }
 
 type world struct {
 	// hub is the whole world's hub: its barrier is the world barrier.
 	hub *hub
-	// hubs are every communicator's hub, aborted together when a rank fails.
+	// hubs are this world's communicators' hubs, aborted together when a
+	// rank fails; all holds those of every world split from the same one.
 	hubs  []*hub
+	all   *hubList
 	ranks []*rank
 	opts  Options
 	mem   *memory
+	// stop is closed when the world is aborted; long loops look at it.
+	stop     chan struct{}
+	stopOnce *sync.Once
+	stopErr  error
 }
+
+func (w *world) stopped() error {
+	select {
+	case <-w.stop:
+		if w.stopErr != nil {
+			return w.stopErr
+		}
+		return syncx.ErrAborted
+	default:
+		return nil
+	}
+}
+
+// hubList holds every hub of a world and of the worlds split from it.
+type hubList struct {
+	mu   sync.Mutex
+	hubs []*hub
+}
+
+func (l *hubList) add(h ...*hub) {
+	l.mu.Lock()
+	l.hubs = append(l.hubs, h...)
+	l.mu.Unlock()
+}
+
+// Abort wakes every rank waiting for another, in this world and every
+// world split from it, and stops long loops.
+func (w *world) Abort(cause error) {
+	w.stopOnce.Do(func() {
+		w.stopErr = fmt.Errorf("%w (%v)", syncx.ErrAborted, cause)
+		close(w.stop)
+	})
+	w.all.mu.Lock()
+	hubs := append([]*hub(nil), w.all.hubs...)
+	w.all.mu.Unlock()
+	for _, h := range hubs {
+		h.abort(cause)
+	}
+}
+
+// MemoryBudget is what each rank of this process may allocate.
+func (w *world) MemoryBudget() (int64, string) { return w.mem.budget(len(w.ranks)) }
 
 // Split gives every group of l its own hub.
 func (w *world) Split(l suites.Layout) (suites.World, error) {
-	sw := &world{hub: w.hub, opts: w.opts, mem: w.mem, hubs: []*hub{w.hub}}
+	sw := &world{hub: w.hub, opts: w.opts, mem: w.mem, hubs: []*hub{w.hub}, stop: w.stop, stopOnce: w.stopOnce, all: w.all}
 	for _, g := range l.Groups {
 		h := newHub(len(g))
 		sw.hubs = append(sw.hubs, h)
+		w.all.add(h)
 		for i, wr := range g {
 			if wr < 0 || wr >= len(w.ranks) {
 				return nil, fmt.Errorf("rank %d is outside the world of %d ranks", wr, len(w.ranks))
 			}
-			sw.ranks = append(sw.ranks, &rank{w: sw, comm: h, id: i, size: len(g), worldRank: wr})
+			sw.ranks = append(sw.ranks, &rank{w: sw, comm: h, id: i, size: len(g), worldRank: wr, track: w.ranks[wr].track})
 		}
 	}
 	// Keep world-rank order.
@@ -147,8 +240,9 @@ func (w *world) Run(fn func(suites.Rank) error) error {
 
 func (w *world) Close() error { return nil }
 
+// buffer is host memory mapped for one rank, outside Go's heap, so freeing
+// it gives the memory back at once.
 type buffer struct {
-	words []uint64 // 8-byte aligned backing store
 	bytes []byte
 }
 
@@ -160,6 +254,8 @@ type rank struct {
 	id        int  // rank in comm
 	size      int
 	worldRank int
+	track     *watchdog.Tracker
+	ops       int64
 }
 
 func (r *rank) Rank() int      { return r.id }
@@ -179,19 +275,30 @@ func (r *rank) Alloc(n int64) (suites.Buffer, error) {
 	}
 	m.used += n
 	m.mu.Unlock()
-	words := make([]uint64, (n+7)/8)
-	var bytes []byte
-	if len(words) > 0 {
-		bytes = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+	if n == 0 {
+		return &buffer{}, nil
 	}
-	return &buffer{words: words, bytes: bytes}, nil
+	b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		m.mu.Lock()
+		m.used -= n
+		m.mu.Unlock()
+		return nil, &suites.OutOfMemoryError{Rank: r.worldRank, Requested: n, Free: -1}
+	}
+	return &buffer{bytes: b}, nil
 }
 
-func (r *rank) Free(b suites.Buffer) error {
+func (r *rank) Free(sb suites.Buffer) error {
+	b := sb.(*buffer)
 	r.w.mem.mu.Lock()
 	r.w.mem.used -= b.Len()
 	r.w.mem.mu.Unlock()
-	return nil
+	if len(b.bytes) == 0 {
+		return nil
+	}
+	err := syscall.Munmap(b.bytes)
+	b.bytes = nil
+	return err
 }
 
 // span returns bytes of v's buffer starting at its offset.
@@ -206,12 +313,23 @@ func span(v suites.View, bytes int64) ([]byte, error) {
 	return b.bytes[v.Off : v.Off+bytes], nil
 }
 
+// step is how many elements long loops handle between looks at abort.
+const step = 1 << 20
+
 func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 	b, err := span(dst, count*int64(p.DType.Size()))
 	if err != nil {
 		return err
 	}
-	p.FillHost(b, count)
+	esz := int64(p.DType.Size())
+	for first := int64(0); first < count; first += step {
+		if err := r.w.stopped(); err != nil {
+			return err
+		}
+		n := min(step, count-first)
+		p.FillRange(b[first*esz:(first+n)*esz], first, n)
+		r.track.Moved()
+	}
 	return nil
 }
 
@@ -236,16 +354,42 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return e.CountWrong(b, 0, n), nil
+	esz := int64(e.DType.Size())
+	var wrong int64
+	for first := int64(0); first < n; first += step {
+		if err := r.w.stopped(); err != nil {
+			return 0, err
+		}
+		k := min(step, n-first)
+		wrong += e.CountWrong(b[first*esz:(first+k)*esz], first, k)
+		r.track.Moved()
+	}
+	return wrong, nil
 }
 
-func (r *rank) Sync() error    { return nil }
-func (r *rank) Barrier() error { return r.w.hub.bar.Wait() }
+func (r *rank) Sync() error { return nil }
+
+func (r *rank) Barrier() error {
+	r.track.SetPhase(watchdog.Barrier)
+	return r.w.hub.bar.Wait()
+}
 
 func (r *rank) Launch(c suites.Call) error {
-	out, err := r.comm.run(r.id, c)
+	if err := r.w.stopped(); err != nil {
+		return err
+	}
+	r.ops++
+	if at, ok := r.w.opts.Faults.HangAt(r.worldRank); ok && r.ops >= at {
+		// Planted: this collective never returns until the world is aborted.
+		<-r.w.stop
+		return r.w.stopErr
+	}
+	out, err := r.comm.run(r, c)
 	if err != nil {
 		return err
+	}
+	if out != nil && len(out) > 0 && r.w.opts.Faults.Corrupts(r.worldRank) {
+		out[len(out)-1] ^= 1
 	}
 	if r.w.opts.AfterOp != nil && out != nil {
 		r.w.opts.AfterOp(r.worldRank, c, out)
@@ -271,7 +415,9 @@ func memAvailable() int64 {
 }
 
 // TimeEach times each of iters operations with the host clock.
-func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) { return timeEach(r, c, iters) }
+
+func timeEach(r suites.Rank, c suites.Call, iters int) ([]float64, error) {
 	out := make([]float64, iters)
 	for k := range out {
 		t0 := time.Now()

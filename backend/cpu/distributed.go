@@ -2,76 +2,161 @@ package cpu
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"net"
+	"sync/atomic"
 
 	"collbench/dtype"
-
 	"collbench/results"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
+// LocalAddresser is implemented by controls that know the address of this
+// host that the other processes reach it at.
+type LocalAddresser interface {
+	LocalIP() string
+}
+
 // OpenDistributed creates this process's rank of a world that spans
-// processes. Each operation all-gathers every rank's input through the
-// control connection and each rank computes its own output from them: slow,
-// but the same collectives, so launchers and multi-process runs can be
-// exercised and verified on machines without GPUs.
+// processes. After the rendezvous every process listens on a port of the
+// address the others reach it at, the addresses and a per-world key are
+// shared over the control connection, and ranks connect directly to the
+// peers their algorithms need: collective data never passes through the
+// control connection.
 func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, device int) (suites.World, error) {
-	n := ctl.Size()
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
+	n, me := ctl.Size(), ctl.Rank()
+	hosts := ctl.Hosts()
+	ip := "127.0.0.1"
+	if la, ok := ctl.(LocalAddresser); ok && la.LocalIP() != "" {
+		ip = la.LocalIP()
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("rank %d cannot listen for data connections on %s: %v", me, ip, err)
+	}
+	type hello struct {
+		Addr string `json:"addr"`
+		Key  []byte `json:"key,omitempty"`
+	}
+	h := hello{Addr: ln.Addr().String()}
+	if me == 0 {
+		h.Key = make([]byte, 32)
+		if _, err := rand.Read(h.Key); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	mine, _ := json.Marshal(h)
+	all, err := ctl.AllGather(mine)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("sharing data addresses: %w", err)
+	}
+	addrs := make([]string, n)
+	var key []byte
+	for r, raw := range all {
+		var got hello
+		if err := json.Unmarshal(raw, &got); err != nil || got.Addr == "" {
+			ln.Close()
+			return nil, fmt.Errorf("rank %d sent a malformed data address", r)
+		}
+		addrs[r] = got.Addr
+		if r == 0 {
+			key = got.Key
+		}
+	}
+	if len(key) == 0 {
+		ln.Close()
+		return nil, fmt.Errorf("rank 0 sent no data key")
+	}
+	local := 0
+	for _, hst := range hosts {
+		if hst == hosts[me] {
+			local++
+		}
 	}
 	limit := b.opts.MemoryLimit
 	if limit == 0 {
-		limit = memAvailable() * 3 / 4
+		limit = memAvailable() * 3 / 4 / int64(max(local, 1))
 	}
-	w := &distWorld{ctl: ctl, opts: b.opts, mem: &memory{limit: limit}}
-	w.rank = &distRank{w: w, members: all, id: ctl.Rank(), host: ctl.Hosts()[ctl.Rank()]}
+	track := watchdog.BoardFrom(ctx).For(me)
+	m := newMesh(me, hosts, ln, addrs, key, b.opts.Faults, track)
+	w := &distWorld{ctl: ctl, opts: b.opts, mem: &memory{limit: limit, shared: local, set: b.opts.MemoryLimit > 0}, m: m, splits: new(atomic.Int32)}
+	all2 := make([]int, n)
+	for i := range all2 {
+		all2[i] = i
+	}
+	w.rank = &distRank{w: w, c: &comm{m: m, id: 0, members: all2, me: me, scratch: make([]byte, pieceSize)},
+		host: hosts[me], track: track}
 	return w, nil
 }
 
 type distWorld struct {
-	ctl  suites.Control
-	opts Options
-	mem  *memory
-	rank *distRank
+	ctl    suites.Control
+	opts   Options
+	mem    *memory
+	m      *mesh
+	rank   *distRank
+	splits *atomic.Int32
+	child  bool
 }
 
 func (w *distWorld) Size() int                            { return w.ctl.Size() }
 func (w *distWorld) Ranks() []suites.Rank                 { return []suites.Rank{w.rank} }
 func (w *distWorld) Run(fn func(suites.Rank) error) error { return fn(w.rank) }
-func (w *distWorld) Close() error                         { return nil }
 func (w *distWorld) Control() suites.Control              { return w.ctl }
-func (w *distWorld) Abort(cause error)                    {}
 
-// Split keeps the world-wide exchange and lets each rank use only its
-// group's inputs.
+// Abort closes every data connection so a rank blocked on one returns.
+func (w *distWorld) Abort(cause error) { w.m.abort(cause) }
+
+// Close ends the data connections (a split world leaves them to its parent).
+func (w *distWorld) Close() error {
+	if !w.child {
+		w.m.abort(fmt.Errorf("the world is closed"))
+	}
+	return nil
+}
+
+// MemoryBudget is what this process's rank may allocate.
+func (w *distWorld) MemoryBudget() (int64, string) { return w.mem.budget(1) }
+
+// Split gives this rank a communicator of its group, on the same data
+// connections; every process splits in the same order, so communicator
+// ids agree.
 func (w *distWorld) Split(l suites.Layout) (suites.World, error) {
 	wr := w.ctl.Rank()
 	gid, idx := l.Locate(wr)
 	if gid < 0 {
 		return nil, fmt.Errorf("rank %d is in no group of %s", wr, l.String())
 	}
-	sw := &distWorld{ctl: w.ctl, opts: w.opts, mem: w.mem}
-	sw.rank = &distRank{w: sw, members: l.Groups[gid], id: idx, host: w.rank.host}
+	seq := w.splits.Add(1)
+	sw := &distWorld{ctl: w.ctl, opts: w.opts, mem: w.mem, m: w.m, splits: w.splits, child: true}
+	sw.rank = &distRank{w: sw, c: &comm{m: w.m, id: uint32(seq)<<16 | uint32(gid+1), members: l.Groups[gid], me: idx,
+		scratch: w.rank.c.scratch}, host: w.rank.host, track: w.rank.track}
 	return sw, nil
 }
 
 type distRank struct {
-	w       *distWorld
-	members []int // world ranks of this rank's communicator, by rank
-	id      int   // rank in the communicator
-	host    string
+	w     *distWorld
+	c     *comm
+	host  string
+	track *watchdog.Tracker
+	ops   int64
 }
 
-func (r *distRank) Rank() int      { return r.id }
-func (r *distRank) Size() int      { return len(r.members) }
+func (r *distRank) Rank() int      { return r.c.me }
+func (r *distRank) Size() int      { return r.c.size() }
 func (r *distRank) WorldRank() int { return r.w.ctl.Rank() }
 func (r *distRank) Device() results.Device {
 	return results.Device{Rank: r.WorldRank(), Name: "host memory on " + r.host}
 }
 
-func (r *distRank) local() *rank { return &rank{w: &world{mem: r.w.mem}, worldRank: r.WorldRank()} }
+func (r *distRank) local() *rank {
+	return &rank{w: &world{mem: r.w.mem, stop: r.w.m.aborted}, worldRank: r.WorldRank(), track: r.track}
+}
 
 func (r *distRank) Alloc(n int64) (suites.Buffer, error) { return r.local().Alloc(n) }
 func (r *distRank) Free(b suites.Buffer) error           { return r.local().Free(b) }
@@ -91,17 +176,34 @@ func (r *distRank) FindMismatches(src suites.View, e suites.Expectation, limit i
 func (r *distRank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
 	return r.local().ReadHost(src, bytes)
 }
+func (r *distRank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+	return timeEach(r, c, iters)
+}
+
+// Traffic returns the bytes this rank has sent and received on its data
+// connections, headers included.
+func (r *distRank) Traffic() (sent, recvd int64) { return r.w.m.sent.Load(), r.w.m.recvd.Load() }
 
 func (r *distRank) Barrier() error {
+	r.track.SetPhase(watchdog.Barrier)
 	_, err := r.w.ctl.AllGather(nil)
 	return err
 }
 
-// Launch exchanges inputs with every process and computes this rank's output.
+// Launch runs one collective with this rank's peers.
 func (r *distRank) Launch(c suites.Call) error {
+	if err := r.w.m.abortedErr(); err != nil {
+		return err
+	}
+	r.ops++
+	if at, ok := r.w.opts.Faults.HangAt(r.WorldRank()); ok && r.ops >= at {
+		// Planted: this collective never returns until the world is aborted.
+		r.track.Waiting(watchdog.NotWaiting)
+		<-r.w.m.aborted
+		return r.w.m.abortErr
+	}
 	esz := int64(c.DType.Size())
-	k := len(r.members)
-	g := suites.CallGeometry(c, k)
+	g := suites.CallGeometry(c, r.Size())
 	send, err := span(c.Send, g.SendCount*esz)
 	if err != nil {
 		return err
@@ -110,55 +212,11 @@ func (r *distRank) Launch(c suites.Call) error {
 	if err != nil {
 		return err
 	}
-	all, err := r.w.ctl.AllGather(send)
-	if err != nil {
+	if err := r.c.run(c, send, recv); err != nil {
 		return err
-	}
-	in := make([][]byte, k)
-	for i, wr := range r.members {
-		in[i] = all[wr]
-		if int64(len(in[i])) != g.SendCount*esz {
-			return fmt.Errorf("cpu backend: rank %d sent %d bytes, want %d (ranks disagree on the operation)", wr, len(in[i]), g.SendCount*esz)
-		}
-	}
-	q := r.id
-	cb := c.Count * esz
-	switch c.Coll {
-	case suites.AllReduce, suites.Reduce:
-		if c.Coll == suites.Reduce && q != c.Root {
-			return nil
-		}
-		reduceAll(recv, in, 0, g.SendCount*esz, c)
-	case suites.ReduceScatter:
-		reduceAll(recv, in, int64(q)*cb, int64(q+1)*cb, c)
-	case suites.Broadcast:
-		copy(recv, in[c.Root])
-	case suites.AllGather:
-		for p := 0; p < k; p++ {
-			copy(recv[int64(p)*cb:], in[p])
-		}
-	case suites.AllToAll:
-		for p := 0; p < k; p++ {
-			copy(recv[int64(p)*cb:int64(p+1)*cb], in[p][int64(q)*cb:int64(q+1)*cb])
-		}
-	case suites.SendRecv:
-		copy(recv, in[(q-1+k)%k])
-	default:
-		return fmt.Errorf("cpu backend: collective %v not implemented", c.Coll)
 	}
 	if r.w.opts.AfterOp != nil {
 		r.w.opts.AfterOp(r.WorldRank(), c, recv)
 	}
 	return nil
-}
-
-// reduceAll writes into dst the reduction of bytes [lo,hi) of every input.
-func reduceAll(dst []byte, in [][]byte, lo, hi int64, c suites.Call) {
-	copy(dst, in[0][lo:hi])
-	for p := 1; p < len(in); p++ {
-		reduceInto(dst[:hi-lo], in[p][lo:hi], c.DType, c.Op)
-	}
-	if c.Op == suites.Avg {
-		divideBy(dst[:hi-lo], c.DType, len(in))
-	}
 }

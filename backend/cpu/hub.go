@@ -5,6 +5,7 @@ import (
 
 	"collbench/internal/syncx"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
 // slot is what one rank posts for the operation in progress.
@@ -31,9 +32,18 @@ func chunk(count int64, i, n int) (lo, hi int64) {
 	return count * int64(i) / int64(n), count * int64(i+1) / int64(n)
 }
 
-// run performs c as rank r and returns r's output bytes (nil where the
+// wait is the hub's barrier, marked on the rank's progress record.
+func (h *hub) wait(rk *rank) error {
+	rk.track.Waiting(watchdog.WaitingAll)
+	err := h.bar.Wait()
+	rk.track.Waiting(watchdog.NotWaiting)
+	return err
+}
+
+// run performs c as rank rk and returns its output bytes (nil where the
 // collective defines none, e.g. non-root ranks of reduce).
-func (h *hub) run(r int, c suites.Call) ([]byte, error) {
+func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
+	r := rk.id
 	esz := int64(c.DType.Size())
 	n := h.n
 	g := suites.CallGeometry(c, n)
@@ -47,20 +57,13 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 	}
 	inPlace := c.Send.Buf == c.Recv.Buf
 	staged := inPlace && (c.Coll == suites.AllToAll || c.Coll == suites.SendRecv)
-	if r == 0 {
-		need := int64(0)
-		switch {
-		case c.Coll == suites.Reduce:
-			need = g.SendCount * esz
-		case staged:
-			need = int64(n) * g.SendCount * esz
-		}
-		if int64(len(h.scratch)) < need {
+	if r == 0 && staged {
+		if need := int64(n) * g.SendCount * esz; int64(len(h.scratch)) < need {
 			h.scratch = make([]byte, need)
 		}
 	}
 	h.slots[r] = slot{send: send, recv: recv}
-	if err := h.bar.Wait(); err != nil {
+	if err := h.wait(rk); err != nil {
 		return nil, err
 	}
 	if staged {
@@ -68,7 +71,7 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 		sb := g.SendCount * esz
 		copy(h.scratch[int64(r)*sb:int64(r+1)*sb], send)
 		h.slots[r].send = h.scratch[int64(r)*sb : int64(r+1)*sb]
-		if err := h.bar.Wait(); err != nil {
+		if err := h.wait(rk); err != nil {
 			return nil, err
 		}
 	}
@@ -76,8 +79,10 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 	switch c.Coll {
 	case suites.AllReduce:
 		lo, hi := chunk(c.Count, r, n)
-		h.reduceChunk(recv[lo*esz:hi*esz], r, lo*esz, hi*esz, c)
-		if err := h.bar.Wait(); err != nil {
+		if err := h.reduceChunk(rk, recv[lo*esz:hi*esz], r, lo*esz, hi*esz, c); err != nil {
+			return nil, err
+		}
+		if err := h.wait(rk); err != nil {
 			return nil, err
 		}
 		for p := 0; p < n; p++ {
@@ -88,19 +93,19 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 			copy(recv[lo*esz:hi*esz], h.slots[p].recv[lo*esz:hi*esz])
 		}
 	case suites.Reduce:
+		// Each rank reduces its chunk straight into the root's output.
 		lo, hi := chunk(c.Count, r, n)
-		h.reduceChunk(h.scratch[lo*esz:hi*esz], -1, lo*esz, hi*esz, c)
-		if err := h.bar.Wait(); err != nil {
+		if err := h.reduceChunk(rk, h.slots[c.Root].recv[lo*esz:hi*esz], c.Root, lo*esz, hi*esz, c); err != nil {
 			return nil, err
 		}
-		if r == c.Root {
-			copy(recv, h.scratch[:c.Count*esz])
-		} else {
+		if r != c.Root {
 			out = nil
 		}
 	case suites.ReduceScatter:
 		lo, hi := int64(r)*c.Count*esz, int64(r+1)*c.Count*esz
-		h.reduceChunk(recv, r, lo, hi, c)
+		if err := h.reduceChunk(rk, recv, r, lo, hi, c); err != nil {
+			return nil, err
+		}
 	case suites.Broadcast:
 		src := h.slots[c.Root].send
 		if !sameStart(src, recv) {
@@ -124,32 +129,39 @@ func (h *hub) run(r int, c suites.Call) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("cpu backend: collective %v not implemented", c.Coll)
 	}
-	if err := h.bar.Wait(); err != nil {
+	if err := h.wait(rk); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // reduceChunk writes into dst the reduction over all ranks of bytes [lo,hi)
-// of their send buffers. self names the rank whose send bytes may alias dst
-// (or -1), so its contribution is taken first.
-func (h *hub) reduceChunk(dst []byte, self int, lo, hi int64, c suites.Call) {
-	first := self
-	if first < 0 {
-		first = 0
-	}
-	src := h.slots[first].send[lo:hi]
-	if !sameStart(src, dst) {
-		copy(dst, src)
-	}
-	for p := 0; p < h.n; p++ {
-		if p != first {
-			reduceInto(dst, h.slots[p].send[lo:hi], c.DType, c.Op)
+// of their send buffers. self names the rank whose send bytes may alias dst,
+// so its contribution is taken first. It works in steps, looking at the
+// world's abort between them.
+func (h *hub) reduceChunk(rk *rank, dst []byte, self int, lo, hi int64, c suites.Call) error {
+	stepBytes := int64(step * c.DType.Size())
+	for off := lo; off < hi; off += stepBytes {
+		if err := rk.w.stopped(); err != nil {
+			return err
 		}
+		end := min(off+stepBytes, hi)
+		d := dst[off-lo : end-lo]
+		src := h.slots[self].send[off:end]
+		if !sameStart(src, d) {
+			copy(d, src)
+		}
+		for p := 0; p < h.n; p++ {
+			if p != self {
+				reduceInto(d, h.slots[p].send[off:end], c.DType, c.Op)
+			}
+		}
+		if c.Op == suites.Avg {
+			divideBy(d, c.DType, h.n)
+		}
+		rk.track.Moved()
 	}
-	if c.Op == suites.Avg {
-		divideBy(dst, c.DType, h.n)
-	}
+	return nil
 }
 
 func sameStart(a, b []byte) bool {

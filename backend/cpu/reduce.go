@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"sync"
 	"unsafe"
 
 	"collbench/dtype"
@@ -8,7 +9,7 @@ import (
 )
 
 type native interface {
-	~int8 | ~uint8 | ~int32 | ~uint32 | ~int64 | ~uint64 | ~float32 | ~float64
+	~int8 | ~uint8 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64 | ~float32 | ~float64
 }
 
 func view[T native](b []byte) []T {
@@ -80,12 +81,62 @@ func reduceInto(dst, src []byte, t dtype.DType, op suites.ReduceOp) {
 		reduceNative(view[float32](dst), view[float32](src), op)
 	case dtype.Float64:
 		reduceNative(view[float64](dst), view[float64](src), op)
+	case dtype.Float16:
+		d, s := view[uint16](dst), view[uint16](src)[:len(view[uint16](dst))]
+		for i := range d {
+			d[i] = dtype.Float32ToHalf(apply32(dtype.HalfToFloat32(d[i]), dtype.HalfToFloat32(s[i]), op))
+		}
+	case dtype.BFloat16:
+		d, s := view[uint16](dst), view[uint16](src)[:len(view[uint16](dst))]
+		for i := range d {
+			d[i] = dtype.Float32ToBF16(apply32(dtype.BF16ToFloat32(d[i]), dtype.BF16ToFloat32(s[i]), op))
+		}
+	case dtype.Float8E4M3, dtype.Float8E5M2:
+		tab := fp8Table(t, op)
+		s := src[:len(dst)]
+		for i := range dst {
+			dst[i] = tab[int(dst[i])<<8|int(s[i])]
+		}
 	default:
 		n := int64(len(dst) / t.Size())
 		for i := int64(0); i < n; i++ {
 			t.Put(dst, i, float64(apply32(float32(t.Get(dst, i)), float32(t.Get(src, i)), op)))
 		}
 	}
+}
+
+// fp8Tables holds, per 8-bit float type and op, the result of every pair of
+// operands: a reduction is then one lookup per element.
+var (
+	fp8Once   sync.Once
+	fp8Tables map[fp8Key]*[1 << 16]uint8
+)
+
+type fp8Key struct {
+	t  dtype.DType
+	op suites.ReduceOp
+}
+
+func fp8Table(t dtype.DType, op suites.ReduceOp) *[1 << 16]uint8 {
+	fp8Once.Do(func() {
+		fp8Tables = map[fp8Key]*[1 << 16]uint8{}
+		for _, ft := range []dtype.DType{dtype.Float8E4M3, dtype.Float8E5M2} {
+			for _, o := range suites.AllOps() {
+				tab := new([1 << 16]uint8)
+				for a := 0; a < 256; a++ {
+					for b := 0; b < 256; b++ {
+						x := float32(ft.Get([]byte{byte(a)}, 0))
+						y := float32(ft.Get([]byte{byte(b)}, 0))
+						var out [1]byte
+						ft.Put(out[:], 0, float64(apply32(x, y, o)))
+						tab[a<<8|b] = out[0]
+					}
+				}
+				fp8Tables[fp8Key{ft, o}] = tab
+			}
+		}
+	})
+	return fp8Tables[fp8Key{t, op}]
 }
 
 // divideBy finishes an average: integers divide truncating toward zero.
@@ -107,6 +158,16 @@ func divideBy(dst []byte, t dtype.DType, n int) {
 		divideNative(view[float32](dst), n)
 	case dtype.Float64:
 		divideNative(view[float64](dst), n)
+	case dtype.Float16:
+		d := view[uint16](dst)
+		for i := range d {
+			d[i] = dtype.Float32ToHalf(dtype.HalfToFloat32(d[i]) / float32(n))
+		}
+	case dtype.BFloat16:
+		d := view[uint16](dst)
+		for i := range d {
+			d[i] = dtype.Float32ToBF16(dtype.BF16ToFloat32(d[i]) / float32(n))
+		}
 	default:
 		cnt := int64(len(dst) / t.Size())
 		for i := int64(0); i < cnt; i++ {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"collbench/internal/atomicfile"
 	"errors"
 	"fmt"
 	"io"
@@ -138,16 +139,12 @@ func writeTo(out io.Writer, path string, write func(io.Writer) error) error {
 		}
 		return nil
 	}
-	fh, err := os.Create(path)
-	if err != nil {
+	if err := atomicfile.CheckWritable(path); err != nil {
 		return usageErrorf("cannot write %s: %v", path, err)
 	}
-	if err := write(fh); err != nil {
-		fh.Close()
-		return &RunError{err}
-	}
-	if err := fh.Close(); err != nil {
-		return &RunError{err}
+	// A killed process leaves the old file or the new one, never half of one.
+	if err := atomicfile.Replace(path, true, write); err != nil {
+		return &RunError{fmt.Errorf("writing %s: %w", path, err)}
 	}
 	return nil
 }

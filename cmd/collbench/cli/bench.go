@@ -10,15 +10,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"collbench/bootstrap"
 	"collbench/dtype"
+	"collbench/internal/atomicfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
 // BenchOptions are the flags every collective command shares.
@@ -51,15 +53,22 @@ type BenchOptions struct {
 	CUDAGraph int
 	RankList  string
 
-	Device           int
-	BootstrapTimeout time.Duration
-	Quiet            bool
+	RunFlags
+	Quiet bool
+	// hideNotice drops the backend notice (run prints it for its first suite only).
+	hideNotice bool
 
 	Format    string
 	formatSet bool
 	Output    string
 	Backend   string
 	NCCLLib   string
+
+	// onDocument, if set, receives the document after every row and at the
+	// end (run keeps its results file current with it).
+	onDocument func(*results.Document)
+	// document is the run's document once benchRun returns.
+	document *results.Document
 }
 
 const defaultSizes = "8:32M"
@@ -87,8 +96,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
 	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load (default: $COLLBENCH_NCCL_LIB, then the dynamic linker's search)")
-	fs.IntVar(&o.Device, "device", -1, "under a launcher: the local GPU this process drives (default: its local rank)")
-	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "under a launcher: how long the processes may take to find each other")
+	addRunFlags(fs, &o.RunFlags)
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress bar and no backend notice on stderr")
 }
 
@@ -270,6 +278,8 @@ func benchRun(o *BenchOptions) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	board := watchdog.NewBoard()
+	ctx = watchdog.WithBoard(ctx, board)
 	f := o.Factory
 	plan, err := o.plan()
 	if err != nil {
@@ -279,7 +289,7 @@ func benchRun(o *BenchOptions) error {
 	if err != nil {
 		return &UsageError{err}
 	}
-	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.BootstrapTimeout, func(n int) error {
+	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, func(n int) error {
 		if err := plan.Validate(n); err != nil {
 			return &UsageError{err}
 		}
@@ -316,16 +326,14 @@ func benchRun(o *BenchOptions) error {
 			return usageErrorf("--cuda-graph: %v", err)
 		}
 	}
-	var file io.Writer
+	var out *resultFile
 	if o.Output != "" && pw.rank0() {
-		fh, err := os.Create(o.Output)
-		if err != nil {
-			return usageErrorf("cannot write --output: %v", err)
+		if err := atomicfile.CheckWritable(o.Output); err != nil {
+			return usageErrorf("cannot write --output %s: %v", o.Output, err)
 		}
-		defer fh.Close()
-		file = fh
+		out = &resultFile{path: o.Output, format: o.fileFormat(format), errOut: o.IO.ErrOut}
 	}
-	if choice.Auto && pw.rank0() && !o.Quiet {
+	if choice.Auto && pw.rank0() && !o.Quiet && !o.hideNotice {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
 
@@ -340,7 +348,8 @@ func benchRun(o *BenchOptions) error {
 	if pw.multi() {
 		doc.Config.Processes, doc.Config.Launcher = n, launch.Source
 	}
-	world, err := f.openWorld(ctx, b, pw, n, o.Device, cancel)
+	o.document = doc
+	world, err := f.openWorld(ctx, b, pw, n, o.Device)
 	if err != nil {
 		return err
 	}
@@ -351,45 +360,123 @@ func benchRun(o *BenchOptions) error {
 	if b.Name() == "nccl" && pw.rank0() {
 		doc.Topology = f.resultTopology(hosts, doc.Environment.Backend.Version)
 	}
-	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout}
+	g := f.startGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
+	defer g.close()
+	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
 	progress := newProgress(o.IO)
 	progress.quiet = o.Quiet
 	if pw.rank0() {
 		rn.OnProgress = progress.update
 	}
-	rows, runErr := rn.Run(ctx)
-	progress.done()
-	if peer := pw.failure(); peer != nil {
-		runErr = peer
-	} else if runErr != nil && pw.multi() && !errors.Is(runErr, context.Canceled) {
-		pw.ctl.Abort(runErr)
-	}
-	if len(layout.Groups) > 1 {
-		for i := range rows {
-			rows[i].Layout = o.RankList
+	rn.OnRow = func(row results.Row) {
+		if len(layout.Groups) > 1 {
+			row.Layout = o.RankList
+		}
+		doc.Results = append(doc.Results, row)
+		doc.Summary = results.Summarize(doc.Results, false)
+		out.add(doc, row)
+		if o.onDocument != nil {
+			o.onDocument(doc)
 		}
 	}
-	doc.Results = rows
+	rows, runErr := rn.Run(ctx)
+	progress.done()
+	var tooLarge *suites.SizesTooLargeError
+	if errors.As(runErr, &tooLarge) {
+		return &UsageError{runErr} // refused before anything ran
+	}
+	if runErr != nil {
+		runErr = g.cause(runErr, len(rows))
+		if pw.multi() && !isFault(runErr) {
+			pw.ctl.Abort(runErr)
+		}
+	}
 	doc.Finished = f.Now()
 	if runErr != nil {
 		doc.Error = runErr.Error()
 	}
-	doc.Summary = results.Summarize(rows, runErr != nil)
-
+	doc.Summary = results.Summarize(doc.Results, runErr != nil)
+	if o.onDocument != nil {
+		o.onDocument(doc)
+	}
 	if pw.rank0() {
-		if err := o.emit(doc, format, file); err != nil {
+		if err := out.finish(doc); err != nil {
+			return &RunError{fmt.Errorf("writing results: %w", err)}
+		}
+		stdout := format
+		if out != nil && !o.formatSet {
+			stdout = report.FormatTable
+		}
+		if err := report.Write(o.IO.Out, doc, stdout); err != nil {
 			return &RunError{fmt.Errorf("writing results: %w", err)}
 		}
 	}
 	switch {
-	case runErr != nil && pw.failure() == nil && errors.Is(runErr, context.Canceled):
-		return fmt.Errorf("interrupted; %d rows measured before: %w", len(rows), context.Canceled)
+	case isFault(runErr):
+		return runErr
 	case runErr != nil:
 		return &RunError{runErr}
 	case doc.Summary.WrongTotal > 0:
 		return &CheckFailedError{fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
 	}
 	return nil
+}
+
+// isFault reports errors that already name their cause and carry their
+// exit code: a fault of the world, or a signal.
+func isFault(err error) bool {
+	var pe *bootstrap.PeerError
+	var se *signalError
+	return errors.As(err, &pe) || errors.As(err, &se)
+}
+
+// resultFile keeps --output current: after every row the whole document is
+// written to a temporary file beside it and renamed over it, so the file
+// always holds a valid document with every row measured so far, whenever
+// the process is killed. An existing file is replaced only once the run
+// has a row to put there.
+type resultFile struct {
+	path   string
+	format report.Format
+	errOut io.Writer
+	enc    results.Encoder
+	failed bool
+}
+
+func (r *resultFile) render(doc *results.Document) func(io.Writer) error {
+	if r.format == report.FormatJSON {
+		return func(w io.Writer) error { return r.enc.Write(w, doc) }
+	}
+	return func(w io.Writer) error { return report.Write(w, doc, r.format) }
+}
+
+// add writes the document after row was appended to it.
+func (r *resultFile) add(doc *results.Document, row results.Row) {
+	if r == nil {
+		return
+	}
+	if err := r.enc.Add(row); err == nil {
+		err = atomicfile.Replace(r.path, false, r.render(doc))
+		if err != nil && !r.failed {
+			r.failed = true
+			fmt.Fprintf(r.errOut, "collbench: cannot update %s: %v (will try again at the end)\n", r.path, err)
+		}
+	}
+}
+
+// finish writes the final document, synced to disk; with no row at all an
+// existing file is left as it was.
+func (r *resultFile) finish(doc *results.Document) error {
+	if r == nil {
+		return nil
+	}
+	if len(doc.Results) == 0 {
+		if _, err := os.Stat(r.path); err == nil {
+			fmt.Fprintf(r.errOut, "collbench: no row was measured; %s is left as it was\n", r.path)
+			return nil
+		}
+	}
+	return atomicfile.Replace(r.path, true, r.render(doc))
 }
 
 // worldDevices lists every rank's device, from every process of the world.
@@ -416,18 +503,6 @@ func worldDevices(w suites.World) ([]results.Device, error) {
 		all = append(all, ds...)
 	}
 	return all, nil
-}
-
-func (o *BenchOptions) emit(doc *results.Document, format report.Format, file io.Writer) error {
-	if file != nil {
-		if err := report.Write(file, doc, o.fileFormat(format)); err != nil {
-			return err
-		}
-		if !o.formatSet {
-			format = report.FormatTable
-		}
-	}
-	return report.Write(o.IO.Out, doc, format)
 }
 
 func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *results.Document {
@@ -464,6 +539,7 @@ func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *
 		Command:       f.Args,
 		Started:       f.Now(),
 		Config:        cfg,
+		Results:       []results.Row{},
 		Environment:   f.environment(choice.Backend, choice.Reason),
 	}
 }

@@ -202,25 +202,26 @@ func TestCorruptionFailsTheRun(t *testing.T) {
 	}
 }
 
-// TestOutOfMemoryKeepsEarlierRows lets a memory cap stop the sweep at a
-// size that does not fit and checks the earlier rows survive, with exit 3.
-func TestOutOfMemoryKeepsEarlierRows(t *testing.T) {
+// TestSizesThatCannotFitAreRefused gives the CPU backend a memory cap and
+// asks for sizes beyond it: the run is refused before anything is
+// allocated, with one line naming every such size, what a rank needs and
+// may have, and the largest size that fits.
+func TestSizesThatCannotFitAreRefused(t *testing.T) {
 	f, out, errOut := testFactory()
 	f.CPUOptions = cpu.Options{MemoryLimit: 3 * 2 * (2 << 20)} // 3 ranks, two 2 MiB buffers each
-	code := run(t, f, "allreduce", "--sizes", "1K,2M,4M", "-n", "1", "-g", "3", "--backend", "cpu", "--format", "json")
-	if code != ExitRunFailed {
-		t.Fatalf("exit %d, want 3; stderr %q", code, errOut)
+	code := run(t, f, "allreduce", "--sizes", "1K,2M,4M,16M", "-n", "1", "-g", "3", "--backend", "cpu", "--format", "json")
+	if code != ExitUsage {
+		t.Fatalf("exit %d, want 2; stderr %q", code, errOut)
 	}
 	msg := errOut.String()
-	if !strings.Contains(msg, "size 4M") || !strings.Contains(msg, "out of memory on rank") || !strings.Contains(msg, "asked for 4.0 MiB") {
-		t.Errorf("stderr %q should name the size and the memory", msg)
+	for _, want := range []string{"sizes 4M, 16M cannot fit", "rank 0 needs two buffers", "32.0 MiB for 16M", "may allocate 4.0 MiB",
+		"memory limit of 12.0 MiB", "shared by 3 ranks", "largest requested size that fits is 2M"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("stderr lacks %q: %q", want, msg)
+		}
 	}
-	d, err := results.Read(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(d.Results) != 2 || d.Results[1].SizeBytes != 2<<20 || d.Error == "" || d.Summary.OK {
-		t.Fatalf("earlier rows or the error lost: %d rows, error %q", len(d.Results), d.Error)
+	if strings.Count(msg, "\n") != 1 || out.Len() != 0 {
+		t.Errorf("want one line and no results: stdout %q, stderr %q", out, msg)
 	}
 }
 

@@ -3,13 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"collbench/bootstrap"
+	"collbench/internal/faults"
+	"collbench/internal/secret"
 	"collbench/suites"
 )
 
@@ -35,6 +36,26 @@ func (p *processWorld) failure() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.peerErr
+}
+
+func (p *processWorld) setFailure(err error) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.peerErr == nil {
+		p.peerErr = err
+	}
+}
+
+// ctlTCP returns the TCP control connection, if the world has one.
+func (p *processWorld) ctlTCP() (*bootstrap.TCP, bool) {
+	if !p.multi() {
+		return nil, false
+	}
+	t, ok := p.ctl.(*bootstrap.TCP)
+	return t, ok
 }
 
 // hostIdentity is what this process reports as its host: NCCL_HOSTID when
@@ -73,15 +94,20 @@ func (f *Factory) detectLaunch() (*bootstrap.Launch, error) {
 // joinProcesses forms the world of processes the launch describes: over TCP
 // when there is a rendezvous address, over MPI in MPI builds, and otherwise
 // refuses rather than run as unconnected single processes.
-func (f *Factory) joinProcesses(ctx context.Context, l *bootstrap.Launch, args []string, timeout time.Duration) (*processWorld, error) {
+func (f *Factory) joinProcesses(ctx context.Context, l *bootstrap.Launch, args []string, timeout, silence time.Duration) (*processWorld, error) {
 	pw := &processWorld{launch: l}
 	if !l.MultiProcess() {
 		return pw, nil
 	}
 	switch {
 	case l.RootAddr != "":
+		token, err := secret.Load(f.getenv)
+		if err != nil {
+			return nil, &UsageError{err}
+		}
 		t, err := bootstrap.Join(ctx, bootstrap.TCPOptions{Rank: l.Rank, Size: l.Size, Addr: l.RootAddr,
-			Host: f.hostIdentity(), Args: args, Timeout: timeout})
+			Host: f.hostIdentity(), Args: args, Timeout: timeout, Token: token, Silence: silence,
+			Warn: func(s string) { fmt.Fprintln(f.IO.ErrOut, "collbench: "+s) }})
 		if err != nil {
 			return nil, &RunError{fmt.Errorf("forming the world of %d processes (%s): %w", l.Size, l.Source, err)}
 		}
@@ -101,27 +127,6 @@ func (f *Factory) joinProcesses(ctx context.Context, l *bootstrap.Launch, args [
 			l.Source, l.Rank, l.Size, strings.Join(l.Evidence, " "), bootstrap.EnvRootAddr, l.Size)
 	}
 	return pw, nil
-}
-
-// watch makes a failure of another process stop this one: the world's
-// communicators are aborted and cancel is called; if that does not end the
-// run within the grace period the process exits.
-func (p *processWorld) watch(errOut func(string), cancel context.CancelFunc, w suites.World) {
-	t, ok := p.ctl.(*bootstrap.TCP)
-	if !ok {
-		return
-	}
-	t.OnPeerLost(func(err error) {
-		p.mu.Lock()
-		p.peerErr = err
-		p.mu.Unlock()
-		errOut(fmt.Sprintf("collbench: rank %d: %v; stopping", t.Rank(), err))
-		cancel()
-		if a, ok := w.(suites.Aborter); ok {
-			a.Abort(err)
-		}
-		time.AfterFunc(20*time.Second, func() { os.Exit(ExitRunFailed) })
-	})
 }
 
 // worldSize checks the backend against the launch and returns the number of
@@ -144,8 +149,8 @@ func worldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 
 // openWorld opens n ranks in this process, or this process's rank of a
 // world of processes on its device (--device, COLLBENCH_DEVICE, or the
-// local rank); a failure of another process then aborts it and cancels.
-func (f *Factory) openWorld(ctx context.Context, b suites.Backend, pw *processWorld, n, device int, cancel context.CancelFunc) (suites.World, error) {
+// local rank).
+func (f *Factory) openWorld(ctx context.Context, b suites.Backend, pw *processWorld, n, device int) (suites.World, error) {
 	if !pw.multi() {
 		w, err := b.Open(ctx, n)
 		if err != nil {
@@ -165,7 +170,6 @@ func (f *Factory) openWorld(ctx context.Context, b suites.Backend, pw *processWo
 		pw.ctl.Abort(err)
 		return nil, &RunError{err}
 	}
-	pw.watch(func(s string) { fmt.Fprintln(f.IO.ErrOut, s) }, cancel, w)
 	return w, nil
 }
 
@@ -189,7 +193,10 @@ func (s *session) close() {
 // startSession chooses the backend, reads the launcher's variables, sizes
 // the world, lets check refuse bad input before any rendezvous, then joins
 // the other processes. The caller closes the session.
-func (f *Factory) startSession(ctx context.Context, backend, ncclLib string, ranks int, timeout time.Duration, check func(n int) error) (*session, error) {
+func (f *Factory) startSession(ctx context.Context, backend, ncclLib string, ranks int, rf RunFlags, check func(n int) error) (*session, error) {
+	if err := rf.validate(); err != nil {
+		return nil, err
+	}
 	choice, err := f.ChooseBackend(backend, ncclLib)
 	if err != nil {
 		return nil, err
@@ -207,9 +214,12 @@ func (f *Factory) startSession(ctx context.Context, backend, ncclLib string, ran
 			return nil, err
 		}
 	}
-	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], timeout)
+	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], rf.BootstrapTimeout, rf.silence())
 	if err != nil {
 		return nil, err
+	}
+	if spec := f.getenv(faults.EnvFaults); spec != "" && pw.rank0() && choice.Backend.Name() == "cpu" {
+		fmt.Fprintf(f.IO.ErrOut, "collbench: planted faults (%s, a testing option): %s\n", faults.EnvFaults, spec)
 	}
 	s := &session{choice: choice, launch: launch, n: n, pw: pw, hosts: f.hosts(n)}
 	if pw.multi() {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
+
+	"collbench/bootstrap"
 )
 
 // Exit codes. Documented in the README.
@@ -11,8 +15,10 @@ const (
 	ExitOK          = 0
 	ExitCheckFailed = 1 // a verification or regression check failed
 	ExitUsage       = 2 // bad flags, arguments or input files; a missing library asked for by name
-	ExitRunFailed   = 3 // the run could not complete (backend error, out of memory, I/O)
+	ExitRunFailed   = 3 // the run could not complete (backend error, a process of the world died, I/O)
+	ExitHung        = 4 // the watchdog or the heartbeat stopped a rank that made no progress or went silent
 	ExitInterrupted = 130
+	ExitTerminated  = 143
 )
 
 // UsageError is bad input: the message names the problem and the valid choices.
@@ -44,6 +50,8 @@ func ExitCode(err error) int {
 	var re *RunError
 	var ce *CheckFailedError
 	var xe *exitCodeError
+	var pe *bootstrap.PeerError
+	var se *signalError
 	switch {
 	case err == nil:
 		return ExitOK
@@ -51,6 +59,16 @@ func ExitCode(err error) int {
 		return xe.code
 	case errors.As(err, &ce):
 		return ExitCheckFailed
+	case errors.As(err, &pe):
+		switch pe.Kind {
+		case bootstrap.FaultHung, bootstrap.FaultSilent:
+			return ExitHung
+		case bootstrap.FaultInterrupted:
+			return ExitInterrupted
+		}
+		return ExitRunFailed
+	case errors.As(err, &se):
+		return se.code()
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	case errors.As(err, &ue):
@@ -59,4 +77,25 @@ func ExitCode(err error) int {
 		return ExitRunFailed
 	}
 	return ExitUsage
+}
+
+// signalError reports a run stopped by a signal (Ctrl-C, SIGTERM).
+type signalError struct {
+	sig  os.Signal
+	rows int
+}
+
+func (e *signalError) Error() string {
+	name := "interrupted"
+	if e.sig == syscall.SIGTERM {
+		name = "terminated"
+	}
+	return fmt.Sprintf("%s; %d rows measured before are kept", name, e.rows)
+}
+
+func (e *signalError) code() int {
+	if e.sig == syscall.SIGTERM {
+		return ExitTerminated
+	}
+	return ExitInterrupted
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"collbench/backend/cpu"
+	"collbench/internal/faults"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -32,6 +33,10 @@ type Factory struct {
 	NCCL func(lib string) (suites.Backend, error)
 	// NVML returns the NVML library to ask about GPUs (a mock in tests).
 	NVML func() nvml.Interface
+	// HardExit lets a run that does not stop within a grace period after a
+	// fault end the process (set by Main; never in tests, which run in the
+	// test binary's process).
+	HardExit bool
 }
 
 // NewFactory returns a Factory wired to the real system.
@@ -53,11 +58,29 @@ type BackendChoice struct {
 	Auto    bool
 }
 
+// cpuBackend returns the CPU backend with the faults $COLLBENCH_FAULTS
+// plants (a testing option), unless the factory already has some.
+func (f *Factory) cpuBackend() (*cpu.Backend, error) {
+	opts := f.CPUOptions
+	if opts.Faults == nil {
+		fs, err := faults.Parse(f.getenv(faults.EnvFaults))
+		if err != nil {
+			return nil, &UsageError{err}
+		}
+		opts.Faults = fs
+	}
+	return cpu.New(opts), nil
+}
+
 // ChooseBackend resolves --backend auto|cpu|nccl without printing anything.
 func (f *Factory) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "cpu":
-		return BackendChoice{Backend: cpu.New(f.CPUOptions), Reason: "asked for with --backend cpu"}, nil
+		b, err := f.cpuBackend()
+		if err != nil {
+			return BackendChoice{}, err
+		}
+		return BackendChoice{Backend: b, Reason: "asked for with --backend cpu"}, nil
 	case "nccl":
 		b, err := f.openNCCL(ncclLib)
 		if err != nil {
@@ -69,7 +92,11 @@ func (f *Factory) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 		if err == nil {
 			return BackendChoice{Backend: b, Reason: "auto; GPUs and NCCL found", Auto: true}, nil
 		}
-		return BackendChoice{Backend: cpu.New(f.CPUOptions), Reason: "auto; NCCL unavailable: " + err.Error(), Auto: true}, nil
+		cb, cerr := f.cpuBackend()
+		if cerr != nil {
+			return BackendChoice{}, cerr
+		}
+		return BackendChoice{Backend: cb, Reason: "auto; NCCL unavailable: " + err.Error(), Auto: true}, nil
 	}
 	return BackendChoice{}, usageErrorf("unknown --backend %q (valid: auto, cpu, nccl)", name)
 }

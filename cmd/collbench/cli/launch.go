@@ -1,14 +1,21 @@
 package cli
 
 import (
-	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/bootstrap"
+	"collbench/internal/secret"
 )
 
 // LaunchOptions are the flags of `collbench launch`.
@@ -78,6 +86,8 @@ func launchRun(o *LaunchOptions) error {
 		return usageErrorf("invalid -n %d: must be at least 1", o.Procs)
 	case o.Nodes < 1 || o.Procs%o.Nodes != 0:
 		return usageErrorf("invalid --nodes %d: must divide the %d processes evenly", o.Nodes, o.Procs)
+	case o.Port < 0 || o.Port > 65535:
+		return usageErrorf("invalid --port %d: must be between 1 and 65535, or 0 for a free port", o.Port)
 	case o.Args[0] == "launch":
 		return usageErrorf("launch cannot start launch")
 	}
@@ -98,16 +108,31 @@ func launchRun(o *LaunchOptions) error {
 		port = ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 	}
+	// Only this job's ranks can join: they share a secret made here (or
+	// the one the environment already gives).
+	token := os.Getenv(secret.EnvToken)
+	if token == "" {
+		var err error
+		if token, err = secret.New(); err != nil {
+			return &RunError{err}
+		}
+	}
+	// The children are started from this locked thread and get SIGKILL
+	// when it goes away, so they never outlive the launcher.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// Ranks that stop on a fault leave their verdict here, so the launcher
+	// can name the cause they agree on rather than the first echo of it.
+	reports, err := os.MkdirTemp("", "collbench-launch-")
+	if err != nil {
+		return &RunError{fmt.Errorf("making the launch report directory: %w", err)}
+	}
+	defer os.RemoveAll(reports)
 	perNode := o.Procs / o.Nodes
 	host, _ := os.Hostname()
-	type child struct {
-		cmd  *exec.Cmd
-		code int
-		done chan struct{}
-	}
+	start := time.Now()
 	var children []*child
 	var outMu sync.Mutex
-	var wg sync.WaitGroup
 	for r := 0; r < o.Procs; r++ {
 		cmd := exec.Command(bin, o.Args...)
 		cmd.Env = append(os.Environ(),
@@ -117,108 +142,341 @@ func launchRun(o *LaunchOptions) error {
 			bootstrap.EnvLocalSize+"="+strconv.Itoa(perNode),
 			bootstrap.EnvRootAddr+"=127.0.0.1:"+strconv.Itoa(port),
 			bootstrap.EnvDevice+"="+strconv.Itoa(r),
+			secret.EnvToken+"="+token,
+			envLaunchReports+"="+reports,
 		)
 		if o.Nodes > 1 {
 			cmd.Env = append(cmd.Env, fmt.Sprintf("NCCL_HOSTID=%s-node%d", host, r/perNode))
 		}
-		ch := &child{cmd: cmd, done: make(chan struct{})}
-		var streams []io.ReadCloser
-		stdout, _ := cmd.StdoutPipe()
-		stderr, _ := cmd.StderrPipe()
-		streams = append(streams, stdout, stderr)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		ch := &child{rank: r, cmd: cmd, done: make(chan struct{})}
+		// exec copies the streams itself and Wait returns only once they
+		// are drained, so no line of a rank that ended is lost.
+		if r == 0 {
+			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.IO.Out}
+			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.IO.ErrOut}
+		} else {
+			prefix := fmt.Sprintf("[rank %d] ", r)
+			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.IO.ErrOut, prefix: prefix}
+			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.IO.ErrOut, prefix: prefix}
+		}
 		if err := cmd.Start(); err != nil {
 			for _, c := range children {
-				_ = c.cmd.Process.Kill()
+				_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 			}
 			return &RunError{fmt.Errorf("starting rank %d: %w", r, err)}
 		}
-		for i, s := range streams {
-			dst := o.IO.Out
-			if i == 1 {
-				dst = o.IO.ErrOut
-			}
-			prefix := ""
-			if r != 0 {
-				dst, prefix = o.IO.ErrOut, fmt.Sprintf("[rank %d] ", r)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sc := bufio.NewScanner(s)
-				sc.Buffer(make([]byte, 64<<10), 16<<20)
-				for sc.Scan() {
-					outMu.Lock()
-					fmt.Fprintf(dst, "%s%s\n", prefix, sc.Text())
-					outMu.Unlock()
-				}
-			}()
-		}
 		children = append(children, ch)
 	}
-	failed := make(chan int, o.Procs)
-	for r, ch := range children {
+	ended := make(chan *child, o.Procs)
+	for _, ch := range children {
 		go func() {
 			err := ch.cmd.Wait()
-			ch.code = 0
+			ch.at = time.Since(start)
 			if ee, ok := err.(*exec.ExitError); ok {
-				ch.code = ee.ExitCode()
-				if ch.code < 0 {
-					ch.code = ExitRunFailed // killed by a signal
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					ch.signal = ws.Signal()
+				} else {
+					ch.code = ee.ExitCode()
 				}
 			} else if err != nil {
 				ch.code = ExitRunFailed
 			}
-			if ch.code != 0 {
-				failed <- r
-			}
 			close(ch.done)
+			ended <- ch
 		}()
 	}
-	allDone := make(chan struct{})
-	go func() {
-		for _, ch := range children {
-			<-ch.done
-		}
-		close(allDone)
-	}()
-	signalAll := func(sig os.Signal) {
+	signalAll := func(sig syscall.Signal, byUs bool) {
 		for _, ch := range children {
 			select {
 			case <-ch.done:
 			default:
-				_ = ch.cmd.Process.Signal(sig)
+				if byUs {
+					ch.killedByLaunch = true
+				}
+				_ = syscall.Kill(-ch.cmd.Process.Pid, sig) // its whole process group
 			}
 		}
 	}
 	var grace <-chan time.Time
-loop:
-	for {
+	var first *child
+	var stopSig os.Signal
+	left := len(children)
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	for left > 0 {
 		select {
-		case <-allDone:
-			break loop
+		case ch := <-ended:
+			left--
+			if ch.failed() && first == nil && !ch.killedByLaunch {
+				first = ch
+				// The others notice a failed rank themselves; stragglers
+				// are stopped after a grace period.
+				if grace == nil {
+					grace = time.After(30 * time.Second)
+				}
+			}
 		case <-ctx.Done():
-			signalAll(syscall.SIGINT)
+			if stopSig != nil {
+				signalAll(syscall.SIGKILL, true) // a second signal: stop now
+				continue
+			}
+			stopSig = os.Interrupt
+			var sc *signalCause
+			if errors.As(context.Cause(ctx), &sc) {
+				stopSig = sc.sig
+			}
+			signalAll(stopSig.(syscall.Signal), false)
 			grace = time.After(10 * time.Second)
 			ctx = context.Background()
-		case <-failed:
-			// The others notice a failed rank themselves; stop stragglers.
-			if grace == nil {
-				grace = time.After(30 * time.Second)
+			if sc != nil {
+				// A second signal to the launcher kills the ranks at once.
+				again := make(chan os.Signal, 1)
+				signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+				defer signal.Stop(again)
+				go func() {
+					<-again
+					signalAll(syscall.SIGKILL, true)
+				}()
+			}
+		case <-poll.C:
+			// A rank stopped by a signal (SIGSTOP) never ends by itself:
+			// once every other rank has ended, stop it.
+			if first != nil && allStoppedOrDone(children) {
+				signalAll(syscall.SIGKILL, true)
 			}
 		case <-grace:
-			signalAll(syscall.SIGKILL)
+			signalAll(syscall.SIGKILL, true)
 			grace = nil
 		}
 	}
-	wg.Wait()
-	worst := 0
 	for _, ch := range children {
-		worst = max(worst, ch.code)
+		for _, w := range []io.Writer{ch.cmd.Stdout, ch.cmd.Stderr} {
+			w.(*lineWriter).flush()
+		}
 	}
-	if worst != 0 {
-		return &exitCodeError{code: worst}
+	if first == nil {
+		for _, ch := range children {
+			if ch.failed() && !ch.killedByLaunch {
+				first = ch
+				break
+			}
+		}
 	}
-	return nil
+	if first == nil {
+		if stopSig != nil {
+			return &signalError{sig: stopSig, rows: -1}
+		}
+		return nil
+	}
+	code := first.exitCode()
+	if cause, namedBy := agreedCause(reports); cause != nil && cause.Rank >= 0 && cause.Rank < len(children) {
+		culprit := children[cause.Rank]
+		if culprit.failed() && !culprit.killedByLaunch {
+			first, code = culprit, culprit.exitCode()
+		}
+		fmt.Fprintf(o.IO.ErrOut, "collbench launch: the cause: %s (named by %s)\n", cause.Msg, ranksNoun(namedBy))
+	}
+	reportEnds(o.IO.ErrOut, children, first)
+	return &exitCodeError{code: code}
+}
+
+// envLaunchReports names the directory where ranks started by launch leave
+// the fault that stopped them.
+const envLaunchReports = "COLLBENCH_LAUNCH_REPORTS"
+
+// writeLaunchReport leaves this rank's fault for the launcher, if it
+// started this process.
+func (f *Factory) writeLaunchReport(err error) {
+	dir := f.getenv(envLaunchReports)
+	var pe *bootstrap.PeerError
+	if dir == "" || !errors.As(err, &pe) {
+		return
+	}
+	b, _ := json.Marshal(pe)
+	_ = os.WriteFile(filepath.Join(dir, "rank-"+f.getenv(bootstrap.EnvRank)+".json"), b, 0o644)
+}
+
+// agreedCause reads the ranks' reports and returns the fault most of them
+// name (rank 0's on a tie) and which ranks named it.
+func agreedCause(dir string) (*bootstrap.PeerError, []int) {
+	entries, _ := os.ReadDir(dir)
+	type vote struct {
+		pe *bootstrap.PeerError
+		by []int
+	}
+	votes := map[int]*vote{}
+	for _, e := range entries {
+		r, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(e.Name(), "rank-"), ".json"))
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		var pe bootstrap.PeerError
+		if err != nil || json.Unmarshal(b, &pe) != nil || pe.Msg == "" || pe.Rank < 0 {
+			continue
+		}
+		v, ok := votes[pe.Rank]
+		if !ok {
+			v = &vote{pe: &pe}
+			votes[pe.Rank] = v
+		}
+		v.by = append(v.by, r)
+	}
+	var best *vote
+	for _, v := range votes {
+		slices.Sort(v.by)
+		if best == nil || len(v.by) > len(best.by) || (len(v.by) == len(best.by) && v.by[0] < best.by[0]) {
+			best = v
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	return best.pe, best.by
+}
+
+func ranksNoun(rs []int) string {
+	if len(rs) == 1 {
+		return "rank " + strconv.Itoa(rs[0])
+	}
+	return "ranks " + joinRanks(rs)
+}
+
+// lineWriter writes whole lines to dst, each with prefix, under a lock
+// shared by every rank's streams so lines never interleave.
+type lineWriter struct {
+	mu     *sync.Mutex
+	dst    io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.mu.Lock()
+		fmt.Fprintf(w.dst, "%s%s\n", w.prefix, w.buf[:i])
+		w.mu.Unlock()
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 16<<20 { // a line without end: pass it on
+		w.flush()
+	}
+	return len(p), nil
+}
+
+// flush writes a last line that had no newline.
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.mu.Lock()
+		fmt.Fprintf(w.dst, "%s%s\n", w.prefix, w.buf)
+		w.mu.Unlock()
+		w.buf = nil
+	}
+}
+
+// child is one rank started by launch and how it ended.
+type child struct {
+	rank           int
+	cmd            *exec.Cmd
+	done           chan struct{}
+	at             time.Duration
+	code           int
+	signal         syscall.Signal
+	killedByLaunch bool
+}
+
+func (c *child) failed() bool { return c.code != 0 || c.signal != 0 }
+
+// exitCode is what the launcher exits with when c is the cause: its code,
+// or 128 + the signal that killed it, as shells report it.
+func (c *child) exitCode() int {
+	if c.signal != 0 {
+		return 128 + int(c.signal)
+	}
+	return c.code
+}
+
+func (c *child) how() string {
+	switch {
+	case c.signal != 0 && c.killedByLaunch:
+		return fmt.Sprintf("was stopped by launch (signal %s)", signalName(c.signal))
+	case c.signal != 0:
+		return fmt.Sprintf("was killed by signal %s", signalName(c.signal))
+	case c.code == 0:
+		return "exited normally"
+	}
+	return fmt.Sprintf("exited with code %d", c.code)
+}
+
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGKILL: "KILL", syscall.SIGTERM: "TERM", syscall.SIGINT: "INT",
+		syscall.SIGSEGV: "SEGV", syscall.SIGABRT: "ABRT", syscall.SIGBUS: "BUS", syscall.SIGHUP: "HUP"}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return strconv.Itoa(int(s))
+}
+
+// reportEnds says how every rank ended, the first failure first, as the cause.
+func reportEnds(w io.Writer, children []*child, first *child) {
+	fmt.Fprintf(w, "collbench launch: rank %d (pid %d) %s after %.1f s\n",
+		first.rank, first.cmd.Process.Pid, first.how(), first.at.Seconds())
+	groups := map[string][]int{}
+	var order []string
+	for _, c := range children {
+		if c == first {
+			continue
+		}
+		h := c.how()
+		if _, ok := groups[h]; !ok {
+			order = append(order, h)
+		}
+		groups[h] = append(groups[h], c.rank)
+	}
+	for _, h := range order {
+		rs := groups[h]
+		noun := "rank"
+		if len(rs) > 1 {
+			noun = "ranks"
+		}
+		fmt.Fprintf(w, "collbench launch: %s %s then %s\n", noun, joinRanks(rs), h)
+	}
+}
+
+func joinRanks(rs []int) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = strconv.Itoa(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+// allStoppedOrDone reports whether every rank has ended or is stopped by a
+// signal (state T in /proc).
+func allStoppedOrDone(children []*child) bool {
+	for _, c := range children {
+		select {
+		case <-c.done:
+			continue
+		default:
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// The state follows the command name in parentheses.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'T' && stat[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // exitCodeError passes a child's exit code through without a message (the

@@ -64,12 +64,35 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 		}
 		fmt.Fprintf(f.IO.ErrOut, "collbench: %s\n", msg)
 	}
+	f.writeLaunchReport(err)
 	return ExitCode(err)
 }
 
-// Main runs collbench with the process's streams and signals.
+// signalCause is why a run's context ended: a signal arrived.
+type signalCause struct{ sig os.Signal }
+
+func (c *signalCause) Error() string { return "stopped by " + c.sig.String() }
+
+// Main runs collbench with the process's streams and signals. The first
+// SIGINT or SIGTERM stops the run promptly, keeping what it measured; a
+// second one exits at once (rows already measured are on disk).
 func Main(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return Run(ctx, NewFactory(SystemIO()), args)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		first := <-sigs
+		cancel(&signalCause{first})
+		second := <-sigs
+		fmt.Fprintf(os.Stderr, "collbench: %v again: exiting now\n", second)
+		code := ExitInterrupted
+		if second == syscall.SIGTERM || first == syscall.SIGTERM {
+			code = ExitTerminated
+		}
+		os.Exit(code)
+	}()
+	f := NewFactory(SystemIO())
+	f.HardExit = true
+	return Run(ctx, f, args)
 }

@@ -8,12 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"collbench/bootstrap"
+	"collbench/internal/atomicfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/runconfig"
+	"collbench/watchdog"
 )
 
 // RunOptions are the flags of `collbench run`.
@@ -25,6 +29,7 @@ type RunOptions struct {
 	Baseline string
 	Output   string
 	Quiet    bool
+	Timeout  time.Duration
 }
 
 // NewCmdRun builds `collbench run --config FILE`.
@@ -51,6 +56,7 @@ acceptance; 2 on a bad config.`,
 	fs.StringVar(&o.Baseline, "baseline", "", "compare with this baseline (overrides the config's)")
 	fs.StringVar(&o.Output, "output", "", "directory for results (overrides the config's; default collbench-out)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no tables or progress; only the verdict")
+	fs.DurationVar(&o.Timeout, "timeout", watchdog.DefaultTimeout, "watchdog: stop a suite when no rank makes progress for this long (0 = off)")
 	return cmd
 }
 
@@ -87,7 +93,25 @@ func runSuite(o *RunOptions) error {
 	if o.Quiet {
 		out = io.Discard
 	}
+	resultsPath := filepath.Join(outDir, "results.json")
+	if err := atomicfile.CheckWritable(resultsPath); err != nil {
+		return usageErrorf("cannot write %s: %v", resultsPath, err)
+	}
+	// results.json holds every row measured so far, whenever the process
+	// is killed: it is replaced whole after every row.
 	var merged *results.Document
+	var enc results.Encoder
+	saved := 0
+	save := func(cur *results.Document) {
+		all := mergeDocs(cloneDoc(merged), cur)
+		for _, r := range all.Results[saved:] {
+			_ = enc.Add(r)
+		}
+		saved = len(all.Results)
+		if err := atomicfile.Replace(resultsPath, false, func(w io.Writer) error { return enc.Write(w, all) }); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: cannot update %s: %v\n", resultsPath, err)
+		}
+	}
 	var firstErr error
 	wrong := false
 	for si, s := range cfg.Suites {
@@ -96,20 +120,21 @@ func runSuite(o *RunOptions) error {
 			layouts = []string{""}
 		}
 		for _, layout := range layouts {
-			tmp := filepath.Join(outDir, fmt.Sprintf(".suite-%d.json", si))
 			args := []string{"collbench", "sweep", "--collectives", strings.Join(s.Collectives, ",")}
 			bo := &BenchOptions{IO: &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet},
-				Factory: o.Factory, Ctx: o.Ctx, Output: tmp, Format: "table", Backend: orDefault(cfg.Backend, "auto"),
+				Factory: o.Factory, Ctx: o.Ctx, Format: "table", Backend: orDefault(cfg.Backend, "auto"),
 				Ranks: cfg.Ranks, Iters: orInt(cfg.Iterations, 20), Warmup: cfg.Warmup, Check: orInt(cfg.Check, 1),
 				Sizes: s.Sizes, DType: orDefault(strings.Join(s.DTypes, ","), "float"), Op: orDefault(strings.Join(s.Ops, ","), "sum"),
 				Root: orDefault(s.Root, "0"), Mode: orDefault(s.Mode, "both"), Average: "mean", Seed: 1, RankList: layout,
-				IterStats: s.IterStats, Device: -1, StepFactor: 2, Quiet: o.Quiet}
+				IterStats: s.IterStats, StepFactor: 2, Quiet: o.Quiet, hideNotice: si > 0,
+				RunFlags: RunFlags{Device: -1, BootstrapTimeout: 2 * time.Minute, Timeout: o.Timeout, HeartbeatTimeout: bootstrap.DefaultSilence}}
 			if cfg.Warmup == 0 {
 				bo.Warmup = 5
 			}
 			if bo.Collectives, err = parseCollectiveList(s.Collectives); err != nil {
 				return &UsageError{fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
 			}
+			bo.onDocument = save
 			o.Factory.Args = append(args, "--rank-list", layout)
 			err := benchRun(bo)
 			var ce *CheckFailedError
@@ -123,10 +148,8 @@ func runSuite(o *RunOptions) error {
 				}
 				firstErr = err
 			}
-			d, rerr := readResults(tmp)
-			os.Remove(tmp)
-			if rerr == nil {
-				merged = mergeDocs(merged, d)
+			if bo.document != nil && len(bo.document.Results) > 0 {
+				merged = mergeDocs(merged, bo.document)
 			}
 			if firstErr != nil {
 				break
@@ -142,7 +165,6 @@ func runSuite(o *RunOptions) error {
 		}
 		return &RunError{errors.New("no results were measured")}
 	}
-	resultsPath := filepath.Join(outDir, "results.json")
 	if err := writeTo(nil, resultsPath, func(w io.Writer) error { return results.Write(w, merged) }); err != nil {
 		return err
 	}
@@ -230,6 +252,18 @@ func acceptance(w io.Writer, d *results.Document, minSize int64, frac float64) [
 		return nil
 	}
 	return []string{fmt.Sprintf("%d rows below %.0f%% of peak", len(bad), frac*100)}
+}
+
+// cloneDoc copies d's top level and its rows slice, so merging into the
+// copy leaves d as it was.
+func cloneDoc(d *results.Document) *results.Document {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Results = append([]results.Row(nil), d.Results...)
+	c.Config.Collectives = append([]string(nil), d.Config.Collectives...)
+	return &c
 }
 
 // mergeDocs appends b's rows to a (a nil a starts with b).

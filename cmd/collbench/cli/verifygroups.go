@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +11,7 @@ import (
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
 // VerifyGroupsOptions are the flags of `collbench verify-groups`.
@@ -27,8 +27,7 @@ type VerifyGroupsOptions struct {
 	NCCLLib  string
 	Seed     uint64
 
-	Device           int
-	BootstrapTimeout time.Duration
+	RunFlags
 }
 
 // NewCmdVerifyGroups builds `collbench verify-groups`.
@@ -65,8 +64,7 @@ the ranks span several hosts. --rank-list (repeatable) replaces them.
 	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the random patterns")
-	fs.IntVar(&o.Device, "device", -1, "under a launcher: the local GPU this process drives (default: its local rank)")
-	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "under a launcher: how long the processes may take to find each other")
+	addRunFlags(fs, &o.RunFlags)
 	return cmd
 }
 
@@ -88,7 +86,9 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	f := o.Factory
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.BootstrapTimeout, nil)
+	board := watchdog.NewBoard()
+	ctx = watchdog.WithBoard(ctx, board)
+	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, nil)
 	if err != nil {
 		return err
 	}
@@ -108,18 +108,25 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	if choice.Auto && pw.rank0() {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
-	world, err := f.openWorld(ctx, b, pw, n, o.Device, cancel)
+	world, err := f.openWorld(ctx, b, pw, n, o.Device)
 	if err != nil {
 		return err
 	}
 	defer world.Close()
+	devices, err := worldDevices(world)
+	if err != nil {
+		return &RunError{err}
+	}
+	g := f.startGuard(ctx, cancel, ss, world, board, o.Timeout, devices)
+	defer g.close()
 	opts := suites.VerifyOptions{Sizes: sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
 		Ops: []suites.ReduceOp{suites.Sum, suites.Max}, Seed: o.Seed}
 	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
-	if peer := pw.failure(); peer != nil {
-		runErr = peer
-	} else if runErr != nil && pw.multi() {
-		pw.ctl.Abort(runErr)
+	if runErr != nil {
+		runErr = g.cause(runErr, 0)
+		if pw.multi() && !isFault(runErr) {
+			pw.ctl.Abort(runErr)
+		}
 	}
 	v := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: Version},
 		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}
@@ -141,6 +148,8 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 		return &RunError{err}
 	}
 	switch {
+	case isFault(runErr):
+		return runErr
 	case runErr != nil:
 		return &RunError{runErr}
 	case !v.OK:

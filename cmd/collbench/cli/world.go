@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/bootstrap"
 	"collbench/report"
 )
 
@@ -61,7 +62,7 @@ func worldRun(o *WorldOptions) error {
 		fmt.Fprintf(o.IO.Out, "single process: no launcher variables found (host %s)\n", f.hostIdentity())
 		return nil
 	}
-	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout)
+	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout, bootstrap.DefaultSilence)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,349 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"collbench/dtype"
+	"collbench/internal/faults"
+	"collbench/internal/syncx"
+	"collbench/results"
+	"collbench/suites"
+	"collbench/watchdog"
+)
+
+// memControl joins n goroutines as if they were processes: small messages
+// meet in memory, collective data goes over the real TCP mesh.
+type memControl struct {
+	hub  *memHub
+	rank int
+}
+
+type memHub struct {
+	n     int
+	hosts []string
+	bar   *syncx.Barrier
+	mu    sync.Mutex
+	slots [][]byte
+}
+
+func newMemControls(n int, hosts []string) []*memControl {
+	if hosts == nil {
+		hosts = make([]string, n)
+		for i := range hosts {
+			hosts[i] = "h"
+		}
+	}
+	h := &memHub{n: n, hosts: hosts, bar: syncx.NewBarrier(n), slots: make([][]byte, n)}
+	out := make([]*memControl, n)
+	for r := range out {
+		out[r] = &memControl{hub: h, rank: r}
+	}
+	return out
+}
+
+func (c *memControl) Rank() int       { return c.rank }
+func (c *memControl) Size() int       { return c.hub.n }
+func (c *memControl) Hosts() []string { return c.hub.hosts }
+func (c *memControl) LocalIP() string { return "127.0.0.1" }
+func (c *memControl) Abort(error)     { c.hub.bar.Abort(errors.New("aborted")) }
+func (c *memControl) Close() error    { return c.hub.bar.Wait() }
+
+func (c *memControl) AllGather(data []byte) ([][]byte, error) {
+	c.hub.mu.Lock()
+	c.hub.slots[c.rank] = data
+	c.hub.mu.Unlock()
+	if err := c.hub.bar.Wait(); err != nil {
+		return nil, err
+	}
+	c.hub.mu.Lock()
+	out := append([][]byte(nil), c.hub.slots...)
+	c.hub.mu.Unlock()
+	return out, c.hub.bar.Wait()
+}
+
+func (c *memControl) Gather(data []byte) ([][]byte, error) {
+	all, err := c.AllGather(data)
+	if c.rank != 0 {
+		return nil, err
+	}
+	return all, err
+}
+
+// distRun runs fn as every rank of a distributed world of n processes and
+// returns each rank's error.
+func distRun(t *testing.T, n int, opts Options, hosts []string, fn func(ctx context.Context, w suites.World) error) []error {
+	t.Helper()
+	ctls := newMemControls(n, hosts)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := watchdog.WithBoard(context.Background(), watchdog.NewBoard())
+			w, err := New(opts).OpenDistributed(ctx, ctls[r], 0)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer w.Close()
+			errs[r] = fn(ctx, w)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// sweepAll runs the plan on every rank of n processes and returns rank 0's rows.
+func sweepAll(t *testing.T, n int, opts Options, p suites.Plan, layout suites.Layout) ([]results.Row, []error) {
+	t.Helper()
+	var rows []results.Row
+	var mu sync.Mutex
+	errs := distRun(t, n, opts, nil, func(ctx context.Context, w suites.World) error {
+		cases, err := p.Cases(New(opts), n)
+		if err != nil {
+			return err
+		}
+		rn := &suites.Runner{World: w, Plan: p, Cases: cases, Layout: layout, Board: watchdog.BoardFrom(ctx)}
+		rs, err := rn.Run(ctx)
+		if w.Ranks()[0].WorldRank() == 0 {
+			mu.Lock()
+			rows = rs
+			mu.Unlock()
+		}
+		return err
+	})
+	return rows, errs
+}
+
+func noErrors(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func wrongTotal(rows []results.Row) int64 {
+	var w int64
+	for _, r := range rows {
+		for _, h := range r.Halves() {
+			if h.Wrong != nil {
+				w += *h.Wrong
+			}
+		}
+	}
+	return w
+}
+
+// TestDistributedEveryCollectiveVerifies runs every collective across
+// processes: every type and op on 2 ranks, a spread of types on 3 to 5,
+// and sizes that split unevenly and span several pieces.
+func TestDistributedEveryCollectiveVerifies(t *testing.T) {
+	type run struct {
+		n     int
+		types []dtype.DType
+		ops   []suites.ReduceOp
+		sizes []int64
+	}
+	runs := []run{
+		{2, dtype.All(), suites.AllOps(), []int64{8, 1000, 4096}},
+		{3, []dtype.DType{dtype.Int8, dtype.Float16, dtype.Float32, dtype.Float8E4M3}, suites.AllOps(), []int64{8, 1000}},
+		{4, []dtype.DType{dtype.BFloat16, dtype.Int64}, suites.AllOps(), []int64{8, 1000}},
+		{5, []dtype.DType{dtype.Float64, dtype.Uint8}, []suites.ReduceOp{suites.Sum, suites.Avg, suites.Min}, []int64{8, 1000}},
+		{3, []dtype.DType{dtype.Float32}, []suites.ReduceOp{suites.Sum}, []int64{pieceSize*2 + 36}},
+	}
+	for _, rr := range runs {
+		p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: rr.types, Ops: rr.ops, Sizes: rr.sizes,
+			Iters: 1, Warmup: 0, Check: 1, OutOfPlace: true, InPlace: true, SkipUnsupported: true, Seed: 7}
+		rows, errs := sweepAll(t, rr.n, Options{}, p, suites.Layout{})
+		noErrors(t, errs)
+		if len(rows) == 0 || wrongTotal(rows) != 0 {
+			t.Fatalf("n=%d: %d rows, %d wrong", rr.n, len(rows), wrongTotal(rows))
+		}
+	}
+}
+
+// TestRecursiveDoublingVerifies covers small allreduces on more than eight
+// ranks, power of two or not.
+func TestRecursiveDoublingVerifies(t *testing.T) {
+	for _, n := range []int{9, 12, 16} {
+		p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
+			Ops: []suites.ReduceOp{suites.Sum, suites.Avg, suites.Max}, Sizes: []int64{8, 4096, smallAllReduce},
+			Iters: 1, Check: 1, OutOfPlace: true, InPlace: true, Seed: 3}
+		rows, errs := sweepAll(t, n, Options{}, p, suites.Layout{})
+		noErrors(t, errs)
+		if len(rows) != 18 || wrongTotal(rows) != 0 {
+			t.Fatalf("n=%d: %d rows, %d wrong", n, len(rows), wrongTotal(rows))
+		}
+	}
+}
+
+// TestAlgorithmsByTheirTraffic proves the algorithms by the bytes each rank
+// sends per operation, against the bandwidth-optimal bounds for S the
+// row's size: 2(n-1)/n·S for allreduce, (n-1)/n·S for allgather,
+// reduce-scatter and alltoall, S for broadcast, reduce and sendrecv, each
+// plus 1 % for framing.
+func TestAlgorithmsByTheirTraffic(t *testing.T) {
+	bound := map[suites.Collective]func(n float64) float64{
+		suites.AllReduce:     func(n float64) float64 { return 2 * (n - 1) / n },
+		suites.AllGather:     func(n float64) float64 { return (n - 1) / n },
+		suites.ReduceScatter: func(n float64) float64 { return (n - 1) / n },
+		suites.AllToAll:      func(n float64) float64 { return (n - 1) / n },
+		suites.Broadcast:     func(float64) float64 { return 1 },
+		suites.Reduce:        func(float64) float64 { return 1 },
+		suites.SendRecv:      func(float64) float64 { return 1 },
+	}
+	for n := 2; n <= 8; n++ {
+		p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+			Roots: []int{n - 1}, Sizes: []int64{64 << 10, 1<<20 + 4*12345}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Seed: 1}
+		rows, errs := sweepAll(t, n, Options{}, p, suites.Layout{})
+		noErrors(t, errs)
+		if wrongTotal(rows) != 0 {
+			t.Fatalf("n=%d: wrong elements", n)
+		}
+		for _, row := range rows {
+			c, _ := suites.ParseCollective(row.Collective)
+			limit := bound[c](float64(n)) * float64(row.SizeBytes) * 1.01
+			for _, h := range row.Halves() {
+				if len(h.RankBytesSent) != n {
+					t.Fatalf("n=%d %s: no per-rank byte counts: %+v", n, row.Collective, h)
+				}
+				var total int64
+				for r, b := range h.RankBytesSent {
+					if float64(b) > limit {
+						t.Errorf("n=%d %s %d B: rank %d sent %d B per operation, bound %.0f", n, row.Collective, row.SizeBytes, r, b, limit)
+					}
+					total += b
+				}
+				var recvd int64
+				for _, b := range h.RankBytesRecv {
+					recvd += b
+				}
+				if total == 0 || recvd != total {
+					t.Errorf("n=%d %s: sent %d B in all, received %d B", n, row.Collective, total, recvd)
+				}
+			}
+		}
+	}
+}
+
+// TestDistributedGroups runs groups of a split world concurrently, each
+// with its own peers, and checks each group's values.
+func TestDistributedGroups(t *testing.T) {
+	for _, spec := range []string{"[[0,1],[2,3]]", "[[1,2,3],[0]]", "[[0,2],[1],[3]]"} {
+		l, err := suites.ParseLayout(spec, 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+			Roots: []int{0}, Sizes: []int64{4096, 1 << 20}, Iters: 2, Check: 2, OutOfPlace: true, InPlace: true, Seed: 5}
+		rows, errs := sweepAll(t, 4, Options{}, p, l)
+		noErrors(t, errs)
+		if len(rows) != 14 || wrongTotal(rows) != 0 || len(rows[0].Groups) != len(l.Groups) {
+			t.Fatalf("%s: %d rows, %d wrong", spec, len(rows), wrongTotal(rows))
+		}
+	}
+}
+
+// TestCorruptingRankIsCaught plants a rank that flips a bit in everything
+// it sends; the ranks that receive from it count wrong elements.
+func TestCorruptingRankIsCaught(t *testing.T) {
+	fs, err := faults.Parse("corrupt:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := suites.Plan{Collectives: []suites.Collective{suites.SendRecv}, DTypes: []dtype.DType{dtype.Int32}, Ops: []suites.ReduceOp{suites.Sum},
+		Sizes: []int64{4096}, Iters: 1, Check: 1, OutOfPlace: true, Seed: 2}
+	rows, errs := sweepAll(t, 3, Options{Faults: fs}, p, suites.Layout{})
+	noErrors(t, errs)
+	h := rows[0].OutOfPlace
+	if h.Wrong == nil || *h.Wrong == 0 || len(h.Mismatches) == 0 || h.Mismatches[0].Rank != 2 {
+		t.Fatalf("rank 2 receives from the corrupting rank 1: %+v", h)
+	}
+}
+
+// TestSlowLinkIsSlow plants a rate limit on one link and checks that a
+// transfer across it takes as long as the rate says.
+func TestSlowLinkIsSlow(t *testing.T) {
+	fs, err := faults.Parse("slow-link:0-1:20MB/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := suites.Plan{Collectives: []suites.Collective{suites.SendRecv}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		Sizes: []int64{2 << 20}, Iters: 2, Check: 1, OutOfPlace: true, Seed: 2}
+	rows, errs := sweepAll(t, 2, Options{Faults: fs}, p, suites.Layout{})
+	noErrors(t, errs)
+	// 2 MiB at 20 MB/s is 105 ms.
+	if got := rows[0].OutOfPlace.TimeUS; got < 80e3 {
+		t.Fatalf("a 2 MiB send over a 20 MB/s link took %.0f µs", got)
+	}
+}
+
+// TestHungRankIsAbortable plants a collective that never returns and
+// checks that aborting the world releases every rank.
+func TestHungRankIsAbortable(t *testing.T) {
+	fs, err := faults.Parse("hang:1@3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctls := newMemControls(2, nil)
+	worlds := make([]suites.World, 2)
+	var wg sync.WaitGroup
+	for r := range worlds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := New(Options{Faults: fs}).OpenDistributed(context.Background(), ctls[r], 0)
+			if err != nil {
+				t.Error(err)
+			}
+			worlds[r] = w
+		}()
+	}
+	wg.Wait()
+	done := make(chan []error)
+	go func() {
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for r, w := range worlds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rk := w.Ranks()[0]
+				b, _ := rk.Alloc(1024)
+				call := suites.Call{Coll: suites.AllReduce, DType: dtype.Float32, Op: suites.Sum, Count: 256, Send: suites.View{Buf: b}, Recv: suites.View{Buf: b}}
+				for k := 0; k < 10 && errs[r] == nil; k++ {
+					errs[r] = rk.Launch(call)
+				}
+			}()
+		}
+		wg.Wait()
+		done <- errs
+	}()
+	select {
+	case <-done:
+		t.Fatal("a hung collective returned before the abort")
+	case <-time.After(300 * time.Millisecond):
+	}
+	for _, w := range worlds {
+		w.(suites.Aborter).Abort(fmt.Errorf("watchdog"))
+	}
+	select {
+	case errs := <-done:
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "watchdog") {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("abort did not release the ranks")
+	}
+}

@@ -1,0 +1,366 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"collbench/internal/secret"
+)
+
+// stranger connects to addr and tries to join as claim says; it returns
+// what rank 0 answered ("" when it only closed the connection).
+func stranger(t *testing.T, addr string, h hello, token []byte) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Errorf("stranger could not connect: %v", err)
+		return ""
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	typ, challenge, err := readFrame(c, maxHello)
+	if err != nil || typ != frameChallenge {
+		return ""
+	}
+	h.Nonce = secret.Nonce()
+	if token != nil {
+		h.Proof = secret.Proof(token, "collbench/hello", challenge, h.Nonce, h.Rank, h.Size)
+		h.Secret = true
+	}
+	b, _ := json.Marshal(h)
+	if err := writeFrameTo(c, frameHello, b); err != nil {
+		return ""
+	}
+	typ, payload, err := readFrame(c, maxFrame)
+	if err != nil {
+		return ""
+	}
+	if typ == frameWelcome {
+		return "WELCOMED"
+	}
+	return string(payload)
+}
+
+// TestStrangersNeverJoinOrBreakTheWorld runs a rendezvous with a secret
+// while strangers of every kind knock: without the secret, with a wrong
+// one, idle, announcing an oversized message, claiming a rank already
+// taken, or a wrong world size. The world still forms, quickly, with
+// exactly its own ranks.
+func TestStrangersNeverJoinOrBreakTheWorld(t *testing.T) {
+	addr := freeAddr(t)
+	token := []byte("the-job-secret")
+	args := []string{"allreduce", "--sizes", "8:1M"}
+	opts := func(rank int) TCPOptions {
+		return TCPOptions{Rank: rank, Size: 3, Addr: addr, Host: fmt.Sprintf("node%d", rank), Args: args, Timeout: 30 * time.Second, Token: token}
+	}
+	var refused []string
+	var mu sync.Mutex
+	var warned []string
+	type joined struct {
+		t   *TCP
+		err error
+	}
+	res := make([]chan joined, 3)
+	for i := range res {
+		res[i] = make(chan joined, 1)
+	}
+	start := time.Now()
+	go func() {
+		o := opts(0)
+		o.Warn = func(s string) { mu.Lock(); warned = append(warned, s); mu.Unlock() }
+		tc, err := Join(context.Background(), o)
+		res[0] <- joined{tc, err}
+	}()
+	waitListening(t, addr)
+
+	// Idle connections and one that announces 64 MiB and sends nothing.
+	var idle []net.Conn
+	for i := 0; i < 8; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	big, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr [5]byte
+	hdr[0] = frameHello
+	binary.LittleEndian.PutUint32(hdr[1:], 64<<20)
+	_, _ = big.Write(hdr[:])
+	defer big.Close()
+
+	var wg sync.WaitGroup
+	knock := func(h hello, tok []byte) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got := stranger(t, addr, h, tok)
+			mu.Lock()
+			refused = append(refused, got)
+			mu.Unlock()
+		}()
+	}
+	knock(hello{Rank: 1, Size: 3, Host: "evil", Args: args}, nil)                           // no secret
+	knock(hello{Rank: 2, Size: 3, Host: "evil", Args: args}, []byte("guess"))               // wrong secret
+	knock(hello{Rank: 1, Size: 5, Host: "confused", Args: args}, token)                     // wrong world size
+	knock(hello{Rank: 7, Size: 3, Host: "confused", Args: args}, token)                     // outside the world
+	knock(hello{Rank: 2, Size: 3, Host: "evil", Args: []string{"collbench", "world"}}, nil) // no secret, other args
+	wg.Wait()
+
+	go func() { tc, err := Join(context.Background(), opts(1)); res[1] <- joined{tc, err} }()
+	// A second process claiming rank 1, with the secret, once rank 1 is in.
+	time.Sleep(300 * time.Millisecond)
+	knock(hello{Rank: 1, Size: 3, Host: "twin", Args: args}, token)
+	wg.Wait()
+	go func() { tc, err := Join(context.Background(), opts(2)); res[2] <- joined{tc, err} }()
+
+	var world []*TCP
+	for r := range res {
+		j := <-res[r]
+		if j.err != nil {
+			t.Fatalf("rank %d: %v", r, j.err)
+		}
+		world = append(world, j.t)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("strangers stalled the rendezvous: it took %v", took)
+	}
+	var ag sync.WaitGroup
+	for r, tc := range world {
+		ag.Add(1)
+		go func() {
+			defer ag.Done()
+			all, err := tc.AllGather([]byte(fmt.Sprint("from ", r)))
+			if err != nil || len(all) != 3 || string(all[2]) != "from 2" {
+				t.Errorf("rank %d exchanged %q, %v", r, all, err)
+			}
+			if got := strings.Join(tc.Hosts(), ","); got != "node0,node1,node2" {
+				t.Errorf("rank %d sees hosts %s", r, got)
+			}
+			tc.Close()
+		}()
+	}
+	ag.Wait()
+	if len(refused) != 6 {
+		t.Fatalf("want 6 strangers answered, got %q", refused)
+	}
+	for _, r := range refused {
+		if r == "WELCOMED" {
+			t.Errorf("a stranger was welcomed: %q", refused)
+		}
+	}
+	all := strings.Join(refused, " | ")
+	for _, want := range []string{"no job secret", "wrong job secret", "world of 5 processes", "outside the world of 3", "already taken"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no refusal says %q: %s", want, all)
+		}
+	}
+	if !strings.Contains(strings.Join(warned, "\n"), "refused") {
+		t.Errorf("rank 0 did not log the refusals: %q", warned)
+	}
+}
+
+// TestImpostorRankZeroIsRefused checks that a rank with the secret does not
+// join a "rank 0" that cannot prove it holds the secret too.
+func TestImpostorRankZeroIsRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = writeFrameTo(c, frameChallenge, secret.Nonce())
+		_, _, _ = readFrame(c, maxHello)
+		w, _ := json.Marshal(welcome{Hosts: []string{"a", "b"}, PIDs: []int{1, 2}})
+		_ = writeFrameTo(c, frameWelcome, w)
+		time.Sleep(time.Second)
+	}()
+	_, err = Join(context.Background(), TCPOptions{Rank: 1, Size: 2, Addr: ln.Addr().String(), Host: "b", Timeout: 5 * time.Second, Token: []byte("s")})
+	if err == nil || !strings.Contains(err.Error(), "does not hold this job's secret") {
+		t.Fatalf("joined an impostor: %v", err)
+	}
+}
+
+// TestWarnsWithoutSecretOffLoopback checks the one-line warning rank 0
+// prints when it serves a non-loopback address without a secret.
+func TestWarnsWithoutSecretOffLoopback(t *testing.T) {
+	ip := ""
+	for a := range localIPs() {
+		if p := net.ParseIP(a); p != nil && !p.IsLoopback() && p.To4() != nil {
+			ip = a
+		}
+	}
+	if ip == "" {
+		t.Skip("this host has no non-loopback IPv4 address")
+	}
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Skip(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var warned []string
+	_, err = Join(context.Background(), TCPOptions{Rank: 0, Size: 2, Addr: addr, Timeout: 200 * time.Millisecond,
+		Warn: func(s string) { warned = append(warned, s) }})
+	if err == nil || len(warned) != 1 || !strings.Contains(warned[0], "no job secret") || !strings.Contains(warned[0], secret.EnvToken) {
+		t.Fatalf("err %v, warnings %q", err, warned)
+	}
+}
+
+// TestRendezvousOf1024Members forms a world of 1024 in-process members.
+func TestRendezvousOf1024Members(t *testing.T) {
+	const n = 1024
+	addr := freeAddr(t)
+	token := []byte("k")
+	start := time.Now()
+	worlds := make([]*TCP, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			worlds[r], errs[r] = Join(context.Background(), TCPOptions{Rank: r, Size: n, Addr: addr, Host: fmt.Sprint("h", r%64),
+				Timeout: 60 * time.Second, Token: token})
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	t.Logf("1024 members formed a world in %v", took)
+	if took > 10*time.Second && !raceBuild {
+		t.Errorf("the rendezvous of %d members took %v (want under 10 s)", n, took)
+	}
+	for _, w := range worlds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// waitListening waits until something accepts connections at addr.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			// A probe that says nothing is dropped by rank 0 on its own.
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens at %s", addr)
+}
+
+// TestStoppedRankIsNamed stops one process of a formed world with SIGSTOP:
+// the heartbeat names it, with its host and pid, within the silence bound,
+// on every other process.
+func TestStoppedRankIsNamed(t *testing.T) {
+	addr := freeAddr(t)
+	const silence = 1500 * time.Millisecond
+	type proc struct {
+		cmd *exec.Cmd
+		out *syncBuffer
+	}
+	var procs []proc
+	for r := 0; r < 3; r++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CB_TEST_CHILD=1", fmt.Sprintf("CB_RANK=%d", r), "CB_SIZE=3", "CB_ADDR="+addr,
+			"CB_TIMEOUT=10s", "CB_MODE=stop", "CB_SILENCE="+silence.String(), "CB_TOKEN=t")
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, proc{cmd, out})
+	}
+	defer func() {
+		for _, p := range procs {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range procs {
+		for !strings.Contains(p.out.String(), "READY") {
+			if time.Now().After(deadline) {
+				t.Fatalf("world did not form: %q", p.out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := procs[2].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	for r := 0; r < 2; r++ {
+		done := make(chan error, 1)
+		go func() { done <- procs[r].cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(silence + 10*time.Second):
+			t.Fatalf("rank %d still waits %v after rank 2 stopped: %q", r, time.Since(stopped), procs[r].out.String())
+		}
+		out := procs[r].out.String()
+		want := fmt.Sprintf("rank 2 (host1, pid %d) stopped answering", procs[2].cmd.Process.Pid)
+		if !strings.Contains(out, want) {
+			t.Errorf("rank %d: want %q, got %q", r, want, out)
+		}
+	}
+	if took := time.Since(stopped); took > silence+5*time.Second {
+		t.Errorf("named after %v (silence bound %v)", took, silence)
+	}
+	procs = procs[2:]
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

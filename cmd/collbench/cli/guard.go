@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"collbench/backend/cpu"
+	"collbench/bootstrap"
+	"collbench/results"
+	"collbench/suites"
+	"collbench/watchdog"
+)
+
+// RunFlags are the flags every command that runs collectives shares: where
+// this process's GPU is, and how long each kind of wait may last.
+type RunFlags struct {
+	Device           int
+	BootstrapTimeout time.Duration
+	// Timeout is the watchdog's bound: how long the world may make no
+	// progress at all before the stuck ranks are named and the run stops.
+	Timeout time.Duration
+	// HeartbeatTimeout is how long a process may go unheard before it is
+	// named as stopped.
+	HeartbeatTimeout time.Duration
+}
+
+func addRunFlags(fs *pflag.FlagSet, o *RunFlags) {
+	fs.IntVar(&o.Device, "device", -1, "under a launcher: the local GPU this process drives (default: its local rank)")
+	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "under a launcher: how long the processes may take to find each other")
+	fs.DurationVar(&o.Timeout, "timeout", watchdog.DefaultTimeout, "watchdog: stop the run when no rank makes progress for this long, naming the stuck ranks (0 = off)")
+	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", bootstrap.DefaultSilence, "under a launcher: name a process that sends no heartbeat for this long (stopped, frozen or cut off)")
+}
+
+func (o RunFlags) validate() error {
+	switch {
+	case o.BootstrapTimeout <= 0:
+		return usageErrorf("invalid --bootstrap-timeout %v: must be positive (e.g. 2m)", o.BootstrapTimeout)
+	case o.Timeout < 0:
+		return usageErrorf("invalid --timeout %v: must be positive, or 0 to turn the watchdog off", o.Timeout)
+	case o.HeartbeatTimeout < 2*bootstrap.DefaultBeatEvery:
+		return usageErrorf("invalid --heartbeat-timeout %v: must be at least %v", o.HeartbeatTimeout, 2*bootstrap.DefaultBeatEvery)
+	}
+	return nil
+}
+
+// silence is the heartbeat bound a world uses: never longer than the
+// watchdog's, so a stopped process is named within --timeout.
+func (o RunFlags) silence() time.Duration {
+	if o.Timeout > 0 && o.Timeout < o.HeartbeatTimeout {
+		return max(o.Timeout, 2*bootstrap.DefaultBeatEvery)
+	}
+	return o.HeartbeatTimeout
+}
+
+// hardExitGrace is how long a run may take to stop after a fault before a
+// process started by Main exits anyway (its rows are on disk already).
+const hardExitGrace = 15 * time.Second
+
+// guard protects one run: the watchdog, a fault reported by another
+// process, and prompt cancellation all abort the world, so no rank stays
+// blocked, and the first fault becomes the run's error.
+type guard struct {
+	f      *Factory
+	ctx    context.Context
+	cancel context.CancelFunc
+	pw     *processWorld
+	world  suites.World
+	mu     sync.Mutex
+	fault  error
+	stop   context.CancelFunc
+}
+
+// startGuard starts watching a run on world. board holds this process's
+// ranks' progress; devices and hosts name ranks in verdicts.
+func (f *Factory) startGuard(ctx context.Context, cancel context.CancelFunc, ss *session, world suites.World,
+	board *watchdog.Board, timeout time.Duration, devices []results.Device) *guard {
+	wctx, stop := context.WithCancel(ctx)
+	g := &guard{f: f, ctx: ctx, cancel: cancel, pw: ss.pw, world: world, stop: stop}
+	who := namer(ss, devices)
+	tcp, _ := ss.pw.ctlTCP()
+	if tcp != nil {
+		tcp.SetStatus(func() []byte { return board.Encode(time.Now()) })
+		tcp.OnPeerLost(g.onFault)
+	}
+	// Cancellation (a signal, or a fault) aborts the world at once.
+	context.AfterFunc(ctx, func() {
+		if a, ok := world.(suites.Aborter); ok {
+			a.Abort(context.Cause(ctx))
+		}
+		if g.firstFault() == nil && ss.pw.multi() {
+			var sc *signalCause
+			if errors.As(context.Cause(ctx), &sc) {
+				ss.pw.ctl.Abort(context.Canceled)
+			}
+		}
+	})
+	judge := !ss.pw.multi() || ss.pw.ctl.Rank() == 0 || tcp == nil
+	if judge && timeout > 0 {
+		records := func() []watchdog.Record { return board.Snapshot(time.Now()) }
+		if tcp != nil {
+			records = func() []watchdog.Record {
+				now := time.Now()
+				recs := board.Snapshot(now)
+				for r := 1; r < tcp.Size(); r++ {
+					payload, seen := tcp.PeerStatus(r)
+					if rs, err := watchdog.Decode(payload, now.Sub(seen)); err == nil {
+						recs = append(recs, rs...)
+					}
+				}
+				return recs
+			}
+		}
+		go watchdog.Watch(wctx, watchdog.Interval(timeout), timeout, records, who, func(v *watchdog.Verdict) {
+			pe := &bootstrap.PeerError{Kind: bootstrap.FaultHung, Rank: v.Stuck[0], Msg: "watchdog: " + v.Msg}
+			if ss.pw.multi() {
+				ss.pw.ctl.Abort(pe) // tells every process; this one's handler stops it
+				if tcp == nil {
+					g.onFault(pe)
+				}
+				return
+			}
+			g.onFault(pe)
+		})
+	}
+	return g
+}
+
+// onFault records the first fault and stops the run: the context is
+// cancelled and the world aborted, so ranks blocked in a collective return.
+func (g *guard) onFault(err error) {
+	g.mu.Lock()
+	first := g.fault == nil
+	if first {
+		g.fault = err
+	}
+	g.mu.Unlock()
+	if !first {
+		return
+	}
+	g.pw.setFailure(err)
+	g.cancel()
+	if a, ok := g.world.(suites.Aborter); ok {
+		a.Abort(err)
+	}
+	if g.f.HardExit {
+		time.AfterFunc(hardExitGrace, func() {
+			fmt.Fprintf(g.f.IO.ErrOut, "collbench: %v (the run did not stop within %v of the abort; exiting)\n", err, hardExitGrace)
+			os.Exit(ExitCode(err))
+		})
+	}
+}
+
+func (g *guard) firstFault() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fault
+}
+
+// close stops the watchdog.
+func (g *guard) close() { g.stop() }
+
+// cause turns the error a run ended with into the fault that caused it:
+// another process's failure rather than the broken connection that
+// reported it here, a watchdog verdict, or the signal that stopped it.
+func (g *guard) cause(runErr error, rows int) error {
+	if f := g.firstFault(); f != nil {
+		return f
+	}
+	var le *cpu.LinkError
+	if errors.As(runErr, &le) && g.pw.multi() {
+		// A peer's connection broke: its process is most likely gone, and
+		// the control connection says why within moments.
+		deadline := time.After(3 * time.Second)
+		for g.firstFault() == nil {
+			select {
+			case <-deadline:
+				return runErr
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		return g.firstFault()
+	}
+	if g.ctx.Err() != nil {
+		var sc *signalCause
+		if errors.As(context.Cause(g.ctx), &sc) {
+			return &signalError{sig: sc.sig, rows: rows}
+		}
+		return &signalError{sig: os.Interrupt, rows: rows}
+	}
+	return runErr
+}
+
+// namer names a world rank with its host and device, for verdicts.
+func namer(ss *session, devices []results.Device) func(int) string {
+	bus := map[int]string{}
+	for _, d := range devices {
+		if d.BusID != "" {
+			bus[d.Rank] = d.BusID
+		}
+	}
+	var pids []int
+	if tcp, ok := ss.pw.ctlTCP(); ok {
+		pids = tcp.PIDs()
+	}
+	return func(r int) string {
+		host := "?"
+		if r >= 0 && r < len(ss.hosts) {
+			host = ss.hosts[r]
+		}
+		switch {
+		case bus[r] != "":
+			return fmt.Sprintf("rank %d (%s, GPU %s)", r, host, bus[r])
+		case r < len(pids) && pids[r] > 0:
+			return fmt.Sprintf("rank %d (%s, pid %d)", r, host, pids[r])
+		}
+		return fmt.Sprintf("rank %d (%s)", r, host)
+	}
+}

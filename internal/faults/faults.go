@@ -1,0 +1,285 @@
+// Package faults plants faults in the CPU backend for tests and drills:
+// a rank whose collective never returns, a slow or delayed link between
+// two ranks, a slow rank or host, a rank that corrupts what it sends. The
+// spec comes from $COLLBENCH_FAULTS so it reaches every process a launcher
+// starts. It is a testing option: never set it on a real run.
+package faults
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvFaults names the variable that holds the fault spec.
+const EnvFaults = "COLLBENCH_FAULTS"
+
+// Syntax is the spec's grammar, for help texts and errors.
+const Syntax = `items separated by ';':
+  hang:R[@N]           rank R's Nth collective (default 1st) and every later one never return
+  slow-link:A-B:RATE   bytes between ranks A and B move at RATE (e.g. 20MB/s), both ways
+  delay-link:A-B:DUR   every message between ranks A and B is delayed by DUR (e.g. 5ms)
+  slow-rank:R:RATE     everything rank R sends, and its local copies, move at RATE
+  slow-host:H:RATE     the same for every rank on host H
+  corrupt:R            rank R flips a bit in every message it sends (and in its outputs)`
+
+type link struct{ a, b int }
+
+func (l link) has(x, y int) bool { return (l.a == x && l.b == y) || (l.a == y && l.b == x) }
+
+// Set is a parsed fault spec. The zero value and nil plant nothing.
+type Set struct {
+	spec      string
+	hang      map[int]int64
+	linkRate  map[link]float64
+	linkDelay map[link]time.Duration
+	rankRate  map[int]float64
+	hostRate  map[string]float64
+	corrupt   map[int]bool
+}
+
+// Parse reads a spec (see Syntax). An empty spec gives nil.
+func Parse(spec string) (*Set, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, nil
+	}
+	s := &Set{spec: spec, hang: map[int]int64{}, linkRate: map[link]float64{}, linkDelay: map[link]time.Duration{},
+		rankRate: map[int]float64{}, hostRate: map[string]float64{}, corrupt: map[int]bool{}}
+	for _, item := range strings.Split(spec, ";") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if err := s.add(item); err != nil {
+			return nil, fmt.Errorf("%s: %q: %v (%s)", EnvFaults, item, err, "see the README's testing hooks")
+		}
+	}
+	return s, nil
+}
+
+func (s *Set) add(item string) error {
+	f := strings.Split(item, ":")
+	want := func(n int) error {
+		if len(f) != n {
+			return fmt.Errorf("want %d fields separated by ':'", n)
+		}
+		return nil
+	}
+	switch f[0] {
+	case "hang":
+		if err := want(2); err != nil {
+			return err
+		}
+		r, n, _ := strings.Cut(f[1], "@")
+		rank, err := parseRank(r)
+		if err != nil {
+			return err
+		}
+		at := int64(1)
+		if n != "" {
+			if at, err = strconv.ParseInt(n, 10, 64); err != nil || at < 1 {
+				return fmt.Errorf("bad operation number %q", n)
+			}
+		}
+		s.hang[rank] = at
+	case "slow-link", "delay-link":
+		if err := want(3); err != nil {
+			return err
+		}
+		l, err := parseLink(f[1])
+		if err != nil {
+			return err
+		}
+		if f[0] == "slow-link" {
+			rate, err := ParseRate(f[2])
+			if err != nil {
+				return err
+			}
+			s.linkRate[l] = rate
+		} else {
+			d, err := time.ParseDuration(f[2])
+			if err != nil || d < 0 {
+				return fmt.Errorf("bad delay %q", f[2])
+			}
+			s.linkDelay[l] = d
+		}
+	case "slow-rank":
+		if err := want(3); err != nil {
+			return err
+		}
+		r, err := parseRank(f[1])
+		if err != nil {
+			return err
+		}
+		if s.rankRate[r], err = ParseRate(f[2]); err != nil {
+			return err
+		}
+	case "slow-host":
+		if err := want(3); err != nil {
+			return err
+		}
+		rate, err := ParseRate(f[2])
+		if err != nil {
+			return err
+		}
+		if f[1] == "" {
+			return fmt.Errorf("no host")
+		}
+		s.hostRate[f[1]] = rate
+	case "corrupt":
+		if err := want(2); err != nil {
+			return err
+		}
+		r, err := parseRank(f[1])
+		if err != nil {
+			return err
+		}
+		s.corrupt[r] = true
+	default:
+		return fmt.Errorf("unknown fault %q", f[0])
+	}
+	return nil
+}
+
+func parseRank(s string) (int, error) {
+	r, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || r < 0 {
+		return 0, fmt.Errorf("bad rank %q", s)
+	}
+	return r, nil
+}
+
+func parseLink(s string) (link, error) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return link{}, fmt.Errorf("bad link %q (want A-B)", s)
+	}
+	x, err := parseRank(a)
+	if err != nil {
+		return link{}, err
+	}
+	y, err := parseRank(b)
+	if err != nil {
+		return link{}, err
+	}
+	if x == y {
+		return link{}, fmt.Errorf("a link joins two different ranks, got %q", s)
+	}
+	return link{x, y}, nil
+}
+
+// ParseRate reads a rate such as 20MB/s, 1.5GB/s or 800KB/s (decimal
+// units) into bytes per second.
+func ParseRate(s string) (float64, error) {
+	t := strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "/S")
+	mult := 1.0
+	for _, u := range []struct {
+		suffix string
+		m      float64
+	}{{"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSuffix(t, u.suffix), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad rate %q (e.g. 20MB/s)", s)
+	}
+	return v * mult, nil
+}
+
+// String returns the spec as given.
+func (s *Set) String() string {
+	if s == nil {
+		return ""
+	}
+	return s.spec
+}
+
+// HangAt returns the operation number from which rank's collectives never
+// return, and whether one is planted.
+func (s *Set) HangAt(rank int) (int64, bool) {
+	if s == nil {
+		return 0, false
+	}
+	n, ok := s.hang[rank]
+	return n, ok
+}
+
+// Corrupts reports whether rank corrupts what it sends.
+func (s *Set) Corrupts(rank int) bool { return s != nil && s.corrupt[rank] }
+
+// SendRate is the rate (bytes/s, 0 unlimited) of what rank from sends to
+// rank to; hostOf names each rank's host.
+func (s *Set) SendRate(from, to int, hostOf func(int) string) float64 {
+	if s == nil {
+		return 0
+	}
+	rate := 0.0
+	lower := func(r float64) {
+		if r > 0 && (rate == 0 || r < rate) {
+			rate = r
+		}
+	}
+	for l, r := range s.linkRate {
+		if l.has(from, to) {
+			lower(r)
+		}
+	}
+	lower(s.RankRate(from, hostOf(from)))
+	lower(s.RankRate(to, hostOf(to)))
+	return rate
+}
+
+// RankRate is the rate (bytes/s, 0 unlimited) at which rank, on host, moves
+// data: a slow rank or a rank of a slow host.
+func (s *Set) RankRate(rank int, host string) float64 {
+	if s == nil {
+		return 0
+	}
+	rate := s.rankRate[rank]
+	if h, ok := s.hostRate[host]; ok && (rate == 0 || h < rate) {
+		rate = h
+	}
+	return rate
+}
+
+// Delay is the delay of every message between ranks a and b.
+func (s *Set) Delay(a, b int) time.Duration {
+	if s == nil {
+		return 0
+	}
+	var d time.Duration
+	for l, v := range s.linkDelay {
+		if l.has(a, b) {
+			d = max(d, v)
+		}
+	}
+	return d
+}
+
+// Throttle paces a stream to a rate: after each write of n bytes, Wait
+// returns how long to sleep so the stream so far keeps to the rate.
+type Throttle struct {
+	Rate  float64 // bytes per second; 0 means no limit
+	start time.Time
+	bytes float64
+}
+
+// Wait accounts n more bytes and returns the pause that keeps the rate.
+func (t *Throttle) Wait(n int) time.Duration {
+	if t == nil || t.Rate <= 0 {
+		return 0
+	}
+	now := time.Now()
+	if t.start.IsZero() || now.Sub(t.start) > 2*time.Second {
+		// Start a new window, so idle time is not banked as credit.
+		t.start, t.bytes = now, 0
+	}
+	t.bytes += float64(n)
+	due := t.start.Add(time.Duration(t.bytes / t.Rate * float64(time.Second)))
+	return max(due.Sub(now), 0)
+}
