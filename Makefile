@@ -45,6 +45,10 @@ smoke: build
 	./$(BIN) allreduce --sizes 8:64K -n 2 -w 1 > /dev/null
 	./$(BIN) sweep --collectives all --sizes 1K,64K -n 1 -w 0 --dtype all --op all > /dev/null
 	./$(BIN) launch -n 4 --nodes 2 -- allreduce --backend cpu --sizes 1K,64K -n 2 --rank-list cross-node | grep -q "wrong elements:    0 (OK)"
+	@echo "smoke: the cpu backend across 4 processes (peer-to-peer over TCP), every row verified"
+	./$(BIN) launch -n 4 -- allreduce --backend cpu --sizes 8:256M -q | grep -q "wrong elements:    0 (OK)"
+	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K:64M -q | grep -c 'wrong elements:    0 (OK)')" = 7
+	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K,1M,4M --rank-list '[[0,1],[2,3]]' -q | grep -c 'wrong elements:    0 (OK)')" = 7
 	@echo "smoke: ok"
 
 # The MPI build under mpirun: forms a world, exchanges a payload, and runs a
@@ -68,8 +72,9 @@ lint:
 fmt:
 	gofmt -w $(GOFILES)
 
-bench:
+bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./backend/cpu/
+	scripts/cpu-bench.sh $(BIN)
 
 # GPU test run. Where Go is installed the binaries are rebuilt first; on a GPU
 # machine without Go, carry bin/ there (make gpu-bins) and run this target.

@@ -25,6 +25,19 @@ const (
 	// EnvDevice names the GPU a launched process drives (the launcher's
 	// global rank, so simulated nodes on one host use different GPUs).
 	EnvDevice = "COLLBENCH_DEVICE"
+
+	// Kubernetes: the Job controller sets JOB_COMPLETION_INDEX in the pods
+	// of an Indexed Job; the manifest sets the rest (JobSet's indices come
+	// from its pod labels through the Downward API).
+	EnvK8sIndex       = "JOB_COMPLETION_INDEX"
+	EnvK8sJobName     = "JOB_NAME"               // label batch.kubernetes.io/job-name
+	EnvK8sService     = "COLLBENCH_SERVICE"      // the headless Service the pods are a subdomain of
+	EnvJobSetName     = "JOBSET_NAME"            // label jobset.sigs.k8s.io/jobset-name
+	EnvJobSetRJob     = "REPLICATED_JOB_NAME"    // label jobset.sigs.k8s.io/replicatedjob-name
+	EnvJobSetJobIndex = "JOB_INDEX"              // label jobset.sigs.k8s.io/job-index
+	EnvPodsPerJob     = "COLLBENCH_PODS_PER_JOB" // pods of each Job of the JobSet (its parallelism)
+	// DefaultPort is the rendezvous port when nothing names one.
+	DefaultPort = 29500
 )
 
 // Launch is what the environment says about this process.
@@ -77,7 +90,8 @@ func optInt(getenv func(string) string, name string, def int) int {
 
 // Detect reads the launcher's variables. It returns nil when nothing says
 // this process is one of several. The first launcher found wins, in this
-// order: collbench launch, torchrun, Slurm, Open MPI, MPICH/PMI.
+// order: collbench launch, torchrun, Slurm, a Kubernetes JobSet, a
+// Kubernetes Indexed Job, Open MPI, MPICH/PMI.
 func Detect(getenv func(string) string) (*Launch, error) {
 	type detector struct {
 		source string
@@ -115,6 +129,33 @@ func Detect(getenv func(string) string) (*Launch, error) {
 						return ev, true, herr
 					}
 					l.RootAddr = joinHostPort(host, strconv.Itoa(slurmPort(getenv)))
+				}
+			}
+			return ev, ok, err
+		}},
+		{"kubernetes jobset", func(l *Launch) ([]string, bool, error) {
+			var job, pod, perJob int
+			ev, ok, err := readInts(getenv, intVar{EnvJobSetJobIndex, &job}, intVar{EnvK8sIndex, &pod},
+				intVar{EnvPodsPerJob, &perJob}, intVar{EnvSize, &l.Size})
+			if ok && err == nil {
+				if pod >= perJob {
+					return ev, true, fmt.Errorf("%s=%d does not fit %s=%d", EnvK8sIndex, pod, EnvPodsPerJob, perJob)
+				}
+				l.Rank, l.LocalRank, l.LocalSize = job*perJob+pod, 0, 1
+				if js, rj := getenv(EnvJobSetName), getenv(EnvJobSetRJob); js != "" && rj != "" {
+					// Pod 0 of job 0: <jobset>-<replicated job>-0-0.<subdomain>.
+					l.RootAddr = joinHostPort(fmt.Sprintf("%s-%s-0-0.%s", js, rj, firstNonEmpty(getenv(EnvK8sService), js)), portOf(getenv))
+				}
+			}
+			return ev, ok, err
+		}},
+		{"kubernetes indexed job", func(l *Launch) ([]string, bool, error) {
+			ev, ok, err := readInts(getenv, intVar{EnvK8sIndex, &l.Rank}, intVar{EnvSize, &l.Size})
+			if ok && err == nil {
+				l.LocalRank, l.LocalSize = 0, 1
+				if job, svc := getenv(EnvK8sJobName), getenv(EnvK8sService); job != "" && svc != "" {
+					// Pod 0 of an Indexed Job with a subdomain: <job>-0.<service>.
+					l.RootAddr = joinHostPort(job+"-0."+svc, portOf(getenv))
 				}
 			}
 			return ev, ok, err
@@ -177,6 +218,14 @@ func joinHostPort(host, port string) string {
 		return "[" + host + "]:" + port
 	}
 	return host + ":" + port
+}
+
+// portOf is $COLLBENCH_PORT or the default rendezvous port.
+func portOf(getenv func(string) string) string {
+	if p := optInt(getenv, EnvPort, 0); p > 0 && p < 65536 {
+		return strconv.Itoa(p)
+	}
+	return strconv.Itoa(DefaultPort)
 }
 
 // slurmPort picks the rendezvous port of a Slurm step: $COLLBENCH_PORT, or a
@@ -259,4 +308,18 @@ func dataIP(hosts []string, me int) string {
 		}
 	}
 	return "127.0.0.1"
+}
+
+// PodIndex returns this pod's index among the pods of a Kubernetes Indexed
+// Job (JOB_COMPLETION_INDEX), or of a JobSet (JOB_INDEX × pods per job +
+// JOB_COMPLETION_INDEX), and whether the environment says.
+func PodIndex(getenv func(string) string) (int, bool) {
+	var job, pod, perJob int
+	if _, ok, err := readInts(getenv, intVar{EnvJobSetJobIndex, &job}, intVar{EnvK8sIndex, &pod}, intVar{EnvPodsPerJob, &perJob}); ok && err == nil {
+		return job*perJob + pod, true
+	}
+	if _, ok, err := readInts(getenv, intVar{EnvK8sIndex, &pod}); ok && err == nil {
+		return pod, true
+	}
+	return 0, false
 }

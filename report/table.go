@@ -76,9 +76,15 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d%s\n",
 		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed, extra)
 	if t := d.Topology; t != nil {
-		fmt.Fprintf(w, "# topology: %s [fingerprint %s]\n", t.Summary, t.Fingerprint)
+		if t.Fingerprint != "" {
+			fmt.Fprintf(w, "# topology: %s [fingerprint %s]\n", t.Summary, t.Fingerprint)
+		} else {
+			fmt.Fprintf(w, "# topology: %s\n", t.Summary)
+		}
 		if t.PeakGBps > 0 {
 			fmt.Fprintf(w, "# peak:     %.1f GB/s (%s); %%peak = busbw / peak\n", t.PeakGBps, t.PeakLabel)
+		} else if t.PeakLabel != "" {
+			fmt.Fprintf(w, "# peak:     %s\n", t.PeakLabel)
 		}
 	}
 	if len(c.Groups) > 1 {

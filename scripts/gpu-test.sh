@@ -217,9 +217,32 @@ step "bad input and failures on the GPU backend"
 cat /tmp/err; [ $rc -eq 3 ] && ok "too many ranks exits 3" || bad "too many ranks exit $rc"
 "$BIN" allreduce --backend nccl --nccl-lib /nonexistent/libnccl.so.2 > /dev/null 2>/tmp/err; rc=$?
 cat /tmp/err; [ $rc -eq 2 ] && ok "missing --nccl-lib exits 2" || bad "missing --nccl-lib exit $rc"
-"$BIN" allreduce --backend nccl --sizes 1K,200G -g 1 --format json > /tmp/oom.json 2>/tmp/err; rc=$?
-cat /tmp/err; python3 -c "import json; d=json.load(open('/tmp/oom.json')); print('rows kept:', len(d['results']), '| error:', d.get('error'))"
-[ $rc -eq 3 ] && ok "out of memory keeps rows, exits 3" || bad "out of memory exit $rc"
+"$BIN" allreduce --backend nccl --sizes 1K,64G,200G -g 1 --format json > /tmp/oom.json 2>/tmp/err; rc=$?
+cat /tmp/err
+[ $rc -eq 2 ] && grep -q "cannot fit" /tmp/err && ok "sizes beyond free GPU memory refused before the run, exit 2" || bad "sizes beyond GPU memory: exit $rc"
+
+step "faults: a rank stopped with SIGSTOP under launch -n 2 is named; the run ends within the bound, rows kept"
+if [ "$ngpu" -ge 2 ]; then
+  rm -f "$OUTDIR/fault.json"
+  start=$(date +%s.%N)
+  "$BIN" launch -n 2 -- allreduce --backend nccl --sizes 64M:4G -n 1000 -w 5 --timeout 30s --heartbeat-timeout 10s \
+    -o "$OUTDIR/fault.json" > /tmp/fault.txt 2>&1 &
+  lp=$!
+  for i in $(seq 1 600); do
+    python3 -c "import json,sys; sys.exit(0 if len(json.load(open('$OUTDIR/fault.json'))['results']) >= 2 else 1)" 2>/dev/null && break
+    sleep 0.1
+  done
+  r1=$(for p in $(pgrep -P $lp); do tr '\0' '\n' < /proc/$p/environ | grep -qx COLLBENCH_RANK=1 && echo $p; done)
+  echo "rank 1 is pid $r1; rows on disk: $(python3 -c "import json; print(len(json.load(open('$OUTDIR/fault.json'))['results']))")"
+  kill -STOP "$r1"; stopped=$(date +%s.%N)
+  wait $lp; rc=$?; ended=$(date +%s.%N)
+  python3 -c "print('named and ended %.1f s after SIGSTOP (heartbeat bound 10 s, watchdog 30 s), exit $rc' % ($ended - $stopped))"
+  grep -E 'stopped answering|the cause|launch:' /tmp/fault.txt | head -6
+  python3 -c "import json; d=json.load(open('$OUTDIR/fault.json')); print('rows kept:', len(d['results']), '| error:', d.get('error'))"
+  left=$(pgrep -f 'collbench allreduce' | wc -l)
+  [ $rc -eq 4 ] && grep -q "rank 1 (.*) stopped answering" /tmp/fault.txt && [ "$left" -eq 0 ] \
+    && ok "stopped rank named, exit 4, no process left" || bad "stopped rank: exit $rc, $left processes left"
+fi
 
 step "summary: $passes passed, $fails failed"
 echo "$passes passed, $fails failed"

@@ -159,9 +159,8 @@ func (t *Tracker) Snapshot(now time.Time) Record {
 
 // Board holds the trackers of the ranks this process drives.
 type Board struct {
-	mu     sync.Mutex
-	ranks  map[int]*Tracker
-	frozen atomic.Bool
+	mu    sync.Mutex
+	ranks map[int]*Tracker
 }
 
 // NewBoard returns an empty board.

@@ -357,8 +357,11 @@ func benchRun(o *BenchOptions) error {
 	if doc.Environment.Backend.Devices, err = worldDevices(world); err != nil {
 		return &RunError{err}
 	}
-	if b.Name() == "nccl" && pw.rank0() {
+	switch {
+	case b.Name() == "nccl" && pw.rank0():
 		doc.Topology = f.resultTopology(hosts, doc.Environment.Backend.Version)
+	case b.Name() == "cpu":
+		doc.Topology = f.cpuTopology(ss)
 	}
 	g := f.startGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
 	defer g.close()

@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"collbench/backend/cpu"
 	"collbench/bootstrap"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
@@ -135,6 +137,10 @@ func worldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 	if !l.MultiProcess() {
 		if ranks == 0 {
 			return b.DefaultRanks(), nil
+		}
+		if b.Name() == "cpu" && ranks > cpu.MaxRanks {
+			return 0, usageErrorf("-g %d: the cpu backend runs at most %d ranks in one process (each is a goroutine on this host's %d cores; "+
+				"a sweep past that takes hours); use fewer ranks, or processes: collbench launch -n N", ranks, cpu.MaxRanks, runtime.NumCPU())
 		}
 		return ranks, nil
 	}

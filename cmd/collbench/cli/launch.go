@@ -35,6 +35,14 @@ type LaunchOptions struct {
 	Port   int
 	Args   []string
 	Binary string // the collbench to start; this executable by default
+	// NNodes, NodeRank and RootAddr join this host's processes to those
+	// that launch starts on other hosts: node r's process i is world rank
+	// r*Procs+i, and rank 0 serves the rendezvous at RootAddr.
+	NNodes   int
+	NodeRank int
+	RootAddr string
+	// Getenv reads the environment (os.Getenv when nil).
+	Getenv func(string) string
 }
 
 // NewCmdLaunch builds `collbench launch`.
@@ -70,6 +78,9 @@ NCCL treats them as separate hosts and uses its network transport between them.`
 	cmd.Flags().IntVarP(&o.Procs, "procs", "n", 0, "number of processes (default: one per visible GPU, or 4 without GPUs)")
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 1, "simulated nodes the processes are split into (different NCCL_HOSTID)")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "rendezvous port on 127.0.0.1 (default: a free port)")
+	cmd.Flags().IntVar(&o.NNodes, "nnodes", 0, "hosts that each run launch for one world (default: $COLLBENCH_NNODES, $SLURM_NNODES, or 1)")
+	cmd.Flags().IntVar(&o.NodeRank, "node-rank", -1, "this host's index among --nnodes (default: $COLLBENCH_NODE_RANK, the pod's index in a Kubernetes Indexed Job or JobSet, or $SLURM_NODEID)")
+	cmd.Flags().StringVar(&o.RootAddr, "root-addr", "", "with --nnodes: host:port where node 0 serves the rendezvous (default: $COLLBENCH_ROOT_ADDR)")
 	return cmd
 }
 
@@ -81,15 +92,9 @@ func launchRun(o *LaunchOptions) error {
 	if o.Procs == 0 {
 		o.Procs = visibleGPUs()
 	}
-	switch {
-	case o.Procs < 1:
-		return usageErrorf("invalid -n %d: must be at least 1", o.Procs)
-	case o.Nodes < 1 || o.Procs%o.Nodes != 0:
-		return usageErrorf("invalid --nodes %d: must divide the %d processes evenly", o.Nodes, o.Procs)
-	case o.Port < 0 || o.Port > 65535:
-		return usageErrorf("invalid --port %d: must be between 1 and 65535, or 0 for a free port", o.Port)
-	case o.Args[0] == "launch":
-		return usageErrorf("launch cannot start launch")
+	plan, err := o.plan()
+	if err != nil {
+		return err
 	}
 	bin := o.Binary
 	if bin == "" {
@@ -99,21 +104,19 @@ func launchRun(o *LaunchOptions) error {
 		}
 		bin = exe
 	}
-	port := o.Port
-	if port == 0 {
+	if plan.rootAddr == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return &RunError{fmt.Errorf("finding a free port: %w", err)}
 		}
-		port = ln.Addr().(*net.TCPAddr).Port
+		plan.rootAddr = ln.Addr().String()
 		ln.Close()
 	}
 	// Only this job's ranks can join: they share a secret made here (or
-	// the one the environment already gives).
-	token := os.Getenv(secret.EnvToken)
-	if token == "" {
-		var err error
-		if token, err = secret.New(); err != nil {
+	// the one the environment already gives; across hosts it must).
+	plan.token = o.getenv(secret.EnvToken)
+	if plan.token == "" && plan.nnodes == 1 {
+		if plan.token, err = secret.New(); err != nil {
 			return &RunError{err}
 		}
 	}
@@ -128,26 +131,14 @@ func launchRun(o *LaunchOptions) error {
 		return &RunError{fmt.Errorf("making the launch report directory: %w", err)}
 	}
 	defer os.RemoveAll(reports)
-	perNode := o.Procs / o.Nodes
-	host, _ := os.Hostname()
+	plan.host, _ = os.Hostname()
+	plan.reports = reports
 	start := time.Now()
 	var children []*child
 	var outMu sync.Mutex
-	for r := 0; r < o.Procs; r++ {
+	for r := 0; r < plan.procs; r++ {
 		cmd := exec.Command(bin, o.Args...)
-		cmd.Env = append(os.Environ(),
-			bootstrap.EnvRank+"="+strconv.Itoa(r),
-			bootstrap.EnvSize+"="+strconv.Itoa(o.Procs),
-			bootstrap.EnvLocalRank+"="+strconv.Itoa(r%perNode),
-			bootstrap.EnvLocalSize+"="+strconv.Itoa(perNode),
-			bootstrap.EnvRootAddr+"=127.0.0.1:"+strconv.Itoa(port),
-			bootstrap.EnvDevice+"="+strconv.Itoa(r),
-			secret.EnvToken+"="+token,
-			envLaunchReports+"="+reports,
-		)
-		if o.Nodes > 1 {
-			cmd.Env = append(cmd.Env, fmt.Sprintf("NCCL_HOSTID=%s-node%d", host, r/perNode))
-		}
+		cmd.Env = append(os.Environ(), plan.env(r)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		ch := &child{rank: r, cmd: cmd, done: make(chan struct{})}
 		// exec copies the streams itself and Wait returns only once they
@@ -168,7 +159,7 @@ func launchRun(o *LaunchOptions) error {
 		}
 		children = append(children, ch)
 	}
-	ended := make(chan *child, o.Procs)
+	ended := make(chan *child, plan.procs)
 	for _, ch := range children {
 		go func() {
 			err := ch.cmd.Wait()
@@ -378,6 +369,112 @@ func (w *lineWriter) flush() {
 		w.mu.Unlock()
 		w.buf = nil
 	}
+}
+
+// launchPlan is what launch gives each process it starts.
+type launchPlan struct {
+	procs    int // processes on this host
+	nodes    int // simulated nodes on this host (--nodes)
+	nnodes   int // hosts in the world (--nnodes)
+	nodeRank int
+	rootAddr string
+	token    string
+	host     string
+	reports  string
+}
+
+func (o *LaunchOptions) getenv(k string) string {
+	if o.Getenv != nil {
+		return o.Getenv(k)
+	}
+	return os.Getenv(k)
+}
+
+// envInt reads the first of the variables that holds a non-negative integer.
+func (o *LaunchOptions) envInt(names ...string) (int, string, bool) {
+	for _, n := range names {
+		if v := o.getenv(n); v != "" {
+			if x, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && x >= 0 {
+				return x, n, true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// plan checks the flags and resolves the multi-node settings from the
+// flags or the cluster's variables.
+func (o *LaunchOptions) plan() (launchPlan, error) {
+	p := launchPlan{procs: o.Procs, nodes: o.Nodes, nnodes: o.NNodes, nodeRank: o.NodeRank, rootAddr: o.RootAddr}
+	if p.nnodes == 0 {
+		p.nnodes = 1
+		if v, _, ok := o.envInt("COLLBENCH_NNODES", "SLURM_NNODES"); ok {
+			p.nnodes = v
+		}
+	}
+	if p.nodeRank < 0 && p.nnodes > 1 {
+		if v, _, ok := o.envInt("COLLBENCH_NODE_RANK"); ok {
+			p.nodeRank = v
+		} else if v, ok := bootstrap.PodIndex(o.getenv); ok {
+			p.nodeRank = v
+		} else if v, _, ok := o.envInt("SLURM_NODEID"); ok {
+			p.nodeRank = v
+		}
+	}
+	if p.rootAddr == "" && p.nnodes > 1 {
+		p.rootAddr = o.getenv(bootstrap.EnvRootAddr)
+	}
+	switch {
+	case p.procs < 1:
+		return p, usageErrorf("invalid -n %d: must be at least 1", p.procs)
+	case p.nodes < 1 || p.procs%p.nodes != 0:
+		return p, usageErrorf("invalid --nodes %d: must divide the %d processes evenly", p.nodes, p.procs)
+	case o.Port < 0 || o.Port > 65535:
+		return p, usageErrorf("invalid --port %d: must be between 1 and 65535, or 0 for a free port", o.Port)
+	case len(o.Args) == 0:
+		return p, usageErrorf("launch needs a collbench command to run, e.g. collbench launch -n 4 -- allreduce")
+	case o.Args[0] == "launch":
+		return p, usageErrorf("launch cannot start launch")
+	case p.nnodes < 1:
+		return p, usageErrorf("invalid --nnodes %d: must be at least 1", p.nnodes)
+	case p.nnodes > 1 && p.nodes > 1:
+		return p, usageErrorf("--nodes simulates hosts on one host; with --nnodes %d the hosts are real (leave --nodes out)", p.nnodes)
+	case p.nnodes > 1 && (p.nodeRank < 0 || p.nodeRank >= p.nnodes):
+		return p, usageErrorf("--nnodes %d needs this host's --node-rank between 0 and %d (or $COLLBENCH_NODE_RANK, a Kubernetes pod index, $SLURM_NODEID)", p.nnodes, p.nnodes-1)
+	case p.nnodes > 1 && p.rootAddr == "":
+		return p, usageErrorf("--nnodes %d needs --root-addr host:port (node 0's address), or $%s", p.nnodes, bootstrap.EnvRootAddr)
+	}
+	if p.nnodes == 1 {
+		p.nodeRank = 0
+		if o.Port > 0 {
+			p.rootAddr = "127.0.0.1:" + strconv.Itoa(o.Port)
+		}
+	}
+	return p, nil
+}
+
+// env is the environment launch adds for its process r (0-based on this host).
+func (p launchPlan) env(r int) []string {
+	perNode := p.procs / p.nodes
+	world := p.procs * p.nnodes
+	env := []string{
+		bootstrap.EnvRank + "=" + strconv.Itoa(p.nodeRank*p.procs+r),
+		bootstrap.EnvSize + "=" + strconv.Itoa(world),
+		bootstrap.EnvLocalRank + "=" + strconv.Itoa(r%perNode),
+		bootstrap.EnvLocalSize + "=" + strconv.Itoa(perNode),
+		bootstrap.EnvRootAddr + "=" + p.rootAddr,
+		bootstrap.EnvDevice + "=" + strconv.Itoa(r),
+	}
+	if p.token != "" {
+		env = append(env, secret.EnvToken+"="+p.token)
+	}
+	if p.reports != "" {
+		env = append(env, envLaunchReports+"="+p.reports)
+	}
+	if p.nodes > 1 {
+		env = append(env, fmt.Sprintf("NCCL_HOSTID=%s-node%d", p.host, r/perNode))
+	}
+	return env
 }
 
 // child is one rank started by launch and how it ended.

@@ -46,6 +46,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdLaunch(f, nil))
 	root.AddCommand(NewCmdVersion(f))
 	root.AddCommand(NewCmdEnv(f, nil))
+	root.AddCommand(NewCmdStream(f))
 	return root
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,6 +78,7 @@ func worldRun(o *WorldOptions) error {
 	}
 	w := o.IO.Out
 	fmt.Fprintf(w, "world of %d processes, launched by %s, joined over %s\n", launch.Size, launch.Source, transport(pw))
+	fmt.Fprintf(w, "detected from: %s\n", strings.Join(launch.Evidence, " "))
 	tb := report.PlainTable(w)
 	tb.Header("rank", "host", "local rank", "pid")
 	for r, p := range parts {
