@@ -11,7 +11,9 @@ func rec(rank int, ops int64, p Phase, wait int, quiet time.Duration) Record {
 		Wait: wait, QuietMS: quiet.Milliseconds()}
 }
 
-func who(r int) string { return []string{"rank 0 (a)", "rank 1 (a)", "rank 2 (b, GPU 0000:07:00.0)", "rank 3 (b)"}[r] }
+func who(r int) string {
+	return []string{"rank 0 (a)", "rank 1 (a)", "rank 2 (b, GPU 0000:07:00.0)", "rank 3 (b)"}[r]
+}
 
 func TestJudge(t *testing.T) {
 	const bound = time.Minute
@@ -23,7 +25,7 @@ func TestJudge(t *testing.T) {
 		waiting []int
 		msg     string
 	}{
-		{"progress within the bound", []Record{rec(0, 5, Timed, 2, long), rec(1, 5, Timed, NotWaiting, 10 * time.Second)}, nil, nil, ""},
+		{"progress within the bound", []Record{rec(0, 5, Timed, 2, long), rec(1, 5, Timed, NotWaiting, 10*time.Second)}, nil, nil, ""},
 		{"a hung rank and its waiters", []Record{rec(0, 5, Timed, 3, long), rec(1, 5, Barrier, WaitingAll, long),
 			rec(2, 5, Timed, NotWaiting, long), rec(3, 5, Timed, 2, long)}, []int{2}, []int{0, 1, 3},
 			"rank 2 (b, GPU 0000:07:00.0) has not finished allreduce float sum 1 GiB out-of-place iteration 412 of 1000 after 1m1s; ranks 0, 1, 3 are waiting for it"},
