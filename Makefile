@@ -7,7 +7,7 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 export CGO_ENABLED := 1
 
-.PHONY: help build build-mpi run test unit smoke mpi-check lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: help build build-mpi run test unit smoke drills mpi-check lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -32,7 +32,7 @@ build-mpi:
 run: build
 	./$(BIN) allreduce --sizes 8:32M
 
-test: lint unit smoke mpi-check
+test: lint unit smoke drills mpi-check
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -50,6 +50,11 @@ smoke: build
 	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K:64M -q | grep -c 'wrong elements:    0 (OK)')" = 7
 	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K,1M,4M --rank-list '[[0,1],[2,3]]' -q | grep -c 'wrong elements:    0 (OK)')" = 7
 	@echo "smoke: ok"
+
+# collbench doctor against planted faults: 8 processes over 2 simulated
+# hosts, each fault kind 10 times and 10 clean runs, on the built binary.
+drills: build
+	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run Drill -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test'
 
 # The MPI build under mpirun: forms a world, exchanges a payload, and runs a
 # verified collective on the CPU backend. Skipped (with a note) where Open MPI

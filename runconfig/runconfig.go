@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"collbench/doctor"
 	"collbench/dtype"
 	"collbench/suites"
 )
@@ -32,6 +33,8 @@ type Config struct {
 	Acceptance  *Acceptance `yaml:"acceptance"`
 	Baseline    string      `yaml:"baseline"`
 	Output      string      `yaml:"output"`
+	// Doctor sets collbench doctor's thresholds (doctor --config FILE).
+	Doctor *DoctorConfig `yaml:"doctor"`
 
 	// Path is the file the config came from; relative paths resolve
 	// against its directory.
@@ -66,6 +69,13 @@ type Band struct {
 	Metric  string  `yaml:"metric"`
 	Pct     float64 `yaml:"pct"`
 	FloorUS float64 `yaml:"floor_us"`
+}
+
+// DoctorConfig holds collbench doctor's thresholds: the default rules and
+// rules by hardware class (a link label such as NV18 or PXB, or gpu:<model>,
+// rail, host-pair, world).
+type DoctorConfig struct {
+	Thresholds *doctor.Thresholds `yaml:"thresholds"`
 }
 
 // Acceptance requires rows of at least MinSize to reach PeakFraction of the
@@ -165,8 +175,17 @@ func tidy(err error) error {
 }
 
 func (c *Config) check() error {
-	if len(c.Suites) == 0 {
-		return errors.New("no suites: list at least one under suites:")
+	if len(c.Suites) == 0 && c.Doctor == nil {
+		return errors.New("no suites: list at least one under suites: (or give doctor: thresholds)")
+	}
+	if d := c.Doctor; d != nil && d.Thresholds != nil {
+		t := *d.Thresholds
+		if t.Default == (doctor.Rules{}) {
+			t.Default = doctor.DefaultRules // only classes were given
+		}
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("doctor: %v", err)
+		}
 	}
 	switch strings.ToLower(c.Backend) {
 	case "", "auto", "cpu", "nccl":

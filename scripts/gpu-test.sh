@@ -244,6 +244,38 @@ if [ "$ngpu" -ge 2 ]; then
     && ok "stopped rank named, exit 4, no process left" || bad "stopped rank: exit $rc, $left processes left"
 fi
 
+step "doctor: clean (quick and full), NCCL_P2P_DISABLE=1, and a GPU slowed by another workload"
+if [ "$ngpu" -ge 2 ]; then
+  for mode in --quick ""; do
+    start=$(date +%s.%N)
+    "$BIN" doctor $mode -o "$OUTDIR/doctor${mode:+-quick}.json" > /tmp/doctor.txt 2>&1; rc=$?
+    python3 -c "print('doctor ${mode:-full}: exit $rc, wall %.1f s' % ($(date +%s.%N) - $start))"
+    head -3 /tmp/doctor.txt
+    [ $rc -eq 0 ] && ok "doctor ${mode:-full} on a clean machine is healthy" || { bad "doctor ${mode:-full} clean: exit $rc"; cat /tmp/doctor.txt; }
+  done
+  cat /tmp/doctor.txt
+  NCCL_P2P_DISABLE=1 "$BIN" doctor -o "$OUTDIR/doctor-p2p-off.json" > /tmp/doctor.txt 2>&1; rc=$?
+  head -4 /tmp/doctor.txt
+  grep -E '^ *[a-z0-9-]+ \| +0-1 ' /tmp/doctor.txt
+  [ $rc -eq 1 ] && grep -q "GPU 0 (.*) ↔ GPU 1 (.*).*NCCL used SHM" /tmp/doctor.txt \
+    && ok "NCCL_P2P_DISABLE=1 named on the pair, with the transport" || bad "NCCL_P2P_DISABLE=1: exit $rc"
+  # Another workload on GPU 1: copies of 1 GiB back to back for two minutes.
+  PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
+  "$PY" -c "
+import time, torch
+a = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:1'); b = torch.empty_like(a)
+print('load on GPU 1 running', flush=True); t = time.time()
+while time.time() - t < 120: b.copy_(a)
+" > /tmp/load.txt 2>&1 &
+  load=$!
+  for i in $(seq 1 60); do grep -q running /tmp/load.txt && break; sleep 0.5; done
+  "$BIN" doctor -o "$OUTDIR/doctor-loaded.json" > /tmp/doctor.txt 2>&1; rc=$?
+  kill $load 2>/dev/null; wait $load 2>/dev/null
+  head -4 /tmp/doctor.txt; cat /tmp/load.txt | tail -2
+  sed -n '/each GPU alone/,/^$/p' /tmp/doctor.txt
+  [ $rc -eq 1 ] && grep -qE "^FAIL rank 1 \(.*GPU" /tmp/doctor.txt && ok "a GPU slowed by another workload is named" || bad "loaded GPU: exit $rc"
+fi
+
 step "summary: $passes passed, $fails failed"
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

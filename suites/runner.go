@@ -189,6 +189,9 @@ type Runner struct {
 	Now func() time.Time
 	// Board, if set, receives every local rank's progress for the watchdog.
 	Board *watchdog.Board
+	// SkipWorldWarmup leaves out the untimed operations before the first
+	// row (for callers that run many short plans on a warm world).
+	SkipWorldWarmup bool
 
 	w      World // the world the ranks run in (split when there are groups)
 	layout Layout
@@ -724,7 +727,7 @@ const warmupOps = 20
 
 // warmWorld runs the first case at its first size warmupOps times.
 func (rn *Runner) warmWorld(bufs *buffers) error {
-	if len(rn.Cases) == 0 || len(rn.Plan.Sizes) == 0 || rn.Plan.Warmup == 0 {
+	if len(rn.Cases) == 0 || len(rn.Plan.Sizes) == 0 || rn.Plan.Warmup == 0 || rn.SkipWorldWarmup {
 		return nil
 	}
 	c, size := rn.Cases[0], rn.Plan.Sizes[0]

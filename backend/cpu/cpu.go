@@ -90,8 +90,10 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	w.hubs = []*hub{w.hub}
 	w.all.add(w.hub)
 	board := watchdog.BoardFrom(ctx)
+	host, _ := os.Hostname()
 	for r := 0; r < n; r++ {
-		w.ranks = append(w.ranks, &rank{w: w, comm: w.hub, id: r, size: n, worldRank: r, track: board.For(r)})
+		w.ranks = append(w.ranks, &rank{w: w, comm: w.hub, id: r, size: n, worldRank: r, track: board.For(r),
+			local: &faults.Throttle{Rate: b.opts.Faults.RankRate(r, host)}})
 	}
 	return w, nil
 }
@@ -197,7 +199,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 			if wr < 0 || wr >= len(w.ranks) {
 				return nil, fmt.Errorf("rank %d is outside the world of %d ranks", wr, len(w.ranks))
 			}
-			sw.ranks = append(sw.ranks, &rank{w: sw, comm: h, id: i, size: len(g), worldRank: wr, track: w.ranks[wr].track})
+			sw.ranks = append(sw.ranks, &rank{w: sw, comm: h, id: i, size: len(g), worldRank: wr, track: w.ranks[wr].track, local: w.ranks[wr].local})
 		}
 	}
 	// Keep world-rank order.
@@ -256,6 +258,24 @@ type rank struct {
 	worldRank int
 	track     *watchdog.Tracker
 	ops       int64
+	// local paces the rank's own copies and fills to a planted slow rate.
+	local *faults.Throttle
+}
+
+// paceLocal holds the rank to its planted rate for n more bytes it moved on
+// its own; it returns early if the world is aborted.
+func (r *rank) paceLocal(n int) error {
+	if r.local == nil || r.local.Rate <= 0 {
+		return nil
+	}
+	t := time.NewTimer(r.local.Wait(n))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-r.w.stop:
+		return r.w.stopped()
+	}
 }
 
 func (r *rank) Rank() int      { return r.id }
@@ -329,6 +349,9 @@ func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 		n := min(step, count-first)
 		p.FillRange(b[first*esz:(first+n)*esz], first, n)
 		r.track.Moved()
+		if err := r.paceLocal(int(n * esz)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -386,6 +409,9 @@ func (r *rank) Launch(c suites.Call) error {
 	}
 	out, err := r.comm.run(r, c)
 	if err != nil {
+		return err
+	}
+	if err := r.paceLocal(len(out)); err != nil {
 		return err
 	}
 	if out != nil && len(out) > 0 && r.w.opts.Faults.Corrupts(r.worldRank) {

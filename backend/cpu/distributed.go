@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"collbench/dtype"
+	"collbench/internal/faults"
 	"collbench/results"
 	"collbench/suites"
 	"collbench/watchdog"
@@ -90,7 +91,7 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		all2[i] = i
 	}
 	w.rank = &distRank{w: w, c: &comm{m: m, id: 0, members: all2, me: me, scratch: make([]byte, pieceSize)},
-		host: hosts[me], track: track}
+		host: hosts[me], track: track, pace: &faults.Throttle{Rate: b.opts.Faults.RankRate(me, hosts[me])}}
 	return w, nil
 }
 
@@ -135,7 +136,7 @@ func (w *distWorld) Split(l suites.Layout) (suites.World, error) {
 	seq := w.splits.Add(1)
 	sw := &distWorld{ctl: w.ctl, opts: w.opts, mem: w.mem, m: w.m, splits: w.splits, child: true}
 	sw.rank = &distRank{w: sw, c: &comm{m: w.m, id: uint32(seq)<<16 | uint32(gid+1), members: l.Groups[gid], me: idx,
-		scratch: w.rank.c.scratch}, host: w.rank.host, track: w.rank.track}
+		scratch: w.rank.c.scratch}, host: w.rank.host, track: w.rank.track, pace: w.rank.pace}
 	return sw, nil
 }
 
@@ -145,6 +146,7 @@ type distRank struct {
 	host  string
 	track *watchdog.Tracker
 	ops   int64
+	pace  *faults.Throttle // the rank's own copies and fills at a planted rate
 }
 
 func (r *distRank) Rank() int      { return r.c.me }
@@ -155,7 +157,7 @@ func (r *distRank) Device() results.Device {
 }
 
 func (r *distRank) local() *rank {
-	return &rank{w: &world{mem: r.w.mem, stop: r.w.m.aborted}, worldRank: r.WorldRank(), track: r.track}
+	return &rank{w: &world{mem: r.w.mem, stop: r.w.m.aborted}, worldRank: r.WorldRank(), track: r.track, local: r.pace}
 }
 
 func (r *distRank) Alloc(n int64) (suites.Buffer, error) { return r.local().Alloc(n) }
@@ -214,6 +216,13 @@ func (r *distRank) Launch(c suites.Call) error {
 	}
 	if err := r.c.run(c, send, recv); err != nil {
 		return err
+	}
+	if r.c.size() == 1 {
+		// Only a local copy: the planted rate applies to it here (links
+		// apply it to what crosses them).
+		if err := r.local().paceLocal(len(recv)); err != nil {
+			return err
+		}
 	}
 	if r.w.opts.AfterOp != nil {
 		r.w.opts.AfterOp(r.WorldRank(), c, recv)

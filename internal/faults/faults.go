@@ -262,11 +262,12 @@ func (s *Set) Delay(a, b int) time.Duration {
 }
 
 // Throttle paces a stream to a rate: after each write of n bytes, Wait
-// returns how long to sleep so the stream so far keeps to the rate.
+// returns how long to sleep so the stream keeps to the rate. Idle time is
+// never banked as credit: a stream that pauses resumes at the rate, not
+// with a burst.
 type Throttle struct {
-	Rate  float64 // bytes per second; 0 means no limit
-	start time.Time
-	bytes float64
+	Rate float64 // bytes per second; 0 means no limit
+	next time.Time
 }
 
 // Wait accounts n more bytes and returns the pause that keeps the rate.
@@ -275,11 +276,9 @@ func (t *Throttle) Wait(n int) time.Duration {
 		return 0
 	}
 	now := time.Now()
-	if t.start.IsZero() || now.Sub(t.start) > 2*time.Second {
-		// Start a new window, so idle time is not banked as credit.
-		t.start, t.bytes = now, 0
+	if t.next.Before(now) {
+		t.next = now
 	}
-	t.bytes += float64(n)
-	due := t.start.Add(time.Duration(t.bytes / t.Rate * float64(time.Second)))
-	return max(due.Sub(now), 0)
+	t.next = t.next.Add(time.Duration(float64(n) / t.Rate * float64(time.Second)))
+	return t.next.Sub(now)
 }

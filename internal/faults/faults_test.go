@@ -48,4 +48,13 @@ func TestThrottleKeepsTheRate(t *testing.T) {
 	if took := time.Since(start); took < 90*time.Millisecond || took > 300*time.Millisecond {
 		t.Fatalf("1 MB at 10 MB/s took %v", took)
 	}
+	// A pause earns no credit: the next megabyte takes as long again.
+	time.Sleep(200 * time.Millisecond)
+	start = time.Now()
+	for i := 0; i < 10; i++ {
+		time.Sleep(th.Wait(100_000))
+	}
+	if took := time.Since(start); took < 90*time.Millisecond {
+		t.Fatalf("after a pause, 1 MB at 10 MB/s took %v: idle time was banked", took)
+	}
 }

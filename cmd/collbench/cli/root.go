@@ -47,6 +47,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdVersion(f))
 	root.AddCommand(NewCmdEnv(f, nil))
 	root.AddCommand(NewCmdStream(f))
+	root.AddCommand(NewCmdDoctor(f, nil))
 	return root
 }
 

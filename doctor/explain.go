@@ -1,0 +1,278 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// assemble turns what the stages found into the verdict, naming the most
+// specific part that explains each observation: wrong data by the rank
+// that sent it, slow pairs by a slow rank or host, a rank slow on every
+// link by itself, and only what remains as links.
+func (d *doc) assemble() {
+	fs := HealthFindings(d.o.Facts)
+	fs = append(fs, d.dataFindings()...)
+
+	// Ranks slow alone; a host whose every rank is slow is the host.
+	slowHosts := map[string]bool{}
+	byHost := map[string][]int{}
+	for r := range d.slowRanks {
+		byHost[d.host(r)] = append(byHost[d.host(r)], r)
+	}
+	for _, h := range d.hostList {
+		rs := byHost[h]
+		if len(d.hostList) > 1 && len(rs) == len(d.members[h]) && len(rs) > 1 {
+			slowHosts[h] = true
+			slices.Sort(rs)
+			var vals, peers []float64
+			for _, r := range rs {
+				vals = append(vals, d.slowRanks[r].Value)
+				peers = append(peers, d.slowRanks[r].Peers)
+			}
+			v, p := median(vals), median(peers)
+			fs = append(fs, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + h, Host: h, Ranks: rs,
+				Value: v, Peers: p, Msg: fmt.Sprintf("every one of its %d ranks is slow alone: %s, the other hosts' %s%s", len(rs), gb(v), gb(p), drop(v, p)),
+				Cause: "the whole host: its power or thermal state, CPU or memory, or a shared bus"})
+		}
+	}
+	ranks := make([]int, 0, len(d.slowRanks))
+	for r := range d.slowRanks {
+		if !slowHosts[d.host(r)] {
+			ranks = append(ranks, r)
+		}
+	}
+	slices.Sort(ranks)
+	for _, r := range ranks {
+		s := d.slowRanks[r]
+		fs = append(fs, Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+			Value: s.Value, Peers: s.Peers, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, drop(s.Value, s.Peers)),
+			Cause: "another workload on this GPU, clocks held down, or a failing GPU"})
+	}
+	explained := func(rs ...int) bool {
+		for _, r := range rs {
+			if _, ok := d.slowRanks[r]; ok || slowHosts[d.host(r)] {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Pairs not explained by a slow rank; a rank slow with two or more
+	// partners is named itself.
+	var pairs [][2]int
+	for key := range d.slowPairs {
+		if p := parsePair(key); !explained(p[0], p[1]) {
+			pairs = append(pairs, p)
+		}
+	}
+	slices.SortFunc(pairs, func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
+	})
+	partners := map[int][]int{}
+	for _, p := range pairs {
+		partners[p[0]] = append(partners[p[0]], p[1])
+		partners[p[1]] = append(partners[p[1]], p[0])
+	}
+	linkRank := map[int]bool{}
+	for r, ps := range partners {
+		if len(ps) >= 2 {
+			linkRank[r] = true
+		}
+	}
+	for _, r := range sortedKeys(linkRank) {
+		ps := partners[r]
+		slices.Sort(ps)
+		fs = append(fs, Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-rank-links", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+			Msg:   fmt.Sprintf("fine alone but slow with %d partners (ranks %s)", len(ps), joinInts(ps)),
+			Cause: "its own link: PCIe or NVLink of this GPU, or its NIC"})
+	}
+	for _, p := range pairs {
+		if linkRank[p[0]] || linkRank[p[1]] {
+			continue
+		}
+		s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
+		f := d.pairFigure(p)
+		part := d.pairName(p[0], p[1])
+		msg := fmt.Sprintf("%s GB/s one way and %s GB/s both ways, peers %s GB/s%s", gb(f.oneWay()), gb(f.Both), gb(s.Peers), drop(s.Value, s.Peers))
+		if f.Expected > 0 {
+			msg += fmt.Sprintf(", expected %s GB/s over %s", gb(f.Expected), f.Class)
+		}
+		cause := "the link between these two: NVLink, PCIe switch or the path through the CPU"
+		if tr := d.transport(p[0], p[1]); tr != "" {
+			f.Transport = tr
+			cause = fmt.Sprintf("NCCL used %s over this pair", tr)
+			if strings.HasPrefix(f.Class, "NV") && !strings.HasPrefix(tr, "P2P") {
+				cause += fmt.Sprintf(" although it has %s (peer-to-peer disabled or unavailable)", f.Class)
+			}
+		}
+		fs = append(fs, Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: part, Host: d.host(p[0]), Ranks: []int{p[0], p[1]},
+			Value: s.Value, Peers: s.Peers, Expected: f.Expected, Unit: "GB/s", Msg: msg, Cause: cause})
+	}
+	// Across hosts: what the slow ranks or hosts above do not explain.
+	for _, f := range d.found {
+		if f.Stage == "host" && (slowHosts[f.Host] || (len(f.Ranks) > 0 && explained(f.Ranks...))) {
+			continue
+		}
+		if f.Stage == "host" && f.Kind == "slow-host-link" && len(slowHosts) > 0 {
+			continue
+		}
+		if f.Stage == "world" && len(fs) > 0 {
+			continue
+		}
+		fs = append(fs, f)
+	}
+	// Transports beside every pair figure.
+	for i := range d.rep.Pairs {
+		if tr := d.transport(d.rep.Pairs[i].A, d.rep.Pairs[i].B); tr != "" {
+			d.rep.Pairs[i].Transport = tr
+		}
+	}
+	sortFindings(fs)
+	d.rep.Findings = fs
+	if d.rep.Findings == nil {
+		d.rep.Findings = []Finding{}
+	}
+	d.rep.Healthy = true
+	for _, f := range fs {
+		if f.Severity == "FAIL" {
+			d.rep.Healthy = false
+		}
+	}
+}
+
+func (d *doc) transport(a, b int) string {
+	if d.o.Transport == nil {
+		return ""
+	}
+	return d.o.Transport(a, b)
+}
+
+func (d *doc) pairFigure(p [2]int) PairFigure {
+	for _, f := range d.rep.Pairs {
+		if f.A == p[0] && f.B == p[1] {
+			return f
+		}
+	}
+	return PairFigure{A: p[0], B: p[1]}
+}
+
+// pairName names a pair as "node GPU a (bus) ↔ GPU b (bus)" on GPUs.
+func (d *doc) pairName(a, b int) string {
+	ia, oka := d.devIndex[a]
+	ib, okb := d.devIndex[b]
+	if oka && okb && a < len(d.o.Devices) && b < len(d.o.Devices) {
+		return fmt.Sprintf("%s GPU %d (%s) ↔ GPU %d (%s)", d.host(a), ia, d.o.Devices[a].BusID, ib, d.o.Devices[b].BusID)
+	}
+	return fmt.Sprintf("%s ↔ %s", d.o.Who(a), d.o.Who(b))
+}
+
+// dataFindings names who sent wrong values. In a pair only the other
+// member can have corrupted what a rank received: a rank named by two or
+// more receivers is the culprit; a rank wrong on its own (a group of one)
+// corrupts its own data.
+func (d *doc) dataFindings() []Finding {
+	var out []Finding
+	blame := map[int][]wrongObs{}
+	alone := map[int]wrongObs{}
+	var rest []wrongObs
+	for _, o := range d.wrong {
+		switch len(o.Group) {
+		case 1:
+			alone[o.Group[0]] = o
+		case 2:
+			for _, m := range o.Bad {
+				sender := o.Group[0]
+				if m.Rank == sender {
+					sender = o.Group[1]
+				}
+				blame[sender] = append(blame[sender], o)
+				break
+			}
+		default:
+			rest = append(rest, o)
+		}
+	}
+	named := map[int]bool{}
+	for _, r := range sortedKeys(alone) {
+		o := alone[r]
+		named[r] = true
+		out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+			Msg: fmt.Sprintf("wrong values even alone, in %s: %d wrong elements; %s", o.Coll, o.Count, firstWrong(o, d.o.Who)), Cause: "its memory or compute: run the GPU's diagnostics"})
+	}
+	for _, r := range sortedKeys(blame) {
+		obs := blame[r]
+		receivers := map[int]bool{}
+		for _, o := range obs {
+			for _, m := range o.Bad {
+				receivers[m.Rank] = true
+			}
+		}
+		if named[r] {
+			continue
+		}
+		if len(receivers) >= 2 {
+			named[r] = true
+			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "corrupt-sender", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+				Msg:   fmt.Sprintf("sends corrupted data: wrong values at every peer that received from it (ranks %s); %s", joinInts(sortedKeys(receivers)), firstWrong(obs[0], d.o.Who)),
+				Cause: "its GPU, NIC or the link out of it corrupts data"})
+		}
+	}
+	for _, r := range sortedKeys(blame) {
+		if named[r] {
+			continue
+		}
+		for _, o := range blame[r] {
+			a, b := o.Group[0], o.Group[1]
+			if named[a] || named[b] {
+				continue
+			}
+			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "corrupt-link", Part: d.pairName(a, b), Ranks: []int{a, b},
+				Msg: fmt.Sprintf("wrong values over this pair in %s: %s", o.Coll, firstWrong(o, d.o.Who)), Cause: "the link between them corrupts data"})
+			named[a], named[b] = true, true
+		}
+	}
+	if len(out) == 0 {
+		for _, o := range rest {
+			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: "ranks " + joinInts(o.Group), Ranks: o.Group,
+				Msg: fmt.Sprintf("wrong values in %s: %d wrong elements; %s", o.Coll, o.Count, firstWrong(o, d.o.Who))})
+			break
+		}
+	}
+	return out
+}
+
+func firstWrong(o wrongObs, who func(int) string) string {
+	if len(o.Bad) == 0 {
+		return "no element listed"
+	}
+	m := o.Bad[0]
+	return fmt.Sprintf("first: %s element %d: want %s, got %s", who(m.Rank), m.Index, m.Want, m.Got)
+}
+
+func drop(v, peers float64) string {
+	if peers <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%+.0f%%)", (v/peers-1)*100)
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,350 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"collbench/topology"
+)
+
+// GPUHealth is what NVML says about one GPU's health, without traffic.
+type GPUHealth struct {
+	Index        int    `json:"index"`
+	Name         string `json:"name"`
+	BusID        string `json:"bus_id"`
+	PCIeGen      int    `json:"pcie_gen,omitempty"`
+	PCIeGenMax   int    `json:"pcie_gen_max,omitempty"`
+	PCIeWidth    int    `json:"pcie_width,omitempty"`
+	PCIeWidthMax int    `json:"pcie_width_max,omitempty"`
+	// NVLinks counts the links NVML knows and those active.
+	NVLinks       int `json:"nvlinks,omitempty"`
+	NVLinksActive int `json:"nvlinks_active,omitempty"`
+	// NVLinkErrors sums each error counter over the links.
+	NVLinkErrors map[string]uint64 `json:"nvlink_errors,omitempty"`
+	// ECC and memory repair.
+	ECCUncorrected uint64 `json:"ecc_uncorrected,omitempty"`
+	RetiredPending bool   `json:"retired_pages_pending,omitempty"`
+	RemapPending   bool   `json:"row_remap_pending,omitempty"`
+	RemapFailed    bool   `json:"row_remap_failed,omitempty"`
+	// Throttle lists the active clock slowdown reasons that indicate a fault.
+	Throttle []string `json:"throttle,omitempty"`
+}
+
+// HostFacts are one host's health facts.
+type HostFacts struct {
+	Host   string         `json:"host"`
+	Driver string         `json:"driver,omitempty"`
+	NCCL   string         `json:"nccl,omitempty"`
+	GPUs   []GPUHealth    `json:"gpus,omitempty"`
+	NICs   []topology.NIC `json:"nics,omitempty"`
+	// Matrix is the link label between each pair of GPUs (NV18, PIX,
+	// SYS...) and LinkGBps each GPU's bandwidth per NVLink per direction,
+	// from which a pair's expected bandwidth follows.
+	Matrix   [][]string `json:"matrix,omitempty"`
+	LinkGBps []float64  `json:"nvlink_gbps,omitempty"`
+	// Unavailable says what could not be read, and why.
+	Unavailable []string `json:"unavailable,omitempty"`
+}
+
+// throttleFaults are the clock event reasons that mean something is wrong
+// (power capping under load and idling are normal).
+var throttleFaults = []struct {
+	bit  uint64
+	name string
+}{
+	{nvml.ClocksThrottleReasonHwSlowdown, "hardware slowdown"},
+	{nvml.ClocksThrottleReasonHwThermalSlowdown, "hardware thermal slowdown"},
+	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "power brake"},
+	{nvml.ClocksEventReasonSwThermalSlowdown, "software thermal slowdown"},
+}
+
+// ReadGPUHealth asks NVML (initialised by the caller) about every GPU.
+func ReadGPUHealth(lib nvml.Interface) ([]GPUHealth, string, []string) {
+	var missing []string
+	note := func(what string, ret nvml.Return) {
+		if ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED && !slices.Contains(missing, what) {
+			missing = append(missing, fmt.Sprintf("%s: %v", what, ret))
+		}
+	}
+	driver, _ := lib.SystemGetDriverVersion()
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, driver, []string{fmt.Sprintf("GPU count: %v", ret)}
+	}
+	var out []GPUHealth
+	for i := 0; i < n; i++ {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			note(fmt.Sprintf("GPU %d", i), ret)
+			continue
+		}
+		g := GPUHealth{Index: i}
+		g.Name, _ = d.GetName()
+		if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
+			g.BusID = normBus(string(trimNul(pci.BusId[:])))
+		}
+		g.PCIeGen, ret = d.GetCurrPcieLinkGeneration()
+		note("PCIe link generation", ret)
+		g.PCIeGenMax, _ = d.GetMaxPcieLinkGeneration()
+		g.PCIeWidth, ret = d.GetCurrPcieLinkWidth()
+		note("PCIe link width", ret)
+		g.PCIeWidthMax, _ = d.GetMaxPcieLinkWidth()
+		for l := 0; l < 32; l++ {
+			st, ret := d.GetNvLinkState(l)
+			if ret != nvml.SUCCESS {
+				break
+			}
+			g.NVLinks++
+			if st == nvml.FEATURE_ENABLED {
+				g.NVLinksActive++
+			}
+			for c, name := range []string{"replay", "recovery", "crc_flit", "crc_data"} {
+				if v, ret := d.GetNvLinkErrorCounter(l, nvml.NvLinkErrorCounter(c)); ret == nvml.SUCCESS && v > 0 {
+					if g.NVLinkErrors == nil {
+						g.NVLinkErrors = map[string]uint64{}
+					}
+					g.NVLinkErrors[name] += v
+				}
+			}
+		}
+		if v, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
+			g.ECCUncorrected = v
+		}
+		if st, ret := d.GetRetiredPagesPendingStatus(); ret == nvml.SUCCESS {
+			g.RetiredPending = st == nvml.FEATURE_ENABLED
+		}
+		if _, _, pending, failed, ret := d.GetRemappedRows(); ret == nvml.SUCCESS {
+			g.RemapPending, g.RemapFailed = pending, failed
+		}
+		if reasons, ret := d.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
+			for _, t := range throttleFaults {
+				if reasons&t.bit != 0 {
+					g.Throttle = append(g.Throttle, t.name)
+				}
+			}
+		}
+		out = append(out, g)
+	}
+	return out, driver, missing
+}
+
+func trimNul(b []uint8) []byte {
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		n++
+	}
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = b[i]
+	}
+	return out
+}
+
+// normBus turns NVML's 0000XXXX:bb:dd.f into the sysfs form XXXX:bb:dd.f.
+func normBus(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if parts := strings.SplitN(s, ":", 3); len(parts) == 3 && len(parts[0]) == 8 {
+		return parts[0][4:] + ":" + parts[1] + ":" + parts[2]
+	}
+	return s
+}
+
+// HealthFindings compares every host's facts with its peers': GPUs of a
+// host with each other, hosts with each other.
+func HealthFindings(hosts []HostFacts) []Finding {
+	var out []Finding
+	gpu := func(h HostFacts, g GPUHealth) string {
+		return fmt.Sprintf("%s GPU %d (%s)", h.Host, g.Index, g.BusID)
+	}
+	add := func(sev, kind, part, msg, cause string) {
+		out = append(out, Finding{Severity: sev, Stage: "health", Kind: kind, Part: part, Msg: msg, Cause: cause})
+	}
+	// The typical GPU of every host, to compare each GPU with.
+	var gens, links []int
+	for _, h := range hosts {
+		for _, g := range h.GPUs {
+			gens = append(gens, g.PCIeGen)
+			links = append(links, g.NVLinksActive)
+		}
+	}
+	typGen, typLinks := medianInt(gens), medianInt(links)
+	for _, h := range hosts {
+		for _, g := range h.GPUs {
+			p := gpu(h, g)
+			if g.PCIeWidthMax > 0 && g.PCIeWidth > 0 && g.PCIeWidth < g.PCIeWidthMax {
+				add("FAIL", "pcie-width", p, fmt.Sprintf("PCIe link at x%d of x%d", g.PCIeWidth, g.PCIeWidthMax),
+					"a lane fault: reseat the GPU or check its riser and slot")
+			}
+			// GPUs lower their PCIe generation when idle: only a GPU below
+			// its peers' current generation, and below its own maximum, counts.
+			if g.PCIeGen > 0 && g.PCIeGen < typGen && g.PCIeGen < g.PCIeGenMax {
+				add("FAIL", "pcie-gen", p, fmt.Sprintf("PCIe link at generation %d while its peers run at %d (maximum %d)", g.PCIeGen, typGen, g.PCIeGenMax),
+					"the link trained at a lower speed: check the slot, riser or BIOS settings")
+			}
+			if g.NVLinks > 0 && g.NVLinksActive < typLinks {
+				add("FAIL", "nvlink-down", p, fmt.Sprintf("%d of %d NVLinks active, its peers have %d", g.NVLinksActive, g.NVLinks, typLinks),
+					"an NVLink is down: check the fabric manager and the NVSwitch trays")
+			}
+			if e := g.NVLinkErrors; e["crc_data"] > 0 || e["recovery"] > 0 {
+				add("WARN", "nvlink-errors", p, fmt.Sprintf("NVLink errors since boot: %s", counters(e)),
+					"a marginal NVLink: watch whether the counts grow")
+			}
+			if g.ECCUncorrected > 0 {
+				add("FAIL", "ecc", p, fmt.Sprintf("%d uncorrectable ECC errors since the driver loaded", g.ECCUncorrected),
+					"memory errors: drain the node and reset the GPU")
+			}
+			if g.RemapFailed {
+				add("FAIL", "row-remap", p, "row remapping failed", "the GPU's memory cannot be repaired: replace the GPU")
+			} else if g.RemapPending || g.RetiredPending {
+				add("WARN", "row-remap", p, "a memory repair is pending (row remap or page retirement)", "reset the GPU to apply it")
+			}
+			if len(g.Throttle) > 0 {
+				add("FAIL", "throttle", p, "clocks held down: "+strings.Join(g.Throttle, ", "),
+					"check cooling, power supplies and the GPU's thermal state")
+			}
+		}
+	}
+	// Hosts with each other: GPU count, driver, NCCL.
+	if len(hosts) > 1 {
+		for _, f := range []struct {
+			what string
+			get  func(HostFacts) string
+		}{
+			{"GPU count", func(h HostFacts) string { return fmt.Sprint(len(h.GPUs)) }},
+			{"driver", func(h HostFacts) string { return h.Driver }},
+			{"NCCL", func(h HostFacts) string { return h.NCCL }},
+		} {
+			count := map[string][]string{}
+			for _, h := range hosts {
+				count[f.get(h)] = append(count[f.get(h)], h.Host)
+			}
+			if len(count) > 1 {
+				common := ""
+				for v, hs := range count {
+					if common == "" || len(hs) > len(count[common]) || (len(hs) == len(count[common]) && v < common) {
+						common = v
+					}
+				}
+				for v, hs := range count {
+					if v != common {
+						for _, h := range hs {
+							add("FAIL", "mismatch", "host "+h, fmt.Sprintf("%s %s where the other hosts have %s", f.what, orNone(v), orNone(common)),
+								"hosts of one job should match: update or exclude this host")
+						}
+					}
+				}
+			}
+		}
+	}
+	out = append(out, nicFindings(hosts)...)
+	return out
+}
+
+// nicFindings flags InfiniBand/RoCE ports that are down or slower than
+// their peers, and GPUs whose nearest NIC breaks their host's pattern.
+func nicFindings(hosts []HostFacts) []Finding {
+	var out []Finding
+	var rates []float64
+	for _, h := range hosts {
+		for _, n := range h.NICs {
+			if n.Kind != "ethernet" && n.RateGbps > 0 && strings.EqualFold(n.State, "ACTIVE") {
+				rates = append(rates, n.RateGbps)
+			}
+		}
+	}
+	top := 0.0
+	for _, r := range rates {
+		top = max(top, r)
+	}
+	for _, h := range hosts {
+		for _, n := range h.NICs {
+			if n.Kind == "ethernet" {
+				continue
+			}
+			part := fmt.Sprintf("host %s NIC %s", h.Host, n.Name)
+			switch {
+			case !strings.EqualFold(n.State, "ACTIVE"):
+				out = append(out, Finding{Severity: "FAIL", Stage: "health", Kind: "nic-down", Part: part,
+					Msg: fmt.Sprintf("port %s (physical state %s)", n.State, orNone(n.PhysState)), Cause: "cable, transceiver or switch port: check the link"})
+			case n.RateGbps > 0 && n.RateGbps < top:
+				out = append(out, Finding{Severity: "FAIL", Stage: "health", Kind: "nic-rate", Part: part, Value: n.RateGbps, Peers: top, Unit: "Gb/s",
+					Msg: fmt.Sprintf("port at %.0f Gb/s, its peers at %.0f Gb/s", n.RateGbps, top), Cause: "the link trained at a lower rate: check the cable and switch port"})
+			}
+		}
+		// Each GPU's nearest NIC class (PIX, PXB, ...): the host's usual one is the pattern.
+		var best []string
+		for gi := range h.GPUs {
+			b := "SYS"
+			for _, n := range h.NICs {
+				if n.Kind != "ethernet" && gi < len(n.Locality) && localityRank(n.Locality[gi]) < localityRank(b) {
+					b = n.Locality[gi]
+				}
+			}
+			best = append(best, b)
+		}
+		if usual := mode(best); usual != "" {
+			for gi, b := range best {
+				if localityRank(b) > localityRank(usual) {
+					g := h.GPUs[gi]
+					out = append(out, Finding{Severity: "WARN", Stage: "health", Kind: "nic-locality",
+						Part: fmt.Sprintf("%s GPU %d (%s)", h.Host, g.Index, g.BusID),
+						Msg:  fmt.Sprintf("nearest NIC is %s away, its peers have one at %s", b, usual), Cause: "a NIC missing or in another slot: traffic crosses the CPU"})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// localityRank orders PCI relations from nearest (PIX) to farthest (SYS).
+func localityRank(l string) int {
+	if r, ok := map[string]int{"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}[l]; ok {
+		return r
+	}
+	return 5
+}
+
+func mode(xs []string) string {
+	count := map[string]int{}
+	best := ""
+	for _, x := range xs {
+		count[x]++
+		if best == "" || count[x] > count[best] {
+			best = x
+		}
+	}
+	return best
+}
+
+func medianInt(xs []int) int {
+	f := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if x > 0 {
+			f = append(f, float64(x))
+		}
+	}
+	return int(median(f) + 0.5)
+}
+
+func counters(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

@@ -1,0 +1,158 @@
+package doctor
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Rules decide when a figure is far enough below what it should reach to
+// be a finding. A figure is a suspect when it is more than Drop below the
+// median of its peers of the same link class, or below PeakFraction of what
+// the topology says its link carries. Suspects are measured again before
+// they are reported.
+type Rules struct {
+	Drop         float64 `json:"drop" yaml:"drop"`                   // e.g. 0.25: 25 % below the peers' median
+	PeakFraction float64 `json:"peak_fraction" yaml:"peak_fraction"` // e.g. 0.35 of the expected link bandwidth
+}
+
+// DefaultRules for GPUs: measured on H200 NVLink pairs, a healthy pair
+// reaches 69-75 % of the per-direction NVLink peak at 256 MiB and peers
+// differ by a few percent; a pair through shared memory reaches under 10 %.
+var DefaultRules = Rules{Drop: 0.25, PeakFraction: 0.35}
+
+// CPURules for the cpu backend, whose ranks share a host's cores: the best
+// iteration of healthy peers still varies by a factor of two or three when
+// eight processes share two cores, so only a drop below 30 % of the peers
+// counts, and there is no link peak to compare with on one host.
+var CPURules = Rules{Drop: 0.7, PeakFraction: 0}
+
+// Thresholds are the rules by link class (NV18, PIX, SYS, rail, host,
+// gpu, world...), with Default for the rest.
+type Thresholds struct {
+	Default Rules            `json:"default" yaml:"default"`
+	Class   map[string]Rules `json:"classes,omitempty" yaml:"classes"`
+}
+
+// For returns the rules of a class.
+func (t Thresholds) For(class string) Rules {
+	if r, ok := t.Class[class]; ok {
+		return r
+	}
+	return t.Default
+}
+
+// Validate checks the fractions.
+func (t Thresholds) Validate() error {
+	check := func(name string, r Rules) error {
+		if r.Drop <= 0 || r.Drop >= 1 {
+			return fmt.Errorf("thresholds %s: drop %v must be between 0 and 1 (e.g. 0.25)", name, r.Drop)
+		}
+		if r.PeakFraction < 0 || r.PeakFraction >= 1 {
+			return fmt.Errorf("thresholds %s: peak_fraction %v must be between 0 and 1, or 0 for none", name, r.PeakFraction)
+		}
+		return nil
+	}
+	if err := check("default", t.Default); err != nil {
+		return err
+	}
+	for c, r := range t.Class {
+		if err := check(c, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// mad is the median absolute deviation from m.
+func mad(xs []float64, m float64) float64 {
+	d := make([]float64, len(xs))
+	for i, x := range xs {
+		d[i] = math.Abs(x - m)
+	}
+	return median(d)
+}
+
+// sample is one figure to judge: higher is better.
+type sample struct {
+	Key      string  `json:"key"`
+	Class    string  `json:"class"`
+	Value    float64 `json:"value"`
+	Expected float64 `json:"expected,omitempty"` // what the link should carry; 0 when unknown
+}
+
+// suspect is a sample the rules flag. Its fields travel to every process,
+// which follow rank 0's decisions.
+type suspect struct {
+	sample
+	Peers  float64 `json:"peers"` // median of the class, without the suspects
+	Why    string  `json:"why"`
+	Metric string  `json:"metric,omitempty"` // which figure was flagged, where there are several
+}
+
+// judge flags the samples far below their class's median or expectation.
+// The peers figure is the median of the class's samples that are not
+// flagged, so a few slow ones do not drag down what healthy peers reach.
+func judge(samples []sample, th Thresholds) []suspect {
+	classes := map[string][]sample{}
+	var order []string
+	for _, s := range samples {
+		if _, ok := classes[s.Class]; !ok {
+			order = append(order, s.Class)
+		}
+		classes[s.Class] = append(classes[s.Class], s)
+	}
+	var out []suspect
+	for _, c := range order {
+		ss := classes[c]
+		r := th.For(c)
+		vals := make([]float64, len(ss))
+		for i, s := range ss {
+			vals[i] = s.Value
+		}
+		m := median(vals)
+		// With two peers the median sits between them: compare with the
+		// better one instead.
+		if len(ss) == 2 {
+			m = max(vals[0], vals[1])
+		}
+		var flagged []suspect
+		var healthy []float64
+		for _, s := range ss {
+			var why []string
+			if len(ss) > 1 && s.Value < m*(1-r.Drop) {
+				why = append(why, fmt.Sprintf("%.0f%% below its %d peers' median", (1-s.Value/m)*100, len(ss)-1))
+			}
+			if s.Expected > 0 && r.PeakFraction > 0 && s.Value < r.PeakFraction*s.Expected {
+				why = append(why, fmt.Sprintf("%.0f%% of the %.0f GB/s its link should carry", s.Value/s.Expected*100, s.Expected))
+			}
+			if len(why) > 0 {
+				flagged = append(flagged, suspect{sample: s, Why: strings.Join(why, "; ")})
+			} else {
+				healthy = append(healthy, s.Value)
+			}
+		}
+		peers := median(healthy)
+		if len(healthy) == 0 {
+			peers = m
+		}
+		for i := range flagged {
+			flagged[i].Peers = peers
+		}
+		out = append(out, flagged...)
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package doctor
+
+import (
+	"testing"
+)
+
+// TestPairRoundsCoverEveryPairOnce checks the circle method for 2 to 1024
+// members: n-1 rounds for even n, n for odd n, no member twice in a round,
+// and every pair exactly once.
+func TestPairRoundsCoverEveryPairOnce(t *testing.T) {
+	ns := []int{100, 127, 128, 255, 256, 511, 512, 1000, 1023, 1024}
+	for n := 2; n <= 64; n++ {
+		ns = append(ns, n)
+	}
+	for _, n := range ns {
+		rounds := PairRounds(n)
+		want := n - 1
+		if n%2 == 1 {
+			want = n
+		}
+		if len(rounds) != want {
+			t.Fatalf("n=%d: %d rounds, want %d", n, len(rounds), want)
+		}
+		seen := map[[2]int]bool{}
+		for k, round := range rounds {
+			busy := map[int]bool{}
+			for _, p := range round {
+				if p[0] >= p[1] || p[0] < 0 || p[1] >= n {
+					t.Fatalf("n=%d round %d: bad pair %v", n, k, p)
+				}
+				if busy[p[0]] || busy[p[1]] {
+					t.Fatalf("n=%d round %d: member in two pairs: %v", n, k, round)
+				}
+				busy[p[0]], busy[p[1]] = true, true
+				if seen[p] {
+					t.Fatalf("n=%d: pair %v twice", n, p)
+				}
+				seen[p] = true
+			}
+			if len(round) != n/2 {
+				t.Fatalf("n=%d round %d: %d pairs, want %d", n, k, len(round), n/2)
+			}
+		}
+		if len(seen) != n*(n-1)/2 {
+			t.Fatalf("n=%d: %d pairs, want %d", n, len(seen), n*(n-1)/2)
+		}
+	}
+}
+
+// TestHostSearchIsConstant plays the host search for 2 to 4096 hosts with
+// one bad host at every position class: pair every host once, then pair
+// the suspects with hosts seen healthy. The bad host must be told apart
+// (slow with two different partners) in at most 3 rounds, however many
+// hosts there are.
+func TestHostSearchIsConstant(t *testing.T) {
+	for n := 2; n <= 4096; n = next(n) {
+		for _, bad := range []int{0, n / 2, n - 1} {
+			rounds := 0
+			ran := map[[2]int]bool{}
+			met := func(a, b int) bool { return ran[pairKey(a, b)] }
+			slowWith := map[int]map[int]bool{}
+			fine := map[int]bool{}
+			note := func(a, b int) {
+				ran[pairKey(a, b)] = true
+				if a == bad || b == bad {
+					for _, x := range [][2]int{{a, b}, {b, a}} {
+						if slowWith[x[0]] == nil {
+							slowWith[x[0]] = map[int]bool{}
+						}
+						slowWith[x[0]][x[1]] = true
+					}
+				} else {
+					fine[a], fine[b] = true, true
+				}
+			}
+			for _, round := range HostRounds(n) {
+				rounds++
+				for _, p := range round {
+					note(p[0], p[1])
+				}
+			}
+			_, suspects := Triage(n, slowWith, fine)
+			var healthy []int
+			for h := 0; h < n; h++ {
+				if fine[h] {
+					healthy = append(healthy, h)
+				}
+			}
+			for _, round := range Repair(suspects, healthy, met) {
+				rounds++
+				for _, p := range round {
+					note(p[0], p[1])
+				}
+			}
+			if rounds > 3 {
+				t.Fatalf("%d hosts: %d rounds", n, rounds)
+			}
+			if n >= 3 && len(slowWith[bad]) < 2 {
+				t.Fatalf("%d hosts, bad host %d: slow with only %v; not told apart", n, bad, slowWith[bad])
+			}
+			if n >= 3 && fine[bad] {
+				t.Fatalf("%d hosts: the bad host %d was seen fine", n, bad)
+			}
+			culprits, left := Triage(n, slowWith, fine)
+			for _, h := range culprits {
+				if h != bad {
+					t.Fatalf("%d hosts: healthy host %d named, slow with %v", n, h, slowWith[h])
+				}
+			}
+			if n >= 3 && (len(culprits) != 1 || len(left) != 0) {
+				t.Fatalf("%d hosts, bad %d: culprits %v, still unexplained %v", n, bad, culprits, left)
+			}
+		}
+	}
+}
+
+func next(n int) int {
+	if n < 40 {
+		return n + 1
+	}
+	return n*2 + 1
+}
+
+func TestHalves(t *testing.T) {
+	a, b := Halves([]int{4, 5, 6, 7, 8})
+	if len(a) != 2 || len(b) != 3 || a[0] != 4 || b[0] != 6 {
+		t.Fatalf("%v %v", a, b)
+	}
+}
+
+func TestJudgeFlagsOutliersAndShortfalls(t *testing.T) {
+	th := Thresholds{Default: DefaultRules, Class: map[string]Rules{"loose": {Drop: 0.9}}}
+	ss := []sample{
+		{Key: "a", Class: "NV18", Value: 340, Expected: 478},
+		{Key: "b", Class: "NV18", Value: 345, Expected: 478},
+		{Key: "c", Class: "NV18", Value: 120, Expected: 478}, // far below its peers
+		{Key: "d", Class: "NV18", Value: 338, Expected: 478},
+		{Key: "e", Class: "PIX", Value: 10, Expected: 31.5}, // alone in its class, below 35 % of its link
+		{Key: "f", Class: "loose", Value: 20},               // 80 % down, but the class allows 90 %
+		{Key: "g", Class: "loose", Value: 100},
+	}
+	got := map[string]suspect{}
+	for _, s := range judge(ss, th) {
+		got[s.Key] = s
+	}
+	if len(got) != 2 || got["c"].Key == "" || got["e"].Key == "" {
+		t.Fatalf("suspects %v", got)
+	}
+	if got["c"].Peers != 340 {
+		t.Errorf("the peers figure should leave the suspect out: %v", got["c"].Peers)
+	}
+	if err := (Thresholds{Default: Rules{Drop: 1.5}}).Validate(); err == nil {
+		t.Error("a drop above 1 is accepted")
+	}
+}

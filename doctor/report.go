@@ -1,0 +1,416 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"collbench/report"
+)
+
+// Schema names the doctor's JSON report.
+const Schema = "collbench/doctor"
+
+// Finding is one part doctor names, with the figure that condemns it.
+type Finding struct {
+	Severity string  `json:"severity"` // FAIL or WARN
+	Stage    string  `json:"stage"`    // health, gpu, pair, host, world, data
+	Kind     string  `json:"kind"`
+	Part     string  `json:"part"` // the part named: a GPU, a pair, a NIC, a host, a rank
+	Host     string  `json:"host,omitempty"`
+	Ranks    []int   `json:"ranks,omitempty"`
+	Value    float64 `json:"value,omitempty"`
+	Peers    float64 `json:"peers,omitempty"`
+	Expected float64 `json:"expected,omitempty"`
+	Unit     string  `json:"unit,omitempty"`
+	Msg      string  `json:"msg"`
+	Cause    string  `json:"cause,omitempty"`
+}
+
+// Line is the finding as one verdict line.
+func (f Finding) Line() string {
+	s := fmt.Sprintf("%s %s: %s", f.Severity, f.Part, f.Msg)
+	if f.Cause != "" {
+		s += "; " + f.Cause
+	}
+	return s
+}
+
+// GPUFigure is one rank alone.
+type GPUFigure struct {
+	Rank      int     `json:"rank"`
+	Host      string  `json:"host"`
+	Device    string  `json:"device"`
+	BusID     string  `json:"bus_id,omitempty"`
+	CopyGBps  float64 `json:"copy_gbps"`  // a device-to-device copy, bytes/s
+	FillGelem float64 `json:"fill_gelem"` // the fill kernel: the compute probe, 1e9 elements/s
+}
+
+// PairFigure is one pair of ranks on a host: GB/s per direction.
+type PairFigure struct {
+	A         int     `json:"a"`
+	B         int     `json:"b"`
+	Host      string  `json:"host"`
+	Class     string  `json:"class"`
+	Expected  float64 `json:"expected_gbps,omitempty"`
+	AB        float64 `json:"a_to_b_gbps"`
+	BA        float64 `json:"b_to_a_gbps"`
+	Both      float64 `json:"both_ways_gbps"` // per direction, both at once
+	LatencyUS float64 `json:"latency_us"`
+	Transport string  `json:"transport,omitempty"`
+}
+
+// oneWay is the pair's slower direction.
+func (p PairFigure) oneWay() float64 { return min(p.AB, p.BA) }
+
+// RailFigure is one rail between two hosts: the same local rank on both.
+type RailFigure struct {
+	HostA string  `json:"host_a"`
+	HostB string  `json:"host_b"`
+	A     int     `json:"a"`
+	B     int     `json:"b"`
+	Both  float64 `json:"both_ways_gbps"`
+}
+
+// HostPairFigure is an allreduce over every rank of two hosts.
+type HostPairFigure struct {
+	A     string  `json:"a"`
+	B     string  `json:"b"`
+	Round int     `json:"round"`
+	BusBW float64 `json:"busbw_gbps"`
+}
+
+// WorldFigure is the allreduce over the whole world.
+type WorldFigure struct {
+	Ranks    int      `json:"ranks"`
+	Bytes    int64    `json:"bytes"`
+	BusBW    float64  `json:"busbw_gbps"`
+	Expected float64  `json:"expected_gbps,omitempty"`
+	Bisect   []string `json:"bisect,omitempty"`
+}
+
+// PlanStep is one round doctor ran.
+type PlanStep struct {
+	Stage  string `json:"stage"`
+	Round  int    `json:"round"`
+	Layout string `json:"layout"`
+	What   string `json:"what"`
+}
+
+// Report is what doctor found and the evidence.
+type Report struct {
+	Schema   string           `json:"schema"`
+	Healthy  bool             `json:"healthy"`
+	Findings []Finding        `json:"findings"`
+	Mode     string           `json:"mode"` // quick or full
+	Backend  string           `json:"backend"`
+	Ranks    int              `json:"ranks"`
+	Hosts    []string         `json:"hosts"`
+	Seconds  float64          `json:"seconds"`
+	Facts    []HostFacts      `json:"facts,omitempty"`
+	GPUs     []GPUFigure      `json:"gpus,omitempty"`
+	Pairs    []PairFigure     `json:"pairs,omitempty"`
+	Rails    []RailFigure     `json:"rails,omitempty"`
+	HostPair []HostPairFigure `json:"host_pairs,omitempty"`
+	World    *WorldFigure     `json:"world,omitempty"`
+	Plan     []PlanStep       `json:"plan"`
+	Notes    []string         `json:"notes,omitempty"`
+}
+
+var severityOrder = map[string]int{"FAIL": 0, "WARN": 1}
+var stageOrder = map[string]int{"data": 0, "health": 1, "host": 2, "gpu": 3, "pair": 4, "world": 5}
+
+// sortFindings puts the most severe first: failures, then by stage.
+func sortFindings(fs []Finding) {
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		if d := severityOrder[a.Severity] - severityOrder[b.Severity]; d != 0 {
+			return d
+		}
+		return stageOrder[a.Stage] - stageOrder[b.Stage]
+	})
+}
+
+func gb(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	if v >= 10 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// WriteText writes the verdict first, one line per finding, then the evidence.
+func (r *Report) WriteText(w io.Writer) error {
+	verdict := "healthy"
+	if !r.Healthy {
+		verdict = fmt.Sprintf("%d finding(s)", len(r.Findings))
+	}
+	fmt.Fprintf(w, "# collbench doctor (%s): %d ranks on %d host(s), %s backend, %.1f s: %s\n",
+		r.Mode, r.Ranks, len(r.Hosts), r.Backend, r.Seconds, verdict)
+	for _, f := range r.Findings {
+		fmt.Fprintln(w, f.Line())
+	}
+	if r.Healthy {
+		fmt.Fprintln(w, "OK: every stage met its peers and its expectation, and every value was right")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "# note: "+n)
+	}
+	if len(r.GPUs) > 0 {
+		fmt.Fprintln(w, "\n## each GPU alone (all at once): device-to-device copy and the fill kernel")
+		t := report.PlainTable(w)
+		t.Header("rank", "host", "device", "bus id", "copy GB/s", "fill Gelem/s")
+		for _, g := range r.GPUs {
+			_ = t.Append(fmt.Sprint(g.Rank), g.Host, g.Device, dash(g.BusID), gb(g.CopyGBps), gb(g.FillGelem))
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	if len(r.Pairs) > 0 {
+		fmt.Fprintln(w, "\n## every pair within a host (GB/s per direction; both = both ways at once)")
+		t := report.PlainTable(w)
+		t.Header("host", "pair", "class", "expected", "a->b", "b->a", "both", "latency us", "transport")
+		for _, p := range r.Pairs {
+			_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, gb(p.Expected), gb(p.AB), gb(p.BA), gb(p.Both),
+				fmt.Sprintf("%.1f", p.LatencyUS), dash(p.Transport))
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+		for _, h := range r.Hosts {
+			if m := r.pairMatrix(h); m != "" {
+				fmt.Fprintf(w, "\n%s: one-way GB/s (row sends to column)\n%s", h, m)
+			}
+		}
+	}
+	if len(r.Rails) > 0 || len(r.HostPair) > 0 {
+		fmt.Fprintln(w, "\n## across hosts: rails (same local rank on both hosts) and host-pair allreduce")
+		t := report.PlainTable(w)
+		t.Header("hosts", "ranks", "what", "GB/s")
+		for _, x := range r.Rails {
+			_ = t.Append(x.HostA+" - "+x.HostB, fmt.Sprintf("%d-%d", x.A, x.B), "rail, both ways", gb(x.Both))
+		}
+		for _, x := range r.HostPair {
+			_ = t.Append(x.A+" - "+x.B, "all", fmt.Sprintf("allreduce busbw (round %d)", x.Round), gb(x.BusBW))
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	if r.World != nil {
+		fmt.Fprintf(w, "\n## whole world: allreduce %d ranks, %s: busbw %s GB/s", r.World.Ranks, bytesName(r.World.Bytes), gb(r.World.BusBW))
+		if r.World.Expected > 0 {
+			fmt.Fprintf(w, " (expected %s)", gb(r.World.Expected))
+		}
+		fmt.Fprintln(w)
+		for _, b := range r.World.Bisect {
+			fmt.Fprintln(w, "  bisect: "+b)
+		}
+	}
+	fmt.Fprintln(w, "\n## plan")
+	t := report.PlainTable(w)
+	t.Header("stage", "round", "groups", "what")
+	for _, p := range r.Plan {
+		_ = t.Append(p.Stage, fmt.Sprint(p.Round), p.Layout, p.What)
+	}
+	return t.Render()
+}
+
+// pairMatrix renders one host's one-way figures as a matrix.
+func (r *Report) pairMatrix(host string) string {
+	var ranks []int
+	val := map[[2]int]float64{}
+	for _, p := range r.Pairs {
+		if p.Host != host {
+			continue
+		}
+		for _, x := range []int{p.A, p.B} {
+			if !slices.Contains(ranks, x) {
+				ranks = append(ranks, x)
+			}
+		}
+		val[[2]int{p.A, p.B}], val[[2]int{p.B, p.A}] = p.AB, p.BA
+	}
+	if len(ranks) < 2 {
+		return ""
+	}
+	slices.Sort(ranks)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%8s", "")
+	for _, c := range ranks {
+		fmt.Fprintf(&b, " %8s", fmt.Sprintf("r%d", c))
+	}
+	b.WriteByte('\n')
+	for _, a := range ranks {
+		fmt.Fprintf(&b, "%8s", fmt.Sprintf("r%d", a))
+		for _, c := range ranks {
+			if a == c {
+				fmt.Fprintf(&b, " %8s", "X")
+			} else {
+				fmt.Fprintf(&b, " %8s", gb(val[[2]int{a, c}]))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func bytesName(b int64) string {
+	switch {
+	case b >= 1<<30 && b%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", b>>30)
+	case b >= 1<<20 && b%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", b>>20)
+	case b >= 1<<10 && b%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteProm writes the report in Prometheus' text exposition format, for
+// node-exporter's textfile collector.
+func (r *Report) WriteProm(w io.Writer) error {
+	esc := func(s string) string { return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) }
+	healthy := 0
+	if r.Healthy {
+		healthy = 1
+	}
+	fmt.Fprintln(w, "# HELP collbench_doctor_healthy 1 when collbench doctor found nothing wrong.")
+	fmt.Fprintln(w, "# TYPE collbench_doctor_healthy gauge")
+	fmt.Fprintf(w, "collbench_doctor_healthy{mode=%q} %d\n", r.Mode, healthy)
+	fmt.Fprintln(w, "# HELP collbench_doctor_findings Findings by severity.")
+	fmt.Fprintln(w, "# TYPE collbench_doctor_findings gauge")
+	for _, sev := range []string{"FAIL", "WARN"} {
+		n := 0
+		for _, f := range r.Findings {
+			if f.Severity == sev {
+				n++
+			}
+		}
+		fmt.Fprintf(w, "collbench_doctor_findings{severity=%q} %d\n", sev, n)
+	}
+	fmt.Fprintln(w, "# HELP collbench_doctor_finding One line per finding (value 1).")
+	fmt.Fprintln(w, "# TYPE collbench_doctor_finding gauge")
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "collbench_doctor_finding{severity=\"%s\",stage=\"%s\",kind=\"%s\",part=\"%s\"} 1\n", f.Severity, f.Stage, f.Kind, esc(f.Part))
+	}
+	fmt.Fprintln(w, "# HELP collbench_doctor_gpu_copy_gbps Device-to-device copy bandwidth of each GPU alone.")
+	fmt.Fprintln(w, "# TYPE collbench_doctor_gpu_copy_gbps gauge")
+	for _, g := range r.GPUs {
+		fmt.Fprintf(w, "collbench_doctor_gpu_copy_gbps{host=\"%s\",rank=\"%d\",bus_id=\"%s\"} %g\n", esc(g.Host), g.Rank, g.BusID, g.CopyGBps)
+	}
+	fmt.Fprintln(w, "# HELP collbench_doctor_pair_gbps One-way bandwidth of each GPU pair within a host.")
+	fmt.Fprintln(w, "# TYPE collbench_doctor_pair_gbps gauge")
+	for _, p := range r.Pairs {
+		fmt.Fprintf(w, "collbench_doctor_pair_gbps{host=\"%s\",src=\"%d\",dst=\"%d\",class=\"%s\"} %g\n", esc(p.Host), p.A, p.B, p.Class, p.AB)
+		fmt.Fprintf(w, "collbench_doctor_pair_gbps{host=\"%s\",src=\"%d\",dst=\"%d\",class=\"%s\"} %g\n", esc(p.Host), p.B, p.A, p.Class, p.BA)
+	}
+	if r.World != nil {
+		fmt.Fprintln(w, "# HELP collbench_doctor_world_busbw_gbps Allreduce bus bandwidth over the whole world.")
+		fmt.Fprintln(w, "# TYPE collbench_doctor_world_busbw_gbps gauge")
+		fmt.Fprintf(w, "collbench_doctor_world_busbw_gbps{ranks=\"%d\"} %g\n", r.World.Ranks, r.World.BusBW)
+	}
+	fmt.Fprintln(w, "# HELP collbench_doctor_seconds How long the doctor ran.")
+	fmt.Fprintln(w, "# TYPE collbench_doctor_seconds gauge")
+	_, err := fmt.Fprintf(w, "collbench_doctor_seconds %g\n", r.Seconds)
+	return err
+}
+
+// WriteHTML writes a self-contained page: the verdict, a heat map of each
+// host's pair matrix, and the tables.
+func (r *Report) WriteHTML(w io.Writer) error {
+	type cell struct {
+		Text  string
+		Color template.CSS
+	}
+	type matrix struct {
+		Host   string
+		Header []string
+		Rows   [][]cell
+	}
+	var ms []matrix
+	top := 0.0
+	for _, p := range r.Pairs {
+		top = max(top, p.AB, p.BA)
+	}
+	for _, h := range r.Hosts {
+		var ranks []int
+		val := map[[2]int]float64{}
+		for _, p := range r.Pairs {
+			if p.Host == h {
+				for _, x := range []int{p.A, p.B} {
+					if !slices.Contains(ranks, x) {
+						ranks = append(ranks, x)
+					}
+				}
+				val[[2]int{p.A, p.B}], val[[2]int{p.B, p.A}] = p.AB, p.BA
+			}
+		}
+		if len(ranks) < 2 {
+			continue
+		}
+		slices.Sort(ranks)
+		m := matrix{Host: h, Header: []string{""}}
+		for _, c := range ranks {
+			m.Header = append(m.Header, fmt.Sprintf("rank %d", c))
+		}
+		for _, a := range ranks {
+			row := []cell{{Text: fmt.Sprintf("rank %d", a)}}
+			for _, c := range ranks {
+				if a == c {
+					row = append(row, cell{Text: "X", Color: "#eee"})
+					continue
+				}
+				v := val[[2]int{a, c}]
+				f := 0.0
+				if top > 0 {
+					f = math.Max(0, math.Min(1, v/top))
+				}
+				// Red (slow) through yellow to green (as fast as the best pair).
+				color := fmt.Sprintf("hsl(%.0f, 70%%, 75%%)", 120*f)
+				row = append(row, cell{Text: gb(v), Color: template.CSS(color)})
+			}
+			m.Rows = append(m.Rows, row)
+		}
+		ms = append(ms, m)
+	}
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		return err
+	}
+	return doctorPage.Execute(w, map[string]any{"R": r, "Matrices": ms, "Text": text.String()})
+}
+
+var doctorPage = template.Must(template.New("doctor").Parse(`<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>collbench doctor</title>
+<style>body{font-family:sans-serif;margin:2em}td,th{padding:4px 8px;text-align:right}table{border-collapse:collapse}
+.fail{color:#b00}.warn{color:#a60}.ok{color:#070}pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head><body>
+<h1>collbench doctor</h1>
+<p>{{.R.Mode}} search, {{.R.Ranks}} ranks on {{len .R.Hosts}} host(s), {{.R.Backend}} backend, {{printf "%.1f" .R.Seconds}} s</p>
+{{if .R.Healthy}}<p class="ok">Healthy: every stage met its peers and its expectation, and every value was right.</p>{{end}}
+<ul>{{range .R.Findings}}<li class="{{if eq .Severity "FAIL"}}fail{{else}}warn{{end}}">{{.Line}}</li>{{end}}</ul>
+{{range .Matrices}}<h2>{{.Host}}: one-way GB/s between GPUs (row sends to column)</h2>
+<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>{{range .Rows}}<tr>{{range .}}<td style="background:{{.Color}}">{{.Text}}</td>{{end}}</tr>{{end}}</table>{{end}}
+<h2>Evidence</h2><pre>{{.Text}}</pre>
+</body></html>
+`))

@@ -1,0 +1,76 @@
+package doctor
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./doctor -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n%s", name, got)
+	}
+}
+
+// sampleReport is a 2-host report with one slow pair and one slow host.
+func sampleReport() *Report {
+	r := &Report{Schema: Schema, Mode: "full", Backend: "nccl", Ranks: 4, Hosts: []string{"node-a", "node-b"}, Seconds: 41.25,
+		GPUs: []GPUFigure{{Rank: 0, Host: "node-a", Device: "NVIDIA H200", BusID: "0000:06:00.0", CopyGBps: 2011.5, FillGelem: 301.2},
+			{Rank: 1, Host: "node-a", Device: "NVIDIA H200", BusID: "0000:07:00.0", CopyGBps: 1998.1, FillGelem: 299.7}},
+		Pairs: []PairFigure{{A: 0, B: 1, Host: "node-a", Class: "NV18", Expected: 478.1, AB: 41.2, BA: 40.7, Both: 38.9, LatencyUS: 21.4, Transport: "SHM/direct/direct"}},
+		Rails: []RailFigure{{HostA: "node-a", HostB: "node-b", A: 0, B: 2, Both: 23.1}},
+		HostPair: []HostPairFigure{{A: "node-a", B: "node-b", BusBW: 21.7}},
+		World:    &WorldFigure{Ranks: 4, Bytes: 1 << 30, BusBW: 20.5, Expected: 50},
+		Plan:     []PlanStep{{Stage: "pair", Round: 0, Layout: "[[0,1],[2,3]]", What: "sendrecv both ways"}},
+		Findings: []Finding{{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: "node-a GPU 0 (0000:06:00.0) ↔ GPU 1 (0000:07:00.0)",
+			Ranks: []int{0, 1}, Value: 40.7, Peers: 370, Expected: 478.1, Unit: "GB/s",
+			Msg:   "40.7 GB/s one way and 38.9 GB/s both ways, peers 370 GB/s (-89%), expected 478 GB/s over NV18",
+			Cause: "NCCL used SHM/direct/direct over this pair although it has NV18 (peer-to-peer disabled or unavailable)"}},
+	}
+	return r
+}
+
+func TestReportFormats(t *testing.T) {
+	r := sampleReport()
+	var txt, prom, js bytes.Buffer
+	if err := r.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.txt.golden", txt.Bytes())
+	if err := r.WriteProm(&prom); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.prom.golden", prom.Bytes())
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.json.golden", js.Bytes())
+	if !strings.HasPrefix(txt.String(), "# collbench doctor (full)") || !strings.Contains(strings.Split(txt.String(), "\n")[1], "FAIL node-a GPU 0") {
+		t.Error("the verdict must come first")
+	}
+	var html bytes.Buffer
+	if err := r.WriteHTML(&html); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<table>", "hsl(", "FAIL node-a GPU 0", "rank 1"} {
+		if !strings.Contains(html.String(), want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
