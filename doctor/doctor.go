@@ -740,9 +740,9 @@ func (f PairFigure) metric(name string) float64 {
 
 // hostResult is what rank 0 decides about the hosts after a round.
 type hostResult struct {
-	Suspects []int    `json:"suspects"`
-	Healthy  []int    `json:"healthy"`
-	Slow     [][2]int `json:"slow"`  // host pairs that were slow
+	Suspects []int     `json:"suspects"`
+	Healthy  []int     `json:"healthy"`
+	Slow     [][2]int  `json:"slow"`  // host pairs that were slow
 	Rails    [][3]int  `json:"rails"` // slow rails: host a, host b, local rank
 	RailWhy  []string  `json:"rail_why"`
 	RailPeer []float64 `json:"rail_peer"`
