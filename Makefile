@@ -47,8 +47,8 @@ smoke: build
 	./$(BIN) launch -n 4 --nodes 2 -- allreduce --backend cpu --sizes 1K,64K -n 2 --rank-list cross-node | grep -q "wrong elements:    0 (OK)"
 	@echo "smoke: the cpu backend across 4 processes (peer-to-peer over TCP), every row verified"
 	./$(BIN) launch -n 4 -- allreduce --backend cpu --sizes 8:256M -q | grep -q "wrong elements:    0 (OK)"
-	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K:64M -q | grep -c 'wrong elements:    0 (OK)')" = 7
-	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K,1M,4M --rank-list '[[0,1],[2,3]]' -q | grep -c 'wrong elements:    0 (OK)')" = 7
+	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K:64M -q | grep -c 'wrong elements:    0 (OK)')" = 11
+	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K,1M,4M --rank-list '[[0,1],[2,3]]' -q | grep -c 'wrong elements:    0 (OK)')" = 11
 	@echo "smoke: ok"
 
 # collbench doctor against planted faults: 8 processes over 2 simulated

@@ -35,6 +35,7 @@ static CUresult (*p_cuMemGetInfo)(size_t*, size_t*);
 static CUresult (*p_cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
 static CUresult (*p_cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
 static CUresult (*p_cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+static CUresult (*p_cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 static CUresult (*p_cuStreamCreate)(CUstream*, unsigned);
 static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
@@ -91,6 +92,7 @@ static const char *cb_load(const char *path, char *err, size_t errlen) {
 	REQ(p_cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL)
 	REQ(p_cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL)
 	REQ(p_cuMemsetD8Async, "cuMemsetD8Async", NULL)
+	REQ(p_cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", NULL)
 	REQ(p_cuStreamCreate, "cuStreamCreate", NULL)
 	REQ(p_cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")
 	REQ(p_cuStreamSynchronize, "cuStreamSynchronize", NULL)
@@ -134,6 +136,7 @@ static CUresult cb_cuMemGetInfo(size_t *f, size_t *t) { return p_cuMemGetInfo(f,
 static CUresult cb_cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { return p_cuMemcpyHtoD(d, s, n); }
 static CUresult cb_cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { return p_cuMemcpyDtoH(d, s, n); }
 static CUresult cb_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return p_cuMemsetD8Async(d, v, n, s); }
+static CUresult cb_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return p_cuMemcpyDtoDAsync(d, s, n, st); }
 static CUresult cb_cuStreamCreate(CUstream *s, unsigned f) { return p_cuStreamCreate(s, f); }
 static CUresult cb_cuStreamDestroy(CUstream s) { return p_cuStreamDestroy(s); }
 static CUresult cb_cuStreamSynchronize(CUstream s) { return p_cuStreamSynchronize(s); }
@@ -409,11 +412,24 @@ func CopyToHost(dst []byte, src DevPtr) error {
 // Stream is a driver stream.
 type Stream unsafe.Pointer
 
-// NewStream creates a stream in the current context.
-func NewStream() (Stream, error) {
+// StreamNonBlocking is CU_STREAM_NON_BLOCKING: the stream does not
+// synchronise with the legacy default stream.
+const StreamNonBlocking = 1
+
+// NewStream creates a stream in the current context with flags (0 or
+// StreamNonBlocking).
+func NewStream(flags uint) (Stream, error) {
 	var s C.CUstream
-	err := check("cuStreamCreate", C.cb_cuStreamCreate(&s, 0))
+	err := check("cuStreamCreate", C.cb_cuStreamCreate(&s, C.uint(flags)))
 	return Stream(s), err
+}
+
+// CopyAsync copies bytes between device buffers, in stream order.
+func CopyAsync(dst, src DevPtr, bytes int64, s Stream) error {
+	if bytes == 0 {
+		return nil
+	}
+	return check("cuMemcpyDtoDAsync", C.cb_cuMemcpyDtoDAsync(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(bytes), C.CUstream(s)))
 }
 
 // DestroyStream destroys s.

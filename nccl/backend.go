@@ -112,6 +112,10 @@ func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceO
 		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
 	case (c == suites.AllToAll || c == suites.SendRecv) && !b.lib.HasSendRecv() && !b.lib.HasAllToAll():
 		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
+	case (c == suites.AllToAllV || c == suites.HyperCube) && !b.lib.HasSendRecv():
+		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
+	case (c == suites.Gather || c == suites.Scatter) && !b.lib.HasGather() && !b.lib.HasSendRecv():
+		return fmt.Errorf("%w: %s needs ncclGather/ncclScatter (2.28.3+) or ncclSend/ncclRecv (2.7+); loaded %s", suites.ErrUnsupported, c, ver)
 	}
 	if c.Reduces() && t.IsFP8() {
 		for _, g := range b.devices {
@@ -150,6 +154,12 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 		w.Close()
 		return nil, err
 	}
+	for _, r := range w.ranks {
+		_ = r.wk.do(func() error {
+			r.freeBefore, _, _ = cuda.MemInfo()
+			return nil
+		})
+	}
 	// One thread creates every local communicator inside one group,
 	// switching to each GPU's context in turn.
 	err = w.ranks[0].wk.do(func() error {
@@ -176,6 +186,12 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("creating the NCCL communicators: %w", err)
+	}
+	for _, r := range w.ranks {
+		_ = r.wk.do(func() error {
+			r.freeAfter, _, _ = cuda.MemInfo()
+			return nil
+		})
 	}
 	return w, nil
 }
@@ -399,7 +415,9 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 	copy(id[:], all[0])
 	err = wk.do(func() error {
 		var err error
+		r.freeBefore, _, _ = cuda.MemInfo()
 		r.comm, err = InitRank(n, id, me)
+		r.freeAfter, _, _ = cuda.MemInfo()
 		return err
 	})
 	if err != nil {
@@ -532,4 +550,51 @@ func (w *world) MemoryBudget() (int64, string) {
 	r := w.ranks[best]
 	return max(got[best].bytes-memoryReserve, 0), fmt.Sprintf("the %s free on GPU %d (%s) less %s kept for NCCL",
 		suites.FormatBytes(got[best].bytes), r.dev.index, r.dev.busID, suites.FormatBytes(memoryReserve))
+}
+
+// LaunchGroup issues c n times as one NCCL group.
+func (r *rank) LaunchGroup(c suites.Call, n int) error {
+	return r.grouped(func() error {
+		for k := 0; k < n; k++ {
+			if err := r.Launch(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// LibraryMemory is the device memory the communicators took when they were
+// created, the most on any local GPU.
+func (w *world) LibraryMemory() int64 {
+	var most int64 = -1
+	for _, r := range w.ranks {
+		if r.freeBefore > 0 && r.freeAfter > 0 {
+			most = max(most, r.freeBefore-r.freeAfter)
+		}
+	}
+	return most
+}
+
+// UsedMemory is the device memory in use now on the busiest local GPU.
+func (w *world) UsedMemory() int64 {
+	used := make([]int64, len(w.ranks))
+	var wg sync.WaitGroup
+	for i, r := range w.ranks {
+		wg.Add(1)
+		r.wk.tasks <- func() {
+			defer wg.Done()
+			if free, total, err := cuda.MemInfo(); err == nil {
+				used[i] = total - free
+			} else {
+				used[i] = -1
+			}
+		}
+	}
+	wg.Wait()
+	most := int64(-1)
+	for _, u := range used {
+		most = max(most, u)
+	}
+	return most
 }

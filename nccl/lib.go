@@ -42,6 +42,14 @@ static ncclResult_t (*p_CommSplit)(ncclComm_t, int, int, ncclComm_t*, void*);
 static ncclResult_t (*p_CommCount)(ncclComm_t, int*);
 static ncclResult_t (*p_CommUserRank)(ncclComm_t, int*);
 static ncclResult_t (*p_CommCuDevice)(ncclComm_t, int*);
+static ncclResult_t (*p_Gather)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_Scatter)(const void*, void*, size_t, int, int, ncclComm_t, cudaStream_t);
+static ncclResult_t (*p_CommRegister)(ncclComm_t, void*, size_t, void**);
+static ncclResult_t (*p_CommDeregister)(ncclComm_t, void*);
+static ncclResult_t (*p_MemAlloc)(void**, size_t);
+static ncclResult_t (*p_MemFree)(void*);
+static ncclResult_t (*p_CommWindowRegister)(ncclComm_t, void*, size_t, void**, int);
+static ncclResult_t (*p_CommWindowDeregister)(ncclComm_t, void*);
 
 static const char *nb_load(const char *path, char *err, size_t errlen) {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -75,6 +83,14 @@ static const char *nb_load(const char *path, char *err, size_t errlen) {
 	OPT(p_Recv, "ncclRecv")
 	OPT(p_AlltoAll, "ncclAlltoAll")
 	OPT(p_CommSplit, "ncclCommSplit")
+	OPT(p_Gather, "ncclGather")
+	OPT(p_Scatter, "ncclScatter")
+	OPT(p_CommRegister, "ncclCommRegister")
+	OPT(p_CommDeregister, "ncclCommDeregister")
+	OPT(p_MemAlloc, "ncclMemAlloc")
+	OPT(p_MemFree, "ncclMemFree")
+	OPT(p_CommWindowRegister, "ncclCommWindowRegister")
+	OPT(p_CommWindowDeregister, "ncclCommWindowDeregister")
 #undef REQ
 #undef OPT
 	nb_lib = h;
@@ -88,6 +104,9 @@ static int nb_has(int which) {
 	case 2: return p_CommSplit != NULL;
 	case 3: return p_CommAbort != NULL;
 	case 4: return p_CommGetAsyncError != NULL;
+	case 5: return p_Gather && p_Scatter;
+	case 6: return p_CommRegister && p_CommDeregister && p_MemAlloc && p_MemFree;
+	case 7: return p_CommWindowRegister && p_CommWindowDeregister && p_MemAlloc && p_MemFree;
 	}
 	return 0;
 }
@@ -115,6 +134,14 @@ static ncclResult_t nb_Recv(devptr r, size_t n, int t, int peer, ncclComm_t c, c
 static ncclResult_t nb_AlltoAll(devptr s, devptr r, size_t n, int t, ncclComm_t c, cudaStream_t st) { return p_AlltoAll ? p_AlltoAll(VP(s), VP(r), n, t, c, st) : CB_MISSING; }
 static ncclResult_t nb_CommSplit(ncclComm_t c, int color, int key, ncclComm_t *out) { return p_CommSplit ? p_CommSplit(c, color, key, out, NULL) : CB_MISSING; }
 static ncclResult_t nb_CommCount(ncclComm_t c, int *n) { return p_CommCount(c, n); }
+static ncclResult_t nb_Gather(devptr s, devptr r, size_t n, int t, int root, ncclComm_t c, cudaStream_t st) { return p_Gather ? p_Gather(VP(s), VP(r), n, t, root, c, st) : CB_MISSING; }
+static ncclResult_t nb_Scatter(devptr s, devptr r, size_t n, int t, int root, ncclComm_t c, cudaStream_t st) { return p_Scatter ? p_Scatter(VP(s), VP(r), n, t, root, c, st) : CB_MISSING; }
+static ncclResult_t nb_CommRegister(ncclComm_t c, devptr b, size_t n, void **h) { return p_CommRegister ? p_CommRegister(c, VP(b), n, h) : CB_MISSING; }
+static ncclResult_t nb_CommDeregister(ncclComm_t c, void *h) { return p_CommDeregister ? p_CommDeregister(c, h) : CB_MISSING; }
+static ncclResult_t nb_MemAlloc(devptr *p, size_t n) { void *q = NULL; ncclResult_t r = p_MemAlloc ? p_MemAlloc(&q, n) : CB_MISSING; *p = (devptr)q; return r; }
+static ncclResult_t nb_MemFree(devptr p) { return p_MemFree ? p_MemFree(VP(p)) : CB_MISSING; }
+static ncclResult_t nb_CommWindowRegister(ncclComm_t c, devptr b, size_t n, void **w, int flags) { return p_CommWindowRegister ? p_CommWindowRegister(c, VP(b), n, w, flags) : CB_MISSING; }
+static ncclResult_t nb_CommWindowDeregister(ncclComm_t c, void *w) { return p_CommWindowDeregister ? p_CommWindowDeregister(c, w) : CB_MISSING; }
 static ncclResult_t nb_CommUserRank(ncclComm_t c, int *r) { return p_CommUserRank(c, r); }
 */
 import "C"
@@ -138,6 +165,9 @@ const (
 	featureSplit     = 2
 	featureAbort     = 3
 	featureAsyncErrs = 4
+	featureGather    = 5
+	featureRegister  = 6
+	featureWindows   = 7
 )
 
 // Error is a failed NCCL call.
@@ -232,6 +262,15 @@ func (l *Lib) HasAllToAll() bool { return C.nb_has(featureAllToAll) != 0 }
 
 // HasSplit reports whether ncclCommSplit exists (2.18+).
 func (l *Lib) HasSplit() bool { return C.nb_has(featureSplit) != 0 }
+
+// HasGather reports whether ncclGather and ncclScatter exist (2.28.3+).
+func (l *Lib) HasGather() bool { return C.nb_has(featureGather) != 0 }
+
+// HasRegister reports whether buffers can be registered (2.19+).
+func (l *Lib) HasRegister() bool { return C.nb_has(featureRegister) != 0 }
+
+// HasWindows reports whether symmetric windows exist (2.27+).
+func (l *Lib) HasWindows() bool { return C.nb_has(featureWindows) != 0 }
 
 // UniqueID is an ncclUniqueId.
 type UniqueID [128]byte
@@ -341,3 +380,51 @@ func (c *Comm) Recv(recv cuda.DevPtr, count int64, dt, peer int, s cuda.Stream) 
 func (c *Comm) AllToAll(send, recv cuda.DevPtr, count int64, dt int, s cuda.Stream) error {
 	return ncclCheck("ncclAlltoAll", C.nb_AlltoAll(ptr(send), ptr(recv), C.size_t(count), C.int(dt), c.c, stream(s)), c.c)
 }
+
+// Gather enqueues ncclGather.
+func (c *Comm) Gather(send, recv cuda.DevPtr, count int64, dt, root int, s cuda.Stream) error {
+	return ncclCheck("ncclGather", C.nb_Gather(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(root), c.c, stream(s)), c.c)
+}
+
+// Scatter enqueues ncclScatter.
+func (c *Comm) Scatter(send, recv cuda.DevPtr, count int64, dt, root int, s cuda.Stream) error {
+	return ncclCheck("ncclScatter", C.nb_Scatter(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(root), c.c, stream(s)), c.c)
+}
+
+// Registration is a buffer registered with a communicator.
+type Registration struct {
+	h      unsafe.Pointer
+	window bool
+}
+
+// winCollSymmetric is NCCL_WIN_COLL_SYMMETRIC: the window is registered on
+// every rank with the same size, for the symmetric kernels.
+const winCollSymmetric = 1
+
+// Register registers bytes at p with c: locally (ncclCommRegister), or as a
+// symmetric window (ncclCommWindowRegister, a collective call).
+func (c *Comm) Register(p cuda.DevPtr, bytes int64, symmetric bool) (*Registration, error) {
+	reg := &Registration{window: symmetric}
+	if symmetric {
+		return reg, ncclCheck("ncclCommWindowRegister", C.nb_CommWindowRegister(c.c, ptr(p), C.size_t(bytes), &reg.h, winCollSymmetric), c.c)
+	}
+	return reg, ncclCheck("ncclCommRegister", C.nb_CommRegister(c.c, ptr(p), C.size_t(bytes), &reg.h), c.c)
+}
+
+// Deregister undoes Register.
+func (c *Comm) Deregister(reg *Registration) error {
+	if reg.window {
+		return ncclCheck("ncclCommWindowDeregister", C.nb_CommWindowDeregister(c.c, reg.h), c.c)
+	}
+	return ncclCheck("ncclCommDeregister", C.nb_CommDeregister(c.c, reg.h), c.c)
+}
+
+// MemAlloc allocates device memory NCCL can register (ncclMemAlloc).
+func MemAlloc(bytes int64) (cuda.DevPtr, error) {
+	var p C.devptr
+	err := ncclCheck("ncclMemAlloc", C.nb_MemAlloc(&p, C.size_t(bytes)), nil)
+	return cuda.DevPtr(p), err
+}
+
+// MemFree frees memory from MemAlloc.
+func MemFree(p cuda.DevPtr) error { return ncclCheck("ncclMemFree", C.nb_MemFree(ptr(p)), nil) }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 
 	"collbench/cuda"
 	"collbench/dtype"
@@ -37,11 +38,17 @@ type rank struct {
 	// kernelErr is why the fill/check kernels could not load; the rank then
 	// fills and checks through bounded host copies.
 	kernelErr error
+	// freeBefore and freeAfter are the GPU's free memory around the
+	// communicator's creation (the memory report).
+	freeBefore, freeAfter int64
 }
 
 type devBuf struct {
 	ptr cuda.DevPtr
 	n   int64
+	// reg is the buffer's registration with the rank's communicator; the
+	// memory then comes from ncclMemAlloc.
+	reg *Registration
 }
 
 func (b *devBuf) Len() int64 { return b.n }
@@ -55,7 +62,7 @@ func (r *rank) setup() error {
 	if err := cuda.SetCurrent(r.ctx); err != nil {
 		return err
 	}
-	if r.stream, err = cuda.NewStream(); err != nil {
+	if r.stream, err = cuda.NewStream(streamFlags()); err != nil {
 		return err
 	}
 	if r.counter, err = cuda.Alloc(8); err != nil {
@@ -126,7 +133,37 @@ func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
 	return &devBuf{ptr: p, n: bytes}, nil
 }
 
-func (r *rank) Free(b suites.Buffer) error { return cuda.Free(b.(*devBuf).ptr) }
+func (r *rank) Free(sb suites.Buffer) error {
+	b := sb.(*devBuf)
+	if b.reg != nil {
+		err := r.comm.Deregister(b.reg)
+		return errors.Join(err, MemFree(b.ptr))
+	}
+	return cuda.Free(b.ptr)
+}
+
+// AllocRegistered allocates bytes with ncclMemAlloc and registers them with
+// the rank's communicator: locally, or as a symmetric window (a collective
+// call: every rank of the communicator registers the same size at once).
+func (r *rank) AllocRegistered(bytes int64, symmetric bool) (suites.Buffer, error) {
+	lib := r.w.b.lib
+	switch {
+	case symmetric && !lib.HasWindows():
+		return nil, fmt.Errorf("%w: symmetric registration needs NCCL 2.27 or newer (loaded %s)", suites.ErrUnsupported, FormatVersion(lib.Version))
+	case !lib.HasRegister():
+		return nil, fmt.Errorf("%w: buffer registration needs NCCL 2.19 or newer (loaded %s)", suites.ErrUnsupported, FormatVersion(lib.Version))
+	}
+	p, err := MemAlloc(max(bytes, 256))
+	if err != nil {
+		return nil, fmt.Errorf("ncclMemAlloc of %s: %w", suites.FormatBytes(bytes), err)
+	}
+	reg, err := r.comm.Register(p, max(bytes, 256), symmetric)
+	if err != nil {
+		_ = MemFree(p)
+		return nil, err
+	}
+	return &devBuf{ptr: p, n: bytes, reg: reg}, nil
+}
 
 func (r *rank) addr(v suites.View, bytes int64) (cuda.DevPtr, error) {
 	b, ok := v.Buf.(*devBuf)
@@ -325,6 +362,76 @@ func (r *rank) Launch(c suites.Call) error {
 			}
 			return comm.Recv(recv, c.Count, dt, (r.id-1+n)%n, s)
 		})
+	case suites.Gather, suites.Scatter:
+		if r.w.b.lib.HasGather() {
+			if c.Coll == suites.Gather {
+				return comm.Gather(send, recv, c.Count, dt, c.Root, s)
+			}
+			return comm.Scatter(send, recv, c.Count, dt, c.Root, s)
+		}
+		// Older libraries: one send and one receive per peer, in a group.
+		part := cuda.DevPtr(c.Count * esz)
+		return r.grouped(func() error {
+			if c.Coll == suites.Gather {
+				if err := comm.Send(send, c.Count, dt, c.Root, s); err != nil {
+					return err
+				}
+				if r.id == c.Root {
+					for p := 0; p < r.Size(); p++ {
+						if err := comm.Recv(recv+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}
+			if r.id == c.Root {
+				for p := 0; p < r.Size(); p++ {
+					if err := comm.Send(send+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
+						return err
+					}
+				}
+			}
+			return comm.Recv(recv, c.Count, dt, c.Root, s)
+		})
+	case suites.AllToAllV:
+		n := r.Size()
+		return r.grouped(func() error {
+			for p := 0; p < n; p++ {
+				out := cuda.DevPtr(suites.VDispl(c.Count, r.id, p, n) * esz)
+				if err := comm.Send(send+out, suites.VCount(c.Count, r.id, p, n), dt, p, s); err != nil {
+					return err
+				}
+				in := cuda.DevPtr(suites.VRecvDispl(c.Count, p, r.id, n) * esz)
+				if err := comm.Recv(recv+in, suites.VCount(c.Count, p, r.id, n), dt, p, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	case suites.HyperCube:
+		// An allgather by recursive doubling: exchange ever larger blocks
+		// with rank XOR 2^k.
+		part := c.Count * esz
+		if own := recv + cuda.DevPtr(int64(r.id)*part); own != send {
+			if err := cuda.CopyAsync(own, send, part, s); err != nil {
+				return err
+			}
+		}
+		for mask := 1; mask < r.Size(); mask <<= 1 {
+			blk := r.id &^ (mask - 1)
+			theirs := blk ^ mask
+			err := r.grouped(func() error {
+				if err := comm.Send(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask, s); err != nil {
+					return err
+				}
+				return comm.Recv(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask, s)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("nccl backend: collective %v not implemented", c.Coll)
 }
@@ -432,3 +539,16 @@ var forceGroupedAllToAll = false
 // useNativeAllToAll decides between ncclAlltoAll (2.28.3+) and the
 // grouped send/recv fallback.
 func useNativeAllToAll(has bool) bool { return has && !forceGroupedAllToAll }
+
+// EnvStream names a diagnostic: COLLBENCH_CUDA_STREAM=default creates the
+// ranks' streams with default flags (blocking with respect to the legacy
+// default stream) instead of non-blocking, as collbench did before, to
+// compare the two on one machine.
+const EnvStream = "COLLBENCH_CUDA_STREAM"
+
+func streamFlags() uint {
+	if os.Getenv(EnvStream) == "default" {
+		return 0
+	}
+	return cuda.StreamNonBlocking
+}

@@ -77,7 +77,9 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 		for _, l := range v.Layouts {
 			cells := []any{l.Name, groupsString(l.Groups)}
 			for _, c := range l.Collectives {
-				if c.Pass {
+				if c.Skipped != "" {
+					cells = append(cells, "skip")
+				} else if c.Pass {
 					cells = append(cells, "PASS")
 				} else {
 					cells = append(cells, fmt.Sprintf("FAIL(%d)", c.SimpleWrong+c.PatternWrong))
@@ -103,6 +105,9 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 			}
 			if c.Error != "" {
 				fails = append(fails, fmt.Sprintf("# error: layout %s, %s: %s", l.Name, c.Collective, c.Error))
+			}
+			if c.Skipped != "" {
+				fails = append(fails, fmt.Sprintf("# skip: layout %s, %s: %s", l.Name, c.Collective, c.Skipped))
 			}
 		}
 	}

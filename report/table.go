@@ -73,6 +73,24 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	if c.IterStats {
 		extra += ", iter-stats"
 	}
+	if c.Agg > 1 {
+		extra += fmt.Sprintf(", agg %d", c.Agg)
+	}
+	if c.Blocking > 0 {
+		extra += fmt.Sprintf(", blocking %d", c.Blocking)
+	}
+	if c.Misalign > 0 {
+		extra += fmt.Sprintf(", misalign %d", c.Misalign)
+	}
+	if c.Cycles > 1 {
+		extra += fmt.Sprintf(", cycles %d (each row: the median cycle)", c.Cycles)
+	}
+	if c.Register != "" {
+		extra += ", registered " + c.Register
+	}
+	if c.CPUTime {
+		extra += ", cputime"
+	}
 	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d%s\n",
 		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed, extra)
 	if t := d.Topology; t != nil {
@@ -90,6 +108,9 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	if len(c.Groups) > 1 {
 		fmt.Fprintf(w, "# groups:   %s -> %s (%d groups, run concurrently; busbw per group uses its own rank count, the sum line adds them)\n",
 			c.RankList, groupsString(c.Groups), len(c.Groups))
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(w, "# note:     %s\n", n)
 	}
 	if len(d.Environment.Env) > 0 {
 		keys := sortedKeys(d.Environment.Env)
@@ -151,7 +172,7 @@ func WriteTable(w io.Writer, d *results.Document) error {
 		if d.Topology != nil {
 			peak = d.Topology.PeakGBps
 		}
-		if err := writeRows(w, rows, peak); err != nil {
+		if err := writeRows(w, rows, peak, d.Config.Explain); err != nil {
 			return err
 		}
 		writeMismatches(w, rows)
@@ -172,10 +193,24 @@ func WriteTable(w io.Writer, d *results.Document) error {
 	if len(d.Results) == 0 {
 		fmt.Fprintln(w, "#\n# no results")
 	}
+	if m := d.Memory; m != nil {
+		fmt.Fprintf(w, "# memory:            communicators %s, buffers %s per rank, collectives %s on top", memBytes(m.LibraryBytes), memBytes(m.BufferBytes), memBytes(m.CollectiveBytes))
+		if m.Note != "" {
+			fmt.Fprintf(w, " (%s)", m.Note)
+		}
+		fmt.Fprintln(w)
+	}
 	if d.Error != "" {
 		fmt.Fprintf(w, "# stopped early: %s\n", d.Error)
 	}
 	return nil
+}
+
+func memBytes(b int64) string {
+	if b < 0 {
+		return "unknown"
+	}
+	return HumanBytes(b)
 }
 
 func byCollective(rows []results.Row) (map[string][]results.Row, []string) {
@@ -190,20 +225,36 @@ func byCollective(rows []results.Row) (map[string][]results.Row, []string) {
 	return groups, order
 }
 
-func writeRows(w io.Writer, rows []results.Row, peak float64) error {
-	oop, ip, stats := false, false, false
+// columns says which optional columns a table has.
+type columns struct {
+	stats  bool // per-iteration statistics
+	cycles bool // the time range over cycles
+	cpu    bool // host time of issuing
+}
+
+func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) error {
+	oop, ip := false, false
+	var cols columns
+	algo := false
 	for _, r := range rows {
 		oop = oop || r.OutOfPlace != nil
 		ip = ip || r.InPlace != nil
+		algo = algo || (explain && r.Algorithm != nil)
 		for _, h := range r.Halves() {
-			stats = stats || h.Iter != nil
+			cols.stats = cols.stats || h.Iter != nil
+			cols.cycles = cols.cycles || h.Cycles != nil
+			cols.cpu = cols.cpu || h.CPUTimeUS > 0
 		}
 	}
+	stats := cols
 	grouped := false
 	for _, r := range rows {
 		grouped = grouped || len(r.Groups) > 0
 	}
 	header := []any{"\nsize", "\ncount", "\ntype", "\nredop", "\nroot"}
+	if algo {
+		header = append(header, "\nalgorithm\n")
+	}
 	if grouped {
 		header = append([]any{"\ngroup"}, header...)
 	}
@@ -213,7 +264,13 @@ func writeRows(w io.Writer, rows []results.Row, peak float64) error {
 			h = append(h, "\n%peak\n")
 		}
 		h = append(h, "\n#wrong\n")
-		if stats {
+		if stats.cycles {
+			h = append(h, "\ncycles\nmin (us)", "\ncycles\nmax (us)")
+		}
+		if stats.cpu {
+			h = append(h, "\ncpu\n(us)")
+		}
+		if stats.stats {
 			h = append(h, "\np50\n(us)", "\np99\n(us)", "\nmin\n(us)", "\nmax\n(us)", "\nCV\n(%)")
 		}
 		return h
@@ -233,6 +290,9 @@ func writeRows(w io.Writer, rows []results.Row, peak float64) error {
 		}
 		line := func(label string, size, count int64, o, i *results.Half, noBW bool) error {
 			cells := []any{HumanBytes(size), fmt.Sprint(count), r.DType, r.Op, root}
+			if algo {
+				cells = append(cells, r.Algorithm.String())
+			}
 			if grouped {
 				cells = append([]any{label}, cells...)
 			}
@@ -299,7 +359,7 @@ func withPeak(cells []any, h *results.Half, peak float64, noBW bool) []any {
 }
 
 // halfCellsBW is halfCells with n/a bandwidth for groups of one rank.
-func halfCellsBW(h *results.Half, stats, noBW bool) []any {
+func halfCellsBW(h *results.Half, stats columns, noBW bool) []any {
 	cells := halfCells(h, stats)
 	if noBW && h != nil {
 		cells[1], cells[2] = "n/a", "n/a"
@@ -323,11 +383,21 @@ func groupsString(gs [][]int) string {
 	return "[" + strings.Join(parts, ",") + "]"
 }
 
-func halfCells(h *results.Half, stats bool) []any {
+func halfCells(h *results.Half, cols columns) []any {
+	extra := 0
+	if cols.cycles {
+		extra += 2
+	}
+	if cols.cpu {
+		extra++
+	}
+	if cols.stats {
+		extra += 5
+	}
 	if h == nil {
 		out := []any{"-", "-", "-", "-"}
-		if stats {
-			out = append(out, "-", "-", "-", "-", "-")
+		for k := 0; k < extra; k++ {
+			out = append(out, "-")
 		}
 		return out
 	}
@@ -336,7 +406,17 @@ func halfCells(h *results.Half, stats bool) []any {
 		wrong = fmt.Sprint(*h.Wrong)
 	}
 	out := []any{FormatTime(h.TimeUS), fmt.Sprintf("%.2f", h.AlgBW), fmt.Sprintf("%.2f", h.BusBW), wrong}
-	if stats {
+	if cols.cycles {
+		if c := h.Cycles; c != nil {
+			out = append(out, FormatTime(c.TimeMinUS), FormatTime(c.TimeMaxUS))
+		} else {
+			out = append(out, "-", "-")
+		}
+	}
+	if cols.cpu {
+		out = append(out, FormatTime(h.CPUTimeUS))
+	}
+	if cols.stats {
 		if s := h.Iter; s != nil {
 			out = append(out, FormatTime(s.P50US), FormatTime(s.P99US), FormatTime(s.MinUS), FormatTime(s.MaxUS), fmt.Sprintf("%.1f", s.CV*100))
 		} else {

@@ -37,6 +37,10 @@ type Document struct {
 	Summary       Summary    `json:"summary"`
 	// Error is set when the run stopped early; Results keeps every row measured before.
 	Error string `json:"error,omitempty"`
+	// Memory is the memory report (--memory).
+	Memory *MemoryReport `json:"memory,omitempty"`
+	// Notes are what the run could not do as asked, and why.
+	Notes []string `json:"notes,omitempty"`
 	// Baseline is set on documents made from several runs (baseline make).
 	Baseline *BaselineInfo `json:"baseline,omitempty"`
 }
@@ -86,6 +90,18 @@ type Config struct {
 	IterStats bool `json:"iter_stats,omitempty"`
 	// CUDAGraph is the number of graph replays (0: no CUDA graphs).
 	CUDAGraph int `json:"cuda_graph,omitempty"`
+	// Agg is the operations issued per group call (-m); Blocking the
+	// blocking mode (-z); Misalign the elements buffers are offset by (-u);
+	// CPUTime reports host time (-C); Cycles the sweep repetitions (-N);
+	// Register the buffer registration (-R: local, symmetric).
+	Agg      int    `json:"agg,omitempty"`
+	Blocking int    `json:"blocking,omitempty"`
+	Misalign int    `json:"misalign,omitempty"`
+	CPUTime  bool   `json:"cpu_time,omitempty"`
+	Cycles   int    `json:"cycles,omitempty"`
+	Register string `json:"register,omitempty"`
+	// Explain asks for the algorithm column (--explain).
+	Explain bool `json:"explain,omitempty"`
 	// Processes and Launcher are set when the ranks ran as separate processes.
 	Processes int    `json:"processes,omitempty"`
 	Launcher  string `json:"launcher,omitempty"`
@@ -140,6 +156,39 @@ type Row struct {
 	OutOfPlace *Half         `json:"out_of_place,omitempty"`
 	InPlace    *Half         `json:"in_place,omitempty"`
 	Groups     []GroupResult `json:"groups,omitempty"`
+	// Algorithm is what the library chose for this row (--explain): NCCL's
+	// algorithm, protocol and channels, or the cpu backend's algorithm.
+	Algorithm *AlgoChoice `json:"algorithm,omitempty"`
+}
+
+// AlgoChoice is the algorithm a library ran a row with.
+type AlgoChoice struct {
+	Algo     string `json:"algo"`
+	Proto    string `json:"proto,omitempty"`
+	Channels string `json:"channels,omitempty"` // e.g. "0..15"
+	// Source says where the choice was read: NCCL's tuning log, or the
+	// cpu backend itself.
+	Source string `json:"source,omitempty"`
+}
+
+// String writes the choice compactly, e.g. RING/LL128/16ch.
+func (a *AlgoChoice) String() string {
+	if a == nil {
+		return "-"
+	}
+	s := a.Algo
+	if a.Proto != "" {
+		s += "/" + a.Proto
+	}
+	if a.Channels != "" {
+		var lo, hi int
+		if n, _ := fmt.Sscanf(a.Channels, "%d..%d", &lo, &hi); n == 2 {
+			s += fmt.Sprintf("/%dch", hi-lo+1)
+		} else {
+			s += "/" + a.Channels
+		}
+	}
+	return s
 }
 
 // GroupResult is one group's share of a row.
@@ -152,6 +201,8 @@ type GroupResult struct {
 	NoBandwidth bool  `json:"no_bandwidth,omitempty"`
 	OutOfPlace  *Half `json:"out_of_place,omitempty"`
 	InPlace     *Half `json:"in_place,omitempty"`
+	// Algorithm is what the library chose for this group's communicator.
+	Algorithm *AlgoChoice `json:"algorithm,omitempty"`
 }
 
 // Halves returns the group's measured halves, out-of-place first.
@@ -186,6 +237,12 @@ type Half struct {
 	// order (the cpu backend across processes counts them).
 	RankBytesSent []int64 `json:"rank_bytes_sent,omitempty"`
 	RankBytesRecv []int64 `json:"rank_bytes_recv,omitempty"`
+	// CPUTimeUS is the host time one operation took to issue (--cputime):
+	// the timed loop's wall time before the final synchronisation.
+	CPUTimeUS float64 `json:"cpu_time_us,omitempty"`
+	// Cycles holds every cycle's measurement (--cycles): TimeUS, AlgBW
+	// and BusBW are then their median.
+	Cycles *CycleStats `json:"cycles,omitempty"`
 	// Mismatches lists the first wrong elements found, for diagnosis.
 	Mismatches []Mismatch `json:"mismatches,omitempty"`
 	// Spread and Runs are set in baselines: the relative half-range of the
@@ -201,6 +258,34 @@ type Mismatch struct {
 	Index int64  `json:"index"`
 	Want  string `json:"want"`
 	Got   string `json:"got"`
+}
+
+// CycleStats are a row's measurements over repeated cycles of the sweep.
+type CycleStats struct {
+	N         int       `json:"n"`
+	TimesUS   []float64 `json:"times_us"` // every cycle's time, in cycle order
+	TimeMinUS float64   `json:"time_min_us"`
+	TimeMaxUS float64   `json:"time_max_us"`
+	BusBWMin  float64   `json:"busbw_min_gbps"`
+	BusBWMax  float64   `json:"busbw_max_gbps"`
+}
+
+// Spread is the relative half-range of the cycles around their median.
+func (c *CycleStats) Spread(median float64) float64 {
+	if c == nil || c.N < 2 || median <= 0 {
+		return 0
+	}
+	return (c.TimeMaxUS - c.TimeMinUS) / 2 / median
+}
+
+// MemoryReport is what the run used (--memory): what the communicators
+// took when created, the buffers the run allocated, and what the
+// collectives took on top while running (device memory on GPUs).
+type MemoryReport struct {
+	LibraryBytes    int64  `json:"library_bytes"`
+	BufferBytes     int64  `json:"buffer_bytes"`
+	CollectiveBytes int64  `json:"collective_bytes"`
+	Note            string `json:"note,omitempty"`
 }
 
 // IterStats summarises per-iteration times (µs): each iteration's time is
@@ -361,6 +446,9 @@ type CollectiveVerify struct {
 	PatternWrong int64      `json:"pattern_wrong"`
 	Mismatches   []Mismatch `json:"mismatches,omitempty"`
 	Error        string     `json:"error,omitempty"`
+	// Skipped says why the collective cannot run in this layout (it then
+	// passes vacuously: hypercube on groups that are not powers of two).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Encoder renders a document whose rows arrive one by one, encoding each

@@ -74,11 +74,11 @@ type Call struct {
 func CallGeometry(c Call, n int) Geometry {
 	nn := int64(n)
 	switch c.Coll {
-	case AllGather:
+	case AllGather, Gather, HyperCube:
 		return Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count * nn}
-	case ReduceScatter:
+	case ReduceScatter, Scatter:
 		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count}
-	case AllToAll:
+	case AllToAll, AllToAllV:
 		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count * nn}
 	}
 	return Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count}
@@ -218,6 +218,33 @@ type Distributed interface {
 	Control() Control
 }
 
+// GroupLauncher is implemented by ranks that can issue several operations
+// as one group (ncclGroupStart/End), as NCCL's benchmark does with -m.
+type GroupLauncher interface {
+	// LaunchGroup issues c n times inside one group.
+	LaunchGroup(c Call, n int) error
+}
+
+// Registrar is implemented by ranks whose library can register buffers
+// with their communicator (NCCL).
+type Registrar interface {
+	// AllocRegistered allocates bytes and registers them with the rank's
+	// communicator: locally, or as a symmetric window (a collective call:
+	// every rank of the communicator calls it with the same size at once).
+	AllocRegistered(bytes int64, symmetric bool) (Buffer, error)
+}
+
+// MemoryMeter is implemented by worlds that can say how much device memory
+// their library and the run use (the memory report, -M).
+type MemoryMeter interface {
+	// LibraryMemory is the memory the communicators took when they were
+	// created (-1 if unknown), the largest over local ranks.
+	LibraryMemory() int64
+	// UsedMemory is the memory in use now on the busiest local device
+	// (-1 if unknown).
+	UsedMemory() int64
+}
+
 // MemoryBudgeter is implemented by worlds that know how much memory each
 // of their local ranks may still allocate.
 type MemoryBudgeter interface {
@@ -267,4 +294,12 @@ func (e *SizesTooLargeError) Error() string {
 // goroutine, so ranks blocked in a collective return (a peer died).
 type Aborter interface {
 	Abort(cause error)
+}
+
+// Explainer is implemented by worlds that know which algorithm they run a
+// collective with (the cpu backend); NCCL's choices come from its log.
+type Explainer interface {
+	// Algorithm names the algorithm of c on a communicator of ranks ranks
+	// for a row of bytes bytes.
+	Algorithm(c Collective, bytes int64, ranks int) *results.AlgoChoice
 }

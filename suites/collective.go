@@ -20,6 +20,10 @@ const (
 	Reduce
 	AllToAll
 	SendRecv
+	Gather
+	Scatter
+	AllToAllV
+	HyperCube
 	numCollectives
 )
 
@@ -38,6 +42,10 @@ var collInfos = [numCollectives]collInfo{
 	Reduce:        {"reduce", nil, true, true},
 	AllToAll:      {"alltoall", []string{"all-to-all", "all_to_all", "a2a"}, false, false},
 	SendRecv:      {"sendrecv", []string{"send-recv", "send_recv", "p2p"}, false, false},
+	Gather:        {"gather", nil, false, true},
+	Scatter:       {"scatter", nil, false, true},
+	AllToAllV:     {"alltoallv", []string{"all-to-all-v", "all_to_all_v", "a2av"}, false, false},
+	HyperCube:     {"hypercube", []string{"hyper-cube"}, false, false},
 }
 
 // AllCollectives returns every collective in sweep order.
@@ -123,7 +131,11 @@ func (c Collective) Rooted() bool { return collInfos[c].rooted }
 // InPlaceDefined reports whether c has an in-place form. NCCL's alltoall
 // and send/recv are point-to-point exchanges whose in-place use overwrites
 // data before peers have read it, so collbench measures them out-of-place only.
-func (c Collective) InPlaceDefined() bool { return c != AllToAll && c != SendRecv }
+func (c Collective) InPlaceDefined() bool { return c != AllToAll && c != SendRecv && c != AllToAllV }
+
+// PowerOfTwo reports whether c runs only on a power-of-two number of ranks
+// (hypercube exchanges with rank XOR 2^k).
+func (c Collective) PowerOfTwo() bool { return c == HyperCube }
 
 // BusFactor converts algorithm bandwidth to bus bandwidth for n ranks, so
 // that busbw is comparable to link speed whatever n is.
@@ -135,7 +147,7 @@ func (c Collective) BusFactor(n int) float64 {
 	switch c {
 	case AllReduce:
 		return 2 * (nf - 1) / nf
-	case AllGather, ReduceScatter, AllToAll:
+	case AllGather, ReduceScatter, AllToAll, Gather, Scatter, AllToAllV, HyperCube:
 		return (nf - 1) / nf
 	default:
 		return 1
@@ -166,11 +178,22 @@ func GeometryFor(c Collective, size int64, elemSize, n, rank int) Geometry {
 	nn := int64(n)
 	var g Geometry
 	switch c {
-	case AllGather:
+	case AllGather, Gather, HyperCube:
 		g.SendCount = count / nn
 		g.RecvCount = g.SendCount * nn
 		g.Count = g.SendCount
 		g.SendInPlace = int64(rank) * g.SendCount
+	case Scatter:
+		g.RecvCount = count / nn
+		g.SendCount = g.RecvCount * nn
+		g.Count = g.RecvCount
+		g.RecvInPlace = int64(rank) * g.RecvCount
+	case AllToAllV:
+		// Count is the average per peer; the buffers hold n of it and
+		// the parts sent differ per peer (see VCount).
+		g.Count = count / nn
+		g.SendCount = g.Count * nn
+		g.RecvCount = g.SendCount
 	case ReduceScatter:
 		g.RecvCount = count / nn
 		g.SendCount = g.RecvCount * nn
@@ -228,4 +251,50 @@ func (o ReduceOp) String() string {
 		return fmt.Sprintf("op(%d)", int(o))
 	}
 	return opNames[o]
+}
+
+// VCount is how many elements rank `from` sends to rank `to` in an
+// alltoallv of average count per peer on n ranks: the weight 1+((to-from)
+// mod n) of n weights 1..n, scaled so a rank sends about n×count in all.
+// Every rank sends its smallest part to itself and its largest to the rank
+// before it, so each part differs, as in a mixture-of-experts exchange.
+func VCount(count int64, from, to, n int) int64 {
+	w := int64(1 + ((to-from)%n+n)%n)
+	return count * 2 * w / int64(n+1)
+}
+
+// VDispl is the element offset of rank from's part for rank to in from's
+// send buffer (its parts in rank order).
+func VDispl(count int64, from, to, n int) int64 {
+	var d int64
+	for q := 0; q < to; q++ {
+		d += VCount(count, from, q, n)
+	}
+	return d
+}
+
+// VRecvDispl is the element offset, in rank to's receive buffer, of the
+// part it receives from rank from (parts in rank order of the senders).
+func VRecvDispl(count int64, from, to, n int) int64 {
+	var d int64
+	for p := 0; p < from; p++ {
+		d += VCount(count, p, to, n)
+	}
+	return d
+}
+
+// CheckGroups refuses collectives that cannot run on some group of the
+// layout (hypercube needs a power-of-two number of ranks).
+func CheckGroups(cs []Collective, groups [][]int) error {
+	for _, c := range cs {
+		if !c.PowerOfTwo() {
+			continue
+		}
+		for _, g := range groups {
+			if n := len(g); n&(n-1) != 0 {
+				return fmt.Errorf("%s needs a power-of-two number of ranks in every group; a group has %d (use -g 2, 4, 8, ... or another --rank-list)", c, n)
+			}
+		}
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func TestParseCollectiveAliases(t *testing.T) {
 		t.Error("unknown collective accepted")
 	}
 	all, err := ParseCollectives("all")
-	if err != nil || len(all) != 7 {
+	if err != nil || len(all) != 11 {
 		t.Errorf("ParseCollectives(all) = %v, %v", all, err)
 	}
 	two, err := ParseCollectives("allreduce, ar ,allgather")
@@ -41,6 +41,7 @@ func TestBusFactor(t *testing.T) {
 		{AllReduce, 1, 0}, {AllReduce, 2, 1}, {AllReduce, 4, 1.5}, {AllReduce, 8, 1.75},
 		{AllGather, 4, 0.75}, {ReduceScatter, 8, 0.875}, {AllToAll, 2, 0.5},
 		{Broadcast, 4, 1}, {Reduce, 8, 1}, {SendRecv, 4, 1},
+		{Gather, 4, 0.75}, {Scatter, 2, 0.5}, {AllToAllV, 8, 0.875}, {HyperCube, 4, 0.75},
 	}
 	for _, c := range cases {
 		if got := c.c.BusFactor(c.n); math.Abs(got-c.want) > 1e-12 {
@@ -74,13 +75,13 @@ func checkGeometry(t *testing.T, c Collective, g Geometry, count, n, rank, esz i
 	t.Helper()
 	var send, recv, param, sOff, rOff int64
 	switch c {
-	case AllGather:
+	case AllGather, Gather, HyperCube:
 		param = count / n
 		send, recv, sOff = param, param*n, rank*param
-	case ReduceScatter:
+	case ReduceScatter, Scatter:
 		param = count / n
 		send, recv, rOff = param*n, param, rank*param
-	case AllToAll:
+	case AllToAll, AllToAllV:
 		param = count / n
 		send, recv = param*n, param*n
 	default:
@@ -121,5 +122,36 @@ func TestParseOpAndAverage(t *testing.T) {
 	}
 	if _, err := ParseAverage("median"); err == nil {
 		t.Error("median accepted")
+	}
+}
+
+// TestAllToAllVParts checks the alltoallv pattern: every part differs per
+// peer, each rank sends and receives about n×count, and the send and
+// receive displacements tile the buffers without overlap.
+func TestAllToAllVParts(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 7, 8} {
+		const count = 1000
+		for r := 0; r < n; r++ {
+			var sent, recvd int64
+			seen := map[int64]bool{}
+			for p := 0; p < n; p++ {
+				c := VCount(count, r, p, n)
+				if seen[c] {
+					t.Fatalf("n=%d rank %d: two peers get %d elements", n, r, c)
+				}
+				seen[c] = true
+				if VDispl(count, r, p, n) != sent {
+					t.Fatalf("n=%d: send displacement of part %d is %d, want %d", n, p, VDispl(count, r, p, n), sent)
+				}
+				if VRecvDispl(count, p, r, n) != recvd {
+					t.Fatalf("n=%d: receive displacement of part %d is %d, want %d", n, p, VRecvDispl(count, p, r, n), recvd)
+				}
+				sent += c
+				recvd += VCount(count, p, r, n)
+			}
+			if sent > count*int64(n) || sent < count*int64(n)-int64(n) || recvd > count*int64(n) {
+				t.Fatalf("n=%d rank %d sends %d and receives %d, want about %d", n, r, sent, recvd, count*n)
+			}
+		}
 	}
 }

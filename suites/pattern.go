@@ -135,13 +135,19 @@ type Expectation struct {
 	Seed   uint64
 }
 
-// Checked reports whether this rank's output is defined (reduce defines only the root's).
-func (e Expectation) Checked() bool { return e.Coll != Reduce || e.Rank == e.Root }
+// Checked reports whether this rank's output is defined (reduce and gather
+// define only the root's).
+func (e Expectation) Checked() bool {
+	return (e.Coll != Reduce && e.Coll != Gather) || e.Rank == e.Root
+}
 
 // OutputCount is the number of output elements to compare.
 func (e Expectation) OutputCount() int64 {
 	if !e.Checked() {
 		return 0
+	}
+	if e.Coll == AllToAllV {
+		return VRecvDispl(e.Geom.Count, e.Ranks, e.Rank, e.Ranks)
 	}
 	return e.Geom.RecvCount
 }
@@ -185,9 +191,23 @@ func (e Expectation) Want(i int64) (want, tol float64) {
 		want = e.reduceAt(int64(e.Rank)*e.Geom.RecvCount + i)
 	case Broadcast:
 		want = e.input(e.Root, i)
-	case AllGather:
+	case AllGather, Gather, HyperCube:
 		c := max(e.Geom.SendCount, 1)
 		want = e.input(int(i/c), i%c)
+	case Scatter:
+		want = e.input(e.Root, int64(e.Rank)*e.Geom.RecvCount+i)
+	case AllToAllV:
+		// Find the sender whose part holds element i.
+		k := e.Ranks
+		var off int64
+		for p := 0; p < k; p++ {
+			c := VCount(e.Geom.Count, p, e.Rank, k)
+			if i < off+c {
+				want = e.input(p, VDispl(e.Geom.Count, p, e.Rank, k)+i-off)
+				break
+			}
+			off += c
+		}
 	case AllToAll:
 		c := max(e.Geom.Count, 1)
 		want = e.input(int(i/c), int64(e.Rank)*c+i%c)

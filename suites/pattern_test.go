@@ -93,9 +93,9 @@ func TestExpectationsPerCollective(t *testing.T) {
 		for q := 0; q < n; q++ {
 			g := GeometryFor(c, size, dt.Size(), n, q)
 			e := Expectation{Coll: c, DType: dt, Op: op, Root: 2, Ranks: n, Rank: q, Geom: g, Domain: d, Seed: 9}
-			if c == Reduce && q != 2 {
+			if (c == Reduce || c == Gather) && q != 2 {
 				if e.Checked() || e.OutputCount() != 0 {
-					t.Errorf("reduce: non-root rank %d should not be checked", q)
+					t.Errorf("%v: non-root rank %d should not be checked", c, q)
 				}
 				continue
 			}
@@ -112,8 +112,21 @@ func TestExpectationsPerCollective(t *testing.T) {
 					}
 				case Broadcast:
 					want = in(2, i)
-				case AllGather:
+				case AllGather, Gather, HyperCube:
 					want = in(int(i/g.SendCount), i%g.SendCount)
+				case Scatter:
+					want = in(2, int64(q)*g.RecvCount+i)
+				case AllToAllV:
+					// Walk the senders' parts in rank order.
+					var off int64
+					for p := 0; p < n; p++ {
+						k := VCount(g.Count, p, q, n)
+						if i < off+k {
+							want = in(p, VDispl(g.Count, p, q, n)+i-off)
+							break
+						}
+						off += k
+					}
 				case AllToAll:
 					want = in(int(i/g.Count), int64(q)*g.Count+i%g.Count)
 				case SendRecv:

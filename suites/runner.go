@@ -82,6 +82,22 @@ type Plan struct {
 	// GraphReplays, when above 0, captures Iters operations into a CUDA
 	// graph once and replays it this many times for the timing.
 	GraphReplays int
+	// Agg issues this many operations per timed iteration as one group
+	// (NCCL's benchmark -m); the time is per operation.
+	Agg int
+	// Blocking synchronises after every iteration (-z): 1 and a barrier,
+	// 2 without one, 3 with a barrier left out of the time.
+	Blocking int
+	// Misalign offsets both buffers by this many elements (-u).
+	Misalign int
+	// Cycles repeats the whole sweep (-N); each row reports the median of
+	// its cycles, with their range.
+	Cycles int
+	// Register registers the buffers with the communicators (-R): 1
+	// locally, 2 as symmetric windows.
+	Register int
+	// CPUTime also reports the host time of issuing each operation (-C).
+	CPUTime bool
 }
 
 // Case is one collective, type, op and root to sweep over the sizes.
@@ -115,6 +131,18 @@ func (p Plan) Validate(n int) error {
 		return fmt.Errorf("invalid rank count %d: must be at least 1", n)
 	case p.GraphReplays < 0:
 		return fmt.Errorf("invalid --cuda-graph %d: must be 0 (off) or a replay count", p.GraphReplays)
+	case p.Agg < 0:
+		return fmt.Errorf("invalid --agg %d: must be 1 or more", p.Agg)
+	case p.Blocking < 0 || p.Blocking > 3:
+		return fmt.Errorf("invalid --blocking %d: 0 (off), 1 (sync and barrier), 2 (sync), 3 (sync and barrier, barrier not timed)", p.Blocking)
+	case p.Misalign < 0:
+		return fmt.Errorf("invalid --misalign %d: must be 0 or more elements", p.Misalign)
+	case p.Cycles < 0:
+		return fmt.Errorf("invalid --cycles %d: must be 1 or more", p.Cycles)
+	case p.Register < 0 || p.Register > 2:
+		return fmt.Errorf("invalid --register %d: 0 (off), 1 (local), 2 (symmetric)", p.Register)
+	case p.GraphReplays > 0 && (p.Agg > 1 || p.Blocking > 0):
+		return fmt.Errorf("--cuda-graph replays the plain timed loop: leave out --agg and --blocking")
 	}
 	for _, r := range p.Roots {
 		if r < 0 || r >= n {
@@ -181,8 +209,10 @@ type Runner struct {
 	// Grouped, if set, is World already split by Layout; the runner uses it
 	// and leaves closing it to the caller.
 	Grouped World
-	// OnRow, if set, receives each row as soon as it is measured.
-	OnRow func(results.Row)
+	// OnRow, if set, receives each row as soon as it is measured, with its
+	// index among the rows; with cycles, a row comes again after each cycle
+	// with every cycle so far merged.
+	OnRow func(index int, row results.Row)
 	// OnProgress, if set, is called before each row is measured.
 	OnProgress func(Progress)
 	// Now is the clock (time.Now when nil).
@@ -193,10 +223,12 @@ type Runner struct {
 	// row (for callers that run many short plans on a warm world).
 	SkipWorldWarmup bool
 
-	w      World // the world the ranks run in (split when there are groups)
-	layout Layout
-	index  map[int]int // world rank -> position in w.Ranks()
-	group  []int       // position -> group id
+	cycle   int   // the cycle being measured
+	bufHave int64 // the largest buffer size allocated
+	w       World // the world the ranks run in (split when there are groups)
+	layout  Layout
+	index   map[int]int // world rank -> position in w.Ranks()
+	group   []int       // position -> group id
 }
 
 // Run measures every case at every size. It returns the rows measured so far
@@ -218,6 +250,13 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 		defer sw.Close()
 		rn.w = sw
 	}
+	var colls []Collective
+	for _, c := range rn.Cases {
+		colls = append(colls, c.Coll)
+	}
+	if err := CheckGroups(colls, rn.layout.Groups); err != nil {
+		return nil, err
+	}
 	local := rn.w.Ranks()
 	rn.index = map[int]int{}
 	rn.group = make([]int, len(local))
@@ -236,43 +275,64 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	if err := rn.checkMemory(); err != nil {
 		return nil, err
 	}
-	bufs := &buffers{world: rn.w, index: rn.index, limit: max(maxBytes, 8),
+	pad := int64(8 * rn.Plan.Misalign) // room for misaligned views
+	bufs := &buffers{world: rn.w, index: rn.index, limit: max(maxBytes+pad, 8), register: rn.Plan.Register,
 		send: make([]Buffer, len(local)), recv: make([]Buffer, len(local))}
 	defer bufs.release()
 	if err := rn.warmWorld(bufs); err != nil {
 		return nil, err
 	}
 	var rows []results.Row
-	total := len(rn.Cases) * len(rn.Plan.Sizes)
+	cycles := max(rn.Plan.Cycles, 1)
+	perCycle := len(rn.Cases) * len(rn.Plan.Sizes)
+	total := perCycle * cycles
 	done := 0
-	for ci, c := range rn.Cases {
-		for _, size := range rn.Plan.Sizes {
-			if err := ctx.Err(); err != nil {
-				return rows, err
-			}
-			if rn.OnProgress != nil {
-				rn.OnProgress(Progress{Done: done, Total: total, Case: c, Size: size})
-			}
-			var need int64
-			for _, g := range rn.layout.Groups {
-				need = max(need, GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)
-			}
-			if err := bufs.ensure(need); err != nil {
-				return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
-			}
-			row, err := rn.measure(ci, c, size, bufs.send, bufs.recv)
-			if err != nil {
-				return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
-			}
-			rows = append(rows, row)
-			done++
-			if rn.OnRow != nil {
-				rn.OnRow(row)
+	seen := make([][]results.Row, perCycle)
+	for cycle := 0; cycle < cycles; cycle++ {
+		rn.cycle = cycle
+		idx := 0
+		for ci, c := range rn.Cases {
+			for _, size := range rn.Plan.Sizes {
+				if err := ctx.Err(); err != nil {
+					return rows, err
+				}
+				if rn.OnProgress != nil {
+					rn.OnProgress(Progress{Done: done, Total: total, Case: c, Size: size})
+				}
+				var need int64
+				for _, g := range rn.layout.Groups {
+					need = max(need, GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)
+				}
+				if err := bufs.ensure(need + pad); err != nil {
+					return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
+				}
+				rn.bufHave = max(rn.bufHave, bufs.have)
+				row, err := rn.measure(ci, c, size, bufs.send, bufs.recv)
+				if err != nil {
+					return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
+				}
+				if cycles > 1 {
+					seen[idx] = append(seen[idx], row)
+					row = mergeCycles(seen[idx])
+				}
+				if cycle == 0 {
+					rows = append(rows, row)
+				} else {
+					rows[idx] = row
+				}
+				done++
+				if rn.OnRow != nil {
+					rn.OnRow(idx, row)
+				}
+				idx++
 			}
 		}
 	}
 	return rows, nil
 }
+
+// BufferBytes is what each rank's two buffers took at their largest.
+func (rn *Runner) BufferBytes() int64 { return 2 * rn.bufHave }
 
 // hasBandwidth says whether a group's bandwidth is reported. A group of one
 // inside a split moves no data and has none; a world of one rank reports
@@ -319,6 +379,14 @@ func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (resu
 			row.InPlace = agg
 		} else {
 			row.OutOfPlace = agg
+		}
+	}
+	if ex, ok := rn.w.(Explainer); ok {
+		for gi, g := range groups {
+			grs[gi].Algorithm = ex.Algorithm(c.Coll, grs[gi].SizeBytes, len(g))
+			if row.Algorithm == nil {
+				row.Algorithm = grs[gi].Algorithm
+			}
 		}
 	}
 	if len(groups) > 1 {
@@ -375,6 +443,8 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	bad := make([][]results.Mismatch, len(local))
 	sent := make([]int64, len(local))
 	recvd := make([]int64, len(local))
+	cpus := make([]float64, len(local))
+	base := int64(p.Misalign * esz)
 	now := rn.Now
 	if now == nil {
 		now = time.Now
@@ -385,17 +455,17 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		g := GeometryFor(c.Coll, size, esz, n, r.Rank())
 		dom := DomainFor(c.Coll, c.DType, c.Op, n)
 		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
-			Send: View{send[i], 0}, Recv: View{recv[i], 0}}
+			Send: View{send[i], base}, Recv: View{recv[i], base}}
 		if inPlace {
-			call.Send = View{recv[i], 0}.At(g.SendInPlace, esz)
-			call.Recv = View{recv[i], 0}.At(g.RecvInPlace, esz)
+			call.Send = View{recv[i], base}.At(g.SendInPlace, esz)
+			call.Recv = View{recv[i], base}.At(g.RecvInPlace, esz)
 		}
 		tr := rn.Board.For(r.WorldRank())
 		what := describeCase(c, size, inPlace)
 		for k := 0; k < p.Check; k++ {
 			e := Expectation{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Ranks: n,
-				Rank: r.Rank(), Geom: g, Domain: dom, Seed: p.seedFor(ci, size, inPlace, k)}
-			w, ms, err := checkOnce(r, tr, what, call, e, inPlace, View{recv[i], 0}, mismatchLimit-len(bad[i]))
+				Rank: r.Rank(), Geom: g, Domain: dom, Seed: p.seedFor(ci, size, inPlace, k+rn.cycle*p.Check)}
+			w, ms, err := checkOnce(r, tr, what, call, e, inPlace, View{recv[i], base}, mismatchLimit-len(bad[i]))
 			if err != nil {
 				return err
 			}
@@ -421,17 +491,18 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		if p.GraphReplays > 0 {
 			times[i], err = timeGraph(r, tr, what, call, p.Iters, p.GraphReplays, now)
 		} else {
-			times[i], err = timeLoop(r, tr, what, call, p.Iters, now)
+			times[i], cpus[i], err = timeLoop(r, tr, what, call, p, now)
 		}
 		if err != nil {
 			return err
 		}
 		if counts {
 			s1, r1 := tc.Traffic()
-			// The timed loop ran iters operations after one aligning operation.
+			// The timed loop ran iters operations (agg each) after one
+			// aligning operation.
 			ops := int64(p.Iters)
 			if p.GraphReplays == 0 {
-				ops++
+				ops = ops*int64(max(p.Agg, 1)) + 1
 			}
 			sent[i], recvd[i] = (s1-s0)/ops, (r1-r0)/ops
 		}
@@ -456,7 +527,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	var mine []rankResult
 	for i, r := range local {
 		mine = append(mine, rankResult{WorldRank: r.WorldRank(), Time: times[i], Wrong: wrongs[i], Samples: samples[i], Bad: bad[i],
-			Sent: sent[i], Recv: recvd[i]})
+			Sent: sent[i], Recv: recvd[i], CPU: cpus[i]})
 	}
 	all, err := rn.gather(mine, n)
 	if err != nil {
@@ -478,6 +549,13 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			h.Mismatches = append(h.Mismatches, rr.Bad...)
 		}
 		h.RankTimeUS = gt
+		if p.CPUTime {
+			var cs []float64
+			for _, wr := range members {
+				cs = append(cs, all[wr].CPU)
+			}
+			h.CPUTimeUS = AvgMean.Combine(cs)
+		}
 		for _, wr := range members {
 			if rr := all[wr]; rr.Sent > 0 || rr.Recv > 0 {
 				h.RankBytesSent, h.RankBytesRecv = rankBytes(all, members)
@@ -512,6 +590,7 @@ type rankResult struct {
 	Bad       []results.Mismatch `json:"b,omitempty"`
 	Sent      int64              `json:"bs,omitempty"`
 	Recv      int64              `json:"br,omitempty"`
+	CPU       float64            `json:"c,omitempty"`
 }
 
 // rankBytes lists the members' bytes per operation, in group-rank order.
@@ -635,23 +714,53 @@ func align(r Rank, tr *watchdog.Tracker, what string, iters int, call Call) erro
 	return r.Sync()
 }
 
-// timeLoop issues iters operations back to back and returns the wall time of
-// one, in µs, after the stream has drained.
-func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, iters int, now func() time.Time) (float64, error) {
-	if err := align(r, tr, what, iters, call); err != nil {
-		return 0, err
+// timeLoop issues p.Iters iterations back to back, each p.Agg operations
+// as one group where the rank can group them, synchronising after each as
+// p.Blocking says; it returns the wall time of one operation after the
+// stream has drained, and the host time spent issuing one, in µs.
+func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, p Plan, now func() time.Time) (wall, cpu float64, err error) {
+	if err := align(r, tr, what, p.Iters, call); err != nil {
+		return 0, 0, err
 	}
+	agg := max(p.Agg, 1)
+	gl, grouped := r.(GroupLauncher)
+	var busy time.Duration // blocking 3: the time outside the barriers
 	t0 := now()
-	for k := 0; k < iters; k++ {
+	for k := 0; k < p.Iters; k++ {
 		tr.Op(k + 1)
-		if err := r.Launch(call); err != nil {
-			return 0, err
+		ts := now()
+		switch {
+		case agg > 1 && grouped:
+			err = gl.LaunchGroup(call, agg)
+		default:
+			for j := 0; j < agg && err == nil; j++ {
+				err = r.Launch(call)
+			}
+		}
+		if err == nil && p.Blocking > 0 {
+			err = r.Sync()
+		}
+		if p.Blocking == 3 {
+			busy += now().Sub(ts)
+		}
+		if err == nil && (p.Blocking == 1 || p.Blocking == 3) {
+			err = r.Barrier()
+			tr.Begin(what, watchdog.Timed, p.Iters)
+		}
+		if err != nil {
+			return 0, 0, err
 		}
 	}
+	issued := now().Sub(t0)
 	if err := r.Sync(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(now().Sub(t0).Nanoseconds()) / 1e3 / float64(iters), nil
+	total := now().Sub(t0)
+	if p.Blocking == 3 {
+		total, issued = busy, busy
+	}
+	ops := float64(p.Iters * agg)
+	return float64(total.Nanoseconds()) / 1e3 / ops, float64(issued.Nanoseconds()) / 1e3 / ops, nil
 }
 
 // timeGraph captures iters operations into a graph once, replays it
@@ -832,6 +941,7 @@ type buffers struct {
 	index      map[int]int // world rank -> position
 	limit      int64       // the largest size any case needs
 	have       int64
+	register   int // Plan.Register
 	send, recv []Buffer
 }
 
@@ -843,11 +953,19 @@ func (b *buffers) ensure(need int64) error {
 	b.release()
 	err := b.world.Run(func(r Rank) error {
 		i := b.index[r.WorldRank()]
+		alloc := r.Alloc
+		if b.register > 0 {
+			rr, ok := r.(Registrar)
+			if !ok {
+				return fmt.Errorf("%w: this backend registers no buffers", ErrUnsupported)
+			}
+			alloc = func(n int64) (Buffer, error) { return rr.AllocRegistered(n, b.register == 2) }
+		}
 		var err error
-		if b.send[i], err = r.Alloc(size); err != nil {
+		if b.send[i], err = alloc(size); err != nil {
 			return fmt.Errorf("allocating the send buffer (%s): %w", FormatBytes(size), err)
 		}
-		if b.recv[i], err = r.Alloc(size); err != nil {
+		if b.recv[i], err = alloc(size); err != nil {
 			return fmt.Errorf("allocating the receive buffer (%s): %w", FormatBytes(size), err)
 		}
 		return nil
@@ -872,4 +990,71 @@ func (b *buffers) release() {
 		return nil
 	})
 	b.have = 0
+}
+
+// mergeCycles merges a row's measurements over cycles: the reported half
+// is the median cycle's, with every cycle's time, the range of times and
+// bus bandwidths, and the wrong elements of every cycle.
+func mergeCycles(rows []results.Row) results.Row {
+	out := rows[len(rows)-1]
+	pick := func(get func(results.Row) *results.Half) *results.Half {
+		var hs []*results.Half
+		for _, r := range rows {
+			if h := get(r); h != nil {
+				hs = append(hs, h)
+			}
+		}
+		return mergeHalves(hs)
+	}
+	out.OutOfPlace = pick(func(r results.Row) *results.Half { return r.OutOfPlace })
+	out.InPlace = pick(func(r results.Row) *results.Half { return r.InPlace })
+	if len(out.Groups) > 0 {
+		gs := append([]results.GroupResult(nil), out.Groups...)
+		for gi := range gs {
+			gs[gi].OutOfPlace = pick(func(r results.Row) *results.Half { return r.Groups[gi].OutOfPlace })
+			gs[gi].InPlace = pick(func(r results.Row) *results.Half { return r.Groups[gi].InPlace })
+		}
+		out.Groups = gs
+	}
+	return out
+}
+
+func mergeHalves(hs []*results.Half) *results.Half {
+	if len(hs) == 0 {
+		return nil
+	}
+	order := make([]int, len(hs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmpFloat(hs[a].TimeUS, hs[b].TimeUS) })
+	med := *hs[order[(len(order)-1)/2]]
+	st := &results.CycleStats{N: len(hs), TimeMinUS: hs[order[0]].TimeUS, TimeMaxUS: hs[order[len(order)-1]].TimeUS,
+		BusBWMin: hs[order[len(order)-1]].BusBW, BusBWMax: hs[order[0]].BusBW}
+	var wrong *int64
+	var bad []results.Mismatch
+	for _, h := range hs {
+		st.TimesUS = append(st.TimesUS, h.TimeUS)
+		if h.Wrong != nil {
+			if wrong == nil {
+				wrong = new(int64)
+			}
+			*wrong += *h.Wrong
+		}
+		if len(bad) < mismatchLimit {
+			bad = append(bad, h.Mismatches...)
+		}
+	}
+	med.Wrong, med.Mismatches, med.Cycles = wrong, bad, st
+	return &med
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

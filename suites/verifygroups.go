@@ -111,6 +111,11 @@ func verifyLayout(ctx context.Context, b Backend, w World, l Layout, hosts []str
 	}
 	for _, c := range AllCollectives() {
 		cv := results.CollectiveVerify{Collective: c.String()}
+		if err := CheckGroups([]Collective{c}, l.Groups); err != nil {
+			cv.Pass, cv.Skipped = true, "needs groups whose sizes are powers of two"
+			lv.Collectives = append(lv.Collectives, cv)
+			continue
+		}
 		wrong, ms, before, err := simpleCheck(gw, l, c)
 		if err != nil {
 			return lv, fmt.Errorf("%s, rank r contributes r+1: %w", c, err)
@@ -197,7 +202,7 @@ func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, [
 		if err := r.Sync(); err != nil {
 			return err
 		}
-		if c == Reduce && r.Rank() != 0 {
+		if (c == Reduce || c == Gather) && r.Rank() != 0 {
 			return nil
 		}
 		hr, ok := r.(HostReader)
@@ -214,17 +219,27 @@ func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, [
 			sum += val(j)
 		}
 		q := r.Rank()
-		for e := int64(0); e < g.RecvCount; e++ {
+		out := g.RecvCount
+		if c == AllToAllV {
+			out = VRecvDispl(count, k, q, k) // what this rank receives in all
+		}
+		for e := int64(0); e < out; e++ {
 			var want float64
 			switch c {
 			case AllReduce, Reduce, ReduceScatter:
 				want = sum
-			case Broadcast:
+			case Broadcast, Scatter:
 				want = val(0)
-			case AllGather, AllToAll:
+			case AllGather, AllToAll, Gather, HyperCube:
 				want = val(int(e / count))
 			case SendRecv:
 				want = val((q - 1 + k) % k)
+			case AllToAllV:
+				for p := 0; p < k; p++ {
+					if at := VRecvDispl(count, p, q, k); e >= at && e < at+VCount(count, p, q, k) {
+						want = val(p)
+					}
+				}
 			}
 			got := dt.Get(data, e)
 			if e == 0 && c == AllReduce {

@@ -24,6 +24,10 @@ import (
 //	broadcast       pipelined chain from the root           S (the last rank sends nothing)
 //	reduce          pipelined chain ending at the root      S (the root sends nothing)
 //	sendrecv        to the next rank                        S
+//	gather          every rank straight to the root         S/k (the root receives (k-1)/k·S)
+//	scatter         the root straight to every rank         (k-1)/k·S from the root
+//	alltoallv       pairwise exchange, parts per VCount     its parts for the others
+//	hypercube       recursive doubling (k a power of two)   (k-1)/k·S
 //
 // plus a 16-byte header per piece.
 
@@ -127,6 +131,38 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 			return nil
 		}
 		return c.exchange(tag, mod(q+1, k), send, mod(q-1, k), recv, t)
+	case suites.Gather:
+		return c.gather(tag, call.Root, send, recv, call.Count*esz)
+	case suites.Scatter:
+		return c.scatter(tag, call.Root, send, recv, call.Count*esz)
+	case suites.AllToAllV:
+		part := func(b []byte, off, n int64) []byte { return b[off*esz : (off+n)*esz] }
+		own := suites.VCount(call.Count, q, q, k)
+		copy(part(recv, suites.VRecvDispl(call.Count, q, q, k), own), part(send, suites.VDispl(call.Count, q, q, k), own))
+		for s := 1; s < k; s++ {
+			to, from := mod(q+s, k), mod(q-s, k)
+			out := part(send, suites.VDispl(call.Count, q, to, k), suites.VCount(call.Count, q, to, k))
+			in := part(recv, suites.VRecvDispl(call.Count, from, q, k), suites.VCount(call.Count, from, q, k))
+			if err := c.exchange(tag, to, out, from, in, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	case suites.HyperCube:
+		cb := call.Count * esz
+		if mine := recv[int64(q)*cb : int64(q+1)*cb]; !sameStart(send, mine) {
+			copy(mine, send)
+		}
+		for mask := 1; mask < k; mask <<= 1 {
+			s := q &^ (mask - 1) // the block this rank holds
+			r := s ^ mask        // the block its partner holds
+			out := recv[int64(s)*cb : int64(s+mask)*cb]
+			in := recv[int64(r)*cb : int64(r+mask)*cb]
+			if err := c.exchange(tag, q^mask, out, q^mask, in, t); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("cpu backend: collective %v not implemented", call.Coll)
 }
@@ -387,6 +423,65 @@ func (c *comm) chainReduce(tag uint64, root int, send, recv []byte, t dtype.DTyp
 	}
 	if q == root {
 		return c.finishAvg(recv, t, op)
+	}
+	return nil
+}
+
+// gather sends every rank's part straight to the root, which takes them in
+// rank order into its output.
+func (c *comm) gather(tag uint64, root int, send, recv []byte, cb int64) error {
+	q, k := c.me, c.size()
+	if q != root {
+		l, err := c.peer(root)
+		if err != nil {
+			return err
+		}
+		return l.send(tag, send)
+	}
+	for p := 0; p < k; p++ {
+		dst := recv[int64(p)*cb : int64(p+1)*cb]
+		if p == q {
+			if !sameStart(send, dst) {
+				copy(dst, send)
+			}
+			continue
+		}
+		l, err := c.peer(p)
+		if err != nil {
+			return err
+		}
+		if err := l.recv(tag, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scatter sends part p of the root's input straight to rank p.
+func (c *comm) scatter(tag uint64, root int, send, recv []byte, cb int64) error {
+	q, k := c.me, c.size()
+	if q != root {
+		l, err := c.peer(root)
+		if err != nil {
+			return err
+		}
+		return l.recv(tag, recv)
+	}
+	for p := 0; p < k; p++ {
+		src := send[int64(p)*cb : int64(p+1)*cb]
+		if p == q {
+			if !sameStart(src, recv) {
+				copy(recv, src)
+			}
+			continue
+		}
+		l, err := c.peer(p)
+		if err != nil {
+			return err
+		}
+		if err := l.send(tag, src); err != nil {
+			return err
+		}
 	}
 	return nil
 }

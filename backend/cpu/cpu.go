@@ -473,3 +473,14 @@ func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
 	}
 	return append([]byte(nil), b...), nil
 }
+
+// LibraryMemory is what the backend keeps besides the buffers: nothing in
+// one process (ranks meet in shared memory).
+func (w *world) LibraryMemory() int64 { return 0 }
+
+// UsedMemory is the host memory the ranks of this process have allocated.
+func (w *world) UsedMemory() int64 {
+	w.mem.mu.Lock()
+	defer w.mem.mu.Unlock()
+	return w.mem.used
+}

@@ -229,3 +229,14 @@ func (r *distRank) Launch(c suites.Call) error {
 	}
 	return nil
 }
+
+// LibraryMemory is what the backend keeps besides the buffers: a piece of
+// scratch per rank, and the data connections' socket buffers.
+func (w *distWorld) LibraryMemory() int64 { return pieceSize }
+
+// UsedMemory is the host memory this process's rank has allocated.
+func (w *distWorld) UsedMemory() int64 {
+	w.mem.mu.Lock()
+	defer w.mem.mu.Unlock()
+	return w.mem.used
+}

@@ -111,7 +111,31 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 		if !sameStart(src, recv) {
 			copy(recv, src)
 		}
-	case suites.AllGather:
+	case suites.Gather:
+		if r != c.Root {
+			out = nil
+			break
+		}
+		sb := g.SendCount * esz
+		for p := 0; p < n; p++ {
+			dst := recv[int64(p)*sb : int64(p+1)*sb]
+			if src := h.slots[p].send; !sameStart(src, dst) {
+				copy(dst, src)
+			}
+		}
+	case suites.Scatter:
+		cb := c.Count * esz
+		if src := h.slots[c.Root].send[int64(r)*cb : int64(r+1)*cb]; !sameStart(src, recv) {
+			copy(recv, src)
+		}
+	case suites.AllToAllV:
+		for p := 0; p < n; p++ {
+			k := suites.VCount(c.Count, p, r, n) * esz
+			at := suites.VRecvDispl(c.Count, p, r, n) * esz
+			from := suites.VDispl(c.Count, p, r, n) * esz
+			copy(recv[at:at+k], h.slots[p].send[from:from+k])
+		}
+	case suites.AllGather, suites.HyperCube:
 		sb := g.SendCount * esz
 		for p := 0; p < n; p++ {
 			dst := recv[int64(p)*sb : int64(p+1)*sb]

@@ -29,7 +29,8 @@ enum { T_I8, T_U8, T_I32, T_U32, T_I64, T_U64, T_F16, T_F32, T_F64, T_BF16, T_E4
 // Domain kinds, as suites.DomainKind.
 enum { D_RANGE, D_SPARSE, D_PROD };
 // Collectives and ops, as suites.Collective and suites.ReduceOp.
-enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE, C_ALLTOALL, C_SENDRECV };
+enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE, C_ALLTOALL, C_SENDRECV,
+       C_GATHER, C_SCATTER, C_ALLTOALLV, C_HYPERCUBE };
 enum { O_SUM, O_PROD, O_MAX, O_MIN, O_AVG };
 
 typedef struct {
@@ -188,6 +189,13 @@ DEV double reduce_at(const domain* d, int op, int t, i64 idx) {
   return acc;
 }
 
+// vcount is how many elements rank from sends to rank to in an alltoallv of
+// average count per peer, as suites.VCount.
+DEV i64 vcount(i64 count, int from, int to, int n) {
+  i64 w = 1 + (((to - from) % n) + n) % n;
+  return count * 2 * w / (n + 1);
+}
+
 // cb_check compares count output elements of rank with their expected values
 // and adds the number that differ to *wrong.
 KERNEL void cb_check(const void* src, u64 count, int t, int coll, int op, int root, int rank,
@@ -203,9 +211,29 @@ KERNEL void cb_check(const void* src, u64 count, int t, int coll, int op, int ro
       case C_REDUCE: want = reduce_at(&d, op, t, ii); break;
       case C_REDUCESCATTER: want = reduce_at(&d, op, t, (i64)rank * recvcount + ii); break;
       case C_BROADCAST: want = value(&d, root, ii); break;
-      case C_ALLGATHER: {
+      case C_ALLGATHER:
+      case C_GATHER:
+      case C_HYPERCUBE: {
         i64 c = sendcount > 0 ? sendcount : 1;
         want = value(&d, (int)(ii / c), ii % c);
+        break;
+      }
+      case C_SCATTER: want = value(&d, root, (i64)rank * recvcount + ii); break;
+      case C_ALLTOALLV: {
+        // The sender whose part holds element ii, and where that part
+        // starts in the sender's input.
+        i64 off = 0;
+        want = 0;
+        for (int p = 0; p < n; p++) {
+          i64 c = vcount(ccount, p, rank, n);
+          if (ii < off + c) {
+            i64 displ = 0;
+            for (int q = 0; q < rank; q++) displ += vcount(ccount, p, q, n);
+            want = value(&d, p, displ + ii - off);
+            break;
+          }
+          off += c;
+        }
         break;
       }
       case C_ALLTOALL: {

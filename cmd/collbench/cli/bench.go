@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,6 +54,16 @@ type BenchOptions struct {
 	CUDAGraph int
 	RankList  string
 
+	// NCCL benchmark features.
+	Agg      int
+	Blocking int
+	Misalign int
+	CPUTime  bool
+	Cycles   int
+	Register string
+	Memory   bool
+	Explain  bool
+
 	RunFlags
 	Quiet bool
 	// hideNotice drops the backend notice (run prints it for its first suite only).
@@ -69,6 +80,18 @@ type BenchOptions struct {
 	onDocument func(*results.Document)
 	// document is the run's document once benchRun returns.
 	document *results.Document
+	// notes collects what the run does differently from what was asked.
+	notes []string
+}
+
+// allCollectives reports whether the collectives were asked for as "all".
+func (o *BenchOptions) allCollectives() bool {
+	for _, c := range strings.Split(o.CollectivesFlag, ",") {
+		if strings.EqualFold(strings.TrimSpace(c), "all") {
+			return true
+		}
+	}
+	return false
 }
 
 const defaultSizes = "8:32M"
@@ -92,6 +115,14 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVar(&o.RankList, "rank-list", "", "split the ranks into groups that run concurrently, each with its own communicator:\n"+suites.PresetHelp)
 	fs.BoolVar(&o.IterStats, "iter-stats", false, "also time each iteration on its own (GPU events) and show p50, p99, min, max and CV")
 	fs.IntVar(&o.CUDAGraph, "cuda-graph", 0, "capture the iterations in a CUDA graph once and replay it N times (nccl backend)")
+	fs.IntVarP(&o.Agg, "agg", "m", 1, "operations issued per timed iteration as one group call (ncclGroupStart/End); time is per operation")
+	fs.IntVarP(&o.Blocking, "blocking", "z", 0, "synchronise after every iteration: 1 with a barrier, 2 without, 3 with the barrier left out of the time")
+	fs.IntVarP(&o.Misalign, "misalign", "u", 0, "offset both buffers by N elements from their aligned start")
+	fs.BoolVarP(&o.CPUTime, "cputime", "C", false, "also report the host time spent issuing each operation")
+	fs.IntVarP(&o.Cycles, "cycles", "N", 1, "repeat the whole sweep N times; each row shows the median cycle and the range")
+	fs.StringVarP(&o.Register, "register", "R", "none", "register the buffers with NCCL: none, local (ncclCommRegister) or symmetric (ncclCommWindowRegister, NCCL 2.27+); also 0, 1, 2")
+	fs.BoolVarP(&o.Memory, "memory", "M", false, "report memory: what the communicators took, the buffers, and what the collectives took on top")
+	fs.BoolVar(&o.Explain, "explain", false, "show which algorithm each row ran with: NCCL's algorithm, protocol and channels (from its tuning log, in a separate probe), or the cpu backend's")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
 	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
@@ -254,6 +285,22 @@ func (o *BenchOptions) plan() (suites.Plan, error) {
 	}
 	p.Iters, p.Warmup, p.Check, p.Seed = o.Iters, o.Warmup, o.Check, o.Seed
 	p.IterStats, p.GraphReplays = o.IterStats, o.CUDAGraph
+	p.Agg, p.Blocking, p.Misalign, p.CPUTime, p.Cycles = o.Agg, o.Blocking, o.Misalign, o.CPUTime, o.Cycles
+	if o.Agg < 1 {
+		return p, fmt.Errorf("invalid --agg %d: must be 1 or more", o.Agg)
+	}
+	if o.Cycles < 1 {
+		return p, fmt.Errorf("invalid --cycles %d: must be 1 or more", o.Cycles)
+	}
+	switch strings.ToLower(strings.TrimSpace(o.Register)) {
+	case "none", "0", "":
+	case "local", "1":
+		p.Register = 1
+	case "symmetric", "2":
+		p.Register = 2
+	default:
+		return p, fmt.Errorf("unknown --register %q (valid: none, local, symmetric, or 0, 1, 2)", o.Register)
+	}
 	return p, nil
 }
 
@@ -304,6 +351,14 @@ func benchRun(o *BenchOptions) error {
 	if err != nil {
 		return &UsageError{err}
 	}
+	if err := suites.CheckGroups(plan.Collectives, layout.Groups); err != nil {
+		if !o.allCollectives() {
+			return &UsageError{err}
+		}
+		// "all" means all that can run here.
+		plan.Collectives = slices.DeleteFunc(plan.Collectives, suites.Collective.PowerOfTwo)
+		o.notes = append(o.notes, "hypercube is left out of all: it needs groups whose sizes are powers of two")
+	}
 	minGroup := n
 	for _, g := range layout.Groups {
 		minGroup = min(minGroup, len(g))
@@ -316,6 +371,16 @@ func benchRun(o *BenchOptions) error {
 	cases, err := plan.Cases(b, minGroup)
 	if err != nil {
 		return &UsageError{err}
+	}
+	notes := o.notes
+	if b.Name() == "cpu" {
+		if plan.Register > 0 {
+			notes = append(notes, "--register: the cpu backend has no library to register buffers with; measured unregistered")
+			plan.Register = 0
+		}
+		if plan.Agg > 1 {
+			notes = append(notes, fmt.Sprintf("--agg %d: the cpu backend has no group calls; the %d operations of an iteration run one after another", plan.Agg, plan.Agg))
+		}
 	}
 	if plan.GraphReplays > 0 {
 		gb, ok := b.(suites.GraphBackend)
@@ -338,6 +403,7 @@ func benchRun(o *BenchOptions) error {
 	}
 
 	doc := o.newDocument(plan, n, choice)
+	doc.Notes = notes
 	if len(layout.Groups) > 1 {
 		doc.Config.RankList = o.RankList
 		doc.Config.Groups = layout.Groups
@@ -366,16 +432,28 @@ func benchRun(o *BenchOptions) error {
 	g := f.startGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
 	defer g.close()
 	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
+	meter, metered := world.(suites.MemoryMeter)
+	var used0, usedPeak int64 = -1, -1
+	if o.Memory && metered {
+		used0 = meter.UsedMemory()
+	}
 	progress := newProgress(o.IO)
 	progress.quiet = o.Quiet
 	if pw.rank0() {
 		rn.OnProgress = progress.update
 	}
-	rn.OnRow = func(row results.Row) {
+	rn.OnRow = func(i int, row results.Row) {
 		if len(layout.Groups) > 1 {
 			row.Layout = o.RankList
 		}
-		doc.Results = append(doc.Results, row)
+		if o.Memory && metered {
+			usedPeak = max(usedPeak, meter.UsedMemory())
+		}
+		if i < len(doc.Results) {
+			doc.Results[i] = row
+		} else {
+			doc.Results = append(doc.Results, row)
+		}
 		doc.Summary = results.Summarize(doc.Results, false)
 		out.add(doc, row)
 		if o.onDocument != nil {
@@ -397,6 +475,9 @@ func benchRun(o *BenchOptions) error {
 	doc.Finished = f.Now()
 	if runErr != nil {
 		doc.Error = runErr.Error()
+	}
+	if o.Memory {
+		doc.Memory = memoryReport(world, metered, meter, used0, usedPeak, rn.BufferBytes())
 	}
 	doc.Summary = results.Summarize(doc.Results, runErr != nil)
 	if o.onDocument != nil {
@@ -423,6 +504,22 @@ func benchRun(o *BenchOptions) error {
 		return &CheckFailedError{fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
 	}
 	return nil
+}
+
+// memoryReport says what the run's memory went to: the communicators, the
+// two buffers per rank, and what the collectives took on top while
+// running (device memory on GPUs, host memory on the cpu backend).
+func memoryReport(w suites.World, metered bool, m suites.MemoryMeter, used0, peak, buffers int64) *results.MemoryReport {
+	rep := &results.MemoryReport{BufferBytes: buffers, LibraryBytes: -1, CollectiveBytes: -1}
+	if !metered {
+		rep.Note = "this backend does not measure its memory"
+		return rep
+	}
+	rep.LibraryBytes = m.LibraryMemory()
+	if used0 >= 0 && peak >= 0 {
+		rep.CollectiveBytes = max(peak-used0-buffers, 0)
+	}
+	return rep
 }
 
 // isFault reports errors that already name their cause and carry their
@@ -514,6 +611,14 @@ func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *
 		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
 		Seed: p.Seed, Backend: o.Backend, Sizes: p.Sizes, Root: "all",
 		IterStats: p.IterStats, CUDAGraph: p.GraphReplays,
+		Blocking: p.Blocking, Misalign: p.Misalign, CPUTime: p.CPUTime, Explain: o.Explain,
+		Register: []string{"", "local", "symmetric"}[p.Register],
+	}
+	if p.Agg > 1 {
+		cfg.Agg = p.Agg
+	}
+	if p.Cycles > 1 {
+		cfg.Cycles = p.Cycles
 	}
 	for _, c := range p.Collectives {
 		cfg.Collectives = append(cfg.Collectives, c.String())

@@ -60,7 +60,7 @@ func TestLaunchRunsVerifiedCollectiveAcrossSimulatedNodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if d.Config.Processes != 4 || d.Config.Launcher != "collbench launch" || !d.Summary.OK || len(d.Results) != 14 {
+	if d.Config.Processes != 4 || d.Config.Launcher != "collbench launch" || !d.Summary.OK || len(d.Results) != 22 {
 		t.Fatalf("config %+v summary %+v rows %d", d.Config, d.Summary, len(d.Results))
 	}
 	if len(d.Config.Groups) != 2 || d.Config.Groups[0][0] != 0 || d.Config.Groups[0][1] != 2 {

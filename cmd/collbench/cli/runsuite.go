@@ -126,7 +126,7 @@ func runSuite(o *RunOptions) error {
 				Ranks: cfg.Ranks, Iters: orInt(cfg.Iterations, 20), Warmup: cfg.Warmup, Check: orInt(cfg.Check, 1),
 				Sizes: s.Sizes, DType: orDefault(strings.Join(s.DTypes, ","), "float"), Op: orDefault(strings.Join(s.Ops, ","), "sum"),
 				Root: orDefault(s.Root, "0"), Mode: orDefault(s.Mode, "both"), Average: "mean", Seed: 1, RankList: layout,
-				IterStats: s.IterStats, StepFactor: 2, Quiet: o.Quiet, hideNotice: si > 0,
+				IterStats: s.IterStats, StepFactor: 2, Agg: 1, Cycles: 1, Register: "none", Quiet: o.Quiet, hideNotice: si > 0,
 				RunFlags: RunFlags{Device: -1, BootstrapTimeout: 2 * time.Minute, Timeout: o.Timeout, HeartbeatTimeout: bootstrap.DefaultSilence}}
 			if cfg.Warmup == 0 {
 				bo.Warmup = 5
@@ -135,6 +135,7 @@ func runSuite(o *RunOptions) error {
 				return &UsageError{fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
 			}
 			bo.onDocument = save
+			bo.CollectivesFlag = strings.Join(s.Collectives, ",")
 			o.Factory.Args = append(args, "--rank-list", layout)
 			err := benchRun(bo)
 			var ce *CheckFailedError
