@@ -239,3 +239,61 @@ func TestGPUAllToAllFallback(t *testing.T) {
 		Sizes: []int64{1000, 1 << 20}, Iters: 2, Check: 2, OutOfPlace: true}
 	runOn(t, b, b.DefaultRanks(), p)
 }
+
+// TestGPUFeatures runs the features of NCCL's benchmark (-m, -z, -u, -C,
+// -N, -R) on every collective and verifies every row.
+func TestGPUFeatures(t *testing.T) {
+	b := openOrSkip(t)
+	n := b.DefaultRanks()
+	base := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		Sizes: []int64{8, 1000, 1 << 20}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
+	if n&(n-1) != 0 {
+		base.Collectives = []suites.Collective{suites.AllReduce, suites.Gather, suites.Scatter, suites.AllToAllV}
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(*suites.Plan)
+	}{
+		{"agg 4", func(p *suites.Plan) { p.Agg = 4 }},
+		{"blocking 1", func(p *suites.Plan) { p.Blocking = 1 }},
+		{"blocking 2", func(p *suites.Plan) { p.Blocking = 2 }},
+		{"blocking 3", func(p *suites.Plan) { p.Blocking = 3 }},
+		{"misalign 3", func(p *suites.Plan) { p.Misalign = 3 }},
+		{"cputime", func(p *suites.Plan) { p.CPUTime = true }},
+		{"cycles 3", func(p *suites.Plan) { p.Cycles = 3 }},
+		{"register local", func(p *suites.Plan) { p.Register = 1 }},
+		{"register symmetric", func(p *suites.Plan) { p.Register = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base
+			tc.set(&p)
+			if p.Register == 2 && !b.lib.HasWindows() {
+				t.Skipf("NCCL %s has no symmetric windows", FormatVersion(b.lib.Version))
+			}
+			runOn(t, b, n, p)
+		})
+	}
+}
+
+// TestGPUProbeRows issues one operation per row, as the algorithm probe
+// does, and checks every row was issued in order.
+func TestGPUProbeRows(t *testing.T) {
+	b := openOrSkip(t)
+	n := b.DefaultRanks()
+	w, err := b.Open(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.Broadcast, suites.AllToAll}, DTypes: []dtype.DType{dtype.Float32},
+		Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{8, 1 << 20}, Iters: 1, OutOfPlace: true, Roots: []int{0}}
+	cases, err := p.Cases(b, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []int
+	issued, err := suites.ProbeRows(context.Background(), w, p, cases, suites.Layout{}, nil, func(i int) { seen = append(seen, i) })
+	if err != nil || issued != 6 || len(seen) != 6 || seen[5] != 5 {
+		t.Fatalf("issued %d rows (%v), err %v", issued, seen, err)
+	}
+}

@@ -47,7 +47,9 @@ func (d TuningDecision) Choice() *results.AlgoChoice {
 	a := &results.AlgoChoice{Algo: d.Algo, Proto: d.Proto, Source: "NCCL tuning log"}
 	switch {
 	case d.Symmetric:
-		a.Algo = "SYMMETRIC " + d.Algo
+		// NCCL 2.27+'s kernels for symmetric windows replace the algorithm
+		// and protocol; the kernel's name says both.
+		a.Algo, a.Proto = "SYMMETRIC", d.Algo
 		if d.Channels > 0 {
 			a.Channels = strconv.Itoa(d.Channels)
 		}

@@ -87,6 +87,10 @@ type CompareRow struct {
 	DeltaPct   float64 `json:"delta_pct"`   // positive = better
 	AllowedPct float64 `json:"allowed_pct"` // the threshold applied, noise included
 	Verdict    Verdict `json:"verdict"`
+	// BaselineAlgorithm and CurrentAlgorithm are what the library ran the
+	// row with on each side, where the runs recorded it.
+	BaselineAlgorithm string `json:"baseline_algorithm,omitempty"`
+	CurrentAlgorithm  string `json:"current_algorithm,omitempty"`
 }
 
 // RunInfo identifies one side of a comparison.
@@ -110,6 +114,9 @@ type Comparison struct {
 	Warnings   []string        `json:"warnings,omitempty"`
 	Failed     bool            `json:"failed"`
 	Reasons    []string        `json:"reasons,omitempty"`
+	// AlgorithmNotes say, for each band of regressed sizes, whether the
+	// library's choice of algorithm changed there.
+	AlgorithmNotes []string `json:"algorithm_notes,omitempty"`
 }
 
 // ErrNothingInCommon is returned when no row of the current run matches the baseline.
@@ -152,10 +159,16 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	}
 	common := 0
 	seen := map[string]bool{}
-	add := func(r results.Row, layout, mode string, b, k *results.Half) {
+	add := func(r results.Row, layout, mode string, b, k *results.Half, ba, ka *results.AlgoChoice) {
 		band, label := th.band(r.SizeBytes)
 		cr := CompareRow{Collective: r.Collective, DType: r.DType, Op: r.Op, Root: r.Root, Layout: layout,
 			SizeBytes: r.SizeBytes, Mode: mode, Band: label, Metric: band.Metric}
+		if ba != nil {
+			cr.BaselineAlgorithm = ba.String()
+		}
+		if ka != nil {
+			cr.CurrentAlgorithm = ka.String()
+		}
 		switch {
 		case b == nil && k == nil:
 			return
@@ -193,21 +206,22 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		br, ok := baseRows[k]
 		layout := layoutOf(cur, r)
 		if !ok {
-			add(r, layout, "out-of-place", nil, r.OutOfPlace)
-			add(r, layout, "in-place", nil, r.InPlace)
+			add(r, layout, "out-of-place", nil, r.OutOfPlace, nil, r.Algorithm)
+			add(r, layout, "in-place", nil, r.InPlace, nil, r.Algorithm)
 			continue
 		}
 		common++
-		add(r, layout, "out-of-place", br.OutOfPlace, r.OutOfPlace)
-		add(r, layout, "in-place", br.InPlace, r.InPlace)
+		add(r, layout, "out-of-place", br.OutOfPlace, r.OutOfPlace, br.Algorithm, r.Algorithm)
+		add(r, layout, "in-place", br.InPlace, r.InPlace, br.Algorithm, r.Algorithm)
 	}
 	for _, k := range baseOrder {
 		if !seen[k] {
 			r := baseRows[k]
-			add(r, layoutOf(base, r), "out-of-place", r.OutOfPlace, nil)
-			add(r, layoutOf(base, r), "in-place", r.InPlace, nil)
+			add(r, layoutOf(base, r), "out-of-place", r.OutOfPlace, nil, r.Algorithm, nil)
+			add(r, layoutOf(base, r), "in-place", r.InPlace, nil, r.Algorithm, nil)
 		}
 	}
+	c.AlgorithmNotes = algorithmNotes(c.Rows)
 	if common == 0 {
 		return nil, ErrNothingInCommon
 	}
@@ -242,7 +256,8 @@ func metric(h *results.Half, m string) float64 {
 }
 
 // noise is the larger relative spread either side measured: per-iteration
-// CV, or a baseline's spread over runs.
+// CV, the spread of a run's cycles (--cycles), or a baseline's spread over
+// runs and their cycles.
 func noise(hs ...*results.Half) float64 {
 	n := 0.0
 	for _, h := range hs {
@@ -250,6 +265,97 @@ func noise(hs ...*results.Half) float64 {
 			n = math.Max(n, h.Iter.CV)
 		}
 		n = math.Max(n, h.Spread)
+		n = math.Max(n, h.Cycles.Spread(h.TimeUS))
 	}
 	return n
+}
+
+// algorithmNotes groups each case's regressed sizes into bands of
+// consecutive sizes and says for each whether the library's choice of
+// algorithm changed there, e.g. "allreduce float sum, 1 MiB-16 MiB:
+// NCCL's choice changed: RING/LL128/16ch -> TREE/SIMPLE/16ch".
+func algorithmNotes(rows []CompareRow) []string {
+	type sizeInfo struct {
+		regressed bool
+		base, cur string
+	}
+	type caseInfo struct {
+		name  string
+		sizes map[int64]*sizeInfo
+	}
+	var order []string
+	cases := map[string]*caseInfo{}
+	for _, r := range rows {
+		if r.Verdict == Missing || r.Verdict == New {
+			continue
+		}
+		name := r.Collective + " " + r.DType
+		if r.Op != "" && r.Op != "none" {
+			name += " " + r.Op
+		}
+		if r.Root >= 0 {
+			name += fmt.Sprintf(" root %d", r.Root)
+		}
+		if r.Layout != "" && r.Layout != "all" {
+			name += " groups " + r.Layout
+		}
+		ci, ok := cases[name]
+		if !ok {
+			ci = &caseInfo{name: name, sizes: map[int64]*sizeInfo{}}
+			cases[name] = ci
+			order = append(order, name)
+		}
+		si, ok := ci.sizes[r.SizeBytes]
+		if !ok {
+			si = &sizeInfo{base: r.BaselineAlgorithm, cur: r.CurrentAlgorithm}
+			ci.sizes[r.SizeBytes] = si
+		}
+		si.regressed = si.regressed || r.Verdict == Regressed
+	}
+	var notes []string
+	for _, name := range order {
+		ci := cases[name]
+		var sizes []int64
+		for s := range ci.sizes {
+			sizes = append(sizes, s)
+		}
+		sort.Slice(sizes, func(a, b int) bool { return sizes[a] < sizes[b] })
+		// Runs of consecutive regressed sizes with the same pair of choices.
+		for i := 0; i < len(sizes); {
+			si := ci.sizes[sizes[i]]
+			if !si.regressed {
+				i++
+				continue
+			}
+			j := i
+			for j+1 < len(sizes) {
+				nx := ci.sizes[sizes[j+1]]
+				if !nx.regressed || nx.base != si.base || nx.cur != si.cur {
+					break
+				}
+				j++
+			}
+			band := HumanBytes(sizes[i])
+			if j > i {
+				band += "-" + HumanBytes(sizes[j])
+			}
+			var what string
+			switch {
+			case si.base == "" && si.cur == "":
+				i = j + 1
+				continue // nothing to say
+			case si.base == "":
+				what = "the baseline recorded no algorithm (current: " + si.cur + ")"
+			case si.cur == "":
+				what = "the current run recorded no algorithm (baseline: " + si.base + ")"
+			case si.base != si.cur:
+				what = "the algorithm changed: " + si.base + " -> " + si.cur
+			default:
+				what = "same algorithm (" + si.cur + "): the slowdown is not the library's choice"
+			}
+			notes = append(notes, fmt.Sprintf("%s, %s regressed: %s", name, band, what))
+			i = j + 1
+		}
+	}
+	return notes
 }

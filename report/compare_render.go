@@ -96,6 +96,9 @@ func compareTable(w io.Writer, c *Comparison) error {
 	if err := tb.Render(); err != nil {
 		return err
 	}
+	for _, n := range c.AlgorithmNotes {
+		fmt.Fprintf(w, "# why:      %s\n", n)
+	}
 	fmt.Fprintf(w, "# %s\n", c.verdictLine())
 	return nil
 }
@@ -138,6 +141,14 @@ func compareMarkdown(w io.Writer, c *Comparison) error {
 		fmt.Fprintln(w, "#### Regressed or missing")
 		fmt.Fprintln(w)
 		table(bad)
+		fmt.Fprintln(w)
+	}
+	if len(c.AlgorithmNotes) > 0 {
+		fmt.Fprintln(w, "#### Algorithm in the regressed bands")
+		fmt.Fprintln(w)
+		for _, n := range c.AlgorithmNotes {
+			fmt.Fprintln(w, "- "+n)
+		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "<details><summary>%d other rows</summary>\n\n", len(rest))
@@ -195,6 +206,9 @@ func compareJUnit(w io.Writer, c *Comparison) error {
 		for _, r := range groups[k] {
 			line := fmt.Sprintf("%s %s %s root %d %s %s %s: %s -> %s (%+.1f%%, allowed %.1f%%) %s", r.Collective, r.DType, r.Op, r.Root,
 				HumanBytes(r.SizeBytes), r.Mode, r.Metric, valueString(r.Baseline, r.Metric), valueString(r.Current, r.Metric), r.DeltaPct, r.AllowedPct, r.Verdict)
+			if r.BaselineAlgorithm != "" || r.CurrentAlgorithm != "" {
+				line += fmt.Sprintf(" [algorithm %s -> %s]", orDash(r.BaselineAlgorithm), orDash(r.CurrentAlgorithm))
+			}
 			lines = append(lines, line)
 			if r.Verdict == Regressed || (r.Verdict == Missing && !c.Thresholds.AllowMissing) {
 				fails = append(fails, line)
@@ -220,4 +234,11 @@ func compareJUnit(w io.Writer, c *Comparison) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

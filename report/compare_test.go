@@ -176,3 +176,73 @@ func TestHTMLReportStructure(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestCompareAlgorithmNotes(t *testing.T) {
+	mk := func(scale float64, algo map[int64]string) *results.Document {
+		d := &results.Document{Config: results.Config{Ranks: 2}}
+		for _, size := range []int64{64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20} {
+			s := 1.0
+			if size >= 1<<20 && size <= 64<<20 {
+				s = scale // the regressed band
+			}
+			r := results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: size, Ranks: 2,
+				OutOfPlace: &results.Half{TimeUS: float64(size) / 1e4 * s, BusBW: 100 / s}}
+			if a, ok := algo[size]; ok {
+				p := strings.Split(a, "/")
+				r.Algorithm = &results.AlgoChoice{Algo: p[0], Proto: p[1], Channels: p[2]}
+			}
+			d.Results = append(d.Results, r)
+		}
+		return d
+	}
+	before := map[int64]string{64 << 10: "RING/LL/0..1", 1 << 20: "RING/LL128/0..15", 4 << 20: "RING/LL128/0..15",
+		16 << 20: "RING/LL128/0..15", 64 << 20: "RING/SIMPLE/0..15", 256 << 20: "RING/SIMPLE/0..15"}
+	after := map[int64]string{64 << 10: "RING/LL/0..1", 1 << 20: "TREE/SIMPLE/0..15", 4 << 20: "TREE/SIMPLE/0..15",
+		16 << 20: "TREE/SIMPLE/0..15", 64 << 20: "RING/SIMPLE/0..15", 256 << 20: "RING/SIMPLE/0..15"}
+	c, err := Compare(mk(1, before), mk(1.3, after), "b", "c", DefaultThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"allreduce float sum, 1 MiB-16 MiB regressed: the algorithm changed: RING/LL128/16ch -> TREE/SIMPLE/16ch",
+		"allreduce float sum, 64 MiB regressed: same algorithm (RING/SIMPLE/16ch): the slowdown is not the library's choice",
+	}
+	if strings.Join(c.AlgorithmNotes, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("notes:\n%s\nwant:\n%s", strings.Join(c.AlgorithmNotes, "\n"), strings.Join(want, "\n"))
+	}
+	var b bytes.Buffer
+	if err := WriteComparison(&b, c, "table"); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "compare-algorithm.table.golden", b.Bytes())
+	// Only one side recorded it.
+	c, _ = Compare(mk(1, nil), mk(1.3, after), "b", "c", DefaultThresholds())
+	if len(c.AlgorithmNotes) == 0 || !strings.Contains(c.AlgorithmNotes[0], "the baseline recorded no algorithm (current: TREE/SIMPLE/16ch)") {
+		t.Fatalf("one-sided: %q", c.AlgorithmNotes)
+	}
+	// Neither: nothing to say.
+	c, _ = Compare(mk(1, nil), mk(1.3, nil), "b", "c", DefaultThresholds())
+	if len(c.AlgorithmNotes) != 0 {
+		t.Fatalf("no algorithms, yet notes: %q", c.AlgorithmNotes)
+	}
+}
+
+// TestCompareUsesCycleSpread: a run of several cycles carries its own
+// noise, which widens what a comparison allows.
+func TestCompareUsesCycleSpread(t *testing.T) {
+	base := cmpDoc("b", 1, 0, "aaa")
+	cur := cmpDoc("c", 1.12, 0, "aaa") // 12% slower
+	c, _ := Compare(base, cur, "b", "c", DefaultThresholds())
+	if c.Counts[Regressed] == 0 {
+		t.Fatal("12% slower without any noise should regress")
+	}
+	for i := range cur.Results {
+		for _, h := range cur.Results[i].Halves() {
+			h.Cycles = &results.CycleStats{N: 5, TimeMinUS: h.TimeUS * 0.93, TimeMaxUS: h.TimeUS * 1.07} // ±7%: allowed 14%
+		}
+	}
+	c, _ = Compare(base, cur, "b", "c", DefaultThresholds())
+	if c.Counts[Regressed] != 0 || c.Failed {
+		t.Fatalf("cycle spread ignored: %+v", c.Counts)
+	}
+}

@@ -240,10 +240,25 @@ func medianHalf(hs []*Half) *Half {
 	if len(hs) == 0 {
 		return nil
 	}
-	pick := func(get func(*Half) float64) (float64, float64) {
-		v := make([]float64, len(hs))
-		for i, h := range hs {
-			v[i] = get(h)
+	// A run of several cycles contributes every cycle, so one run of
+	// --cycles N spreads like N runs.
+	type sample struct{ time, algbw, busbw float64 }
+	var all []sample
+	for _, h := range hs {
+		if c := h.Cycles; c != nil && len(c.TimesUS) > 0 && h.TimeUS > 0 {
+			for _, t := range c.TimesUS {
+				if t > 0 {
+					all = append(all, sample{t, h.AlgBW * h.TimeUS / t, h.BusBW * h.TimeUS / t})
+				}
+			}
+			continue
+		}
+		all = append(all, sample{h.TimeUS, h.AlgBW, h.BusBW})
+	}
+	pick := func(get func(sample) float64) (float64, float64) {
+		v := make([]float64, len(all))
+		for i, x := range all {
+			v[i] = get(x)
 		}
 		sort.Float64s(v)
 		med := v[len(v)/2]
@@ -258,9 +273,9 @@ func medianHalf(hs []*Half) *Half {
 	}
 	out := &Half{}
 	var s1, s2 float64
-	out.TimeUS, s1 = pick(func(h *Half) float64 { return h.TimeUS })
-	out.AlgBW, _ = pick(func(h *Half) float64 { return h.AlgBW })
-	out.BusBW, s2 = pick(func(h *Half) float64 { return h.BusBW })
+	out.TimeUS, s1 = pick(func(x sample) float64 { return x.time })
+	out.AlgBW, _ = pick(func(x sample) float64 { return x.algbw })
+	out.BusBW, s2 = pick(func(x sample) float64 { return x.busbw })
 	out.Spread = math.Max(s1, s2)
 	out.Runs = len(hs)
 	var wrong int64

@@ -76,6 +76,27 @@ func TestMakeBaselineMedianAndSpread(t *testing.T) {
 	}
 }
 
+// TestMakeBaselineFromCycles: one run of --cycles N counts as N samples,
+// so a baseline from it carries the cycles' median and spread.
+func TestMakeBaselineFromCycles(t *testing.T) {
+	h := half(10, 100) // the median cycle
+	h.Cycles = &CycleStats{N: 5, TimesUS: []float64{9, 10, 10, 11, 12.5}, TimeMinUS: 9, TimeMaxUS: 12.5}
+	d := &Document{Schema: Schema, SchemaVersion: 1,
+		Results: []Row{{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: 1 << 20, OutOfPlace: h}}}
+	b, err := MakeBaseline([]*Document{d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := b.Results[0].OutOfPlace
+	if got.TimeUS != 10 || got.BusBW != 100 || got.Runs != 1 {
+		t.Fatalf("median %+v", got)
+	}
+	// Times spread (12.5-9)/2/10 = 17.5%; bandwidth (1000/9-1000/12.5)/2/100 = 15.6%.
+	if got.Spread < 0.174 || got.Spread > 0.176 {
+		t.Fatalf("spread %v, want 0.175", got.Spread)
+	}
+}
+
 // FuzzReadAny feeds arbitrary bytes to the result readers (collbench and
 // NCCL benchmark JSON): they may refuse, never panic.
 func FuzzReadAny(f *testing.F) {

@@ -165,7 +165,7 @@ type Row struct {
 type AlgoChoice struct {
 	Algo     string `json:"algo"`
 	Proto    string `json:"proto,omitempty"`
-	Channels string `json:"channels,omitempty"` // e.g. "0..15"
+	Channels string `json:"channels,omitempty"` // a range such as "0..15", or a count
 	// Source says where the choice was read: NCCL's tuning log, or the
 	// cpu backend itself.
 	Source string `json:"source,omitempty"`
@@ -184,6 +184,8 @@ func (a *AlgoChoice) String() string {
 		var lo, hi int
 		if n, _ := fmt.Sscanf(a.Channels, "%d..%d", &lo, &hi); n == 2 {
 			s += fmt.Sprintf("/%dch", hi-lo+1)
+		} else if n == 1 && fmt.Sprint(lo) == a.Channels {
+			s += fmt.Sprintf("/%dch", lo)
 		} else {
 			s += "/" + a.Channels
 		}

@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # GPU test run: correctness of every collective x dtype x op on 1, 2, 4 (8) GPUs,
-# the GPU unit tests, and a bandwidth sweep compared with the reference figures.
-# Uses prebuilt bin/collbench and bin/nccl.test (make gpu-bins); needs no Go.
-# Logs go to $OUT (when set) or ./gpu-logs.
+# the GPU unit tests, bandwidth compared with the reference figures, the
+# features of NCCL's benchmark, the algorithm probe, small-message parity
+# side by side with NCCL's benchmark, faults and doctor.
+# Uses prebuilt bin/collbench, bin/collbench-mpi and bin/nccl.test (make
+# gpu-bins); needs no Go. The parity section builds NCCL's benchmark from
+# $NCCL_TESTS (default ext/nccl-tests, a git-ignored copy of its source).
+#
+#   SECTIONS="machine unit correct ..." scripts/gpu-test.sh   run only those
+#
+# Sections, in order: machine unit correct sweep latency groups multiproc
+# suites diag memory badinput fault doctor features explain register parity
+# cycles. Without SECTIONS every section runs.
+# The log and a few result files go to $OUT (when set) or ./gpu-logs; the rest
+# stays in $WORK.
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-gpu-logs}
-mkdir -p "$OUTDIR"
+WORK=${WORK:-/tmp/collbench-gpu}
+mkdir -p "$OUTDIR" "$WORK"
 BIN=${BIN:-bin/collbench}
+NCCL_TESTS=${NCCL_TESTS:-ext/nccl-tests}
+NCCL_2289=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2
 export NCCL_NVLS_ENABLE=0
 LOG=$OUTDIR/gpu-test.log
 exec > >(tee -a "$LOG") 2>&1
@@ -16,8 +30,34 @@ passes=0
 step() { echo; echo "=== $*"; }
 ok() { passes=$((passes + 1)); echo "PASS: $*"; }
 bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
+SECTIONS=${SECTIONS:-all}
+section_start=0
+# want NAME: whether section NAME runs; prints its header and the wall time
+# of the previous section.
+want() {
+  [ "${ngpu:-0}" != "${all_gpus:-0}" ] && restore_gpus
+  case " $SECTIONS " in *" all "*|*" $1 "*) ;; *) return 1 ;; esac
+  [ "$section_start" != 0 ] && python3 -c "print('(section took %.0f s)' % ($(date +%s.%N) - $section_start))"
+  section_start=$(date +%s.%N)
+  echo; echo "##### section $1"
+  return 0
+}
+# wall CMD...: runs CMD and prints its wall time.
+wall() { local t0; t0=$(date +%s.%N); "$@"; local rc=$?; python3 -c "print('wall %.1f s' % ($(date +%s.%N) - $t0))"; return $rc; }
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+all_gpus=$ngpu
+# two_gpus: the sections measured against the 2-GPU reference use GPUs 0
+# and 1 only (on a larger machine too); all_gpus restores the rest.
+two_gpus() {
+  if [ "$all_gpus" -gt 2 ]; then export CUDA_VISIBLE_DEVICES=0,1; ngpu=2; echo "(on GPUs 0 and 1 of $all_gpus)"; fi
+}
+orig_cvd=${CUDA_VISIBLE_DEVICES-unset}
+restore_gpus() {
+  if [ "$orig_cvd" = unset ]; then unset CUDA_VISIBLE_DEVICES; else export CUDA_VISIBLE_DEVICES=$orig_cvd; fi
+  ngpu=$all_gpus
+}
+if want machine; then
 step "machine: $ngpu GPUs"
 nvidia-smi -L
 nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total,driver_version --format=csv
@@ -26,23 +66,29 @@ nvidia-smi topo -m
 "$BIN" env || bad "collbench env"
 
 step "topology: collbench topo beside nvidia-smi topo -m"
-if "$BIN" topo > "$OUTDIR/topo.txt" 2>&1; then ok "collbench topo"; else bad "collbench topo"; fi
-cat "$OUTDIR/topo.txt"
-"$BIN" topo --no-nccl --format json --record "$OUTDIR/facts-${ngpu}gpu.json" > /dev/null && ok "topo --record" || bad "topo --record"
+if "$BIN" topo > "$WORK/topo.txt" 2>&1; then ok "collbench topo"; else bad "collbench topo"; fi
+cat "$WORK/topo.txt"
+"$BIN" topo --no-nccl --format json --record "$WORK/facts-${ngpu}gpu.json" > /dev/null && ok "topo --record" || bad "topo --record"
 nvidia-smi topo -m
 
+fi
+
+if want unit; then
 step "GPU unit tests (bin/nccl.test)"
 if [ -x bin/nccl.test ]; then
-  if bin/nccl.test -test.v -test.run GPU -test.timeout 600s > "$OUTDIR/gotest.log" 2>&1; then
+  if bin/nccl.test -test.v -test.run GPU -test.timeout 600s > "$WORK/gotest.log" 2>&1; then
     ok "GPU unit tests"
   else
     bad "GPU unit tests"
   fi
-  grep -E '^(=== RUN|--- |\s+gpu_test|ok|FAIL|PASS)' "$OUTDIR/gotest.log" | grep -v '=== RUN' | head -60
+  grep -E '^(=== RUN|--- |\s+gpu_test|ok|FAIL|PASS)' "$WORK/gotest.log" | grep -v '=== RUN' | head -60
 else
   bad "bin/nccl.test missing (run make gpu-bins where Go is installed)"
 fi
 
+fi
+
+if want correct; then
 step "correctness through the CLI: every collective x dtype x op, roots all, both modes"
 for g in 1 2 4 8; do
   [ "$g" -le "$ngpu" ] || continue
@@ -50,20 +96,23 @@ for g in 1 2 4 8; do
   # unwritten; the diagnosis step below shows it, so avg is left out here.
   ops=all; [ "$g" -eq 1 ] && ops=sum,prod,max,min
   if "$BIN" sweep --backend nccl -g "$g" --collectives all --dtype all --op "$ops" --root all \
-      --sizes 8,1000,1M,4194308 -n 2 -w 1 --check 2 --format csv > "$OUTDIR/correct-g$g.csv" 2> "$OUTDIR/correct-g$g.err"; then
-    ok "correctness on $g GPUs ($(($(wc -l < "$OUTDIR/correct-g$g.csv") - 1)) row halves)"
+      --sizes 8,1000,1M,4194308 -n 2 -w 1 --check 2 --format csv > "$WORK/correct-g$g.csv" 2> "$WORK/correct-g$g.err"; then
+    ok "correctness on $g GPUs ($(($(wc -l < "$WORK/correct-g$g.csv") - 1)) row halves)"
   else
-    bad "correctness on $g GPUs (exit $?)"; tail -5 "$OUTDIR/correct-g$g.err"
-    awk -F, 'NR > 1 && $12 != "0"' "$OUTDIR/correct-g$g.csv" | head -20
+    bad "correctness on $g GPUs (exit $?)"; tail -5 "$WORK/correct-g$g.err"
+    awk -F, 'NR > 1 && $12 != "0"' "$WORK/correct-g$g.csv" | head -20
   fi
-  rm -f "$OUTDIR/correct-g$g.err"
+  rm -f "$WORK/correct-g$g.err"
 done
-cat "$OUTDIR"/correct-g*.csv > "$OUTDIR/correctness.csv" 2>/dev/null; rm -f "$OUTDIR"/correct-g*.csv
+cat "$WORK"/correct-g*.csv > "$WORK/correctness.csv" 2>/dev/null; rm -f "$WORK"/correct-g*.csv
 
+fi
+
+if want sweep; then
 step "bandwidth sweep: six collectives, float sum, 20 iters, 8 B - 4 GiB, --check 1 (wall time, RSS, GPU memory)"
 nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 250 > /tmp/gpumem.csv 2>/dev/null &
 smi=$!
-python3 - "$BIN" "$OUTDIR" <<'PY'
+python3 - "$BIN" "$WORK" <<'PY'
 import resource, subprocess, sys, time
 bin_, out = sys.argv[1], sys.argv[2]
 six = "allreduce,allgather,reduce-scatter,broadcast,sendrecv,alltoall"
@@ -92,10 +141,10 @@ rc=$?
 kill $smi 2>/dev/null
 [ $rc -eq 0 ] && ok "bandwidth sweep" || bad "bandwidth sweep (exit $rc)"
 awk -F, '{ if ($2+0 > m[$1]) m[$1] = $2+0 } END { for (g in m) printf "GPU %s peak memory used during the sweep: %d MiB\n", g, m[g] }' /tmp/gpumem.csv | sort
-grep -E '^#|GiB|MiB|  8 B' "$OUTDIR/sweep.txt" | grep -E '^# (collbench|backend|ranks|[a-z-]+$|wrong|avg)| (8 B|1 MiB|64 MiB|1 GiB|4 GiB) '
+grep -E '^#|GiB|MiB|  8 B' "$WORK/sweep.txt" | grep -E '^# (collbench|backend|ranks|[a-z-]+$|wrong|avg)| (8 B|1 MiB|64 MiB|1 GiB|4 GiB) '
 
 step "reference comparison (gpu-machines.md figures, 4x H200, NCCL 2.28.3)"
-python3 - "$OUTDIR/sweep.json" "$ngpu" <<'PY'
+python3 - "$WORK/sweep.json" "$ngpu" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 ref = {  # collective: (8 B time us, 1 MiB busbw, 64 MiB, 1 GiB, 4 GiB)
@@ -126,6 +175,9 @@ for coll, r in ref.items():
 print("wrong total:", doc["summary"]["wrong_total"])
 PY
 
+fi
+
+if want latency; then
 step "small-message latency: allreduce 8 B, plain (3 runs; thread-per-GPU reference 8.5 us) and CUDA graph (100 replays; reference 7.9 us)"
 for i in 1 2 3; do "$BIN" allreduce --backend nccl --sizes 8 -n 20 | grep -E ' 8 B '; done
 "$BIN" allreduce --backend nccl --sizes 8 -n 20 --cuda-graph 100 && ok "cuda-graph run" || bad "cuda-graph run"
@@ -133,15 +185,18 @@ for i in 1 2 3; do "$BIN" allreduce --backend nccl --sizes 8 -n 20 | grep -E ' 8
 step "per-iteration statistics: allreduce 1 MiB and 1 GiB"
 "$BIN" allreduce --backend nccl --sizes 1M,1G -n 50 --iter-stats && ok "iter-stats run" || bad "iter-stats run"
 
+fi
+
+if want groups; then
 step "groups: verify-groups on NCCL (default layouts) on 2 and 4 GPUs"
 for g in 2 4 8; do
   [ "$g" -le "$ngpu" ] || continue
-  if "$BIN" verify-groups --backend nccl -g "$g" >> "$OUTDIR/verify-groups.txt"; then
+  if "$BIN" verify-groups --backend nccl -g "$g" >> "$WORK/verify-groups.txt"; then
     ok "verify-groups on $g GPUs"
   else
     bad "verify-groups on $g GPUs"
   fi
-  grep -E '^# (PASS|FAIL|mismatch)' "$OUTDIR/verify-groups.txt" | tail -3
+  grep -E '^# (PASS|FAIL|mismatch)' "$WORK/verify-groups.txt" | tail -3
 done
 
 step "groups: allreduce 1 MiB - 1 GiB with --rank-list [[0,1],[2,3]] and without"
@@ -150,6 +205,9 @@ if [ "$ngpu" -ge 4 ]; then
   "$BIN" allreduce --backend nccl -g 4 --sizes 1M:1G | grep -E '^ +[0-9]+ [KMG]iB' && ok "allreduce without groups" || bad "allreduce without groups"
 fi
 
+fi
+
+if want multiproc; then
 step "multi-process: one process per GPU under mpirun (MPI build), collbench launch, and 2 simulated nodes"
 sizes=8,1M,64M,1G
 echo "single process, for comparison:"
@@ -184,10 +242,13 @@ if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
     bad "verify-groups over 2 simulated nodes"
   fi
   grep -E 'node|PASS|FAIL|mismatch' /tmp/vg-nodes.txt | grep -vE '^ +[0-9] \|' | tail -10
-  cat /tmp/vg-nodes.txt >> "$OUTDIR/verify-groups.txt"
+  cat /tmp/vg-nodes.txt >> "$WORK/verify-groups.txt"
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 1M -n 2 -w 1 2>&1 | grep -E 'via NET|nNodes' | head -4
 fi
 
+fi
+
+if want suites; then
 step "suites: collbench run --config configs/quick.yaml, then acceptance.yaml (60% of peak from 1 GiB)"
 if "$BIN" run --config configs/quick.yaml --output /tmp/cb-quick --quiet > /tmp/quick.txt 2>&1; then ok "run quick.yaml"; else bad "run quick.yaml"; fi
 tail -3 /tmp/quick.txt
@@ -197,10 +258,16 @@ grep -E "acceptance|collbench:" /tmp/acc.txt | head -12
 "$BIN" run --config configs/quick.yaml --baseline /tmp/quick-base.json --output /tmp/cb-quick2 --quiet > /tmp/quick2.txt 2>&1
 echo "quick.yaml against its own earlier run (run-to-run noise, not gating): exit $?"; tail -2 /tmp/quick2.txt
 
+fi
+
+if want diag; then
 step "diagnosis (not gating): single-rank avg on float at a size that leaves a tail (rows show the wrong elements)"
 "$BIN" allreduce --backend nccl -g 1 --op avg --dtype float,half --sizes 1000,786432,3145740 -n 1 -w 0 --check 1 | grep -E 'MiB|KiB| B |mismatch'
 "$BIN" allreduce --backend nccl -g 2 --op avg --dtype float --sizes 3145740 -n 1 -w 0 | grep -E 'MiB|KiB| B |mismatch'
 
+fi
+
+if want memory; then
 step "host memory: RSS by rank count and with the kernels' JIT disabled (host-copy fallback)"
 for v in "-g 1" "-g 2" "-g 4" "-g 4 jit-off"; do
   set -- $v
@@ -212,6 +279,9 @@ print('  $v: exit', rc, 'peak RSS', resource.getrusage(resource.RUSAGE_CHILDREN)
     env $env "$BIN" allreduce --backend nccl $1 $2 --sizes 8,64M -n 2
 done
 
+fi
+
+if want badinput; then
 step "bad input and failures on the GPU backend"
 "$BIN" allreduce --backend nccl -g $((ngpu + 1)) --sizes 8 > /dev/null 2>/tmp/err; rc=$?
 cat /tmp/err; [ $rc -eq 3 ] && ok "too many ranks exits 3" || bad "too many ranks exit $rc"
@@ -221,40 +291,46 @@ cat /tmp/err; [ $rc -eq 2 ] && ok "missing --nccl-lib exits 2" || bad "missing -
 cat /tmp/err
 [ $rc -eq 2 ] && grep -q "cannot fit" /tmp/err && ok "sizes beyond free GPU memory refused before the run, exit 2" || bad "sizes beyond GPU memory: exit $rc"
 
+fi
+
+if want fault; then
 step "faults: a rank stopped with SIGSTOP under launch -n 2 is named; the run ends within the bound, rows kept"
 if [ "$ngpu" -ge 2 ]; then
-  rm -f "$OUTDIR/fault.json"
+  rm -f "$WORK/fault.json"
   start=$(date +%s.%N)
   "$BIN" launch -n 2 -- allreduce --backend nccl --sizes 64M:4G -n 1000 -w 5 --timeout 30s --heartbeat-timeout 10s \
-    -o "$OUTDIR/fault.json" > /tmp/fault.txt 2>&1 &
+    -o "$WORK/fault.json" > /tmp/fault.txt 2>&1 &
   lp=$!
   for i in $(seq 1 600); do
-    python3 -c "import json,sys; sys.exit(0 if len(json.load(open('$OUTDIR/fault.json'))['results']) >= 2 else 1)" 2>/dev/null && break
+    python3 -c "import json,sys; sys.exit(0 if len(json.load(open('$WORK/fault.json'))['results']) >= 2 else 1)" 2>/dev/null && break
     sleep 0.1
   done
   r1=$(for p in $(pgrep -P $lp); do tr '\0' '\n' < /proc/$p/environ | grep -qx COLLBENCH_RANK=1 && echo $p; done)
-  echo "rank 1 is pid $r1; rows on disk: $(python3 -c "import json; print(len(json.load(open('$OUTDIR/fault.json'))['results']))")"
+  echo "rank 1 is pid $r1; rows on disk: $(python3 -c "import json; print(len(json.load(open('$WORK/fault.json'))['results']))")"
   kill -STOP "$r1"; stopped=$(date +%s.%N)
   wait $lp; rc=$?; ended=$(date +%s.%N)
   python3 -c "print('named and ended %.1f s after SIGSTOP (heartbeat bound 10 s, watchdog 30 s), exit $rc' % ($ended - $stopped))"
   grep -E 'stopped answering|the cause|launch:' /tmp/fault.txt | head -6
-  python3 -c "import json; d=json.load(open('$OUTDIR/fault.json')); print('rows kept:', len(d['results']), '| error:', d.get('error'))"
+  python3 -c "import json; d=json.load(open('$WORK/fault.json')); print('rows kept:', len(d['results']), '| error:', d.get('error'))"
   left=$(pgrep -f 'collbench allreduce' | wc -l)
   [ $rc -eq 4 ] && grep -q "rank 1 (.*) stopped answering" /tmp/fault.txt && [ "$left" -eq 0 ] \
     && ok "stopped rank named, exit 4, no process left" || bad "stopped rank: exit $rc, $left processes left"
 fi
 
+fi
+
+if want doctor; then
 step "doctor: clean (quick and full), NCCL_P2P_DISABLE=1, and a GPU slowed by another workload"
 if [ "$ngpu" -ge 2 ]; then
   for mode in --quick ""; do
     start=$(date +%s.%N)
-    "$BIN" doctor $mode -o "$OUTDIR/doctor${mode:+-quick}.json" > /tmp/doctor.txt 2>&1; rc=$?
+    "$BIN" doctor $mode -o "$WORK/doctor${mode:+-quick}.json" > /tmp/doctor.txt 2>&1; rc=$?
     python3 -c "print('doctor ${mode:-full}: exit $rc, wall %.1f s' % ($(date +%s.%N) - $start))"
     head -3 /tmp/doctor.txt
     [ $rc -eq 0 ] && ok "doctor ${mode:-full} on a clean machine is healthy" || { bad "doctor ${mode:-full} clean: exit $rc"; cat /tmp/doctor.txt; }
   done
   cat /tmp/doctor.txt
-  NCCL_P2P_DISABLE=1 "$BIN" doctor -o "$OUTDIR/doctor-p2p-off.json" > /tmp/doctor.txt 2>&1; rc=$?
+  NCCL_P2P_DISABLE=1 "$BIN" doctor -o "$WORK/doctor-p2p-off.json" > /tmp/doctor.txt 2>&1; rc=$?
   head -4 /tmp/doctor.txt
   grep -E '^ *[a-z0-9-]+ \| +0-1 ' /tmp/doctor.txt
   [ $rc -eq 1 ] && grep -q "GPU 0 (.*) ↔ GPU 1 (.*).*NCCL used SHM" /tmp/doctor.txt \
@@ -269,13 +345,193 @@ while time.time() - t < 120: b.copy_(a)
 " > /tmp/load.txt 2>&1 &
   load=$!
   for i in $(seq 1 60); do grep -q running /tmp/load.txt && break; sleep 0.5; done
-  "$BIN" doctor -o "$OUTDIR/doctor-loaded.json" > /tmp/doctor.txt 2>&1; rc=$?
+  "$BIN" doctor -o "$WORK/doctor-loaded.json" > /tmp/doctor.txt 2>&1; rc=$?
   kill $load 2>/dev/null; wait $load 2>/dev/null
   head -4 /tmp/doctor.txt; cat /tmp/load.txt | tail -2
   sed -n '/each GPU alone/,/^$/p' /tmp/doctor.txt
   [ $rc -eq 1 ] && grep -qE "^FAIL rank 1 \(.*GPU" /tmp/doctor.txt && ok "a GPU slowed by another workload is named" || bad "loaded GPU: exit $rc"
 fi
 
+fi
+
+if want features; then
+step "features of NCCL's benchmark: gather, scatter, alltoallv, hypercube; -m, -z, -u, -C, -N, -M, -R (every row verified)"
+if wall "$BIN" sweep --backend nccl --collectives gather,scatter,alltoallv,hypercube --dtype float,bf16,int8 --sizes 8,1000,1M,64M,1G -n 10 -w 2 \
+    --check 1 > "$WORK/newcolls.txt" 2>&1; then ok "gather, scatter, alltoallv, hypercube verified"; else bad "new collectives (exit $?)"; fi
+grep -E '^# [a-z]+$|^# (wrong|avg)| (1 GiB|64 MiB|8 B) ' "$WORK/newcolls.txt" | grep -E 'float|^#' | head -30
+for f in "-m 4" "-z 1" "-z 2" "-z 3" "-u 1" "-C" "-N 3" "-M" "-R local" "-R symmetric"; do
+  echo "--- allreduce $f"
+  if "$BIN" allreduce --backend nccl --sizes 8,64K,1M,64M,1G -n 20 -w 5 $f > "$WORK/feature.txt" 2>&1; then
+    ok "allreduce $f"
+  else
+    bad "allreduce $f (exit $?)"
+  fi
+  grep -E '^# (note|memory|settings)|^ +[0-9]+ [KMG]?i?B |wrong elements|collbench:' "$WORK/feature.txt"
+done
+echo "--- the same features on NCCL's benchmark's other collectives: sweep --collectives all -m 2 -z 1 -u 3 -N 2 --check 1"
+"$BIN" sweep --backend nccl --collectives all --sizes 8,1M -n 4 -w 1 -m 2 -z 1 -u 3 -N 2 -q | grep -E '^# [a-z-]+$|wrong elements' | paste - - \
+  && ok "all collectives with -m 2 -z 1 -u 3 -N 2" || bad "all collectives with features"
+fi
+
+if want explain; then
+step "algorithm per row: NCCL's tuning log, captured raw (2.28.3 and 2.28.9), and --explain through the probe"
+for lib in /usr/lib/x86_64-linux-gnu/libnccl.so.2 "$NCCL_2289"; do
+  [ -e "$lib" ] || { echo "no $lib"; continue; }
+  v=$("$BIN" allreduce --backend nccl --nccl-lib "$lib" --sizes 8 -n 1 -w 0 --format json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['environment']['backend']['version'])")
+  # The raw log of one operation per row, as the probe sees it (the probe itself keeps its log private).
+  COLLBENCH_ALGORITHM_PROBE=off NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING NCCL_DEBUG_FILE="$WORK/tuning-$v.log" \
+    "$BIN" sweep --backend nccl --nccl-lib "$lib" --collectives all --sizes 8:1G:x16 -n 1 -w 0 --check 0 --mode out-of-place -q > /dev/null 2>&1
+  echo "NCCL $v: $(grep -c 'Bytes -> ' "$WORK/tuning-$v.log") tuning lines captured; first ones:"
+  grep 'Bytes -> ' "$WORK/tuning-$v.log" | head -4
+  COLLBENCH_ALGORITHM_PROBE=off NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING NCCL_DEBUG_FILE="$WORK/tuning-$v-symmetric.log" \
+    "$BIN" sweep --backend nccl --nccl-lib "$lib" --collectives allreduce,allgather,reduce-scatter --sizes 8:64M:x16 -R symmetric -n 1 -w 0 --check 0 --mode out-of-place -q > /dev/null 2>&1
+  echo "with -R symmetric: $(grep -c 'Bytes -> ' "$WORK/tuning-$v-symmetric.log") lines, $(grep -c Symmetric "$WORK/tuning-$v-symmetric.log") of them symmetric kernels"
+  grep 'Bytes -> ' "$WORK/tuning-$v-symmetric.log" | head -3
+  if wall "$BIN" sweep --backend nccl --nccl-lib "$lib" --collectives allreduce,allgather,broadcast,alltoall --sizes 8:1G:x8 --explain \
+      -o "$WORK/explain-$v.json" > "$WORK/explain.txt" 2>&1 \
+     && python3 -c "
+import json,sys
+d=json.load(open('$WORK/explain-$v.json'))
+miss=[(r['collective'],r['size_bytes']) for r in d['results'] if not r.get('algorithm')]
+print('rows with an algorithm: %d of %d' % (len(d['results'])-len(miss), len(d['results'])), 'notes:', d.get('notes'))
+sys.exit(1 if miss else 0)"; then
+    ok "--explain on NCCL $v: every row has NCCL's choice"
+  else
+    bad "--explain on NCCL $v"
+  fi
+  grep -E '^# [a-z]+$|^ +[0-9]+ [KMG]?i?B |algorithm' "$WORK/explain.txt" | head -24
+  echo "probe cost: the same sweep without the probe:"
+  COLLBENCH_ALGORITHM_PROBE=off wall "$BIN" sweep --backend nccl --nccl-lib "$lib" --collectives allreduce,allgather,broadcast,alltoall --sizes 8:1G:x8 -q > /dev/null
+done
+ls "$WORK"/tuning-*.log
+fi
+
+if want register; then
+two_gpus
+step "buffer registration: allreduce and allgather, none / local / symmetric, out-of-place time (us) and busbw, median of 3 alternating passes"
+for pass in 1 2 3; do
+  for reg in none local symmetric; do
+    "$BIN" sweep --backend nccl --collectives allreduce,allgather --sizes 8:64K:x8,1M,64M,1G -n 50 -w 10 -R $reg -q --mode out-of-place \
+      -o "$WORK/reg-$reg-$pass.json" > /dev/null 2> "$WORK/reg.err" || { echo "-R $reg: exit $?"; tail -2 "$WORK/reg.err"; }
+  done
+done
+python3 - "$WORK" <<'PY'
+import json, statistics, sys, glob
+w = sys.argv[1]
+cells = {}
+for reg in ("none", "local", "symmetric"):
+    for f in glob.glob(f"{w}/reg-{reg}-*.json"):
+        d = json.load(open(f))
+        for r in d["results"]:
+            h = r.get("out_of_place")
+            if h:
+                cells.setdefault((r["collective"], r["size_bytes"]), {}).setdefault(reg, []).append((h["time_us"], h["busbw_gbps"], str(r.get("algorithm"))))
+print(f"{'collective':10} {'size':>10} | {'none us':>8} {'local us':>9} {'sym us':>8} | {'none GB/s':>9} {'local':>7} {'sym':>7}")
+for (c, s), v in sorted(cells.items()):
+    def med(reg, i):
+        xs = [x[i] for x in v.get(reg, [])]
+        return statistics.median(xs) if xs else float("nan")
+    print(f"{c:10} {s:>10} | {med('none',0):8.2f} {med('local',0):9.2f} {med('symmetric',0):8.2f} | {med('none',1):9.2f} {med('local',1):7.2f} {med('symmetric',1):7.2f}")
+PY
+ok "registration measured"
+fi
+
+if want parity; then
+two_gpus
+step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, median of 4 alternating passes"
+nt=$NCCL_TESTS/build
+if [ ! -x "$nt/sendrecv_perf" ] && [ -d "$NCCL_TESTS" ]; then
+  echo "building NCCL's benchmark from $NCCL_TESTS"
+  wall make -C "$NCCL_TESTS" -j16 MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > "$WORK/nccl-tests-build.log" 2>&1 \
+    || { tail -20 "$WORK/nccl-tests-build.log"; }
+fi
+if [ -x "$nt/sendrecv_perf" ]; then
+  "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 8 -n 1 -w 0 | grep -E "nccl-tests|NCCL version" | head -2
+  for pass in 1 2 3 4; do
+    for c in allreduce:all_reduce allgather:all_gather reduce-scatter:reduce_scatter broadcast:broadcast reduce:reduce alltoall:alltoall sendrecv:sendrecv; do
+      cb=${c%%:*}; ref=${c##*:}
+      "$nt/${ref}_perf" -t "$ngpu" -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 > "$WORK/par-ref-$cb-$pass.txt" 2>&1
+      "$BIN" "$cb" --backend nccl --sizes 8:64K -n 50 -w 10 -q -o "$WORK/par-cb-$cb-$pass.json" > /dev/null 2>&1
+      if [ "$cb" = broadcast ]; then
+        COLLBENCH_CUDA_STREAM=default "$BIN" "$cb" --backend nccl --sizes 8:64K -n 50 -w 10 -q -o "$WORK/par-cbdef-$cb-$pass.json" > /dev/null 2>&1
+      fi
+    done
+  done
+  python3 - "$WORK" > "$WORK/parity.txt" <<'PY'
+import glob, json, re, statistics, sys
+w = sys.argv[1]
+def ref_times(path):
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 13 and f[0].isdigit() and f[1].isdigit():
+            out[int(f[0])] = float(f[5])
+    return out
+def cb_times(path):
+    try:
+        d = json.load(open(path))
+    except Exception:
+        return {}
+    return {r["size_bytes"]: r["out_of_place"]["time_us"] for r in d["results"] if r.get("out_of_place") and r["count"] > 0}
+colls = ["allreduce", "allgather", "reduce-scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
+result, worst = {}, {}
+for c in colls:
+    ref, cb, cbdef = {}, {}, {}
+    for p in sorted(glob.glob(f"{w}/par-ref-{c}-*.txt")):
+        for s, t in ref_times(p).items(): ref.setdefault(s, []).append(t)
+    for p in sorted(glob.glob(f"{w}/par-cb-{c}-*.json")):
+        for s, t in cb_times(p).items(): cb.setdefault(s, []).append(t)
+    for p in sorted(glob.glob(f"{w}/par-cbdef-{c}-*.json")):
+        for s, t in cb_times(p).items(): cbdef.setdefault(s, []).append(t)
+    print(f"\n{c}: out-of-place time, median of {len(glob.glob(f'{w}/par-ref-{c}-*.txt'))} passes (us)")
+    print(f"{'size':>8} {'reference':>10} {'collbench':>10} {'diff':>7}" + (f" {'default stream':>15} {'diff':>7}" if cbdef else ""))
+    for s in sorted(set(ref) & set(cb)):
+        r, k = statistics.median(ref[s]), statistics.median(cb[s])
+        d = (k - r) / r * 100
+        worst[c] = max(worst.get(c, -1e9), d)
+        line = f"{s:>8} {r:10.2f} {k:10.2f} {d:+6.1f}%"
+        if s in cbdef:
+            kd = statistics.median(cbdef[s])
+            line += f" {kd:15.2f} {(kd - r) / r * 100:+6.1f}%"
+        print(line)
+        result.setdefault(c, []).append({"size": s, "ref_us": r, "collbench_us": k, "ref_all": ref[s], "collbench_all": cb[s],
+                                        "default_stream_us": statistics.median(cbdef[s]) if s in cbdef else None})
+print("\nworst collbench vs reference per collective (positive = slower):", {c: f"{v:+.1f}%" for c, v in worst.items()})
+json.dump(result, open(f"{w}/parity.json", "w"), indent=1)
+bad = [c for c, v in worst.items() if v > 5]
+print("PARITY", "FAIL " + ",".join(bad) if bad else "OK (every size within 5% or faster)")
+PY
+  cat "$WORK/parity.txt"
+  grep -q "PARITY OK" "$WORK/parity.txt" && ok "small-message parity" || bad "small-message parity"
+else
+  bad "NCCL's benchmark not built (source expected in $NCCL_TESTS)"
+fi
+fi
+
+if want cycles; then
+two_gpus
+step "run-to-run noise and --cycles: 5 runs each of -N 1, 3 and 5; each later run compared with a baseline of the first (the machine is unchanged, so every regression is a false alarm)"
+for n in 1 3 5; do
+  for run in 1 2 3 4 5; do
+    "$BIN" sweep --backend nccl --collectives allreduce,allgather,alltoall --sizes 8:1G:x4 -n 20 -w 5 -N $n -q -o "$WORK/cyc-$n-$run.json" > /dev/null 2>&1
+  done
+  "$BIN" baseline make "$WORK/cyc-$n-1.json" -o "$WORK/cyc-$n-base.json" > /dev/null 2>&1
+  falses=0; rows=0
+  for run in 2 3 4 5; do
+    "$BIN" compare "$WORK/cyc-$n-base.json" "$WORK/cyc-$n-$run.json" --format json > "$WORK/cyc-cmp.json" 2>/dev/null
+    read r f <<< "$(python3 -c "import json; c=json.load(open('$WORK/cyc-cmp.json')); print(len(c['rows']), c['counts'].get('regressed', 0))")"
+    rows=$((rows + r)); falses=$((falses + f))
+  done
+  echo "--cycles $n: $falses false regressions in $rows compared row halves (4 runs against the first)"
+done
+ok "cycles noise measured"
+fi
+
+if [ "$section_start" != 0 ]; then python3 -c "print('(section took %.0f s)' % ($(date +%s.%N) - $section_start))"; fi
+# At most eight files come back from a lent machine: the log and these.
+for f in "$WORK"/facts-*gpu.json "$WORK"/tuning-2.28.*.log "$WORK/parity.json" "$WORK/doctor.json" "$WORK/sweep.json"; do
+  [ -f "$f" ] && [ "$(ls "$OUTDIR" | wc -l)" -lt 8 ] && cp "$f" "$OUTDIR/"
+done
 step "summary: $passes passed, $fails failed"
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -13,7 +13,8 @@ import (
 // library that logs its decisions per call then logs one per row, in row
 // order, on each group's communicator. It returns how many rows it issued
 // (rows past a failure are not issued) and the error that stopped it.
-func ProbeRows(ctx context.Context, w World, p Plan, cases []Case, layout Layout, board *watchdog.Board) (int, error) {
+// onRow, if set, is called before each row with its index.
+func ProbeRows(ctx context.Context, w World, p Plan, cases []Case, layout Layout, board *watchdog.Board, onRow func(int)) (int, error) {
 	n := w.Size()
 	if len(layout.Groups) == 0 {
 		layout = WholeWorld(n)
@@ -58,6 +59,9 @@ func ProbeRows(ctx context.Context, w World, p Plan, cases []Case, layout Layout
 			}
 			if err := bufs.ensure(need + pad); err != nil {
 				return issued, fmt.Errorf("%s size %s: %w", c.Coll, FormatSize(size), err)
+			}
+			if onRow != nil {
+				onRow(issued)
 			}
 			what := "probe of " + describeCase(c, size, inPlace)
 			err := gw.Run(func(r Rank) error {

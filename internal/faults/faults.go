@@ -22,7 +22,9 @@ const Syntax = `items separated by ';':
   delay-link:A-B:DUR   every message between ranks A and B is delayed by DUR (e.g. 5ms)
   slow-rank:R:RATE     everything rank R sends, and its local copies, move at RATE
   slow-host:H:RATE     the same for every rank on host H
-  corrupt:R            rank R flips a bit in every message it sends (and in its outputs)`
+  corrupt:R            rank R flips a bit in every message it sends (and in its outputs)
+  probe-hang:R         rank R's algorithm probe stops answering once its world is open
+  probe-exit:R         rank R's algorithm probe exits with status 3 once its world is open`
 
 type link struct{ a, b int }
 
@@ -37,6 +39,7 @@ type Set struct {
 	rankRate  map[int]float64
 	hostRate  map[string]float64
 	corrupt   map[int]bool
+	probe     map[int]string // rank -> "hang" or "exit"
 }
 
 // Parse reads a spec (see Syntax). An empty spec gives nil.
@@ -46,7 +49,7 @@ func Parse(spec string) (*Set, error) {
 		return nil, nil
 	}
 	s := &Set{spec: spec, hang: map[int]int64{}, linkRate: map[link]float64{}, linkDelay: map[link]time.Duration{},
-		rankRate: map[int]float64{}, hostRate: map[string]float64{}, corrupt: map[int]bool{}}
+		rankRate: map[int]float64{}, hostRate: map[string]float64{}, corrupt: map[int]bool{}, probe: map[int]string{}}
 	for _, item := range strings.Split(spec, ";") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -137,6 +140,15 @@ func (s *Set) add(item string) error {
 			return err
 		}
 		s.corrupt[r] = true
+	case "probe-hang", "probe-exit":
+		if err := want(2); err != nil {
+			return err
+		}
+		r, err := parseRank(f[1])
+		if err != nil {
+			return err
+		}
+		s.probe[r] = strings.TrimPrefix(f[0], "probe-")
 	default:
 		return fmt.Errorf("unknown fault %q", f[0])
 	}
@@ -207,6 +219,15 @@ func (s *Set) HangAt(rank int) (int64, bool) {
 	}
 	n, ok := s.hang[rank]
 	return n, ok
+}
+
+// ProbeFault says what rank's algorithm probe is to do wrong: "hang",
+// "exit" or "" (nothing).
+func (s *Set) ProbeFault(rank int) string {
+	if s == nil {
+		return ""
+	}
+	return s.probe[rank]
 }
 
 // Corrupts reports whether rank corrupts what it sends.

@@ -415,6 +415,14 @@ func benchRun(o *BenchOptions) error {
 		doc.Config.Processes, doc.Config.Launcher = n, launch.Source
 	}
 	o.document = doc
+	probe, probeNote, err := o.probeAlgorithms(ctx, ss, plan, cases, layout)
+	if err != nil {
+		return err
+	}
+	if probeNote != "" {
+		doc.Notes = append(doc.Notes, probeNote)
+	}
+	choices := probe.byRow()
 	world, err := f.openWorld(ctx, b, pw, n, o.Device)
 	if err != nil {
 		return err
@@ -446,6 +454,7 @@ func benchRun(o *BenchOptions) error {
 		if len(layout.Groups) > 1 {
 			row.Layout = o.RankList
 		}
+		attachAlgorithms(&row, choices[i])
 		if o.Memory && metered {
 			usedPeak = max(usedPeak, meter.UsedMemory())
 		}

@@ -164,12 +164,7 @@ func (f *Factory) openWorld(ctx context.Context, b suites.Backend, pw *processWo
 		}
 		return w, nil
 	}
-	if device < 0 {
-		device = pw.launch.LocalRank
-		if v, err := strconv.Atoi(f.getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
-			device = v
-		}
-	}
+	device = f.localDevice(pw, device)
 	w, err := b.(suites.DistributedBackend).OpenDistributed(ctx, pw.ctl, device)
 	if err != nil {
 		err = fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", pw.launch.Rank, b.Name(), device, err)
@@ -177,6 +172,18 @@ func (f *Factory) openWorld(ctx context.Context, b suites.Backend, pw *processWo
 		return nil, &RunError{err}
 	}
 	return w, nil
+}
+
+// localDevice is the device this process's rank drives under a launcher:
+// --device, COLLBENCH_DEVICE, or the local rank.
+func (f *Factory) localDevice(pw *processWorld, device int) int {
+	if device >= 0 {
+		return device
+	}
+	if v, err := strconv.Atoi(f.getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
+		return v
+	}
+	return pw.launch.LocalRank
 }
 
 // session is what every command that runs collectives settles first: the

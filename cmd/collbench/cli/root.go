@@ -48,6 +48,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdEnv(f, nil))
 	root.AddCommand(NewCmdStream(f))
 	root.AddCommand(NewCmdDoctor(f, nil))
+	root.AddCommand(NewCmdAlgorithmProbe(f))
 	return root
 }
 

@@ -1,0 +1,135 @@
+package cpu
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"collbench/dtype"
+	"collbench/suites"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestRootedAndVariableGolden records where every element of gather,
+// scatter and alltoallv lands, for every type, on three ranks in one
+// process and across three processes: the outputs are read back element by
+// element and written out, so a change in placement or conversion shows in
+// the golden file, and each output is also verified against the
+// expectation.
+func TestRootedAndVariableGolden(t *testing.T) {
+	colls := []suites.Collective{suites.Gather, suites.Scatter, suites.AllToAllV}
+	const n, root = 3, 1
+	var b bytes.Buffer
+	for _, c := range colls {
+		for _, ty := range dtype.All() {
+			esz := ty.Size()
+			size := int64(12 * esz) // the row size: 4 elements per rank for gather and scatter
+			fmt.Fprintf(&b, "%s %s, %d ranks, root %d, size %d B\n", c, ty, n, root, size)
+			inProc := outputs(t, c, ty, n, root, size, false)
+			across := outputs(t, c, ty, n, root, size, true)
+			for r := 0; r < n; r++ {
+				if inProc[r] != across[r] {
+					t.Errorf("%s %s rank %d: in one process %s, across processes %s", c, ty, r, inProc[r], across[r])
+				}
+				fmt.Fprintf(&b, "  rank %d: %s\n", r, inProc[r])
+			}
+		}
+	}
+	path := filepath.Join("testdata", "rooted-and-variable.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Errorf("outputs differ from %s; got:\n%s", path, b.Bytes())
+	}
+}
+
+// outputs runs one call of c on n ranks and returns each rank's output
+// elements as text ("-" where the collective defines none).
+func outputs(t *testing.T, c suites.Collective, ty dtype.DType, n, root int, size int64, distributed bool) []string {
+	t.Helper()
+	out := make([]string, n)
+	body := func(ctx context.Context, w suites.World) error {
+		return w.Run(func(r suites.Rank) error {
+			esz := ty.Size()
+			g := suites.GeometryFor(c, size, esz, n, r.Rank())
+			dom := suites.DomainFor(c, ty, suites.Sum, n)
+			e := suites.Expectation{Coll: c, DType: ty, Op: suites.Sum, Root: root, Ranks: n, Rank: r.Rank(), Geom: g, Domain: dom, Seed: 7}
+			send, err := r.Alloc(max(g.SendCount, 1) * int64(esz))
+			if err != nil {
+				return err
+			}
+			recv, err := r.Alloc(max(g.RecvCount, 1) * int64(esz))
+			if err != nil {
+				return err
+			}
+			if err := r.Fill(suites.View{Buf: send}, g.SendCount, e.InputPattern(r.Rank())); err != nil {
+				return err
+			}
+			if err := r.Poison(suites.View{Buf: recv}, g.RecvCount, ty); err != nil {
+				return err
+			}
+			call := suites.Call{Coll: c, DType: ty, Op: suites.Sum, Root: root, Count: g.Count, Send: suites.View{Buf: send}, Recv: suites.View{Buf: recv}}
+			if err := r.Launch(call); err != nil {
+				return err
+			}
+			if err := r.Sync(); err != nil {
+				return err
+			}
+			if !e.Checked() {
+				out[r.WorldRank()] = "-"
+				return nil
+			}
+			wrong, err := r.Check(suites.View{Buf: recv}, e)
+			if err != nil {
+				return err
+			}
+			if wrong != 0 {
+				return fmt.Errorf("rank %d: %d wrong elements", r.Rank(), wrong)
+			}
+			raw, err := r.(suites.HostReader).ReadHost(suites.View{Buf: recv}, e.OutputCount()*int64(esz))
+			if err != nil {
+				return err
+			}
+			var vals []string
+			for i := int64(0); i < e.OutputCount(); i++ {
+				vals = append(vals, strconv.FormatFloat(ty.Get(raw, i), 'f', -1, 64))
+			}
+			out[r.WorldRank()] = "[" + strings.Join(vals, " ") + "]"
+			return nil
+		})
+	}
+	if !distributed {
+		w, err := New(Options{}).Open(context.Background(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if err := body(context.Background(), w); err != nil {
+			t.Fatalf("%s %s: %v", c, ty, err)
+		}
+		return out
+	}
+	for r, err := range distRun(t, n, Options{}, nil, body) {
+		if err != nil {
+			t.Fatalf("%s %s rank %d: %v", c, ty, r, err)
+		}
+	}
+	return out
+}

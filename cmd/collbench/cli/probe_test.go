@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/binary"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"collbench/suites"
+)
+
+// The algorithm probe runs on NCCL; COLLBENCH_ALGORITHM_PROBE=always runs
+// it on the cpu backend, so its process handling, the relay of control
+// rounds through the parents and its faults are exercised here.
+
+func TestAlgorithmProbeAcrossProcesses(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.json")
+	p := startSelf(t, []string{EnvProbe + "=always"}, "launch", "-n", "4", "--", "sweep", "--collectives", "allreduce,alltoall",
+		"--backend", "cpu", "--sizes", "1K,256K", "-n", "2", "-w", "1", "-q", "--rank-list", "[[0,1],[2,3]]", "-o", out, "--explain")
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, p.out, p.errb)
+	}
+	d := readRows(t, out)
+	if len(d.Results) != 4 {
+		t.Fatalf("%d rows, want 4", len(d.Results))
+	}
+	for _, r := range d.Results {
+		if r.Algorithm == nil || r.Algorithm.Source != "cpu backend (probe)" {
+			t.Errorf("%s %d B: algorithm %+v, want one from the probe", r.Collective, r.SizeBytes, r.Algorithm)
+		}
+		for _, g := range r.Groups {
+			if g.Algorithm == nil || !strings.HasSuffix(g.Algorithm.Source, "(probe)") {
+				t.Errorf("%s %d B group %d: algorithm %+v, want one from the probe", r.Collective, r.SizeBytes, g.ID, g.Algorithm)
+			}
+		}
+		want := map[string]string{"allreduce": "RING", "alltoall": "PAIRWISE"}[r.Collective]
+		if r.Algorithm != nil && r.Algorithm.Algo != want {
+			t.Errorf("%s: algorithm %s, want %s", r.Collective, r.Algorithm.Algo, want)
+		}
+	}
+	if !strings.Contains(p.out.String(), "RING/TCP") {
+		t.Errorf("--explain table has no algorithm column:\n%s", p.out)
+	}
+	noneLeft(t)
+}
+
+// TestAlgorithmProbeFaults plants a probe that exits and one that hangs, in
+// one process and under a launcher: the run goes on without algorithms,
+// says why and names the rank, within the probe's bound.
+func TestAlgorithmProbeFaults(t *testing.T) {
+	cases := []struct {
+		name   string
+		fault  string
+		launch bool
+		want   []string
+	}{
+		{"exit alone", "probe-exit:0", false, []string{"the algorithm probe failed", "exit status 3"}},
+		{"exit rank 2", "probe-exit:2", true, []string{"ended on rank 2", "exit status 3"}},
+		{"hang rank 1", "probe-hang:1", true, []string{"ended on rank 1", "took longer than 3s", "before its first operation"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"allreduce", "--backend", "cpu", "--sizes", "1K,64K", "-n", "2", "-w", "1", "-q"}
+			if tc.launch {
+				args = append([]string{"launch", "-n", "4", "--"}, args...)
+			}
+			start := time.Now()
+			p := startSelf(t, []string{EnvProbe + "=always", EnvProbeTimeout + "=3s", "COLLBENCH_FAULTS=" + tc.fault}, args...)
+			if code := p.wait(t, 60*time.Second); code != 0 {
+				t.Fatalf("exit %d, want 0 (a failed probe costs only the algorithms)\n%s\n%s", code, p.out, p.errb)
+			}
+			out := p.out.String()
+			var note string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "# note:") && strings.Contains(l, "probe") {
+					note = l
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(note, w) {
+					t.Errorf("note %q lacks %q", note, w)
+				}
+			}
+			if !strings.Contains(out, "wrong elements:    0 (OK)") {
+				t.Errorf("the benchmark did not run after the failed probe:\n%s", out)
+			}
+			if el := time.Since(start); el > 40*time.Second {
+				t.Errorf("took %v: the probe's 3 s bound was not kept", el)
+			}
+			noneLeft(t)
+		})
+	}
+}
+
+func TestProbeFrames(t *testing.T) {
+	var b bytes.Buffer
+	parts := [][]byte{[]byte("a"), nil, {}, bytes.Repeat([]byte("x"), 1000)}
+	if err := writeFrame(&b, frameData, encodeParts(parts)); err != nil {
+		t.Fatal(err)
+	}
+	typ, p, err := readFrame(&b)
+	if err != nil || typ != frameData {
+		t.Fatalf("read %q %v", typ, err)
+	}
+	got, err := decodeParts(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || string(got[0]) != "a" || got[1] != nil || got[2] == nil || len(got[3]) != 1000 {
+		t.Fatalf("parts came back as %q", got)
+	}
+	// Damaged input is an error, never a panic.
+	for _, bad := range [][]byte{nil, {0, 0, 0, 9}, {0, 0, 0, 1, 0, 0, 0, 50, 1}} {
+		if _, err := decodeParts(bad); err == nil {
+			t.Errorf("decodeParts(%v) accepted it", bad)
+		}
+	}
+	var big bytes.Buffer
+	big.Write([]byte{frameData})
+	_ = binary.Write(&big, binary.BigEndian, uint32(maxFrameBytes+1))
+	if _, _, err := readFrame(&big); err == nil {
+		t.Error("a frame over the limit was read")
+	}
+}
+
+func TestDescribeStage(t *testing.T) {
+	spec := probeSpec{Cases: []suites.Case{{Coll: suites.AllReduce}, {Coll: suites.Broadcast}}, Plan: suites.Plan{Sizes: []int64{1024, 1 << 20}}}
+	for stage, want := range map[int]string{
+		stageStarting: "while opening its communicators",
+		stageOpen:     "before its first operation",
+		0:             "at row 1 of 4, allreduce 1.0 KiB",
+		3:             "at row 4 of 4, broadcast 1.0 MiB",
+	} {
+		if got := describeStage(stage, spec); got != want {
+			t.Errorf("stage %d: %q, want %q", stage, got, want)
+		}
+	}
+}
