@@ -72,6 +72,9 @@ func (d *doc) assemble() {
 		}
 		return a[1] - b[1]
 	})
+	// A host whose every GPU pair is slow (three or more ranks) is one
+	// finding about the host's peer-to-peer path, not one per rank.
+	pairs, fs = d.hostWidePairs(pairs, fs)
 	partners := map[int][]int{}
 	for _, p := range pairs {
 		partners[p[0]] = append(partners[p[0]], p[1])
@@ -142,6 +145,105 @@ func (d *doc) assemble() {
 			d.rep.Healthy = false
 		}
 	}
+}
+
+// hostWidePairs takes out of pairs every host on which all pairs of its
+// three or more ranks are slow, and adds one finding for each such host:
+// what is common to every pair (peer-to-peer disabled, an IOMMU or ACS
+// setting, a degraded switch) rather than any one GPU.
+func (d *doc) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Finding) {
+	slow := map[[2]int]bool{}
+	for _, p := range pairs {
+		slow[p] = true
+	}
+	whole := map[string]bool{}
+	for _, h := range d.hostList {
+		m := append([]int(nil), d.members[h]...)
+		if len(m) < 3 {
+			continue
+		}
+		slices.Sort(m)
+		all := true
+		var oneWay, peers, expected []float64
+		transports := map[string]int{}
+		class := ""
+		for i := 0; i < len(m) && all; i++ {
+			for j := i + 1; j < len(m); j++ {
+				p := [2]int{m[i], m[j]}
+				if !slow[p] {
+					all = false
+					break
+				}
+				f := d.pairFigure(p)
+				s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
+				oneWay = append(oneWay, f.oneWay())
+				peers = append(peers, s.Peers)
+				if f.Expected > 0 {
+					expected = append(expected, f.Expected)
+				}
+				if class == "" {
+					class = f.Class
+				}
+				if tr := d.transport(p[0], p[1]); tr != "" {
+					transports[tr]++
+				}
+			}
+		}
+		if !all {
+			continue
+		}
+		whole[h] = true
+		n := len(m) * (len(m) - 1) / 2
+		v := median(oneWay)
+		what := "rank"
+		if _, ok := d.devIndex[m[0]]; ok && m[0] < len(d.o.Devices) {
+			what = "GPU"
+		}
+		msg := fmt.Sprintf("every one of its %d %s pairs is slow: %s GB/s one way (median)", n, what, gb(v))
+		if p := median(peers); p > 0 && len(d.hostList) > 1 {
+			msg += fmt.Sprintf(", pairs on other hosts %s GB/s", gb(p))
+		}
+		var e float64
+		if len(expected) > 0 {
+			e = median(expected)
+			msg += fmt.Sprintf(", expected %s GB/s over %s%s", gb(e), class, drop(v, e))
+		}
+		cause := "a path every pair shares: peer-to-peer disabled (NCCL_P2P_DISABLE, IOMMU or ACS), or a degraded switch"
+		if tr, c := mostUsed(transports); tr != "" {
+			cause = fmt.Sprintf("NCCL used %s over %d of the %d pairs", tr, c, n)
+			if strings.HasPrefix(class, "NV") && !strings.HasPrefix(tr, "P2P") {
+				cause += fmt.Sprintf(" although they have %s (peer-to-peer disabled or unavailable)", class)
+			}
+		}
+		fs = append(fs, Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-host-pairs", Part: "host " + h, Host: h, Ranks: m,
+			Value: v, Peers: median(peers), Expected: e, Unit: "GB/s", Msg: msg, Cause: cause})
+	}
+	if len(whole) == 0 {
+		return pairs, fs
+	}
+	var rest [][2]int
+	for _, p := range pairs {
+		if !whole[d.host(p[0])] || d.host(p[0]) != d.host(p[1]) {
+			rest = append(rest, p)
+		}
+	}
+	return rest, fs
+}
+
+// mostUsed returns the most frequent key (the smallest on a tie) and its count.
+func mostUsed(m map[string]int) (string, int) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	best, n := "", 0
+	for _, k := range keys {
+		if m[k] > n {
+			best, n = k, m[k]
+		}
+	}
+	return best, n
 }
 
 func (d *doc) transport(a, b int) string {

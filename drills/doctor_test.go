@@ -28,8 +28,9 @@ func runs() int {
 
 // TestDoctorDrills runs doctor on 8 cpu ranks over 2 simulated hosts: clean,
 // and with each kind of fault planted: a slow rank, a slow link within a
-// host, a slow rail across hosts, a rank that corrupts what it sends, and a
-// host whose ranks are all slow. Each must be named exactly (the right
+// host, a slow rail across hosts, a rank that corrupts what it sends, a
+// host whose ranks are all slow, and a host whose every GPU pair is slow
+// (peer-to-peer off). Each must be named exactly (the right
 // rank, pair or host, and nothing else) in every run; clean runs must be
 // healthy.
 func TestDoctorDrills(t *testing.T) {
@@ -51,6 +52,8 @@ func TestDoctorDrills(t *testing.T) {
 		{"slow rail across hosts", "slow-link:1-5:100MB/s", "slow-rail", []int{1, 5}, ""},
 		{"rank sending wrong data", "corrupt:6", "corrupt-sender", []int{6}, ""},
 		{"slow host", "slow-host:" + host + "-node1:100MB/s", "slow-host", nil, "host " + host + "-node1"},
+		{"every pair within a host slow", "slow-link:0-1:100MB/s;slow-link:0-2:100MB/s;slow-link:0-3:100MB/s;slow-link:1-2:100MB/s;slow-link:1-3:100MB/s;slow-link:2-3:100MB/s",
+			"slow-host-pairs", []int{0, 1, 2, 3}, "host " + host + "-node0"},
 	}
 	n := runs()
 	for _, c := range cases {

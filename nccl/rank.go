@@ -49,6 +49,8 @@ type devBuf struct {
 	// reg is the buffer's registration with the rank's communicator; the
 	// memory then comes from ncclMemAlloc.
 	reg *Registration
+	// ncclMem marks memory from ncclMemAlloc (COLLBENCH_ALLOC=ncclmem).
+	ncclMem bool
 }
 
 func (b *devBuf) Len() int64 { return b.n }
@@ -119,6 +121,13 @@ func (r *rank) Device() results.Device {
 }
 
 func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
+	if allocMode() == "ncclmem" && r.w.b.lib.HasRegister() {
+		p, err := MemAlloc(max(bytes, 256))
+		if err != nil {
+			return nil, fmt.Errorf("ncclMemAlloc of %s: %w", suites.FormatBytes(bytes), err)
+		}
+		return &devBuf{ptr: p, n: bytes, ncclMem: true}, nil
+	}
 	p, err := cuda.Alloc(max(bytes, 256))
 	if err != nil {
 		if cuda.IsOutOfMemory(err) {
@@ -138,6 +147,9 @@ func (r *rank) Free(sb suites.Buffer) error {
 	if b.reg != nil {
 		err := r.comm.Deregister(b.reg)
 		return errors.Join(err, MemFree(b.ptr))
+	}
+	if b.ncclMem {
+		return MemFree(b.ptr)
 	}
 	return cuda.Free(b.ptr)
 }
@@ -446,7 +458,11 @@ func (r *rank) grouped(calls func() error) error {
 }
 
 func (r *rank) Sync() error {
-	if err := cuda.Synchronize(r.stream); err != nil {
+	wait := cuda.Synchronize
+	if syncMode() == "spin" {
+		wait = cuda.SpinSynchronize
+	}
+	if err := wait(r.stream); err != nil {
 		if aerr := r.comm.AsyncError(); aerr != nil {
 			return fmt.Errorf("%w (%v)", aerr, err)
 		}
@@ -545,6 +561,19 @@ func useNativeAllToAll(has bool) bool { return has && !forceGroupedAllToAll }
 // default stream) instead of non-blocking, as collbench did before, to
 // compare the two on one machine.
 const EnvStream = "COLLBENCH_CUDA_STREAM"
+
+// EnvAlloc and EnvSync name two more diagnostics, for comparisons with
+// NCCL's benchmark: COLLBENCH_ALLOC=ncclmem allocates the buffers with
+// ncclMemAlloc (as that benchmark does) instead of cuMemAlloc, and
+// COLLBENCH_CUDA_SYNC=spin waits for a stream by polling it instead of
+// cuStreamSynchronize.
+const (
+	EnvAlloc = "COLLBENCH_ALLOC"
+	EnvSync  = "COLLBENCH_CUDA_SYNC"
+)
+
+func allocMode() string { return os.Getenv(EnvAlloc) }
+func syncMode() string  { return os.Getenv(EnvSync) }
 
 func streamFlags() uint {
 	if os.Getenv(EnvStream) == "default" {

@@ -137,6 +137,15 @@ func (c Collective) InPlaceDefined() bool { return c != AllToAll && c != SendRec
 // (hypercube exchanges with rank XOR 2^k).
 func (c Collective) PowerOfTwo() bool { return c == HyperCube }
 
+// PeakComparable reports whether the busbw of the collective named name can
+// be held against a link's peak. alltoallv cannot: its counts are uneven by
+// design, so the busiest rank sets its time while the links idle. An
+// unknown name is comparable.
+func PeakComparable(name string) bool {
+	c, err := ParseCollective(name)
+	return err != nil || c != AllToAllV
+}
+
 // BusFactor converts algorithm bandwidth to bus bandwidth for n ranks, so
 // that busbw is comparable to link speed whatever n is.
 func (c Collective) BusFactor(n int) float64 {

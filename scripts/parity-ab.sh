@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Small-message A/B against NCCL's benchmark: one collective at a time,
+# 8 B - 64 KiB, out-of-place time, 50 iterations, 10 warm-up, on GPUs 0 and
+# 1, each variant run in turn PASSES times; prints the median per size and
+# variant. A diagnosis aid for parity gaps: variants set collbench's
+# diagnostic switches (COLLBENCH_ALLOC, COLLBENCH_CUDA_SYNC,
+# COLLBENCH_CUDA_STREAM) or NCCL's benchmark's threading.
+#   COLLS="allgather reduce" PASSES=4 scripts/parity-ab.sh
+set -u
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin/collbench}
+NT=${NCCL_TESTS:-ext/nccl-tests}/build
+WORK=${WORK:-/tmp/collbench-ab}
+PASSES=${PASSES:-4}
+COLLS=${COLLS:-allgather reduce broadcast}
+export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
+mkdir -p "$WORK"; rm -f "$WORK"/*
+ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
+VARIANTS=${VARIANTS:-"ref ref-1thread cb cb-ncclmem cb-spin cb-ncclmem-spin cb-gomaxprocs4 cb-nocheck"}
+for pass in $(seq 1 "$PASSES"); do
+  for c in $COLLS; do
+    for v in $VARIANTS; do
+      out="$WORK/$c.$v.$pass"
+      case $v in
+        ref) "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 > "$out.txt" 2>&1 ;;
+        ref-1thread) "$NT/$(ref_name "$c")_perf" -t 1 -g 2 -b 8 -e 64K -f 2 -n 50 -w 10 > "$out.txt" 2>&1 ;;
+        cb) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-ncclmem) COLLBENCH_ALLOC=ncclmem "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-spin) COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-ncclmem-spin) COLLBENCH_ALLOC=ncclmem COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-gomaxprocs4) GOMAXPROCS=4 "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-nocheck) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --check 0 --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+      esac
+    done
+  done
+done
+python3 - "$WORK" "$COLLS" "$VARIANTS" <<'PY'
+import glob, json, statistics, sys
+w, colls, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+def times(path):
+    if path.endswith(".txt"):
+        out = {}
+        for line in open(path):
+            f = line.split()
+            if len(f) >= 13 and f[0].isdigit() and f[1].isdigit() and int(f[1]) > 0:
+                out[int(f[0])] = float(f[5])
+        return out
+    try:
+        d = json.load(open(path))
+    except Exception:
+        return {}
+    return {r["size_bytes"]: r["out_of_place"]["time_us"] for r in d["results"] if r.get("out_of_place") and r["count"] > 0}
+for c in colls:
+    med = {}
+    for v in variants:
+        acc = {}
+        for p in glob.glob(f"{w}/{c}.{v}.*"):
+            for s, t in times(p).items():
+                acc.setdefault(s, []).append(t)
+        med[v] = {s: statistics.median(x) for s, x in acc.items()}
+    sizes = sorted(set.intersection(*[set(m) for m in med.values() if m]) if any(med.values()) else [])
+    print(f"\n{c}: out-of-place time (us), median of passes")
+    print(f"{'size':>6} " + " ".join(f"{v[-16:]:>16}" for v in variants))
+    for s in sizes:
+        print(f"{s:>6} " + " ".join(f"{med[v].get(s, float('nan')):16.2f}" for v in variants))
+    if "ref" in med and med["ref"]:
+        print(f"{'mean':>6} " + " ".join(f"{statistics.mean(med[v][s] for s in sizes):16.2f}" if med[v] else f"{'-':>16}" for v in variants))
+    print("per pass, mean over sizes (one process each):")
+    for v in variants:
+        per = []
+        for p in sorted(glob.glob(f"{w}/{c}.{v}.*")):
+            t = times(p)
+            ss = [s for s in sizes if s in t]
+            if ss:
+                per.append(round(statistics.mean(t[s] for s in ss), 2))
+        print(f"  {v:>34}: {per}")
+PY
