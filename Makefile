@@ -1,17 +1,20 @@
 # collbench build, test and run targets. `make help` lists them.
 GO      ?= go
 BIN     ?= bin/collbench
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= 0.1.0-dev+$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+PREFIX  ?= /usr/local
 LDFLAGS := -X collbench/cmd/collbench/cli.Version=$(VERSION)
 GOFILES  = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 export CGO_ENABLED := 1
 
-.PHONY: help build build-mpi run test unit smoke drills mpi-check lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: help build build-mpi install man run test unit smoke drills mpi-check lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
 	@echo "make build-mpi build bin/collbench-mpi with MPI (needs libopenmpi-dev)"
+	@echo "make install   install collbench, its man pages and bash/zsh/fish completion under PREFIX (default /usr/local)"
+	@echo "make man       write the man pages to man/ (one per command)"
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
 	@echo "make test      lint, unit tests with -race, and a smoke run of the built binary"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
@@ -28,6 +31,19 @@ MPI_CFLAGS = $(shell pkg-config --cflags ompi 2>/dev/null || echo -I/usr/lib/x86
 MPI_LIBS   = $(shell pkg-config --libs ompi 2>/dev/null || echo -lmpi)
 build-mpi:
 	CGO_CFLAGS="$(MPI_CFLAGS)" CGO_LDFLAGS="$(MPI_LIBS)" $(GO) build -tags mpi -trimpath -ldflags "$(LDFLAGS)" -o bin/collbench-mpi ./cmd/collbench
+
+man: build
+	./$(BIN) man --dir man
+
+install: build man
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/collbench
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	./$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/collbench
+	./$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_collbench
+	./$(BIN) completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/collbench.fish
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/collbench ($$($(DESTDIR)$(PREFIX)/bin/collbench --version))"
 
 run: build
 	./$(BIN) allreduce --sizes 8:32M
@@ -97,4 +113,4 @@ ptx:
 		-o nccl/kernels/verify.ptx nccl/kernels/verify.cu
 
 clean:
-	rm -rf bin
+	rm -rf bin man

@@ -187,14 +187,30 @@ func Detect(getenv func(string) string) (*Launch, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s launch: %w", d.source, err)
+			return nil, fmt.Errorf("launched by %s: %w", d.source, err)
 		}
 		l.Evidence = ev
 		if l.Size < 1 || l.Rank >= l.Size {
-			return nil, fmt.Errorf("%s launch: rank %d does not fit a world of %d (%s)", d.source, l.Rank, l.Size, strings.Join(ev, " "))
+			return nil, fmt.Errorf("launched by %s: rank %d does not fit a world of %d (%s)", d.source, l.Rank, l.Size, strings.Join(ev, " "))
 		}
 		if addr := getenv(EnvRootAddr); addr != "" {
 			l.RootAddr = addr // an explicit address wins for every launcher
+		}
+		// A port that is not a number fails now, not after the rendezvous
+		// timeout.
+		for _, k := range []string{"MASTER_PORT", EnvPort} {
+			if v := getenv(k); v != "" {
+				if p, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || p < 1 || p > 65535 {
+					return nil, fmt.Errorf("launched by %s: %s=%s is not a port number: use 1-65535", d.source, k, v)
+				}
+			}
+		}
+		if l.RootAddr != "" {
+			if _, port, err := net.SplitHostPort(l.RootAddr); err != nil {
+				return nil, fmt.Errorf("launched by %s: rendezvous address %q is not host:port (%s)", d.source, l.RootAddr, strings.Join(ev, " "))
+			} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				return nil, fmt.Errorf("launched by %s: rendezvous address %q has no valid port: use 1-65535", d.source, l.RootAddr)
+			}
 		}
 		if l.Size == 1 {
 			return nil, nil

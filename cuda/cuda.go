@@ -178,6 +178,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -244,7 +245,14 @@ func Load() error {
 			if m := C.GoString(missing); m != "" {
 				loadErr = fmt.Errorf("%s lacks %s (driver too old?)", Library, m)
 			} else {
-				loadErr = fmt.Errorf("%s not found (is the NVIDIA driver installed?): %s", Library, C.GoString(&buf[0]))
+				// The loader's own words only when they add something to
+				// "not found" (a wrong architecture, a missing dependency).
+				detail := C.GoString(&buf[0])
+				if strings.Contains(detail, "No such file or directory") {
+					loadErr = fmt.Errorf("%s not found (is the NVIDIA driver installed?)", Library)
+				} else {
+					loadErr = fmt.Errorf("%s cannot be loaded (is the NVIDIA driver installed?): %s", Library, detail)
+				}
 			}
 			return
 		}

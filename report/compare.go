@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"collbench/results"
 )
@@ -84,7 +85,7 @@ type CompareRow struct {
 	Metric     string  `json:"metric"`
 	Baseline   float64 `json:"baseline"`
 	Current    float64 `json:"current"`
-	DeltaPct   float64 `json:"delta_pct"`   // positive = better
+	DeltaPct   float64 `json:"delta_pct"`   // the metric's change, current against baseline: a rise in time or busbw is positive
 	AllowedPct float64 `json:"allowed_pct"` // the threshold applied, noise included
 	Verdict    Verdict `json:"verdict"`
 	// BaselineAlgorithm and CurrentAlgorithm are what the library ran the
@@ -100,8 +101,10 @@ type RunInfo struct {
 	Started     string `json:"started,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Machine     string `json:"machine,omitempty"`
-	NCCL        string `json:"nccl,omitempty"`
-	Runs        int    `json:"runs,omitempty"`
+	// Backend is the backend and its library's version, e.g. "nccl 2.28.3"
+	// or "cpu go1.26.8".
+	Backend string `json:"backend,omitempty"`
+	Runs    int    `json:"runs,omitempty"`
 }
 
 // Comparison is a current run judged against a baseline.
@@ -117,13 +120,16 @@ type Comparison struct {
 	// AlgorithmNotes say, for each band of regressed sizes, whether the
 	// library's choice of algorithm changed there.
 	AlgorithmNotes []string `json:"algorithm_notes,omitempty"`
+	// Notes help read the verdict (e.g. how noisy the cpu backend is).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ErrNothingInCommon is returned when no row of the current run matches the baseline.
 var ErrNothingInCommon = errors.New("the two runs have no row in common (collective, type, op, root, groups and size)")
 
 func info(label string, d *results.Document) RunInfo {
-	ri := RunInfo{Label: label, Tool: d.Tool.Name + " " + d.Tool.Version, NCCL: d.Environment.Backend.Version}
+	ri := RunInfo{Label: label, Tool: d.Tool.Name + " " + d.Tool.Version,
+		Backend: strings.TrimSpace(d.Environment.Backend.Name + " " + d.Environment.Backend.Version)}
 	if !d.Started.IsZero() {
 		ri.Started = d.Started.UTC().Format("2006-01-02 15:04:05Z")
 	}
@@ -136,6 +142,18 @@ func info(label string, d *results.Document) RunInfo {
 	return ri
 }
 
+// spreadKnown reports whether d measured the spread of its rows (cycles).
+func spreadKnown(d *results.Document) bool {
+	for _, r := range d.Results {
+		for _, h := range r.Halves() {
+			if h.Cycles != nil || h.Runs > 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Compare judges cur against base, row by row and mode by mode.
 func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresholds) (*Comparison, error) {
 	if err := th.Validate(); err != nil {
@@ -145,16 +163,19 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	if b, k := c.Baseline.Fingerprint, c.Current.Fingerprint; b != "" && k != "" && b != k {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("machine shape differs: baseline %s (%s), current %s (%s)", b, c.Baseline.Machine, k, c.Current.Machine))
 	}
-	if b, k := c.Baseline.NCCL, c.Current.NCCL; b != "" && k != "" && b != k {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("NCCL version differs: baseline %s, current %s", b, k))
+	if b, k := c.Baseline.Backend, c.Current.Backend; b != "" && k != "" && b != k {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("backend or library version differs: baseline %s, current %s", b, k))
 	}
 	baseRows := map[string]results.Row{}
 	var baseOrder []string
+	baseDups := 0
 	for _, r := range base.Results {
 		k := results.RowKey(base, r)
-		if _, dup := baseRows[k]; !dup {
-			baseOrder = append(baseOrder, k)
+		if _, dup := baseRows[k]; dup {
+			baseDups++ // the first of duplicate rows is compared
+			continue
 		}
+		baseOrder = append(baseOrder, k)
 		baseRows[k] = r
 	}
 	common := 0
@@ -183,16 +204,18 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 			cr.AllowedPct = math.Max(band.Pct, 200*noise(b, k))
 			cr.Verdict = OK
 			if cr.Baseline > 0 {
-				if band.Metric == "busbw" {
-					cr.DeltaPct = (cr.Current - cr.Baseline) / cr.Baseline * 100
-				} else {
-					cr.DeltaPct = (cr.Baseline - cr.Current) / cr.Baseline * 100
+				// The delta is the metric's own change; a better run has
+				// more bandwidth or less time.
+				cr.DeltaPct = math.Round((cr.Current-cr.Baseline)/cr.Baseline*1e4) / 100
+				gain := cr.DeltaPct
+				if band.Metric != "busbw" {
+					gain = -gain
 				}
 				floorOK := band.Metric == "busbw" || math.Abs(cr.Current-cr.Baseline) > band.FloorUS
 				switch {
-				case cr.DeltaPct < -cr.AllowedPct && floorOK:
+				case gain < -cr.AllowedPct && floorOK:
 					cr.Verdict = Regressed
-				case cr.DeltaPct > cr.AllowedPct && floorOK:
+				case gain > cr.AllowedPct && floorOK:
 					cr.Verdict = Improved
 				}
 			}
@@ -200,8 +223,13 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		c.Rows = append(c.Rows, cr)
 		c.Counts[cr.Verdict]++
 	}
+	dups := 0
 	for _, r := range cur.Results {
 		k := results.RowKey(cur, r)
+		if seen[k] {
+			dups++ // the same row twice: only the first is compared
+			continue
+		}
 		seen[k] = true
 		br, ok := baseRows[k]
 		layout := layoutOf(cur, r)
@@ -221,6 +249,14 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 			add(r, layoutOf(base, r), "in-place", r.InPlace, nil, r.Algorithm, nil)
 		}
 	}
+	for _, d := range []struct {
+		n    int
+		side string
+	}{{baseDups, baseLabel}, {dups, curLabel}} {
+		if d.n > 0 {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s has %d rows that repeat an earlier row (same collective, type, op, root, groups and size); only the first of each was compared", d.side, d.n))
+		}
+	}
 	c.AlgorithmNotes = algorithmNotes(c.Rows)
 	if common == 0 {
 		return nil, ErrNothingInCommon
@@ -232,9 +268,14 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		c.Reasons = append(c.Reasons, fmt.Sprintf("%d missing", n))
 	}
 	if th.Strict && len(c.Warnings) > 0 {
-		c.Reasons = append(c.Reasons, "machine or NCCL differs (--strict)")
+		c.Reasons = append(c.Reasons, "machine or library differs (--strict)")
 	}
 	c.Failed = len(c.Reasons) > 0
+	if strings.HasPrefix(c.Baseline.Backend, "cpu") && strings.HasPrefix(c.Current.Backend, "cpu") && c.Counts[Regressed]+c.Counts[Improved] > 0 &&
+		!(c.Baseline.Runs > 1 || spreadKnown(base) || spreadKnown(cur)) {
+		c.Notes = append(c.Notes, "both runs are on the cpu backend, whose times move by tens of percent between identical runs on a shared host: "+
+			"gate on a baseline of several runs (collbench baseline make), run with --cycles 3, or widen --time-threshold")
+	}
 	return c, nil
 }
 

@@ -99,6 +99,9 @@ func compareTable(w io.Writer, c *Comparison) error {
 	for _, n := range c.AlgorithmNotes {
 		fmt.Fprintf(w, "# why:      %s\n", n)
 	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "# note:     %s\n", n)
+	}
 	fmt.Fprintf(w, "# %s\n", c.verdictLine())
 	return nil
 }
@@ -117,6 +120,9 @@ func compareMarkdown(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(w, "Baseline `%s` (%s%s), current `%s` (%s).\n\n", c.Baseline.Label, c.Baseline.Tool, runsNote(c.Baseline), c.Current.Label, c.Current.Tool)
 	for _, s := range c.Warnings {
 		fmt.Fprintf(w, "> **Warning:** %s\n\n", s)
+	}
+	for _, s := range c.Notes {
+		fmt.Fprintf(w, "> **Note:** %s\n\n", s)
 	}
 	var bad, rest []CompareRow
 	for _, r := range c.Rows {

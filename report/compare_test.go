@@ -89,7 +89,7 @@ func TestCompareNoiseAllowedMissingAndStrict(t *testing.T) {
 	}
 	cur.Environment.Backend.Version = "2.29.0"
 	th.Strict = true
-	if c, _ := Compare(base, cur, "b", "c", th); !c.Failed || !strings.Contains(strings.Join(c.Warnings, ";"), "NCCL version differs") {
+	if c, _ := Compare(base, cur, "b", "c", th); !c.Failed || !strings.Contains(strings.Join(c.Warnings, ";"), "library version differs: baseline nccl 2.28.3, current nccl 2.29.0") {
 		t.Fatalf("strict: %+v", c)
 	}
 	other := cmpDoc("x", 1, 0, "aaa")

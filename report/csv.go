@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/csv"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 
@@ -19,7 +20,9 @@ func WriteCSV(w io.Writer, d *results.Document) error {
 	if err := cw.Write(CSVHeader); err != nil {
 		return err
 	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	// Times in µs and bandwidths in GB/s to three decimals: nanoseconds and
+	// MB/s, finer than any clock collbench reads; no binary-fraction tails.
+	f := func(v float64) string { return strconv.FormatFloat(math.Round(v*1000)/1000, 'f', -1, 64) }
 	for _, r := range d.Results {
 		for _, m := range []struct {
 			name string

@@ -183,7 +183,11 @@ func WriteTable(w io.Writer, d *results.Document) error {
 					status = "FAILED"
 				}
 				fmt.Fprintf(w, "# wrong elements:    %d (%s)\n", cs.WrongTotal, status)
-				fmt.Fprintf(w, "# avg bus bandwidth: %.3f GB/s\n", cs.AvgBusBW)
+				if movesData(rows) {
+					fmt.Fprintf(w, "# avg bus bandwidth: %.3f GB/s\n", cs.AvgBusBW)
+				} else {
+					fmt.Fprintln(w, "# avg bus bandwidth: n/a (every group is a single rank: no data moved between ranks)")
+				}
 				if line := stragglerLine(rows, d.Communicators); line != "" {
 					fmt.Fprintln(w, line)
 				}
@@ -322,7 +326,13 @@ func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) erro
 				return err
 			}
 		}
-		if err := line("sum", r.SizeBytes, r.Count, r.OutOfPlace, r.InPlace, false); err != nil {
+		// With every group a single rank nothing moved: the sum has no
+		// bandwidth either.
+		allAlone := len(r.Groups) > 0
+		for _, g := range r.Groups {
+			allAlone = allAlone && g.NoBandwidth
+		}
+		if err := line("sum", r.SizeBytes, r.Count, r.OutOfPlace, r.InPlace, allAlone); err != nil {
 			return err
 		}
 	}
@@ -518,10 +528,29 @@ func stragglerLine(rows []results.Row, comms []results.CommInfo) string {
 			worst = r
 		}
 	}
+	if by := excess[worst] / float64(wins[worst]) * 100; by < 1 {
+		return fmt.Sprintf("# slowest rank:      none stands out: every rank within 1%% of the ranks' mean in %d measurements %s", len(halves), scope)
+	}
 	host := ""
 	if worst < len(comms) && comms[worst].Host != "" {
 		host = " on " + comms[worst].Host
 	}
 	return fmt.Sprintf("# slowest rank:      %d%s, slowest in %d of %d measurements %s, by %.1f%% over the ranks' mean",
 		worst, host, wins[worst], len(halves), scope, excess[worst]/float64(wins[worst])*100)
+}
+
+// movesData reports whether any row moved data between ranks: false only
+// when every row ran in groups of one rank.
+func movesData(rows []results.Row) bool {
+	for _, r := range rows {
+		if len(r.Groups) == 0 {
+			return true
+		}
+		for _, g := range r.Groups {
+			if !g.NoBandwidth {
+				return true
+			}
+		}
+	}
+	return false
 }

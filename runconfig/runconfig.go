@@ -26,8 +26,8 @@ type Config struct {
 	Backend     string      `yaml:"backend"`
 	Ranks       int         `yaml:"ranks"`
 	Iterations  int         `yaml:"iterations"`
-	Warmup      int         `yaml:"warmup"`
-	Check       int         `yaml:"check"`
+	Warmup      *int        `yaml:"warmup"` // nil: 5; 0 is no warm-up
+	Check       *int        `yaml:"check"`  // nil: 1; 0 is no verification
 	Suites      []Suite     `yaml:"suites"`
 	Thresholds  *Thresholds `yaml:"thresholds"`
 	Acceptance  *Acceptance `yaml:"acceptance"`
@@ -142,8 +142,26 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, tidy(err)
 	}
-	// Remember where each suite starts, for later errors.
 	doc := root.Content[0]
+	// Counts that are negative (or iterations 0) are named with their line.
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i].Value, doc.Content[i+1]
+		switch k {
+		case "iterations", "warmup", "check", "ranks":
+			var n int
+			if err := v.Decode(&n); err != nil {
+				continue // the decoder above already said so
+			}
+			if n < 0 || (n == 0 && k == "iterations") {
+				least := "0 or more"
+				if k == "iterations" {
+					least = "1 or more"
+				}
+				return nil, lineErr(v, fmt.Errorf("%s: %d must be %s", k, n, least))
+			}
+		}
+	}
+	// Remember where each suite starts, for later errors.
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		if doc.Content[i].Value == "suites" && doc.Content[i+1].Kind == yaml.SequenceNode {
 			for j, s := range doc.Content[i+1].Content {
@@ -192,7 +210,7 @@ func (c *Config) check() error {
 	default:
 		return fmt.Errorf("backend %q must be auto, cpu or nccl", c.Backend)
 	}
-	if c.Iterations < 0 || c.Warmup < 0 || c.Check < 0 || c.Ranks < 0 {
+	if c.Iterations < 0 || (c.Warmup != nil && *c.Warmup < 0) || (c.Check != nil && *c.Check < 0) || c.Ranks < 0 {
 		return errors.New("iterations, warmup, check and ranks must not be negative")
 	}
 	for i, s := range c.Suites {

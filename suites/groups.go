@@ -257,6 +257,12 @@ func presetGroups(name string, n int, hosts []string) ([][]int, error) {
 		return hosts[r]
 	}
 	switch key {
+	case "pairs", "halves", "singletons", "node", "cross-node", "crossnode", "all":
+		if hasArg {
+			return nil, fmt.Errorf("invalid --rank-list %s: %s takes no argument (write %s)", name, key, key)
+		}
+	}
+	switch key {
 	case "pairs":
 		return color(func(r int) int { return r / 2 }), nil
 	case "halves":

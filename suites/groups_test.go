@@ -126,7 +126,7 @@ func TestDefaultLayouts(t *testing.T) {
 	for _, l := range DefaultLayouts(4, []string{"a", "a", "a", "a"}) {
 		names = append(names, l.Spec+"="+l.String())
 	}
-	want := []string{"all=[[0,1,2,3]]", "pairs=[[0,1],[2,3]]", "uneven=[[0,1,2],[3]]", "reversed=[[1,2,3],[0]]",
+	want := []string{"all=[[0,1,2,3]]", "pairs = halves=[[0,1],[2,3]]", "uneven=[[0,1,2],[3]]", "reversed=[[1,2,3],[0]]",
 		"interleaved=[[0,2],[1,3]]", "singletons=[[0],[1],[2],[3]]"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("got %v\nwant %v", names, want)
@@ -135,7 +135,7 @@ func TestDefaultLayouts(t *testing.T) {
 	for _, l := range DefaultLayouts(4, []string{"a", "a", "b", "b"}) {
 		names = append(names, l.Spec+"="+l.String())
 	}
-	want = []string{"all=[[0,1,2,3]]", "node=[[0,1],[2,3]]", "cross-node=[[0,2],[1,3]]", "uneven=[[0,1,2],[3]]",
+	want = []string{"all=[[0,1,2,3]]", "node = pairs = halves=[[0,1],[2,3]]", "cross-node = interleaved=[[0,2],[1,3]]", "uneven=[[0,1,2],[3]]",
 		"reversed=[[1,2,3],[0]]", "singletons=[[0],[1],[2],[3]]"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("several hosts: got %v\nwant %v", names, want)

@@ -100,6 +100,10 @@ type Plan struct {
 	CPUTime bool
 }
 
+// MaxMisalign is the largest --misalign: enough to step over any alignment
+// a library rounds to, small enough that the padding stays negligible.
+const MaxMisalign = 4096
+
 // Case is one collective, type, op and root to sweep over the sizes.
 type Case struct {
 	Coll  Collective
@@ -135,8 +139,8 @@ func (p Plan) Validate(n int) error {
 		return fmt.Errorf("invalid --agg %d: must be 1 or more", p.Agg)
 	case p.Blocking < 0 || p.Blocking > 3:
 		return fmt.Errorf("invalid --blocking %d: 0 (off), 1 (sync and barrier), 2 (sync), 3 (sync and barrier, barrier not timed)", p.Blocking)
-	case p.Misalign < 0:
-		return fmt.Errorf("invalid --misalign %d: must be 0 or more elements", p.Misalign)
+	case p.Misalign < 0 || p.Misalign > MaxMisalign:
+		return fmt.Errorf("invalid --misalign %d: must be 0 to %d elements (an offset of 1 already breaks the alignment)", p.Misalign, MaxMisalign)
 	case p.Cycles < 0:
 		return fmt.Errorf("invalid --cycles %d: must be 1 or more", p.Cycles)
 	case p.Register < 0 || p.Register > 2:
@@ -196,6 +200,9 @@ type Progress struct {
 	Done, Total int
 	Case        Case
 	Size        int64
+	// BytesLeft is the sum of the sizes of the rows not yet finished, this
+	// one included: time left grows with it, not only with the row count.
+	BytesLeft int64
 }
 
 // Runner measures a plan on a world, optionally split into groups that
@@ -286,6 +293,13 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	cycles := max(rn.Plan.Cycles, 1)
 	perCycle := len(rn.Cases) * len(rn.Plan.Sizes)
 	total := perCycle * cycles
+	var sizeSum int64
+	for range rn.Cases {
+		for _, size := range rn.Plan.Sizes {
+			sizeSum += size
+		}
+	}
+	bytesLeft := sizeSum * int64(cycles)
 	done := 0
 	seen := make([][]results.Row, perCycle)
 	for cycle := 0; cycle < cycles; cycle++ {
@@ -297,8 +311,9 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 					return rows, err
 				}
 				if rn.OnProgress != nil {
-					rn.OnProgress(Progress{Done: done, Total: total, Case: c, Size: size})
+					rn.OnProgress(Progress{Done: done, Total: total, Case: c, Size: size, BytesLeft: bytesLeft})
 				}
+				bytesLeft -= size
 				var need int64
 				for _, g := range rn.layout.Groups {
 					need = max(need, GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)

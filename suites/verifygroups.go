@@ -14,7 +14,8 @@ import (
 // DefaultLayouts are the layouts verify-groups checks when none is given:
 // all ranks, node-local and cross-node when the ranks span several hosts,
 // pairs, halves, uneven, reversed, interleaved and singletons.
-// Layouts that resolve to the same groups are listed once.
+// Layouts that resolve to the same groups are checked once, under both
+// names ("pairs = halves").
 func DefaultLayouts(n int, hosts []string) []Layout {
 	type named struct{ name, spec string }
 	specs := []named{{"all", "all"}}
@@ -33,17 +34,20 @@ func DefaultLayouts(n int, hosts []string) []Layout {
 	}
 	specs = append(specs, named{"interleaved", "stride:2"}, named{"singletons", "singletons"})
 	var out []Layout
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for _, s := range specs {
 		l, err := ParseLayout(s.spec, n, hosts)
 		if err != nil {
 			continue
 		}
 		l.Spec = s.name
-		if key := l.String(); !seen[key] {
-			seen[key] = true
-			out = append(out, l)
+		if i, dup := seen[l.String()]; dup {
+			// Checked once, under both names (pairs = halves on 4 ranks).
+			out[i].Spec += " = " + s.name
+			continue
 		}
+		seen[l.String()] = len(out)
+		out = append(out, l)
 	}
 	return out
 }

@@ -4,6 +4,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -49,8 +50,16 @@ func CheckWritable(path string) error {
 		return fmt.Errorf("%s is a directory", path)
 	}
 	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("the directory %s does not exist (create it first)", dir)
+	} else if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
 	f, err := os.CreateTemp(dir, ".collbench-probe-*")
 	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return fmt.Errorf("no permission to create files in %s", dir)
+		}
 		return err
 	}
 	name := f.Name()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,19 @@ func (o *CompareOptions) thresholds() (report.Thresholds, error) {
 		th.Strict = th.Strict || o.Strict
 		return th, th.Validate()
 	}
+	for _, f := range []struct {
+		name string
+		v    float64
+		zero bool
+	}{{"--busbw-threshold", o.BusBWPct, false}, {"--time-threshold", o.TimePct, false}, {"--time-floor", o.TimeFloorUS, true}} {
+		if f.v < 0 || (f.v == 0 && !f.zero) || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			want := "a percentage above 0, e.g. 10"
+			if f.zero {
+				want = "microseconds, 0 or more, e.g. 2"
+			}
+			return report.Thresholds{}, fmt.Errorf("invalid %s %v: must be %s", f.name, f.v, want)
+		}
+	}
 	edge, err := suites.ParseSize(o.BandEdge)
 	if err != nil {
 		return report.Thresholds{}, fmt.Errorf("--band-edge: %v", err)
@@ -110,6 +124,9 @@ func compareRun(o *CompareOptions, basePath, curPath string) error {
 	if err != nil {
 		return &UsageError{err}
 	}
+	if err := notAnInput(o.Output, basePath, curPath); err != nil {
+		return err
+	}
 	base, err := readResults(basePath)
 	if err != nil {
 		return err
@@ -127,6 +144,28 @@ func compareRun(o *CompareOptions, basePath, curPath string) error {
 	}
 	if c.Failed {
 		return &CheckFailedError{"compare: " + strings.Join(c.Reasons, ", ")}
+	}
+	return nil
+}
+
+// notAnInput refuses an output path that names one of the input files: the
+// write would destroy what it reads.
+func notAnInput(out string, inputs ...string) error {
+	if out == "" {
+		return nil
+	}
+	oi, err := os.Stat(out)
+	for _, in := range inputs {
+		if in == "" {
+			continue
+		}
+		same := filepath.Clean(in) == filepath.Clean(out)
+		if ii, e := os.Stat(in); !same && err == nil && e == nil {
+			same = os.SameFile(oi, ii)
+		}
+		if same {
+			return usageErrorf("-o %s is also an input: writing it would destroy what is being read; choose another output file", out)
+		}
 	}
 	return nil
 }
@@ -176,6 +215,9 @@ func NewCmdBaseline(f *Factory) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := notAnInput(out, args...); err != nil {
+				return err
+			}
 			var docs []*results.Document
 			for _, p := range args {
 				d, err := readResults(p)
@@ -221,6 +263,9 @@ header and topology, bus bandwidth and small-message time plots per collective
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usageErrorf("report needs -o FILE.html")
+			}
+			if err := notAnInput(out, append([]string{baseline}, args...)...); err != nil {
+				return err
 			}
 			in := report.HTMLInput{Title: title}
 			for _, p := range args {
@@ -270,6 +315,9 @@ func NewCmdPlot(f *Factory) *cobra.Command {
 			format := strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
 			if out == "" || (format != "svg" && format != "png") {
 				return usageErrorf("plot needs -o FILE.svg or FILE.png")
+			}
+			if err := notAnInput(out, args...); err != nil {
+				return err
 			}
 			if !contains(report.PlotKinds, kind) {
 				return usageErrorf("unknown --kind %q (valid: %s)", kind, strings.Join(report.PlotKinds, ", "))

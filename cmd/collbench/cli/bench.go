@@ -148,6 +148,10 @@ var collectiveShort = map[suites.Collective]string{
 	suites.Reduce:        "Sweep reduce: the root ends with the reduction of all inputs",
 	suites.AllToAll:      "Sweep alltoall: rank r sends its part p to rank p",
 	suites.SendRecv:      "Sweep send/recv: each rank sends to rank+1 and receives from rank-1",
+	suites.Gather:        "Sweep gather: the root ends with all ranks' inputs, in rank order",
+	suites.Scatter:       "Sweep scatter: rank r ends with part r of the root's input",
+	suites.AllToAllV:     "Sweep alltoallv: alltoall with uneven counts between every pair of ranks",
+	suites.HyperCube:     "Sweep hypercube: log2(n) rounds, each exchanging with rank XOR 2^k",
 }
 
 // NewCmdCollective builds the command for one collective. runF replaces
@@ -226,12 +230,24 @@ func (o *BenchOptions) sizes() ([]int64, error) {
 	return suites.ParseSizes(spec)
 }
 
-func parseList[T any](s string, all []T, parse func(string) (T, error)) ([]T, bool, error) {
+// parseList parses a comma list of values or "all". A value listed twice
+// under any spelling (float,fp32) is kept once, in its first place, as
+// overlapping size ranges are, so no row is measured twice.
+func parseList[T comparable](s string, all []T, parse func(string) (T, error)) ([]T, bool, error) {
 	var out []T
+	seen := map[T]bool{}
+	add := func(v T) {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
 	isAll := false
 	for _, part := range strings.Split(s, ",") {
 		if strings.EqualFold(strings.TrimSpace(part), "all") {
-			out = append(out, all...)
+			for _, v := range all {
+				add(v)
+			}
 			isAll = true
 			continue
 		}
@@ -239,7 +255,7 @@ func parseList[T any](s string, all []T, parse func(string) (T, error)) ([]T, bo
 		if err != nil {
 			return nil, false, err
 		}
-		out = append(out, v)
+		add(v)
 	}
 	return out, isAll, nil
 }
@@ -302,6 +318,42 @@ func (o *BenchOptions) plan() (suites.Plan, error) {
 		return p, fmt.Errorf("unknown --register %q (valid: none, local, symmetric, or 0, 1, 2)", o.Register)
 	}
 	return p, nil
+}
+
+// emptyRows finds rows whose size is below one element per rank, so they
+// move no data. If every row is such a row the run is refused; otherwise a
+// note says how many (NCCL's benchmark prints them too, with count 0).
+func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (string, error) {
+	var empty, total int
+	example := ""
+	allEmpty := true
+	for _, c := range cases {
+		for _, sz := range sizes {
+			total++
+			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), minGroup, 0).BufferElems() > 0 {
+				allEmpty = false
+			}
+			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), maxGroup, 0).BufferElems() == 0 {
+				empty++
+				if example == "" {
+					example = fmt.Sprintf("%s %s %s on %d ranks", c.Coll, c.DType, report.HumanBytes(sz), maxGroup)
+				}
+			}
+		}
+	}
+	if total > 0 && allEmpty {
+		c := cases[0]
+		need := int64(c.DType.Size())
+		for suites.GeometryFor(c.Coll, need, c.DType.Size(), minGroup, 0).BufferElems() == 0 {
+			need *= 2
+		}
+		return "", fmt.Errorf("every row would move no data: the sizes are below one %s per rank (%s needs at least %s on %d ranks); use larger --sizes",
+			c.DType, c.Coll, report.HumanBytes(need), minGroup)
+	}
+	if empty > 0 {
+		return fmt.Sprintf("%d of %d rows move no data: their size is below one element per rank (e.g. %s); they are timed with count 0, as NCCL's benchmark does", empty, total, example), nil
+	}
+	return "", nil
 }
 
 // outputFormat resolves what -o FILE receives.
@@ -372,7 +424,16 @@ func benchRun(o *BenchOptions) error {
 	if err != nil {
 		return &UsageError{err}
 	}
+	maxGroup := 0
+	for _, g := range layout.Groups {
+		maxGroup = max(maxGroup, len(g))
+	}
 	notes := o.notes
+	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
+		return &UsageError{err}
+	} else if note != "" {
+		notes = append(notes, note)
+	}
 	if b.Name() == "cpu" {
 		if plan.Register > 0 {
 			notes = append(notes, "--register: the cpu backend has no library to register buffers with; measured unregistered")

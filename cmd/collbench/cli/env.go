@@ -66,7 +66,7 @@ func envRun(o *EnvOptions) error {
 		Selected:     choice.Backend.Name(),
 		Reason:       choice.Reason,
 		DefaultRanks: choice.Backend.DefaultRanks(),
-		Environment:  f.environment(choice.Backend, choice.Reason),
+		Environment:  f.environmentOf(choice.Backend, choice.Reason, true),
 		CPUs:         runtime.NumCPU(),
 	}
 	if nb, err := f.openNCCL(o.NCCLLib); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sort"
@@ -74,7 +75,25 @@ func (f *Factory) cpuBackend() (*cpu.Backend, error) {
 
 // ChooseBackend resolves --backend auto|cpu|nccl without printing anything.
 func (f *Factory) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
+	name = strings.ToLower(strings.TrimSpace(name))
+	if ncclLib != "" {
+		// A library named by hand is checked before anything else, and
+		// means NCCL is wanted: auto does not fall back to the cpu.
+		if err := checkSharedLibrary(ncclLib); err != nil {
+			return BackendChoice{}, usageErrorf("--nccl-lib %s: %v; give the path of libnccl.so.2", ncclLib, err)
+		}
+		switch name {
+		case "cpu":
+			return BackendChoice{}, usageErrorf("--nccl-lib has no use with --backend cpu: leave one of them out")
+		case "auto", "":
+			b, err := f.openNCCL(ncclLib)
+			if err != nil {
+				return BackendChoice{}, &UsageError{fmt.Errorf("--nccl-lib %s names NCCL, but the nccl backend is not available: %v", ncclLib, err)}
+			}
+			return BackendChoice{Backend: b, Reason: "auto; NCCL from --nccl-lib", Auto: true}, nil
+		}
+	}
+	switch name {
 	case "cpu":
 		b, err := f.cpuBackend()
 		if err != nil {
@@ -101,6 +120,27 @@ func (f *Factory) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 	return BackendChoice{}, usageErrorf("unknown --backend %q (valid: auto, cpu, nccl)", name)
 }
 
+// checkSharedLibrary says why path cannot be a shared library: missing, a
+// directory, unreadable, or not an ELF file.
+func checkSharedLibrary(path string) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return errors.New("no such file")
+		}
+		return errors.Unwrap(err)
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err == nil && st.IsDir() {
+		return errors.New("a directory, not a library")
+	}
+	var magic [4]byte
+	if _, err := io.ReadFull(fh, magic[:]); err != nil || string(magic[:]) != "\x7fELF" {
+		return errors.New("not a shared library (no ELF header)")
+	}
+	return nil
+}
+
 func (f *Factory) openNCCL(lib string) (suites.Backend, error) {
 	if f.NCCL == nil {
 		return nil, errors.New("this build has no NCCL backend")
@@ -108,8 +148,15 @@ func (f *Factory) openNCCL(lib string) (suites.Backend, error) {
 	return f.NCCL(lib)
 }
 
-// environment captures where a run happens.
+// environment captures where a run happens. NCCL's and CUDA's variables
+// are recorded for the nccl backend only: they change nothing on the cpu.
 func (f *Factory) environment(b suites.Backend, reason string) results.Environment {
+	return f.environmentOf(b, reason, b.Name() != "cpu")
+}
+
+// environmentOf captures where a run happens, with the variables that
+// change how collectives behave when withVars.
+func (f *Factory) environmentOf(b suites.Backend, reason string, withVars bool) results.Environment {
 	host, _ := f.Hostname()
 	env := results.Environment{
 		Host:      host,
@@ -121,7 +168,7 @@ func (f *Factory) environment(b suites.Backend, reason string) results.Environme
 	env.Backend.Reason = reason
 	for _, kv := range f.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !relevantEnv(k) {
+		if !ok || !relevantEnv(k) || !withVars {
 			continue
 		}
 		if env.Env == nil {

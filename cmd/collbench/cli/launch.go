@@ -435,6 +435,8 @@ func (o *LaunchOptions) plan() (launchPlan, error) {
 		return p, usageErrorf("launch needs a collbench command to run, e.g. collbench launch -n 4 -- allreduce")
 	case o.Args[0] == "launch":
 		return p, usageErrorf("launch cannot start launch")
+	case childArgsError(o.Args) != nil:
+		return p, childArgsError(o.Args)
 	case p.nnodes < 1:
 		return p, usageErrorf("invalid --nnodes %d: must be at least 1", p.nnodes)
 	case p.nnodes > 1 && p.nodes > 1:
@@ -589,4 +591,20 @@ func visibleGPUs() int {
 		return b.DefaultRanks()
 	}
 	return 4
+}
+
+// childArgsError checks the command launch is to start in every process
+// against collbench's own command tree (the command exists, its flags
+// parse), so a typo fails once, at once, rather than in N processes.
+func childArgsError(args []string) error {
+	streams := &IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}
+	root := NewCmdRoot(NewFactory(streams))
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd == root {
+		return usageErrorf("launch: %q is not a collbench command (see 'collbench --help')", args[0])
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		return usageErrorf("launch: the command to start is not valid: %v (see '%s --help')", err, cmd.CommandPath())
+	}
+	return nil
 }

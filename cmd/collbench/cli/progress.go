@@ -15,23 +15,73 @@ import (
 type progress struct {
 	io    *IOStreams
 	quiet bool
-	start time.Time
 	now   func() time.Time
 	shown bool
+	// The rows finished so far, for the time-left model.
+	est      rowCost
+	last     time.Time
+	lastSize int64
+	started  bool
 }
 
 func newProgress(io *IOStreams) *progress { return &progress{io: io, now: time.Now} }
 
-// line renders the progress line for ev at elapsed.
-func progressLine(ev suites.Progress, elapsed time.Duration) string {
+// rowCost models a row's time as a + b*size from the rows finished, so that
+// the time left follows the sizes left (a doubling sweep spends most of
+// its time in its last rows), not only their count.
+type rowCost struct {
+	n                 float64
+	sx, sy, sxx, sxy  float64
+	distinct, anySize bool
+	firstSize         float64
+}
+
+func (c *rowCost) add(size int64, took time.Duration) {
+	x, y := float64(size), took.Seconds()
+	if !c.anySize {
+		c.firstSize, c.anySize = x, true
+	} else if x != c.firstSize {
+		c.distinct = true
+	}
+	c.n++
+	c.sx += x
+	c.sy += y
+	c.sxx += x * x
+	c.sxy += x * y
+}
+
+// left estimates the time of rows more rows holding bytes bytes in all;
+// ok is false before any row finished.
+func (c *rowCost) left(rows int, bytes int64) (time.Duration, bool) {
+	if c.n == 0 {
+		return 0, false
+	}
+	a, b := c.sy/c.n, 0.0
+	if c.distinct {
+		if d := c.n*c.sxx - c.sx*c.sx; d > 0 {
+			b = (c.n*c.sxy - c.sx*c.sy) / d
+			a = (c.sy - b*c.sx) / c.n
+		}
+		if b < 0 { // noise: fall back to the mean row
+			a, b = c.sy/c.n, 0
+		}
+		if a < 0 { // all time per byte
+			a, b = 0, c.sy/c.sx
+		}
+	}
+	return time.Duration((a*float64(rows) + b*float64(bytes)) * float64(time.Second)), true
+}
+
+// progressLine renders the progress line for ev; left is the estimated
+// time left, or negative when unknown.
+func progressLine(ev suites.Progress, left time.Duration) string {
 	const width = 20
 	filled := 0
 	if ev.Total > 0 {
 		filled = ev.Done * width / ev.Total
 	}
 	eta := "ETA --"
-	if ev.Done > 0 {
-		left := time.Duration(float64(elapsed) / float64(ev.Done) * float64(ev.Total-ev.Done))
+	if left >= 0 {
 		eta = "ETA " + left.Round(time.Second).String()
 	}
 	return fmt.Sprintf("[%s%s] %d/%d %s %s %s %s, %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
@@ -42,10 +92,16 @@ func (p *progress) update(ev suites.Progress) {
 	if !p.io.ErrTTY || p.quiet {
 		return
 	}
-	if !p.shown {
-		p.start = p.now()
+	now := p.now()
+	if p.started {
+		p.est.add(p.lastSize, now.Sub(p.last))
 	}
-	fmt.Fprintf(p.io.ErrOut, "\r\033[K%s", progressLine(ev, p.now().Sub(p.start)))
+	p.last, p.lastSize, p.started = now, ev.Size, true
+	left := time.Duration(-1)
+	if l, ok := p.est.left(ev.Total-ev.Done, ev.BytesLeft); ok {
+		left = l
+	}
+	fmt.Fprintf(p.io.ErrOut, "\r\033[K%s", progressLine(ev, left))
 	p.shown = true
 }
 

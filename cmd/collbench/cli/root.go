@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Version is the collbench version; the Makefile sets it from git.
@@ -28,9 +29,15 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &UsageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
 	})
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		return checkGivenFlags(cmd)
+	}
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
-	root.CompletionOptions.DisableDefaultCmd = true
+	// collbench completion bash|zsh|fish|powershell, from Cobra.
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.Version = Version
+	root.SetVersionTemplate(versionLine() + "\n")
 	for _, c := range benchCommands(f) {
 		root.AddCommand(c)
 	}
@@ -49,7 +56,33 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdStream(f))
 	root.AddCommand(NewCmdDoctor(f, nil))
 	root.AddCommand(NewCmdAlgorithmProbe(f))
+	root.AddCommand(NewCmdMan(f))
 	return root
+}
+
+// checkGivenFlags refuses a flag given with an empty value (--sizes ”):
+// left out, a flag has its default; given empty, it is a mistake that
+// would otherwise silently mean the default.
+func checkGivenFlags(cmd *cobra.Command) error {
+	var bad error
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if bad != nil {
+			return
+		}
+		switch fl.Value.Type() {
+		case "string", "stringSlice", "stringArray":
+		default:
+			return
+		}
+		if v := strings.Trim(fl.Value.String(), "[] \t"); v == "" {
+			def := ""
+			if fl.DefValue != "" && fl.DefValue != "[]" {
+				def = fmt.Sprintf(" (default %s)", fl.DefValue)
+			}
+			bad = usageErrorf("--%s is empty: give it a value, or leave it out for its default%s (see '%s --help')", fl.Name, def, cmd.CommandPath())
+		}
+	})
+	return bad
 }
 
 // Run executes args against a fresh command tree and returns the exit code,
@@ -61,10 +94,11 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	err := root.ExecuteContext(ctx)
 	if err != nil && err.Error() != "" {
 		msg := err.Error()
-		if strings.HasPrefix(msg, "unknown command") {
-			msg = strings.ReplaceAll(strings.TrimSpace(msg), "\n", " ")
-			msg = strings.ReplaceAll(msg, "\t", "")
-		}
+		// One line, in collbench's words: Go's "context canceled" means the
+		// run was stopped, "deadline exceeded" that a bound ran out.
+		msg = strings.Join(strings.Fields(msg), " ")
+		msg = strings.ReplaceAll(msg, "context canceled", "stopped")
+		msg = strings.ReplaceAll(msg, "context deadline exceeded", "its time limit ran out")
 		fmt.Fprintf(f.IO.ErrOut, "collbench: %s\n", msg)
 	}
 	f.writeLaunchReport(err)

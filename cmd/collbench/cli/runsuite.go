@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ type RunOptions struct {
 	Output   string
 	Quiet    bool
 	Timeout  time.Duration
+	// NoBaseline runs without comparing, even where the config names a baseline.
+	NoBaseline bool
 }
 
 // NewCmdRun builds `collbench run --config FILE`.
@@ -55,6 +58,7 @@ acceptance; 2 on a bad config.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.Config, "config", "", "the YAML suite to run")
 	fs.StringVar(&o.Baseline, "baseline", "", "compare with this baseline (overrides the config's)")
+	fs.BoolVar(&o.NoBaseline, "no-baseline", false, "measure without comparing, although the config names a baseline (to collect runs for one)")
 	fs.StringVar(&o.Output, "output", "", "directory for results (overrides the config's; default collbench-out)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no tables or progress; only the verdict")
 	fs.DurationVar(&o.Timeout, "timeout", watchdog.DefaultTimeout, "watchdog: stop a suite when no rank makes progress for this long (0 = off)")
@@ -76,11 +80,17 @@ func runSuite(o *RunOptions) error {
 		return usageErrorf("cannot create the output directory: %v", err)
 	}
 	baseline := o.Baseline
-	if baseline == "" && cfg.Baseline != "" {
+	if o.NoBaseline && baseline != "" {
+		return usageErrorf("--baseline and --no-baseline together: choose one")
+	}
+	if baseline == "" && cfg.Baseline != "" && !o.NoBaseline {
+		// A gate without its baseline could never fail: refuse before
+		// measuring, and say how to make one.
 		baseline = cfg.Resolve(cfg.Baseline)
 		if _, err := os.Stat(baseline); err != nil {
-			fmt.Fprintf(o.IO.ErrOut, "collbench: baseline %s not found; running without comparison (write one with collbench baseline make)\n", baseline)
-			baseline = ""
+			return usageErrorf("baseline %s (named by %s) not found: make it on this machine from a few runs "+
+				"(collbench run --config %s --no-baseline --output runN, three times, then collbench baseline make run1/results.json run2/results.json run3/results.json -o %s), "+
+				"or run with --no-baseline", baseline, o.Config, o.Config, baseline)
 		}
 	}
 	var baseDoc *results.Document
@@ -120,24 +130,28 @@ func runSuite(o *RunOptions) error {
 		if len(layouts) == 0 {
 			layouts = []string{""}
 		}
-		for _, layout := range layouts {
-			args := []string{"collbench", "sweep", "--collectives", strings.Join(s.Collectives, ",")}
+		for li, layout := range layouts {
 			bo := &BenchOptions{IO: &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet},
 				Factory: o.Factory, Ctx: o.Ctx, Format: "table", Backend: orDefault(cfg.Backend, "auto"),
-				Ranks: cfg.Ranks, Iters: orInt(cfg.Iterations, 20), Warmup: cfg.Warmup, Check: orInt(cfg.Check, 1),
+				Ranks: cfg.Ranks, Iters: orInt(cfg.Iterations, 20), Check: 1,
 				Sizes: s.Sizes, DType: orDefault(strings.Join(s.DTypes, ","), "float"), Op: orDefault(strings.Join(s.Ops, ","), "sum"),
 				Root: orDefault(s.Root, "0"), Mode: orDefault(s.Mode, "both"), Average: "mean", Seed: 1, RankList: layout,
-				IterStats: s.IterStats, StepFactor: 2, Agg: 1, Cycles: 1, Register: "none", Quiet: o.Quiet, hideNotice: si > 0,
+				IterStats: s.IterStats, StepFactor: 2, Agg: 1, Cycles: 1, Register: "none", Quiet: o.Quiet, hideNotice: si > 0 || li > 0,
 				RunFlags: RunFlags{Device: -1, BootstrapTimeout: 2 * time.Minute, Timeout: o.Timeout, HeartbeatTimeout: bootstrap.DefaultSilence}}
-			if cfg.Warmup == 0 {
+			if cfg.Warmup == nil {
 				bo.Warmup = 5
+			} else {
+				bo.Warmup = *cfg.Warmup
+			}
+			if cfg.Check != nil {
+				bo.Check = *cfg.Check
 			}
 			if bo.Collectives, err = parseCollectiveList(s.Collectives); err != nil {
 				return &UsageError{fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
 			}
 			bo.onDocument = save
 			bo.CollectivesFlag = strings.Join(s.Collectives, ",")
-			o.Factory.Args = append(args, "--rank-list", layout)
+			o.Factory.Args = bo.equivalentCommand()
 			err := benchRun(bo)
 			var ce *CheckFailedError
 			switch {
@@ -219,6 +233,27 @@ func runSuite(o *RunOptions) error {
 		return &CheckFailedError{"run: " + strings.Join(failures, "; ")}
 	}
 	return nil
+}
+
+// equivalentCommand is the sweep command line that runs what o runs, so a
+// suite of run can be re-run on its own.
+func (o *BenchOptions) equivalentCommand() []string {
+	args := []string{"collbench", "sweep", "--collectives", o.CollectivesFlag}
+	if o.Sizes != "" {
+		args = append(args, "--sizes", o.Sizes)
+	}
+	args = append(args, "--dtype", o.DType, "--op", o.Op, "--root", o.Root, "--mode", o.Mode,
+		"-n", strconv.Itoa(o.Iters), "-w", strconv.Itoa(o.Warmup), "--check", strconv.Itoa(o.Check), "--backend", o.Backend)
+	if o.Ranks > 0 {
+		args = append(args, "-g", strconv.Itoa(o.Ranks))
+	}
+	if o.RankList != "" {
+		args = append(args, "--rank-list", o.RankList)
+	}
+	if o.IterStats {
+		args = append(args, "--iter-stats")
+	}
+	return args
 }
 
 // acceptance checks that rows of at least minSize reach frac of the peak.

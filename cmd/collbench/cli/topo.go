@@ -2,9 +2,11 @@ package cli
 
 import (
 	"collbench/backend/cpu"
+	"collbench/internal/atomicfile"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -73,6 +75,11 @@ func topoRun(o *TopoOptions) error {
 		ctx = context.Background()
 	}
 	f := o.Factory
+	if o.Record != "" {
+		if err := atomicfile.CheckWritable(o.Record); err != nil {
+			return usageErrorf("cannot write --record %s: %v", o.Record, err)
+		}
+	}
 	in := topology.Inputs{Host: f.hostIdentity(), Env: topoEnv(f)}
 	if o.Facts != "" {
 		b, err := os.ReadFile(o.Facts)
@@ -92,11 +99,15 @@ func topoRun(o *TopoOptions) error {
 			in.Facts = &facts
 		}
 	}
+	var recordErr error
 	if o.Record != "" && in.Facts != nil {
 		b, _ := json.MarshalIndent(in.Facts, "", "  ")
-		if err := os.WriteFile(o.Record, append(b, '\n'), 0o644); err != nil {
-			return usageErrorf("cannot write --record: %v", err)
+		if err := atomicfile.Replace(o.Record, true, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
+			return &RunError{fmt.Errorf("cannot write --record %s: %v", o.Record, err)}
 		}
+	} else if o.Record != "" {
+		// Said after the topology is shown: the rest of it is still worth reading.
+		recordErr = &RunError{fmt.Errorf("--record %s: nothing written, NVML reported no GPU facts (%s)", o.Record, strings.Join(in.Errors, "; "))}
 	}
 	if st, err := os.Stat(filepath.Join(o.SysfsRoot, "sys", "class")); err == nil && st.IsDir() {
 		in.Sysfs = &topology.Sysfs{Root: o.SysfsRoot}
@@ -129,9 +140,15 @@ func topoRun(o *TopoOptions) error {
 	if o.Format == "json" {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(t)
+		if err := enc.Encode(t); err != nil {
+			return &RunError{err}
+		}
+		return recordErr
 	}
-	return report.WriteTopology(o.IO.Out, t)
+	if err := report.WriteTopology(o.IO.Out, t); err != nil {
+		return &RunError{err}
+	}
+	return recordErr
 }
 
 func topoEnv(f *Factory) map[string]string {

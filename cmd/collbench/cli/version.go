@@ -14,8 +14,13 @@ func NewCmdVersion(f *Factory) *cobra.Command {
 		Short: "Print collbench's version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(f.IO.Out, "collbench %s (%s, %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(f.IO.Out, versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what `collbench version` and `collbench --version` print.
+func versionLine() string {
+	return fmt.Sprintf("collbench %s (%s, %s/%s)", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
