@@ -79,7 +79,9 @@ func (f *Factory) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 	if ncclLib != "" {
 		// A library named by hand is checked before anything else, and
 		// means NCCL is wanted: auto does not fall back to the cpu.
-		if err := checkSharedLibrary(ncclLib); err != nil {
+		// A bare name (libnccl.so.2) is the dynamic linker's to find;
+		// a path must be a library.
+		if err := checkSharedLibrary(ncclLib); strings.Contains(ncclLib, "/") && err != nil {
 			return BackendChoice{}, usageErrorf("--nccl-lib %s: %v; give the path of libnccl.so.2", ncclLib, err)
 		}
 		switch name {

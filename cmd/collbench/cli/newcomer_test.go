@@ -57,6 +57,7 @@ func TestNewcomerBadInputIsOneLine(t *testing.T) {
 		{"rows that move no data", []string{"allreduce", "--sizes", "4", "--dtype", "double"}, nil, ExitUsage, []string{"every row would move no data", "double", "8 B", "larger --sizes"}},
 		{"a file that is not a library", []string{"allreduce", "--nccl-lib", p("notalib.so")}, nil, ExitUsage, []string{"--nccl-lib", "not a shared library", "libnccl.so.2"}},
 		{"a library that does not exist", []string{"allreduce", "--nccl-lib", p("nope.so")}, nil, ExitUsage, []string{"--nccl-lib", "no such file"}},
+		{"a bare library name is the loader's to find", []string{"allreduce", "--nccl-lib", "libnccl.so.2"}, nil, ExitUsage, []string{"--nccl-lib libnccl.so.2 names NCCL, but the nccl backend is not available"}},
 		{"a library with the cpu backend", []string{"allreduce", "--backend", "cpu", "--nccl-lib", "/bin/sh"}, nil, ExitUsage, []string{"--nccl-lib has no use with --backend cpu"}},
 		{"negative bootstrap timeout", []string{"allreduce", "--bootstrap-timeout", "-1s"}, nil, ExitUsage, []string{"--bootstrap-timeout -1s", "positive"}},
 		{"port out of range", []string{"launch", "--port", "70000", "-n", "2", "--", "allreduce"}, nil, ExitUsage, []string{"--port 70000", "65535"}},
