@@ -4,7 +4,9 @@
 # 1, each variant run in turn PASSES times; prints the median per size and
 # variant. A diagnosis aid for parity gaps: variants set collbench's
 # diagnostic switches (COLLBENCH_ALLOC, COLLBENCH_CUDA_SYNC,
-# COLLBENCH_CUDA_STREAM) or NCCL's benchmark's threading.
+# COLLBENCH_CUDA_STREAM), cb-both times in-place too (as the parity
+# section does), cb-VAR=x+VAR2=y sets environment variables, ref-1thread
+# runs NCCL's benchmark with one thread for both GPUs.
 #   COLLS="allgather reduce" PASSES=4 scripts/parity-ab.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -29,6 +31,7 @@ for pass in $(seq 1 "$PASSES"); do
         cb-spin) COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
         cb-ncclmem-spin) COLLBENCH_ALLOC=ncclmem COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
         cb-gomaxprocs4) GOMAXPROCS=4 "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-both) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode both -o "$out.json" > /dev/null 2>&1 ;;
         cb-nocheck) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --check 0 --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
         cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
       esac
