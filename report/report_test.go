@@ -232,3 +232,26 @@ func TestOneRankHasNoPeakShare(t *testing.T) {
 		t.Fatalf("one-rank row %q: want busbw 2122.25 and %%peak -", row)
 	}
 }
+
+// TestSlowestRankLine: a rank that is slowest in most measurements is
+// named with its excess; ranks within 1% of their mean name nobody (one
+// process whose ranks share a clock used to print "by 0.0%").
+func TestSlowestRankLine(t *testing.T) {
+	row := func(times ...float64) results.Row {
+		return results.Row{Collective: "allreduce", SizeBytes: 1 << 20, Ranks: len(times),
+			OutOfPlace: &results.Half{TimeUS: times[0], RankTimeUS: times}}
+	}
+	comms := []results.CommInfo{{Host: "a"}, {Host: "a"}, {Host: "b"}}
+	for _, tc := range []struct {
+		name string
+		rows []results.Row
+		want string
+	}{
+		{"one slow rank", []results.Row{row(10, 10, 13), row(10, 10.2, 13)}, "# slowest rank:      2 on b, slowest in 2 of 2 measurements"},
+		{"even ranks", []results.Row{row(10, 10.01, 10), row(10.02, 10, 10)}, "none stands out: every rank within 1% of the ranks' mean in 2 measurements"},
+	} {
+		if got := stragglerLine(tc.rows, comms); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func checkCommandLine(t *testing.T, args []string, budget time.Duration) {
 			t.Fatalf("%q: a usage error in %d lines:\n%s", args, len(lines), errOut)
 		}
 	}
-	for _, bad := range []string{"panic:", "goroutine 1 [", "runtime error"} {
+	for _, bad := range []string{"panic:", "goroutine 1 [", "runtime error", "context canceled", "context deadline exceeded", "launch launch"} {
 		if strings.Contains(errOut.String(), bad) {
 			t.Fatalf("%q: stderr has %q:\n%s", args, bad, errOut)
 		}
