@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -100,7 +101,12 @@ func (d *doc) assemble() {
 		s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
 		f := d.pairFigure(p)
 		part := d.pairName(p[0], p[1])
-		msg := fmt.Sprintf("%s GB/s one way and %s GB/s both ways, peers %s GB/s%s", gb(f.oneWay()), gb(f.Both), gb(s.Peers), drop(s.Value, s.Peers))
+		msg := fmt.Sprintf("%s GB/s one way and %s GB/s both ways", gb(f.oneWay()), gb(f.Both))
+		// A pair with no peers of its class is its own median: only the
+		// expectation says anything then.
+		if s.Peers > 0 && math.Abs(s.Value-s.Peers) > 0.01*s.Peers {
+			msg += fmt.Sprintf(", peers %s GB/s%s", gb(s.Peers), drop(s.Value, s.Peers))
+		}
 		if f.Expected > 0 {
 			msg += fmt.Sprintf(", expected %s GB/s over %s", gb(f.Expected), f.Class)
 		}
