@@ -135,7 +135,7 @@ with open(out + "/sweep.txt", "w") as f:
 print(f"sweep of six collectives 8 B - 4 GiB: exit {rc}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
 with open("/tmp/sweep-all.txt", "w") as f:
     wall, rss, rc2 = run(["sweep", "--backend", "nccl", "--collectives", "all", "--sizes", "8:4G", "--check", "1", "-n", "20"], f)
-print(f"sweep --collectives all (seven) 8 B - 4 GiB: exit {rc2}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
+print(f"sweep --collectives all (every collective) 8 B - 4 GiB: exit {rc2}, wall {wall:.1f} s, peak host RSS {rss:.0f} MiB")
 sys.exit(rc or rc2)
 PY
 rc=$?
