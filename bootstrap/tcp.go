@@ -121,6 +121,15 @@ func (e *PeerError) Error() string { return e.Msg }
 
 // Frame I/O.
 
+// WriteFrame writes one frame of the control connection's framing (a type
+// byte, a 4-byte length, the payload) to w; other pipes between collbench
+// processes use it too.
+func WriteFrame(w io.Writer, typ byte, payload []byte) error { return writeFrameTo(w, typ, payload) }
+
+// ReadFrame reads one frame written by WriteFrame, refusing a payload over
+// limit bytes.
+func ReadFrame(r io.Reader, limit uint32) (byte, []byte, error) { return readFrame(r, limit) }
+
 func writeFrameTo(w io.Writer, typ byte, payload []byte) error {
 	var hdr [5]byte
 	hdr[0] = typ

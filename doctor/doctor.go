@@ -219,6 +219,17 @@ func (d *doc) split(l suites.Layout) (suites.World, func(), error) {
 	return gw, func() { gw.Close() }, nil
 }
 
+// measureSplit splits the world by l, measures c at sizes in every group
+// at once and closes the split again.
+func (d *doc) measureSplit(l suites.Layout, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
+	gw, done, err := d.split(l)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return d.measure(l, gw, c, sizes, stage)
+}
+
 // measure runs c (root 0) on every group of l at sizes and returns each
 // size's half per group (complete on rank 0), noting wrong values.
 func (d *doc) measure(l suites.Layout, gw suites.World, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
@@ -827,12 +838,7 @@ func (d *doc) acrossHosts() error {
 			groups = append(groups, []int{d.members[d.hostList[r[0]]][r[2]], d.members[d.hostList[r[1]]][r[2]]})
 		}
 		l := d.layout(groups)
-		gw, done, err := d.split(l)
-		if err != nil {
-			return err
-		}
-		hs, err := d.measure(l, gw, suites.SendRecv, []int64{d.o.BWSize}, "host")
-		done()
+		hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
 		if err != nil {
 			return err
 		}
@@ -915,23 +921,13 @@ func (d *doc) measureHostPairs(round [][2]int, k int) ([]HostPairFigure, error) 
 		unions = append(unions, append(append([]int(nil), ma...), mb...))
 	}
 	lr := d.layout(rails)
-	gw, done, err := d.split(lr)
-	if err != nil {
-		return nil, err
-	}
-	hs, err := d.measure(lr, gw, suites.SendRecv, []int64{d.o.BWSize}, "host")
-	done()
+	hs, err := d.measureSplit(lr, suites.SendRecv, []int64{d.o.BWSize}, "host")
 	if err != nil {
 		return nil, err
 	}
 	d.step("host", k, lr, fmt.Sprintf("rails: sendrecv both ways at %s", bytesName(d.o.BWSize)))
 	lu := d.layout(unions)
-	gu, doneU, err := d.split(lu)
-	if err != nil {
-		return nil, err
-	}
-	hu, err := d.measure(lu, gu, suites.AllReduce, []int64{d.o.BWSize}, "host")
-	doneU()
+	hu, err := d.measureSplit(lu, suites.AllReduce, []int64{d.o.BWSize}, "host")
 	if err != nil {
 		return nil, err
 	}
@@ -1034,12 +1030,7 @@ func (d *doc) world() error {
 	expected := d.worldPeak()
 	measureGroups := func(groups [][]int, round int) ([]float64, error) {
 		l := d.layout(groups)
-		gw, done, err := d.split(l)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		hs, err := d.measure(l, gw, suites.AllReduce, []int64{d.o.WorldSize}, "world")
+		hs, err := d.measureSplit(l, suites.AllReduce, []int64{d.o.WorldSize}, "world")
 		if err != nil {
 			return nil, err
 		}

@@ -430,48 +430,38 @@ func (c *comm) chainReduce(tag uint64, root int, send, recv []byte, t dtype.DTyp
 // gather sends every rank's part straight to the root, which takes them in
 // rank order into its output.
 func (c *comm) gather(tag uint64, root int, send, recv []byte, cb int64) error {
-	q, k := c.me, c.size()
-	if q != root {
-		l, err := c.peer(root)
-		if err != nil {
-			return err
-		}
-		return l.send(tag, send)
-	}
-	for p := 0; p < k; p++ {
-		dst := recv[int64(p)*cb : int64(p+1)*cb]
-		if p == q {
-			if !sameStart(send, dst) {
-				copy(dst, send)
-			}
-			continue
-		}
-		l, err := c.peer(p)
-		if err != nil {
-			return err
-		}
-		if err := l.recv(tag, dst); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.direct(tag, root, send, recv, cb, true)
 }
 
 // scatter sends part p of the root's input straight to rank p.
 func (c *comm) scatter(tag uint64, root int, send, recv []byte, cb int64) error {
+	return c.direct(tag, root, recv, send, cb, false)
+}
+
+// direct moves one part of cb bytes between every rank and the root, each
+// straight over its own connection: mine is a rank's part, all the root's
+// k parts in rank order. toRoot is gather's direction, otherwise scatter's.
+func (c *comm) direct(tag uint64, root int, mine, all []byte, cb int64, toRoot bool) error {
 	q, k := c.me, c.size()
 	if q != root {
 		l, err := c.peer(root)
 		if err != nil {
 			return err
 		}
-		return l.recv(tag, recv)
+		if toRoot {
+			return l.send(tag, mine)
+		}
+		return l.recv(tag, mine)
 	}
 	for p := 0; p < k; p++ {
-		src := send[int64(p)*cb : int64(p+1)*cb]
+		part := all[int64(p)*cb : int64(p+1)*cb]
 		if p == q {
-			if !sameStart(src, recv) {
-				copy(recv, src)
+			switch {
+			case sameStart(mine, part):
+			case toRoot:
+				copy(part, mine)
+			default:
+				copy(mine, part)
 			}
 			continue
 		}
@@ -479,7 +469,12 @@ func (c *comm) scatter(tag uint64, root int, send, recv []byte, cb int64) error 
 		if err != nil {
 			return err
 		}
-		if err := l.send(tag, src); err != nil {
+		if toRoot {
+			err = l.recv(tag, part)
+		} else {
+			err = l.send(tag, part)
+		}
+		if err != nil {
 			return err
 		}
 	}

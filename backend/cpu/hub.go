@@ -111,18 +111,6 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 		if !sameStart(src, recv) {
 			copy(recv, src)
 		}
-	case suites.Gather:
-		if r != c.Root {
-			out = nil
-			break
-		}
-		sb := g.SendCount * esz
-		for p := 0; p < n; p++ {
-			dst := recv[int64(p)*sb : int64(p+1)*sb]
-			if src := h.slots[p].send; !sameStart(src, dst) {
-				copy(dst, src)
-			}
-		}
 	case suites.Scatter:
 		cb := c.Count * esz
 		if src := h.slots[c.Root].send[int64(r)*cb : int64(r+1)*cb]; !sameStart(src, recv) {
@@ -135,7 +123,11 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 			from := suites.VDispl(c.Count, p, r, n) * esz
 			copy(recv[at:at+k], h.slots[p].send[from:from+k])
 		}
-	case suites.AllGather, suites.HyperCube:
+	case suites.AllGather, suites.HyperCube, suites.Gather:
+		if c.Coll == suites.Gather && r != c.Root {
+			out = nil // only the root receives
+			break
+		}
 		sb := g.SendCount * esz
 		for p := 0; p < n; p++ {
 			dst := recv[int64(p)*sb : int64(p+1)*sb]

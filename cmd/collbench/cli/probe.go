@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"collbench/bootstrap"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -105,33 +106,6 @@ func (r *probeResult) byRow() map[int]map[int]*results.AlgoChoice {
 		out[c.Row][c.Group] = c.Choice
 	}
 	return out
-}
-
-func writeFrame(w io.Writer, typ byte, payload []byte) error {
-	var h [5]byte
-	h[0] = typ
-	binary.BigEndian.PutUint32(h[1:], uint32(len(payload)))
-	if _, err := w.Write(h[:]); err != nil {
-		return err
-	}
-	_, err := w.Write(payload)
-	return err
-}
-
-func readFrame(r io.Reader) (byte, []byte, error) {
-	var h [5]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n := binary.BigEndian.Uint32(h[1:])
-	if n > maxFrameBytes {
-		return 0, nil, fmt.Errorf("frame of %d bytes is over the %d limit", n, maxFrameBytes)
-	}
-	p := make([]byte, n)
-	if _, err := io.ReadFull(r, p); err != nil {
-		return 0, nil, err
-	}
-	return h[0], p, nil
 }
 
 // encodeParts packs a round's parts; nil parts stay nil.
@@ -339,7 +313,7 @@ func runProbe(ctx context.Context, f *Factory, pw *processWorld, spec probeSpec,
 	defer timer.Stop()
 
 	raw, _ := json.Marshal(spec)
-	if err := writeFrame(childIn, frameSpec, raw); err != nil {
+	if err := bootstrap.WriteFrame(childIn, frameSpec, raw); err != nil {
 		return nil, fmt.Errorf("sending it its work: %v", err)
 	}
 	childFailed := func(err error) error {
@@ -360,7 +334,7 @@ func runProbe(ctx context.Context, f *Factory, pw *processWorld, spec probeSpec,
 	var result *probeResult
 	stage := stageStarting
 	for {
-		typ, p, err := readFrame(fromChild)
+		typ, p, err := bootstrap.ReadFrame(fromChild, maxFrameBytes)
 		if err != nil {
 			// The child ended or was killed.
 			cause := childFailed(fmt.Errorf("it ended without a result"))
@@ -420,7 +394,7 @@ func runProbe(ctx context.Context, f *Factory, pw *processWorld, spec probeSpec,
 				return nil, err
 			}
 			if ended != "" {
-				_ = writeFrame(childIn, frameError, []byte("the probe ended on "+ended))
+				_ = bootstrap.WriteFrame(childIn, frameError, []byte("the probe ended on "+ended))
 				if ended == "done" {
 					ended = "another rank finished first"
 				}
@@ -429,7 +403,7 @@ func runProbe(ctx context.Context, f *Factory, pw *processWorld, spec probeSpec,
 			if typ == frameGather0 && pw.ctl.Rank() != 0 {
 				parts = nil
 			}
-			if err := writeFrame(childIn, frameData, encodeParts(parts)); err != nil {
+			if err := bootstrap.WriteFrame(childIn, frameData, encodeParts(parts)); err != nil {
 				return nil, childFailed(fmt.Errorf("it stopped reading"))
 			}
 		default:
@@ -579,16 +553,16 @@ func (c *relayControl) Close() error      { return nil } // the child says it is
 func (c *relayControl) send(typ byte, p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_ = writeFrame(c.out, typ, p)
+	_ = bootstrap.WriteFrame(c.out, typ, p)
 }
 
 func (c *relayControl) round(typ byte, data []byte) ([][]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := writeFrame(c.out, typ, data); err != nil {
+	if err := bootstrap.WriteFrame(c.out, typ, data); err != nil {
 		return nil, err
 	}
-	rt, p, err := readFrame(c.in)
+	rt, p, err := bootstrap.ReadFrame(c.in, maxFrameBytes)
 	if err != nil {
 		return nil, fmt.Errorf("the parent process is gone: %v", err)
 	}
@@ -604,7 +578,7 @@ func (c *relayControl) Gather(data []byte) ([][]byte, error)    { return c.round
 // probeChild is the child: it opens the world the spec describes, issues
 // every row once, and matches its log to the rows.
 func probeChild(ctx context.Context, f *Factory, in io.Reader, out io.Writer) error {
-	typ, raw, err := readFrame(in)
+	typ, raw, err := bootstrap.ReadFrame(in, maxFrameBytes)
 	if err != nil || typ != frameSpec {
 		return fmt.Errorf("no work from the parent: %v", err)
 	}
@@ -700,7 +674,7 @@ func probeChild(ctx context.Context, f *Factory, in io.Reader, out io.Writer) er
 		}
 	}
 	raw, _ = json.Marshal(res)
-	if err := writeFrame(out, frameResult, raw); err != nil {
+	if err := bootstrap.WriteFrame(out, frameResult, raw); err != nil {
 		return err
 	}
 	if spec.Multi {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"collbench/bootstrap"
 	"encoding/binary"
 	"path/filepath"
 	"strings"
@@ -97,10 +98,10 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 func TestProbeFrames(t *testing.T) {
 	var b bytes.Buffer
 	parts := [][]byte{[]byte("a"), nil, {}, bytes.Repeat([]byte("x"), 1000)}
-	if err := writeFrame(&b, frameData, encodeParts(parts)); err != nil {
+	if err := bootstrap.WriteFrame(&b, frameData, encodeParts(parts)); err != nil {
 		t.Fatal(err)
 	}
-	typ, p, err := readFrame(&b)
+	typ, p, err := bootstrap.ReadFrame(&b, maxFrameBytes)
 	if err != nil || typ != frameData {
 		t.Fatalf("read %q %v", typ, err)
 	}
@@ -120,7 +121,7 @@ func TestProbeFrames(t *testing.T) {
 	var big bytes.Buffer
 	big.Write([]byte{frameData})
 	_ = binary.Write(&big, binary.BigEndian, uint32(maxFrameBytes+1))
-	if _, _, err := readFrame(&big); err == nil {
+	if _, _, err := bootstrap.ReadFrame(&big, maxFrameBytes); err == nil {
 		t.Error("a frame over the limit was read")
 	}
 }
