@@ -440,7 +440,7 @@ fi
 
 if want parity; then
 two_gpus
-step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, median of 4 alternating passes"
+step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, 4 alternating passes of 10 cycles each, median over every cycle (scripts/parity-cycles.sh)"
 nt=$NCCL_TESTS/build
 if [ ! -x "$nt/sendrecv_perf" ] && [ -d "$NCCL_TESTS" ]; then
   echo "building NCCL's benchmark from $NCCL_TESTS"
@@ -449,60 +449,18 @@ if [ ! -x "$nt/sendrecv_perf" ] && [ -d "$NCCL_TESTS" ]; then
 fi
 if [ -x "$nt/sendrecv_perf" ]; then
   "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 8 -n 1 -w 0 | grep -E "nccl-tests|NCCL version" | head -2
-  for pass in 1 2 3 4; do
-    for c in allreduce:all_reduce allgather:all_gather reduce-scatter:reduce_scatter broadcast:broadcast reduce:reduce alltoall:alltoall sendrecv:sendrecv; do
-      cb=${c%%:*}; ref=${c##*:}
-      "$nt/${ref}_perf" -t "$ngpu" -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 > "$WORK/par-ref-$cb-$pass.txt" 2>&1
-      "$BIN" "$cb" --backend nccl --sizes 8:64K -n 50 -w 10 -q -o "$WORK/par-cb-$cb-$pass.json" > /dev/null 2>&1
-      if [ "$cb" = broadcast ]; then
-        COLLBENCH_CUDA_STREAM=default "$BIN" "$cb" --backend nccl --sizes 8:64K -n 50 -w 10 -q -o "$WORK/par-cbdef-$cb-$pass.json" > /dev/null 2>&1
-      fi
-    done
-  done
-  python3 - "$WORK" > "$WORK/parity.txt" <<'PY'
-import glob, json, re, statistics, sys
-w = sys.argv[1]
-def ref_times(path):
-    out = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 13 and f[0].isdigit() and f[1].isdigit():
-            out[int(f[0])] = float(f[5])
-    return out
-def cb_times(path):
-    try:
-        d = json.load(open(path))
-    except Exception:
-        return {}
-    return {r["size_bytes"]: r["out_of_place"]["time_us"] for r in d["results"] if r.get("out_of_place") and r["count"] > 0}
-colls = ["allreduce", "allgather", "reduce-scatter", "broadcast", "reduce", "alltoall", "sendrecv"]
-result, worst = {}, {}
-for c in colls:
-    ref, cb, cbdef = {}, {}, {}
-    for p in sorted(glob.glob(f"{w}/par-ref-{c}-[0-9]*.txt")):
-        for s, t in ref_times(p).items(): ref.setdefault(s, []).append(t)
-    for p in sorted(glob.glob(f"{w}/par-cb-{c}-[0-9]*.json")):
-        for s, t in cb_times(p).items(): cb.setdefault(s, []).append(t)
-    for p in sorted(glob.glob(f"{w}/par-cbdef-{c}-[0-9]*.json")):
-        for s, t in cb_times(p).items(): cbdef.setdefault(s, []).append(t)
-    print(f"\n{c}: out-of-place time, median of {len(glob.glob(f'{w}/par-ref-{c}-[0-9]*.txt'))} passes (us)")
-    print(f"{'size':>8} {'reference':>10} {'collbench':>10} {'diff':>7}" + (f" {'default stream':>15} {'diff':>7}" if cbdef else ""))
-    for s in sorted(set(ref) & set(cb)):
-        r, k = statistics.median(ref[s]), statistics.median(cb[s])
-        d = (k - r) / r * 100
-        worst[c] = max(worst.get(c, -1e9), d)
-        line = f"{s:>8} {r:10.2f} {k:10.2f} {d:+6.1f}%"
-        if s in cbdef:
-            kd = statistics.median(cbdef[s])
-            line += f" {kd:15.2f} {(kd - r) / r * 100:+6.1f}%"
-        print(line)
-        result.setdefault(c, []).append({"size": s, "ref_us": r, "collbench_us": k, "ref_all": ref[s], "collbench_all": cb[s],
-                                        "default_stream_us": statistics.median(cbdef[s]) if s in cbdef else None})
-print("\nworst collbench vs reference per collective (positive = slower):", {c: f"{v:+.1f}%" for c, v in worst.items()})
-json.dump(result, open(f"{w}/parity.json", "w"), indent=1)
-bad = [c for c, v in worst.items() if v > 5]
-print("PARITY", "FAIL " + ",".join(bad) if bad else "OK (every size within 5% or faster)")
-PY
+  echo "the host-GPU path: 4-byte device-to-host copy latency on GPU 0 for 3 s (scripts/probes/copylat.py), in 2 ms windows"
+  python3 scripts/probes/copylat.py 0 3 | python3 -c '
+import statistics as st, sys
+win = {}
+for line in sys.stdin:
+    t, l = map(float, line.split())
+    win.setdefault(int(t // 2), []).append(l)
+m = sorted(st.median(v) for v in win.values())
+print(f"  {len(m)} windows: p10 {m[len(m) // 10]:.2f} us, median {m[len(m) // 2]:.2f} us, p90 {m[9 * len(m) // 10]:.2f} us")'
+  BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${PARITY_PASSES:-4} CYCLES=${PARITY_CYCLES:-10} PROBE=${PARITY_PROBE:-0.3} \
+    scripts/parity-cycles.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1
+  cp "$WORK/parity/parity.json" "$WORK/parity.json" 2>/dev/null
   cat "$WORK/parity.txt"
   grep -q "PARITY OK" "$WORK/parity.txt" && ok "small-message parity" || bad "small-message parity"
 else

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Small-message parity with NCCL's benchmark, sampled over time: PASSES
+# alternating passes per collective, each running the 8 B - 64 KiB sweep
+# CYCLES times in one process (NCCL's benchmark -N, collbench --cycles),
+# out-of-place, 50 iterations, 10 warm-up, GPUs 0 and 1, both tools timing
+# out-of-place and in-place as NCCL's benchmark always does.
+#
+# Per size and tool it reports the median over every cycle of every pass.
+# On hosts whose host-GPU path flips between two latencies (see
+# scripts/probes/copylat.py and the README), every time falls in one of two
+# clusters; the report also splits each collective's times at the gap
+# between the clusters (two-means) and compares the tools within each
+# cluster, which takes out how much of each run the host spent slow.
+# Before each process, PROBE seconds of 4-byte copies (copylat.py) record
+# the state of the host-GPU path.
+#   PASSES=4 CYCLES=10 scripts/parity-cycles.sh OUTDIR
+# Variants (VARIANTS): ref, ref-C (its host time, -C 1), cb (collbench, -C),
+# cb-stdout (results on stdout, no file after each row), cb-VAR=x+VAR2=y.
+set -u
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin/collbench}
+NT=${NCCL_TESTS:-ext/nccl-tests}/build
+W=${1:-/tmp/collbench-pc}
+PASSES=${PASSES:-4}
+CYCLES=${CYCLES:-10}
+PROBE=${PROBE:-0}
+COLLS=${COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv}
+VARIANTS=${VARIANTS:-"ref cb"}
+export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
+mkdir -p "$W"
+ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
+for pass in $(seq 1 "$PASSES"); do
+  for c in $COLLS; do
+    for v in $VARIANTS; do
+      if [ "$PROBE" != 0 ]; then
+        python3 scripts/probes/copylat.py 0 "$PROBE" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}' > "$W/$v-$c-$pass.probe"
+      fi
+      case $v in
+        ref|ref-C) "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 -N "$CYCLES" $([ "$v" = ref-C ] && echo -C 1) > "$W/$v-$c-$pass.txt" 2>&1 ;;
+        cb) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb-stdout) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q --format json > "$W/$v-$c-$pass.json" 2> /dev/null ;;
+        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+      esac
+    done
+  done
+done
+python3 scripts/parity-report.py "$W" "$COLLS"
