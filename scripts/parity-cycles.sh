@@ -29,9 +29,13 @@ VARIANTS=${VARIANTS:-"ref cb"}
 export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 mkdir -p "$W"
 ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
+# Even passes run the variants in reverse order, so that no tool always
+# runs right after the other.
 for pass in $(seq 1 "$PASSES"); do
+  order=$VARIANTS
+  [ $((pass % 2)) -eq 0 ] && order=$(echo "$VARIANTS" | tr ' ' '\n' | tac | tr '\n' ' ')
   for c in $COLLS; do
-    for v in $VARIANTS; do
+    for v in $order; do
       if [ "$PROBE" != 0 ]; then
         python3 scripts/probes/copylat.py 0 "$PROBE" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}' > "$W/$v-$c-$pass.probe"
       fi
