@@ -77,10 +77,30 @@ type childResult struct {
 	out  string
 }
 
-// world starts the given ranks of a world of size processes.
+// world starts the given ranks of a world of size processes. The address
+// is free when chosen but not held until rank 0 binds it, so another test
+// process may take it first; then the ranks meet a stranger (and refuse
+// it) and the world is started again on a new address.
 func world(t *testing.T, size int, ranks []int, env func(rank int) []string) map[int]childResult {
 	t.Helper()
-	addr := freeAddr(t)
+	for attempt := 1; ; attempt++ {
+		res := worldAt(t, freeAddr(t), size, ranks, env)
+		stolen := false
+		for _, c := range res {
+			if strings.Contains(c.out, "does not answer as a collbench rank 0") || strings.Contains(c.out, "address already in use") {
+				stolen = true
+			}
+		}
+		if !stolen || attempt == 3 {
+			return res
+		}
+		t.Logf("the address was taken by another process; starting the world again")
+	}
+}
+
+// worldAt starts the given ranks with rank 0 at addr.
+func worldAt(t *testing.T, addr string, size int, ranks []int, env func(rank int) []string) map[int]childResult {
+	t.Helper()
 	res := map[int]childResult{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
