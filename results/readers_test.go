@@ -3,6 +3,7 @@ package results
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,38 @@ func FuzzReadAny(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEncoderSetReplacesOrAppends: a row set again replaces the one at its
+// index, a row set at the end is added, and an index beyond the end is an
+// error that changes nothing.
+func TestEncoderSetReplacesOrAppends(t *testing.T) {
+	var e Encoder
+	row := func(size int64) Row { return Row{Collective: "allreduce", SizeBytes: size, Root: -1} }
+	for i, size := range []int64{8, 16} {
+		if err := e.Set(i, row(size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Set(0, row(32)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Set(3, row(64)); err == nil {
+		t.Error("row 3 of 2 was accepted")
+	}
+	var b bytes.Buffer
+	if err := e.Write(&b, &Document{Schema: Schema, SchemaVersion: SchemaVersion}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Read(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, r := range d.Results {
+		got = append(got, r.SizeBytes)
+	}
+	if !slices.Equal(got, []int64{32, 16}) {
+		t.Errorf("sizes %v, want [32 16]", got)
+	}
 }

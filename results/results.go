@@ -461,12 +461,24 @@ type Encoder struct {
 }
 
 // Add encodes one more row.
-func (e *Encoder) Add(r Row) error {
+func (e *Encoder) Add(r Row) error { return e.Set(len(e.rows), r) }
+
+// Set encodes the row at index i of the results, replacing the one there
+// (a row measured again, as each cycle of --cycles does) or, at the end,
+// adding it.
+func (e *Encoder) Set(i int, r Row) error {
+	if i < 0 || i > len(e.rows) {
+		return fmt.Errorf("results: row %d set with %d rows encoded", i, len(e.rows))
+	}
 	b, err := json.MarshalIndent(r, "    ", "  ")
 	if err != nil {
 		return err
 	}
-	e.rows = append(e.rows, b)
+	if i == len(e.rows) {
+		e.rows = append(e.rows, b)
+	} else {
+		e.rows[i] = b
+	}
 	return nil
 }
 

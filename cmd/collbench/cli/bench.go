@@ -525,7 +525,7 @@ func benchRun(o *BenchOptions) error {
 			doc.Results = append(doc.Results, row)
 		}
 		doc.Summary = results.Summarize(doc.Results, false)
-		out.add(doc, row)
+		out.set(doc, i, row)
 		if o.onDocument != nil {
 			o.onDocument(doc)
 		}
@@ -620,12 +620,13 @@ func (r *resultFile) render(doc *results.Document) func(io.Writer) error {
 	return func(w io.Writer) error { return report.Write(w, doc, r.format) }
 }
 
-// add writes the document after row was appended to it.
-func (r *resultFile) add(doc *results.Document, row results.Row) {
+// set writes the document after row was set at index i of its results
+// (appended, or measured again by a later cycle).
+func (r *resultFile) set(doc *results.Document, i int, row results.Row) {
 	if r == nil {
 		return
 	}
-	if err := r.enc.Add(row); err == nil {
+	if err := r.enc.Set(i, row); err == nil {
 		err = atomicfile.Replace(r.path, false, r.render(doc))
 		if err != nil && !r.failed {
 			r.failed = true
