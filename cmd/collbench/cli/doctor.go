@@ -147,9 +147,9 @@ func doctorRun(o *DoctorOptions) error {
 	// it to a file of ours unless the user collects it already.
 	logDir := ""
 	if o.Backend != "cpu" && f.getenv("NCCL_DEBUG") == "" && f.getenv("NCCL_DEBUG_FILE") == "" && f.HardExit {
-		if dir, err := os.MkdirTemp("", "collbench-doctor-"); err == nil {
+		if dir, release, err := tempDir("collbench-doctor-"); err == nil {
 			logDir = dir
-			defer os.RemoveAll(dir)
+			defer release()
 			os.Setenv("NCCL_DEBUG", "INFO")
 			os.Setenv("NCCL_DEBUG_SUBSYS", "INIT,P2P,NET")
 			os.Setenv("NCCL_DEBUG_FILE", filepath.Join(dir, "nccl.%h.%p.log"))

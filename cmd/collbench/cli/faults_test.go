@@ -51,16 +51,21 @@ type proc struct {
 	code    int
 	started time.Time
 	ended   time.Time
+	// tmp is the process's TMPDIR, the test's own: what a killed process
+	// leaves there is removed with the test.
+	tmp string
 }
 
 // startSelf starts `collbench ARGS` with extra environment, in a fresh
-// environment marker so stray processes of this test can be found.
+// environment marker so stray processes of this test can be found, and
+// with a temporary directory of the test's own.
 func startSelf(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	tmp := t.TempDir()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "CB_CLI_CHILD=1", "CB_FAULT_TEST="+t.Name())
+	cmd.Env = append(os.Environ(), "CB_CLI_CHILD=1", "CB_FAULT_TEST="+t.Name(), "TMPDIR="+tmp)
 	cmd.Env = append(cmd.Env, env...)
-	p := &proc{cmd: cmd, out: &lockedBuffer{}, errb: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &lockedBuffer{}, errb: &lockedBuffer{}, done: make(chan struct{}), tmp: tmp}
 	cmd.Stdout, cmd.Stderr = p.out, p.errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -409,7 +414,8 @@ func TestFaultSignalAtALargeSizeIsPrompt(t *testing.T) {
 	}
 }
 
-// TestFaultSecondSignalExitsAtOnce sends SIGINT twice quickly.
+// TestFaultSecondSignalExitsAtOnce sends SIGINT twice quickly: the launcher
+// exits at once, takes its ranks with it and leaves no temporary directory.
 func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
 	p := startSelf(t, nil, "launch", "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "128M", "-n", "50")
 	rankPID(t, 1)
@@ -423,6 +429,10 @@ func TestFaultSecondSignalExitsAtOnce(t *testing.T) {
 		t.Errorf("exited %v after the second signal", took)
 	}
 	noneLeft(t)
+	// Exiting at once still removes the launcher's report directory.
+	if left, _ := filepath.Glob(filepath.Join(p.tmp, "collbench-*")); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
 }
 
 func hostname() string {

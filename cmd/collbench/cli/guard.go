@@ -151,7 +151,7 @@ func (g *guard) onFault(err error) {
 	if g.f.HardExit {
 		time.AfterFunc(hardExitGrace, func() {
 			fmt.Fprintf(g.f.IO.ErrOut, "collbench: %v (the run did not stop within %v of the abort; exiting)\n", err, hardExitGrace)
-			os.Exit(ExitCode(err))
+			exitNow(ExitCode(err))
 		})
 	}
 }

@@ -126,11 +126,11 @@ func launchRun(o *LaunchOptions) error {
 	defer runtime.UnlockOSThread()
 	// Ranks that stop on a fault leave their verdict here, so the launcher
 	// can name the cause they agree on rather than the first echo of it.
-	reports, err := os.MkdirTemp("", "collbench-launch-")
+	reports, release, err := tempDir("collbench-launch-")
 	if err != nil {
 		return &RunError{fmt.Errorf("making the launch report directory: %w", err)}
 	}
-	defer os.RemoveAll(reports)
+	defer release()
 	plan.host, _ = os.Hostname()
 	plan.reports = reports
 	start := time.Now()

@@ -199,11 +199,11 @@ func (o *BenchOptions) probeAlgorithms(ctx context.Context, ss *session, plan su
 	if !want {
 		return nil, note, nil
 	}
-	dir, err := os.MkdirTemp("", "collbench-probe-")
+	dir, release, err := tempDir("collbench-probe-")
 	if err != nil {
 		return nil, "no algorithm per row: " + err.Error(), nil
 	}
-	defer os.RemoveAll(dir)
+	defer release()
 	spec := probeSpec{Backend: b.Name(), Ranks: ss.n, Plan: plan, Cases: cases, Groups: layout.Groups,
 		LogFile: filepath.Join(dir, "nccl-tuning.log"), Size: ss.n}
 	if b.Name() == "nccl" {

@@ -127,7 +127,7 @@ func Main(args []string) int {
 		if second == syscall.SIGTERM || first == syscall.SIGTERM {
 			code = ExitTerminated
 		}
-		os.Exit(code)
+		exitNow(code)
 	}()
 	f := NewFactory(SystemIO())
 	f.HardExit = true

@@ -204,11 +204,11 @@ func parseNCCLFiles(logPath, xmlPath string) (*topology.NCCLView, error) {
 // probeNCCL runs a short allreduce on every GPU in a child collbench with
 // NCCL's INFO log and topology dump sent to files, then parses them.
 func probeNCCL(ctx context.Context, lib string, gpus int) (*topology.NCCLView, error) {
-	dir, err := os.MkdirTemp("", "collbench-topo-")
+	dir, release, err := tempDir("collbench-topo-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer release()
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
