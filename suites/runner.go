@@ -759,8 +759,9 @@ func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, p Plan, now 
 			busy += now().Sub(ts)
 		}
 		if err == nil && (p.Blocking == 1 || p.Blocking == 3) {
+			tr.SetPhase(watchdog.Barrier)
 			err = r.Barrier()
-			tr.Begin(what, watchdog.Timed, p.Iters)
+			tr.SetPhase(watchdog.Timed)
 		}
 		if err != nil {
 			return 0, 0, err

@@ -94,8 +94,8 @@ func (t *Tracker) Begin(what string, p Phase, iters int) {
 	if t == nil {
 		return
 	}
-	if what != "" {
-		t.what.Store(&what)
+	if cur := t.what.Load(); what != "" && (cur == nil || *cur != what) {
+		t.what.Store(&what) // only a new name is stored: no allocation per call
 	}
 	t.phase.Store(int32(p))
 	t.iter.Store(0)
