@@ -11,7 +11,9 @@
 #
 # Sections, in order: machine unit correct sweep latency groups multiproc
 # suites diag memory badinput fault doctor features explain register parity
-# cycles. Without SECTIONS every section runs.
+# cycles. Without SECTIONS every section runs. The parity section takes
+# PARITY_PASSES, PARITY_CYCLES, PARITY_PROBE, PARITY_COLLS and PARITY_VARIANTS
+# (scripts/parity-cycles.sh's PASSES, CYCLES, PROBE, COLLS and VARIANTS).
 # The log and a few result files go to $OUT (when set) or ./gpu-logs; the rest
 # stays in $WORK.
 set -u
@@ -459,6 +461,7 @@ for line in sys.stdin:
 m = sorted(st.median(v) for v in win.values())
 print(f"  {len(m)} windows: p10 {m[len(m) // 10]:.2f} us, median {m[len(m) // 2]:.2f} us, p90 {m[9 * len(m) // 10]:.2f} us")'
   BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${PARITY_PASSES:-4} CYCLES=${PARITY_CYCLES:-10} PROBE=${PARITY_PROBE:-0.3} \
+    VARIANTS=${PARITY_VARIANTS:-"ref cb"} COLLS=${PARITY_COLLS:-"allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv"} \
     scripts/parity-cycles.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1
   cp "$WORK/parity/parity.json" "$WORK/parity.json" 2>/dev/null
   cat "$WORK/parity.txt"

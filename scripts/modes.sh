@@ -63,23 +63,15 @@ for pass in $(seq 1 "$PASSES"); do
   done
 done
 
-python3 - "$WORK" "$COLLS" "$VARIANTS" <<'PY'
-import glob, json, statistics, sys, os
+PYTHONPATH=scripts python3 - "$WORK" "$COLLS" "$VARIANTS" <<'PY'
+import glob, statistics, sys, os
+from paritylib import ref_cycles, cb_cycles, cb_host, first
 w, colls, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 def ref(path):
-    out = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 13 and f[0].isdigit() and f[1].isdigit() and int(f[1]) > 0:
-            out[int(f[0])] = (float(f[5]), None)
-    return out
+    return {s: (t, None) for s, t in first(ref_cycles(path)).items()}
 def cb(path):
-    try:
-        d = json.load(open(path))
-    except Exception:
-        return {}
-    return {r["size_bytes"]: (r["out_of_place"]["time_us"], r["out_of_place"].get("cpu_time_us"))
-            for r in d["results"] if r.get("out_of_place") and r["count"] > 0}
+    host = cb_host(path)
+    return {s: (t, host.get(s)) for s, t in first(cb_cycles(path)).items()}
 def threads(path):
     rows = []
     try:

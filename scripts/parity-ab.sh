@@ -8,6 +8,7 @@
 # section does), cb-VAR=x+VAR2=y sets environment variables, ref-1thread
 # runs NCCL's benchmark with one thread for both GPUs.
 #   COLLS="allgather reduce" PASSES=4 scripts/parity-ab.sh
+# BACKEND=cpu tries the collbench variants on a machine without GPUs.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/collbench}
@@ -26,34 +27,24 @@ for pass in $(seq 1 "$PASSES"); do
       case $v in
         ref) "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 > "$out.txt" 2>&1 ;;
         ref-1thread) "$NT/$(ref_name "$c")_perf" -t 1 -g 2 -b 8 -e 64K -f 2 -n 50 -w 10 > "$out.txt" 2>&1 ;;
-        cb) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-ncclmem) COLLBENCH_ALLOC=ncclmem "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-spin) COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-ncclmem-spin) COLLBENCH_ALLOC=ncclmem COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-gomaxprocs4) GOMAXPROCS=4 "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-both) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode both -o "$out.json" > /dev/null 2>&1 ;;
-        cb-nocheck) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --check 0 --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb) "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-ncclmem) COLLBENCH_ALLOC=ncclmem "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-spin) COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-ncclmem-spin) COLLBENCH_ALLOC=ncclmem COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-gomaxprocs4) GOMAXPROCS=4 "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-both) "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode both -o "$out.json" > /dev/null 2>&1 ;;
+        cb-nocheck) "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --check 0 --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
       esac
     done
   done
 done
-python3 - "$WORK" "$COLLS" "$VARIANTS" <<'PY'
-import glob, json, statistics, sys
+PYTHONPATH=scripts python3 - "$WORK" "$COLLS" "$VARIANTS" <<'PY'
+import glob, statistics, sys
+from paritylib import cycles, first
 w, colls, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 def times(path):
-    if path.endswith(".txt"):
-        out = {}
-        for line in open(path):
-            f = line.split()
-            if len(f) >= 13 and f[0].isdigit() and f[1].isdigit() and int(f[1]) > 0:
-                out[int(f[0])] = float(f[5])
-        return out
-    try:
-        d = json.load(open(path))
-    except Exception:
-        return {}
-    return {r["size_bytes"]: r["out_of_place"]["time_us"] for r in d["results"] if r.get("out_of_place") and r["count"] > 0}
+    return first(cycles(path))
 for c in colls:
     med = {}
     for v in variants:

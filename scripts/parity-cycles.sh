@@ -15,7 +15,11 @@
 # the state of the host-GPU path.
 #   PASSES=4 CYCLES=10 scripts/parity-cycles.sh OUTDIR
 # Variants (VARIANTS): ref, ref-C (its host time, -C 1), cb (collbench, -C),
-# cb-stdout (results on stdout, no file after each row), cb-VAR=x+VAR2=y.
+# cb-stdout (results on stdout, no file after each row), cb-shm (the file
+# on /dev/shm), cb-VAR=x+VAR2=y (environment variables).
+# With variants other than ref and cb, scripts/parity-variants.py then
+# compares them all by their share of slow cycles. BACKEND=cpu tries the
+# script's collbench variants on a machine without GPUs.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/collbench}
@@ -26,6 +30,7 @@ CYCLES=${CYCLES:-10}
 PROBE=${PROBE:-0}
 COLLS=${COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv}
 VARIANTS=${VARIANTS:-"ref cb"}
+BACKEND=${BACKEND:-nccl}
 export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 mkdir -p "$W"
 ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
@@ -41,11 +46,14 @@ for pass in $(seq 1 "$PASSES"); do
       fi
       case $v in
         ref|ref-C) "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 -N "$CYCLES" $([ "$v" = ref-C ] && echo -C 1) > "$W/$v-$c-$pass.txt" 2>&1 ;;
-        cb) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
-        cb-stdout) "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q --format json > "$W/$v-$c-$pass.json" 2> /dev/null ;;
-        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend nccl --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb-stdout) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q --format json > "$W/$v-$c-$pass.json" 2> /dev/null ;;
+        cb-shm) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "/dev/shm/cb-pc-$$.json" > /dev/null 2>&1
+                mv "/dev/shm/cb-pc-$$.json" "$W/$v-$c-$pass.json" 2> /dev/null ;;
+        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
       esac
     done
   done
 done
 python3 scripts/parity-report.py "$W" "$COLLS"
+[ "$VARIANTS" = "ref cb" ] || python3 scripts/parity-variants.py "$W" "$COLLS" "$VARIANTS"

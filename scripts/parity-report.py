@@ -9,38 +9,8 @@ with "PARITY OK" or "PARITY FAIL <collectives>" (medians within 5%).
 Usage: parity-report.py DIR "COLLECTIVES" """
 import glob, json, os, statistics as st, sys
 
-def ref_cycles(path):
-    out = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 13 and f[0].isdigit() and f[1].isdigit() and int(f[1]) > 0:
-            out.setdefault(int(f[0]), []).append(float(f[5]))
-    return out
-
-def cb_cycles(path):
-    try:
-        d = json.load(open(path))
-    except (OSError, ValueError):
-        return {}
-    out = {}
-    for r in d["results"]:
-        h = r.get("out_of_place")
-        if r["count"] > 0 and h:
-            out[r["size_bytes"]] = h["cycles"]["times_us"] if h.get("cycles") else [h["time_us"]]
-    return out
-
-def two_means(xs):
-    """The value between the two clusters of xs (1-D two-means)."""
-    lo, hi = min(xs), max(xs)
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        a = [x for x in xs if x < mid] or [lo]
-        b = [x for x in xs if x >= mid] or [hi]
-        lo, hi = st.mean(a), st.mean(b)
-    return (lo + hi) / 2
-
-def pct(a, b):
-    return (b - a) / a * 100
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paritylib import ref_cycles, cb_cycles, two_means, pct  # noqa: E402
 
 w, colls = sys.argv[1], sys.argv[2].split()
 result, worst, states = {}, {}, {}
@@ -59,6 +29,7 @@ for c in colls:
     sizes = sorted(set(ref) & set(cb))
     if not sizes:
         print(f"\n{c}: no results")
+        worst[c] = float("inf")  # nothing to compare is no parity
         continue
     split = two_means([x for s in sizes for x in ref[s] + cb[s]])
     print(f"\n{c}: out-of-place time (us), median over every cycle of every pass; clusters split at {split:.2f} us")
@@ -87,6 +58,7 @@ for c in colls:
           + "  ".join(f"{t}#{p} {m:.2f}" + (f" [{q:.1f}]" if q else "") for t, p, m, q in passes))
     result[c] = {"split_us": split, "rows": rows, "states": states[c], "passes": passes}
 json.dump(result, open(f"{w}/parity.json", "w"), indent=1)
-print("\nworst median difference per collective (positive = collbench slower):", {c: f"{v:+.1f}%" for c, v in worst.items()})
+print("\nworst median difference per collective (positive = collbench slower):",
+      {c: f"{v:+.1f}%" if v != float("inf") else "no results" for c, v in worst.items()})
 bad = [c for c, v in worst.items() if v > 5]
 print("PARITY", "FAIL " + ",".join(bad) if bad else "OK (every size within 5% or faster)")
