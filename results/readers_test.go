@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -147,5 +148,40 @@ func TestEncoderSetReplacesOrAppends(t *testing.T) {
 	}
 	if !slices.Equal(got, []int64{32, 16}) {
 		t.Errorf("sizes %v, want [32 16]", got)
+	}
+}
+
+// TestReadRepairsRepeatedCycleRows: a file of --cycles 3 from a version
+// that added each row again after every cycle (captured in testdata) reads
+// as one row per size holding all three cycles; rows repeated with as many
+// cycles stay repeated, for compare to report.
+func TestReadRepairsRepeatedCycleRows(t *testing.T) {
+	fh, err := os.Open("testdata/cycles-repeated-rows.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	d, err := Read(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range d.Results {
+		got = append(got, fmt.Sprintf("%d:%d/%d", r.SizeBytes, r.OutOfPlace.Cycles.N, r.InPlace.Cycles.N))
+	}
+	if want := []string{"8:3/3", "16:3/3"}; !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+	d.Results = append(d.Results, d.Results[0])
+	var b bytes.Buffer
+	if err := Write(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Read(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Results) != 3 {
+		t.Errorf("a true repeat was dropped: %d rows, want 3", len(again.Results))
 	}
 }

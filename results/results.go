@@ -405,7 +405,45 @@ func Read(r io.Reader) (*Document, error) {
 	if d.SchemaVersion < 1 || d.SchemaVersion > SchemaVersion {
 		return nil, fmt.Errorf("result schema version %d is not supported (this collbench reads 1 to %d)", d.SchemaVersion, SchemaVersion)
 	}
+	if d.Config.Cycles > 1 {
+		d.Results = latestCycles(&d)
+	}
 	return &d, nil
+}
+
+// latestCycles repairs the files of --cycles written by earlier versions,
+// which added a row once more after every cycle: of the copies of a row it
+// keeps the one with the most cycles, where the first copy stood. Copies
+// with as many cycles are kept, for compare to report.
+func latestCycles(d *Document) []Row {
+	cycles := func(r Row) int {
+		n := 0
+		for _, h := range []*Half{r.OutOfPlace, r.InPlace} {
+			if h != nil && h.Cycles != nil {
+				n = max(n, h.Cycles.N)
+			}
+		}
+		return n
+	}
+	at := map[string]int{}
+	var out []Row
+	for _, r := range d.Results {
+		k := RowKey(d, r)
+		i, seen := at[k]
+		switch {
+		case seen && cycles(r) > cycles(out[i]):
+			out[i] = r // the same row after more cycles
+		case seen && cycles(r) < cycles(out[i]):
+			// an earlier copy: the later one has it all
+		default:
+			// a new row, or a true repeat, which compare reports
+			if !seen {
+				at[k] = len(out)
+			}
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // GroupVerification is the result of `collbench verify-groups`.
