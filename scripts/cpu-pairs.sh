@@ -6,15 +6,13 @@
 # per pair and tool.   PASSES=2 scripts/cpu-pairs.sh OUTDIR
 set -u
 cd "$(dirname "$0")/.."
-BIN=${BIN:-bin/collbench}
-NT=${NCCL_TESTS:-ext/nccl-tests}/build
+. scripts/parity-env.sh
 W=${1:-/tmp/collbench-cpus}
 PASSES=${PASSES:-2}
 COLL=${COLL:-allreduce}
-export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 mkdir -p "$W"
 n=$(nproc)
-ref=all_reduce; [ "$COLL" = allreduce ] || ref=$COLL
+ref=$(ref_name "$COLL")
 for pass in $(seq 1 "$PASSES"); do
   for a in $(seq 0 2 $((n - 2))); do
     cpus=$a,$((a + 1))
@@ -22,19 +20,20 @@ for pass in $(seq 1 "$PASSES"); do
     taskset -c "$cpus" "$BIN" "$COLL" --backend nccl --sizes 8:64K -n 50 -w 10 -q -C -o "$W/cb-$a-$pass.json" > /dev/null 2>&1
   done
 done
-python3 - "$W" "$n" "$PASSES" <<'PY'
-import json, statistics as st, sys
+PYTHONPATH=scripts python3 - "$W" "$n" "$PASSES" <<'PY'
+import statistics as st, sys
+from paritylib import ref_cycles, cb_cycles, cb_host, first
 w, n, passes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+nan = float("nan")
+def mean(d):
+    return st.mean(d.values()) if d else nan
 def ref(p):
-    xs = [float(l.split()[5]) for l in open(p) if len(l.split()) >= 13 and l.split()[0].isdigit() and int(l.split()[1]) > 0]
-    return st.mean(xs) if xs else float("nan")
-def cb(p):
     try:
-        d = json.load(open(p))
-    except Exception:
-        return float("nan"), float("nan")
-    rs = [r["out_of_place"] for r in d["results"] if r["count"] > 0]
-    return st.mean(r["time_us"] for r in rs), st.mean(r.get("cpu_time_us", 0) for r in rs)
+        return mean(first(ref_cycles(p)))
+    except OSError:
+        return nan
+def cb(p):
+    return mean(first(cb_cycles(p))), mean(cb_host(p))
 print("cpus   " + "  ".join(f"ref#{p} cb#{p} [issue]" for p in range(1, passes + 1)))
 for a in range(0, n - 1, 2):
     cells = []

@@ -17,15 +17,12 @@
 #   COLLS="allreduce allgather" PASSES=6 scripts/modes.sh
 set -u
 cd "$(dirname "$0")/.."
-BIN=${BIN:-bin/collbench}
-NT=${NCCL_TESTS:-ext/nccl-tests}/build
+. scripts/parity-env.sh
 WORK=${WORK:-/tmp/collbench-modes}
 PASSES=${PASSES:-6}
 COLLS=${COLLS:-allreduce allgather}
 VARIANTS=${VARIANTS:-"ref ref-G cb cb-G cb-L"}
-export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 mkdir -p "$WORK"; rm -f "$WORK"/*
-ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
 
 # sample PID FILE: the threads of PID (and its children) every 0.2 s until
 # it exits; FILE keeps the last sample taken while the process was timing.

@@ -11,14 +11,11 @@
 # BACKEND=cpu tries the collbench variants on a machine without GPUs.
 set -u
 cd "$(dirname "$0")/.."
-BIN=${BIN:-bin/collbench}
-NT=${NCCL_TESTS:-ext/nccl-tests}/build
+. scripts/parity-env.sh
 WORK=${WORK:-/tmp/collbench-ab}
 PASSES=${PASSES:-4}
 COLLS=${COLLS:-allgather reduce broadcast}
-export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 mkdir -p "$WORK"; rm -f "$WORK"/*
-ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
 VARIANTS=${VARIANTS:-"ref ref-1thread cb cb-ncclmem cb-spin cb-ncclmem-spin cb-gomaxprocs4 cb-nocheck"}
 for pass in $(seq 1 "$PASSES"); do
   for c in $COLLS; do

@@ -22,8 +22,7 @@
 # script's collbench variants on a machine without GPUs.
 set -u
 cd "$(dirname "$0")/.."
-BIN=${BIN:-bin/collbench}
-NT=${NCCL_TESTS:-ext/nccl-tests}/build
+. scripts/parity-env.sh
 W=${1:-/tmp/collbench-pc}
 PASSES=${PASSES:-4}
 CYCLES=${CYCLES:-10}
@@ -31,9 +30,7 @@ PROBE=${PROBE:-0}
 COLLS=${COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv}
 VARIANTS=${VARIANTS:-"ref cb"}
 BACKEND=${BACKEND:-nccl}
-export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 mkdir -p "$W"
-ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
 # Even passes run the variants in reverse order, so that no tool always
 # runs right after the other.
 for pass in $(seq 1 "$PASSES"); do
