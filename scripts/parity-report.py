@@ -12,6 +12,9 @@ import glob, json, os, statistics as st, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paritylib import ref_cycles, cb_cycles, two_means, pct  # noqa: E402
 
+if len(sys.argv) != 3 or not os.path.isdir(sys.argv[1]):
+    print('usage: parity-report.py DIR "COLLECTIVES" (DIR: the output directory of scripts/parity-cycles.sh)', file=sys.stderr)
+    sys.exit(2)
 w, colls = sys.argv[1], sys.argv[2].split()
 result, worst, states = {}, {}, {}
 for c in colls:

@@ -28,6 +28,9 @@ def passes(w, variant, coll):
 
 
 def main():
+    if len(sys.argv) != 4 or not os.path.isdir(sys.argv[1]):
+        print('usage: parity-variants.py DIR "COLLECTIVES" "VARIANTS" (DIR: the output directory of scripts/parity-cycles.sh)', file=sys.stderr)
+        sys.exit(2)
     w, colls, variants = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
     med = lambda xs: f"{st.median(xs):6.2f}" if xs else f"{'-':>6}"
     for c in colls:
