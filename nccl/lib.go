@@ -124,18 +124,68 @@ static const char *nb_GetErrorString(ncclResult_t r) { return p_GetErrorString(r
 static const char *nb_GetLastError(ncclComm_t c) { return p_GetLastError ? p_GetLastError(c) : NULL; }
 static ncclResult_t nb_GroupStart(void) { return p_GroupStart(); }
 static ncclResult_t nb_GroupEnd(void) { return p_GroupEnd(); }
-static ncclResult_t nb_AllReduce(devptr s, devptr r, size_t n, int t, int op, ncclComm_t c, cudaStream_t st) { return p_AllReduce(VP(s), VP(r), n, t, op, c, st); }
-static ncclResult_t nb_Broadcast(devptr s, devptr r, size_t n, int t, int root, ncclComm_t c, cudaStream_t st) { return p_Broadcast(VP(s), VP(r), n, t, root, c, st); }
-static ncclResult_t nb_Reduce(devptr s, devptr r, size_t n, int t, int op, int root, ncclComm_t c, cudaStream_t st) { return p_Reduce(VP(s), VP(r), n, t, op, root, c, st); }
-static ncclResult_t nb_AllGather(devptr s, devptr r, size_t n, int t, ncclComm_t c, cudaStream_t st) { return p_AllGather(VP(s), VP(r), n, t, c, st); }
-static ncclResult_t nb_ReduceScatter(devptr s, devptr r, size_t n, int t, int op, ncclComm_t c, cudaStream_t st) { return p_ReduceScatter(VP(s), VP(r), n, t, op, c, st); }
-static ncclResult_t nb_Send(devptr s, size_t n, int t, int peer, ncclComm_t c, cudaStream_t st) { return p_Send ? p_Send(VP(s), n, t, peer, c, st) : CB_MISSING; }
-static ncclResult_t nb_Recv(devptr r, size_t n, int t, int peer, ncclComm_t c, cudaStream_t st) { return p_Recv ? p_Recv(VP(r), n, t, peer, c, st) : CB_MISSING; }
-static ncclResult_t nb_AlltoAll(devptr s, devptr r, size_t n, int t, ncclComm_t c, cudaStream_t st) { return p_AlltoAll ? p_AlltoAll(VP(s), VP(r), n, t, c, st) : CB_MISSING; }
+// nb_p2p is one send or receive of a grouped exchange; nb_GroupP2P issues
+// a whole exchange in one call from Go: ncclGroupStart, the sends and
+// receives in order, and always ncclGroupEnd once the group is open.
+typedef struct { devptr buf; size_t count; int dt; int peer; int send; } nb_p2p;
+typedef struct { ncclResult_t r; int at; ncclResult_t end; } nb_gres;
+static nb_gres nb_GroupP2P(const nb_p2p *ops, int n, ncclComm_t c, cudaStream_t st) {
+	nb_gres g = {0, 0, 0};
+	g.r = p_GroupStart();
+	if (g.r != 0) { g.at = -1; return g; }
+	for (int i = 0; i < n; i++) {
+		const nb_p2p *o = &ops[i];
+		ncclResult_t r;
+		if (o->send) r = p_Send ? p_Send(VP(o->buf), o->count, o->dt, o->peer, c, st) : CB_MISSING;
+		else r = p_Recv ? p_Recv(VP(o->buf), o->count, o->dt, o->peer, c, st) : CB_MISSING;
+		if (r != 0) { g.r = r; g.at = i; break; }
+	}
+	g.end = p_GroupEnd();
+	return g;
+}
+// nb_call is one operation that nb_Repeat issues n times back to back,
+// the way a C benchmark's timed loop does: one call from Go for the whole
+// loop. For NB_SENDRECV each repetition is a group of one send (to peer
+// "to") and one receive (from peer "from"). The result says how many
+// repetitions were issued whole, and for a failed send/recv group which
+// call failed (stage 0 start, 1 send, 2 receive) and how the group ended.
+enum { NB_ALLREDUCE = 1, NB_BROADCAST, NB_REDUCE, NB_ALLGATHER, NB_REDUCESCATTER, NB_ALLTOALL, NB_GATHER, NB_SCATTER, NB_SENDRECV };
+typedef struct { int kind; devptr send; devptr recv; size_t count; int dt; int op; int root; int to; int from; } nb_call;
+typedef struct { ncclResult_t r; int done; int stage; ncclResult_t end; } nb_rres;
+static nb_rres nb_Repeat(const nb_call *k, int n, ncclComm_t c, cudaStream_t st) {
+	nb_rres g = {0, 0, 0, 0};
+	void *s = VP(k->send), *r = VP(k->recv);
+	for (; g.done < n; g.done++) {
+		switch (k->kind) {
+		case NB_ALLREDUCE: g.r = p_AllReduce(s, r, k->count, k->dt, k->op, c, st); break;
+		case NB_BROADCAST: g.r = p_Broadcast(s, r, k->count, k->dt, k->root, c, st); break;
+		case NB_REDUCE: g.r = p_Reduce(s, r, k->count, k->dt, k->op, k->root, c, st); break;
+		case NB_ALLGATHER: g.r = p_AllGather(s, r, k->count, k->dt, c, st); break;
+		case NB_REDUCESCATTER: g.r = p_ReduceScatter(s, r, k->count, k->dt, k->op, c, st); break;
+		case NB_ALLTOALL: g.r = p_AlltoAll ? p_AlltoAll(s, r, k->count, k->dt, c, st) : CB_MISSING; break;
+		case NB_GATHER: g.r = p_Gather ? p_Gather(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
+		case NB_SCATTER: g.r = p_Scatter ? p_Scatter(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
+		case NB_SENDRECV:
+			g.stage = 0;
+			g.r = p_GroupStart();
+			if (g.r != 0) return g;
+			g.stage = 1;
+			g.r = p_Send ? p_Send(s, k->count, k->dt, k->to, c, st) : CB_MISSING;
+			if (g.r == 0) {
+				g.stage = 2;
+				g.r = p_Recv ? p_Recv(r, k->count, k->dt, k->from, c, st) : CB_MISSING;
+			}
+			g.end = p_GroupEnd();
+			if (g.end != 0) return g;
+			break;
+		default: g.r = CB_MISSING;
+		}
+		if (g.r != 0) return g;
+	}
+	return g;
+}
 static ncclResult_t nb_CommSplit(ncclComm_t c, int color, int key, ncclComm_t *out) { return p_CommSplit ? p_CommSplit(c, color, key, out, NULL) : CB_MISSING; }
 static ncclResult_t nb_CommCount(ncclComm_t c, int *n) { return p_CommCount(c, n); }
-static ncclResult_t nb_Gather(devptr s, devptr r, size_t n, int t, int root, ncclComm_t c, cudaStream_t st) { return p_Gather ? p_Gather(VP(s), VP(r), n, t, root, c, st) : CB_MISSING; }
-static ncclResult_t nb_Scatter(devptr s, devptr r, size_t n, int t, int root, ncclComm_t c, cudaStream_t st) { return p_Scatter ? p_Scatter(VP(s), VP(r), n, t, root, c, st) : CB_MISSING; }
 static ncclResult_t nb_CommRegister(ncclComm_t c, devptr b, size_t n, void **h) { return p_CommRegister ? p_CommRegister(c, VP(b), n, h) : CB_MISSING; }
 static ncclResult_t nb_CommDeregister(ncclComm_t c, void *h) { return p_CommDeregister ? p_CommDeregister(c, h) : CB_MISSING; }
 static ncclResult_t nb_MemAlloc(devptr *p, size_t n) { void *q = NULL; ncclResult_t r = p_MemAlloc ? p_MemAlloc(&q, n) : CB_MISSING; *p = (devptr)q; return r; }
@@ -147,6 +197,7 @@ static ncclResult_t nb_CommUserRank(ncclComm_t c, int *r) { return p_CommUserRan
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -341,54 +392,107 @@ func ptr(p cuda.DevPtr) C.devptr { return C.devptr(p) }
 
 func stream(s cuda.Stream) C.cudaStream_t { return C.cudaStream_t(s) }
 
-// AllReduce enqueues ncclAllReduce.
-func (c *Comm) AllReduce(send, recv cuda.DevPtr, count int64, dt, op int, s cuda.Stream) error {
-	return ncclCheck("ncclAllReduce", C.nb_AllReduce(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(op), c.c, stream(s)), c.c)
+// repeatCall is one operation in the form Repeat issues; repeatKind says
+// which NCCL call it is.
+type (
+	repeatCall C.nb_call
+	repeatKind int
+)
+
+// The operations Repeat issues.
+const (
+	repeatAllReduce     repeatKind = C.NB_ALLREDUCE
+	repeatBroadcast     repeatKind = C.NB_BROADCAST
+	repeatReduce        repeatKind = C.NB_REDUCE
+	repeatAllGather     repeatKind = C.NB_ALLGATHER
+	repeatReduceScatter repeatKind = C.NB_REDUCESCATTER
+	repeatAllToAll      repeatKind = C.NB_ALLTOALL
+	repeatGather        repeatKind = C.NB_GATHER
+	repeatScatter       repeatKind = C.NB_SCATTER
+	repeatSendRecv      repeatKind = C.NB_SENDRECV
+)
+
+var repeatCalls = map[repeatKind]string{
+	repeatAllReduce: "ncclAllReduce", repeatBroadcast: "ncclBroadcast", repeatReduce: "ncclReduce",
+	repeatAllGather: "ncclAllGather", repeatReduceScatter: "ncclReduceScatter", repeatAllToAll: "ncclAlltoAll",
+	repeatGather: "ncclGather", repeatScatter: "ncclScatter",
 }
 
-// Broadcast enqueues ncclBroadcast.
-func (c *Comm) Broadcast(send, recv cuda.DevPtr, count int64, dt, root int, s cuda.Stream) error {
-	return ncclCheck("ncclBroadcast", C.nb_Broadcast(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(root), c.c, stream(s)), c.c)
+// newRepeatCall describes an operation for Repeat: root is the root of
+// rooted collectives, to and from the peers of a send/recv.
+func newRepeatCall(kind repeatKind, send, recv cuda.DevPtr, count int64, dt, op, root, to, from int) repeatCall {
+	return repeatCall{kind: C.int(kind), send: ptr(send), recv: ptr(recv), count: C.size_t(count),
+		dt: C.int(dt), op: C.int(op), root: C.int(root), to: C.int(to), from: C.int(from)}
 }
 
-// Reduce enqueues ncclReduce.
-func (c *Comm) Reduce(send, recv cuda.DevPtr, count int64, dt, op, root int, s cuda.Stream) error {
-	return ncclCheck("ncclReduce", C.nb_Reduce(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(op), C.int(root), c.c, stream(s)), c.c)
+// Repeat enqueues k n times back to back on s in a single call into C, as
+// a C benchmark's loop does, so that Go adds no crossing per operation.
+// It stops at the first failed call; the error names it and how many
+// operations were issued before it.
+func (c *Comm) Repeat(k *repeatCall, n int, s cuda.Stream) error {
+	if n <= 0 {
+		return nil
+	}
+	g := C.nb_Repeat((*C.nb_call)(unsafe.Pointer(k)), C.int(n), c.c, stream(s))
+	if g.r == Success && g.end == Success {
+		return nil
+	}
+	var err error
+	if repeatKind(k.kind) != repeatSendRecv {
+		name, ok := repeatCalls[repeatKind(k.kind)]
+		if !ok {
+			name = fmt.Sprintf("operation kind %d", int(k.kind))
+		}
+		err = ncclCheck(name, g.r, c.c)
+	} else {
+		if g.r != Success {
+			err = ncclCheck([...]string{"ncclGroupStart", "ncclSend", "ncclRecv"}[min(max(int(g.stage), 0), 2)], g.r, c.c)
+		}
+		if g.stage > 0 {
+			err = errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
+		}
+	}
+	if n > 1 && err != nil {
+		err = fmt.Errorf("%w (after %d of %d operations issued)", err, int(g.done), n)
+	}
+	return err
 }
 
-// AllGather enqueues ncclAllGather.
-func (c *Comm) AllGather(send, recv cuda.DevPtr, count int64, dt int, s cuda.Stream) error {
-	return ncclCheck("ncclAllGather", C.nb_AllGather(ptr(send), ptr(recv), C.size_t(count), C.int(dt), c.c, stream(s)), c.c)
+// p2pOp is one send or receive of an exchange issued by GroupP2P.
+type p2pOp C.nb_p2p
+
+// sendOp and recvOp describe a send of count elements of type dt from buf
+// to peer, and a receive into buf from peer.
+func sendOp(buf cuda.DevPtr, count int64, dt, peer int) p2pOp {
+	return p2pOp{buf: ptr(buf), count: C.size_t(count), dt: C.int(dt), peer: C.int(peer), send: 1}
 }
 
-// ReduceScatter enqueues ncclReduceScatter.
-func (c *Comm) ReduceScatter(send, recv cuda.DevPtr, count int64, dt, op int, s cuda.Stream) error {
-	return ncclCheck("ncclReduceScatter", C.nb_ReduceScatter(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(op), c.c, stream(s)), c.c)
+func recvOp(buf cuda.DevPtr, count int64, dt, peer int) p2pOp {
+	return p2pOp{buf: ptr(buf), count: C.size_t(count), dt: C.int(dt), peer: C.int(peer)}
 }
 
-// Send enqueues ncclSend.
-func (c *Comm) Send(send cuda.DevPtr, count int64, dt, peer int, s cuda.Stream) error {
-	return ncclCheck("ncclSend", C.nb_Send(ptr(send), C.size_t(count), C.int(dt), C.int(peer), c.c, stream(s)), c.c)
-}
-
-// Recv enqueues ncclRecv.
-func (c *Comm) Recv(recv cuda.DevPtr, count int64, dt, peer int, s cuda.Stream) error {
-	return ncclCheck("ncclRecv", C.nb_Recv(ptr(recv), C.size_t(count), C.int(dt), C.int(peer), c.c, stream(s)), c.c)
-}
-
-// AllToAll enqueues ncclAlltoAll.
-func (c *Comm) AllToAll(send, recv cuda.DevPtr, count int64, dt int, s cuda.Stream) error {
-	return ncclCheck("ncclAlltoAll", C.nb_AlltoAll(ptr(send), ptr(recv), C.size_t(count), C.int(dt), c.c, stream(s)), c.c)
-}
-
-// Gather enqueues ncclGather.
-func (c *Comm) Gather(send, recv cuda.DevPtr, count int64, dt, root int, s cuda.Stream) error {
-	return ncclCheck("ncclGather", C.nb_Gather(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(root), c.c, stream(s)), c.c)
-}
-
-// Scatter enqueues ncclScatter.
-func (c *Comm) Scatter(send, recv cuda.DevPtr, count int64, dt, root int, s cuda.Stream) error {
-	return ncclCheck("ncclScatter", C.nb_Scatter(ptr(send), ptr(recv), C.size_t(count), C.int(dt), C.int(root), c.c, stream(s)), c.c)
+// GroupP2P enqueues ops as one group (ncclGroupStart, the sends and
+// receives in order, ncclGroupEnd) in a single call into C, so that a
+// small exchange costs one crossing from Go instead of one per call. The
+// group is always closed once it was opened; an error names the NCCL call
+// that failed.
+func (c *Comm) GroupP2P(ops []p2pOp, s cuda.Stream) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	g := C.nb_GroupP2P((*C.nb_p2p)(unsafe.Pointer(&ops[0])), C.int(len(ops)), c.c, stream(s))
+	if g.r != Success && g.at < 0 {
+		return ncclCheck("ncclGroupStart", g.r, nil)
+	}
+	var err error
+	if g.r != Success {
+		call := "ncclRecv"
+		if ops[g.at].send != 0 {
+			call = "ncclSend"
+		}
+		err = ncclCheck(call, g.r, c.c)
+	}
+	return errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
 }
 
 // Registration is a buffer registered with a communicator.

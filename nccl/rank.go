@@ -35,6 +35,8 @@ type rank struct {
 	check   cuda.Function
 	counter cuda.DevPtr
 	events  []cuda.Event
+	p2p     []p2pOp    // the sends and receives of the exchange being issued
+	rep     repeatCall // the operation Repeat is issuing
 	// kernelErr is why the fill/check kernels could not load; the rank then
 	// fills and checks through bounded host copies.
 	kernelErr error
@@ -326,7 +328,14 @@ func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) 
 	return wrong, nil
 }
 
-func (r *rank) Launch(c suites.Call) error {
+// Launch issues c once.
+func (r *rank) Launch(c suites.Call) error { return r.Repeat(c, 1) }
+
+// Repeat issues c n times back to back on the rank's stream. A collective
+// that is one NCCL call, or one send/recv pair, is issued from C in a
+// single crossing for all n (as NCCL's benchmark's loop issues them); the
+// exchanges with many peers and the hypercube are issued from Go.
+func (r *rank) Repeat(c suites.Call, n int) error {
 	esz := int64(c.DType.Size())
 	g := suites.CallGeometry(c, r.Size())
 	send, err := r.addr(c.Send, g.SendCount*esz)
@@ -337,90 +346,87 @@ func (r *rank) Launch(c suites.Call) error {
 	if err != nil {
 		return err
 	}
-	dt, op, s, comm := int(c.DType), int(c.Op), r.stream, r.comm
+	var kind repeatKind
+	to, from := 0, 0
 	switch c.Coll {
 	case suites.AllReduce:
-		return comm.AllReduce(send, recv, c.Count, dt, op, s)
+		kind = repeatAllReduce
 	case suites.AllGather:
-		return comm.AllGather(send, recv, c.Count, dt, s)
+		kind = repeatAllGather
 	case suites.ReduceScatter:
-		return comm.ReduceScatter(send, recv, c.Count, dt, op, s)
+		kind = repeatReduceScatter
 	case suites.Broadcast:
-		return comm.Broadcast(send, recv, c.Count, dt, c.Root, s)
+		kind = repeatBroadcast
 	case suites.Reduce:
-		return comm.Reduce(send, recv, c.Count, dt, op, c.Root, s)
+		kind = repeatReduce
 	case suites.AllToAll:
 		if useNativeAllToAll(r.w.b.lib.HasAllToAll()) {
-			return comm.AllToAll(send, recv, c.Count, dt, s)
+			kind = repeatAllToAll
 		}
-		return r.grouped(func() error {
-			n := r.Size()
-			part := cuda.DevPtr(c.Count * esz)
-			for p := 0; p < n; p++ {
-				if err := comm.Send(send+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
-					return err
-				}
-				if err := comm.Recv(recv+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
 	case suites.SendRecv:
-		n := r.Size()
-		return r.grouped(func() error {
-			if err := comm.Send(send, c.Count, dt, (r.id+1)%n, s); err != nil {
-				return err
-			}
-			return comm.Recv(recv, c.Count, dt, (r.id-1+n)%n, s)
-		})
+		kind = repeatSendRecv
+		to, from = (r.id+1)%r.Size(), (r.id-1+r.Size())%r.Size()
 	case suites.Gather, suites.Scatter:
 		if r.w.b.lib.HasGather() {
+			kind = repeatScatter
 			if c.Coll == suites.Gather {
-				return comm.Gather(send, recv, c.Count, dt, c.Root, s)
+				kind = repeatGather
 			}
-			return comm.Scatter(send, recv, c.Count, dt, c.Root, s)
 		}
+	}
+	if kind != 0 {
+		r.rep = newRepeatCall(kind, send, recv, c.Count, int(c.DType), int(c.Op), c.Root, to, from)
+		return r.comm.Repeat(&r.rep, n, r.stream)
+	}
+	for k := 0; k < n; k++ {
+		if err := r.launchExchange(c, send, recv, esz); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// launchExchange issues once the collectives that Repeat cannot hand to C
+// whole: alltoall, gather and scatter as sends and receives (libraries
+// without the calls), alltoallv and the hypercube.
+func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) error {
+	dt, s := int(c.DType), r.stream
+	switch c.Coll {
+	case suites.AllToAll:
+		ops := r.p2p[:0]
+		part := cuda.DevPtr(c.Count * esz)
+		for p := 0; p < r.Size(); p++ {
+			ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p), recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p))
+		}
+		return r.exchange(ops)
+	case suites.Gather, suites.Scatter:
 		// Older libraries: one send and one receive per peer, in a group.
 		part := cuda.DevPtr(c.Count * esz)
-		return r.grouped(func() error {
-			if c.Coll == suites.Gather {
-				if err := comm.Send(send, c.Count, dt, c.Root, s); err != nil {
-					return err
-				}
-				if r.id == c.Root {
-					for p := 0; p < r.Size(); p++ {
-						if err := comm.Recv(recv+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
-							return err
-						}
-					}
-				}
-				return nil
-			}
+		ops := r.p2p[:0]
+		if c.Coll == suites.Gather {
+			ops = append(ops, sendOp(send, c.Count, dt, c.Root))
 			if r.id == c.Root {
 				for p := 0; p < r.Size(); p++ {
-					if err := comm.Send(send+cuda.DevPtr(p)*part, c.Count, dt, p, s); err != nil {
-						return err
-					}
+					ops = append(ops, recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p))
 				}
 			}
-			return comm.Recv(recv, c.Count, dt, c.Root, s)
-		})
+			return r.exchange(ops)
+		}
+		if r.id == c.Root {
+			for p := 0; p < r.Size(); p++ {
+				ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p))
+			}
+		}
+		return r.exchange(append(ops, recvOp(recv, c.Count, dt, c.Root)))
 	case suites.AllToAllV:
 		n := r.Size()
-		return r.grouped(func() error {
-			for p := 0; p < n; p++ {
-				out := cuda.DevPtr(suites.VDispl(c.Count, r.id, p, n) * esz)
-				if err := comm.Send(send+out, suites.VCount(c.Count, r.id, p, n), dt, p, s); err != nil {
-					return err
-				}
-				in := cuda.DevPtr(suites.VRecvDispl(c.Count, p, r.id, n) * esz)
-				if err := comm.Recv(recv+in, suites.VCount(c.Count, p, r.id, n), dt, p, s); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		ops := r.p2p[:0]
+		for p := 0; p < n; p++ {
+			out := cuda.DevPtr(suites.VDispl(c.Count, r.id, p, n) * esz)
+			in := cuda.DevPtr(suites.VRecvDispl(c.Count, p, r.id, n) * esz)
+			ops = append(ops, sendOp(send+out, suites.VCount(c.Count, r.id, p, n), dt, p), recvOp(recv+in, suites.VCount(c.Count, p, r.id, n), dt, p))
+		}
+		return r.exchange(ops)
 	case suites.HyperCube:
 		// An allgather by recursive doubling: exchange ever larger blocks
 		// with rank XOR 2^k.
@@ -433,12 +439,9 @@ func (r *rank) Launch(c suites.Call) error {
 		for mask := 1; mask < r.Size(); mask <<= 1 {
 			blk := r.id &^ (mask - 1)
 			theirs := blk ^ mask
-			err := r.grouped(func() error {
-				if err := comm.Send(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask, s); err != nil {
-					return err
-				}
-				return comm.Recv(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask, s)
-			})
+			err := r.exchange(append(r.p2p[:0],
+				sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),
+				recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask)))
 			if err != nil {
 				return err
 			}
@@ -446,6 +449,13 @@ func (r *rank) Launch(c suites.Call) error {
 		return nil
 	}
 	return fmt.Errorf("nccl backend: collective %v not implemented", c.Coll)
+}
+
+// exchange issues ops as one group on the rank's stream and keeps their
+// storage for the next exchange, so that issuing one allocates nothing.
+func (r *rank) exchange(ops []p2pOp) error {
+	r.p2p = ops
+	return r.comm.GroupP2P(ops, r.stream)
 }
 
 // grouped runs calls inside ncclGroupStart/End, always closing the group.

@@ -16,7 +16,8 @@
 #   PASSES=4 CYCLES=10 scripts/parity-cycles.sh OUTDIR
 # Variants (VARIANTS): ref, ref-C (its host time, -C 1), cb (collbench, -C),
 # cb-stdout (results on stdout, no file after each row), cb-shm (the file
-# on /dev/shm), cb-VAR=x+VAR2=y (environment variables).
+# on /dev/shm), cb-VAR=x+VAR2=y (environment variables), cb~NAME (the
+# collbench binary bin/NAME, for example one built from an earlier commit).
 # With variants other than ref and cb, scripts/parity-variants.py then
 # compares them all by their share of slow cycles. BACKEND=cpu tries the
 # script's collbench variants on a machine without GPUs.
@@ -47,6 +48,7 @@ for pass in $(seq 1 "$PASSES"); do
         cb-stdout) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q --format json > "$W/$v-$c-$pass.json" 2> /dev/null ;;
         cb-shm) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "/dev/shm/cb-pc-$$.json" > /dev/null 2>&1
                 mv "/dev/shm/cb-pc-$$.json" "$W/$v-$c-$pass.json" 2> /dev/null ;;
+        cb~*) "bin/${v#cb~}" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
         cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
       esac
     done

@@ -225,6 +225,15 @@ type GroupLauncher interface {
 	LaunchGroup(c Call, n int) error
 }
 
+// Repeater is implemented by ranks that can issue one operation many times
+// back to back in a single step, the way a C benchmark's loop does. The
+// NCCL backend issues a whole timed loop with one call into C, so that
+// each operation costs what it costs NCCL's own benchmark to issue.
+type Repeater interface {
+	// Repeat issues c n times, stopping at the first failure.
+	Repeat(c Call, n int) error
+}
+
 // Registrar is implemented by ranks whose library can register buffers
 // with their communicator (NCCL).
 type Registrar interface {

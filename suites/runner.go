@@ -488,11 +488,8 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			bad[i] = append(bad[i], ms...)
 		}
 		tr.Begin(what, watchdog.Warmup, p.Warmup)
-		for k := 0; k < p.Warmup; k++ {
-			tr.Op(k + 1)
-			if err := r.Launch(call); err != nil {
-				return err
-			}
+		if err := issue(r, tr, call, p.Warmup); err != nil {
+			return err
 		}
 		if err := r.Sync(); err != nil {
 			return err
@@ -729,6 +726,29 @@ func align(r Rank, tr *watchdog.Tracker, what string, iters int, call Call) erro
 	return r.Sync()
 }
 
+// issue issues call n times back to back, in one step where the rank is
+// a Repeater, and records the operations on tr.
+func issue(r Rank, tr *watchdog.Tracker, call Call, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	if rep, ok := r.(Repeater); ok {
+		tr.Op(1)
+		if err := rep.Repeat(call, n); err != nil {
+			return err
+		}
+		tr.Ops(n-1, n)
+		return nil
+	}
+	for k := 0; k < n; k++ {
+		tr.Op(k + 1)
+		if err := r.Launch(call); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // timeLoop issues p.Iters iterations back to back, each p.Agg operations
 // as one group where the rank can group them, synchronising after each as
 // p.Blocking says; it returns the wall time of one operation after the
@@ -738,12 +758,28 @@ func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, p Plan, now 
 		return 0, 0, err
 	}
 	agg := max(p.Agg, 1)
+	if _, ok := r.(Repeater); ok && agg == 1 && p.Blocking == 0 {
+		// Nothing happens between the operations: issue them in one step.
+		t0 := now()
+		if err := issue(r, tr, call, p.Iters); err != nil {
+			return 0, 0, err
+		}
+		issued := now().Sub(t0)
+		if err := r.Sync(); err != nil {
+			return 0, 0, err
+		}
+		total := now().Sub(t0)
+		return float64(total.Nanoseconds()) / 1e3 / float64(p.Iters), float64(issued.Nanoseconds()) / 1e3 / float64(p.Iters), nil
+	}
 	gl, grouped := r.(GroupLauncher)
 	var busy time.Duration // blocking 3: the time outside the barriers
+	var ts time.Time
 	t0 := now()
 	for k := 0; k < p.Iters; k++ {
 		tr.Op(k + 1)
-		ts := now()
+		if p.Blocking == 3 {
+			ts = now()
+		}
 		switch {
 		case agg > 1 && grouped:
 			err = gl.LaunchGroup(call, agg)

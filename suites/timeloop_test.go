@@ -1,6 +1,7 @@
 package suites
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -49,5 +50,69 @@ func TestTimeLoopAllocatesNothingPerOperation(t *testing.T) {
 		if r.launches == 0 {
 			t.Errorf("blocking %d: nothing was launched", blocking)
 		}
+	}
+}
+
+// repeatRank is an idleRank that issues loops in one step, as the NCCL
+// backend does; failAt makes the repeat fail.
+type repeatRank struct {
+	idleRank
+	repeats []int
+	fail    error
+}
+
+func (r *repeatRank) Repeat(_ Call, n int) error {
+	r.repeats = append(r.repeats, n)
+	return r.fail
+}
+
+// TestTimeLoopRepeatsInOneStep: where the rank can issue a loop in one
+// step and nothing has to happen between operations (blocking 0, one
+// operation per iteration), the timed loop hands it the whole loop; the
+// progress record still counts every operation. Blocking modes and -m
+// aggregation keep issuing one by one.
+func TestTimeLoopRepeatsInOneStep(t *testing.T) {
+	call := Call{Coll: AllReduce, DType: dtype.Float32, Op: Sum, Count: 2}
+	cases := []struct {
+		name          string
+		plan          Plan
+		repeats       []int
+		launches      int // the aligning launch is always one by one
+		ops, lastIter int64
+	}{
+		{name: "blocking 0", plan: Plan{Iters: 50, Agg: 1}, repeats: []int{50}, launches: 1, ops: 51, lastIter: 50},
+		{name: "blocking 1", plan: Plan{Iters: 50, Agg: 1, Blocking: 1}, launches: 51, ops: 51, lastIter: 50},
+		{name: "aggregated", plan: Plan{Iters: 10, Agg: 4}, launches: 41, ops: 11, lastIter: 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &repeatRank{}
+			tr := watchdog.NewTracker(0)
+			if _, _, err := timeLoop(r, tr, "allreduce", call, tc.plan, time.Now); err != nil {
+				t.Fatal(err)
+			}
+			if len(r.repeats) != len(tc.repeats) || (len(tc.repeats) > 0 && r.repeats[0] != tc.repeats[0]) {
+				t.Errorf("repeats %v, want %v", r.repeats, tc.repeats)
+			}
+			if r.launches != tc.launches {
+				t.Errorf("%d single launches, want %d", r.launches, tc.launches)
+			}
+			rec := tr.Snapshot(time.Now())
+			if rec.Ops != tc.ops || int64(rec.Iter) != tc.lastIter {
+				t.Errorf("progress record: %d operations, iteration %d; want %d, %d", rec.Ops, rec.Iter, tc.ops, tc.lastIter)
+			}
+		})
+	}
+}
+
+// TestTimeLoopRepeatFailureIsReturned: a failed repeat ends the loop with
+// its error, and nothing is timed.
+func TestTimeLoopRepeatFailureIsReturned(t *testing.T) {
+	want := errors.New("ncclAllReduce: unhandled cuda error (after 7 of 50 operations issued)")
+	r := &repeatRank{fail: want}
+	call := Call{Coll: AllReduce, DType: dtype.Float32, Op: Sum, Count: 2}
+	_, _, err := timeLoop(r, watchdog.NewTracker(0), "allreduce", call, Plan{Iters: 50, Agg: 1}, time.Now)
+	if !errors.Is(err, want) {
+		t.Fatalf("error %v, want %v", err, want)
 	}
 }

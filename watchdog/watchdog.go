@@ -128,6 +128,17 @@ func (t *Tracker) Op(i int) {
 	t.touch()
 }
 
+// Ops records n operations entered at once, the last of them iteration
+// i of the phase (a loop issued in one step).
+func (t *Tracker) Ops(n, i int) {
+	if t == nil {
+		return
+	}
+	t.ops.Add(int64(n))
+	t.iter.Store(int32(i))
+	t.touch()
+}
+
 // Waiting records that the rank waits for the given world rank (or
 // WaitingAll, or NotWaiting when the wait is over).
 func (t *Tracker) Waiting(peer int) {
