@@ -6,28 +6,33 @@ out-of-place time over every cycle of every pass for each tool and their
 difference; then the same within each of the two latency clusters; then the
 copy-probe state next to each pass's median. Writes DIR/parity.json and ends
 with "PARITY OK" or "PARITY FAIL <collectives>" (medians within 5%).
-Usage: parity-report.py DIR "COLLECTIVES" """
+Several DIRs (runs of parity-cycles.sh on the same machine) are pooled: their
+passes count together, named DIRINDEX.PASS, and the pooled result goes to
+the first DIR's parity-pooled.json.
+Usage: parity-report.py DIR [DIR...] "COLLECTIVES" """
 import glob, json, os, statistics as st, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paritylib import ref_cycles, cb_cycles, two_means, pct  # noqa: E402
 
-if len(sys.argv) != 3 or not os.path.isdir(sys.argv[1]):
-    print('usage: parity-report.py DIR "COLLECTIVES" (DIR: the output directory of scripts/parity-cycles.sh)', file=sys.stderr)
+if len(sys.argv) < 3 or not all(os.path.isdir(d) for d in sys.argv[1:-1]):
+    print('usage: parity-report.py DIR [DIR...] "COLLECTIVES" (DIR: an output directory of scripts/parity-cycles.sh)', file=sys.stderr)
     sys.exit(2)
-w, colls = sys.argv[1], sys.argv[2].split()
+dirs, colls = sys.argv[1:-1], sys.argv[-1].split()
+w = dirs[0]
 result, worst, states = {}, {}, {}
 for c in colls:
     ref, cb, passes = {}, {}, []
     for tool, load, ext in (("ref", ref_cycles, "txt"), ("cb", cb_cycles, "json")):
-        for p in sorted(glob.glob(f"{w}/{tool}-{c}-[0-9]*.{ext}")):
+        for i, p in sorted((i, p) for i, dd in enumerate(dirs, 1) for p in glob.glob(f"{dd}/{tool}-{c}-[0-9]*.{ext}")):
             d = load(p)
             for s, xs in d.items():
                 (ref if tool == "ref" else cb).setdefault(s, []).extend(xs)
             probe = p.rsplit(".", 1)[0] + ".probe"
             allx = [x for xs in d.values() for x in xs]
             if allx:
-                passes.append((tool, p.rsplit("-", 1)[1].split(".")[0], st.median(allx),
+                name = p.rsplit("-", 1)[1].split(".")[0]
+                passes.append((tool, f"{i}.{name}" if len(dirs) > 1 else name, st.median(allx),
                                float(open(probe).read()) if os.path.exists(probe) and open(probe).read().strip() else None))
     sizes = sorted(set(ref) & set(cb))
     if not sizes:
@@ -60,7 +65,7 @@ for c in colls:
     print("per pass (tool, pass, median over sizes and cycles, copy probe before it): "
           + "  ".join(f"{t}#{p} {m:.2f}" + (f" [{q:.1f}]" if q else "") for t, p, m, q in passes))
     result[c] = {"split_us": split, "rows": rows, "states": states[c], "passes": passes}
-json.dump(result, open(f"{w}/parity.json", "w"), indent=1)
+json.dump(result, open(f"{w}/parity.json" if len(dirs) == 1 else f"{w}/parity-pooled.json", "w"), indent=1)
 print("\nworst median difference per collective (positive = collbench slower):",
       {c: f"{v:+.1f}%" if v != float("inf") else "no results" for c, v in worst.items()})
 bad = [c for c, v in worst.items() if v > 5]

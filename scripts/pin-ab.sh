@@ -5,24 +5,28 @@
 #   CPUSETS="0-7 32-39" REPS=2 scripts/pin-ab.sh
 set -u
 cd "$(dirname "$0")/.."
-export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1} NCCL_NVLS_ENABLE=0 COLLBENCH_ALGORITHM_PROBE=off
-nt=${NCCL_TESTS:-ext/nccl-tests}/build
-BIN=${BIN:-bin/collbench}
-if [ ! -x "$nt/all_reduce_perf" ]; then
+. scripts/parity-env.sh
+export COLLBENCH_ALGORITHM_PROBE=off
+if [ ! -x "$NT/all_reduce_perf" ]; then
   make -C "${NCCL_TESTS:-ext/nccl-tests}" -j16 MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > /tmp/nt-build.log 2>&1 || tail /tmp/nt-build.log
 fi
-mean_ref() { awk 'NF>=13 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {s+=$6; n++} END {if (n) printf "%.2f", s/n; else printf "nan"}'; }
-mean_cb() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=[r["out_of_place"]["time_us"] for r in d["results"] if r["count"]>0]; print("%.2f" % (sum(t)/len(t)))' "$1"; }
+W=${WORK:-/tmp/collbench-pin}
+mkdir -p "$W"
+# mean FILE: the mean out-of-place time over the sizes of either tool's file.
+mean() {
+  python3 -c 'import statistics as st, sys; sys.path.insert(0, "scripts"); from paritylib import cycles, first
+t = first(cycles(sys.argv[1])); print("%.2f" % st.mean(t.values()) if t else "nan")' "$1"
+}
 for set in ${CPUSETS:-all 0-7 16-23 32-39 48-55}; do
   pin=(); [ "$set" != all ] && pin=(taskset -c "$set")
-  for c in allreduce:all_reduce allgather:all_gather; do
-    cb=${c%%:*}; ref=${c##*:}
+  for c in allreduce allgather; do
     r=""; k=""
     for rep in $(seq 1 "${REPS:-3}"); do
-      r="$r $("${pin[@]}" "$nt/${ref}_perf" -t 2 -g 1 -b 8 -e 1K -f 2 -n 50 -w 10 2>&1 | mean_ref)"
-      "${pin[@]}" "$BIN" "$cb" --backend nccl --sizes 8:1K -n 50 -w 10 -q -o /tmp/pin-cb.json > /dev/null 2>&1
-      k="$k $(mean_cb /tmp/pin-cb.json)"
+      "${pin[@]}" "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 1K -f 2 -n 50 -w 10 > "$W/ref.txt" 2>&1
+      r="$r $(mean "$W/ref.txt")"
+      "${pin[@]}" "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:1K -n 50 -w 10 -q -o "$W/cb.json" > /dev/null 2>&1
+      k="$k $(mean "$W/cb.json")"
     done
-    printf "cpus %-6s %-9s reference:%s | collbench:%s  (us, mean over 8 B-1 KiB, one value per process)\n" "$set" "$cb" "$r" "$k"
+    printf "cpus %-6s %-9s reference:%s | collbench:%s  (us, mean over 8 B-1 KiB, one value per process)\n" "$set" "$c" "$r" "$k"
   done
 done
