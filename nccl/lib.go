@@ -145,44 +145,33 @@ static nb_gres nb_GroupP2P(const nb_p2p *ops, int n, ncclComm_t c, cudaStream_t 
 }
 // nb_call is one operation that nb_Repeat issues n times back to back,
 // the way a C benchmark's timed loop does: one call from Go for the whole
-// loop. For NB_SENDRECV each repetition is a group of one send (to peer
+// loop. For NB_SENDRECV each repetition is nb_GroupP2P of one send (to peer
 // "to") and one receive (from peer "from"). The result says how many
-// repetitions were issued whole, and for a failed send/recv group which
-// call failed (stage 0 start, 1 send, 2 receive) and how the group ended.
+// repetitions were issued whole and, in g, how the failed one ended.
 enum { NB_ALLREDUCE = 1, NB_BROADCAST, NB_REDUCE, NB_ALLGATHER, NB_REDUCESCATTER, NB_ALLTOALL, NB_GATHER, NB_SCATTER, NB_SENDRECV };
 typedef struct { int kind; devptr send; devptr recv; size_t count; int dt; int op; int root; int to; int from; } nb_call;
-typedef struct { ncclResult_t r; int done; int stage; ncclResult_t end; } nb_rres;
+typedef struct { nb_gres g; int done; } nb_rres;
 static nb_rres nb_Repeat(const nb_call *k, int n, ncclComm_t c, cudaStream_t st) {
-	nb_rres g = {0, 0, 0, 0};
+	nb_rres res = {{0, 0, 0}, 0};
 	void *s = VP(k->send), *r = VP(k->recv);
-	for (; g.done < n; g.done++) {
+	const nb_p2p pair[2] = {{k->send, k->count, k->dt, k->to, 1}, {k->recv, k->count, k->dt, k->from, 0}};
+	ncclResult_t *e = &res.g.r;
+	for (; res.done < n; res.done++) {
 		switch (k->kind) {
-		case NB_ALLREDUCE: g.r = p_AllReduce(s, r, k->count, k->dt, k->op, c, st); break;
-		case NB_BROADCAST: g.r = p_Broadcast(s, r, k->count, k->dt, k->root, c, st); break;
-		case NB_REDUCE: g.r = p_Reduce(s, r, k->count, k->dt, k->op, k->root, c, st); break;
-		case NB_ALLGATHER: g.r = p_AllGather(s, r, k->count, k->dt, c, st); break;
-		case NB_REDUCESCATTER: g.r = p_ReduceScatter(s, r, k->count, k->dt, k->op, c, st); break;
-		case NB_ALLTOALL: g.r = p_AlltoAll ? p_AlltoAll(s, r, k->count, k->dt, c, st) : CB_MISSING; break;
-		case NB_GATHER: g.r = p_Gather ? p_Gather(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
-		case NB_SCATTER: g.r = p_Scatter ? p_Scatter(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
-		case NB_SENDRECV:
-			g.stage = 0;
-			g.r = p_GroupStart();
-			if (g.r != 0) return g;
-			g.stage = 1;
-			g.r = p_Send ? p_Send(s, k->count, k->dt, k->to, c, st) : CB_MISSING;
-			if (g.r == 0) {
-				g.stage = 2;
-				g.r = p_Recv ? p_Recv(r, k->count, k->dt, k->from, c, st) : CB_MISSING;
-			}
-			g.end = p_GroupEnd();
-			if (g.end != 0) return g;
-			break;
-		default: g.r = CB_MISSING;
+		case NB_ALLREDUCE: *e = p_AllReduce(s, r, k->count, k->dt, k->op, c, st); break;
+		case NB_BROADCAST: *e = p_Broadcast(s, r, k->count, k->dt, k->root, c, st); break;
+		case NB_REDUCE: *e = p_Reduce(s, r, k->count, k->dt, k->op, k->root, c, st); break;
+		case NB_ALLGATHER: *e = p_AllGather(s, r, k->count, k->dt, c, st); break;
+		case NB_REDUCESCATTER: *e = p_ReduceScatter(s, r, k->count, k->dt, k->op, c, st); break;
+		case NB_ALLTOALL: *e = p_AlltoAll ? p_AlltoAll(s, r, k->count, k->dt, c, st) : CB_MISSING; break;
+		case NB_GATHER: *e = p_Gather ? p_Gather(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
+		case NB_SCATTER: *e = p_Scatter ? p_Scatter(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
+		case NB_SENDRECV: res.g = nb_GroupP2P(pair, 2, c, st); break;
+		default: *e = CB_MISSING;
 		}
-		if (g.r != 0) return g;
+		if (res.g.r != 0 || res.g.end != 0) return res;
 	}
-	return g;
+	return res;
 }
 static ncclResult_t nb_CommSplit(ncclComm_t c, int color, int key, ncclComm_t *out) { return p_CommSplit ? p_CommSplit(c, color, key, out, NULL) : CB_MISSING; }
 static ncclResult_t nb_CommCount(ncclComm_t c, int *n) { return p_CommCount(c, n); }
@@ -433,29 +422,42 @@ func (c *Comm) Repeat(k *repeatCall, n int, s cuda.Stream) error {
 	if n <= 0 {
 		return nil
 	}
-	g := C.nb_Repeat((*C.nb_call)(unsafe.Pointer(k)), C.int(n), c.c, stream(s))
-	if g.r == Success && g.end == Success {
+	res := C.nb_Repeat((*C.nb_call)(unsafe.Pointer(k)), C.int(n), c.c, stream(s))
+	if res.g.r == Success && res.g.end == Success {
 		return nil
 	}
 	var err error
-	if repeatKind(k.kind) != repeatSendRecv {
-		name, ok := repeatCalls[repeatKind(k.kind)]
-		if !ok {
-			name = fmt.Sprintf("operation kind %d", int(k.kind))
-		}
-		err = ncclCheck(name, g.r, c.c)
+	if kind := repeatKind(k.kind); kind == repeatSendRecv {
+		err = groupError(res.g, func(i int) bool { return i == 0 }, c.c)
 	} else {
-		if g.r != Success {
-			err = ncclCheck([...]string{"ncclGroupStart", "ncclSend", "ncclRecv"}[min(max(int(g.stage), 0), 2)], g.r, c.c)
+		name, ok := repeatCalls[kind]
+		if !ok {
+			name = fmt.Sprintf("operation kind %d", int(kind))
 		}
-		if g.stage > 0 {
-			err = errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
-		}
+		err = ncclCheck(name, res.g.r, c.c)
 	}
-	if n > 1 && err != nil {
-		err = fmt.Errorf("%w (after %d of %d operations issued)", err, int(g.done), n)
+	if n > 1 {
+		err = fmt.Errorf("%w (after %d of %d operations issued)", err, int(res.done), n)
 	}
 	return err
+}
+
+// groupError names the failed call of a group of sends and receives that
+// nb_GroupP2P issued: ncclGroupStart, the send or receive at g.at (send
+// says which op is a send), and ncclGroupEnd, which closed the group.
+func groupError(g C.nb_gres, send func(i int) bool, comm C.ncclComm_t) error {
+	if g.r != Success && g.at < 0 {
+		return ncclCheck("ncclGroupStart", g.r, nil)
+	}
+	var err error
+	if g.r != Success {
+		call := "ncclRecv"
+		if send(int(g.at)) {
+			call = "ncclSend"
+		}
+		err = ncclCheck(call, g.r, comm)
+	}
+	return errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
 }
 
 // p2pOp is one send or receive of an exchange issued by GroupP2P.
@@ -481,18 +483,10 @@ func (c *Comm) GroupP2P(ops []p2pOp, s cuda.Stream) error {
 		return nil
 	}
 	g := C.nb_GroupP2P((*C.nb_p2p)(unsafe.Pointer(&ops[0])), C.int(len(ops)), c.c, stream(s))
-	if g.r != Success && g.at < 0 {
-		return ncclCheck("ncclGroupStart", g.r, nil)
+	if g.r == Success && g.end == Success {
+		return nil
 	}
-	var err error
-	if g.r != Success {
-		call := "ncclRecv"
-		if ops[g.at].send != 0 {
-			call = "ncclSend"
-		}
-		err = ncclCheck(call, g.r, c.c)
-	}
-	return errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
+	return groupError(g, func(i int) bool { return ops[i].send != 0 }, c.c)
 }
 
 // Registration is a buffer registered with a communicator.

@@ -50,10 +50,10 @@ for pass in $(seq 1 "$PASSES"); do
     for v in $VARIANTS; do
       o="$WORK/$c.$v.$pass"
       case $v in
-        ref) run "$o" "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 ;;
-        ref-G) run "$o" "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 -G 20 ;;
-        cb) run "$o" "$BIN" "$c" --backend ${BACKEND:-nccl} --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -C -o "$o.json" ;;
-        cb-G) run "$o" "$BIN" "$c" --backend ${BACKEND:-nccl} --sizes 8:64K -n 50 -w 10 -q --mode out-of-place --cuda-graph 20 -o "$o.json" ;;
+        ref) run "$o" ref_small "$c" ;;
+        ref-G) run "$o" ref_small "$c" -G 20 ;;
+        cb) run "$o" cb_small "$c" --mode out-of-place -C -o "$o.json" ;;
+        cb-G) run "$o" cb_small "$c" --mode out-of-place --cuda-graph 20 -o "$o.json" ;;
         cb-L) run "$o" "$BIN" launch -n 2 -- "$c" --backend ${BACKEND:-nccl} --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -C -o "$o.json" ;;
       esac
     done

@@ -22,16 +22,16 @@ for pass in $(seq 1 "$PASSES"); do
     for v in $VARIANTS; do
       out="$WORK/$c.$v.$pass"
       case $v in
-        ref) "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 > "$out.txt" 2>&1 ;;
-        ref-1thread) "$NT/$(ref_name "$c")_perf" -t 1 -g 2 -b 8 -e 64K -f 2 -n 50 -w 10 > "$out.txt" 2>&1 ;;
-        cb) "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-ncclmem) COLLBENCH_ALLOC=ncclmem "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-spin) COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-ncclmem-spin) COLLBENCH_ALLOC=ncclmem COLLBENCH_CUDA_SYNC=spin "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-gomaxprocs4) GOMAXPROCS=4 "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-both) "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode both -o "$out.json" > /dev/null 2>&1 ;;
-        cb-nocheck) "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --check 0 --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
-        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        ref) ref_small "$c" > "$out.txt" 2>&1 ;;
+        ref-1thread) ref_small "$c" -t 1 -g 2 > "$out.txt" 2>&1 ;;
+        cb) cb_small "$c" --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-ncclmem) COLLBENCH_ALLOC=ncclmem cb_small "$c" --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-spin) COLLBENCH_CUDA_SYNC=spin cb_small "$c" --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-ncclmem-spin) COLLBENCH_ALLOC=ncclmem COLLBENCH_CUDA_SYNC=spin cb_small "$c" --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-gomaxprocs4) GOMAXPROCS=4 cb_small "$c" --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-both) cb_small "$c" --mode both -o "$out.json" > /dev/null 2>&1 ;;
+        cb-nocheck) cb_small "$c" --check 0 --mode out-of-place -o "$out.json" > /dev/null 2>&1 ;;
+        cb-*) (export $(echo "${v#cb-}" | tr + " "); cb_small "$c" --mode out-of-place -o "$out.json" > /dev/null 2>&1) ;;
       esac
     done
   done

@@ -43,13 +43,13 @@ for pass in $(seq 1 "$PASSES"); do
         python3 scripts/probes/copylat.py 0 "$PROBE" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}' > "$W/$v-$c-$pass.probe"
       fi
       case $v in
-        ref|ref-C) "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 -N "$CYCLES" $([ "$v" = ref-C ] && echo -C 1) > "$W/$v-$c-$pass.txt" 2>&1 ;;
-        cb) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
-        cb-stdout) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q --format json > "$W/$v-$c-$pass.json" 2> /dev/null ;;
-        cb-shm) "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "/dev/shm/cb-pc-$$.json" > /dev/null 2>&1
+        ref|ref-C) ref_small "$c" -N "$CYCLES" $([ "$v" = ref-C ] && echo -C 1) > "$W/$v-$c-$pass.txt" 2>&1 ;;
+        cb) cb_small "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb-stdout) cb_small "$c" --cycles "$CYCLES" -C --format json > "$W/$v-$c-$pass.json" 2> /dev/null ;;
+        cb-shm) cb_small "$c" --cycles "$CYCLES" -C -o "/dev/shm/cb-pc-$$.json" > /dev/null 2>&1
                 mv "/dev/shm/cb-pc-$$.json" "$W/$v-$c-$pass.json" 2> /dev/null ;;
-        cb~*) "bin/${v#cb~}" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
-        cb-*) env $(echo "${v#cb-}" | tr + " ") "$BIN" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 --cycles "$CYCLES" -C -q -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb~*) BIN="bin/${v#cb~}" cb_small "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb-*) (export $(echo "${v#cb-}" | tr + " "); cb_small "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1) ;;
       esac
     done
   done

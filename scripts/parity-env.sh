@@ -6,3 +6,9 @@ BIN=${BIN:-bin/collbench}
 NT=${NCCL_TESTS:-ext/nccl-tests}/build
 export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
+# ref_small COLL [FLAG...] and cb_small COLL [FLAG...]: the small-message
+# sweep the side-by-side scripts time (8 B - 64 KiB, 50 iterations, 10
+# warm-up), by NCCL's benchmark with one thread per GPU, and by collbench
+# ($BIN on ${BACKEND:-nccl}, quiet). Later flags override earlier ones.
+ref_small() { local c=$1; shift; "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 "$@"; }
+cb_small() { local c=$1; shift; "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q "$@"; }

@@ -758,24 +758,20 @@ func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, p Plan, now 
 		return 0, 0, err
 	}
 	agg := max(p.Agg, 1)
-	if _, ok := r.(Repeater); ok && agg == 1 && p.Blocking == 0 {
-		// Nothing happens between the operations: issue them in one step.
-		t0 := now()
-		if err := issue(r, tr, call, p.Iters); err != nil {
-			return 0, 0, err
-		}
-		issued := now().Sub(t0)
-		if err := r.Sync(); err != nil {
-			return 0, 0, err
-		}
-		total := now().Sub(t0)
-		return float64(total.Nanoseconds()) / 1e3 / float64(p.Iters), float64(issued.Nanoseconds()) / 1e3 / float64(p.Iters), nil
-	}
+	_, repeats := r.(Repeater)
 	gl, grouped := r.(GroupLauncher)
 	var busy time.Duration // blocking 3: the time outside the barriers
 	var ts time.Time
 	t0 := now()
-	for k := 0; k < p.Iters; k++ {
+	loop := p.Iters // the iterations issued one by one
+	if repeats && agg == 1 && p.Blocking == 0 {
+		// Nothing happens between the operations: issue them in one step.
+		if err := issue(r, tr, call, p.Iters); err != nil {
+			return 0, 0, err
+		}
+		loop = 0
+	}
+	for k := 0; k < loop; k++ {
 		tr.Op(k + 1)
 		if p.Blocking == 3 {
 			ts = now()

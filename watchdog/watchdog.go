@@ -119,14 +119,7 @@ func (t *Tracker) SetPhase(p Phase) {
 }
 
 // Op records that the rank enters its next operation, iteration i of the phase.
-func (t *Tracker) Op(i int) {
-	if t == nil {
-		return
-	}
-	t.ops.Add(1)
-	t.iter.Store(int32(i))
-	t.touch()
-}
+func (t *Tracker) Op(i int) { t.Ops(1, i) }
 
 // Ops records n operations entered at once, the last of them iteration
 // i of the phase (a loop issued in one step).
