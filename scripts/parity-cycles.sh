@@ -31,6 +31,9 @@ PROBE=${PROBE:-0}
 COLLS=${COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv}
 VARIANTS=${VARIANTS:-"ref cb"}
 BACKEND=${BACKEND:-nccl}
+for v in $VARIANTS; do
+  case $v in cb~*) [ -x "bin/${v#cb~}" ] || { echo "parity-cycles.sh: variant $v: no executable bin/${v#cb~} (copy an earlier build there)" >&2; exit 2; } ;; esac
+done
 mkdir -p "$W"
 # Even passes run the variants in reverse order, so that no tool always
 # runs right after the other.
