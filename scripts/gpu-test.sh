@@ -461,11 +461,14 @@ for line in sys.stdin:
 m = sorted(st.median(v) for v in win.values())
 print(f"  {len(m)} windows: p10 {m[len(m) // 10]:.2f} us, median {m[len(m) // 2]:.2f} us, p90 {m[9 * len(m) // 10]:.2f} us")'
   BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${PARITY_PASSES:-4} CYCLES=${PARITY_CYCLES:-10} PROBE=${PARITY_PROBE:-0.3} \
-    VARIANTS=${PARITY_VARIANTS:-"ref cb"} COLLS=${PARITY_COLLS:-"allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv"} \
+    VARIANTS=${PARITY_VARIANTS:-"ref cb ref2"} COLLS=${PARITY_COLLS:-"allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv"} \
     scripts/parity-cycles.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1
   cp "$WORK/parity/parity.json" "$WORK/parity.json" 2>/dev/null
   cat "$WORK/parity.txt"
-  grep -q "PARITY OK" "$WORK/parity.txt" && ok "small-message parity" || bad "small-message parity"
+  grep -q "^PARITY OK" "$WORK/parity.txt" && ok "small-message parity (medians)" || bad "small-message parity (medians)"
+  grep -q "^WITHIN-BAND OK" "$WORK/parity.txt" && ok "small-message parity within each band" || bad "small-message parity within each band"
+  # The reference against itself: how far apart two runs of one program land here.
+  grep -E "^SAME-PROGRAM" "$WORK/parity.txt"
 else
   bad "NCCL's benchmark not built (source expected in $NCCL_TESTS)"
 fi

@@ -14,7 +14,10 @@
 # Before each process, PROBE seconds of 4-byte copies (copylat.py) record
 # the state of the host-GPU path.
 #   PASSES=4 CYCLES=10 scripts/parity-cycles.sh OUTDIR
-# Variants (VARIANTS): ref, ref-C (its host time, -C 1), cb (collbench, -C),
+# Variants (VARIANTS): ref, ref-C (its host time, -C 1), ref2 (ref again: with
+# ref, an A/A control of how far one program lands from itself), ref-busy
+# (ref while BUSY, default 8, busy-looping processes keep other CPUs
+# loaded), cb (collbench, -C), cb-busy (cb under the same load),
 # cb-stdout (results on stdout, no file after each row), cb-shm (the file
 # on /dev/shm), cb-VAR=x+VAR2=y (environment variables), cb~NAME (the
 # collbench binary bin/NAME, for example one built from an earlier commit).
@@ -45,17 +48,23 @@ for pass in $(seq 1 "$PASSES"); do
       if [ "$PROBE" != 0 ]; then
         python3 scripts/probes/copylat.py 0 "$PROBE" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}' > "$W/$v-$c-$pass.probe"
       fi
+      busy=()
+      case $v in *-busy)
+        for _ in $(seq 1 "${BUSY:-8}"); do (while :; do :; done) & busy+=($!); done ;;
+      esac
       case $v in
-        ref|ref-C) ref_small "$c" -N "$CYCLES" $([ "$v" = ref-C ] && echo -C 1) > "$W/$v-$c-$pass.txt" 2>&1 ;;
-        cb) cb_small "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        ref|ref2|ref-C|ref-busy) ref_small "$c" -N "$CYCLES" $([ "$v" = ref-C ] && echo -C 1) > "$W/$v-$c-$pass.txt" 2>&1 ;;
+        cb|cb-busy) cb_small "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
         cb-stdout) cb_small "$c" --cycles "$CYCLES" -C --format json > "$W/$v-$c-$pass.json" 2> /dev/null ;;
         cb-shm) cb_small "$c" --cycles "$CYCLES" -C -o "/dev/shm/cb-pc-$$.json" > /dev/null 2>&1
                 mv "/dev/shm/cb-pc-$$.json" "$W/$v-$c-$pass.json" 2> /dev/null ;;
         cb~*) BIN="bin/${v#cb~}" cb_small "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
         cb-*) (export $(echo "${v#cb-}" | tr + " "); cb_small "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1) ;;
       esac
+      [ ${#busy[@]} -gt 0 ] && { kill "${busy[@]}"; wait "${busy[@]}"; } 2> /dev/null
     done
   done
 done
 python3 scripts/parity-report.py "$W" "$COLLS"
+case " $VARIANTS " in *" ref2 "*) python3 scripts/parity-report.py --pair ref,ref2 "$W" "$COLLS" ;; esac
 [ "$VARIANTS" = "ref cb" ] || python3 scripts/parity-variants.py "$W" "$COLLS" "$VARIANTS"

@@ -4,30 +4,66 @@ scripts/parity-cycles.sh leaves in DIR (ref-COLL-PASS.txt, cb-COLL-PASS.json,
 and optional .probe files). Prints, per collective and size, the median
 out-of-place time over every cycle of every pass for each tool and their
 difference; then the same within each of the two latency clusters; then the
-copy-probe state next to each pass's median. Writes DIR/parity.json and ends
-with "PARITY OK" or "PARITY FAIL <collectives>" (medians within 5%).
+copy-probe state next to each pass's median. Each size is split into its
+two clusters on its own (two-means over both tools' times at that size; one
+cluster where the two means are less than 10% apart), so that a size whose
+fast times sit near another size's slow ones is split right. Writes
+DIR/parity.json and ends with "PARITY OK" or "PARITY FAIL <collectives>"
+(medians within 5%), then "WITHIN-BAND OK" or "WITHIN-BAND FAIL <...>"
+(within 5% inside each cluster at every size, where both tools have at
+least 20 times in it). The median of times that fall in two clusters lies
+between them whenever the slow share is near one half, and then moves by up
+to the gap between the clusters with a small change in that share: the
+second verdict holds the tools to the same standard without that.
 Several DIRs (runs of parity-cycles.sh on the same machine) are pooled: their
 passes count together, named DIRINDEX.PASS, and the pooled result goes to
 the first DIR's parity-pooled.json.
-Usage: parity-report.py DIR [DIR...] "COLLECTIVES" """
+--pair A,B compares two other variants of parity-cycles.sh the same way, for
+example --pair ref,ref2: NCCL's benchmark against itself, run alternately
+like the two tools, which shows how far apart two identical programs land
+on this machine (results then go to parity-A-B.json).
+Usage: parity-report.py [--pair A,B] DIR [DIR...] "COLLECTIVES" """
 import glob, json, os, statistics as st, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paritylib import ref_cycles, cb_cycles, two_means, pct  # noqa: E402
 
-if len(sys.argv) < 3 or not all(os.path.isdir(d) for d in sys.argv[1:-1]):
-    print('usage: parity-report.py DIR [DIR...] "COLLECTIVES" (DIR: an output directory of scripts/parity-cycles.sh)', file=sys.stderr)
+MIN_BAND = 20  # times each tool needs in a cluster for it to be compared
+
+
+def split_at(xs):
+    """The value between xs's two clusters, or infinity where they are
+    less than 10% apart (one cluster). Times beyond twice the tenth
+    percentile (stalls of tens of µs) are clipped there first, so that a
+    few of them cannot pull the split into the fast cluster."""
+    cap = 2 * sorted(xs)[len(xs) // 10]
+    xs = [min(x, cap) for x in xs]
+    mid = two_means(xs)
+    lo, hi = [x for x in xs if x < mid], [x for x in xs if x >= mid]
+    if not lo or not hi or st.mean(hi) < 1.1 * st.mean(lo):
+        return float("inf")
+    return mid
+
+args = sys.argv[1:]
+A, B = "ref", "cb"
+if args[:1] == ["--pair"] and len(args) > 1 and len(args[1].split(",")) == 2:
+    A, B = args[1].split(",")
+    args = args[2:]
+if len(args) < 2 or not all(os.path.isdir(d) for d in args[:-1]):
+    print('usage: parity-report.py [--pair A,B] DIR [DIR...] "COLLECTIVES" (DIR: an output directory of scripts/parity-cycles.sh)', file=sys.stderr)
     sys.exit(2)
-dirs, colls = sys.argv[1:-1], sys.argv[-1].split()
+dirs, colls = args[:-1], args[-1].split()
 w = dirs[0]
-result, worst, states = {}, {}, {}
+result, worst, states, band_worst = {}, {}, {}, {}
 for c in colls:
     ref, cb, passes = {}, {}, []
-    for tool, load, ext in (("ref", ref_cycles, "txt"), ("cb", cb_cycles, "json")):
+    # NCCL's benchmark's variants leave text (.txt), collbench's JSON.
+    for tool, into in ((A, ref), (B, cb)):
+        load, ext = (ref_cycles, "txt") if tool.startswith("ref") else (cb_cycles, "json")
         for i, p in sorted((i, p) for i, dd in enumerate(dirs, 1) for p in glob.glob(f"{dd}/{tool}-{c}-[0-9]*.{ext}")):
             d = load(p)
             for s, xs in d.items():
-                (ref if tool == "ref" else cb).setdefault(s, []).extend(xs)
+                into.setdefault(s, []).extend(xs)
             probe = p.rsplit(".", 1)[0] + ".probe"
             allx = [x for xs in d.values() for x in xs]
             if allx:
@@ -39,20 +75,28 @@ for c in colls:
         print(f"\n{c}: no results")
         worst[c] = float("inf")  # nothing to compare is no parity
         continue
-    split = two_means([x for s in sizes for x in ref[s] + cb[s]])
-    print(f"\n{c}: out-of-place time (us), median over every cycle of every pass; clusters split at {split:.2f} us")
-    print(f"{'size':>6} {'reference':>9} {'collbench':>9} {'diff':>7} | {'fast: ref':>9} {'cb':>6} {'diff':>7} | {'slow: ref':>9} {'cb':>6} {'diff':>7} | slow share ref/cb")
+    split = split_at([x for s in sizes for x in ref[s] + cb[s]])
+    print(f"\n{c}: out-of-place time (us), median over every cycle of every pass; clusters split per size"
+          f" (over all sizes at {split:.2f} us)")
+    print(f"{'size':>6} {A:>9} {B:>9} {'diff':>7} | {'fast: ' + A:>9} {B:>6} {'diff':>7} | {'slow: ' + A:>9} {B:>6} {'diff':>7} | slow share {A}/{B}")
     rows = []
     for s in sizes:
         r, k = st.median(ref[s]), st.median(cb[s])
-        rf, kf = [x for x in ref[s] if x < split], [x for x in cb[s] if x < split]
-        rs, ks = [x for x in ref[s] if x >= split], [x for x in cb[s] if x >= split]
+        cut = split_at(ref[s] + cb[s])
+        rf, kf = [x for x in ref[s] if x < cut], [x for x in cb[s] if x < cut]
+        rs, ks = [x for x in ref[s] if x >= cut], [x for x in cb[s] if x >= cut]
         fast = (st.median(rf), st.median(kf)) if rf and kf else None
         slow = (st.median(rs), st.median(ks)) if rs and ks else None
         worst[c] = max(worst.get(c, -1e9), pct(r, k))
+        for band, a, b in (("fast", rf, kf), ("slow", rs, ks)):
+            if len(a) >= MIN_BAND and len(b) >= MIN_BAND:
+                d = pct(st.median(a), st.median(b))
+                if d > band_worst.get(c, (-1e9,))[0]:
+                    band_worst[c] = (d, band, s)
         cell = lambda t: f"{t[0]:9.2f} {t[1]:6.2f} {pct(*t):+6.1f}%" if t else f"{'-':>9} {'-':>6} {'-':>7}"
         print(f"{s:>6} {r:9.2f} {k:9.2f} {pct(r, k):+6.1f}% | {cell(fast)} | {cell(slow)} | {len(rs) / len(ref[s]):.2f}/{len(ks) / len(cb[s]):.2f}")
         rows.append({"size": s, "ref_us": r, "collbench_us": k, "ref_n": len(ref[s]), "collbench_n": len(cb[s]),
+                     "split_us": cut if cut != float("inf") else None,
                      "fast": fast, "slow": slow, "slow_share": [len(rs) / len(ref[s]), len(ks) / len(cb[s])]})
     allr = [x for s in sizes for x in ref[s]]
     allk = [x for s in sizes for x in cb[s]]
@@ -64,9 +108,17 @@ for c in colls:
           + ", slow " + (f"{states[c]['slow'][0]:.2f} vs {states[c]['slow'][1]:.2f} ({pct(*states[c]['slow']):+.1f}%)" if states[c]["slow"] else "-"))
     print("per pass (tool, pass, median over sizes and cycles, copy probe before it): "
           + "  ".join(f"{t}#{p} {m:.2f}" + (f" [{q:.1f}]" if q else "") for t, p, m, q in passes))
-    result[c] = {"split_us": split, "rows": rows, "states": states[c], "passes": passes}
-json.dump(result, open(f"{w}/parity.json" if len(dirs) == 1 else f"{w}/parity-pooled.json", "w"), indent=1)
-print("\nworst median difference per collective (positive = collbench slower):",
+    result[c] = {"split_us": split if split != float("inf") else None, "rows": rows, "states": states[c], "passes": passes,
+                 "band_worst": band_worst.get(c)}
+name = "parity" if (A, B) == ("ref", "cb") else f"parity-{A}-{B}"
+json.dump(result, open(f"{w}/{name}.json" if len(dirs) == 1 else f"{w}/{name}-pooled.json", "w"), indent=1)
+print(f"\nworst median difference per collective (positive = {B} slower than {A}):",
       {c: f"{v:+.1f}%" if v != float("inf") else "no results" for c, v in worst.items()})
 bad = [c for c, v in worst.items() if v > 5]
-print("PARITY", "FAIL " + ",".join(bad) if bad else "OK (every size within 5% or faster)")
+tag = "PARITY" if (A, B) == ("ref", "cb") else f"SAME-PROGRAM {A}/{B}"
+print(tag, "FAIL " + ",".join(bad) if bad else "OK (every size within 5% or faster)")
+print(f"worst difference within one cluster (positive = {B} slower):",
+      {c: f"{v[0]:+.1f}% ({v[1]}, {v[2]} B)" if v else "-" for c, v in ((c, band_worst.get(c)) for c in colls)})
+bad = [c for c in colls if c not in band_worst or band_worst[c][0] > 5]
+print("WITHIN-BAND" if tag == "PARITY" else f"{tag} WITHIN-BAND",
+      "FAIL " + ",".join(bad) if bad else "OK (every size within 5% or faster in each cluster)")
