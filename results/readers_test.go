@@ -3,23 +3,32 @@ package results
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestReadNCCLTestsV3(t *testing.T) {
-	fh, err := os.Open("testdata/nccl-tests-v3.json")
+// readTestdata reads testdata/name with read, failing the test on an error.
+func readTestdata(t *testing.T, name string, read func(io.Reader) (*Document, error)) *Document {
+	t.Helper()
+	fh, err := os.Open(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fh.Close()
-	d, err := ReadAny(fh)
+	d, err := read(fh)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+func TestReadNCCLTestsV3(t *testing.T) {
+	d := readTestdata(t, "nccl-tests-v3.json", ReadAny)
 	if d.Tool.Name != "nccl-tests" || d.Config.Ranks != 4 || d.Environment.Backend.Version != "2.28.3" || d.Environment.Host != "gpu-a" {
 		t.Fatalf("%+v %+v", d.Tool, d.Environment)
 	}
@@ -156,15 +165,7 @@ func TestEncoderSetReplacesOrAppends(t *testing.T) {
 // as one row per size holding all three cycles; rows repeated with as many
 // cycles stay repeated, for compare to report.
 func TestReadRepairsRepeatedCycleRows(t *testing.T) {
-	fh, err := os.Open("testdata/cycles-repeated-rows.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	d, err := Read(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := readTestdata(t, "cycles-repeated-rows.json", Read)
 	var got []string
 	for _, r := range d.Results {
 		got = append(got, fmt.Sprintf("%d:%d/%d", r.SizeBytes, r.OutOfPlace.Cycles.N, r.InPlace.Cycles.N))

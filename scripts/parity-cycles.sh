@@ -46,7 +46,7 @@ for pass in $(seq 1 "$PASSES"); do
   for c in $COLLS; do
     for v in $order; do
       if [ "$PROBE" != 0 ]; then
-        python3 scripts/probes/copylat.py 0 "$PROBE" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}' > "$W/$v-$c-$pass.probe"
+        copy_median 0 "$PROBE" > "$W/$v-$c-$pass.probe"
       fi
       busy=()
       case $v in *-busy)

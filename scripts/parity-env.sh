@@ -12,3 +12,10 @@ ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;
 # ($BIN on ${BACKEND:-nccl}, quiet). Later flags override earlier ones.
 ref_small() { local c=$1; shift; "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 "$@"; }
 cb_small() { local c=$1; shift; "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes 8:64K -n 50 -w 10 -q "$@"; }
+# copy_median GPU SECONDS [CPU]: the median latency (us) of
+# scripts/probes/copylat.py's 4-byte copies on GPU for SECONDS, pinned to CPU
+# when given.
+copy_median() {
+  local pin=(); [ -n "${3:-}" ] && pin=(taskset -c "$3")
+  "${pin[@]}" python3 scripts/probes/copylat.py "$1" "$2" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}'
+}

@@ -10,8 +10,15 @@ Usage: copylat.py GPU SECONDS"""
 import ctypes, sys, time
 
 def main():
-    gpu, secs = int(sys.argv[1]), float(sys.argv[2])
-    cu = ctypes.CDLL("libcuda.so.1")
+    try:
+        gpu, secs = int(sys.argv[1]), float(sys.argv[2])
+    except (IndexError, ValueError):
+        print("usage: copylat.py GPU SECONDS (a GPU index and a duration, e.g. copylat.py 0 3)", file=sys.stderr)
+        sys.exit(2)
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        sys.exit(f"copylat: cannot load the CUDA driver ({e}): run it on a machine with an NVIDIA GPU and driver")
     def ck(r, what):
         if r != 0:
             sys.exit(f"{what} failed: CUDA error {r}")
