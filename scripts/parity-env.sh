@@ -17,5 +17,5 @@ cb_small() { local c=$1; shift; "$BIN" "$c" --backend "${BACKEND:-nccl}" --sizes
 # when given.
 copy_median() {
   local pin=(); [ -n "${3:-}" ] && pin=(taskset -c "$3")
-  "${pin[@]}" python3 scripts/probes/copylat.py "$1" "$2" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int(NR/2)]}'
+  "${pin[@]}" python3 scripts/probes/copylat.py "$1" "$2" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
