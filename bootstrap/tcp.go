@@ -242,6 +242,18 @@ type TCP struct {
 	stopOnce  sync.Once
 	onLost    func(error)
 	mu        sync.Mutex
+	waitHook  atomic.Value // func(rank int): whom a receive waits for, -1 when done
+}
+
+// OnWait sets a function told which process rank a receive of the control
+// connection waits for before it blocks, and -1 once it has its message,
+// so a watchdog can follow who waits for whom.
+func (t *TCP) OnWait(f func(rank int)) { t.waitHook.Store(f) }
+
+func (t *TCP) waiting(rank int) {
+	if f, ok := t.waitHook.Load().(func(int)); ok && f != nil {
+		f(rank)
+	}
 }
 
 // Join forms the world: rank 0 serves the rendezvous at Addr and waits for
@@ -852,6 +864,11 @@ func (t *TCP) Silence() time.Duration { return t.silence }
 // before it reports that peer gone, so data already queued wins over the
 // loss (rank 0 closes right after the final barrier's answer).
 func (t *TCP) recv(p *peer) ([]byte, error) {
+	if d, ok := p.q.pop(); ok {
+		return d, nil
+	}
+	t.waiting(p.rank)
+	defer t.waiting(-1)
 	for {
 		if d, ok := p.q.pop(); ok {
 			return d, nil

@@ -94,7 +94,7 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 	if o.Quick {
 		mode = "quick"
 	}
-	d.rep = &Report{Schema: Schema, Mode: mode, Backend: o.Backend, Ranks: d.n, Facts: o.Facts, Plan: []PlanStep{}}
+	d.rep = &Report{Schema: Schema, Mode: mode, Backend: o.Backend, Ranks: d.n, Facts: o.Facts, Plan: []PlanStep{}, Completed: []string{}}
 	for r := 0; r < d.n; r++ {
 		h := d.host(r)
 		if _, ok := d.members[h]; !ok {
@@ -126,20 +126,32 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		{"across hosts", d.acrossHosts},
 		{"the whole world", d.world},
 	}
+	// A run that stops on a fault still gives rank 0 a verdict: what the
+	// finished stages found, and the stage it stopped in.
+	stopped := func(stage string, err error) (*Report, error) {
+		d.rep.StoppedIn = stage
+		if d.rank0 {
+			d.assemble()
+		}
+		d.rep.Healthy = false
+		d.rep.Seconds = time.Since(start).Seconds()
+		return d.rep, err
+	}
 	for _, s := range stages {
 		if err := ctx.Err(); err != nil {
-			return d.rep, err
+			return stopped(s.name, err)
 		}
 		if d.rank0 && o.Progress != nil {
 			o.Progress(s.name)
 		}
 		if err := s.run(); err != nil {
-			return d.rep, fmt.Errorf("%s: %w", s.name, err)
+			return stopped(s.name, fmt.Errorf("%s: %w", s.name, err))
 		}
+		d.rep.Completed = append(d.rep.Completed, s.name)
 	}
 	if o.BeforeVerdict != nil {
 		if err := o.BeforeVerdict(); err != nil {
-			return d.rep, err
+			return stopped("the verdict", err)
 		}
 	}
 	if d.rank0 {
@@ -754,15 +766,53 @@ type hostResult struct {
 	Suspects []int     `json:"suspects"`
 	Healthy  []int     `json:"healthy"`
 	Slow     [][2]int  `json:"slow"`  // host pairs that were slow
-	Rails    [][3]int  `json:"rails"` // slow rails: host a, host b, local rank
-	RailWhy  []string  `json:"rail_why"`
-	RailPeer []float64 `json:"rail_peer"`
+	Cross    []crossID `json:"cross"` // slow GPU pairs across hosts
+	CrossWhy []string  `json:"cross_why"`
+	Peers    []float64 `json:"cross_peer"`
+}
+
+// crossID names a pair of ranks on two hosts: host indexes and local ranks.
+type crossID struct {
+	HA int `json:"ha"`
+	HB int `json:"hb"`
+	LA int `json:"la"`
+	LB int `json:"lb"`
+}
+
+// CrossRounds schedules every pair of ka local ranks on one host with kb on
+// another into rounds of disjoint pairs, max(ka, kb) rounds in all. Round s
+// pairs local rank l of the smaller side with l+s (mod the larger side's
+// count) of the other; round 0 holds the rails (the same local rank on
+// both hosts). Every pair [la, lb] appears exactly once.
+func CrossRounds(ka, kb int) [][][2]int {
+	if ka < 1 || kb < 1 {
+		return nil
+	}
+	small, big := ka, kb
+	if ka > kb {
+		small, big = kb, ka
+	}
+	rounds := make([][][2]int, big)
+	for s := 0; s < big; s++ {
+		for l := 0; l < small; l++ {
+			p := [2]int{l, (l + s) % big}
+			if ka > kb {
+				p = [2]int{p[1], p[0]}
+			}
+			rounds[s] = append(rounds[s], p)
+		}
+	}
+	return rounds
 }
 
 // acrossHosts pairs hosts once (every host measured with a partner), then
 // pairs only the suspects with hosts already seen healthy: a host slow with
 // two different partners is the culprit; a pair slow only together is the
-// link between them. The rounds are bounded whatever the number of hosts.
+// link between them. Within each pair of hosts every GPU of one is measured
+// with every GPU of the other (the rails and every other cross pair, as
+// alltoall uses them), so a bad cable or switch port seen by only some GPU
+// pairs is found. The rounds are bounded by the GPUs per host, whatever the
+// number of hosts.
 func (d *doc) acrossHosts() error {
 	nh := len(d.hostList)
 	if nh < 2 {
@@ -774,12 +824,14 @@ func (d *doc) acrossHosts() error {
 	}
 	ran := map[[2]int]bool{}
 	var seenPairs []HostPairFigure
-	for k, round := range rounds {
-		hp, err := d.measureHostPairs(round, k)
+	var cross []crossFig
+	step := 0
+	for _, round := range rounds {
+		hp, cf, err := d.measureHostPairs(round, &step)
 		if err != nil {
 			return err
 		}
-		seenPairs = append(seenPairs, hp...)
+		seenPairs, cross = append(seenPairs, hp...), append(cross, cf...)
 		for _, p := range round {
 			ran[pairKey(p[0], p[1])] = true
 		}
@@ -788,9 +840,20 @@ func (d *doc) acrossHosts() error {
 	var res hostResult
 	var slowWith map[int]map[int]bool
 	var fine map[int]bool
+	// Host pairs whose slowness a slow GPU pair across them explains (known
+	// once those are confirmed): the more specific part is named, and the
+	// two hosts count as fine with each other.
+	explained := map[[2]int]bool{}
 	triage := func() {
-		res = d.judgeHosts(seenPairs)
+		res = d.judgeHosts(seenPairs, cross)
 		slowWith, fine = map[int]map[int]bool{}, map[int]bool{}
+		res.Slow = slices.DeleteFunc(res.Slow, func(p [2]int) bool {
+			if explained[pairKey(p[0], p[1])] {
+				fine[p[0]], fine[p[1]] = true, true
+				return true
+			}
+			return false
+		})
 		for _, p := range res.Slow {
 			for _, x := range [][2]int{{p[0], p[1]}, {p[1], p[0]}} {
 				if slowWith[x[0]] == nil {
@@ -811,62 +874,94 @@ func (d *doc) acrossHosts() error {
 		return err
 	}
 	if !d.o.Quick && len(res.Suspects) > 0 && len(res.Healthy) > 0 {
-		for k, round := range Repair(res.Suspects, res.Healthy, func(a, b int) bool { return ran[pairKey(a, b)] }) {
-			hp, err := d.measureHostPairs(round, len(rounds)+k)
+		for _, round := range Repair(res.Suspects, res.Healthy, func(a, b int) bool { return ran[pairKey(a, b)] }) {
+			hp, cf, err := d.measureHostPairs(round, &step)
 			if err != nil {
 				return err
 			}
-			seenPairs = append(seenPairs, hp...)
+			seenPairs, cross = append(seenPairs, hp...), append(cross, cf...)
 		}
-	}
-	// Measure slow rails again, only them; one attempt that is not slow
-	// clears a rail. A rail with a rank already found slow alone is
-	// explained by it.
-	var rails [][3]int
-	var why []string
-	var peers []float64
-	for i, r := range res.Rails {
-		_, a := d.slowRanks[d.members[d.hostList[r[0]]][r[2]]]
-		_, b := d.slowRanks[d.members[d.hostList[r[1]]][r[2]]]
-		if !a && !b {
-			rails, why, peers = append(rails, r), append(why, res.RailWhy[i]), append(peers, res.RailPeer[i])
+		if d.rank0 {
+			triage()
 		}
-	}
-	for attempt := 0; attempt < confirmAttempts && len(rails) > 0; attempt++ {
-		var groups [][]int
-		for _, r := range rails {
-			groups = append(groups, []int{d.members[d.hostList[r[0]]][r[2]], d.members[d.hostList[r[1]]][r[2]]})
-		}
-		l := d.layout(groups)
-		hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
-		if err != nil {
+		if err := d.agree(&res); err != nil {
 			return err
 		}
-		d.step("host", len(rounds)+attempt, l, fmt.Sprintf("slow rails again: sendrecv both ways at %s", bytesName(d.o.BWSize)))
+	}
+	// Measure slow cross pairs again, only them, in rounds of disjoint
+	// pairs; one attempt that is not slow clears a pair. A pair with a rank
+	// already found slow alone is explained by it.
+	var ids []crossID
+	var why []string
+	var peers []float64
+	for i, c := range res.Cross {
+		_, a := d.slowRanks[d.crossRank(c, 0)]
+		_, b := d.slowRanks[d.crossRank(c, 1)]
+		if !a && !b {
+			ids, why, peers = append(ids, c), append(why, res.CrossWhy[i]), append(peers, res.Peers[i])
+		}
+	}
+	for attempt := 0; attempt < confirmAttempts && len(ids) > 0; attempt++ {
+		var again [][]int // indexes into ids, per round of disjoint pairs
+		var placed [][][2]int
+		for i, c := range ids {
+			p := [2]int{d.crossRank(c, 0), d.crossRank(c, 1)}
+			k := 0
+			for k < len(placed) && touches(placed[k], p) {
+				k++
+			}
+			if k == len(placed) {
+				placed, again = append(placed, nil), append(again, nil)
+			}
+			placed[k], again[k] = append(placed[k], p), append(again[k], i)
+		}
+		slow := make([]bool, len(ids))
+		for k, round := range placed {
+			groups := make([][]int, len(round))
+			for i, p := range round {
+				groups[i] = []int{p[0], p[1]}
+			}
+			l := d.layout(groups)
+			hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
+			if err != nil {
+				return err
+			}
+			d.step("host", step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", bytesName(d.o.BWSize)))
+			step++
+			if d.rank0 {
+				for gi, i := range again[k] {
+					drop := d.o.Thresholds.For(crossClass(ids[i])).Drop
+					if h := hs[0][gi]; h != nil && h.BusBW < peers[i]*(1-drop) {
+						slow[i] = true
+					}
+				}
+			}
+		}
 		type kept struct {
-			Rails [][3]int  `json:"r"`
+			IDs   []crossID `json:"c"`
 			Why   []string  `json:"w"`
 			Peers []float64 `json:"p"`
 		}
 		var k kept
 		if d.rank0 {
-			drop := d.o.Thresholds.For("rail").Drop
-			for i, r := range rails {
-				if h := hs[0][i]; h != nil && h.BusBW < peers[i]*(1-drop) {
-					k.Rails, k.Why, k.Peers = append(k.Rails, r), append(k.Why, why[i]), append(k.Peers, peers[i])
+			for i := range ids {
+				if slow[i] {
+					k.IDs, k.Why, k.Peers = append(k.IDs, ids[i]), append(k.Why, why[i]), append(k.Peers, peers[i])
 				}
 			}
 		}
 		if err := d.agree(&k); err != nil {
 			return err
 		}
-		rails, why, peers = k.Rails, k.Why, k.Peers
+		ids, why, peers = k.IDs, k.Why, k.Peers
 	}
 	if !d.rank0 {
 		return nil
 	}
+	for _, c := range ids {
+		explained[pairKey(c.HA, c.HB)] = true
+	}
 	triage()
-	res.Rails, res.RailWhy = rails, why
 	// Name hosts slow with two different partners; otherwise the link.
 	culprits, _ := Triage(nh, slowWith, fine)
 	named := map[int]bool{}
@@ -893,56 +988,140 @@ func (d *doc) acrossHosts() error {
 		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host-link", Part: "hosts " + a + " ↔ " + b,
 			Msg: msg, Cause: "the network path between these hosts"})
 	}
-	for i, r := range res.Rails {
-		if named[r[0]] || named[r[1]] {
-			continue
-		}
-		a, b := d.hostList[r[0]], d.hostList[r[1]]
-		ra, rb := d.members[a][r[2]], d.members[b][r[2]]
-		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-rail", Part: fmt.Sprintf("rail %d: %s ↔ %s", r[2], d.o.Who(ra), d.o.Who(rb)),
-			Ranks: []int{ra, rb}, Msg: res.RailWhy[i], Cause: "the NIC, cable or switch port of this rail"})
-	}
+	d.nameCross(ids, why, peers, cross, named)
 	return nil
 }
 
-// measureHostPairs runs rails (the same local rank on both hosts, both
-// ways) and an allreduce over both hosts' ranks, for each host pair.
-func (d *doc) measureHostPairs(round [][2]int, k int) ([]HostPairFigure, error) {
-	var rails [][]int
-	type railKey struct{ a, b, l int }
-	var keys []railKey
+// crossRank is the world rank of one side (0 or 1) of a cross pair.
+func (d *doc) crossRank(c crossID, side int) int {
+	if side == 0 {
+		return d.members[d.hostList[c.HA]][c.LA]
+	}
+	return d.members[d.hostList[c.HB]][c.LB]
+}
+
+// nameCross turns the confirmed slow pairs across hosts into findings. A
+// rank slow with more than half of the partners it met on other hosts (two
+// at least) is named by its own network path (its NIC, cable, switch port);
+// the rest are named as the path between the two GPUs: a rail, or a cross
+// pair of different local ranks.
+func (d *doc) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) {
+	met, slowWith := map[int]map[int]bool{}, map[int]map[int]bool{}
+	add := func(m map[int]map[int]bool, a, b int) {
+		if m[a] == nil {
+			m[a] = map[int]bool{}
+		}
+		m[a][b] = true
+	}
+	for _, c := range all {
+		add(met, c.A, c.B)
+		add(met, c.B, c.A)
+	}
+	for _, c := range ids {
+		a, b := d.crossRank(c, 0), d.crossRank(c, 1)
+		add(slowWith, a, b)
+		add(slowWith, b, a)
+	}
+	nic := map[int]bool{}
+	for _, r := range sortedKeys(slowWith) {
+		if n := len(slowWith[r]); n >= 2 && 2*n > len(met[r]) {
+			nic[r] = true
+			partners := sortedKeys(slowWith[r])
+			var names []string
+			for _, p := range partners {
+				names = append(names, fmt.Sprint(p))
+			}
+			d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-nic", Part: d.o.Who(r) + " network path",
+				Host: d.host(r), Ranks: []int{r},
+				Msg:   fmt.Sprintf("slow with %d of the %d ranks it met on other hosts (ranks %s), fine alone and within its host", n, len(met[r]), strings.Join(names, ", ")),
+				Cause: "this GPU's NIC, cable or switch port"})
+		}
+	}
+	for i, c := range ids {
+		if namedHosts[c.HA] || namedHosts[c.HB] {
+			continue
+		}
+		a, b := d.crossRank(c, 0), d.crossRank(c, 1)
+		if nic[a] || nic[b] {
+			continue
+		}
+		f := Finding{Severity: "FAIL", Stage: "host", Ranks: []int{a, b}, Msg: why[i], Peers: peers[i], Unit: "GB/s"}
+		if c.LA == c.LB {
+			f.Kind, f.Part, f.Cause = "slow-rail", fmt.Sprintf("rail %d: %s ↔ %s", c.LA, d.o.Who(a), d.o.Who(b)), "the NIC, cable or switch port of this rail"
+		} else {
+			f.Kind, f.Part = "slow-cross-link", fmt.Sprintf("%s ↔ %s", d.o.Who(a), d.o.Who(b))
+			f.Cause = fmt.Sprintf("the path between local rank %d of %s and local rank %d of %s (a cable or switch port that only their traffic crosses)",
+				c.LA, d.hostList[c.HA], c.LB, d.hostList[c.HB])
+		}
+		d.found = append(d.found, f)
+	}
+}
+
+// crossFig is one pair across hosts as measured (every process has the
+// ranks; rank 0 the figure).
+type crossFig struct {
+	crossID
+	A, B int // world ranks
+	Both float64
+}
+
+// measureHostPairs measures, for each host pair of round, every pair of
+// ranks across the two hosts, in rounds of disjoint pairs (CrossRounds: the
+// rails first), all host pairs at once, and an allreduce over both hosts'
+// ranks. step numbers the plan's rounds and advances.
+func (d *doc) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []crossFig, error) {
+	var shifts [][]crossFig
 	var unions [][]int
 	for _, p := range round {
 		ma, mb := d.members[d.hostList[p[0]]], d.members[d.hostList[p[1]]]
-		for l := 0; l < min(len(ma), len(mb)); l++ {
-			rails = append(rails, []int{ma[l], mb[l]})
-			keys = append(keys, railKey{p[0], p[1], l})
+		for s, pairs := range CrossRounds(len(ma), len(mb)) {
+			for len(shifts) <= s {
+				shifts = append(shifts, nil)
+			}
+			for _, l := range pairs {
+				shifts[s] = append(shifts[s], crossFig{crossID: crossID{HA: p[0], HB: p[1], LA: l[0], LB: l[1]}, A: ma[l[0]], B: mb[l[1]]})
+			}
 		}
 		unions = append(unions, append(append([]int(nil), ma...), mb...))
 	}
-	lr := d.layout(rails)
-	hs, err := d.measureSplit(lr, suites.SendRecv, []int64{d.o.BWSize}, "host")
-	if err != nil {
-		return nil, err
+	var cross []crossFig
+	for s, figs := range shifts {
+		groups := make([][]int, len(figs))
+		for i, f := range figs {
+			groups[i] = []int{f.A, f.B}
+		}
+		l := d.layout(groups)
+		hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
+		if err != nil {
+			return nil, nil, err
+		}
+		what := "rails"
+		if s > 0 {
+			what = fmt.Sprintf("local rank l with l+%d on the other host", s)
+		}
+		d.step("host", *step, l, fmt.Sprintf("%s: sendrecv both ways at %s", what, bytesName(d.o.BWSize)))
+		*step++
+		for i := range figs {
+			if h := hs[0][i]; h != nil {
+				figs[i].Both = h.BusBW
+			}
+		}
+		cross = append(cross, figs...)
 	}
-	d.step("host", k, lr, fmt.Sprintf("rails: sendrecv both ways at %s", bytesName(d.o.BWSize)))
 	lu := d.layout(unions)
 	hu, err := d.measureSplit(lu, suites.AllReduce, []int64{d.o.BWSize}, "host")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	d.step("host", k, lu, fmt.Sprintf("host pairs: allreduce at %s", bytesName(d.o.BWSize)))
+	d.step("host", *step, lu, fmt.Sprintf("host pairs: allreduce at %s", bytesName(d.o.BWSize)))
+	*step++
 	var out []HostPairFigure
 	if d.rank0 {
-		for i, rk := range keys {
-			f := RailFigure{HostA: d.hostList[rk.a], HostB: d.hostList[rk.b], A: rails[i][0], B: rails[i][1]}
-			if h := hs[0][i]; h != nil {
-				f.Both = h.BusBW
-			}
-			d.rep.Rails = append(d.rep.Rails, f)
+		for _, c := range cross {
+			d.rep.Cross = append(d.rep.Cross, CrossFigure{HostA: d.hostList[c.HA], HostB: d.hostList[c.HB], A: c.A, B: c.B, LocalA: c.LA, LocalB: c.LB, Both: c.Both})
 		}
 		for i, p := range round {
-			f := HostPairFigure{A: d.hostList[p[0]], B: d.hostList[p[1]], Round: k}
+			f := HostPairFigure{A: d.hostList[p[0]], B: d.hostList[p[1]], Round: *step - 1}
 			if h := hu[0][i]; h != nil {
 				f.BusBW = h.BusBW
 			}
@@ -950,11 +1129,22 @@ func (d *doc) measureHostPairs(round [][2]int, k int) ([]HostPairFigure, error) 
 			out = append(out, f)
 		}
 	}
-	return out, nil
+	return out, cross, nil
 }
 
-// judgeHosts finds slow host pairs and rails among everything measured.
-func (d *doc) judgeHosts(pairs []HostPairFigure) hostResult {
+// crossClass is the link class of a pair across hosts: "rail" for the same
+// local rank on both hosts, "cross-rail" for the rest (in a rail-optimised
+// fabric those cross a spine or another GPU's NIC, and are their own peers).
+func crossClass(c crossID) string {
+	if c.LA == c.LB {
+		return "rail"
+	}
+	return "cross-rail"
+}
+
+// judgeHosts finds slow host pairs and slow GPU pairs across hosts among
+// everything measured.
+func (d *doc) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
 	idx := map[string]int{}
 	for i, h := range d.hostList {
 		idx[h] = i
@@ -978,17 +1168,21 @@ func (d *doc) judgeHosts(pairs []HostPairFigure) hostResult {
 			fine[idx[p.A]], fine[idx[p.B]] = true, true
 		}
 	}
-	var rails []sample
-	for _, r := range d.rep.Rails {
-		rails = append(rails, sample{Key: fmt.Sprintf("%s|%s|%d", r.HostA, r.HostB, slices.Index(d.members[r.HostA], r.A)), Class: "rail", Value: r.Both, Expected: peak})
+	var cs []sample
+	byKey := map[string]crossID{}
+	for _, c := range cross {
+		key := fmt.Sprintf("%d|%d|%d|%d", c.HA, c.HB, c.LA, c.LB)
+		byKey[key] = c.crossID
+		cs = append(cs, sample{Key: key, Class: crossClass(c.crossID), Value: c.Both, Expected: peak})
 	}
-	for _, s := range judge(rails, d.o.Thresholds) {
-		parts := strings.Split(s.Key, "|")
-		var l int
-		fmt.Sscanf(parts[2], "%d", &l)
-		res.Rails = append(res.Rails, [3]int{idx[parts[0]], idx[parts[1]], l})
-		res.RailWhy = append(res.RailWhy, fmt.Sprintf("%s GB/s both ways, the other rails %s GB/s%s", gb(s.Value), gb(s.Peers), drop(s.Value, s.Peers)))
-		res.RailPeer = append(res.RailPeer, s.Peers)
+	for _, s := range judge(cs, d.o.Thresholds) {
+		res.Cross = append(res.Cross, byKey[s.Key])
+		others := "the other rails"
+		if s.Class != "rail" {
+			others = "the other pairs of different local ranks across hosts"
+		}
+		res.CrossWhy = append(res.CrossWhy, fmt.Sprintf("%s GB/s both ways, %s %s GB/s%s", gb(s.Value), others, gb(s.Peers), drop(s.Value, s.Peers)))
+		res.Peers = append(res.Peers, s.Peers)
 	}
 	// A host seen fine with one partner is cleared; one only seen slow is a
 	// suspect, paired next with a host already seen fine.

@@ -67,14 +67,21 @@ type PairFigure struct {
 // oneWay is the pair's slower direction.
 func (p PairFigure) oneWay() float64 { return min(p.AB, p.BA) }
 
-// RailFigure is one rail between two hosts: the same local rank on both.
-type RailFigure struct {
-	HostA string  `json:"host_a"`
-	HostB string  `json:"host_b"`
-	A     int     `json:"a"`
-	B     int     `json:"b"`
-	Both  float64 `json:"both_ways_gbps"`
+// CrossFigure is one pair of ranks on two different hosts: local rank
+// LocalA of HostA and LocalB of HostB. A rail is a pair of the same local
+// rank on both hosts.
+type CrossFigure struct {
+	HostA  string  `json:"host_a"`
+	HostB  string  `json:"host_b"`
+	A      int     `json:"a"`
+	B      int     `json:"b"`
+	LocalA int     `json:"local_a"`
+	LocalB int     `json:"local_b"`
+	Both   float64 `json:"both_ways_gbps"`
 }
+
+// Rail says whether the pair is a rail: the same local rank on both hosts.
+func (c CrossFigure) Rail() bool { return c.LocalA == c.LocalB }
 
 // HostPairFigure is an allreduce over every rank of two hosts.
 type HostPairFigure struct {
@@ -114,15 +121,27 @@ type Report struct {
 	Facts    []HostFacts      `json:"facts,omitempty"`
 	GPUs     []GPUFigure      `json:"gpus,omitempty"`
 	Pairs    []PairFigure     `json:"pairs,omitempty"`
-	Rails    []RailFigure     `json:"rails,omitempty"`
+	Cross    []CrossFigure    `json:"cross_host_pairs,omitempty"`
 	HostPair []HostPairFigure `json:"host_pairs,omitempty"`
 	World    *WorldFigure     `json:"world,omitempty"`
 	Plan     []PlanStep       `json:"plan"`
 	Notes    []string         `json:"notes,omitempty"`
+	// Completed are the stages that ran to the end; StoppedIn is the stage
+	// a fault (a hung, stopped or lost rank, a signal) ended the run in.
+	Completed []string `json:"completed"`
+	StoppedIn string   `json:"stopped_in,omitempty"`
+}
+
+// AddFault records the fault that ended the run as a finding, first among
+// those of its severity: the report is then never healthy.
+func (r *Report) AddFault(f Finding) {
+	r.Findings = append([]Finding{f}, r.Findings...)
+	sortFindings(r.Findings)
+	r.Healthy = false
 }
 
 var severityOrder = map[string]int{"FAIL": 0, "WARN": 1}
-var stageOrder = map[string]int{"data": 0, "health": 1, "host": 2, "gpu": 3, "pair": 4, "world": 5}
+var stageOrder = map[string]int{"run": -1, "data": 0, "health": 1, "host": 2, "gpu": 3, "pair": 4, "world": 5}
 
 // sortFindings puts the most severe first: failures, then by stage.
 func sortFindings(fs []Finding) {
@@ -150,6 +169,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !r.Healthy {
 		verdict = fmt.Sprintf("%d finding(s)", len(r.Findings))
 	}
+	if r.StoppedIn != "" {
+		verdict += fmt.Sprintf(", stopped in stage %q", r.StoppedIn)
+	}
 	fmt.Fprintf(w, "# collbench doctor (%s): %d ranks on %d host(s), %s backend, %.1f s: %s\n",
 		r.Mode, r.Ranks, len(r.Hosts), r.Backend, r.Seconds, verdict)
 	for _, f := range r.Findings {
@@ -160,6 +182,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "# note: "+n)
+	}
+	if r.StoppedIn != "" {
+		done := "none"
+		if len(r.Completed) > 0 {
+			done = strings.Join(r.Completed, ", ")
+		}
+		fmt.Fprintf(w, "# note: the run stopped in stage %q; stages finished: %s; the figures below are what was measured\n", r.StoppedIn, done)
 	}
 	if len(r.GPUs) > 0 {
 		fmt.Fprintln(w, "\n## each GPU alone (all at once): device-to-device copy and the fill kernel")
@@ -189,15 +218,12 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	if len(r.Rails) > 0 || len(r.HostPair) > 0 {
-		fmt.Fprintln(w, "\n## across hosts: rails (same local rank on both hosts) and host-pair allreduce")
+	if len(r.Cross) > 0 || len(r.HostPair) > 0 {
+		fmt.Fprintln(w, "\n## across hosts: every GPU pair of two hosts (sendrecv both ways, GB/s) and the host pair's allreduce")
 		t := report.PlainTable(w)
-		t.Header("hosts", "ranks", "what", "GB/s")
-		for _, x := range r.Rails {
-			_ = t.Append(x.HostA+" - "+x.HostB, fmt.Sprintf("%d-%d", x.A, x.B), "rail, both ways", gb(x.Both))
-		}
-		for _, x := range r.HostPair {
-			_ = t.Append(x.A+" - "+x.B, "all", fmt.Sprintf("allreduce busbw (round %d)", x.Round), gb(x.BusBW))
+		t.Header("hosts", "GPU pairs", "slowest pair", "slowest", "median", "rails median", "allreduce busbw")
+		for _, s := range r.crossSummary() {
+			_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, gb(s.min), gb(s.median), gb(s.rails), gb(s.allreduce))
 		}
 		if err := t.Render(); err != nil {
 			return err
@@ -220,6 +246,51 @@ func (r *Report) WriteText(w io.Writer) error {
 		_ = t.Append(p.Stage, fmt.Sprint(p.Round), p.Layout, p.What)
 	}
 	return t.Render()
+}
+
+// crossRow sums up the pairs across one host pair.
+type crossRow struct {
+	hosts, slowest                string
+	pairs                         int
+	min, median, rails, allreduce float64
+}
+
+// crossSummary is one row per host pair measured across hosts, in the
+// order they were measured: one line per host pair, not per GPU pair.
+func (r *Report) crossSummary() []crossRow {
+	var order []string
+	by := map[string]*crossRow{}
+	vals, rails := map[string][]float64{}, map[string][]float64{}
+	row := func(a, b string) *crossRow {
+		k := a + " - " + b
+		if by[k] == nil {
+			by[k] = &crossRow{hosts: k, slowest: "-"}
+			order = append(order, k)
+		}
+		return by[k]
+	}
+	for _, c := range r.Cross {
+		x := row(c.HostA, c.HostB)
+		k := x.hosts
+		x.pairs++
+		vals[k] = append(vals[k], c.Both)
+		if c.Rail() {
+			rails[k] = append(rails[k], c.Both)
+		}
+		if x.pairs == 1 || c.Both < x.min {
+			x.min, x.slowest = c.Both, fmt.Sprintf("%d-%d", c.A, c.B)
+		}
+	}
+	for _, h := range r.HostPair {
+		row(h.A, h.B).allreduce = h.BusBW
+	}
+	out := make([]crossRow, 0, len(order))
+	for _, k := range order {
+		x := by[k]
+		x.median, x.rails = median(vals[k]), median(rails[k])
+		out = append(out, *x)
+	}
+	return out
 }
 
 // pairMatrix renders one host's one-way figures as a matrix.

@@ -253,10 +253,21 @@ func Judge(recs []Record, timeout time.Duration, who func(rank int) string) *Ver
 	for _, r := range live {
 		byRank[r.Rank] = r
 	}
+	// A rank that others wait for but that sent no record at all (its
+	// process stopped or froze before its first heartbeat said anything)
+	// is the one stuck: nothing else is known of it.
 	var cand []Record
 	for _, r := range live {
-		if r.Wait == NotWaiting && r.Phase != Barrier {
-			cand = append(cand, r)
+		if _, ok := byRank[r.Wait]; r.Wait >= 0 && !ok && !slices.ContainsFunc(cand, func(c Record) bool { return c.Rank == r.Wait }) {
+			byRank[r.Wait] = Record{Rank: r.Wait, Ops: -1, QuietMS: r.QuietMS}
+			cand = append(cand, byRank[r.Wait])
+		}
+	}
+	if len(cand) == 0 {
+		for _, r := range live {
+			if r.Wait == NotWaiting && r.Phase != Barrier {
+				cand = append(cand, r)
+			}
 		}
 	}
 	if len(cand) == 0 {
@@ -338,6 +349,9 @@ func describe(v *Verdict, r Record, who func(int) string) string {
 		verb = "have"
 	}
 	msg := fmt.Sprintf("%s %s not finished %s after %v", subject, verb, doing(r), r.Quiet().Round(time.Second))
+	if r.Ops < 0 {
+		msg = fmt.Sprintf("%s sent no record of its progress in %v", subject, r.Quiet().Round(time.Second))
+	}
 	switch len(v.Waiting) {
 	case 0:
 	case 1:

@@ -36,6 +36,8 @@ func TestJudge(t *testing.T) {
 		{"a wait chain ends at the stuck rank", []Record{rec(0, 5, Timed, 1, long), rec(1, 5, Timed, 3, long), rec(3, 5, Fill, WaitingAll, long)},
 			[]int{3}, []int{0, 1}, "has not finished filling the inputs"},
 		{"a cycle names its members", []Record{rec(0, 5, Timed, 1, long), rec(1, 5, Timed, 0, long)}, []int{0, 1}, nil, "have not finished"},
+		{"a rank others wait for that sent no record is stuck", []Record{rec(0, 5, Idle, 3, long), rec(1, 6, Timed, 0, long),
+			rec(2, 6, Idle, NotWaiting, long)}, []int{3}, []int{0, 1, 2}, "rank 3 (b) sent no record of its progress in 1m1s; ranks 0, 1, 2 are waiting for it"},
 		{"finished ranks are not judged", []Record{rec(0, 5, Done, NotWaiting, long)}, nil, nil, ""},
 	}
 	for _, c := range cases {

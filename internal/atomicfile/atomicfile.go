@@ -1,11 +1,9 @@
-// Package atomicfile replaces files so that a reader, or a process killed
+// Package atomicfile replaces regular files so that a reader, or a process killed
 // at any instant, only ever finds a whole document at the path: the old
 // one or the new one, never a truncated mix.
 package atomicfile
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -40,29 +38,4 @@ func Replace(path string, sync bool, write func(io.Writer) error) error {
 		return err
 	}
 	return nil
-}
-
-// CheckWritable fails, without touching path, when a file cannot be
-// created beside it (a missing directory, no permission), so a run can
-// refuse before it measures anything.
-func CheckWritable(path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
-	}
-	dir := filepath.Dir(path)
-	if st, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("the directory %s does not exist (create it first)", dir)
-	} else if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	f, err := os.CreateTemp(dir, ".collbench-probe-*")
-	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return fmt.Errorf("no permission to create files in %s", dir)
-		}
-		return err
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }

@@ -18,6 +18,8 @@ const EnvFaults = "COLLBENCH_FAULTS"
 // Syntax is the spec's grammar, for help texts and errors.
 const Syntax = `items separated by ';':
   hang:R[@N]           rank R's Nth collective (default 1st) and every later one never return
+  kill:R[@N]           rank R's process kills itself (SIGKILL) at its Nth collective (processes of their own only)
+  stop:R[@N]           rank R's process stops itself (SIGSTOP) at its Nth collective (processes of their own only)
   slow-link:A-B:RATE   bytes between ranks A and B move at RATE (e.g. 20MB/s), both ways
   delay-link:A-B:DUR   every message between ranks A and B is delayed by DUR (e.g. 5ms)
   slow-rank:R:RATE     everything rank R sends, and its local copies, move at RATE
@@ -34,6 +36,7 @@ func (l link) has(x, y int) bool { return (l.a == x && l.b == y) || (l.a == y &&
 type Set struct {
 	spec      string
 	hang      map[int]int64
+	process   map[int]procFault
 	linkRate  map[link]float64
 	linkDelay map[link]time.Duration
 	rankRate  map[int]float64
@@ -48,7 +51,7 @@ func Parse(spec string) (*Set, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	s := &Set{spec: spec, hang: map[int]int64{}, linkRate: map[link]float64{}, linkDelay: map[link]time.Duration{},
+	s := &Set{spec: spec, hang: map[int]int64{}, process: map[int]procFault{}, linkRate: map[link]float64{}, linkDelay: map[link]time.Duration{},
 		rankRate: map[int]float64{}, hostRate: map[string]float64{}, corrupt: map[int]bool{}, probe: map[int]string{}}
 	for _, item := range strings.Split(spec, ";") {
 		item = strings.TrimSpace(item)
@@ -71,7 +74,7 @@ func (s *Set) add(item string) error {
 		return nil
 	}
 	switch f[0] {
-	case "hang":
+	case "hang", "kill", "stop":
 		if err := want(2); err != nil {
 			return err
 		}
@@ -86,7 +89,11 @@ func (s *Set) add(item string) error {
 				return fmt.Errorf("bad operation number %q", n)
 			}
 		}
-		s.hang[rank] = at
+		if f[0] == "hang" {
+			s.hang[rank] = at
+		} else {
+			s.process[rank] = procFault{Action: f[0], At: at}
+		}
 	case "slow-link", "delay-link":
 		if err := want(3); err != nil {
 			return err
@@ -219,6 +226,22 @@ func (s *Set) HangAt(rank int) (int64, bool) {
 	}
 	n, ok := s.hang[rank]
 	return n, ok
+}
+
+// procFault is a planted fault of a rank's whole process.
+type procFault struct {
+	Action string // "kill" or "stop"
+	At     int64
+}
+
+// ProcessFault returns what rank's process is to do to itself ("kill" or
+// "stop") once it starts its at-th collective, if anything is planted.
+func (s *Set) ProcessFault(rank int) (action string, at int64) {
+	if s == nil {
+		return "", 0
+	}
+	f := s.process[rank]
+	return f.Action, f.At
 }
 
 // ProbeFault says what rank's algorithm probe is to do wrong: "hang",

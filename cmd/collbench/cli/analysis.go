@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"collbench/internal/atomicfile"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
@@ -139,7 +139,7 @@ func compareRun(o *CompareOptions, basePath, curPath string) error {
 	if err != nil {
 		return usageErrorf("compare %s %s: %v", basePath, curPath, err)
 	}
-	if err := writeTo(o.IO.Out, o.Output, func(w io.Writer) error { return report.WriteComparison(w, c, o.Format) }); err != nil {
+	if err := writeTo(o.IO.Out, "--output", o.Output, func(w io.Writer) error { return report.WriteComparison(w, c, o.Format) }); err != nil {
 		return err
 	}
 	if c.Failed {
@@ -166,24 +166,6 @@ func notAnInput(out string, inputs ...string) error {
 		if same {
 			return usageErrorf("-o %s is also an input: writing it would destroy what is being read; choose another output file", out)
 		}
-	}
-	return nil
-}
-
-// writeTo writes to path, or to out when path is empty.
-func writeTo(out io.Writer, path string, write func(io.Writer) error) error {
-	if path == "" {
-		if err := write(out); err != nil {
-			return &RunError{err}
-		}
-		return nil
-	}
-	if err := atomicfile.CheckWritable(path); err != nil {
-		return usageErrorf("cannot write %s: %v", path, err)
-	}
-	// A killed process leaves the old file or the new one, never half of one.
-	if err := atomicfile.Replace(path, true, write); err != nil {
-		return &RunError{fmt.Errorf("writing %s: %w", path, err)}
 	}
 	return nil
 }
@@ -230,7 +212,7 @@ func NewCmdBaseline(f *Factory) *cobra.Command {
 			if err != nil {
 				return &UsageError{err}
 			}
-			if err := writeTo(f.IO.Out, out, func(w io.Writer) error { return results.Write(w, b) }); err != nil {
+			if err := writeTo(f.IO.Out, "--output", out, func(w io.Writer) error { return results.Write(w, b) }); err != nil {
 				return err
 			}
 			if out != "" {
@@ -289,7 +271,11 @@ header and topology, bus bandwidth and small-message time plots per collective
 			if in.Title == "" {
 				in.Title = "collbench report: " + strings.Join(args, ", ")
 			}
-			return writeTo(f.IO.Out, out, func(w io.Writer) error { return report.WriteHTML(w, in) })
+			if err := writeTo(f.IO.Out, "--output", out, func(w io.Writer) error { return report.WriteHTML(w, in) }); err != nil {
+				return err
+			}
+			sayWrote(f.IO.ErrOut, fmt.Sprintf("the HTML report of %d run(s)", len(args)), out)
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the HTML file to write")
@@ -300,7 +286,7 @@ header and topology, bus bandwidth and small-message time plots per collective
 
 // NewCmdPlot builds `collbench plot`.
 func NewCmdPlot(f *Factory) *cobra.Command {
-	var out, kind, coll string
+	var out, kind, coll, format string
 	cmd := &cobra.Command{
 		Use:     "plot RESULTS.json... -o plot.svg",
 		Short:   "Draw a plot of one collective as SVG or PNG",
@@ -312,9 +298,24 @@ func NewCmdPlot(f *Factory) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format := strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
-			if out == "" || (format != "svg" && format != "png") {
-				return usageErrorf("plot needs -o FILE.svg or FILE.png")
+			if out == "" {
+				return usageErrorf("plot needs -o FILE.svg or FILE.png (or -o - --format svg)")
+			}
+			target, err := outputTarget("--output", out)
+			if err != nil {
+				return err
+			}
+			if format == "" {
+				format = strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
+				if target.Kind == outfile.Stream && format != "png" {
+					format = "svg" // a pipe, a device or standard output
+				}
+				if format != "svg" && format != "png" {
+					return usageErrorf("plot writes SVG or PNG: name -o FILE.svg or FILE.png, or give --format svg|png")
+				}
+			}
+			if format != "svg" && format != "png" {
+				return usageErrorf("unknown --format %q for plot (valid: svg, png)", format)
 			}
 			if err := notAnInput(out, args...); err != nil {
 				return err
@@ -344,10 +345,15 @@ func NewCmdPlot(f *Factory) *cobra.Command {
 			if err != nil {
 				return &UsageError{err}
 			}
-			return writeTo(f.IO.Out, out, func(w io.Writer) error { return report.WritePlot(w, p, format) })
+			if err := writeTarget(f.IO.Out, target, true, func(w io.Writer) error { return report.WritePlot(w, p, format) }); err != nil {
+				return err
+			}
+			sayWrote(f.IO.ErrOut, fmt.Sprintf("the %s plot of %s (%s)", kind, coll, format), out)
+			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the .svg or .png file to write")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the .svg or .png file to write (- for standard output)")
+	cmd.Flags().StringVar(&format, "format", "", "svg or png (default: by the --output name's extension, else svg)")
 	cmd.Flags().StringVar(&kind, "kind", "busbw", "busbw (vs size), time (small messages) or groups (per-group bars)")
 	cmd.Flags().StringVar(&coll, "collective", "", "the collective to plot (default: the first in the file)")
 	return cmd

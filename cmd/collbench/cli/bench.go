@@ -17,7 +17,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/dtype"
-	"collbench/internal/atomicfile"
+	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
@@ -454,10 +454,11 @@ func benchRun(o *BenchOptions) error {
 	}
 	var out *resultFile
 	if o.Output != "" && pw.rank0() {
-		if err := atomicfile.CheckWritable(o.Output); err != nil {
-			return usageErrorf("cannot write --output %s: %v", o.Output, err)
+		t, err := outputTarget("--output", o.Output)
+		if err != nil {
+			return err
 		}
-		out = &resultFile{path: o.Output, format: o.fileFormat(format), errOut: o.IO.ErrOut}
+		out = &resultFile{target: t, format: o.fileFormat(format), out: o.IO.Out, errOut: o.IO.ErrOut}
 	}
 	if choice.Auto && pw.rank0() && !o.Quiet && !o.hideNotice {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
@@ -555,14 +556,17 @@ func benchRun(o *BenchOptions) error {
 	}
 	if pw.rank0() {
 		if err := out.finish(doc); err != nil {
-			return &RunError{fmt.Errorf("writing results: %w", err)}
+			return err
 		}
 		stdout := format
 		if out != nil && !o.formatSet {
 			stdout = report.FormatTable
 		}
-		if err := report.Write(o.IO.Out, doc, stdout); err != nil {
-			return &RunError{fmt.Errorf("writing results: %w", err)}
+		// With --output on standard output the document is what goes there.
+		if !out.toStdout() {
+			if err := report.Write(o.IO.Out, doc, stdout); err != nil {
+				return &RunError{fmt.Errorf("writing results: %w", err)}
+			}
 		}
 	}
 	switch {
@@ -604,10 +608,12 @@ func isFault(err error) bool {
 // written to a temporary file beside it and renamed over it, so the file
 // always holds a valid document with every row measured so far, whenever
 // the process is killed. An existing file is replaced only once the run
-// has a row to put there.
+// has a row to put there. A stream (a pipe, a device, standard output)
+// cannot be rewritten: it gets the whole document once, at the end.
 type resultFile struct {
-	path   string
+	target *outfile.Target
 	format report.Format
+	out    io.Writer // the command's standard output
 	errOut io.Writer
 	enc    results.Encoder
 	failed bool
@@ -620,17 +626,20 @@ func (r *resultFile) render(doc *results.Document) func(io.Writer) error {
 	return func(w io.Writer) error { return report.Write(w, doc, r.format) }
 }
 
+// toStdout says whether the document goes to standard output.
+func (r *resultFile) toStdout() bool { return r != nil && r.target.IsStdout() }
+
 // set writes the document after row was set at index i of its results
 // (appended, or measured again by a later cycle).
 func (r *resultFile) set(doc *results.Document, i int, row results.Row) {
 	if r == nil {
 		return
 	}
-	if err := r.enc.Set(i, row); err == nil {
-		err = atomicfile.Replace(r.path, false, r.render(doc))
+	if err := r.enc.Set(i, row); err == nil && r.target.Kind == outfile.Regular {
+		err = r.target.Write(false, r.render(doc))
 		if err != nil && !r.failed {
 			r.failed = true
-			fmt.Fprintf(r.errOut, "collbench: cannot update %s: %v (will try again at the end)\n", r.path, err)
+			fmt.Fprintf(r.errOut, "collbench: cannot update --output: %v (will try again at the end)\n", err)
 		}
 	}
 }
@@ -641,13 +650,13 @@ func (r *resultFile) finish(doc *results.Document) error {
 	if r == nil {
 		return nil
 	}
-	if len(doc.Results) == 0 {
-		if _, err := os.Stat(r.path); err == nil {
-			fmt.Fprintf(r.errOut, "collbench: no row was measured; %s is left as it was\n", r.path)
+	if len(doc.Results) == 0 && r.target.Kind == outfile.Regular {
+		if _, err := os.Stat(r.target.Path); err == nil {
+			fmt.Fprintf(r.errOut, "collbench: no row was measured; %s is left as it was\n", r.target.Given)
 			return nil
 		}
 	}
-	return atomicfile.Replace(r.path, true, r.render(doc))
+	return writeTarget(r.out, r.target, true, r.render(doc))
 }
 
 // worldDevices lists every rank's device, from every process of the world.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,8 +16,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
+	"collbench/bootstrap"
 	"collbench/doctor"
-	"collbench/internal/atomicfile"
+	"collbench/internal/outfile"
 	"collbench/runconfig"
 	"collbench/suites"
 	"collbench/topology"
@@ -135,11 +137,14 @@ func doctorRun(o *DoctorOptions) error {
 			th = cfg.Doctor.Thresholds
 		}
 	}
-	for _, out := range []string{o.Output, o.Prom, o.HTML} {
-		if out != "" {
-			if err := atomicfile.CheckWritable(out); err != nil {
-				return usageErrorf("cannot write %s: %v", out, err)
+	targets := map[string]*outfile.Target{}
+	for _, out := range []struct{ flag, path string }{{"--output", o.Output}, {"--prom", o.Prom}, {"--html", o.HTML}} {
+		if out.path != "" {
+			t, err := outputTarget(out.flag, out.path)
+			if err != nil {
+				return err
 			}
+			targets[out.flag] = t
 		}
 	}
 	f := o.Factory
@@ -248,10 +253,16 @@ func doctorRun(o *DoctorOptions) error {
 		if pw.multi() && !isFault(runErr) {
 			pw.ctl.Abort(runErr)
 		}
-		if isFault(runErr) {
+		if !isFault(runErr) {
+			runErr = &RunError{runErr}
+		}
+		// A run that ends on a fault still writes its verdict: the part at
+		// fault, the stages that finished and what they found, and a
+		// Prometheus file that says unhealthy.
+		if rep == nil || !pw.rank0() {
 			return runErr
 		}
-		return &RunError{runErr}
+		rep.AddFault(faultFinding(runErr, opts.Who))
 	}
 	if !pw.rank0() {
 		return nil
@@ -260,11 +271,11 @@ func doctorRun(o *DoctorOptions) error {
 		rep.Notes = append(rep.Notes, "health facts skipped: the cpu backend has no GPUs to ask NVML about")
 	}
 	for _, w := range []struct {
-		path  string
+		flag  string
 		write func(io.Writer) error
-	}{{o.Output, rep.WriteJSON}, {o.Prom, rep.WriteProm}, {o.HTML, rep.WriteHTML}} {
-		if w.path != "" {
-			if err := writeTo(nil, w.path, w.write); err != nil {
+	}{{"--output", rep.WriteJSON}, {"--prom", rep.WriteProm}, {"--html", rep.WriteHTML}} {
+		if t := targets[w.flag]; t != nil {
+			if err := writeTarget(o.IO.Out, t, true, w.write); err != nil {
 				return err
 			}
 		}
@@ -277,6 +288,9 @@ func doctorRun(o *DoctorOptions) error {
 	if err != nil {
 		return &RunError{err}
 	}
+	if runErr != nil {
+		return runErr
+	}
 	if !rep.Healthy {
 		n := 0
 		for _, f := range rep.Findings {
@@ -287,6 +301,37 @@ func doctorRun(o *DoctorOptions) error {
 		return &CheckFailedError{fmt.Sprintf("doctor: %d finding(s); the verdict is above", n)}
 	}
 	return nil
+}
+
+// faultFinding is the finding for a fault that ended a doctor run, naming
+// the rank at fault where one is.
+func faultFinding(err error, who func(int) string) doctor.Finding {
+	f := doctor.Finding{Severity: "FAIL", Stage: "run", Kind: "run-failed", Part: "the run", Msg: err.Error(),
+		Cause: "the run failed before the verdict; the stages that finished are below"}
+	var pe *bootstrap.PeerError
+	var se *signalError
+	switch {
+	case errors.As(err, &pe):
+		if pe.Rank >= 0 {
+			f.Part, f.Ranks, f.Host = who(pe.Rank), []int{pe.Rank}, pe.Host
+		}
+		switch pe.Kind {
+		case bootstrap.FaultHung:
+			f.Kind, f.Cause = "hung-rank", "an operation on this rank made no progress within --timeout: its GPU, its process, or a link it waits on"
+		case bootstrap.FaultSilent:
+			f.Kind, f.Cause = "silent-rank", "its process stopped answering heartbeats: stopped, frozen, or its host cut off"
+		case bootstrap.FaultDisconnected:
+			f.Kind, f.Cause = "lost-rank", "its process exited or was killed, or its host or network failed"
+		case bootstrap.FaultFailed:
+			f.Kind, f.Cause = "failed-rank", "its process reported the error above"
+		case bootstrap.FaultInterrupted:
+			f.Severity, f.Kind, f.Cause = "WARN", "interrupted", "the run was stopped before the verdict; nothing is known of the stages that did not run"
+		}
+	case errors.As(err, &se):
+		f.Severity, f.Kind, f.Msg = "WARN", "interrupted", "the run was "+strings.SplitN(se.Error(), ";", 2)[0]+" before the verdict"
+		f.Cause = "nothing is known of the stages that did not run"
+	}
+	return f
 }
 
 // hostFacts reads this host's health facts: NVML's view of every GPU, the

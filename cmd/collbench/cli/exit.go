@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"sync"
+	"syscall"
 )
 
 // atExit holds what must be undone even when the process exits at once,
@@ -50,10 +55,12 @@ func exitNow(code int) {
 }
 
 // tempDir makes a temporary directory that is removed by release, or by
-// exitNow if the process exits first. A process killed by SIGKILL still
-// leaves it behind: callers keep only small files there.
+// exitNow if the process exits first. A process killed by SIGKILL leaves
+// it behind; its name carries the process id, so the next collbench that
+// makes one removes those whose process is gone.
 func tempDir(prefix string) (dir string, release func(), err error) {
-	dir, err = os.MkdirTemp("", prefix)
+	removeStaleTempDirs(os.TempDir())
+	dir, err = os.MkdirTemp("", prefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return "", nil, err
 	}
@@ -62,4 +69,31 @@ func tempDir(prefix string) (dir string, release func(), err error) {
 		unregister()
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// staleDir matches the temporary directories tempDir makes: collbench-,
+// a kind, the process id, a random part.
+var staleDir = regexp.MustCompile(`^collbench-[a-z]+-([0-9]+)-[0-9]+$`)
+
+// removeStaleTempDirs removes, under dir, the temporary directories of
+// collbench processes that no longer exist (killed before they could).
+func removeStaleTempDirs(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		m := staleDir.FindStringSubmatch(e.Name())
+		if m == nil || !e.IsDir() {
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		// ESRCH: no such process. EPERM means it lives (another user's).
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }

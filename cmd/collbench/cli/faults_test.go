@@ -227,7 +227,7 @@ func TestFaultStoppedRankIsNamed(t *testing.T) {
 	if code != ExitHung {
 		t.Errorf("exit %d, want %d", code, ExitHung)
 	}
-	for _, want := range []string{fmt.Sprintf("rank 2 (%s, pid %d) stopped answering", hostname(), pid), "the cause", "rank 2 then was stopped by launch"} {
+	for _, want := range []string{fmt.Sprintf("rank 2 (%s, pid %d) stopped answering", hostname(), pid), "the cause", fmt.Sprintf("collbench launch: rank 2 (pid %d) was stopped by launch", pid)} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errs)
 		}

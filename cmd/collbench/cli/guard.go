@@ -87,6 +87,20 @@ func (f *Factory) startGuard(ctx context.Context, cancel context.CancelFunc, ss 
 	if tcp != nil {
 		tcp.SetStatus(func() []byte { return board.Encode(time.Now()) })
 		tcp.OnPeerLost(g.onFault)
+		// With one rank per process, a process's rank is its world rank:
+		// a receive of the control connection marks whom the rank waits
+		// for, so a rank stuck in a collective is told from those that
+		// wait for it in a gather of results.
+		if rs := world.Ranks(); len(rs) == 1 && tcp.Size() == world.Size() && rs[0].WorldRank() == tcp.Rank() {
+			tr := board.For(rs[0].WorldRank())
+			tcp.OnWait(func(r int) {
+				if r < 0 {
+					tr.Waiting(watchdog.NotWaiting)
+				} else {
+					tr.Waiting(r)
+				}
+			})
+		}
 	}
 	// Cancellation (a signal, or a fault) aborts the world at once.
 	context.AfterFunc(ctx, func() {
@@ -118,6 +132,15 @@ func (f *Factory) startGuard(ctx context.Context, cancel context.CancelFunc, ss 
 		}
 		go watchdog.Watch(wctx, watchdog.Interval(timeout), timeout, records, who, func(v *watchdog.Verdict) {
 			pe := &bootstrap.PeerError{Kind: bootstrap.FaultHung, Rank: v.Stuck[0], Msg: "watchdog: " + v.Msg}
+			if tcp != nil && v.Stuck[0] != tcp.Rank() {
+				// A process unheard for several heartbeats is stopped or cut
+				// off rather than stuck in an operation.
+				if _, seen := tcp.PeerStatus(v.Stuck[0]); seen.UnixNano() > 0 && time.Since(seen) > 3*bootstrap.DefaultBeatEvery {
+					pe.Kind = bootstrap.FaultSilent
+					pe.Msg = fmt.Sprintf("%s stopped answering: not heard from for %v (stopped, frozen or cut off from the network); %s",
+						who(v.Stuck[0]), time.Since(seen).Round(time.Second), "watchdog: "+v.Msg)
+				}
+			}
 			if ss.pw.multi() {
 				ss.pw.ctl.Abort(pe) // tells every process; this one's handler stops it
 				if tcp == nil {
@@ -172,10 +195,11 @@ func (g *guard) cause(runErr error, rows int) error {
 	if f := g.firstFault(); f != nil {
 		return f
 	}
-	var le *cpu.LinkError
-	if errors.As(runErr, &le) && g.pw.multi() {
-		// A peer's connection broke: its process is most likely gone, and
-		// the control connection says why within moments.
+	if g.pw.multi() && (g.ctx.Err() == nil || errors.As(runErr, new(*cpu.LinkError))) {
+		// In a world of processes an error here is most often the echo of
+		// another process's fault (a broken connection, a message cut
+		// short by a peer that stopped): the control connection says
+		// which within moments.
 		deadline := time.After(3 * time.Second)
 		for g.firstFault() == nil {
 			select {

@@ -265,6 +265,10 @@ func launchRun(o *LaunchOptions) error {
 		culprit := children[cause.Rank]
 		if culprit.failed() && !culprit.killedByLaunch {
 			first, code = culprit, culprit.exitCode()
+		} else {
+			// The rank at fault comes first even when launch had to stop
+			// it (it was frozen or hung); the code is its peers' verdict.
+			first = culprit
 		}
 		fmt.Fprintf(o.IO.ErrOut, "collbench launch: the cause: %s (named by %s)\n", cause.Msg, ranksNoun(namedBy))
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/bootstrap"
-	"collbench/internal/atomicfile"
+	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/runconfig"
@@ -77,7 +77,7 @@ func runSuite(o *RunOptions) error {
 	// baseline is relative to the config file.
 	outDir := orDefault(o.Output, orDefault(cfg.Output, "collbench-out"))
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return usageErrorf("cannot create the output directory: %v", err)
+		return usageErrorf("cannot create the --output directory %s: %s", outDir, outfile.Reason(err))
 	}
 	baseline := o.Baseline
 	if o.NoBaseline && baseline != "" {
@@ -105,8 +105,9 @@ func runSuite(o *RunOptions) error {
 		out = io.Discard
 	}
 	resultsPath := filepath.Join(outDir, "results.json")
-	if err := atomicfile.CheckWritable(resultsPath); err != nil {
-		return usageErrorf("cannot write %s: %v", resultsPath, err)
+	resultsOut, err := outputTarget("in --output", resultsPath)
+	if err != nil {
+		return err
 	}
 	// results.json holds every row measured so far, whenever the process
 	// is killed: it is replaced whole after every row.
@@ -119,8 +120,11 @@ func runSuite(o *RunOptions) error {
 			_ = enc.Add(r)
 		}
 		saved = len(all.Results)
-		if err := atomicfile.Replace(resultsPath, false, func(w io.Writer) error { return enc.Write(w, all) }); err != nil {
-			fmt.Fprintf(o.IO.ErrOut, "collbench: cannot update %s: %v\n", resultsPath, err)
+		if resultsOut.Kind != outfile.Regular {
+			return // a stream takes the whole document once, at the end
+		}
+		if err := resultsOut.Write(false, func(w io.Writer) error { return enc.Write(w, all) }); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: cannot update it: %v\n", err)
 		}
 	}
 	var firstErr error
@@ -181,7 +185,7 @@ func runSuite(o *RunOptions) error {
 		}
 		return &RunError{errors.New("no results were measured")}
 	}
-	if err := writeTo(nil, resultsPath, func(w io.Writer) error { return results.Write(w, merged) }); err != nil {
+	if err := writeTarget(nil, resultsOut, true, func(w io.Writer) error { return results.Write(w, merged) }); err != nil {
 		return err
 	}
 	var failures []string
@@ -208,7 +212,7 @@ func runSuite(o *RunOptions) error {
 		html.Comparison = c
 		for name, format := range map[string]string{"comparison.txt": "table", "comparison.md": "markdown", "junit.xml": "junit", "comparison.json": "json"} {
 			p := filepath.Join(outDir, name)
-			if err := writeTo(nil, p, func(w io.Writer) error { return report.WriteComparison(w, c, format) }); err != nil {
+			if err := writeTo(nil, "in --output", p, func(w io.Writer) error { return report.WriteComparison(w, c, format) }); err != nil {
 				return err
 			}
 		}
@@ -222,7 +226,7 @@ func runSuite(o *RunOptions) error {
 	if a := cfg.Acceptance; a != nil {
 		failures = append(failures, acceptance(o.IO.Out, merged, int64(a.MinSize), a.PeakFraction)...)
 	}
-	if err := writeTo(nil, filepath.Join(outDir, "report.html"), func(w io.Writer) error { return report.WriteHTML(w, html) }); err != nil {
+	if err := writeTo(nil, "in --output", filepath.Join(outDir, "report.html"), func(w io.Writer) error { return report.WriteHTML(w, html) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.IO.ErrOut, "collbench: results in %s (results.json, report.html%s)\n", outDir, map[bool]string{true: ", comparison.*, junit.xml"}[baseDoc != nil])

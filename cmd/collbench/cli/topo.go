@@ -2,7 +2,7 @@ package cli
 
 import (
 	"collbench/backend/cpu"
-	"collbench/internal/atomicfile"
+	"collbench/internal/outfile"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,9 +75,11 @@ func topoRun(o *TopoOptions) error {
 		ctx = context.Background()
 	}
 	f := o.Factory
+	var record *outfile.Target
 	if o.Record != "" {
-		if err := atomicfile.CheckWritable(o.Record); err != nil {
-			return usageErrorf("cannot write --record %s: %v", o.Record, err)
+		var err error
+		if record, err = outputTarget("--record", o.Record); err != nil {
+			return err
 		}
 	}
 	in := topology.Inputs{Host: f.hostIdentity(), Env: topoEnv(f)}
@@ -102,8 +104,8 @@ func topoRun(o *TopoOptions) error {
 	var recordErr error
 	if o.Record != "" && in.Facts != nil {
 		b, _ := json.MarshalIndent(in.Facts, "", "  ")
-		if err := atomicfile.Replace(o.Record, true, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
-			return &RunError{fmt.Errorf("cannot write --record %s: %v", o.Record, err)}
+		if err := writeTarget(o.IO.Out, record, true, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err }); err != nil {
+			return err
 		}
 	} else if o.Record != "" {
 		// Said after the topology is shown: the rest of it is still worth reading.
