@@ -364,3 +364,85 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestFloodOfIdleConnectionsCannotStopAWorld opens three times as many idle
+// connections as the rendezvous holds handshakes for, before and while the
+// ranks arrive: the world still forms, because the oldest unanswered
+// handshakes are dropped first and a rank whose connection was cut before
+// rank 0's greeting tries again. A rendezvous that times out under such a
+// flood says so.
+func TestFloodOfIdleConnectionsCannotStopAWorld(t *testing.T) {
+	old := maxPending
+	maxPending = 32
+	defer func() { maxPending = old }()
+	addr := freeAddr(t)
+	args := []string{"world"}
+	type joined struct {
+		t   *TCP
+		err error
+	}
+	res := make([]chan joined, 3)
+	for r := range res {
+		res[r] = make(chan joined, 1)
+	}
+	opts := func(r int) TCPOptions {
+		return TCPOptions{Rank: r, Size: 3, Addr: addr, Host: fmt.Sprintf("node%d", r), Args: args, Timeout: 20 * time.Second, Token: []byte("s")}
+	}
+	go func() { tc, err := Join(context.Background(), opts(0)); res[0] <- joined{tc, err} }()
+	waitListening(t, addr)
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	flood := func(n int) {
+		for i := 0; i < n; i++ {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				idle = append(idle, c)
+			}
+		}
+	}
+	flood(3 * maxPending)
+	for r := 1; r < 3; r++ {
+		go func() { tc, err := Join(context.Background(), opts(r)); res[r] <- joined{tc, err} }()
+	}
+	flood(3 * maxPending)
+	var world []*TCP
+	for r := range res {
+		select {
+		case j := <-res[r]:
+			if j.err != nil {
+				t.Fatalf("rank %d: %v", r, j.err)
+			}
+			world = append(world, j.t)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("rank %d never joined under the flood", r)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, tc := range world {
+		wg.Add(1)
+		go func() { defer wg.Done(); tc.Close() }()
+	}
+	wg.Wait()
+
+	// A world whose rank 1 never comes: the timeout names the flood.
+	addr2 := freeAddr(t)
+	errc := make(chan error, 1)
+	go func() {
+		o := TCPOptions{Rank: 0, Size: 2, Addr: addr2, Host: "node0", Args: args, Timeout: 2 * time.Second}
+		_, err := Join(context.Background(), o)
+		errc <- err
+	}()
+	waitListening(t, addr2)
+	for i := 0; i < 2*maxPending; i++ {
+		if c, err := net.Dial("tcp", addr2); err == nil {
+			idle = append(idle, c)
+		}
+	}
+	err := <-errc
+	if err == nil || !strings.Contains(err.Error(), "rank 1 never arrived") || !strings.Contains(err.Error(), "sent no hello and were dropped (a flood") {
+		t.Fatalf("the timeout does not name the flood: %v", err)
+	}
+}

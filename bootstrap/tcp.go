@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -38,8 +40,6 @@ const (
 	maxFrame = 4 << 20
 	// handshakeTimeout bounds each newcomer's handshake.
 	handshakeTimeout = 5 * time.Second
-	// maxPending bounds handshakes in progress at once.
-	maxPending = 4096
 	// maxRefusals bounds the refused connections an error message lists.
 	maxRefusals = 4
 )
@@ -107,6 +107,10 @@ const (
 	// FaultInterrupted: a process was interrupted (Ctrl-C, SIGTERM).
 	FaultInterrupted FaultKind = "interrupted"
 )
+
+// maxPending bounds handshakes in progress at once; past it the oldest is
+// dropped (a variable so tests can flood a smaller rendezvous).
+var maxPending = 4096
 
 // PeerError is a fault of the world, naming the rank at fault (Rank -1
 // when no single rank is).
@@ -243,6 +247,7 @@ type TCP struct {
 	onLost    func(error)
 	mu        sync.Mutex
 	waitHook  atomic.Value // func(rank int): whom a receive waits for, -1 when done
+	loadNote  func(rank int, quiet time.Duration)
 }
 
 // OnWait sets a function told which process rank a receive of the control
@@ -396,6 +401,40 @@ func handshake(c net.Conn, token []byte) (arrival, string, bool) {
 	return a, "", true
 }
 
+// pending holds the rendezvous connections whose handshake is in progress,
+// oldest first, and drops the oldest when more than max are open.
+type pending struct {
+	mu      sync.Mutex
+	max     int
+	conns   []net.Conn
+	dropped atomic.Int64
+}
+
+func (p *pending) add(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.conns) >= p.max {
+		p.conns[0].Close() // its handshake fails and removes it
+		p.conns = p.conns[1:]
+		p.dropped.Add(1)
+	}
+	p.conns = append(p.conns, c)
+}
+
+// remove takes c off the list, once its handshake is over; false when it
+// was dropped (closed) meanwhile.
+func (p *pending) remove(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.conns {
+		if x == c {
+			p.conns = append(p.conns[:i], p.conns[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "an unknown host"
@@ -429,22 +468,23 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 	defer close(done)
 	arrivals := make(chan arrival)
 	refusals := make(chan string, 16)
-	sem := make(chan struct{}, maxPending)
+	// Handshakes in progress, oldest first. When maxPending are open, the
+	// oldest is dropped to make room: a real rank answers its challenge
+	// within moments, so a flood of idle connections only pushes out its
+	// own members and can never keep a rank from joining.
+	pend := &pending{max: maxPending}
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return // the listener closed
 			}
-			select {
-			case sem <- struct{}{}:
-			default:
-				c.Close() // too many handshakes at once
-				continue
-			}
+			pend.add(c)
 			go func() {
-				defer func() { <-sem }()
 				a, why, ok := handshake(c, o.Token)
+				if !pend.remove(c) && ok {
+					return // dropped while it answered: its rank joins again
+				}
 				if !ok {
 					if why != "" {
 						select {
@@ -509,6 +549,9 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 			note(why)
 		case <-timer.C:
 			msg := fmt.Sprintf("rendezvous at %s timed out after %v: %s never arrived", o.Addr, o.Timeout, missingRanks(t.peers))
+			if n := pend.dropped.Load(); n > 0 {
+				msg += fmt.Sprintf("; %d connections to the rendezvous port sent no hello and were dropped (a flood or a port scan on %s: find what else connects to it)", n, o.Addr)
+			}
 			if len(refused) > 0 {
 				msg += "; refused: " + strings.Join(refused, "; ")
 			}
@@ -590,31 +633,75 @@ func missingRanks(peers []*peer) string {
 
 func (t *TCP) connect(ctx context.Context, o TCPOptions) error {
 	deadline := time.Now().Add(o.Timeout)
+	cut := 0 // connections rank 0 closed before its answer
+	for {
+		c, h, challenge, typ, payload, err := t.hello(ctx, o, deadline, &cut)
+		if err != nil {
+			return err
+		}
+		// A connection closed without a word before rank 0's answer was
+		// dropped by a crowded rendezvous (rank 0 explains every refusal
+		// and every failure): join again while time is left.
+		var ne net.Error
+		if err := payload.err; err != nil && !(errors.As(err, &ne) && ne.Timeout()) && time.Now().Before(deadline) {
+			c.Close()
+			cut++
+			continue
+		}
+		if err := t.welcomed(o, c, h, challenge, typ, payload); err != nil {
+			return err
+		}
+		return nil
+	}
+}
+
+// answer is rank 0's reply to a hello, or the error reading it.
+type answer struct {
+	b   []byte
+	err error
+}
+
+// hello dials rank 0 until it greets (a connection closed before the
+// greeting is tried again), sends this rank's hello and reads the answer.
+func (t *TCP) hello(ctx context.Context, o TCPOptions, deadline time.Time, cut *int) (net.Conn, hello, []byte, byte, answer, error) {
 	var c net.Conn
-	var lastErr error
+	var challenge []byte
 	for {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("rendezvous interrupted on rank %d", o.Rank)
+			return nil, hello{}, nil, 0, answer{}, fmt.Errorf("rendezvous interrupted on rank %d", o.Rank)
 		}
 		d := net.Dialer{Timeout: time.Second}
-		c, lastErr = d.DialContext(ctx, "tcp", o.Addr)
-		if lastErr == nil {
-			break
+		var err error
+		c, err = d.DialContext(ctx, "tcp", o.Addr)
+		if err == nil {
+			// The challenge comes at once from a collbench rank 0. A
+			// connection closed before it was dropped by a rank 0 whose
+			// rendezvous is crowded (a flood of idle connections): try
+			// again. Anything else is not a collbench rank 0.
+			_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+			var typ byte
+			typ, challenge, err = readFrame(c, maxHello)
+			if err == nil && (typ != frameChallenge || len(challenge) != secret.NonceSize) {
+				c.Close()
+				return nil, hello{}, nil, 0, answer{}, fmt.Errorf("rank %d: %s does not answer as a collbench rank 0 (unexpected greeting)", o.Rank, o.Addr)
+			}
+			if err == nil {
+				break
+			}
+			c.Close()
+			*cut++
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("rank %d could not reach rank 0 at %s within %v: %v", o.Rank, o.Addr, o.Timeout, lastErr)
+			if *cut > 0 {
+				return nil, hello{}, nil, 0, answer{}, fmt.Errorf("rank %d could not join rank 0 at %s within %v: rank 0 closed the connection before answering %d times (its rendezvous port may be flooded by other connections; last: %v)",
+					o.Rank, o.Addr, o.Timeout, *cut, err)
+			}
+			return nil, hello{}, nil, 0, answer{}, fmt.Errorf("rank %d could not reach rank 0 at %s within %v: %v", o.Rank, o.Addr, o.Timeout, err)
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
 		}
-	}
-	// The challenge comes at once from a collbench rank 0.
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	typ, challenge, err := readFrame(c, maxHello)
-	if err != nil || typ != frameChallenge || len(challenge) != secret.NonceSize {
-		c.Close()
-		return fmt.Errorf("rank %d: %s does not answer as a collbench rank 0 (%v)", o.Rank, o.Addr, errOr(err, "unexpected greeting"))
 	}
 	h := hello{Rank: o.Rank, Size: o.Size, Host: o.Host, PID: os.Getpid(), Args: o.Args, Nonce: secret.Nonce(), Secret: o.Token != nil}
 	if o.Token != nil {
@@ -622,14 +709,20 @@ func (t *TCP) connect(ctx context.Context, o TCPOptions) error {
 	}
 	hb, _ := json.Marshal(h)
 	if err := writeFrameTo(c, frameHello, hb); err != nil {
-		c.Close()
-		return fmt.Errorf("rank %d lost rank 0 at %s during the rendezvous: %v", o.Rank, o.Addr, err)
+		return c, h, challenge, 0, answer{err: err}, nil
 	}
 	// Rank 0 answers once everyone arrived, or explains why not; allow it
 	// a little longer than the rendezvous itself to say so.
 	_ = c.SetDeadline(deadline.Add(5 * time.Second))
 	typ, payload, err := readFrame(c, maxFrame)
 	_ = c.SetDeadline(time.Time{})
+	return c, h, challenge, typ, answer{b: payload, err: err}, nil
+}
+
+// welcomed reads rank 0's answer to this rank's hello and, if it is a
+// welcome, joins the world.
+func (t *TCP) welcomed(o TCPOptions, c net.Conn, h hello, challenge []byte, typ byte, a answer) error {
+	payload, err := a.b, a.err
 	switch {
 	case err != nil:
 		c.Close()
@@ -721,12 +814,27 @@ func (t *TCP) read(p *peer) {
 func (t *TCP) beat() {
 	tick := time.NewTicker(t.beatEvery)
 	defer tick.Stop()
+	// A machine so loaded that this process itself runs late must not read
+	// as a silent peer: the time this loop could not run is added to the
+	// bound (lag, the longest stall of this loop within the last silence
+	// period), and a peer on this machine that is alive and not stopped
+	// gets up to two more silence periods (extended) before it is named.
+	last := time.Now()
+	var lag time.Duration
+	var lagAt time.Time
+	extended := map[int]bool{}
 	for {
 		select {
 		case <-t.stopBeat:
 			return
 		case <-tick.C:
 		}
+		if now := time.Now(); now.Sub(last) > 2*t.beatEvery {
+			lag, lagAt = max(lag, now.Sub(last)-t.beatEvery), now
+		} else if now.Sub(lagAt) > t.silence {
+			lag = 0
+		}
+		last = time.Now()
 		var payload []byte
 		if f, ok := t.status.Load().(func() []byte); ok && f != nil {
 			payload = f()
@@ -743,11 +851,20 @@ func (t *TCP) beat() {
 				continue
 			}
 			quiet := now.Sub(time.Unix(0, t.seen[p.rank].Load()))
-			if quiet > t.silence {
+			if quiet > t.silence+lag {
 				select {
 				case <-t.closing:
 					return
 				default:
+				}
+				if !silentPast(quiet, t.silence, lag, t.runsHere(p.rank)) {
+					if !extended[p.rank] {
+						extended[p.rank] = true
+						if t.loadNote != nil {
+							t.loadNote(p.rank, quiet)
+						}
+					}
+					continue
 				}
 				t.lost(&PeerError{Kind: FaultSilent, Rank: p.rank, Host: t.hosts[p.rank],
 					Msg: fmt.Sprintf("%s stopped answering: not heard from for %v (stopped, frozen or cut off from the network)",
@@ -757,6 +874,51 @@ func (t *TCP) beat() {
 		}
 	}
 }
+
+// silentPast decides whether a peer unheard for quiet is named silent:
+// past the bound plus this process's own recent stall (lag), and, for a
+// peer that runs on this machine, alive and not stopped, past three bounds.
+func silentPast(quiet, silence, lag time.Duration, runsHere bool) bool {
+	if runsHere {
+		return quiet > 3*silence+lag
+	}
+	return quiet > silence+lag
+}
+
+// runsHere says whether rank r's process is a collbench on this machine
+// that is alive and not stopped: silent because the machine is loaded, not
+// because it stopped or died.
+func (t *TCP) runsHere(r int) bool {
+	if r < 0 || r >= len(t.pids) || t.pids[r] <= 0 {
+		return false
+	}
+	pid := t.pids[r]
+	mine, err1 := os.Executable()
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err1 != nil || err2 != nil || filepath.Clean(mine) != filepath.Clean(theirs) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: T and t are
+	// stopped, Z and X dead.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	switch stat[i+2] {
+	case 'R', 'S', 'D':
+		return true
+	}
+	return false
+}
+
+// OnLoadedPeer sets a function told once per rank when a rank on this
+// machine was silent past the bound but alive and running, so its naming
+// was put off (the machine is loaded).
+func (t *TCP) OnLoadedPeer(f func(rank int, quiet time.Duration)) { t.loadNote = f }
 
 // SetStatus sets what this process's heartbeats carry (its progress).
 func (t *TCP) SetStatus(f func() []byte) { t.status.Store(f) }

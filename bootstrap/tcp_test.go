@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,6 +20,10 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("CB_TEST_CHILD") == "1" {
 		os.Exit(child())
+	}
+	if os.Getenv("CB_SLEEP") == "1" { // a live process of this program, for runsHere
+		time.Sleep(30 * time.Second)
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -223,4 +228,58 @@ func TestRecvPrefersQueuedDataOverLoss(t *testing.T) {
 			t.Fatalf("try %d: after the answer, want the loss, got %v", i, err)
 		}
 	}
+}
+
+// TestSilenceOnALoadedMachine: a peer is named silent past the bound plus
+// this process's own stall; one that runs on this machine, alive and not
+// stopped, only past three bounds (the machine is loaded, the peer is not
+// dead); a stopped one, or one that is not a collbench here, at the bound.
+func TestSilenceOnALoadedMachine(t *testing.T) {
+	const s = 20 * time.Second
+	cases := []struct {
+		quiet, lag time.Duration
+		here, want bool
+	}{
+		{21 * time.Second, 0, false, true},
+		{21 * time.Second, 5 * time.Second, false, false},
+		{26 * time.Second, 5 * time.Second, false, true},
+		{21 * time.Second, 0, true, false},
+		{59 * time.Second, 0, true, false},
+		{61 * time.Second, 0, true, true},
+	}
+	for _, c := range cases {
+		if got := silentPast(c.quiet, s, c.lag, c.here); got != c.want {
+			t.Errorf("quiet %v, lag %v, runs here %v: named %v, want %v", c.quiet, c.lag, c.here, got, c.want)
+		}
+	}
+
+	// runsHere tells a live collbench of this machine from a stopped one
+	// and from another program.
+	self := exec.Command(os.Args[0], "-test.run=^$")
+	self.Env = append(os.Environ(), "CB_SLEEP=1")
+	other := exec.Command("sleep", "30")
+	for _, c := range []*exec.Cmd{self, other} {
+		if err := c.Start(); err != nil {
+			t.Skip("cannot start a process:", err)
+		}
+		defer func() { c.Process.Kill(); c.Wait() }()
+	}
+	tc := &TCP{pids: []int{os.Getpid(), self.Process.Pid, other.Process.Pid, 0}}
+	if !tc.runsHere(0) {
+		t.Error("this process does not run here")
+	}
+	if tc.runsHere(2) || tc.runsHere(3) || tc.runsHere(7) {
+		t.Error("another program, or no process, was taken for a collbench")
+	}
+	if err := self.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for tc.runsHere(1) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if tc.runsHere(1) {
+		t.Error("a stopped process runs here")
+	}
+	self.Process.Signal(syscall.SIGCONT)
 }

@@ -51,6 +51,9 @@ type comm struct {
 
 func (c *comm) size() int { return len(c.members) }
 
+// copyOrStop copies as copy does, stopping early when the world is aborted.
+func (c *comm) copyOrStop(dst, src []byte) error { return copyOrStop(dst, src, c.m.abortedErr) }
+
 func (c *comm) nextTag() uint64 {
 	c.seq++
 	return uint64(c.id)<<32 | uint64(c.seq)
@@ -85,7 +88,9 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 	case suites.AllReduce:
 		if k > recursiveMinRanks && len(recv) <= smallAllReduce {
 			if !sameStart(send, recv) {
-				copy(recv, send)
+				if err := c.copyOrStop(recv, send); err != nil {
+					return err
+				}
 			}
 			return c.recursiveDoubling(tag, recv, t, op)
 		}
@@ -107,7 +112,9 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 		cb := call.Count * esz
 		mine := recv[int64(q)*cb : int64(q+1)*cb]
 		if !sameStart(send, mine) {
-			copy(mine, send)
+			if err := c.copyOrStop(mine, send); err != nil {
+				return err
+			}
 		}
 		return c.ringAllGather(tag, func(x int) []byte { return recv[int64(x)*cb : int64(x+1)*cb] })
 	case suites.Broadcast:
@@ -117,7 +124,9 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 	case suites.AllToAll:
 		cb := call.Count * esz
 		part := func(b []byte, p int) []byte { return b[int64(p)*cb : int64(p+1)*cb] }
-		copy(part(recv, q), part(send, q))
+		if err := c.copyOrStop(part(recv, q), part(send, q)); err != nil {
+			return err
+		}
 		for s := 1; s < k; s++ {
 			to, from := mod(q+s, k), mod(q-s, k)
 			if err := c.exchange(tag, to, part(send, to), from, part(recv, from), t); err != nil {
@@ -127,7 +136,9 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 		return nil
 	case suites.SendRecv:
 		if k == 1 {
-			copy(recv, send)
+			if err := c.copyOrStop(recv, send); err != nil {
+				return err
+			}
 			return nil
 		}
 		return c.exchange(tag, mod(q+1, k), send, mod(q-1, k), recv, t)
@@ -138,7 +149,9 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 	case suites.AllToAllV:
 		part := func(b []byte, off, n int64) []byte { return b[off*esz : (off+n)*esz] }
 		own := suites.VCount(call.Count, q, q, k)
-		copy(part(recv, suites.VRecvDispl(call.Count, q, q, k), own), part(send, suites.VDispl(call.Count, q, q, k), own))
+		if err := c.copyOrStop(part(recv, suites.VRecvDispl(call.Count, q, q, k), own), part(send, suites.VDispl(call.Count, q, q, k), own)); err != nil {
+			return err
+		}
 		for s := 1; s < k; s++ {
 			to, from := mod(q+s, k), mod(q-s, k)
 			out := part(send, suites.VDispl(call.Count, q, to, k), suites.VCount(call.Count, q, to, k))
@@ -151,7 +164,9 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 	case suites.HyperCube:
 		cb := call.Count * esz
 		if mine := recv[int64(q)*cb : int64(q+1)*cb]; !sameStart(send, mine) {
-			copy(mine, send)
+			if err := c.copyOrStop(mine, send); err != nil {
+				return err
+			}
 		}
 		for mask := 1; mask < k; mask <<= 1 {
 			s := q &^ (mask - 1) // the block this rank holds
@@ -175,7 +190,9 @@ func (c *comm) ringReduceScatter(tag uint64, seg func(int) []byte, out []byte, t
 	k, q := c.size(), c.me
 	if k == 1 {
 		if in := seg(0); !sameStart(in, out) {
-			copy(out, in)
+			if err := c.copyOrStop(out, in); err != nil {
+				return err
+			}
 		}
 		return c.finishAvg(out, t, op)
 	}
@@ -341,7 +358,9 @@ func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op suite
 func (c *comm) chainBroadcast(tag uint64, root int, send, recv []byte, t dtype.DType) error {
 	k, q := c.size(), c.me
 	if q == root && !sameStart(send, recv) {
-		copy(recv, send)
+		if err := c.copyOrStop(recv, send); err != nil {
+			return err
+		}
 	}
 	if k == 1 {
 		return nil
@@ -381,7 +400,9 @@ func (c *comm) chainReduce(tag uint64, root int, send, recv []byte, t dtype.DTyp
 	k, q := c.size(), c.me
 	if k == 1 {
 		if !sameStart(send, recv) {
-			copy(recv, send)
+			if err := c.copyOrStop(recv, send); err != nil {
+				return err
+			}
 		}
 		return c.finishAvg(recv, t, op)
 	}
@@ -459,9 +480,13 @@ func (c *comm) direct(tag uint64, root int, mine, all []byte, cb int64, toRoot b
 			switch {
 			case sameStart(mine, part):
 			case toRoot:
-				copy(part, mine)
+				if err := c.copyOrStop(part, mine); err != nil {
+					return err
+				}
 			default:
-				copy(mine, part)
+				if err := c.copyOrStop(mine, part); err != nil {
+					return err
+				}
 			}
 			continue
 		}

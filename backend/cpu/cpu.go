@@ -19,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"collbench/dtype"
 	"collbench/internal/faults"
@@ -336,6 +337,45 @@ func span(v suites.View, bytes int64) ([]byte, error) {
 // step is how many elements long loops handle between looks at abort.
 const step = 1 << 20
 
+// copyStep is how many bytes a copy moves between looks at abort: a few
+// milliseconds of memory bandwidth, so a stop is seen well within 100 ms
+// however large the message, and a long copy never holds a scheduler
+// thread (and the signal handler behind it) for long.
+const copyStep = 4 << 20
+
+// copyOrStop copies src into dst (as copy does) in steps of copyStep
+// bytes, returning stopped's error as soon as it has one.
+func copyOrStop(dst, src []byte, stopped func() error) error {
+	n := min(len(dst), len(src))
+	if n <= copyStep || overlap(dst[:n], src[:n]) {
+		if err := stopped(); err != nil {
+			return err
+		}
+		copy(dst, src)
+		return nil
+	}
+	for off := 0; off < n; off += copyStep {
+		if err := stopped(); err != nil {
+			return err
+		}
+		end := min(off+copyStep, n)
+		copy(dst[off:end], src[off:end])
+	}
+	return nil
+}
+
+// overlap says whether two non-empty byte ranges share memory.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
+// copyOrStop copies as copy does, stopping early when the world is aborted.
+func (r *rank) copyOrStop(dst, src []byte) error { return copyOrStop(dst, src, r.w.stopped) }
+
 func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 	b, err := span(dst, count*int64(p.DType.Size()))
 	if err != nil {
@@ -365,8 +405,14 @@ func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
 	if t.IsFloat() {
 		v = 0xff
 	}
-	for i := range b {
-		b[i] = v
+	for off := 0; off < len(b); off += copyStep {
+		if err := r.w.stopped(); err != nil {
+			return err
+		}
+		part := b[off:min(off+copyStep, len(b))]
+		for i := range part {
+			part[i] = v
+		}
 	}
 	return nil
 }
@@ -462,7 +508,22 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	return e.FindMismatches(b, 0, n, limit), nil
+	return findMismatches(b, e, n, limit, r.w.stopped)
+}
+
+// findMismatches checks n elements of b against e in steps, looking at
+// the world's abort between them.
+func findMismatches(b []byte, e suites.Expectation, n int64, limit int, stopped func() error) ([]results.Mismatch, error) {
+	var out []results.Mismatch
+	esz := int64(e.DType.Size())
+	for first := int64(0); first < n && len(out) < limit; first += step {
+		if err := stopped(); err != nil {
+			return nil, err
+		}
+		k := min(step, n-first)
+		out = append(out, e.FindMismatches(b[first*esz:(first+k)*esz], first, k, limit-len(out))...)
+	}
+	return out, nil
 }
 
 // ReadHost copies bytes at src.

@@ -69,7 +69,9 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 	if staged {
 		// Snapshot every input before anyone overwrites it.
 		sb := g.SendCount * esz
-		copy(h.scratch[int64(r)*sb:int64(r+1)*sb], send)
+		if err := rk.copyOrStop(h.scratch[int64(r)*sb:int64(r+1)*sb], send); err != nil {
+			return nil, err
+		}
 		h.slots[r].send = h.scratch[int64(r)*sb : int64(r+1)*sb]
 		if err := h.wait(rk); err != nil {
 			return nil, err
@@ -90,7 +92,9 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 				continue
 			}
 			lo, hi := chunk(c.Count, p, n)
-			copy(recv[lo*esz:hi*esz], h.slots[p].recv[lo*esz:hi*esz])
+			if err := rk.copyOrStop(recv[lo*esz:hi*esz], h.slots[p].recv[lo*esz:hi*esz]); err != nil {
+				return nil, err
+			}
 		}
 	case suites.Reduce:
 		// Each rank reduces its chunk straight into the root's output.
@@ -109,19 +113,25 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 	case suites.Broadcast:
 		src := h.slots[c.Root].send
 		if !sameStart(src, recv) {
-			copy(recv, src)
+			if err := rk.copyOrStop(recv, src); err != nil {
+				return nil, err
+			}
 		}
 	case suites.Scatter:
 		cb := c.Count * esz
 		if src := h.slots[c.Root].send[int64(r)*cb : int64(r+1)*cb]; !sameStart(src, recv) {
-			copy(recv, src)
+			if err := rk.copyOrStop(recv, src); err != nil {
+				return nil, err
+			}
 		}
 	case suites.AllToAllV:
 		for p := 0; p < n; p++ {
 			k := suites.VCount(c.Count, p, r, n) * esz
 			at := suites.VRecvDispl(c.Count, p, r, n) * esz
 			from := suites.VDispl(c.Count, p, r, n) * esz
-			copy(recv[at:at+k], h.slots[p].send[from:from+k])
+			if err := rk.copyOrStop(recv[at:at+k], h.slots[p].send[from:from+k]); err != nil {
+				return nil, err
+			}
 		}
 	case suites.AllGather, suites.HyperCube, suites.Gather:
 		if c.Coll == suites.Gather && r != c.Root {
@@ -132,16 +142,22 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 		for p := 0; p < n; p++ {
 			dst := recv[int64(p)*sb : int64(p+1)*sb]
 			if src := h.slots[p].send; !sameStart(src, dst) {
-				copy(dst, src)
+				if err := rk.copyOrStop(dst, src); err != nil {
+					return nil, err
+				}
 			}
 		}
 	case suites.AllToAll:
 		cb := c.Count * esz
 		for p := 0; p < n; p++ {
-			copy(recv[int64(p)*cb:int64(p+1)*cb], h.slots[p].send[int64(r)*cb:int64(r+1)*cb])
+			if err := rk.copyOrStop(recv[int64(p)*cb:int64(p+1)*cb], h.slots[p].send[int64(r)*cb:int64(r+1)*cb]); err != nil {
+				return nil, err
+			}
 		}
 	case suites.SendRecv:
-		copy(recv, h.slots[(r-1+n)%n].send)
+		if err := rk.copyOrStop(recv, h.slots[(r-1+n)%n].send); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("cpu backend: collective %v not implemented", c.Coll)
 	}

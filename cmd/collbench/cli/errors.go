@@ -90,6 +90,9 @@ func (e *signalError) Error() string {
 	if e.sig == syscall.SIGTERM {
 		name = "terminated"
 	}
+	if e.rows < 0 {
+		return name // the launcher: its ranks said what they kept
+	}
 	return fmt.Sprintf("%s; %d rows measured before are kept", name, e.rows)
 }
 

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +37,42 @@ func TestTempDirIsRemovedOnEitherPath(t *testing.T) {
 	}
 	if _, err := os.Stat(released); err != nil {
 		t.Errorf("exit cleanups removed a released directory's successor: %v", err)
+	}
+}
+
+// TestStaleTempDirsOfDeadProcessesAreRemoved: a temporary directory left by
+// a collbench that was killed (SIGKILL runs no cleanup) is removed by the
+// next one that makes a temporary directory; those of live processes and
+// other programs' stay.
+func TestStaleTempDirsOfDeadProcessesAreRemoved(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Skip("cannot start a process:", err)
+	}
+	dead := fmt.Sprintf("collbench-launch-%d-123", gone.Process.Pid)
+	live := fmt.Sprintf("collbench-probe-%d-456", os.Getppid())
+	other := "collbench-notes"
+	for _, d := range []string{dead, live, other} {
+		if err := os.MkdirAll(filepath.Join(dir, d, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	made, release, err := tempDir("collbench-launch-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if !strings.HasPrefix(filepath.Base(made), fmt.Sprintf("collbench-launch-%d-", os.Getpid())) {
+		t.Errorf("the new directory %s does not carry this process's id", made)
+	}
+	if _, err := os.Stat(filepath.Join(dir, dead)); err == nil {
+		t.Error("the dead process's directory was left")
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(filepath.Join(dir, d)); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
 	}
 }

@@ -87,6 +87,12 @@ func (f *Factory) startGuard(ctx context.Context, cancel context.CancelFunc, ss 
 	if tcp != nil {
 		tcp.SetStatus(func() []byte { return board.Encode(time.Now()) })
 		tcp.OnPeerLost(g.onFault)
+		if tcp.Rank() == 0 {
+			tcp.OnLoadedPeer(func(r int, quiet time.Duration) {
+				fmt.Fprintf(f.IO.ErrOut, "collbench: %s was not heard from for %v, but its process is alive and running on this machine: the machine is loaded; it is named only if it stays silent for three heartbeat bounds\n",
+					who(r), quiet.Round(time.Second))
+			})
+		}
 		// With one rank per process, a process's rank is its world rank:
 		// a receive of the control connection marks whom the rank waits
 		// for, so a rank stuck in a collective is told from those that

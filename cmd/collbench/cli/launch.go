@@ -136,6 +136,7 @@ func launchRun(o *LaunchOptions) error {
 	start := time.Now()
 	var children []*child
 	var outMu sync.Mutex
+	said := map[string]bool{}
 	for r := 0; r < plan.procs; r++ {
 		cmd := exec.Command(bin, o.Args...)
 		cmd.Env = append(os.Environ(), plan.env(r)...)
@@ -145,11 +146,11 @@ func launchRun(o *LaunchOptions) error {
 		// are drained, so no line of a rank that ended is lost.
 		if r == 0 {
 			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.IO.Out}
-			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.IO.ErrOut}
+			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.IO.ErrOut, said: said}
 		} else {
 			prefix := fmt.Sprintf("[rank %d] ", r)
 			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.IO.ErrOut, prefix: prefix}
-			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.IO.ErrOut, prefix: prefix}
+			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.IO.ErrOut, prefix: prefix, said: said}
 		}
 		if err := cmd.Start(); err != nil {
 			for _, c := range children {
@@ -246,6 +247,13 @@ func launchRun(o *LaunchOptions) error {
 			w.(*lineWriter).flush()
 		}
 	}
+	if stopSig != nil {
+		// Launch itself was told to stop: it exits as the signal says
+		// (130 or 143), whatever its ranks answered (a rank stopped by a
+		// peer's abort reports an interruption), and names no rank as if
+		// it were at fault.
+		return &signalError{sig: stopSig, rows: -1}
+	}
 	if first == nil {
 		for _, ch := range children {
 			if ch.failed() && !ch.killedByLaunch {
@@ -255,9 +263,6 @@ func launchRun(o *LaunchOptions) error {
 		}
 	}
 	if first == nil {
-		if stopSig != nil {
-			return &signalError{sig: stopSig, rows: -1}
-		}
 		return nil
 	}
 	code := first.exitCode()
@@ -345,6 +350,10 @@ type lineWriter struct {
 	dst    io.Writer
 	prefix string
 	buf    []byte
+	// said, shared by the ranks' stderr writers, holds the error lines
+	// already printed: a refusal every rank reaches alike (a size that does
+	// not fit, a bad flag) is printed once, not once per rank.
+	said map[string]bool
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -355,7 +364,13 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			break
 		}
 		w.mu.Lock()
-		fmt.Fprintf(w.dst, "%s%s\n", w.prefix, w.buf[:i])
+		line := string(w.buf[:i])
+		if w.said == nil || !strings.HasPrefix(line, "collbench: ") || !w.said[line] {
+			if w.said != nil && strings.HasPrefix(line, "collbench: ") {
+				w.said[line] = true
+			}
+			fmt.Fprintf(w.dst, "%s%s\n", w.prefix, line)
+		}
 		w.mu.Unlock()
 		w.buf = w.buf[i+1:]
 	}

@@ -86,8 +86,17 @@ func TestLaunchRunsVerifiedCollectiveAcrossSimulatedNodes(t *testing.T) {
 
 func TestLaunchPassesWorstExitCode(t *testing.T) {
 	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--sizes", "0", "--backend", "cpu")
-	if code != ExitUsage || out != "" || !strings.Contains(errOut, "[rank 1] collbench: invalid size") {
+	if code != ExitUsage || out != "" || strings.Count(errOut, "collbench: invalid size") != 1 {
 		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)
+	}
+}
+
+// TestLaunchSaysARefusalOnce: a refusal every rank reaches alike (here a
+// size that fits no rank's memory) is printed once, not once per rank.
+func TestLaunchSaysARefusalOnce(t *testing.T) {
+	code, _, errOut := launchSelf(t, "-n", "4", "--", "allreduce", "--sizes", "1T", "--backend", "cpu", "-q")
+	if code != ExitUsage || strings.Count(errOut, "cannot fit in memory") != 1 {
+		t.Fatalf("exit %d, the refusal printed %d times:\n%s", code, strings.Count(errOut, "cannot fit in memory"), errOut)
 	}
 }
 
