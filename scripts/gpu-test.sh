@@ -353,6 +353,45 @@ while time.time() - t < 120: b.copy_(a)
   head -4 /tmp/doctor.txt; cat /tmp/load.txt | tail -2
   sed -n '/each GPU alone/,/^$/p' /tmp/doctor.txt
   [ $rc -eq 1 ] && grep -qE "^FAIL rank 1 \(.*GPU" /tmp/doctor.txt && ok "a GPU slowed by another workload is named" || bad "loaded GPU: exit $rc"
+
+  # Two simulated hosts of one GPU each (NCCL_HOSTID): the stage across
+  # hosts runs over NCCL's network transport.
+  start=$(date +%s.%N)
+  "$BIN" launch -n 2 --nodes 2 -- doctor -q -o "$WORK/doctor-2hosts.json" > /tmp/doctor.txt 2>&1; rc=$?
+  python3 -c "print('doctor on 2 simulated hosts: exit $rc, wall %.1f s' % ($(date +%s.%N) - $start))"
+  grep -E "^(FAIL|WARN|# collbench doctor)" /tmp/doctor.txt | head -6
+  sed -n '/## across hosts/,/^$/p' /tmp/doctor.txt
+  grep -q "across hosts" /tmp/doctor.txt && [ $rc -le 1 ] && ok "doctor measured across 2 simulated hosts" || bad "doctor across simulated hosts: exit $rc"
+
+  # A rank killed in the middle of a doctor run: the verdict is still
+  # written, to -o and --prom (replacing a healthy one), naming rank 1.
+  echo 'collbench_doctor_healthy{mode="full"} 1' > "$WORK/doctor.prom"
+  "$BIN" launch -n 2 -- doctor --timeout 20s -n 40 --copy-size 1G --bw-size 1G --world-size 4G \
+    -o "$WORK/doctor-killed.json" --prom "$WORK/doctor.prom" > /tmp/doctor.txt 2>&1 &
+  lp=$!
+  r1=
+  for i in $(seq 1 300); do
+    grep -q "collbench doctor: each GPU alone" /tmp/doctor.txt 2>/dev/null && break
+    sleep 0.1
+  done
+  for p in $(pgrep -f "collbench doctor"); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx COLLBENCH_RANK=1 && r1=$p; done
+  sleep 1; kill -KILL "$r1" 2>/dev/null; killed=$(date +%s.%N)
+  wait $lp; rc=$?
+  python3 -c "print('rank killed: launch exit $rc, %.1f s after the kill' % ($(date +%s.%N) - $killed))"
+  grep -E "^(FAIL|WARN|# collbench doctor)|collbench launch" /tmp/doctor.txt | head -6
+  grep healthy "$WORK/doctor.prom" | tail -1
+  python3 -c "
+import json, sys
+r = json.load(open('$WORK/doctor-killed.json'))
+f = r['findings'][0]
+print('report: healthy', r['healthy'], 'stopped in', repr(r.get('stopped_in')), 'first finding', f['kind'], f['part'])
+sys.exit(0 if not r['healthy'] and f['kind'] in ('lost-rank', 'silent-rank', 'hung-rank') and f.get('ranks') == [1] else 1)
+" && grep -q 'collbench_doctor_healthy{mode="full"} 0' "$WORK/doctor.prom" \
+    && ok "a rank killed mid-run: the verdict names rank 1 in -o and --prom" || bad "a rank killed mid-run: no verdict naming it (exit $rc)"
+
+  # -o /dev/stdout writes the document through and leaves the link alone.
+  "$BIN" allreduce --sizes 1M -n 2 -w 1 -q -o /dev/stdout | python3 -c "import json,sys; d=json.load(sys.stdin); print('document on stdout:', len(d['results']), 'row(s)')" \
+    && [ -L /dev/stdout ] && ok "-o /dev/stdout: the document on stdout, /dev/stdout still a link" || bad "-o /dev/stdout"
 fi
 
 fi
