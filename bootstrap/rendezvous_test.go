@@ -348,6 +348,44 @@ func TestStoppedRankIsNamed(t *testing.T) {
 	procs = procs[2:]
 }
 
+// TestStarvedRankIsNotNamed: a rank that is alive and running on this
+// machine but sends nothing for twice the silence bound (starved on a loaded
+// machine) is not named silent: rank 0 says the machine is loaded and the
+// world goes on. (A stopped rank is still named at the bound, above.)
+func TestStarvedRankIsNotNamed(t *testing.T) {
+	addr := freeAddr(t)
+	const silence = 1500 * time.Millisecond
+	var outs []*syncBuffer
+	var cmds []*exec.Cmd
+	for r := 0; r < 3; r++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CB_TEST_CHILD=1", fmt.Sprintf("CB_RANK=%d", r), "CB_SIZE=3", "CB_ADDR="+addr,
+			"CB_TIMEOUT=10s", "CB_MODE=mute", "CB_SILENCE="+silence.String(), "CB_TOKEN=t")
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		outs, cmds = append(outs, out), append(cmds, cmd)
+	}
+	for r, cmd := range cmds {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil || !strings.Contains(outs[r].String(), "MUTE END: <nil>") {
+				t.Errorf("rank %d: %v: %q", r, err, outs[r].String())
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("rank %d did not finish: %q", r, outs[r].String())
+		}
+	}
+	if !strings.Contains(outs[0].String(), "LOADED rank 2") {
+		t.Errorf("rank 0 did not say rank 2's machine is loaded: %q", outs[0].String())
+	}
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -248,6 +248,9 @@ type TCP struct {
 	mu        sync.Mutex
 	waitHook  atomic.Value // func(rank int): whom a receive waits for, -1 when done
 	loadNote  func(rank int, quiet time.Duration)
+	// quietUntil (unix nanoseconds), for tests: this process sends no
+	// heartbeat until then, as a process starved of CPU would not.
+	quietUntil atomic.Int64
 }
 
 // OnWait sets a function told which process rank a receive of the control
@@ -840,7 +843,7 @@ func (t *TCP) beat() {
 			payload = f()
 		}
 		for _, p := range t.peers {
-			if p != nil {
+			if p != nil && time.Now().UnixNano() >= t.quietUntil.Load() {
 				// A failed write shows up as a lost connection or silence.
 				_ = p.send(frameBeat, payload, t.silence)
 			}

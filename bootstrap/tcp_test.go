@@ -40,6 +40,9 @@ func child() int {
 		fmt.Println("ERR:", err)
 		return 3
 	}
+	if rank == 0 {
+		t.OnLoadedPeer(func(r int, quiet time.Duration) { fmt.Printf("LOADED rank %d\n", r) })
+	}
 	all, err := t.AllGather([]byte(fmt.Sprintf("payload-%d", rank)))
 	if err != nil {
 		fmt.Println("ERR:", err)
@@ -48,6 +51,23 @@ func child() int {
 	fmt.Printf("hosts=%s data=%s\n", strings.Join(t.Hosts(), ","), bytes.Join(all, []byte(",")))
 	if os.Getenv("CB_MODE") == "die" && rank == 2 {
 		os.Exit(7) // dies mid-run without saying goodbye
+	}
+	if os.Getenv("CB_MODE") == "mute" {
+		// Rank 2 is alive but sends nothing for twice the silence bound,
+		// as a process starved on a loaded machine: it is not named.
+		if rank == 2 {
+			t.quietUntil.Store(time.Now().Add(2 * silence).UnixNano())
+			time.Sleep(2*silence + silence/2)
+		}
+		_, err := t.AllGather(nil)
+		if err == nil {
+			err = t.Close()
+		}
+		fmt.Println("MUTE END:", err)
+		if err != nil {
+			return 3
+		}
+		return 0
 	}
 	if os.Getenv("CB_MODE") == "stop" {
 		fmt.Println("READY")
