@@ -8,7 +8,7 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 export CGO_ENABLED := 1
 
-.PHONY: help build build-mpi install man run test unit smoke drills mpi-check lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: help build build-mpi install man run test unit smoke drills drills-soak mpi-check lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -16,7 +16,8 @@ help:
 	@echo "make install   install collbench, its man pages and bash/zsh/fish completion under PREFIX (default /usr/local)"
 	@echo "make man       write the man pages to man/ (one per command)"
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
-	@echo "make test      lint, unit tests with -race, and a smoke run of the built binary"
+	@echo "make test      lint, unit tests with -race, a smoke run of the built binary, the doctor drills and the MPI check (about 5 min on 2 cores)"
+	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
 	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
@@ -68,11 +69,18 @@ smoke: build
 	@echo "smoke: ok"
 
 # collbench doctor against planted faults, on the built binary: each fault
-# kind 6 times at 2-3 places (ranks, pairs, hosts) in worlds of 8 processes
-# over 2 simulated hosts and 6 over 3, 6 clean runs; and a rank that hangs,
-# stops or dies at 8 places, whose verdict must still be written.
+# kind once at each of its 2-3 places (ranks, pairs, hosts) in worlds of 8
+# processes over 2 simulated hosts and 6 over 3, clean runs at 2 places; and
+# a rank that hangs, stops or dies at 8 places, whose verdict must still be
+# written. Three drills run side by side (DRILL_PARALLEL).
+DRILL_PARALLEL ?= 3
 drills: build
-	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test'
+	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test'
+
+# The drills as a soak: every case 6 times (its places two or three times
+# each), one at a time, about 11 minutes on 2 cores.
+drills-soak: build
+	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test'
 
 # The MPI build under mpirun: forms a world, exchanges a payload, and runs a
 # verified collective on the CPU backend. Skipped (with a note) where Open MPI

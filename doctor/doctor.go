@@ -121,8 +121,8 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		name string
 		run  func() error
 	}{
-		{"each GPU alone", d.alone},
-		{"every GPU pair within a host", d.pairs},
+		{"each " + Unit(o.Backend) + " alone", d.alone},
+		{"every " + Unit(o.Backend) + " pair within a host", d.pairs},
 		{"across hosts", d.acrossHosts},
 		{"the whole world", d.world},
 	}
@@ -336,7 +336,7 @@ func (d *doc) alone() error {
 		if err != nil {
 			return nil, err
 		}
-		d.step("gpu", round, l, fmt.Sprintf("copy %s on every GPU at once, and the fill kernel", bytesName(d.o.CopySize)))
+		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and the fill kernel", bytesName(d.o.CopySize), Unit(d.o.Backend)))
 		out := map[int]GPUFigure{}
 		for r := 0; r < d.n; r++ {
 			g := GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r]}
@@ -1335,4 +1335,13 @@ func (d *doc) worldPeak() float64 {
 		}
 	}
 	return peak
+}
+
+// Unit is what one rank drives on a backend, for the report's words: a GPU,
+// or on the cpu backend a rank (its memory and its thread).
+func Unit(backend string) string {
+	if backend == "cpu" {
+		return "rank"
+	}
+	return "GPU"
 }

@@ -191,7 +191,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "# note: the run stopped in stage %q; stages finished: %s; the figures below are what was measured\n", r.StoppedIn, done)
 	}
 	if len(r.GPUs) > 0 {
-		fmt.Fprintln(w, "\n## each GPU alone (all at once): device-to-device copy and the fill kernel")
+		what := "device-to-device copy and the fill kernel"
+		if r.Backend == "cpu" {
+			what = "memory copy and the fill loop"
+		}
+		fmt.Fprintf(w, "\n## each %s alone (all at once): %s\n", Unit(r.Backend), what)
 		t := report.PlainTable(w)
 		t.Header("rank", "host", "device", "bus id", "copy GB/s", "fill Gelem/s")
 		for _, g := range r.GPUs {

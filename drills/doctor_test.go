@@ -20,13 +20,14 @@ import (
 	"collbench/doctor"
 )
 
-// runs is how often each case is drilled ($COLLBENCH_DRILL_RUNS, default
-// 6: each case's places twice or three times).
-func runs() int {
+// runs is how often each case is drilled: $COLLBENCH_DRILL_RUNS (make
+// drills-soak: 6, each case's places twice or three times), or once at
+// each of its places (make test).
+func runs(places int) int {
 	if n, err := strconv.Atoi(os.Getenv("COLLBENCH_DRILL_RUNS")); err == nil && n > 0 {
 		return n
 	}
-	return 6
+	return places
 }
 
 // place is one spot a fault is planted at: the spec, the world it runs in
@@ -87,9 +88,10 @@ func TestDoctorDrills(t *testing.T) {
 		{"slow host", "slow-host", []place{{"slow-host:" + node(1) + ":100MB/s", 8, 2, nil, "host " + node(1)}, {"slow-host:" + node(2) + ":100MB/s", 6, 3, nil, "host " + node(2)}}},
 		{"every pair within a host slow", "slow-host-pairs", []place{{allPairs(0, 1, 2, 3), 8, 2, []int{0, 1, 2, 3}, "host " + node(0)}, {allPairs(4, 5, 6, 7), 8, 2, []int{4, 5, 6, 7}, "host " + node(1)}}},
 	}
-	n := runs()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // the cases run side by side (go test -parallel)
+			n := runs(len(c.places))
 			exact := 0
 			var took []float64
 			for i := 0; i < n; i++ {
@@ -179,6 +181,7 @@ func TestDoctorFaultReports(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s on %d hosts", c.faults, c.nodes), func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			js, prom := dir+"/doctor.json", dir+"/doctor.prom"
 			os.WriteFile(prom, []byte("collbench_doctor_healthy{mode=\"full\"} 1\n"), 0o644)

@@ -122,6 +122,107 @@ type Comparison struct {
 	AlgorithmNotes []string `json:"algorithm_notes,omitempty"`
 	// Notes help read the verdict (e.g. how noisy the cpu backend is).
 	Notes []string `json:"notes,omitempty"`
+	// Shifts judge each case's band of sizes as a whole: a slowdown too
+	// small for any one noisy row shows in the median of many.
+	Shifts []Shift `json:"shifts,omitempty"`
+}
+
+// Shift is one case's band of sizes judged as a whole: the median change
+// of its rows against an allowance of half the row threshold, or more
+// where the rows' changes scatter widely (three standard errors of that
+// median).
+type Shift struct {
+	Case       string  `json:"case"`
+	Band       string  `json:"band"`
+	Metric     string  `json:"metric"`
+	Rows       int     `json:"rows"`
+	MedianPct  float64 `json:"median_pct"` // the median gain: negative is worse
+	AllowedPct float64 `json:"allowed_pct"`
+	Regressed  bool    `json:"regressed"`
+}
+
+// minShiftRows is the fewest rows a band needs to be judged as a whole.
+const minShiftRows = 4
+
+// shifts judges each case's bands as a whole.
+func shifts(rows []CompareRow, th Thresholds) []Shift {
+	type key struct{ name, band string }
+	var order []key
+	groups := map[key][]CompareRow{}
+	for _, r := range rows {
+		if r.Verdict == Missing || r.Verdict == New || r.Baseline <= 0 {
+			continue
+		}
+		k := key{caseName(r), r.Band}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	var out []Shift
+	for _, k := range order {
+		rs := groups[k]
+		if len(rs) < minShiftRows {
+			continue
+		}
+		gains := make([]float64, len(rs))
+		for i, r := range rs {
+			gains[i] = r.DeltaPct
+			if r.Metric != "busbw" {
+				gains[i] = -r.DeltaPct
+			}
+		}
+		med := median(gains)
+		dev := make([]float64, len(gains))
+		for i, g := range gains {
+			dev[i] = math.Abs(g - med)
+		}
+		// The standard error of a median of n values whose spread is
+		// estimated robustly (1.4826 MAD), times three.
+		se := 1.2533 * 1.4826 * median(dev) / math.Sqrt(float64(len(gains)))
+		band, _ := th.band(rs[0].SizeBytes)
+		allowed := math.Max(band.Pct/2, 3*se)
+		out = append(out, Shift{Case: k.name, Band: sizeSpan(rs), Metric: rs[0].Metric, Rows: len(rs),
+			MedianPct: math.Round(med*100) / 100, AllowedPct: math.Round(allowed*100) / 100, Regressed: med < -allowed})
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// sizeSpan is "8 B-512 KiB" for the rows' smallest and largest size.
+func sizeSpan(rs []CompareRow) string {
+	lo, hi := rs[0].SizeBytes, rs[0].SizeBytes
+	for _, r := range rs {
+		lo, hi = min(lo, r.SizeBytes), max(hi, r.SizeBytes)
+	}
+	if lo == hi {
+		return HumanBytes(lo)
+	}
+	return HumanBytes(lo) + "-" + HumanBytes(hi)
+}
+
+// caseName names a row's case: collective, type, op, root and groups.
+func caseName(r CompareRow) string {
+	name := r.Collective + " " + r.DType
+	if r.Op != "" && r.Op != "none" {
+		name += " " + r.Op
+	}
+	if r.Root >= 0 {
+		name += fmt.Sprintf(" root %d", r.Root)
+	}
+	if r.Layout != "" && r.Layout != "all" {
+		name += " groups " + r.Layout
+	}
+	return name
 }
 
 // ErrNothingInCommon is returned when no row of the current run matches the baseline.
@@ -264,6 +365,16 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	if n := c.Counts[Regressed]; n > 0 {
 		c.Reasons = append(c.Reasons, fmt.Sprintf("%d regressed", n))
 	}
+	c.Shifts = shifts(c.Rows, th)
+	slower := 0
+	for _, s := range c.Shifts {
+		if s.Regressed {
+			slower++
+		}
+	}
+	if slower > 0 {
+		c.Reasons = append(c.Reasons, fmt.Sprintf("%d band(s) slower as a whole", slower))
+	}
 	if n := c.Counts[Missing]; n > 0 && !th.AllowMissing {
 		c.Reasons = append(c.Reasons, fmt.Sprintf("%d missing", n))
 	}
@@ -330,16 +441,7 @@ func algorithmNotes(rows []CompareRow) []string {
 		if r.Verdict == Missing || r.Verdict == New {
 			continue
 		}
-		name := r.Collective + " " + r.DType
-		if r.Op != "" && r.Op != "none" {
-			name += " " + r.Op
-		}
-		if r.Root >= 0 {
-			name += fmt.Sprintf(" root %d", r.Root)
-		}
-		if r.Layout != "" && r.Layout != "all" {
-			name += " groups " + r.Layout
-		}
+		name := caseName(r)
 		ci, ok := cases[name]
 		if !ok {
 			ci = &caseInfo{name: name, sizes: map[int64]*sizeInfo{}}

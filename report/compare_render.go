@@ -99,6 +99,9 @@ func compareTable(w io.Writer, c *Comparison) error {
 	for _, n := range c.AlgorithmNotes {
 		fmt.Fprintf(w, "# why:      %s\n", n)
 	}
+	for _, s := range c.Shifts {
+		fmt.Fprintf(w, "# as a whole: %s\n", s.line())
+	}
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "# note:     %s\n", n)
 	}
@@ -247,4 +250,13 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// line says how a band fared as a whole.
+func (s Shift) line() string {
+	verdict := "ok"
+	if s.Regressed {
+		verdict = "REGRESSED"
+	}
+	return fmt.Sprintf("%s, %s (%s): median %+.1f%% over %d rows, allowed -%.1f%%: %s", s.Case, s.Band, s.Metric, s.MedianPct, s.Rows, s.AllowedPct, verdict)
 }

@@ -246,3 +246,51 @@ func TestCompareUsesCycleSpread(t *testing.T) {
 		t.Fatalf("cycle spread ignored: %+v", c.Counts)
 	}
 }
+
+// TestCompareJudgesABandAsAWhole: rows that scatter by up to ±12% each,
+// with a spread measured on both sides wide enough that no single row
+// regresses, compare as PASS; the same rows each 10% slower fail as a
+// band, in the time band and in the busbw band alike.
+func TestCompareJudgesABandAsAWhole(t *testing.T) {
+	noise := []float64{0.04, -0.08, 0.12, -0.02, 0.07, -0.11, 0.01, 0.09, -0.05, -0.12, 0.03, 0.06, -0.07, 0.10, -0.03, 0.0}
+	doc := func(slow float64, jitter bool) *results.Document {
+		d := &results.Document{Schema: results.Schema, SchemaVersion: 1, Config: results.Config{Ranks: 4}}
+		d.Environment.Backend = results.Backend{Name: "cpu"}
+		for i, n := range noise {
+			f := slow
+			if jitter {
+				f *= 1 + n
+			}
+			for _, size := range []int64{int64(8) << i, int64(1<<20) << (i % 8)} {
+				tm := float64(size)/1e3 + 10
+				d.Results = append(d.Results, results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: size + int64(i), Ranks: 4,
+					OutOfPlace: &results.Half{TimeUS: tm * f, BusBW: 100 / f, Spread: 0.15}})
+			}
+		}
+		return d
+	}
+	same, err := Compare(doc(1, false), doc(1, true), "a", "b", DefaultThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.Failed || same.Counts[Regressed] != 0 || len(same.Shifts) != 2 {
+		t.Fatalf("noise alone: failed %v (%v), %d regressed rows, shifts %+v", same.Failed, same.Reasons, same.Counts[Regressed], same.Shifts)
+	}
+	slow, err := Compare(doc(1, false), doc(1.10, true), "a", "b", DefaultThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slow.Counts[Regressed] != 0 {
+		t.Fatalf("%d rows regressed on their own: the case does not test the band", slow.Counts[Regressed])
+	}
+	if !slow.Failed || len(slow.Shifts) != 2 || !slow.Shifts[0].Regressed || !slow.Shifts[1].Regressed {
+		t.Fatalf("10%% slower: failed %v (%v), shifts %+v", slow.Failed, slow.Reasons, slow.Shifts)
+	}
+	var out bytes.Buffer
+	if err := WriteComparison(&out, slow, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "# as a whole: allreduce float sum, ") || !strings.Contains(out.String(), "REGRESSED") {
+		t.Fatalf("the table does not say which band regressed:\n%s", out.String())
+	}
+}

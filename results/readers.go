@@ -10,22 +10,49 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"collbench/internal/jsonwords"
 )
 
 // NCCLTestsVersion is the JSON format version of NCCL's benchmark (-J) this
 // package reads.
 const NCCLTestsVersion = 3
 
-// ReadAny reads a collbench result document or the JSON output of NCCL's
-// standard benchmark (format version 3), converted to a result document.
-func ReadAny(r io.Reader) (*Document, error) {
+// ReadAny reads a collbench result document, the JSON output of NCCL's
+// standard benchmark (format version 3) or its text output, converted to a
+// result document.
+func ReadAny(r io.Reader) (*Document, error) { return ReadNamed(r, "") }
+
+// Expected says what a results file may hold, for errors.
+const Expected = "a collbench result (JSON), NCCL benchmark JSON (-J) or NCCL benchmark text output"
+
+// ReadNamed is ReadAny for a file of the given name: the text output of old
+// versions of NCCL's benchmark does not name its collective, and the file
+// name (all_reduce_perf.log) then tells it.
+func ReadNamed(r io.Reader, name string) (*Document, error) {
 	data, err := io.ReadAll(io.LimitReader(r, 1<<30))
 	if err != nil {
 		return nil, fmt.Errorf("reading: %w", err)
 	}
+	t := bytes.TrimSpace(data)
+	switch {
+	case len(t) == 0:
+		return nil, fmt.Errorf("%w: the file is empty; expected %s", ErrNotResult, Expected)
+	case t[0] == '[':
+		return nil, fmt.Errorf("%w: the file holds a JSON list; expected %s", ErrNotResult, Expected)
+	case t[0] != '{':
+		if looksLikeNCCLTestsText(t) {
+			return readNCCLTestsText(t, name)
+		}
+		first, _, _ := strings.Cut(string(t), "\n")
+		if len(first) > 40 {
+			first = first[:40] + "..."
+		}
+		return nil, fmt.Errorf("%w: it starts with %q; expected %s", ErrNotResult, first, Expected)
+	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
+		return nil, fmt.Errorf("%w: %s", ErrNotResult, jsonProblem(err))
 	}
 	if _, ok := probe["schema"]; ok {
 		return Read(bytes.NewReader(data))
@@ -35,8 +62,11 @@ func ReadAny(r io.Reader) (*Document, error) {
 			return readNCCLTests(data)
 		}
 	}
-	return nil, fmt.Errorf("%w: neither a collbench result nor NCCL benchmark JSON output", ErrNotResult)
+	return nil, fmt.Errorf("%w: a JSON object without \"schema\" (collbench) or \"version\" and \"results\" (NCCL's benchmark); expected %s", ErrNotResult, Expected)
 }
+
+// jsonProblem says in a reader's words what is wrong with a JSON text.
+func jsonProblem(err error) string { return jsonwords.Problem(err) }
 
 type ncclTestsHalf struct {
 	Time    *float64 `json:"time"`
@@ -94,6 +124,7 @@ func ncclTestsCollective(names ...string) string {
 	table := map[string]string{
 		"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reduce-scatter",
 		"broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv",
+		"gather": "gather", "scatter": "scatter", "hypercube": "hypercube", "alltoallv": "alltoallv",
 	}
 	for _, n := range names {
 		k := strings.ToLower(filepath.Base(n))
@@ -110,7 +141,7 @@ func ncclTestsCollective(names ...string) string {
 func readNCCLTests(data []byte) (*Document, error) {
 	var nt ncclTestsDoc
 	if err := json.Unmarshal(data, &nt); err != nil {
-		return nil, fmt.Errorf("reading NCCL benchmark JSON: %v", err)
+		return nil, fmt.Errorf("reading NCCL benchmark JSON: %s", jsonProblem(err))
 	}
 	if nt.Version != NCCLTestsVersion {
 		return nil, fmt.Errorf("NCCL benchmark JSON format version %d is not supported (collbench reads version %d)", nt.Version, NCCLTestsVersion)

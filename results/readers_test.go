@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,8 +48,14 @@ func TestReadNCCLTestsV3(t *testing.T) {
 func TestReadAnyRejects(t *testing.T) {
 	cases := map[string]string{
 		`{"version": 2, "results": []}`: "format version 2 is not supported",
-		`{"something": "else"}`:         "neither a collbench result",
-		`[1, 2, 3]`:                     "not JSON",
+		`{"something": "else"}`:         "a JSON object without \"schema\"",
+		`[1, 2, 3]`:                     "the file holds a JSON list",
+		``:                              "the file is empty",
+		"# a note\nnothing":             "it starts with \"# a note\"",
+		`{"schema": "collbench/result", "results": "x"}`:                                                                     "field \"results\" holds a JSON string where a list belongs",
+		`{"schema": "collbench/result", "schema_version": 1, "results": [{"size_bytes": "8"}]}`:                              "holds a JSON string where a whole number belongs",
+		`{"schema": "collbench/result", "schema_version": 1, "results": [`:                                                   "the JSON ends early",
+		`{"schema": "collbench/result" "x": 1}`:                                                                              "not valid JSON at byte",
 		`{"schema": "collbench/result", "schema_version": 7}`:                                                                "schema version 7",
 		`{"version": 3, "args": ["./mystery_perf"], "results": [{"size": 8, "type": "float", "out_of_place": {"time": 1}}]}`: "cannot tell the collective",
 	}
@@ -57,7 +64,67 @@ func TestReadAnyRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ReadAny(%s) = %v, want %q", in, err, want)
 		}
+		if err != nil && goInternals.MatchString(err.Error()) {
+			t.Errorf("ReadAny(%s): %q names Go internals", in, err)
+		}
 	}
+}
+
+// goInternals matches what a user must never read: Go type and package
+// names, strconv's and encoding/json's own words.
+var goInternals = regexp.MustCompile(`strconv\.|json\.|[a-z]+\.[A-Z][a-z]+|map\[|\[\]|Go (value|struct)|of type|reflect|unmarshal`)
+
+// TestReadNCCLTestsText reads the text output of NCCL's benchmark: a new
+// version over 8 processes on 2 hosts with NCCL's log lines mixed in; an
+// old version without version, collective or root column, its collective
+// told by the file name; and a run of 3 cycles (-N) with CUDA graphs, -m
+// and no check, whose repeated sizes become rows of cycles.
+func TestReadNCCLTestsText(t *testing.T) {
+	named := func(name string) func(io.Reader) (*Document, error) {
+		return func(r io.Reader) (*Document, error) { return ReadNamed(r, name) }
+	}
+	d := readTestdata(t, "nccl-tests-2.17-allreduce-8ranks.txt", ReadAny)
+	if d.Tool.Name != "nccl-tests" || d.Tool.Version != "text 2.17.6" || d.Config.Ranks != 8 || d.Environment.Backend.Version != "2.28.3" ||
+		d.Environment.Host != "gpu-a" || len(d.Environment.Backend.Devices) != 8 || d.Environment.Backend.Devices[7].BusID != "0000:1f:00" {
+		t.Fatalf("%+v %+v %+v", d.Tool, d.Config, d.Environment)
+	}
+	if len(d.Results) != 13 || d.Results[0].Collective != "allreduce" || d.Results[0].DType != "float" || d.Results[0].Op != "sum" || d.Results[0].Root != -1 {
+		t.Fatalf("%d rows: %+v", len(d.Results), d.Results[0])
+	}
+	last := d.Results[12]
+	if last.SizeBytes != 128<<20 || last.Count != 32<<20 || last.OutOfPlace.TimeUS != 81234 || last.InPlace == nil || *last.OutOfPlace.Wrong != 0 {
+		t.Fatalf("%+v %+v", last, last.OutOfPlace)
+	}
+	if d.Config.Iters != 20 || d.Config.Warmup != 5 || d.Config.Check != 1 {
+		t.Fatalf("%+v", d.Config)
+	}
+
+	if _, err := ReadAny(mustOpen(t, "all_gather_perf.log")); err == nil || !strings.Contains(err.Error(), "name the file after the benchmark") {
+		t.Fatalf("an old log of no name: %v", err)
+	}
+	d = readTestdata(t, "all_gather_perf.log", named("logs/all_gather_perf.log"))
+	if len(d.Results) != 11 || d.Results[0].Collective != "allgather" || d.Config.Ranks != 4 || d.Results[0].Root != -1 ||
+		d.Results[10].SizeBytes != 1<<20 || d.Results[0].OutOfPlace.Wrong != nil || d.Results[0].InPlace.BusBW != 0.04 {
+		t.Fatalf("%+v %+v", d.Config, d.Results[0])
+	}
+
+	d = readTestdata(t, "nccl-tests-2.19-sendrecv-cycles.txt", ReadAny)
+	if len(d.Results) != 3 || d.Config.Cycles != 3 || d.Config.Agg != 4 || d.Config.CUDAGraph != 10 || d.Config.Check != 0 || d.Config.Ranks != 2 {
+		t.Fatalf("%+v, %d rows", d.Config, len(d.Results))
+	}
+	h := d.Results[0].OutOfPlace
+	if h.Cycles == nil || h.Cycles.N != 3 || h.TimeUS != 11 || h.Cycles.TimeMinUS != 11*0.97 || h.Cycles.TimeMaxUS != 11*1.06 || h.Wrong != nil {
+		t.Fatalf("%+v %+v", h, h.Cycles)
+	}
+}
+
+func mustOpen(t *testing.T, name string) io.Reader {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.NewReader(b)
 }
 
 func half(t, bw float64) *Half { return &Half{TimeUS: t, BusBW: bw, AlgBW: bw / 1.5} }

@@ -397,7 +397,7 @@ func Read(r io.Reader) (*Document, error) {
 	var d Document
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("reading result JSON: %w", err)
+		return nil, fmt.Errorf("reading a collbench result: %s", jsonProblem(err))
 	}
 	if d.Schema != Schema {
 		return nil, fmt.Errorf("%w (schema %q)", ErrNotResult, d.Schema)

@@ -189,7 +189,36 @@ func tidy(err error) error {
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
+	msg = yamlTypeRE.ReplaceAllStringFunc(msg, func(s string) string {
+		m := yamlTypeRE.FindStringSubmatch(s)
+		return fmt.Sprintf("%q is not %s", m[2], yamlKind(m[1], m[3]))
+	})
 	return errors.New(strings.Join(strings.Fields(msg), " "))
+}
+
+// yamlTypeRE matches yaml's "cannot unmarshal !!str `abc` into int", whose
+// tags and Go type names mean nothing to a user.
+var yamlTypeRE = regexp.MustCompile("cannot unmarshal !!(\\w+) `([^`]*)` into (\\S+)")
+
+// yamlKind says in words what a value of Go type goType should have been.
+func yamlKind(tag, goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map[") || strings.Contains(goType, "."):
+		return "a section of keys"
+	case strings.HasPrefix(goType, "uint"):
+		return "a whole number, 0 or more"
+	case strings.HasPrefix(goType, "int"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "text"
+	}
+	return "of the right kind (see the README's config section)"
 }
 
 func (c *Config) check() error {

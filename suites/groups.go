@@ -198,8 +198,9 @@ func (p *listParser) group() ([]int, error) {
 		}
 		v, err := strconv.Atoi(p.s[start:p.pos])
 		if err != nil {
+			text := p.s[start:p.pos]
 			p.pos = start
-			return nil, fmt.Errorf("rank number %q is out of range", p.s[start:p.pos])
+			return nil, fmt.Errorf("rank number %s is too large", text)
 		}
 		g = append(g, v)
 		switch p.peek() {

@@ -3,6 +3,7 @@ package topology
 import (
 	"bufio"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -245,6 +246,13 @@ func (n xmlNode) intAttr(name string) int {
 func (v *NCCLView) ParseTopoXML(r io.Reader) error {
 	var root xmlNode
 	if err := xml.NewDecoder(r).Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading NCCL's topology dump: no XML in it (expected the <system> file NCCL_TOPO_DUMP_FILE writes)")
+		}
+		var se *xml.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("reading NCCL's topology dump: not valid XML at line %d: %s", se.Line, se.Msg)
+		}
 		return fmt.Errorf("reading NCCL's topology dump: %w", err)
 	}
 	if root.XMLName.Local != "system" {

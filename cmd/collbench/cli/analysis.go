@@ -25,7 +25,7 @@ func readResults(path string) (*results.Document, error) {
 		return nil, usageErrorf("cannot read %s: %v", path, errors.Unwrap(err))
 	}
 	defer fh.Close()
-	d, err := results.ReadAny(fh)
+	d, err := results.ReadNamed(fh, path)
 	if err != nil {
 		return nil, usageErrorf("%s: %v", path, err)
 	}

@@ -51,7 +51,7 @@ func TestCompareExitCodes(t *testing.T) {
 		{[]string{"compare", base, slow, "--busbw-threshold", "60", "--time-threshold", "60"}, 0, "PASS"},
 		{[]string{"compare", base, slow, "--format", "markdown"}, 1, "### collbench: FAIL"},
 		{[]string{"compare", base, slow, "--format", "junit"}, 1, "<testsuites"},
-		{[]string{"compare", base, foreign}, 2, "neither a collbench result nor NCCL benchmark JSON"},
+		{[]string{"compare", base, foreign}, 2, "a JSON object without \"schema\" (collbench)"},
 		{[]string{"compare", base, future}, 2, "schema version 9 is not supported"},
 		{[]string{"compare", base, other}, 2, "no row in common"},
 		{[]string{"compare", base, filepath.Join(dir, "nope.json")}, 2, "cannot read"},

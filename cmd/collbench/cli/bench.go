@@ -128,6 +128,9 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load (default: $COLLBENCH_NCCL_LIB, then the dynamic linker's search)")
 	addRunFlags(fs, &o.RunFlags)
+	atLeast(fs, "1", "ranks", "iters", "agg", "cycles")
+	atLeast(fs, "2", "stepfactor")
+	atLeast(fs, "0", "warmup", "check", "misalign", "cuda-graph", "blocking")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress bar and no backend notice on stderr")
 }
 
@@ -174,6 +177,7 @@ func NewCmdCollective(f *Factory, c suites.Collective, runF func(*BenchOptions) 
 		},
 	}
 	addBenchFlags(cmd.Flags(), o)
+	cmd.MarkFlagsMutuallyExclusive("stepfactor", "stepbytes")
 	return cmd
 }
 
@@ -201,6 +205,7 @@ func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.CollectivesFlag, "collectives", "all", "comma list of collectives, or all: "+strings.Join(suites.CollectiveNames(), ", "))
 	addBenchFlags(cmd.Flags(), o)
+	cmd.MarkFlagsMutuallyExclusive("stepfactor", "stepbytes")
 	return cmd
 }
 

@@ -134,7 +134,7 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{[]string{"broadcast", "--root", "9"}, "invalid --root 9: must be between 0 and 3"},
 		{[]string{"broadcast", "--root", "x"}, "invalid --root \"x\""},
 		{[]string{"allreduce", "--iters", "0"}, "invalid --iters 0"},
-		{[]string{"allreduce", "--iters", "abc"}, "invalid argument \"abc\""},
+		{[]string{"allreduce", "--iters", "abc"}, "invalid --iters \"abc\": it takes a whole number"},
 		{[]string{"allreduce", "--dtype", "e4m3", "--op", "prod"}, "op prod on dtype f8e4m3"},
 		{[]string{"allreduce", "--dtype", "e5m2", "--op", "avg"}, "op avg on dtype f8e5m2"},
 		{[]string{"alltoall", "--mode", "in-place"}, "alltoall run out-of-place only"},
@@ -394,6 +394,43 @@ func TestTimeLeftFollowsSizes(t *testing.T) {
 	if byCount := doneTime; truth < 50*byCount {
 		t.Fatalf("the case does not separate the models: %v vs %v", truth, byCount)
 	}
+}
+
+// TestTimeLeftCountsDown feeds rows of one size whose times alternate
+// between 1 and 3 ms, as noisy rows do: the raw estimate of the finishing
+// time jumps back and forth with each row; the one shown moves far less.
+func TestTimeLeftCountsDown(t *testing.T) {
+	p := &progress{}
+	var c rowCost
+	now := time.Unix(0, 0)
+	var rawPrev, shownPrev time.Time
+	var rawJump, shownJump time.Duration
+	for i := 0; i < 40; i++ {
+		took := time.Millisecond
+		if i%2 == 1 {
+			took = 3 * time.Millisecond
+		}
+		now = now.Add(took)
+		c.add(1024, took)
+		left, _ := c.left(100-i, int64(100-i)*1024)
+		shown := p.smooth(now, left)
+		raw, disp := now.Add(left), now.Add(shown)
+		if i > 15 {
+			rawJump = max(rawJump, absDur(raw.Sub(rawPrev)))
+			shownJump = max(shownJump, absDur(disp.Sub(shownPrev)))
+		}
+		rawPrev, shownPrev = raw, disp
+	}
+	if shownJump*2 > rawJump {
+		t.Fatalf("the finishing time shown moves by up to %v, the raw estimate by %v: not smoothed", shownJump, rawJump)
+	}
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 func TestProgressLine(t *testing.T) {

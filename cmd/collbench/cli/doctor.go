@@ -101,6 +101,7 @@ Exit 0: healthy. 1: findings. 2: bad input. 3: the run failed. 4: a rank hung.`,
 	fs.StringVar(&o.WorldSize, "world-size", "", "message size of the whole-world allreduce (default 1G on GPUs, 4M on the cpu backend)")
 	fs.IntVarP(&o.Iters, "iters", "n", 0, "timed iterations per test; the best one counts (default 10 on GPUs, 15 on the cpu backend)")
 	addRunFlags(fs, &o.RunFlags)
+	atLeast(fs, "1", "ranks", "iters")
 	return cmd
 }
 

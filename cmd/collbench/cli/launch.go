@@ -81,6 +81,8 @@ NCCL treats them as separate hosts and uses its network transport between them.`
 	cmd.Flags().IntVar(&o.NNodes, "nnodes", 0, "hosts that each run launch for one world (default: $COLLBENCH_NNODES, $SLURM_NNODES, or 1)")
 	cmd.Flags().IntVar(&o.NodeRank, "node-rank", -1, "this host's index among --nnodes (default: $COLLBENCH_NODE_RANK, the pod's index in a Kubernetes Indexed Job or JobSet, or $SLURM_NODEID)")
 	cmd.Flags().StringVar(&o.RootAddr, "root-addr", "", "with --nnodes: host:port where node 0 serves the rendezvous (default: $COLLBENCH_ROOT_ADDR)")
+	atLeast(cmd.Flags(), "1", "procs", "nodes", "nnodes")
+	atLeast(cmd.Flags(), "0", "port", "node-rank")
 	return cmd
 }
 

@@ -22,6 +22,24 @@ type progress struct {
 	last     time.Time
 	lastSize int64
 	started  bool
+	// finish is the finishing time shown, moved a third of the way to
+	// each new estimate, so that the time left counts down instead of
+	// jumping with every noisy row.
+	finish time.Time
+}
+
+// finishBlend is how far the shown finishing time moves to a new estimate.
+const finishBlend = 1.0 / 3
+
+// smooth returns the time left to show, given a fresh estimate.
+func (p *progress) smooth(now time.Time, left time.Duration) time.Duration {
+	est := now.Add(left)
+	if p.finish.IsZero() {
+		p.finish = est
+	} else {
+		p.finish = p.finish.Add(time.Duration(float64(est.Sub(p.finish)) * finishBlend))
+	}
+	return max(p.finish.Sub(now), 0)
 }
 
 func newProgress(io *IOStreams) *progress { return &progress{io: io, now: time.Now} }
@@ -99,7 +117,7 @@ func (p *progress) update(ev suites.Progress) {
 	p.last, p.lastSize, p.started = now, ev.Size, true
 	left := time.Duration(-1)
 	if l, ok := p.est.left(ev.Total-ev.Done, ev.BytesLeft); ok {
-		left = l
+		left = p.smooth(now, l)
 	}
 	fmt.Fprintf(p.io.ErrOut, "\r\033[K%s", progressLine(ev, left))
 	p.shown = true

@@ -26,10 +26,11 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkEnv(f.Environ()); err != nil {
+			return err
+		}
 		return checkGivenFlags(cmd)
 	}
 	root.SetOut(f.IO.Out)
@@ -69,6 +70,10 @@ func checkGivenFlags(cmd *cobra.Command) error {
 		if bad != nil {
 			return
 		}
+		if err := checkLeast(cmd, fl); err != nil {
+			bad = err
+			return
+		}
 		switch fl.Value.Type() {
 		case "string", "stringSlice", "stringArray":
 		default:
@@ -96,7 +101,7 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 		msg := err.Error()
 		// One line, in collbench's words: Go's "context canceled" means the
 		// run was stopped, "deadline exceeded" that a bound ran out.
-		msg = strings.Join(strings.Fields(msg), " ")
+		msg = strings.Join(strings.Fields(tidyCobra(msg)), " ")
 		msg = strings.ReplaceAll(msg, "context canceled", "stopped")
 		msg = strings.ReplaceAll(msg, "context deadline exceeded", "its time limit ran out")
 		fmt.Fprintf(f.IO.ErrOut, "collbench: %s\n", msg)

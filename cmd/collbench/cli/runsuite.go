@@ -62,6 +62,8 @@ acceptance; 2 on a bad config.`,
 	fs.StringVar(&o.Output, "output", "", "directory for results (overrides the config's; default collbench-out)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no tables or progress; only the verdict")
 	fs.DurationVar(&o.Timeout, "timeout", watchdog.DefaultTimeout, "watchdog: stop a suite when no rank makes progress for this long (0 = off)")
+	atLeast(fs, "0s", "timeout")
+	cmd.MarkFlagsMutuallyExclusive("baseline", "no-baseline")
 	return cmd
 }
 

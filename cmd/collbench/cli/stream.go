@@ -33,6 +33,8 @@ func NewCmdStream(f *Factory) *cobra.Command {
 	cmd.Flags().StringVar(&o.Listen, "listen", "", "receive on this address (host:port)")
 	cmd.Flags().StringVar(&o.Connect, "connect", "", "send to this address (host:port)")
 	cmd.Flags().DurationVar(&o.Duration, "duration", 3*time.Second, "how long the sender sends")
+	atLeast(cmd.Flags(), "1ns", "duration")
+	cmd.MarkFlagsMutuallyExclusive("listen", "connect")
 	return cmd
 }
 

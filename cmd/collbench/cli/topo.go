@@ -1,10 +1,9 @@
 package cli
 
 import (
-	"collbench/backend/cpu"
-	"collbench/internal/outfile"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
 
+	"collbench/backend/cpu"
+	"collbench/internal/jsonwords"
+	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/topology"
@@ -86,11 +88,11 @@ func topoRun(o *TopoOptions) error {
 	if o.Facts != "" {
 		b, err := os.ReadFile(o.Facts)
 		if err != nil {
-			return usageErrorf("cannot read --facts: %v", err)
+			return usageErrorf("cannot read --facts %s: %v", o.Facts, errors.Unwrap(err))
 		}
 		var facts topology.Facts
-		if err := json.Unmarshal(b, &facts); err != nil {
-			return usageErrorf("--facts %s is not a recorded facts file: %v", o.Facts, err)
+		if err := jsonwords.Decode(b, &facts); err != nil {
+			return usageErrorf("--facts %s is not a file of GPU facts written by topo --record: %v", o.Facts, err)
 		}
 		in.Facts = &facts
 	} else {

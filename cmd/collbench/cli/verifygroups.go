@@ -65,6 +65,7 @@ the ranks span several hosts. --rank-list (repeatable) replaces them.
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the random patterns")
 	addRunFlags(fs, &o.RunFlags)
+	atLeast(fs, "1", "ranks")
 	return cmd
 }
 

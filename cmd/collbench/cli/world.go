@@ -46,6 +46,7 @@ local rank: a quick check of launcher wiring before a benchmark.`,
 		},
 	}
 	cmd.Flags().DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "how long the processes may take to find each other")
+	atLeast(cmd.Flags(), "1ns", "bootstrap-timeout")
 	return cmd
 }
 
