@@ -532,6 +532,39 @@ done
 ok "cycles noise measured"
 fi
 
+if want logs; then
+two_gpus
+step "NCCL's benchmark text output read back: all_reduce_perf and all_gather_perf logs (one thread per GPU, and -N 3) as baselines of compare, report and plot against collbench's own run"
+nt=$NCCL_TESTS/build
+if [ ! -x "$nt/all_reduce_perf" ] && [ -d "$NCCL_TESTS" ]; then
+  echo "building NCCL's benchmark from $NCCL_TESTS"
+  wall make -C "$NCCL_TESTS" -j16 MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > "$WORK/nccl-tests-build.log" 2>&1 \
+    || { tail -20 "$WORK/nccl-tests-build.log"; }
+fi
+if [ -x "$nt/all_reduce_perf" ]; then
+  "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 256M -f 4 > "$WORK/all_reduce_perf.log" 2>&1
+  "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 1M -e 64M -f 4 -N 3 > "$WORK/ar-cycles.log" 2>&1
+  "$nt/all_gather_perf" -t "$ngpu" -g 1 -b 8 -e 256M -f 4 -c 0 > "$WORK/all_gather_perf.log" 2>&1
+  "$BIN" allreduce --backend nccl --sizes 8:256M:x4 -q -o "$WORK/cb-ar.json" > /dev/null 2>&1
+  "$BIN" allgather --backend nccl --sizes 8:256M:x4 -q -o "$WORK/cb-ag.json" > /dev/null 2>&1
+  grep -E "^# (nccl-tests|Collective|nThread)" "$WORK/all_reduce_perf.log"
+  "$BIN" compare "$WORK/all_reduce_perf.log" "$WORK/cb-ar.json" > "$WORK/cmp-ar.txt" 2>&1; echo "compare exit $?"
+  tail -4 "$WORK/cmp-ar.txt"
+  rows=$(grep -cE "allreduce \| +float" "$WORK/cmp-ar.txt")
+  [ "$rows" -ge 20 ] && ok "compare reads all_reduce_perf's text log ($rows row halves matched)" || bad "compare of the all_reduce_perf log matched $rows row halves"
+  "$BIN" compare "$WORK/all_gather_perf.log" "$WORK/cb-ag.json" > "$WORK/cmp-ag.txt" 2>&1; echo "compare exit $?"
+  tail -3 "$WORK/cmp-ag.txt"
+  grep -qE "allgather \| +float" "$WORK/cmp-ag.txt" && ok "compare reads all_gather_perf's text log (-c 0)" || bad "all_gather_perf log"
+  "$BIN" baseline make "$WORK/ar-cycles.log" -o "$WORK/ar-cycles-base.json" > /dev/null 2>&1 \
+    && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); h=d['results'][0]['out_of_place']; print('-N 3 log: %d rows; first row %.2f us, spread over its 3 cycles %.1f%%' % (len(d['results']), h['time_us'], 100*h.get('spread', 0)))" "$WORK/ar-cycles-base.json" \
+    && ok "a log of -N 3 becomes a baseline with its cycles' spread" || bad "baseline make of the -N 3 log"
+  "$BIN" report "$WORK/cb-ar.json" --baseline "$WORK/all_reduce_perf.log" -o "$WORK/report-log.html" && ok "report with a log as baseline" || bad "report with a log as baseline"
+  "$BIN" plot "$WORK/all_reduce_perf.log" "$WORK/cb-ar.json" -o "$WORK/plot-log.svg" && ok "plot of a log beside a run" || bad "plot of a log"
+else
+  bad "NCCL's benchmark not built (source expected in $NCCL_TESTS)"
+fi
+fi
+
 if [ "$section_start" != 0 ]; then python3 -c "print('(section took %.0f s)' % ($(date +%s.%N) - $section_start))"; fi
 # At most eight files come back from a lent machine: the log and these.
 for f in "$WORK"/facts-*gpu.json "$WORK"/tuning-2.28.*.log "$WORK/parity.json" "$WORK/doctor.json" "$WORK/sweep.json"; do
