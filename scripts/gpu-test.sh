@@ -60,6 +60,16 @@ restore_gpus() {
   if [ "$orig_cvd" = unset ]; then unset CUDA_VISIBLE_DEVICES; else export CUDA_VISIBLE_DEVICES=$orig_cvd; fi
   ngpu=$all_gpus
 }
+# build_nccl_tests builds NCCL's benchmark from $NCCL_TESTS once; nt is its build folder.
+nt=$NCCL_TESTS/build
+build_nccl_tests() {
+  if [ ! -x "$nt/sendrecv_perf" ] && [ -d "$NCCL_TESTS" ]; then
+    echo "building NCCL's benchmark from $NCCL_TESTS"
+    wall make -C "$NCCL_TESTS" -j16 MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > "$WORK/nccl-tests-build.log" 2>&1 \
+      || { tail -20 "$WORK/nccl-tests-build.log"; }
+  fi
+}
+
 if want machine; then
 step "machine: $ngpu GPUs"
 nvidia-smi -L
@@ -482,12 +492,7 @@ fi
 if want parity; then
 two_gpus
 step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, 4 alternating passes of 10 cycles each, median over every cycle (scripts/parity-cycles.sh)"
-nt=$NCCL_TESTS/build
-if [ ! -x "$nt/sendrecv_perf" ] && [ -d "$NCCL_TESTS" ]; then
-  echo "building NCCL's benchmark from $NCCL_TESTS"
-  wall make -C "$NCCL_TESTS" -j16 MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > "$WORK/nccl-tests-build.log" 2>&1 \
-    || { tail -20 "$WORK/nccl-tests-build.log"; }
-fi
+build_nccl_tests
 if [ -x "$nt/sendrecv_perf" ]; then
   "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 8 -n 1 -w 0 | grep -E "nccl-tests|NCCL version" | head -2
   echo "the host-GPU path: 4-byte device-to-host copy latency on GPU 0 for 3 s (scripts/probes/copylat.py), in 2 ms windows"
@@ -535,12 +540,7 @@ fi
 if want logs; then
 two_gpus
 step "NCCL's benchmark text output read back: all_reduce_perf and all_gather_perf logs (one thread per GPU, and -N 3) as baselines of compare, report and plot against collbench's own run"
-nt=$NCCL_TESTS/build
-if [ ! -x "$nt/all_reduce_perf" ] && [ -d "$NCCL_TESTS" ]; then
-  echo "building NCCL's benchmark from $NCCL_TESTS"
-  wall make -C "$NCCL_TESTS" -j16 MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > "$WORK/nccl-tests-build.log" 2>&1 \
-    || { tail -20 "$WORK/nccl-tests-build.log"; }
-fi
+build_nccl_tests
 if [ -x "$nt/all_reduce_perf" ]; then
   "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 256M -f 4 > "$WORK/all_reduce_perf.log" 2>&1
   "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 1M -e 64M -f 4 -N 3 > "$WORK/ar-cycles.log" 2>&1
