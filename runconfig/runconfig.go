@@ -218,7 +218,7 @@ func yamlKind(tag, goType string) string {
 	case goType == "string":
 		return "text"
 	}
-	return "of the right kind (see the README's config section)"
+	return "of the right kind (see docs/compare.md, suites)"
 }
 
 func (c *Config) check() error {

@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """parity-report: compares collbench with NCCL's benchmark from the files
-scripts/parity-cycles.sh leaves in DIR (ref-COLL-PASS.txt, cb-COLL-PASS.json,
-and optional .probe files). Prints, per collective and size, the median
-out-of-place time over every cycle of every pass for each tool and their
-difference; then the same within each of the two latency clusters; then the
-copy-probe state next to each pass's median. Each size is split into its
-two clusters on its own (two-means over both tools' times at that size; one
+scripts/parity.sh leaves in DIR (ref-COLL-PASS.txt, cb-COLL-PASS.json).
+Prints, per collective and size, the median out-of-place time over every
+cycle of every pass for each tool and their difference; then the same
+within each of the two latency clusters; then each pass's median. Each
+size is split into its two clusters on its own (two-means over both tools' times at that size; one
 cluster where the two means are less than 10% apart), so that a size whose
 fast times sit near another size's slow ones is split right. Writes
 DIR/parity.json and ends with "PARITY OK" or "PARITY FAIL <collectives>"
@@ -15,10 +14,10 @@ least 20 times in it). The median of times that fall in two clusters lies
 between them whenever the slow share is near one half, and then moves by up
 to the gap between the clusters with a small change in that share: the
 second verdict holds the tools to the same standard without that.
-Several DIRs (runs of parity-cycles.sh on the same machine) are pooled: their
+Several DIRs (runs of parity.sh on the same machine) are pooled: their
 passes count together, named DIRINDEX.PASS, and the pooled result goes to
 the first DIR's parity-pooled.json.
---pair A,B compares two other variants of parity-cycles.sh the same way, for
+--pair A,B compares two other variants of parity.sh the same way, for
 example --pair ref,ref2: NCCL's benchmark against itself, run alternately
 like the two tools, which shows how far apart two identical programs land
 on this machine (results then go to parity-A-B.json).
@@ -50,7 +49,7 @@ if args[:1] == ["--pair"] and len(args) > 1 and len(args[1].split(",")) == 2:
     A, B = args[1].split(",")
     args = args[2:]
 if len(args) < 2 or not all(os.path.isdir(d) for d in args[:-1]):
-    print('usage: parity-report.py [--pair A,B] DIR [DIR...] "COLLECTIVES" (DIR: an output directory of scripts/parity-cycles.sh)', file=sys.stderr)
+    print('usage: parity-report.py [--pair A,B] DIR [DIR...] "COLLECTIVES" (DIR: an output directory of scripts/parity.sh)', file=sys.stderr)
     sys.exit(2)
 dirs, colls = args[:-1], args[-1].split()
 w = dirs[0]
@@ -64,12 +63,10 @@ for c in colls:
             d = load(p)
             for s, xs in d.items():
                 into.setdefault(s, []).extend(xs)
-            probe = p.rsplit(".", 1)[0] + ".probe"
             allx = [x for xs in d.values() for x in xs]
             if allx:
                 name = p.rsplit("-", 1)[1].split(".")[0]
-                passes.append((tool, f"{i}.{name}" if len(dirs) > 1 else name, st.median(allx),
-                               float(open(probe).read()) if os.path.exists(probe) and open(probe).read().strip() else None))
+                passes.append((tool, f"{i}.{name}" if len(dirs) > 1 else name, st.median(allx)))
     sizes = sorted(set(ref) & set(cb))
     if not sizes:
         print(f"\n{c}: no results")
@@ -106,8 +103,8 @@ for c in colls:
                  "slow": [st.median(sr), st.median(sk)] if sr and sk else None}
     print("all sizes: fast " + (f"{states[c]['fast'][0]:.2f} vs {states[c]['fast'][1]:.2f} ({pct(*states[c]['fast']):+.1f}%)" if states[c]["fast"] else "-")
           + ", slow " + (f"{states[c]['slow'][0]:.2f} vs {states[c]['slow'][1]:.2f} ({pct(*states[c]['slow']):+.1f}%)" if states[c]["slow"] else "-"))
-    print("per pass (tool, pass, median over sizes and cycles, copy probe before it): "
-          + "  ".join(f"{t}#{p} {m:.2f}" + (f" [{q:.1f}]" if q else "") for t, p, m, q in passes))
+    print("per pass (tool, pass, median over sizes and cycles): "
+          + "  ".join(f"{t}#{p} {m:.2f}" for t, p, m in passes))
     result[c] = {"split_us": split if split != float("inf") else None, "rows": rows, "states": states[c], "passes": passes,
                  "band_worst": band_worst.get(c)}
 name = "parity" if (A, B) == ("ref", "cb") else f"parity-{A}-{B}"

@@ -59,7 +59,7 @@ func Parse(spec string) (*Set, error) {
 			continue
 		}
 		if err := s.add(item); err != nil {
-			return nil, fmt.Errorf("%s: %q: %v (%s)", EnvFaults, item, err, "see the README's testing hooks")
+			return nil, fmt.Errorf("%s: %q: %v (%s)", EnvFaults, item, err, "see docs/faults.md, testing hooks")
 		}
 	}
 	return s, nil

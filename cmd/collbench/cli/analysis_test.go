@@ -70,6 +70,7 @@ func TestCompareExitCodes(t *testing.T) {
 }
 
 func TestBaselineReportAndPlotCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
 	writeDoc(t, a, 1)
@@ -124,6 +125,7 @@ func TestBaselineReportAndPlotCommands(t *testing.T) {
 // planted slowdown of a second per operation clears both by far; scheduling
 // noise clears neither.
 func TestRunConfigEndToEnd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "suite.yaml")
 	os.WriteFile(cfg, []byte(`name: e2e

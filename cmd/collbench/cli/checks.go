@@ -15,6 +15,7 @@ import (
 	"collbench/bootstrap"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
+	"collbench/launch"
 )
 
 // The rules every flag and COLLBENCH_* variable follows, in one place:
@@ -200,7 +201,7 @@ var envRules = []envRule{
 	{"COLLBENCH_ALLOC", envOneOf("cumem", "ncclmem")},
 	{"COLLBENCH_CUDA_SYNC", envOneOf("sync", "spin")},
 	{"COLLBENCH_CUDA_STREAM", envOneOf("nonblocking", "default")},
-	{envLaunchReports, envAny},
+	{launch.EnvReports, envAny},
 	{"COLLBENCH_BIN", envAny},           // the drills' binary
 	{"COLLBENCH_DRILL_RUNS", envInt(1)}, // the drills' repeat count
 }
@@ -219,7 +220,7 @@ func checkEnv(environ []string) error {
 		}
 		i := slices.IndexFunc(envRules, func(r envRule) bool { return r.name == name })
 		if i < 0 {
-			return usageErrorf("unknown variable %s: collbench does not read it%s (unset it, or fix its name; the README lists collbench's variables)", name, nearestEnv(name))
+			return usageErrorf("unknown variable %s: collbench does not read it%s (unset it, or fix its name; docs/commands.md lists collbench's variables)", name, nearestEnv(name))
 		}
 		if value == "" {
 			continue

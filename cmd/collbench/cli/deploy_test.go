@@ -16,6 +16,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/internal/secret"
+	"collbench/launch"
 )
 
 // The deploy examples are tested by playing the cluster: every pod or task
@@ -113,7 +114,7 @@ func playLaunch(t *testing.T, command []any, env map[string]string) [][]string {
 		t.Fatalf("the example does not run collbench launch: %q", args)
 	}
 	f, _, _ := testFactory()
-	var plan launchPlan
+	var plan launch.Plan
 	cmd := NewCmdLaunch(f, func(o *LaunchOptions) error {
 		o.Getenv = func(k string) string { return env[k] }
 		var err error
@@ -126,12 +127,12 @@ func playLaunch(t *testing.T, command []any, env map[string]string) [][]string {
 		t.Fatalf("collbench %s: %v", strings.Join(args[1:], " "), err)
 	}
 	var out [][]string
-	for r := 0; r < plan.procs; r++ {
+	for r := 0; r < plan.Procs(); r++ {
 		pe := []string{}
 		for k, v := range env {
 			pe = append(pe, k+"="+v)
 		}
-		out = append(out, append(pe, plan.env(r)...))
+		out = append(out, append(pe, plan.Env(r)...))
 	}
 	return out
 }

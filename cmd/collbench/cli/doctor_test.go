@@ -18,6 +18,7 @@ import (
 )
 
 func TestDoctorHealthyOnCPUWritesEveryFormat(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f, out, errOut := testFactory()
 	js, prom, html := filepath.Join(dir, "d.json"), filepath.Join(dir, "d.prom"), filepath.Join(dir, "d.html")
@@ -45,6 +46,7 @@ func TestDoctorHealthyOnCPUWritesEveryFormat(t *testing.T) {
 // TestDoctorNamesACorruptingRankInOneProcess plants a rank whose outputs
 // are corrupted: doctor names it, alone, and exits 1.
 func TestDoctorNamesACorruptingRankInOneProcess(t *testing.T) {
+	t.Parallel()
 	fs, err := faults.Parse("corrupt:2")
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"collbench/bootstrap"
 )
 
-// Exit codes. Documented in the README.
+// Exit codes. Documented in the README (exit codes).
 const (
 	ExitOK          = 0
 	ExitCheckFailed = 1 // a verification or regression check failed

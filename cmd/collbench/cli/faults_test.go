@@ -212,6 +212,7 @@ func slowSweep(out string, extra ...string) []string {
 }
 
 func TestFaultStoppedRankIsNamed(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.json")
 	const timeout = 6 * time.Second
 	p := startSelf(t, nil, slowSweep(out, "--timeout", timeout.String(), "--heartbeat-timeout", "3s")...)
@@ -243,6 +244,7 @@ func TestFaultStoppedRankIsNamed(t *testing.T) {
 }
 
 func TestFaultHungCollectiveIsNamed(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.json")
 	const timeout = 3 * time.Second
 	p := startSelf(t, []string{faults.EnvFaults + "=hang:2@400"}, slowSweep(out, "--timeout", timeout.String())...)
@@ -268,6 +270,7 @@ func TestFaultHungCollectiveIsNamed(t *testing.T) {
 // returns on one of four ranks of one process: the watchdog names it and
 // the others as waiting, aborts the world and keeps the rows.
 func TestFaultHungCollectiveInOneProcess(t *testing.T) {
+	t.Parallel()
 	fs, err := faults.Parse("hang:1@60")
 	if err != nil {
 		t.Fatal(err)
@@ -295,6 +298,7 @@ func TestFaultHungCollectiveInOneProcess(t *testing.T) {
 }
 
 func TestFaultKilledRankIsNamed(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.json")
 	p := startSelf(t, nil, slowSweep(out)...)
 	before := waitRows(t, p, out, 2)
@@ -321,6 +325,7 @@ func TestFaultKilledRankIsNamed(t *testing.T) {
 }
 
 func TestFaultKilledRankZero(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.json")
 	p := startSelf(t, nil, slowSweep(out)...)
 	before := waitRows(t, p, out, 3)
@@ -338,6 +343,7 @@ func TestFaultKilledRankZero(t *testing.T) {
 }
 
 func TestFaultKilledLauncherTakesItsRanks(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.json")
 	p := startSelf(t, nil, slowSweep(out)...)
 	waitRows(t, p, out, 1)
@@ -354,6 +360,7 @@ func TestFaultKilledLauncherTakesItsRanks(t *testing.T) {
 // random moments: the file is always a valid document, either the one it
 // replaced (before the first row) or the new one with every row measured.
 func TestFaultKilledRunAlwaysLeavesAValidFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "r.json")
 	old := &results.Document{Schema: results.Schema, SchemaVersion: results.SchemaVersion, Command: []string{"old"}, Results: []results.Row{}}
@@ -460,6 +467,7 @@ func hostname() string {
 // SIGINT 130 every time, whichever rank hears of it first, and the summary
 // names no rank as if it were at fault.
 func TestFaultLaunchExitsAsItsSignalSays(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 6; i++ {
 		sig, want := syscall.SIGTERM, ExitTerminated
 		if i%3 == 2 {

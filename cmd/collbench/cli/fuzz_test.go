@@ -128,6 +128,7 @@ func checkCommandLine(t *testing.T, args []string, budget time.Duration) {
 // lines built from the real flag sets (a fixed seed, so a failure
 // reproduces); FuzzCommandLine explores further under go test -fuzz.
 func TestCommandLineRandom(t *testing.T) {
+	t.Parallel()
 	cmds := fuzzCommands()
 	rng := rand.New(rand.NewPCG(14, 2026))
 	dir := t.TempDir()

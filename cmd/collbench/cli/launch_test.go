@@ -15,6 +15,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CB_CLI_CHILD") == "1" {
 		os.Exit(Main(os.Args[1:]))
 	}
+	// Every process a test starts from this binary (launch's ranks, the
+	// probe child) acts as collbench; set once here, so that tests need not
+	// set it themselves and can run in parallel.
+	if err := os.Setenv("CB_CLI_CHILD", "1"); err != nil {
+		panic(err)
+	}
 	os.Exit(m.Run())
 }
 
@@ -22,7 +28,6 @@ func TestMain(m *testing.M) {
 // collbench it starts.
 func launchSelf(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	t.Setenv("CB_CLI_CHILD", "1")
 	f, out, errOut := testFactory()
 	cmd := NewCmdLaunch(f, func(o *LaunchOptions) error {
 		o.Binary = os.Args[0]
@@ -37,6 +42,7 @@ func launchSelf(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestLaunchFormsWorld(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := launchSelf(t, "-n", "3", "--", "world")
 	if code != 0 || !strings.Contains(out, "world of 3 processes, launched by collbench launch, joined over TCP") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -51,6 +57,7 @@ func TestLaunchFormsWorld(t *testing.T) {
 // TestLaunchRunsVerifiedCollectiveAcrossSimulatedNodes runs the CPU backend
 // in four processes split into two simulated nodes, with cross-node groups.
 func TestLaunchRunsVerifiedCollectiveAcrossSimulatedNodes(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := launchSelf(t, "-n", "4", "--nodes", "2", "--", "sweep", "--backend", "cpu", "--collectives", "all",
 		"--sizes", "1K,4K", "-n", "1", "-w", "1", "--rank-list", "cross-node", "--format", "json")
 	if code != 0 {
@@ -94,6 +101,7 @@ func TestLaunchPassesWorstExitCode(t *testing.T) {
 // TestLaunchSaysARefusalOnce: a refusal every rank reaches alike (here a
 // size that fits no rank's memory) is printed once, not once per rank.
 func TestLaunchSaysARefusalOnce(t *testing.T) {
+	t.Parallel()
 	code, _, errOut := launchSelf(t, "-n", "4", "--", "allreduce", "--sizes", "1T", "--backend", "cpu", "-q")
 	if code != ExitUsage || strings.Count(errOut, "cannot fit in memory") != 1 {
 		t.Fatalf("exit %d, the refusal printed %d times:\n%s", code, strings.Count(errOut, "cannot fit in memory"), errOut)

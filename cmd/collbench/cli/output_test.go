@@ -17,6 +17,7 @@ import (
 // missing directory is refused before anything runs, with one line that
 // names the flag and the path given, exit 2.
 func TestEveryOutputFlagWritesOnlyAsAsked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	newcomerFiles(t, dir)
 	p := func(name string) string { return filepath.Join(dir, name) }

@@ -17,6 +17,7 @@ import (
 // rounds through the parents and its faults are exercised here.
 
 func TestAlgorithmProbeAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.json")
 	p := startSelf(t, []string{EnvProbe + "=always"}, "launch", "-n", "4", "--", "sweep", "--collectives", "allreduce,alltoall",
 		"--backend", "cpu", "--sizes", "1K,256K", "-n", "2", "-w", "1", "-q", "--rank-list", "[[0,1],[2,3]]", "-o", out, "--explain")
@@ -51,6 +52,7 @@ func TestAlgorithmProbeAcrossProcesses(t *testing.T) {
 // one process and under a launcher: the run goes on without algorithms,
 // says why and names the rank, within the probe's bound.
 func TestAlgorithmProbeFaults(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		fault  string

@@ -1,4 +1,4 @@
-package cli
+package tempdir
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // released, the exit cleanups no longer touch it.
 func TestTempDirIsRemovedOnEitherPath(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
-	released, release, err := tempDir("collbench-test-")
+	released, release, err := Make("collbench-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,11 +27,11 @@ func TestTempDirIsRemovedOnEitherPath(t *testing.T) {
 	if err := os.Mkdir(released, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	atExitNow, _, err := tempDir("collbench-test-")
+	atExitNow, _, err := Make("collbench-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	runExitCleanups()
+	RunExitCleanups()
 	if _, err := os.Stat(atExitNow); !os.IsNotExist(err) {
 		t.Errorf("exit cleanups left %s: %v", atExitNow, err)
 	}
@@ -59,7 +59,7 @@ func TestStaleTempDirsOfDeadProcessesAreRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	made, release, err := tempDir("collbench-launch-")
+	made, release, err := Make("collbench-launch-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# parity.sh: small-message parity of collbench with NCCL's benchmark, the
+# way it is judged on hosts whose small-message times fall in two latency
+# bands (docs/parity.md). For each collective, PASSES alternating passes run
+# the 8 B - 64 KiB sweep CYCLES times in one process (NCCL's benchmark -N,
+# collbench --cycles), out-of-place and in-place, 50 iterations, 10 warm-up,
+# on GPUs 0 and 1 (CUDA_VISIBLE_DEVICES), with NVLink SHARP off. Even passes
+# run the variants in reverse order, so no tool always follows the other.
+#
+#   PASSES=4 CYCLES=10 scripts/parity.sh OUTDIR
+#
+# Variants (VARIANTS, default "ref cb ref2"):
+#   ref    NCCL's benchmark, one thread per GPU (-t 2 -g 1), from $NCCL_TESTS/build
+#   cb     collbench ($BIN), with its host time (-C)
+#   ref2   NCCL's benchmark again: how far one program lands from itself here
+#   cb~N   the collbench binary bin/N (an earlier build, to compare builds)
+# Then scripts/parity-report.py prints, per collective and size, the medians
+# of every cycle and the verdicts: PARITY (medians within 5%) and
+# WITHIN-BAND (each band compared on its own), and with ref2 the same for
+# NCCL's benchmark against itself (SAME-PROGRAM). Exit: 0 when both verdicts
+# are OK, 1 otherwise, 2 on bad input.
+set -u
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin/collbench}
+NT=${NCCL_TESTS:-ext/nccl-tests}/build
+export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
+W=${1:-/tmp/collbench-parity}
+PASSES=${PASSES:-4}
+CYCLES=${CYCLES:-10}
+COLLS=${COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv}
+VARIANTS=${VARIANTS:-"ref cb ref2"}
+BACKEND=${BACKEND:-nccl}
+die() { echo "parity.sh: $*" >&2; exit 2; }
+case $PASSES$CYCLES in *[!0-9]*|'') die "PASSES and CYCLES take whole numbers (got PASSES=$PASSES CYCLES=$CYCLES)";; esac
+command -v python3 > /dev/null || die "needs python3 for the report"
+[ -x "$BIN" ] || die "no collbench at $BIN: run make build, or set BIN"
+for v in $VARIANTS; do
+  case $v in
+    ref|ref2) [ -x "$NT/all_reduce_perf" ] || [ "$BACKEND" = cpu ] || die "no NCCL benchmark under $NT: build it (make MPI=0 NCCL_HOME=/usr) and set NCCL_TESTS" ;;
+    cb) ;;
+    cb~*) [ -x "bin/${v#cb~}" ] || die "variant $v: no executable bin/${v#cb~} (copy an earlier build there)" ;;
+    *) die "unknown variant $v: use ref, ref2, cb or cb~NAME" ;;
+  esac
+done
+ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
+ref_small() { local c=$1; shift; "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 "$@"; }
+cb_small() { local b=$1 c=$2; shift 2; "$b" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 -q "$@"; }
+mkdir -p "$W" || die "cannot make $W"
+for pass in $(seq 1 "$PASSES"); do
+  order=$VARIANTS
+  [ $((pass % 2)) -eq 0 ] && order=$(echo "$VARIANTS" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for c in $COLLS; do
+    for v in $order; do
+      case $v in
+        ref|ref2) [ "$BACKEND" = cpu ] || ref_small "$c" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+        cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb~*) cb_small "bin/${v#cb~}" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+      esac
+    done
+  done
+done
+python3 scripts/parity-report.py "$W" "$COLLS" | tee "$W/report.txt" || exit 2
+case " $VARIANTS " in *" ref2 "*) python3 scripts/parity-report.py --pair ref,ref2 "$W" "$COLLS" ;; esac
+grep -q "^PARITY OK" "$W/report.txt" && grep -q "^WITHIN-BAND OK" "$W/report.txt"
