@@ -12,8 +12,8 @@
 # Sections, in order: machine unit correct sweep latency groups multiproc
 # suites diag memory badinput fault doctor features explain register parity
 # cycles. Without SECTIONS every section runs. The parity section takes
-# PARITY_PASSES, PARITY_CYCLES, PARITY_PROBE, PARITY_COLLS and PARITY_VARIANTS
-# (scripts/parity-cycles.sh's PASSES, CYCLES, PROBE, COLLS and VARIANTS).
+# PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
+# (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS).
 # The log and a few result files go to $OUT (when set) or ./gpu-logs; the rest
 # stays in $WORK.
 set -u
@@ -491,22 +491,13 @@ fi
 
 if want parity; then
 two_gpus
-step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, 4 alternating passes of 10 cycles each, median over every cycle (scripts/parity-cycles.sh)"
+step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, 4 alternating passes of 10 cycles each, median over every cycle (scripts/parity.sh)"
 build_nccl_tests
 if [ -x "$nt/sendrecv_perf" ]; then
   "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 8 -n 1 -w 0 | grep -E "nccl-tests|NCCL version" | head -2
-  echo "the host-GPU path: 4-byte device-to-host copy latency on GPU 0 for 3 s (scripts/probes/copylat.py), in 2 ms windows"
-  python3 scripts/probes/copylat.py 0 3 | python3 -c '
-import statistics as st, sys
-win = {}
-for line in sys.stdin:
-    t, l = map(float, line.split())
-    win.setdefault(int(t // 2), []).append(l)
-m = sorted(st.median(v) for v in win.values())
-print(f"  {len(m)} windows: p10 {m[len(m) // 10]:.2f} us, median {m[len(m) // 2]:.2f} us, p90 {m[9 * len(m) // 10]:.2f} us")'
-  BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${PARITY_PASSES:-4} CYCLES=${PARITY_CYCLES:-10} PROBE=${PARITY_PROBE:-0.3} \
+  BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${PARITY_PASSES:-4} CYCLES=${PARITY_CYCLES:-10} \
     VARIANTS=${PARITY_VARIANTS:-"ref cb ref2"} COLLS=${PARITY_COLLS:-"allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv"} \
-    scripts/parity-cycles.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1
+    scripts/parity.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1
   cp "$WORK/parity/parity.json" "$WORK/parity.json" 2>/dev/null
   cat "$WORK/parity.txt"
   grep -q "^PARITY OK" "$WORK/parity.txt" && ok "small-message parity (medians)" || bad "small-message parity (medians)"
