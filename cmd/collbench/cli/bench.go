@@ -489,7 +489,7 @@ func benchRun(o *BenchOptions) error {
 	if probeNote != "" {
 		doc.Notes = append(doc.Notes, probeNote)
 	}
-	choices := probe.byRow()
+	choices := probe.ByRow()
 	world, err := f.openWorld(ctx, b, pw, n, o.Device)
 	if err != nil {
 		return err

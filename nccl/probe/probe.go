@@ -1,0 +1,395 @@
+// Package probe is the algorithm probe: it records which algorithm,
+// protocol and channels NCCL picks for every row of a run. NCCL writes its choices to its log only when
+// NCCL_DEBUG=INFO, and then for every call, which would slow the timed
+// loops; it reads that setting once per process. So before the sweep, a
+// child process (one per rank process under a launcher) opens the same
+// communicators with the log sent to a file in a private directory, issues
+// every row once, and matches the log's lines to the rows. Nothing of it
+// reaches the user's terminal, and a probe that fails or takes too long
+// only costs the rows their algorithm.
+//
+// Parent and child talk over two pipes (the child's fds 3 and 4) in
+// frames: a type byte, a 4-byte length, the payload. Under a launcher the
+// child's control messages (the NCCL id, group ids, results) go through
+// its parent, which relays them over the world's control connection; every
+// relayed round carries a status byte, so when one rank's probe ends, every
+// parent learns it in the same round and all leave the relay together.
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"collbench/bootstrap"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// Frame types.
+const (
+	frameSpec     = 'S' // parent -> child: the Spec
+	frameData     = 'D' // parent -> child: a relayed round's result
+	frameError    = 'E' // parent -> child: the relay failed
+	frameGather   = 'A' // child -> parent: an all-gather (or a gather)
+	frameGather0  = 'G' // child -> parent: a gather to rank 0
+	frameAbort    = 'X' // child -> parent: the child failed
+	frameClose    = 'C' // child -> parent: done
+	frameResult   = 'R' // child -> parent: the Result
+	frameProgress = 'P' // child -> parent: how far it got (a stage, 4 bytes)
+	maxFrameBytes = 64 << 20
+)
+
+// Spec is what the probe child runs: the plan, cases and groups of the
+// run, one operation per row, and where NCCL is to write its log.
+type Spec struct {
+	Backend string        `json:"backend"`
+	Lib     string        `json:"lib,omitempty"`
+	Ranks   int           `json:"ranks"` // ranks this child opens (single process)
+	Multi   bool          `json:"multi,omitempty"`
+	Rank    int           `json:"rank"`
+	Size    int           `json:"size"`
+	Hosts   []string      `json:"hosts,omitempty"`
+	LocalIP string        `json:"local_ip,omitempty"`
+	Device  int           `json:"device"`
+	Plan    suites.Plan   `json:"plan"`
+	Cases   []suites.Case `json:"cases"`
+	Groups  [][]int       `json:"groups"`
+	LogFile string        `json:"log_file"`
+}
+
+// Choice is one group's algorithm for one row.
+type Choice struct {
+	Row    int                 `json:"row"`
+	Group  int                 `json:"group"`
+	Choice *results.AlgoChoice `json:"choice"`
+}
+
+// Result is what the probe found.
+type Result struct {
+	Choices []Choice `json:"choices"`
+	// Note says why some rows have no choice, "" when all do.
+	Note string `json:"note,omitempty"`
+}
+
+// ByRow indexes the choices: row -> group -> choice.
+func (r *Result) ByRow() map[int]map[int]*results.AlgoChoice {
+	out := map[int]map[int]*results.AlgoChoice{}
+	if r == nil {
+		return out
+	}
+	for _, c := range r.Choices {
+		if out[c.Row] == nil {
+			out[c.Row] = map[int]*results.AlgoChoice{}
+		}
+		out[c.Row][c.Group] = c.Choice
+	}
+	return out
+}
+
+// encodeParts packs a round's parts; nil parts stay nil.
+func encodeParts(parts [][]byte) []byte {
+	var b bytes.Buffer
+	_ = binary.Write(&b, binary.BigEndian, uint32(len(parts)))
+	for _, p := range parts {
+		n := uint32(len(p))
+		if p == nil {
+			n = ^uint32(0)
+		}
+		_ = binary.Write(&b, binary.BigEndian, n)
+		b.Write(p)
+	}
+	return b.Bytes()
+}
+
+func decodeParts(b []byte) ([][]byte, error) {
+	r := bytes.NewReader(b)
+	var k uint32
+	if err := binary.Read(r, binary.BigEndian, &k); err != nil || int(k) > len(b) {
+		return nil, fmt.Errorf("malformed relay reply")
+	}
+	out := make([][]byte, k)
+	for i := range out {
+		var n uint32
+		if err := binary.Read(r, binary.BigEndian, &n); err != nil {
+			return nil, fmt.Errorf("malformed relay reply")
+		}
+		if n == ^uint32(0) {
+			continue
+		}
+		if int(n) > r.Len() {
+			return nil, fmt.Errorf("malformed relay reply")
+		}
+		out[i] = make([]byte, n)
+		_, _ = io.ReadFull(r, out[i])
+	}
+	return out, nil
+}
+
+// tailBuffer keeps the last bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 8<<10 {
+		t.buf = t.buf[len(t.buf)-8<<10:]
+	}
+	return len(p), nil
+}
+
+// lastLine is the last non-empty line written.
+func (t *tailBuffer) lastLine() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return strings.TrimPrefix(strings.TrimSpace(lines[len(lines)-1]), "collbench: ")
+}
+
+// Run starts the child (exe algorithm-probe, with env), relays its
+// control messages over ctl when the world spans processes (ctl nil: one
+// process), and returns rank 0's result (nil on other ranks). The child is
+// killed if it outlives timeout or ctx.
+func Run(ctx context.Context, ctl suites.Control, exe string, env []string, spec Spec, timeout time.Duration) (*Result, error) {
+	toChild, childIn, err := os.Pipe() // child reads toChild (fd 3)
+	if err != nil {
+		return nil, err
+	}
+	fromChild, childOut, err := os.Pipe() // child writes childOut (fd 4)
+	if err != nil {
+		toChild.Close()
+		childIn.Close()
+		return nil, err
+	}
+	defer childIn.Close()
+	defer fromChild.Close()
+	var tail tailBuffer
+	cmd := exec.Command(exe, "algorithm-probe")
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = &tail, &tail
+	cmd.ExtraFiles = []*os.File{toChild, childOut}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		toChild.Close()
+		childOut.Close()
+		return nil, fmt.Errorf("starting it: %v", err)
+	}
+	toChild.Close()
+	childOut.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	kill := func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Process.Kill()
+		}
+	}
+	// Whatever happens, the child does not outlive the probe.
+	defer func() {
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			kill()
+			<-exited
+		}
+	}()
+	deadline := time.Now().Add(timeout)
+	stop := context.AfterFunc(ctx, kill)
+	defer stop()
+	timer := time.AfterFunc(timeout, kill)
+	defer timer.Stop()
+
+	raw, _ := json.Marshal(spec)
+	if err := bootstrap.WriteFrame(childIn, frameSpec, raw); err != nil {
+		return nil, fmt.Errorf("sending it its work: %v", err)
+	}
+	childFailed := func(err error) error {
+		werr := <-exited
+		exited <- werr
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("it took longer than %s and was stopped", timeout.Round(time.Second))
+		case tail.lastLine() != "":
+			return errors.New(tail.lastLine())
+		case werr != nil:
+			return fmt.Errorf("it ended early (%v)", werr)
+		}
+		return err
+	}
+	var result *Result
+	stage := stageStarting
+	for {
+		typ, p, err := bootstrap.ReadFrame(fromChild, maxFrameBytes)
+		if err != nil {
+			// The child ended or was killed.
+			cause := childFailed(fmt.Errorf("it ended without a result"))
+			if ctl != nil {
+				why, rerr := relayEnd(ctl, stage, fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec)))
+				if rerr != nil {
+					return nil, rerr
+				}
+				if why != "" {
+					return nil, fmt.Errorf("the probe ended on %s", why)
+				}
+			}
+			return nil, cause
+		}
+		switch typ {
+		case frameProgress:
+			if len(p) == 4 {
+				stage = int(int32(binary.BigEndian.Uint32(p)))
+			}
+		case frameResult:
+			result = &Result{}
+			if err := json.Unmarshal(p, result); err != nil {
+				return nil, fmt.Errorf("unreadable result: %v", err)
+			}
+			if ctl == nil {
+				return result, nil
+			}
+		case frameGather, frameGather0, frameAbort, frameClose:
+			if ctl == nil {
+				if typ == frameAbort {
+					return nil, errors.New(string(p))
+				}
+				continue
+			}
+			if typ == frameAbort || typ == frameClose {
+				why := "done"
+				if typ == frameAbort {
+					why = fmt.Sprintf("rank %d: %s", ctl.Rank(), p)
+				}
+				cause, err := relayEnd(ctl, stage, why)
+				if err != nil {
+					return nil, err
+				}
+				if cause != "" {
+					return nil, fmt.Errorf("the probe ended on %s", cause)
+				}
+				if ctl.Rank() == 0 {
+					if result == nil {
+						return nil, fmt.Errorf("it ended without a result")
+					}
+					return result, nil
+				}
+				return nil, nil
+			}
+			parts, ended, err := relayRound(ctl, p)
+			if err != nil {
+				return nil, err
+			}
+			if ended != "" {
+				_ = bootstrap.WriteFrame(childIn, frameError, []byte("the probe ended on "+ended))
+				if ended == "done" {
+					ended = "another rank finished first"
+				}
+				return nil, fmt.Errorf("the probe ended on %s", ended)
+			}
+			if typ == frameGather0 && ctl.Rank() != 0 {
+				parts = nil
+			}
+			if err := bootstrap.WriteFrame(childIn, frameData, encodeParts(parts)); err != nil {
+				return nil, childFailed(fmt.Errorf("it stopped reading"))
+			}
+		default:
+			return nil, fmt.Errorf("unknown message %q from it", typ)
+		}
+	}
+}
+
+// relayRound relays one control round for the child: every parent
+// contributes a status byte and its child's data. It returns the children's
+// data, or why the probe ended somewhere ("done" when a child finished).
+func relayRound(ctl suites.Control, data []byte) ([][]byte, string, error) {
+	all, err := ctl.AllGather(append([]byte{0}, data...))
+	if err != nil {
+		return nil, "", err
+	}
+	parts := make([][]byte, len(all))
+	for r, a := range all {
+		if len(a) == 0 || a[0] != 0 {
+			why := "rank " + fmt.Sprint(r)
+			if len(a) > 5 {
+				why = string(a[5:])
+			}
+			return nil, why, nil
+		}
+		parts[r] = a[1:]
+	}
+	return parts, "", nil
+}
+
+// Probe stages: before the communicators are open, open but before the
+// first row, then the row being issued (0, 1, ...).
+const (
+	stageStarting = -2
+	stageOpen     = -1
+)
+
+func describeStage(stage int, spec Spec) string {
+	switch {
+	case stage == stageStarting:
+		return "while opening its communicators"
+	case stage == stageOpen:
+		return "before its first operation"
+	}
+	total := len(spec.Cases) * len(spec.Plan.Sizes)
+	if len(spec.Plan.Sizes) == 0 || stage >= total {
+		return fmt.Sprintf("at row %d", stage+1)
+	}
+	c := spec.Cases[stage/len(spec.Plan.Sizes)]
+	return fmt.Sprintf("at row %d of %d, %s %s", stage+1, total, c.Coll, suites.FormatBytes(spec.Plan.Sizes[stage%len(spec.Plan.Sizes)]))
+}
+
+// relayEnd is this parent's last round: its child ended at stage, for why.
+// It returns the probe's cause across the world: the first rank whose child
+// ended for a reason of its own; if every child was stopped for taking too
+// long, the one that got least far (the others were waiting for it).
+func relayEnd(ctl suites.Control, stage int, why string) (string, error) {
+	msg := make([]byte, 5, 5+len(why))
+	msg[0] = 1
+	binary.BigEndian.PutUint32(msg[1:], uint32(int32(stage)))
+	all, err := ctl.AllGather(append(msg, why...))
+	if err != nil {
+		return "", err
+	}
+	own, slowest, least := "", "", 0
+	for _, a := range all {
+		if len(a) < 5 || a[0] != 1 {
+			continue
+		}
+		st, w := int(int32(binary.BigEndian.Uint32(a[1:5]))), string(a[5:])
+		if w == "done" {
+			continue
+		}
+		if !strings.Contains(w, "took longer") {
+			if own == "" {
+				own = w
+			}
+			continue
+		}
+		if slowest == "" || st < least {
+			slowest, least = w, st
+		}
+	}
+	if own != "" {
+		return own, nil
+	}
+	return slowest, nil
+}
