@@ -1,0 +1,247 @@
+package bootstrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// read delivers one peer's frames and turns a lost connection into a fault
+// of the world.
+func (t *TCP) read(p *peer) {
+	r := bufio.NewReader(p.conn)
+	for {
+		typ, payload, err := readFrame(r, maxFrame)
+		if err != nil {
+			select {
+			case <-t.closing:
+				// Leaving: a disconnect is expected, but still wakes a
+				// caller waiting in the final barrier.
+				t.lostOnce.Do(func() { t.lostErr <- fmt.Errorf("rank %d left", p.rank) })
+				return
+			default:
+			}
+			t.lost(&PeerError{Kind: FaultDisconnected, Rank: p.rank, Host: t.hosts[p.rank],
+				Msg: fmt.Sprintf("%s disconnected: it exited, was killed, or its host failed", t.who(p.rank))})
+			return
+		}
+		t.seen[p.rank].Store(time.Now().UnixNano())
+		switch typ {
+		case frameData:
+			p.q.push(payload)
+		case frameBeat:
+			if t.rank == 0 {
+				t.statusMu.Lock()
+				t.peerStatus[p.rank] = payload
+				t.statusMu.Unlock()
+			}
+		case frameAbort:
+			var pe PeerError
+			if json.Unmarshal(payload, &pe) != nil || pe.Msg == "" {
+				pe = PeerError{Kind: FaultFailed, Rank: p.rank, Msg: string(payload)}
+			}
+			t.lost(&pe)
+			return
+		}
+	}
+}
+
+// beat sends heartbeats and names a process that went silent: rank 0
+// watches every rank, the others watch rank 0.
+func (t *TCP) beat() {
+	tick := time.NewTicker(t.beatEvery)
+	defer tick.Stop()
+	// A machine so loaded that this process itself runs late must not read
+	// as a silent peer: the time this loop could not run is added to the
+	// bound (lag, the longest stall of this loop within the last silence
+	// period), and a peer on this machine that is alive and not stopped
+	// gets up to two more silence periods (extended) before it is named.
+	last := time.Now()
+	var lag time.Duration
+	var lagAt time.Time
+	extended := map[int]bool{}
+	for {
+		select {
+		case <-t.stopBeat:
+			return
+		case <-tick.C:
+		}
+		if now := time.Now(); now.Sub(last) > 2*t.beatEvery {
+			lag, lagAt = max(lag, now.Sub(last)-t.beatEvery), now
+		} else if now.Sub(lagAt) > t.silence {
+			lag = 0
+		}
+		last = time.Now()
+		var payload []byte
+		if f, ok := t.status.Load().(func() []byte); ok && f != nil {
+			payload = f()
+		}
+		for _, p := range t.peers {
+			if p != nil && time.Now().UnixNano() >= t.quietUntil.Load() {
+				// A failed write shows up as a lost connection or silence.
+				_ = p.send(frameBeat, payload, t.silence)
+			}
+		}
+		now := time.Now()
+		for _, p := range t.peers {
+			if p == nil {
+				continue
+			}
+			quiet := now.Sub(time.Unix(0, t.seen[p.rank].Load()))
+			if quiet > t.silence+lag {
+				select {
+				case <-t.closing:
+					return
+				default:
+				}
+				if !silentPast(quiet, t.silence, lag, t.runsHere(p.rank)) {
+					if !extended[p.rank] {
+						extended[p.rank] = true
+						if t.loadNote != nil {
+							t.loadNote(p.rank, quiet)
+						}
+					}
+					continue
+				}
+				t.lost(&PeerError{Kind: FaultSilent, Rank: p.rank, Host: t.hosts[p.rank],
+					Msg: fmt.Sprintf("%s stopped answering: not heard from for %v (stopped, frozen or cut off from the network)",
+						t.who(p.rank), quiet.Round(time.Second))})
+				return
+			}
+		}
+	}
+}
+
+// silentPast decides whether a peer unheard for quiet is named silent:
+// past the bound plus this process's own recent stall (lag), and, for a
+// peer that runs on this machine, alive and not stopped, past three bounds.
+func silentPast(quiet, silence, lag time.Duration, runsHere bool) bool {
+	if runsHere {
+		return quiet > 3*silence+lag
+	}
+	return quiet > silence+lag
+}
+
+// runsHere says whether rank r's process is a collbench on this machine
+// that is alive and not stopped: silent because the machine is loaded, not
+// because it stopped or died.
+func (t *TCP) runsHere(r int) bool {
+	if r < 0 || r >= len(t.pids) || t.pids[r] <= 0 {
+		return false
+	}
+	pid := t.pids[r]
+	mine, err1 := os.Executable()
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err1 != nil || err2 != nil || filepath.Clean(mine) != filepath.Clean(theirs) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: T and t are
+	// stopped, Z and X dead.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	switch stat[i+2] {
+	case 'R', 'S', 'D':
+		return true
+	}
+	return false
+}
+
+// OnLoadedPeer sets a function told once per rank when a rank on this
+// machine was silent past the bound but alive and running, so its naming
+// was put off (the machine is loaded).
+func (t *TCP) OnLoadedPeer(f func(rank int, quiet time.Duration)) { t.loadNote = f }
+
+// SetStatus sets what this process's heartbeats carry (its progress).
+func (t *TCP) SetStatus(f func() []byte) { t.status.Store(f) }
+
+// PeerStatus returns, on rank 0, the last heartbeat payload of rank r and
+// when rank r was last heard from.
+func (t *TCP) PeerStatus(r int) ([]byte, time.Time) {
+	t.statusMu.Lock()
+	defer t.statusMu.Unlock()
+	return t.peerStatus[r], time.Unix(0, t.seen[r].Load())
+}
+
+// lost records the first fault, tells every other process (rank 0 relays)
+// and calls the handler.
+func (t *TCP) lost(err error) {
+	t.lostOnce.Do(func() {
+		pe := asPeerError(err)
+		// Tell the others before waking this process's own callers, which
+		// may exit at once; a stopped peer must not hold this up.
+		if t.rank == 0 && pe != nil {
+			b, _ := json.Marshal(pe)
+			var wg sync.WaitGroup
+			gone := pe.Kind == FaultDisconnected || pe.Kind == FaultSilent
+			for _, p := range t.peers {
+				// A hung rank is told too, so it stops; a gone one cannot be.
+				if p != nil && !(gone && p.rank == pe.Rank) {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_ = p.send(frameAbort, b, 2*time.Second)
+					}()
+				}
+			}
+			wg.Wait()
+		}
+		t.lostErr <- err
+		t.mu.Lock()
+		h := t.onLost
+		t.mu.Unlock()
+		if h != nil {
+			h(err)
+		}
+	})
+}
+
+func asPeerError(err error) *PeerError {
+	var pe *PeerError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
+}
+
+// Abort reports a fault to every process of the world: a *PeerError (a
+// verdict about another rank) travels as it is; any other error is this
+// process's own failure.
+func (t *TCP) Abort(cause error) {
+	pe := asPeerError(cause)
+	if pe == nil {
+		kind := FaultFailed
+		if errors.Is(cause, context.Canceled) {
+			kind = FaultInterrupted
+		}
+		pe = &PeerError{Kind: kind, Rank: t.rank, Host: t.hosts[t.rank], Msg: fmt.Sprintf("rank %d (%s) failed: %v", t.rank, t.hosts[t.rank], cause)}
+		if kind == FaultInterrupted {
+			pe.Msg = fmt.Sprintf("rank %d (%s) was interrupted", t.rank, t.hosts[t.rank])
+		}
+	}
+	if t.rank != 0 {
+		b, _ := json.Marshal(pe)
+		_ = t.peers[0].send(frameAbort, b, 2*time.Second)
+	}
+	t.lost(pe)
+}
+
+// OnPeerLost sets the function called once when a process of the world
+// disconnects, goes silent, or a fault is reported.
+func (t *TCP) OnPeerLost(f func(error)) {
+	t.mu.Lock()
+	t.onLost = f
+	t.mu.Unlock()
+}

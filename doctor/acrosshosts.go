@@ -1,0 +1,461 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"collbench/suites"
+)
+
+// hostResult is what rank 0 decides about the hosts after a round.
+type hostResult struct {
+	Suspects []int     `json:"suspects"`
+	Healthy  []int     `json:"healthy"`
+	Slow     [][2]int  `json:"slow"`  // host pairs that were slow
+	Cross    []crossID `json:"cross"` // slow GPU pairs across hosts
+	CrossWhy []string  `json:"cross_why"`
+	Peers    []float64 `json:"cross_peer"`
+}
+
+// crossID names a pair of ranks on two hosts: host indexes and local ranks.
+type crossID struct {
+	HA int `json:"ha"`
+	HB int `json:"hb"`
+	LA int `json:"la"`
+	LB int `json:"lb"`
+}
+
+// CrossRounds schedules every pair of ka local ranks on one host with kb on
+// another into rounds of disjoint pairs, max(ka, kb) rounds in all. Round s
+// pairs local rank l of the smaller side with l+s (mod the larger side's
+// count) of the other; round 0 holds the rails (the same local rank on
+// both hosts). Every pair [la, lb] appears exactly once.
+func CrossRounds(ka, kb int) [][][2]int {
+	if ka < 1 || kb < 1 {
+		return nil
+	}
+	small, big := ka, kb
+	if ka > kb {
+		small, big = kb, ka
+	}
+	rounds := make([][][2]int, big)
+	for s := 0; s < big; s++ {
+		for l := 0; l < small; l++ {
+			p := [2]int{l, (l + s) % big}
+			if ka > kb {
+				p = [2]int{p[1], p[0]}
+			}
+			rounds[s] = append(rounds[s], p)
+		}
+	}
+	return rounds
+}
+
+// acrossHosts pairs hosts once (every host measured with a partner), then
+// pairs only the suspects with hosts already seen healthy: a host slow with
+// two different partners is the culprit; a pair slow only together is the
+// link between them. Within each pair of hosts every GPU of one is measured
+// with every GPU of the other (the rails and every other cross pair, as
+// alltoall uses them), so a bad cable or switch port seen by only some GPU
+// pairs is found. The rounds are bounded by the GPUs per host, whatever the
+// number of hosts.
+func (d *doc) acrossHosts() error {
+	nh := len(d.hostList)
+	if nh < 2 {
+		return nil
+	}
+	rounds := HostRounds(nh)
+	if d.o.Quick {
+		rounds = rounds[:1]
+	}
+	ran := map[[2]int]bool{}
+	var seenPairs []HostPairFigure
+	var cross []crossFig
+	step := 0
+	for _, round := range rounds {
+		hp, cf, err := d.measureHostPairs(round, &step)
+		if err != nil {
+			return err
+		}
+		seenPairs, cross = append(seenPairs, hp...), append(cross, cf...)
+		for _, p := range round {
+			ran[pairKey(p[0], p[1])] = true
+		}
+	}
+	// Rank 0 triages; the others follow its list of hosts to pair again.
+	var res hostResult
+	var slowWith map[int]map[int]bool
+	var fine map[int]bool
+	// Host pairs whose slowness a slow GPU pair across them explains (known
+	// once those are confirmed): the more specific part is named, and the
+	// two hosts count as fine with each other.
+	explained := map[[2]int]bool{}
+	triage := func() {
+		res = d.judgeHosts(seenPairs, cross)
+		slowWith, fine = map[int]map[int]bool{}, map[int]bool{}
+		res.Slow = slices.DeleteFunc(res.Slow, func(p [2]int) bool {
+			if explained[pairKey(p[0], p[1])] {
+				fine[p[0]], fine[p[1]] = true, true
+				return true
+			}
+			return false
+		})
+		for _, p := range res.Slow {
+			for _, x := range [][2]int{{p[0], p[1]}, {p[1], p[0]}} {
+				if slowWith[x[0]] == nil {
+					slowWith[x[0]] = map[int]bool{}
+				}
+				slowWith[x[0]][x[1]] = true
+			}
+		}
+		for _, h := range res.Healthy {
+			fine[h] = true
+		}
+		_, res.Suspects = Triage(nh, slowWith, fine)
+	}
+	if d.rank0 {
+		triage()
+	}
+	if err := d.agree(&res); err != nil {
+		return err
+	}
+	if !d.o.Quick && len(res.Suspects) > 0 && len(res.Healthy) > 0 {
+		for _, round := range Repair(res.Suspects, res.Healthy, func(a, b int) bool { return ran[pairKey(a, b)] }) {
+			hp, cf, err := d.measureHostPairs(round, &step)
+			if err != nil {
+				return err
+			}
+			seenPairs, cross = append(seenPairs, hp...), append(cross, cf...)
+		}
+		if d.rank0 {
+			triage()
+		}
+		if err := d.agree(&res); err != nil {
+			return err
+		}
+	}
+	// Measure slow cross pairs again, only them, in rounds of disjoint
+	// pairs; one attempt that is not slow clears a pair. A pair with a rank
+	// already found slow alone is explained by it.
+	var ids []crossID
+	var why []string
+	var peers []float64
+	for i, c := range res.Cross {
+		_, a := d.slowRanks[d.crossRank(c, 0)]
+		_, b := d.slowRanks[d.crossRank(c, 1)]
+		if !a && !b {
+			ids, why, peers = append(ids, c), append(why, res.CrossWhy[i]), append(peers, res.Peers[i])
+		}
+	}
+	for attempt := 0; attempt < confirmAttempts && len(ids) > 0; attempt++ {
+		var again [][]int // indexes into ids, per round of disjoint pairs
+		var placed [][][2]int
+		for i, c := range ids {
+			p := [2]int{d.crossRank(c, 0), d.crossRank(c, 1)}
+			k := 0
+			for k < len(placed) && touches(placed[k], p) {
+				k++
+			}
+			if k == len(placed) {
+				placed, again = append(placed, nil), append(again, nil)
+			}
+			placed[k], again[k] = append(placed[k], p), append(again[k], i)
+		}
+		slow := make([]bool, len(ids))
+		for k, round := range placed {
+			groups := make([][]int, len(round))
+			for i, p := range round {
+				groups[i] = []int{p[0], p[1]}
+			}
+			l := d.layout(groups)
+			hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
+			if err != nil {
+				return err
+			}
+			d.step("host", step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", bytesName(d.o.BWSize)))
+			step++
+			if d.rank0 {
+				for gi, i := range again[k] {
+					drop := d.o.Thresholds.For(crossClass(ids[i])).Drop
+					if h := hs[0][gi]; h != nil && h.BusBW < peers[i]*(1-drop) {
+						slow[i] = true
+					}
+				}
+			}
+		}
+		type kept struct {
+			IDs   []crossID `json:"c"`
+			Why   []string  `json:"w"`
+			Peers []float64 `json:"p"`
+		}
+		var k kept
+		if d.rank0 {
+			for i := range ids {
+				if slow[i] {
+					k.IDs, k.Why, k.Peers = append(k.IDs, ids[i]), append(k.Why, why[i]), append(k.Peers, peers[i])
+				}
+			}
+		}
+		if err := d.agree(&k); err != nil {
+			return err
+		}
+		ids, why, peers = k.IDs, k.Why, k.Peers
+	}
+	if !d.rank0 {
+		return nil
+	}
+	for _, c := range ids {
+		explained[pairKey(c.HA, c.HB)] = true
+	}
+	triage()
+	// Name hosts slow with two different partners; otherwise the link.
+	culprits, _ := Triage(nh, slowWith, fine)
+	named := map[int]bool{}
+	for _, h := range culprits {
+		named[h] = true
+		ps := sortedKeys(slowWith[h])
+		var names []string
+		for _, p := range ps {
+			names = append(names, d.hostList[p])
+		}
+		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + d.hostList[h],
+			Host: d.hostList[h], Msg: fmt.Sprintf("slow with %d different partner hosts (%s)", len(ps), strings.Join(names, ", ")),
+			Cause: "this host's network path (NICs, cables, switch ports) or its GPUs"})
+	}
+	for _, p := range res.Slow {
+		if named[p[0]] || named[p[1]] {
+			continue
+		}
+		a, b := d.hostList[p[0]], d.hostList[p[1]]
+		msg := "slow together, each fine with another partner"
+		if !fine[p[0]] || !fine[p[1]] {
+			msg = "slow together; no other partner was left to tell the host from the link"
+		}
+		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host-link", Part: "hosts " + a + " ↔ " + b,
+			Msg: msg, Cause: "the network path between these hosts"})
+	}
+	d.nameCross(ids, why, peers, cross, named)
+	return nil
+}
+
+// crossRank is the world rank of one side (0 or 1) of a cross pair.
+func (d *doc) crossRank(c crossID, side int) int {
+	if side == 0 {
+		return d.members[d.hostList[c.HA]][c.LA]
+	}
+	return d.members[d.hostList[c.HB]][c.LB]
+}
+
+// nameCross turns the confirmed slow pairs across hosts into findings. A
+// rank slow with more than half of the partners it met on other hosts (two
+// at least) is named by its own network path (its NIC, cable, switch port);
+// the rest are named as the path between the two GPUs: a rail, or a cross
+// pair of different local ranks.
+func (d *doc) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) {
+	met, slowWith := map[int]map[int]bool{}, map[int]map[int]bool{}
+	add := func(m map[int]map[int]bool, a, b int) {
+		if m[a] == nil {
+			m[a] = map[int]bool{}
+		}
+		m[a][b] = true
+	}
+	for _, c := range all {
+		add(met, c.A, c.B)
+		add(met, c.B, c.A)
+	}
+	for _, c := range ids {
+		a, b := d.crossRank(c, 0), d.crossRank(c, 1)
+		add(slowWith, a, b)
+		add(slowWith, b, a)
+	}
+	nic := map[int]bool{}
+	for _, r := range sortedKeys(slowWith) {
+		if n := len(slowWith[r]); n >= 2 && 2*n > len(met[r]) {
+			nic[r] = true
+			partners := sortedKeys(slowWith[r])
+			var names []string
+			for _, p := range partners {
+				names = append(names, fmt.Sprint(p))
+			}
+			d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-nic", Part: d.o.Who(r) + " network path",
+				Host: d.host(r), Ranks: []int{r},
+				Msg:   fmt.Sprintf("slow with %d of the %d ranks it met on other hosts (ranks %s), fine alone and within its host", n, len(met[r]), strings.Join(names, ", ")),
+				Cause: "this GPU's NIC, cable or switch port"})
+		}
+	}
+	for i, c := range ids {
+		if namedHosts[c.HA] || namedHosts[c.HB] {
+			continue
+		}
+		a, b := d.crossRank(c, 0), d.crossRank(c, 1)
+		if nic[a] || nic[b] {
+			continue
+		}
+		f := Finding{Severity: "FAIL", Stage: "host", Ranks: []int{a, b}, Msg: why[i], Peers: peers[i], Unit: "GB/s"}
+		if c.LA == c.LB {
+			f.Kind, f.Part, f.Cause = "slow-rail", fmt.Sprintf("rail %d: %s ↔ %s", c.LA, d.o.Who(a), d.o.Who(b)), "the NIC, cable or switch port of this rail"
+		} else {
+			f.Kind, f.Part = "slow-cross-link", fmt.Sprintf("%s ↔ %s", d.o.Who(a), d.o.Who(b))
+			f.Cause = fmt.Sprintf("the path between local rank %d of %s and local rank %d of %s (a cable or switch port that only their traffic crosses)",
+				c.LA, d.hostList[c.HA], c.LB, d.hostList[c.HB])
+		}
+		d.found = append(d.found, f)
+	}
+}
+
+// crossFig is one pair across hosts as measured (every process has the
+// ranks; rank 0 the figure).
+type crossFig struct {
+	crossID
+	A, B int // world ranks
+	Both float64
+}
+
+// measureHostPairs measures, for each host pair of round, every pair of
+// ranks across the two hosts, in rounds of disjoint pairs (CrossRounds: the
+// rails first), all host pairs at once, and an allreduce over both hosts'
+// ranks. step numbers the plan's rounds and advances.
+func (d *doc) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []crossFig, error) {
+	var shifts [][]crossFig
+	var unions [][]int
+	for _, p := range round {
+		ma, mb := d.members[d.hostList[p[0]]], d.members[d.hostList[p[1]]]
+		for s, pairs := range CrossRounds(len(ma), len(mb)) {
+			for len(shifts) <= s {
+				shifts = append(shifts, nil)
+			}
+			for _, l := range pairs {
+				shifts[s] = append(shifts[s], crossFig{crossID: crossID{HA: p[0], HB: p[1], LA: l[0], LB: l[1]}, A: ma[l[0]], B: mb[l[1]]})
+			}
+		}
+		unions = append(unions, append(append([]int(nil), ma...), mb...))
+	}
+	var cross []crossFig
+	for s, figs := range shifts {
+		groups := make([][]int, len(figs))
+		for i, f := range figs {
+			groups[i] = []int{f.A, f.B}
+		}
+		l := d.layout(groups)
+		hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
+		if err != nil {
+			return nil, nil, err
+		}
+		what := "rails"
+		if s > 0 {
+			what = fmt.Sprintf("local rank l with l+%d on the other host", s)
+		}
+		d.step("host", *step, l, fmt.Sprintf("%s: sendrecv both ways at %s", what, bytesName(d.o.BWSize)))
+		*step++
+		for i := range figs {
+			if h := hs[0][i]; h != nil {
+				figs[i].Both = h.BusBW
+			}
+		}
+		cross = append(cross, figs...)
+	}
+	lu := d.layout(unions)
+	hu, err := d.measureSplit(lu, suites.AllReduce, []int64{d.o.BWSize}, "host")
+	if err != nil {
+		return nil, nil, err
+	}
+	d.step("host", *step, lu, fmt.Sprintf("host pairs: allreduce at %s", bytesName(d.o.BWSize)))
+	*step++
+	var out []HostPairFigure
+	if d.rank0 {
+		for _, c := range cross {
+			d.rep.Cross = append(d.rep.Cross, CrossFigure{HostA: d.hostList[c.HA], HostB: d.hostList[c.HB], A: c.A, B: c.B, LocalA: c.LA, LocalB: c.LB, Both: c.Both})
+		}
+		for i, p := range round {
+			f := HostPairFigure{A: d.hostList[p[0]], B: d.hostList[p[1]], Round: *step - 1}
+			if h := hu[0][i]; h != nil {
+				f.BusBW = h.BusBW
+			}
+			d.rep.HostPair = append(d.rep.HostPair, f)
+			out = append(out, f)
+		}
+	}
+	return out, cross, nil
+}
+
+// crossClass is the link class of a pair across hosts: "rail" for the same
+// local rank on both hosts, "cross-rail" for the rest (in a rail-optimised
+// fabric those cross a spine or another GPU's NIC, and are their own peers).
+func crossClass(c crossID) string {
+	if c.LA == c.LB {
+		return "rail"
+	}
+	return "cross-rail"
+}
+
+// judgeHosts finds slow host pairs and slow GPU pairs across hosts among
+// everything measured.
+func (d *doc) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
+	idx := map[string]int{}
+	for i, h := range d.hostList {
+		idx[h] = i
+	}
+	peak := d.nicPeak()
+	var ss []sample
+	for _, p := range pairs {
+		ss = append(ss, sample{Key: p.A + "|" + p.B, Class: "host-pair", Value: p.BusBW, Expected: peak})
+	}
+	var res hostResult
+	slow, fine := map[int]bool{}, map[int]bool{}
+	flagged := map[string]bool{}
+	for _, s := range judge(ss, d.o.Thresholds) {
+		a, b, _ := strings.Cut(s.Key, "|")
+		res.Slow = append(res.Slow, [2]int{idx[a], idx[b]})
+		slow[idx[a]], slow[idx[b]] = true, true
+		flagged[s.Key] = true
+	}
+	for _, p := range pairs {
+		if !flagged[p.A+"|"+p.B] {
+			fine[idx[p.A]], fine[idx[p.B]] = true, true
+		}
+	}
+	var cs []sample
+	byKey := map[string]crossID{}
+	for _, c := range cross {
+		key := fmt.Sprintf("%d|%d|%d|%d", c.HA, c.HB, c.LA, c.LB)
+		byKey[key] = c.crossID
+		cs = append(cs, sample{Key: key, Class: crossClass(c.crossID), Value: c.Both, Expected: peak})
+	}
+	for _, s := range judge(cs, d.o.Thresholds) {
+		res.Cross = append(res.Cross, byKey[s.Key])
+		others := "the other rails"
+		if s.Class != "rail" {
+			others = "the other pairs of different local ranks across hosts"
+		}
+		res.CrossWhy = append(res.CrossWhy, fmt.Sprintf("%s GB/s both ways, %s %s GB/s%s", gb(s.Value), others, gb(s.Peers), drop(s.Value, s.Peers)))
+		res.Peers = append(res.Peers, s.Peers)
+	}
+	// A host seen fine with one partner is cleared; one only seen slow is a
+	// suspect, paired next with a host already seen fine.
+	for h := range d.hostList {
+		switch {
+		case fine[h]:
+			res.Healthy = append(res.Healthy, h)
+		case slow[h]:
+			res.Suspects = append(res.Suspects, h)
+		}
+	}
+	return res
+}
+
+// nicPeak is the slowest active InfiniBand/RoCE port's rate in GB/s over
+// every host's facts, 0 when unknown.
+func (d *doc) nicPeak() float64 {
+	peak := 0.0
+	for _, f := range d.o.Facts {
+		for _, n := range f.NICs {
+			if n.Kind != "ethernet" && n.RateGbps > 0 && strings.EqualFold(n.State, "ACTIVE") {
+				if r := n.RateGbps / 8; peak == 0 || r < peak {
+					peak = r
+				}
+			}
+		}
+	}
+	return peak
+}

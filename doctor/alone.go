@@ -1,0 +1,193 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"collbench/dtype"
+	"collbench/suites"
+)
+
+// alone measures every GPU by itself, all at once: a device-to-device copy
+// (an out-of-place broadcast in a communicator of one) and the fill
+// kernel as a compute probe.
+func (d *doc) alone() error {
+	singles := make([][]int, d.n)
+	for r := range singles {
+		singles[r] = []int{r}
+	}
+	l := suites.Layout{Spec: "singletons", Groups: singles}
+	run := func(round int) (map[int]GPUFigure, error) {
+		gw, done, err := d.split(l)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		hs, err := d.measure(l, gw, suites.Broadcast, []int64{d.o.CopySize}, "gpu")
+		if err != nil {
+			return nil, err
+		}
+		fills, err := d.fillProbe(gw)
+		if err != nil {
+			return nil, err
+		}
+		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and the fill kernel", bytesName(d.o.CopySize), Unit(d.o.Backend)))
+		out := map[int]GPUFigure{}
+		for r := 0; r < d.n; r++ {
+			g := GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r]}
+			if r < len(d.o.Devices) {
+				g.BusID = d.o.Devices[r].BusID
+			}
+			if h := hs[0][r]; h != nil {
+				g.CopyGBps = h.AlgBW
+			}
+			out[r] = g
+		}
+		return out, nil
+	}
+	figs, err := run(0)
+	if err != nil {
+		return err
+	}
+	var sus []suspect
+	if d.rank0 {
+		for r := 0; r < d.n; r++ {
+			d.rep.GPUs = append(d.rep.GPUs, figs[r])
+		}
+		sus = d.judgeAlone(figs)
+	}
+	if err := d.agree(&sus); err != nil {
+		return err
+	}
+	// Measure the suspects again before naming them: a suspect that is not
+	// slow in one of the attempts is cleared (a faulty part never is fast).
+	for attempt := 1; attempt <= confirmAttempts && len(sus) > 0; attempt++ {
+		again, err := run(attempt)
+		if err != nil {
+			return err
+		}
+		var still []suspect
+		if d.rank0 {
+			slow := map[string]bool{}
+			for _, s := range d.judgeAlone(again) {
+				slow[s.Key] = true
+			}
+			for _, s := range sus {
+				if slow[s.Key] {
+					still = append(still, s)
+				}
+			}
+		}
+		if err := d.agree(&still); err != nil {
+			return err
+		}
+		sus = still
+	}
+	for _, s := range sus {
+		var r int
+		fmt.Sscanf(s.Key, "rank %d", &r)
+		d.slowRanks[r] = s
+	}
+	return nil
+}
+
+// confirmAttempts is how often a suspect is measured again before it is
+// named; one attempt that is not slow clears it.
+const confirmAttempts = 3
+
+func (d *doc) judgeAlone(figs map[int]GPUFigure) []suspect {
+	var copies, fills []sample
+	for r := 0; r < d.n; r++ {
+		class := "gpu:" + d.deviceName(r)
+		copies = append(copies, sample{Key: fmt.Sprintf("rank %d", r), Class: class, Value: figs[r].CopyGBps})
+		fills = append(fills, sample{Key: fmt.Sprintf("rank %d", r), Class: class, Value: figs[r].FillGelem})
+	}
+	th := d.o.Thresholds
+	var out []suspect
+	seen := map[string]bool{}
+	for _, s := range judge(copies, th) {
+		s.Why = fmt.Sprintf("copies at %s GB/s, its peers %s GB/s", gb(s.Value), gb(s.Peers))
+		out = append(out, s)
+		seen[s.Key] = true
+	}
+	for _, s := range judge(fills, th) {
+		if !seen[s.Key] {
+			s.Why = fmt.Sprintf("fills at %s Gelem/s, its peers %s Gelem/s", gb(s.Value), gb(s.Peers))
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fillProbe times the fill kernel on every rank and returns 1e9 elements/s
+// by world rank (on rank 0).
+func (d *doc) fillProbe(gw suites.World) (map[int]float64, error) {
+	count := d.o.CopySize / 4
+	times := map[int]float64{}
+	type res struct {
+		Rank int     `json:"r"`
+		Sec  float64 `json:"s"`
+	}
+	var mine []res
+	ch := make(chan res, len(gw.Ranks()))
+	err := gw.Run(func(r suites.Rank) error {
+		b, err := r.Alloc(d.o.CopySize)
+		if err != nil {
+			return err
+		}
+		defer r.Free(b)
+		p := suites.Pattern{DType: dtype.Float32, Domain: suites.DomainFor(suites.AllReduce, dtype.Float32, suites.Sum, 1), Seed: 7, Ranks: 1}
+		if err := r.Fill(suites.View{Buf: b}, count, p); err != nil { // the first fill loads the kernel
+			return err
+		}
+		if err := r.Sync(); err != nil {
+			return err
+		}
+		best := 0.0
+		for k := 0; k < 3; k++ { // the best of three, as for every figure
+			t0 := time.Now()
+			if err := r.Fill(suites.View{Buf: b}, count, p); err != nil {
+				return err
+			}
+			if err := r.Sync(); err != nil {
+				return err
+			}
+			if s := time.Since(t0).Seconds(); best == 0 || s < best {
+				best = s
+			}
+		}
+		ch <- res{r.WorldRank(), best}
+		return nil
+	})
+	close(ch)
+	if err != nil {
+		return nil, err
+	}
+	for x := range ch {
+		mine = append(mine, x)
+	}
+	all := [][]res{mine}
+	if d.ctl != nil {
+		b, _ := json.Marshal(mine)
+		parts, err := d.ctl.Gather(b)
+		if err != nil {
+			return nil, err
+		}
+		all = nil
+		for _, p := range parts {
+			var rs []res
+			if json.Unmarshal(p, &rs) == nil {
+				all = append(all, rs)
+			}
+		}
+	}
+	for _, rs := range all {
+		for _, x := range rs {
+			if x.Sec > 0 {
+				times[x.Rank] = float64(count) / x.Sec / 1e9
+			}
+		}
+	}
+	return times, nil
+}

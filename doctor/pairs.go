@@ -1,0 +1,274 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+
+	"collbench/results"
+	"collbench/suites"
+)
+
+// pairKey orders a pair.
+func pairKey(a, b int) [2]int {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]int{a, b}
+}
+
+// pairs measures every pair of GPUs within each host, in rounds of
+// disjoint pairs (all hosts at once): one way each direction, both ways at
+// once, at the bandwidth size and the latency size.
+func (d *doc) pairs() error {
+	var rounds [][][2]int
+	for _, h := range d.hostList {
+		m := d.members[h]
+		for k, round := range PairRounds(len(m)) {
+			for len(rounds) <= k {
+				rounds = append(rounds, nil)
+			}
+			for _, p := range round {
+				rounds[k] = append(rounds[k], [2]int{m[p[0]], m[p[1]]})
+			}
+		}
+	}
+	if len(rounds) == 0 {
+		return nil
+	}
+	if d.o.Quick {
+		rounds = rounds[:1]
+	}
+	figs := map[[2]int]PairFigure{}
+	for k, pairs := range rounds {
+		got, err := d.measurePairs(pairs, "pair", k)
+		if err != nil {
+			return err
+		}
+		for key, f := range got {
+			figs[key] = f
+		}
+	}
+	var sus []suspect
+	if d.rank0 {
+		for _, f := range figs {
+			d.rep.Pairs = append(d.rep.Pairs, f)
+		}
+		slices.SortFunc(d.rep.Pairs, func(a, b PairFigure) int {
+			if a.A != b.A {
+				return a.A - b.A
+			}
+			return a.B - b.B
+		})
+		sus = d.judgePairs(figs)
+	}
+	if err := d.agree(&sus); err != nil {
+		return err
+	}
+	if len(sus) == 0 {
+		return nil
+	}
+	// A pair with a rank already found slow alone is explained by it.
+	sus = slices.DeleteFunc(sus, func(s suspect) bool {
+		p := parsePair(s.Key)
+		_, a := d.slowRanks[p[0]]
+		_, b := d.slowRanks[p[1]]
+		return a || b
+	})
+	// Measure the suspects again, only them, in rounds of disjoint pairs;
+	// one attempt that is not slow clears a suspect.
+	for attempt := 0; attempt < confirmAttempts && len(sus) > 0; attempt++ {
+		var again [][][2]int
+		for _, s := range sus {
+			p := parsePair(s.Key)
+			placed := false
+			for i := range again {
+				if !touches(again[i], p) {
+					again[i] = append(again[i], p)
+					placed = true
+					break
+				}
+			}
+			if !placed {
+				again = append(again, [][2]int{p})
+			}
+		}
+		re := map[[2]int]PairFigure{}
+		for k, pairs := range again {
+			got, err := d.measurePairs(pairs, "pair", len(rounds)+attempt*len(again)+k)
+			if err != nil {
+				return err
+			}
+			for key, f := range got {
+				re[key] = f
+			}
+		}
+		var still []suspect
+		if d.rank0 {
+			for _, s := range sus {
+				f, ok := re[parsePair(s.Key)]
+				if !ok {
+					continue
+				}
+				r := d.o.Thresholds.For(f.Class)
+				v := f.metric(s.Metric)
+				if v < s.Peers*(1-r.Drop) || (f.Expected > 0 && r.PeakFraction > 0 && v < r.PeakFraction*f.Expected) {
+					still = append(still, s)
+				}
+			}
+		}
+		if err := d.agree(&still); err != nil {
+			return err
+		}
+		sus = still
+	}
+	for _, s := range sus {
+		d.slowPairs[s.Key] = s
+	}
+	return nil
+}
+
+func parsePair(key string) [2]int {
+	var a, b int
+	fmt.Sscanf(key, "%d-%d", &a, &b)
+	return [2]int{a, b}
+}
+
+func touches(round [][2]int, p [2]int) bool {
+	for _, q := range round {
+		if q[0] == p[0] || q[0] == p[1] || q[1] == p[0] || q[1] == p[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// measurePairs runs one round of disjoint pairs.
+func (d *doc) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]PairFigure, error) {
+	groups := make([][]int, len(pairs))
+	rev := make([][]int, len(pairs))
+	for i, p := range pairs {
+		groups[i] = []int{p[0], p[1]}
+		rev[i] = []int{p[1], p[0]}
+	}
+	l := d.layout(groups)
+	gw, done, err := d.split(l)
+	if err != nil {
+		return nil, err
+	}
+	both, err := d.measure(l, gw, suites.SendRecv, []int64{d.o.BWSize, d.o.LatSize}, stage)
+	if err == nil {
+		var ab [][]*results.Half
+		if ab, err = d.measure(l, gw, suites.Broadcast, []int64{d.o.BWSize}, stage); err == nil {
+			done()
+			done = func() {}
+			lr := d.layout(rev)
+			var gr suites.World
+			var closeR func()
+			if gr, closeR, err = d.split(lr); err == nil {
+				var ba [][]*results.Half
+				ba, err = d.measure(lr, gr, suites.Broadcast, []int64{d.o.BWSize}, stage)
+				closeR()
+				if err == nil {
+					d.step(stage, round, l, fmt.Sprintf("sendrecv both ways at %s and %s; broadcast each way at %s",
+						bytesName(d.o.BWSize), bytesName(d.o.LatSize), bytesName(d.o.BWSize)))
+					out := map[[2]int]PairFigure{}
+					for i, p := range pairs {
+						class, expected := d.linkClass(p[0], p[1])
+						f := PairFigure{A: p[0], B: p[1], Host: d.host(p[0]), Class: class, Expected: expected}
+						if h := both[0][i]; h != nil {
+							f.Both = h.BusBW
+						}
+						if h := both[1][i]; h != nil {
+							f.LatencyUS = h.TimeUS
+						}
+						if h := ab[0][i]; h != nil {
+							f.AB = h.BusBW
+						}
+						if h := ba[0][i]; h != nil {
+							f.BA = h.BusBW
+						}
+						out[pairKey(p[0], p[1])] = f
+					}
+					return out, nil
+				}
+			}
+		}
+	}
+	done()
+	return nil, err
+}
+
+// linkClass is the link label between two ranks of a host and the
+// bandwidth per direction it should carry (0 when unknown).
+func (d *doc) linkClass(a, b int) (string, float64) {
+	f := d.facts[d.host(a)]
+	ia, oka := d.devIndex[a]
+	ib, okb := d.devIndex[b]
+	if f == nil || !oka || !okb || ia >= len(f.Matrix) || ib >= len(f.Matrix[ia]) {
+		return "same host", 0
+	}
+	label := f.Matrix[ia][ib]
+	var n int
+	if _, err := fmt.Sscanf(label, "NV%d", &n); err == nil && n > 0 && ia < len(f.LinkGBps) {
+		return label, float64(n) * f.LinkGBps[ia]
+	}
+	// PCIe: the slower end's generation and width.
+	var rate float64
+	for _, i := range []int{ia, ib} {
+		for _, g := range f.GPUs {
+			if g.Index == i {
+				r := pcieGBps(g.PCIeGenMax, g.PCIeWidthMax)
+				if rate == 0 || (r > 0 && r < rate) {
+					rate = r
+				}
+			}
+		}
+	}
+	return label, rate
+}
+
+// pcieGBps is a PCIe link's bandwidth per direction in GB/s.
+func pcieGBps(gen, width int) float64 {
+	perLane := map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}[gen]
+	return perLane * float64(width)
+}
+
+func (d *doc) judgePairs(figs map[[2]int]PairFigure) []suspect {
+	var oneway, both []sample
+	keys := make([][2]int, 0, len(figs))
+	for k := range figs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
+	})
+	for _, k := range keys {
+		f := figs[k]
+		key := fmt.Sprintf("%d-%d", k[0], k[1])
+		oneway = append(oneway, sample{Key: key, Class: f.Class, Value: f.oneWay(), Expected: f.Expected})
+		both = append(both, sample{Key: key, Class: f.Class, Value: f.Both, Expected: f.Expected})
+	}
+	var out []suspect
+	seen := map[string]bool{}
+	for i, list := range [][]suspect{judge(oneway, d.o.Thresholds), judge(both, d.o.Thresholds)} {
+		for _, s := range list {
+			if !seen[s.Key] {
+				seen[s.Key] = true
+				s.Metric = []string{"one-way", "both-ways"}[i]
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// metric is a pair's figure by name.
+func (f PairFigure) metric(name string) float64 {
+	if name == "both-ways" {
+		return f.Both
+	}
+	return f.oneWay()
+}
