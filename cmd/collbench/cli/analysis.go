@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
@@ -22,12 +23,12 @@ import (
 func readResults(path string) (*results.Document, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, usageErrorf("cannot read %s: %v", path, errors.Unwrap(err))
+		return nil, engine.UsageErrorf("cannot read %s: %v", path, errors.Unwrap(err))
 	}
 	defer fh.Close()
 	d, err := results.ReadNamed(fh, path)
 	if err != nil {
-		return nil, usageErrorf("%s: %v", path, err)
+		return nil, engine.UsageErrorf("%s: %v", path, err)
 	}
 	return d, nil
 }
@@ -65,7 +66,7 @@ Exit codes: 0 no regression, 1 a regression or a missing row (or, with
 nothing in common.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return usageErrorf("compare needs two files, BASELINE and CURRENT (got %d)", len(args))
+				return engine.UsageErrorf("compare needs two files, BASELINE and CURRENT (got %d)", len(args))
 			}
 			return nil
 		},
@@ -118,11 +119,11 @@ func (o *CompareOptions) thresholds() (report.Thresholds, error) {
 
 func compareRun(o *CompareOptions, basePath, curPath string) error {
 	if !contains(report.CompareFormats, o.Format) {
-		return usageErrorf("unknown --format %q for compare (valid: %s)", o.Format, strings.Join(report.CompareFormats, ", "))
+		return engine.UsageErrorf("unknown --format %q for compare (valid: %s)", o.Format, strings.Join(report.CompareFormats, ", "))
 	}
 	th, err := o.thresholds()
 	if err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	}
 	if err := notAnInput(o.Output, basePath, curPath); err != nil {
 		return err
@@ -137,13 +138,13 @@ func compareRun(o *CompareOptions, basePath, curPath string) error {
 	}
 	c, err := report.Compare(base, cur, basePath, curPath, th)
 	if err != nil {
-		return usageErrorf("compare %s %s: %v", basePath, curPath, err)
+		return engine.UsageErrorf("compare %s %s: %v", basePath, curPath, err)
 	}
 	if err := writeTo(o.IO.Out, "--output", o.Output, func(w io.Writer) error { return report.WriteComparison(w, c, o.Format) }); err != nil {
 		return err
 	}
 	if c.Failed {
-		return &CheckFailedError{"compare: " + strings.Join(c.Reasons, ", ")}
+		return &engine.CheckFailedError{Msg: "compare: " + strings.Join(c.Reasons, ", ")}
 	}
 	return nil
 }
@@ -164,7 +165,7 @@ func notAnInput(out string, inputs ...string) error {
 			same = os.SameFile(oi, ii)
 		}
 		if same {
-			return usageErrorf("-o %s is also an input: writing it would destroy what is being read; choose another output file", out)
+			return engine.UsageErrorf("-o %s is also an input: writing it would destroy what is being read; choose another output file", out)
 		}
 	}
 	return nil
@@ -183,7 +184,7 @@ func contains(list []string, s string) bool {
 func NewCmdBaseline(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "baseline", Short: "Make baselines from several runs", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageErrorf("baseline needs a subcommand: collbench baseline make RUN... -o baseline.json")
+			return engine.UsageErrorf("baseline needs a subcommand: collbench baseline make RUN... -o baseline.json")
 		}}
 	var out string
 	mk := &cobra.Command{
@@ -192,7 +193,7 @@ func NewCmdBaseline(f *Factory) *cobra.Command {
 		Example: "  collbench baseline make run1.json run2.json run3.json -o baseline.json",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErrorf("baseline make needs at least one run file")
+				return engine.UsageErrorf("baseline make needs at least one run file")
 			}
 			return nil
 		},
@@ -210,7 +211,7 @@ func NewCmdBaseline(f *Factory) *cobra.Command {
 			}
 			b, err := results.MakeBaseline(docs)
 			if err != nil {
-				return &UsageError{err}
+				return &engine.UsageError{Err: err}
 			}
 			if err := writeTo(f.IO.Out, "--output", out, func(w io.Writer) error { return results.Write(w, b) }); err != nil {
 				return err
@@ -238,13 +239,13 @@ header and topology, bus bandwidth and small-message time plots per collective
 		Example: "  collbench report today.json -o report.html\n  collbench report today.json --baseline baseline.json -o report.html",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErrorf("report needs at least one results file")
+				return engine.UsageErrorf("report needs at least one results file")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return usageErrorf("report needs -o FILE.html")
+				return engine.UsageErrorf("report needs -o FILE.html")
 			}
 			if err := notAnInput(out, append([]string{baseline}, args...)...); err != nil {
 				return err
@@ -293,13 +294,13 @@ func NewCmdPlot(f *Factory) *cobra.Command {
 		Example: "  collbench plot today.json baseline.json --collective allreduce -o allreduce.svg\n  collbench plot today.json --kind time -o small.png",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErrorf("plot needs at least one results file")
+				return engine.UsageErrorf("plot needs at least one results file")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return usageErrorf("plot needs -o FILE.svg or FILE.png (or -o - --format svg)")
+				return engine.UsageErrorf("plot needs -o FILE.svg or FILE.png (or -o - --format svg)")
 			}
 			target, err := outputTarget("--output", out)
 			if err != nil {
@@ -311,17 +312,17 @@ func NewCmdPlot(f *Factory) *cobra.Command {
 					format = "svg" // a pipe, a device or standard output
 				}
 				if format != "svg" && format != "png" {
-					return usageErrorf("plot writes SVG or PNG: name -o FILE.svg or FILE.png, or give --format svg|png")
+					return engine.UsageErrorf("plot writes SVG or PNG: name -o FILE.svg or FILE.png, or give --format svg|png")
 				}
 			}
 			if format != "svg" && format != "png" {
-				return usageErrorf("unknown --format %q for plot (valid: svg, png)", format)
+				return engine.UsageErrorf("unknown --format %q for plot (valid: svg, png)", format)
 			}
 			if err := notAnInput(out, args...); err != nil {
 				return err
 			}
 			if !contains(report.PlotKinds, kind) {
-				return usageErrorf("unknown --kind %q (valid: %s)", kind, strings.Join(report.PlotKinds, ", "))
+				return engine.UsageErrorf("unknown --kind %q (valid: %s)", kind, strings.Join(report.PlotKinds, ", "))
 			}
 			var series []report.Series
 			for _, p := range args {
@@ -333,17 +334,17 @@ func NewCmdPlot(f *Factory) *cobra.Command {
 			}
 			if coll == "" {
 				if len(series[0].Doc.Results) == 0 {
-					return usageErrorf("%s has no results", args[0])
+					return engine.UsageErrorf("%s has no results", args[0])
 				}
 				coll = series[0].Doc.Results[0].Collective
 			} else if c, err := suites.ParseCollective(coll); err != nil {
-				return &UsageError{err}
+				return &engine.UsageError{Err: err}
 			} else {
 				coll = c.String()
 			}
 			p, err := report.Plot(kind, coll, series)
 			if err != nil {
-				return &UsageError{err}
+				return &engine.UsageError{Err: err}
 			}
 			if err := writeTarget(f.IO.Out, target, true, func(w io.Writer) error { return report.WritePlot(w, p, format) }); err != nil {
 				return err

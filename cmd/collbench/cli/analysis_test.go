@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"collbench/backend/cpu"
+	"collbench/engine"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -108,7 +109,7 @@ func TestBaselineReportAndPlotCommands(t *testing.T) {
 	for _, args := range [][]string{{"report", a}, {"plot", a, "-o", "x.gif"}, {"plot", a, "-o", "x.svg", "--kind", "pie"},
 		{"plot", a, "-o", "x.svg", "--collective", "bogus"}, {"baseline", "make"}, {"baseline"}, {"run"}, {"run", "--config", "/nope.yaml"}} {
 		f, out, errOut := testFactory()
-		if code := run(t, f, args...); code != ExitUsage || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 {
+		if code := run(t, f, args...); code != engine.ExitUsage || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
@@ -171,7 +172,7 @@ thresholds:
 		}
 	}}
 	code := run(t, f, "run", "--config", cfg, "--baseline", base, "--output", outDir)
-	if code != ExitCheckFailed {
+	if code != engine.ExitCheckFailed {
 		t.Fatalf("slowed run: exit %d\n%s\n%s", code, out, errOut)
 	}
 	s := out.String()

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"collbench/engine"
 )
 
 // goInternals matches what a user must never read in an error: Go type and
@@ -284,7 +286,7 @@ func TestBadInputEveryCommand(t *testing.T) {
 		code := run(t, f, args...)
 		msg := errOut.String()
 		label := strings.TrimSpace(c.env + " collbench " + c.args)
-		if code != ExitUsage {
+		if code != engine.ExitUsage {
 			t.Errorf("%s: exit %d, want 2 (stderr %q)", label, code, msg)
 		}
 		if out.Len() != 0 {

@@ -17,6 +17,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/dtype"
+	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
@@ -64,7 +65,7 @@ type BenchOptions struct {
 	Memory   bool
 	Explain  bool
 
-	RunFlags
+	engine.RunFlags
 	Quiet bool
 	// hideNotice drops the backend notice (run prints it for its first suite only).
 	hideNotice bool
@@ -194,7 +195,7 @@ func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
 			o.formatSet = cmd.Flags().Changed("format")
 			cs, err := suites.ParseCollectives(o.CollectivesFlag)
 			if err != nil {
-				return &UsageError{err}
+				return &engine.UsageError{Err: err}
 			}
 			o.Collectives = cs
 			if runF != nil {
@@ -211,7 +212,7 @@ func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
 
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageErrorf("%s takes no arguments, got %q (see '%s --help')", cmd.CommandPath(), args[0], cmd.CommandPath())
+		return engine.UsageErrorf("%s takes no arguments, got %q (see '%s --help')", cmd.CommandPath(), args[0], cmd.CommandPath())
 	}
 	return nil
 }
@@ -387,30 +388,30 @@ func benchRun(o *BenchOptions) error {
 	f := o.Factory
 	plan, err := o.plan()
 	if err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	}
 	format, err := report.ParseFormat(o.Format)
 	if err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	}
-	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, func(n int) error {
+	ss, err := f.StartSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, func(n int) error {
 		if err := plan.Validate(n); err != nil {
-			return &UsageError{err}
+			return &engine.UsageError{Err: err}
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	defer ss.close()
-	choice, b, launch, n, pw, hosts := ss.choice, ss.choice.Backend, ss.launch, ss.n, ss.pw, ss.hosts
+	defer ss.Close()
+	choice, b, launch, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.Launch, ss.N, ss.PW, ss.Hosts
 	layout, err := suites.ParseLayout(o.RankList, n, hosts)
 	if err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	}
 	if err := suites.CheckGroups(plan.Collectives, layout.Groups); err != nil {
 		if !o.allCollectives() {
-			return &UsageError{err}
+			return &engine.UsageError{Err: err}
 		}
 		// "all" means all that can run here.
 		plan.Collectives = slices.DeleteFunc(plan.Collectives, suites.Collective.PowerOfTwo)
@@ -422,12 +423,12 @@ func benchRun(o *BenchOptions) error {
 	}
 	for _, r := range plan.Roots {
 		if r >= minGroup && hasRooted(plan.Collectives) {
-			return usageErrorf("invalid --root %d: the smallest group of --rank-list %s has %d ranks (roots are group ranks)", r, o.RankList, minGroup)
+			return engine.UsageErrorf("invalid --root %d: the smallest group of --rank-list %s has %d ranks (roots are group ranks)", r, o.RankList, minGroup)
 		}
 	}
 	cases, err := plan.Cases(b, minGroup)
 	if err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	}
 	maxGroup := 0
 	for _, g := range layout.Groups {
@@ -435,7 +436,7 @@ func benchRun(o *BenchOptions) error {
 	}
 	notes := o.notes
 	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	} else if note != "" {
 		notes = append(notes, note)
 	}
@@ -451,21 +452,21 @@ func benchRun(o *BenchOptions) error {
 	if plan.GraphReplays > 0 {
 		gb, ok := b.(suites.GraphBackend)
 		if !ok {
-			return usageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
+			return engine.UsageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
 		}
 		if err := gb.CanCaptureGraphs(); err != nil {
-			return usageErrorf("--cuda-graph: %v", err)
+			return engine.UsageErrorf("--cuda-graph: %v", err)
 		}
 	}
 	var out *resultFile
-	if o.Output != "" && pw.rank0() {
+	if o.Output != "" && pw.Rank0() {
 		t, err := outputTarget("--output", o.Output)
 		if err != nil {
 			return err
 		}
 		out = &resultFile{target: t, format: o.fileFormat(format), out: o.IO.Out, errOut: o.IO.ErrOut}
 	}
-	if choice.Auto && pw.rank0() && !o.Quiet && !o.hideNotice {
+	if choice.Auto && pw.Rank0() && !o.Quiet && !o.hideNotice {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
 
@@ -478,7 +479,7 @@ func benchRun(o *BenchOptions) error {
 	for r := 0; r < n; r++ {
 		doc.Communicators = append(doc.Communicators, layout.Info(r, hosts))
 	}
-	if pw.multi() {
+	if pw.Multi() {
 		doc.Config.Processes, doc.Config.Launcher = n, launch.Source
 	}
 	o.document = doc
@@ -490,22 +491,22 @@ func benchRun(o *BenchOptions) error {
 		doc.Notes = append(doc.Notes, probeNote)
 	}
 	choices := probe.ByRow()
-	world, err := f.openWorld(ctx, b, pw, n, o.Device)
+	world, err := f.OpenWorld(ctx, b, pw, n, o.Device)
 	if err != nil {
 		return err
 	}
 	defer world.Close()
 	if doc.Environment.Backend.Devices, err = worldDevices(world); err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
 	switch {
-	case b.Name() == "nccl" && pw.rank0():
+	case b.Name() == "nccl" && pw.Rank0():
 		doc.Topology = f.resultTopology(hosts, doc.Environment.Backend.Version)
 	case b.Name() == "cpu":
 		doc.Topology = f.cpuTopology(ss)
 	}
-	g := f.startGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
-	defer g.close()
+	g := f.StartGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
+	defer g.Close()
 	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
 	meter, metered := world.(suites.MemoryMeter)
 	var used0, usedPeak int64 = -1, -1
@@ -514,7 +515,7 @@ func benchRun(o *BenchOptions) error {
 	}
 	progress := newProgress(o.IO)
 	progress.quiet = o.Quiet
-	if pw.rank0() {
+	if pw.Rank0() {
 		rn.OnProgress = progress.update
 	}
 	rn.OnRow = func(i int, row results.Row) {
@@ -540,12 +541,12 @@ func benchRun(o *BenchOptions) error {
 	progress.done()
 	var tooLarge *suites.SizesTooLargeError
 	if errors.As(runErr, &tooLarge) {
-		return &UsageError{runErr} // refused before anything ran
+		return &engine.UsageError{Err: runErr} // refused before anything ran
 	}
 	if runErr != nil {
-		runErr = g.cause(runErr, len(rows))
-		if pw.multi() && !isFault(runErr) {
-			pw.ctl.Abort(runErr)
+		runErr = g.Cause(runErr, len(rows))
+		if pw.Multi() && !isFault(runErr) {
+			pw.Ctl.Abort(runErr)
 		}
 	}
 	doc.Finished = f.Now()
@@ -559,7 +560,7 @@ func benchRun(o *BenchOptions) error {
 	if o.onDocument != nil {
 		o.onDocument(doc)
 	}
-	if pw.rank0() {
+	if pw.Rank0() {
 		if err := out.finish(doc); err != nil {
 			return err
 		}
@@ -570,7 +571,7 @@ func benchRun(o *BenchOptions) error {
 		// With --output on standard output the document is what goes there.
 		if !out.toStdout() {
 			if err := report.Write(o.IO.Out, doc, stdout); err != nil {
-				return &RunError{fmt.Errorf("writing results: %w", err)}
+				return &engine.RunError{Err: fmt.Errorf("writing results: %w", err)}
 			}
 		}
 	}
@@ -578,9 +579,9 @@ func benchRun(o *BenchOptions) error {
 	case isFault(runErr):
 		return runErr
 	case runErr != nil:
-		return &RunError{runErr}
+		return &engine.RunError{Err: runErr}
 	case doc.Summary.WrongTotal > 0:
-		return &CheckFailedError{fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
+		return &engine.CheckFailedError{Msg: fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
 	}
 	return nil
 }
@@ -605,7 +606,7 @@ func memoryReport(w suites.World, metered bool, m suites.MemoryMeter, used0, pea
 // exit code: a fault of the world, or a signal.
 func isFault(err error) bool {
 	var pe *bootstrap.PeerError
-	var se *signalError
+	var se *engine.SignalError
 	return errors.As(err, &pe) || errors.As(err, &se)
 }
 
@@ -690,7 +691,7 @@ func worldDevices(w suites.World) ([]results.Device, error) {
 	return all, nil
 }
 
-func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *results.Document {
+func (o *BenchOptions) newDocument(p suites.Plan, n int, choice engine.BackendChoice) *results.Document {
 	f := o.Factory
 	cfg := results.Config{
 		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
@@ -733,7 +734,7 @@ func (o *BenchOptions) newDocument(p suites.Plan, n int, choice BackendChoice) *
 		Started:       f.Now(),
 		Config:        cfg,
 		Results:       []results.Row{},
-		Environment:   f.environment(choice.Backend, choice.Reason),
+		Environment:   f.Environment(choice.Backend, choice.Reason),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"collbench/bootstrap"
+	"collbench/engine"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
 	"collbench/launch"
@@ -50,9 +51,9 @@ func checkLeast(cmd *cobra.Command, fl *pflag.Flag) error {
 		lo, _ := time.ParseDuration(least[0])
 		if err == nil && d < lo {
 			if lo <= time.Nanosecond {
-				return usageErrorf("invalid --%s %s: must be a positive duration such as 30s or 5m%s", fl.Name, fl.Value, see)
+				return engine.UsageErrorf("invalid --%s %s: must be a positive duration such as 30s or 5m%s", fl.Name, fl.Value, see)
 			}
-			return usageErrorf("invalid --%s %s: must be at least %s%s", fl.Name, fl.Value, lo, see)
+			return engine.UsageErrorf("invalid --%s %s: must be at least %s%s", fl.Name, fl.Value, lo, see)
 		}
 		return nil
 	}
@@ -63,7 +64,7 @@ func checkLeast(cmd *cobra.Command, fl *pflag.Flag) error {
 		if lo == 1 {
 			what = "1 or more; leave it out for its default"
 		}
-		return usageErrorf("invalid --%s %d: must be %s%s", fl.Name, v, what, see)
+		return engine.UsageErrorf("invalid --%s %d: must be %s%s", fl.Name, v, what, see)
 	}
 	return nil
 }
@@ -77,7 +78,7 @@ func flagError(c *cobra.Command, err error) error {
 	see := fmt.Sprintf(" (see '%s --help')", c.CommandPath())
 	m := flagParseRE.FindStringSubmatch(err.Error())
 	if m == nil {
-		return &UsageError{fmt.Errorf("%v%s", err, see)}
+		return &engine.UsageError{Err: fmt.Errorf("%v%s", err, see)}
 	}
 	value, name, why := m[1], m[2], m[3]
 	typ := ""
@@ -98,9 +99,9 @@ func flagError(c *cobra.Command, err error) error {
 		want = "true or false"
 	}
 	if strings.Contains(why, "out of range") {
-		return usageErrorf("invalid --%s %q: too large (it takes %s)%s", name, value, want, see)
+		return engine.UsageErrorf("invalid --%s %q: too large (it takes %s)%s", name, value, want, see)
 	}
-	return usageErrorf("invalid --%s %q: it takes %s%s", name, value, want, see)
+	return engine.UsageErrorf("invalid --%s %q: it takes %s%s", name, value, want, see)
 }
 
 // groupErrRE matches Cobra's message for flags of a mutually exclusive group.
@@ -220,13 +221,13 @@ func checkEnv(environ []string) error {
 		}
 		i := slices.IndexFunc(envRules, func(r envRule) bool { return r.name == name })
 		if i < 0 {
-			return usageErrorf("unknown variable %s: collbench does not read it%s (unset it, or fix its name; docs/commands.md lists collbench's variables)", name, nearestEnv(name))
+			return engine.UsageErrorf("unknown variable %s: collbench does not read it%s (unset it, or fix its name; docs/commands.md lists collbench's variables)", name, nearestEnv(name))
 		}
 		if value == "" {
 			continue
 		}
 		if err := envRules[i].check(value); err != nil {
-			return usageErrorf("invalid %s=%q: %s", name, value, strings.TrimPrefix(err.Error(), name+": "))
+			return engine.UsageErrorf("invalid %s=%q: %s", name, value, strings.TrimPrefix(err.Error(), name+": "))
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"collbench/backend/cpu"
+	"collbench/engine"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -154,7 +155,7 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 	for _, c := range cases {
 		f, out, errOut := testFactory()
 		code := run(t, f, c.args...)
-		if code != ExitUsage {
+		if code != engine.ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
 		}
 		if out.Len() != 0 {
@@ -182,7 +183,7 @@ func TestCorruptionFailsTheRun(t *testing.T) {
 		}
 	}}
 	code := run(t, f, "allreduce", "--sizes", "1K", "-n", "1", "-w", "0", "--mode", "out-of-place", "--backend", "cpu", "--format", "json")
-	if code != ExitCheckFailed {
+	if code != engine.ExitCheckFailed {
 		t.Fatalf("exit %d, want 1; stderr %q", code, errOut)
 	}
 	d, err := results.Read(out)
@@ -211,7 +212,7 @@ func TestSizesThatCannotFitAreRefused(t *testing.T) {
 	f, out, errOut := testFactory()
 	f.CPUOptions = cpu.Options{MemoryLimit: 3 * 2 * (2 << 20)} // 3 ranks, two 2 MiB buffers each
 	code := run(t, f, "allreduce", "--sizes", "1K,2M,4M,16M", "-n", "1", "-g", "3", "--backend", "cpu", "--format", "json")
-	if code != ExitUsage {
+	if code != engine.ExitUsage {
 		t.Fatalf("exit %d, want 2; stderr %q", code, errOut)
 	}
 	msg := errOut.String()
@@ -231,7 +232,7 @@ func TestInterruptedRunKeepsRows(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	code := Run(ctx, f, []string{"allreduce", "--sizes", "8", "--backend", "cpu"})
-	if code != ExitInterrupted {
+	if code != engine.ExitInterrupted {
 		t.Fatalf("exit %d, want 130; stderr %q", code, errOut)
 	}
 	if !strings.Contains(out.String(), "# stopped early") {
@@ -325,7 +326,7 @@ func TestRankListBadInput(t *testing.T) {
 	for _, c := range cases {
 		f, out, errOut := testFactory()
 		code := run(t, f, append(c.args, "--backend", "cpu")...)
-		if code != ExitUsage || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), c.want) {
+		if code != engine.ExitUsage || out.Len() != 0 || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q (want %q)", c.args, code, out, errOut, c.want)
 		}
 	}
@@ -355,7 +356,7 @@ func TestVerifyGroupsCatchesCorruption(t *testing.T) {
 		}
 	}}
 	code := run(t, f, "verify-groups", "-g", "4", "--backend", "cpu", "--sizes", "1K", "--rank-list", "pairs")
-	if code != ExitCheckFailed {
+	if code != engine.ExitCheckFailed {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	s := out.String()

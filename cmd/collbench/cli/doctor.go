@@ -18,6 +18,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/doctor"
+	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/runconfig"
 	"collbench/suites"
@@ -45,7 +46,7 @@ type DoctorOptions struct {
 	BWSize, LatSize, CopySize, WorldSize string
 	Iters                                int
 
-	RunFlags
+	engine.RunFlags
 }
 
 // NewCmdDoctor builds `collbench doctor`.
@@ -112,7 +113,7 @@ func sizeFlag(name, v string, def int64) (int64, error) {
 	}
 	s, err := suites.ParseSize(v)
 	if err != nil {
-		return 0, usageErrorf("invalid --%s: %v", name, err)
+		return 0, engine.UsageErrorf("invalid --%s: %v", name, err)
 	}
 	return s, nil
 }
@@ -123,16 +124,16 @@ func doctorRun(o *DoctorOptions) error {
 		ctx = context.Background()
 	}
 	if o.Format != "table" && o.Format != "json" {
-		return usageErrorf("unknown --format %q for doctor (valid: table, json)", o.Format)
+		return engine.UsageErrorf("unknown --format %q for doctor (valid: table, json)", o.Format)
 	}
 	if o.Iters < 0 {
-		return usageErrorf("invalid --iters %d: must be at least 1", o.Iters)
+		return engine.UsageErrorf("invalid --iters %d: must be at least 1", o.Iters)
 	}
 	var th *doctor.Thresholds
 	if o.Config != "" {
 		cfg, err := runconfig.Load(o.Config)
 		if err != nil {
-			return &UsageError{err}
+			return &engine.UsageError{Err: err}
 		}
 		if cfg.Doctor != nil {
 			th = cfg.Doctor.Thresholds
@@ -152,7 +153,7 @@ func doctorRun(o *DoctorOptions) error {
 	// NCCL's own log says which transport it used between each pair; send
 	// it to a file of ours unless the user collects it already.
 	logDir := ""
-	if o.Backend != "cpu" && f.getenv("NCCL_DEBUG") == "" && f.getenv("NCCL_DEBUG_FILE") == "" && f.HardExit {
+	if o.Backend != "cpu" && f.Getenv("NCCL_DEBUG") == "" && f.Getenv("NCCL_DEBUG_FILE") == "" && f.HardExit {
 		if dir, release, err := tempDir("collbench-doctor-"); err == nil {
 			logDir = dir
 			defer release()
@@ -165,12 +166,12 @@ func doctorRun(o *DoctorOptions) error {
 	defer cancel()
 	board := watchdog.NewBoard()
 	ctx = watchdog.WithBoard(ctx, board)
-	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, nil)
+	ss, err := f.StartSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, nil)
 	if err != nil {
 		return err
 	}
-	defer ss.close()
-	b, pw := ss.choice.Backend, ss.pw
+	defer ss.Close()
+	b, pw := ss.Choice.Backend, ss.PW
 	gpu := b.Name() == "nccl"
 	def := func(g, c int64) int64 {
 		if gpu {
@@ -178,7 +179,7 @@ func doctorRun(o *DoctorOptions) error {
 		}
 		return c
 	}
-	opts := doctor.Options{Quick: o.Quick, Backend: b.Name(), Hosts: ss.hosts, Board: board}
+	opts := doctor.Options{Quick: o.Quick, Backend: b.Name(), Hosts: ss.Hosts, Board: board}
 	if opts.BWSize, err = sizeFlag("bw-size", o.BWSize, def(256<<20, 1<<20)); err != nil {
 		return err
 	}
@@ -205,25 +206,25 @@ func doctorRun(o *DoctorOptions) error {
 		}
 		opts.Thresholds.Class = th.Class
 	}
-	if ss.choice.Auto && pw.rank0() && !o.Quiet {
-		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), ss.choice.Reason)
+	if ss.Choice.Auto && pw.Rank0() && !o.Quiet {
+		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), ss.Choice.Reason)
 	}
-	world, err := f.openWorld(ctx, b, pw, ss.n, o.Device)
+	world, err := f.OpenWorld(ctx, b, pw, ss.N, o.Device)
 	if err != nil {
 		return err
 	}
 	defer world.Close()
 	devices, err := worldDevices(world)
 	if err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
 	opts.Devices = devices
-	opts.Who = namer(ss, devices)
-	g := f.startGuard(ctx, cancel, ss, world, board, o.Timeout, devices)
-	defer g.close()
+	opts.Who = engine.Namer(ss, devices)
+	g := f.StartGuard(ctx, cancel, ss, world, board, o.Timeout, devices)
+	defer g.Close()
 	if gpu {
 		if opts.Facts, err = f.gatherFacts(world, b.Info().Version); err != nil {
-			return &RunError{err}
+			return &engine.RunError{Err: err}
 		}
 	}
 	// Which device each local rank drives, for the transports in NCCL's log.
@@ -231,8 +232,8 @@ func doctorRun(o *DoctorOptions) error {
 	for _, r := range world.Ranks() {
 		local[r.WorldRank()] = r.WorldRank()
 	}
-	if pw.multi() {
-		if dev, derr := strconv.Atoi(f.getenv("COLLBENCH_DEVICE")); derr == nil {
+	if pw.Multi() {
+		if dev, derr := strconv.Atoi(f.Getenv("COLLBENCH_DEVICE")); derr == nil {
 			for r := range local {
 				local[r] = dev
 			}
@@ -241,31 +242,31 @@ func doctorRun(o *DoctorOptions) error {
 	var transports map[string]string
 	opts.BeforeVerdict = func() error {
 		var err error
-		transports, err = gatherTransports(world, logDir, local, ss.hosts)
+		transports, err = gatherTransports(world, logDir, local, ss.Hosts)
 		return err
 	}
 	opts.Transport = func(a, b int) string { return transports[fmt.Sprintf("%d-%d", a, b)] }
-	if pw.rank0() && !o.Quiet {
+	if pw.Rank0() && !o.Quiet {
 		opts.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench doctor: %s\n", s) }
 	}
 	rep, runErr := doctor.Run(ctx, world, opts)
 	if runErr != nil {
-		runErr = g.cause(runErr, 0)
-		if pw.multi() && !isFault(runErr) {
-			pw.ctl.Abort(runErr)
+		runErr = g.Cause(runErr, 0)
+		if pw.Multi() && !isFault(runErr) {
+			pw.Ctl.Abort(runErr)
 		}
 		if !isFault(runErr) {
-			runErr = &RunError{runErr}
+			runErr = &engine.RunError{Err: runErr}
 		}
 		// A run that ends on a fault still writes its verdict: the part at
 		// fault, the stages that finished and what they found, and a
 		// Prometheus file that says unhealthy.
-		if rep == nil || !pw.rank0() {
+		if rep == nil || !pw.Rank0() {
 			return runErr
 		}
 		rep.AddFault(faultFinding(runErr, opts.Who))
 	}
-	if !pw.rank0() {
+	if !pw.Rank0() {
 		return nil
 	}
 	if !gpu {
@@ -287,7 +288,7 @@ func doctorRun(o *DoctorOptions) error {
 		err = rep.WriteText(o.IO.Out)
 	}
 	if err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
 	if runErr != nil {
 		return runErr
@@ -299,7 +300,7 @@ func doctorRun(o *DoctorOptions) error {
 				n++
 			}
 		}
-		return &CheckFailedError{fmt.Sprintf("doctor: %d finding(s); the verdict is above", n)}
+		return &engine.CheckFailedError{Msg: fmt.Sprintf("doctor: %d finding(s); the verdict is above", n)}
 	}
 	return nil
 }
@@ -310,7 +311,7 @@ func faultFinding(err error, who func(int) string) doctor.Finding {
 	f := doctor.Finding{Severity: "FAIL", Stage: "run", Kind: "run-failed", Part: "the run", Msg: err.Error(),
 		Cause: "the run failed before the verdict; the stages that finished are below"}
 	var pe *bootstrap.PeerError
-	var se *signalError
+	var se *engine.SignalError
 	switch {
 	case errors.As(err, &pe):
 		if pe.Rank >= 0 {
@@ -338,7 +339,7 @@ func faultFinding(err error, who func(int) string) doctor.Finding {
 // hostFacts reads this host's health facts: NVML's view of every GPU, the
 // link matrix and NVLink speeds, and the NICs from sysfs.
 func (f *Factory) hostFacts(ncclVersion string) doctor.HostFacts {
-	hf := doctor.HostFacts{Host: f.hostIdentity(), NCCL: ncclVersion}
+	hf := doctor.HostFacts{Host: f.HostIdentity(), NCCL: ncclVersion}
 	lib := f.NVML()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		hf.Unavailable = append(hf.Unavailable, fmt.Sprintf("NVML: %v", ret))

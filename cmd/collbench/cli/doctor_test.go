@@ -14,6 +14,7 @@ import (
 	"collbench/backend/cpu"
 	"collbench/bootstrap"
 	"collbench/doctor"
+	"collbench/engine"
 	"collbench/internal/faults"
 )
 
@@ -54,7 +55,7 @@ func TestDoctorNamesACorruptingRankInOneProcess(t *testing.T) {
 	f, out, errOut := testFactory()
 	f.CPUOptions = cpu.Options{Faults: fs}
 	code := run(t, f, "doctor", "--backend", "cpu", "-g", "4", "--format", "json")
-	if code != ExitCheckFailed {
+	if code != engine.ExitCheckFailed {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var rep doctor.Report
@@ -78,7 +79,7 @@ func TestDoctorBadInput(t *testing.T) {
 		{"doctor", "--timeout", "-1s", "--backend", "cpu"},
 	} {
 		f, _, errOut := testFactory()
-		if code := run(t, f, args...); code != ExitUsage || strings.Count(errOut.String(), "\n") != 1 {
+		if code := run(t, f, args...); code != engine.ExitUsage || strings.Count(errOut.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
@@ -99,8 +100,8 @@ func TestFaultFindingNamesThePart(t *testing.T) {
 		{&bootstrap.PeerError{Kind: bootstrap.FaultDisconnected, Rank: 9, Msg: "rank 9 disconnected"}, "FAIL", "lost-rank", "rank 9 (node-1, GPU 0000:01:00.0)", []int{9}},
 		{&bootstrap.PeerError{Kind: bootstrap.FaultFailed, Rank: 4, Msg: "rank 4 failed: out of memory"}, "FAIL", "failed-rank", "rank 4 (node-0, GPU 0000:04:00.0)", []int{4}},
 		{&bootstrap.PeerError{Kind: bootstrap.FaultInterrupted, Rank: 3, Msg: "rank 3 was interrupted"}, "WARN", "interrupted", "rank 3 (node-0, GPU 0000:03:00.0)", []int{3}},
-		{&signalError{sig: syscall.SIGTERM}, "WARN", "interrupted", "the run", nil},
-		{&RunError{errors.New("ncclCommInitRank: unhandled system error")}, "FAIL", "run-failed", "the run", nil},
+		{&engine.SignalError{Sig: syscall.SIGTERM}, "WARN", "interrupted", "the run", nil},
+		{&engine.RunError{Err: errors.New("ncclCommInitRank: unhandled system error")}, "FAIL", "run-failed", "the run", nil},
 	}
 	for _, c := range cases {
 		f := faultFinding(c.err, who)
@@ -108,7 +109,7 @@ func TestFaultFindingNamesThePart(t *testing.T) {
 			t.Errorf("%v: %+v", c.err, f)
 		}
 	}
-	if f := faultFinding(&signalError{sig: syscall.SIGTERM}, who); f.Msg != "the run was terminated before the verdict" {
+	if f := faultFinding(&engine.SignalError{Sig: syscall.SIGTERM}, who); f.Msg != "the run was terminated before the verdict" {
 		t.Errorf("signal: %q", f.Msg)
 	}
 }

@@ -3,11 +3,14 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"collbench/engine"
 	"collbench/report"
 	"collbench/results"
 )
@@ -55,7 +58,7 @@ func NewCmdEnv(f *Factory, runF func(*EnvOptions) error) *cobra.Command {
 func envRun(o *EnvOptions) error {
 	format, err := report.ParseFormat(o.Format)
 	if err != nil || format == report.FormatCSV {
-		return usageErrorf("unknown --format %q for env (valid: table, json)", o.Format)
+		return engine.UsageErrorf("unknown --format %q for env (valid: table, json)", o.Format)
 	}
 	f := o.Factory
 	choice, err := f.ChooseBackend(o.Backend, o.NCCLLib)
@@ -66,10 +69,10 @@ func envRun(o *EnvOptions) error {
 		Selected:     choice.Backend.Name(),
 		Reason:       choice.Reason,
 		DefaultRanks: choice.Backend.DefaultRanks(),
-		Environment:  f.environmentOf(choice.Backend, choice.Reason, true),
+		Environment:  f.EnvironmentOf(choice.Backend, choice.Reason, true),
 		CPUs:         runtime.NumCPU(),
 	}
-	if nb, err := f.openNCCL(o.NCCLLib); err != nil {
+	if nb, err := f.OpenNCCL(o.NCCLLib); err != nil {
 		rep.NCCLError = err.Error()
 	} else {
 		info := nb.Info()
@@ -115,5 +118,5 @@ func sortedList(s []string) []string {
 	for _, v := range s {
 		m[v] = true
 	}
-	return sortedStrings(m)
+	return slices.Sorted(maps.Keys(m))
 }

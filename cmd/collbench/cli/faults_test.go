@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"collbench/backend/cpu"
+	"collbench/engine"
 	"collbench/internal/faults"
 	"collbench/results"
 )
@@ -225,8 +226,8 @@ func TestFaultStoppedRankIsNamed(t *testing.T) {
 	code := p.wait(t, timeout+30*time.Second)
 	took := p.ended.Sub(stopped)
 	errs := p.errb.String()
-	if code != ExitHung {
-		t.Errorf("exit %d, want %d", code, ExitHung)
+	if code != engine.ExitHung {
+		t.Errorf("exit %d, want %d", code, engine.ExitHung)
 	}
 	for _, want := range []string{fmt.Sprintf("rank 2 (%s, pid %d) stopped answering", hostname(), pid), "the cause", fmt.Sprintf("collbench launch: rank 2 (pid %d) was stopped by launch", pid)} {
 		if !strings.Contains(errs, want) {
@@ -250,8 +251,8 @@ func TestFaultHungCollectiveIsNamed(t *testing.T) {
 	p := startSelf(t, []string{faults.EnvFaults + "=hang:2@400"}, slowSweep(out, "--timeout", timeout.String())...)
 	code := p.wait(t, 90*time.Second)
 	errs := p.errb.String()
-	if code != ExitHung {
-		t.Errorf("exit %d, want %d\n%s", code, ExitHung, errs)
+	if code != engine.ExitHung {
+		t.Errorf("exit %d, want %d\n%s", code, engine.ExitHung, errs)
 	}
 	for _, want := range []string{fmt.Sprintf("watchdog: rank 2 (%s, pid", hostname()), "has not finished", "allreduce float sum",
 		"ranks 0, 1, 3 are waiting for it", "the cause: watchdog: rank 2"} {
@@ -279,8 +280,8 @@ func TestFaultHungCollectiveInOneProcess(t *testing.T) {
 	f.CPUOptions = cpu.Options{Faults: fs}
 	start := time.Now()
 	code := run(t, f, "allreduce", "--backend", "cpu", "--sizes", "1K:64K", "-n", "10", "-w", "1", "--format", "json", "--timeout", "2s")
-	if code != ExitHung {
-		t.Fatalf("exit %d, want %d: %s", code, ExitHung, errOut)
+	if code != engine.ExitHung {
+		t.Fatalf("exit %d, want %d: %s", code, engine.ExitHung, errOut)
 	}
 	msg := errOut.String()
 	for _, want := range []string{"watchdog: rank 1 (testhost) has not finished", "allreduce float sum", "ranks 0, 2, 3 are waiting for it"} {
@@ -408,10 +409,10 @@ func TestFaultSignalAtALargeSizeIsPrompt(t *testing.T) {
 		after time.Duration
 		want  int
 	}{
-		{[]syscall.Signal{syscall.SIGINT}, 100 * time.Millisecond, ExitInterrupted},
-		{[]syscall.Signal{syscall.SIGINT}, 900 * time.Millisecond, ExitInterrupted},
-		{[]syscall.Signal{syscall.SIGTERM}, 500 * time.Millisecond, ExitTerminated},
-		{[]syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 300 * time.Millisecond, ExitInterrupted},
+		{[]syscall.Signal{syscall.SIGINT}, 100 * time.Millisecond, engine.ExitInterrupted},
+		{[]syscall.Signal{syscall.SIGINT}, 900 * time.Millisecond, engine.ExitInterrupted},
+		{[]syscall.Signal{syscall.SIGTERM}, 500 * time.Millisecond, engine.ExitTerminated},
+		{[]syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 300 * time.Millisecond, engine.ExitInterrupted},
 	}
 	for _, c := range cases {
 		out := filepath.Join(t.TempDir(), "r.json")
@@ -469,9 +470,9 @@ func hostname() string {
 func TestFaultLaunchExitsAsItsSignalSays(t *testing.T) {
 	t.Parallel()
 	for i := 0; i < 6; i++ {
-		sig, want := syscall.SIGTERM, ExitTerminated
+		sig, want := syscall.SIGTERM, engine.ExitTerminated
 		if i%3 == 2 {
-			sig, want = syscall.SIGINT, ExitInterrupted
+			sig, want = syscall.SIGINT, engine.ExitInterrupted
 		}
 		p := startSelf(t, nil, "launch", "-n", "4", "--", "allreduce", "--backend", "cpu", "--sizes", "4M", "-n", "100000", "-q")
 		rankPID(t, 3)

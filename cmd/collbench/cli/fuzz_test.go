@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"collbench/engine"
 )
 
 // fuzzValues are the values the command-line fuzzer gives flags: valid
@@ -102,11 +104,11 @@ func checkCommandLine(t *testing.T, args []string, budget time.Duration) {
 		}()
 		code = Run(ctx, f, args)
 	}()
-	documented := []int{ExitOK, ExitCheckFailed, ExitUsage, ExitRunFailed, ExitHung, ExitInterrupted, ExitTerminated}
+	documented := []int{engine.ExitOK, engine.ExitCheckFailed, engine.ExitUsage, engine.ExitRunFailed, engine.ExitHung, engine.ExitInterrupted, engine.ExitTerminated}
 	if !slices.Contains(documented, code) {
 		t.Fatalf("%q: exit %d is not a documented exit code\n%s", args, code, errOut)
 	}
-	if code == ExitUsage {
+	if code == engine.ExitUsage {
 		var lines []string
 		for _, l := range strings.Split(strings.TrimRight(errOut.String(), "\n"), "\n") {
 			if l != "" && !strings.HasPrefix(l, "collbench: backend ") {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"collbench/launch"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"collbench/engine"
+	"collbench/launch"
 )
 
 // LaunchOptions are the flags of `collbench launch`.
@@ -47,7 +49,7 @@ NCCL treats them as separate hosts and uses its network transport between them.`
 		Example: "  collbench launch -n 4 -- allreduce --sizes 8:1G\n  collbench launch -n 4 --nodes 2 -- sweep --collectives all\n  collbench launch -n 4 -- world",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErrorf("launch needs a collbench command to run, e.g. collbench launch -n 4 -- allreduce")
+				return engine.UsageErrorf("launch needs a collbench command to run, e.g. collbench launch -n 4 -- allreduce")
 			}
 			return nil
 		},
@@ -87,13 +89,13 @@ func launchRun(o *LaunchOptions) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &pe):
-		return &UsageError{pe.Err}
+		return &engine.UsageError{Err: pe.Err}
 	case errors.As(err, &st):
-		return &signalError{sig: st.Signal, rows: -1}
+		return &engine.SignalError{Sig: st.Signal, Rows: -1}
 	case errors.As(err, &ee):
-		return &exitCodeError{code: ee.Code}
+		return &engine.ExitCodeError{Code: ee.Code}
 	}
-	return &RunError{err}
+	return &engine.RunError{Err: err}
 }
 
 // plan is the launch plan of these options, as launchRun would make it.
@@ -104,22 +106,16 @@ func (o *LaunchOptions) plan() (launch.Plan, error) {
 
 // signalOf is the signal that cancelled ctx, or nil.
 func signalOf(ctx context.Context) os.Signal {
-	var sc *signalCause
+	var sc *engine.SignalCause
 	if errors.As(context.Cause(ctx), &sc) {
-		return sc.sig
+		return sc.Sig
 	}
 	return nil
 }
 
 // writeLaunchReport leaves this rank's fault for the launcher, if it
 // started this process.
-func (f *Factory) writeLaunchReport(err error) { launch.WriteReport(f.getenv, err) }
-
-// exitCodeError passes a child's exit code through without a message (the
-// child already printed one).
-type exitCodeError struct{ code int }
-
-func (e *exitCodeError) Error() string { return "" }
+func (f *Factory) writeLaunchReport(err error) { launch.WriteReport(f.Getenv, err) }
 
 // visibleGPUs counts GPUs through the NCCL backend, or returns 4 when there
 // are none, as the CPU backend's default.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"collbench/engine"
 	"collbench/results"
 )
 
@@ -38,7 +39,7 @@ func launchSelf(t *testing.T, args ...string) (int, string, string) {
 	cmd.SetErr(errOut)
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
 	err := cmd.ExecuteContext(context.Background())
-	return ExitCode(err), out.String(), errOut.String()
+	return engine.ExitCode(err), out.String(), errOut.String()
 }
 
 func TestLaunchFormsWorld(t *testing.T) {
@@ -93,7 +94,7 @@ func TestLaunchRunsVerifiedCollectiveAcrossSimulatedNodes(t *testing.T) {
 
 func TestLaunchPassesWorstExitCode(t *testing.T) {
 	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--sizes", "0", "--backend", "cpu")
-	if code != ExitUsage || out != "" || strings.Count(errOut, "collbench: invalid size") != 1 {
+	if code != engine.ExitUsage || out != "" || strings.Count(errOut, "collbench: invalid size") != 1 {
 		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)
 	}
 }
@@ -103,7 +104,7 @@ func TestLaunchPassesWorstExitCode(t *testing.T) {
 func TestLaunchSaysARefusalOnce(t *testing.T) {
 	t.Parallel()
 	code, _, errOut := launchSelf(t, "-n", "4", "--", "allreduce", "--sizes", "1T", "--backend", "cpu", "-q")
-	if code != ExitUsage || strings.Count(errOut, "cannot fit in memory") != 1 {
+	if code != engine.ExitUsage || strings.Count(errOut, "cannot fit in memory") != 1 {
 		t.Fatalf("exit %d, the refusal printed %d times:\n%s", code, strings.Count(errOut, "cannot fit in memory"), errOut)
 	}
 }
@@ -111,7 +112,7 @@ func TestLaunchSaysARefusalOnce(t *testing.T) {
 func TestLaunchBadInput(t *testing.T) {
 	for _, args := range [][]string{{"-n", "-1", "--", "world"}, {"-n", "4", "--nodes", "3", "--", "world"}, {"-n", "2"}, {"-n", "2", "--", "launch"}} {
 		code, _, errOut := launchSelf(t, args...)
-		if code != ExitUsage || strings.Count(errOut, "\n") > 1 {
+		if code != engine.ExitUsage || strings.Count(errOut, "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
@@ -123,13 +124,13 @@ func TestMPILaunchWithoutMPIRefuses(t *testing.T) {
 	f, out, errOut := testFactory()
 	f.Environ = func() []string { return []string{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4"} }
 	code := run(t, f, "allreduce", "--backend", "cpu", "--sizes", "8")
-	if code != ExitUsage || out.Len() != 0 || !strings.Contains(errOut.String(), "refusing to run 4 unconnected copies") ||
+	if code != engine.ExitUsage || out.Len() != 0 || !strings.Contains(errOut.String(), "refusing to run 4 unconnected copies") ||
 		!strings.Contains(errOut.String(), "make build-mpi") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	f, _, errOut = testFactory()
 	f.Environ = func() []string { return []string{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"} }
-	if code := run(t, f, "allreduce", "--backend", "cpu", "-g", "2"); code != ExitUsage || !strings.Contains(errOut.String(), "every process drives one rank") {
+	if code := run(t, f, "allreduce", "--backend", "cpu", "-g", "2"); code != engine.ExitUsage || !strings.Contains(errOut.String(), "every process drives one rank") {
 		t.Fatalf("-g under a launcher: exit %d, %q", code, errOut)
 	}
 }

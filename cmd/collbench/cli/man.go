@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+
+	"collbench/engine"
 )
 
 // NewCmdMan builds the hidden `collbench man --dir DIR`, which writes one
@@ -20,13 +22,13 @@ func NewCmdMan(f *Factory) *cobra.Command {
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return usageErrorf("cannot create --dir %s: %v", dir, err)
+				return engine.UsageErrorf("cannot create --dir %s: %v", dir, err)
 			}
 			root := cmd.Root()
 			root.DisableAutoGenTag = true
 			header := &doc.GenManHeader{Title: "COLLBENCH", Section: "1", Source: "collbench " + Version, Manual: "collbench manual"}
 			if err := doc.GenManTree(root, header, dir); err != nil {
-				return &RunError{fmt.Errorf("writing man pages to %s: %v", dir, err)}
+				return &engine.RunError{Err: fmt.Errorf("writing man pages to %s: %v", dir, err)}
 			}
 			entries, _ := os.ReadDir(dir)
 			fmt.Fprintf(f.IO.ErrOut, "collbench: %d man pages in %s (man -l %s/collbench.1)\n", len(entries), dir, dir)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"collbench/engine"
 	"collbench/results"
 )
 
@@ -50,32 +51,32 @@ func TestNewcomerBadInputIsOneLine(t *testing.T) {
 		code int
 		want []string
 	}{
-		{"empty sizes", []string{"allreduce", "--sizes", ""}, nil, ExitUsage, []string{"--sizes is empty", "leave it out"}},
-		{"blank sizes", []string{"allreduce", "--sizes= "}, nil, ExitUsage, []string{"--sizes is empty"}},
-		{"empty rank list", []string{"sweep", "--rank-list", ""}, nil, ExitUsage, []string{"--rank-list is empty"}},
-		{"preset with an argument", []string{"verify-groups", "--rank-list", "pairs:x"}, nil, ExitUsage, []string{"pairs:x", "pairs takes no argument"}},
-		{"rows that move no data", []string{"allreduce", "--sizes", "4", "--dtype", "double"}, nil, ExitUsage, []string{"every row would move no data", "double", "8 B", "larger --sizes"}},
-		{"a file that is not a library", []string{"allreduce", "--nccl-lib", p("notalib.so")}, nil, ExitUsage, []string{"--nccl-lib", "not a shared library", "libnccl.so.2"}},
-		{"a library that does not exist", []string{"allreduce", "--nccl-lib", p("nope.so")}, nil, ExitUsage, []string{"--nccl-lib", "no such file"}},
-		{"a bare library name is the loader's to find", []string{"allreduce", "--nccl-lib", "libnccl.so.2"}, nil, ExitUsage, []string{"--nccl-lib libnccl.so.2 names NCCL, but the nccl backend is not available"}},
-		{"a library with the cpu backend", []string{"allreduce", "--backend", "cpu", "--nccl-lib", "/bin/sh"}, nil, ExitUsage, []string{"--nccl-lib has no use with --backend cpu"}},
-		{"negative bootstrap timeout", []string{"allreduce", "--bootstrap-timeout", "-1s"}, nil, ExitUsage, []string{"--bootstrap-timeout -1s", "positive"}},
-		{"port out of range", []string{"launch", "--port", "70000", "-n", "2", "--", "allreduce"}, nil, ExitUsage, []string{"--port 70000", "65535"}},
-		{"launch of an unknown command", []string{"launch", "-n", "2", "--", "allreduse"}, nil, ExitUsage, []string{`"allreduse" is not a collbench command`}},
-		{"launch with a bad flag", []string{"launch", "-n", "2", "--", "allreduce", "--sizez", "8"}, nil, ExitUsage, []string{"unknown flag: --sizez", "collbench allreduce --help"}},
-		{"MASTER_PORT not a number", []string{"allreduce", "--sizes", "8"}, append(torchrun, "MASTER_PORT=abc"), ExitUsage, []string{"MASTER_PORT=abc is not a port number", "1-65535", "torchrun"}},
-		{"too many cpu ranks", []string{"allreduce", "-g", "100000"}, nil, ExitUsage, []string{"-g 100000", "at most 1024 ranks", "collbench launch"}},
-		{"negative compare threshold", []string{"compare", "--time-threshold", "-5", p("a.json"), p("b.json")}, nil, ExitUsage, []string{"invalid --time-threshold -5"}},
-		{"zero busbw threshold", []string{"compare", "--busbw-threshold", "0", p("a.json"), p("b.json")}, nil, ExitUsage, []string{"invalid --busbw-threshold 0"}},
-		{"record into a missing directory", []string{"topo", "--record", p("no/dir/f.json")}, nil, ExitUsage, []string{"--record", "does not exist"}},
-		{"report over its input", []string{"report", p("a.json"), "-o", p("a.json")}, nil, ExitUsage, []string{"is also an input"}},
-		{"compare over its input", []string{"compare", p("a.json"), p("b.json"), "-o", p("b.json")}, nil, ExitUsage, []string{"is also an input"}},
-		{"baseline over its input", []string{"baseline", "make", p("a.json"), "-o", p("a.json")}, nil, ExitUsage, []string{"is also an input"}},
-		{"negative warmup in a suite", []string{"run", "--config", p("negative.yaml")}, nil, ExitUsage, []string{"line 4", "warmup: -1 must be 0 or more"}},
-		{"negative iterations in a suite", []string{"run", "--config", p("negative-line.yaml")}, nil, ExitUsage, []string{"line 3", "iterations: -3"}},
-		{"zero iterations in a suite", []string{"run", "--config", p("zero-iters.yaml")}, nil, ExitUsage, []string{"line 2", "iterations: 0 must be 1 or more"}},
-		{"a suite's baseline is missing", []string{"run", "--config", p("missing-base.yaml"), "--output", p("out-m")}, nil, ExitUsage, []string{"base.json", "not found", "baseline make", "--no-baseline"}},
-		{"unknown command", []string{"allreduse"}, nil, ExitUsage, []string{`unknown command "allreduse"`}},
+		{"empty sizes", []string{"allreduce", "--sizes", ""}, nil, engine.ExitUsage, []string{"--sizes is empty", "leave it out"}},
+		{"blank sizes", []string{"allreduce", "--sizes= "}, nil, engine.ExitUsage, []string{"--sizes is empty"}},
+		{"empty rank list", []string{"sweep", "--rank-list", ""}, nil, engine.ExitUsage, []string{"--rank-list is empty"}},
+		{"preset with an argument", []string{"verify-groups", "--rank-list", "pairs:x"}, nil, engine.ExitUsage, []string{"pairs:x", "pairs takes no argument"}},
+		{"rows that move no data", []string{"allreduce", "--sizes", "4", "--dtype", "double"}, nil, engine.ExitUsage, []string{"every row would move no data", "double", "8 B", "larger --sizes"}},
+		{"a file that is not a library", []string{"allreduce", "--nccl-lib", p("notalib.so")}, nil, engine.ExitUsage, []string{"--nccl-lib", "not a shared library", "libnccl.so.2"}},
+		{"a library that does not exist", []string{"allreduce", "--nccl-lib", p("nope.so")}, nil, engine.ExitUsage, []string{"--nccl-lib", "no such file"}},
+		{"a bare library name is the loader's to find", []string{"allreduce", "--nccl-lib", "libnccl.so.2"}, nil, engine.ExitUsage, []string{"--nccl-lib libnccl.so.2 names NCCL, but the nccl backend is not available"}},
+		{"a library with the cpu backend", []string{"allreduce", "--backend", "cpu", "--nccl-lib", "/bin/sh"}, nil, engine.ExitUsage, []string{"--nccl-lib has no use with --backend cpu"}},
+		{"negative bootstrap timeout", []string{"allreduce", "--bootstrap-timeout", "-1s"}, nil, engine.ExitUsage, []string{"--bootstrap-timeout -1s", "positive"}},
+		{"port out of range", []string{"launch", "--port", "70000", "-n", "2", "--", "allreduce"}, nil, engine.ExitUsage, []string{"--port 70000", "65535"}},
+		{"launch of an unknown command", []string{"launch", "-n", "2", "--", "allreduse"}, nil, engine.ExitUsage, []string{`"allreduse" is not a collbench command`}},
+		{"launch with a bad flag", []string{"launch", "-n", "2", "--", "allreduce", "--sizez", "8"}, nil, engine.ExitUsage, []string{"unknown flag: --sizez", "collbench allreduce --help"}},
+		{"MASTER_PORT not a number", []string{"allreduce", "--sizes", "8"}, append(torchrun, "MASTER_PORT=abc"), engine.ExitUsage, []string{"MASTER_PORT=abc is not a port number", "1-65535", "torchrun"}},
+		{"too many cpu ranks", []string{"allreduce", "-g", "100000"}, nil, engine.ExitUsage, []string{"-g 100000", "at most 1024 ranks", "collbench launch"}},
+		{"negative compare threshold", []string{"compare", "--time-threshold", "-5", p("a.json"), p("b.json")}, nil, engine.ExitUsage, []string{"invalid --time-threshold -5"}},
+		{"zero busbw threshold", []string{"compare", "--busbw-threshold", "0", p("a.json"), p("b.json")}, nil, engine.ExitUsage, []string{"invalid --busbw-threshold 0"}},
+		{"record into a missing directory", []string{"topo", "--record", p("no/dir/f.json")}, nil, engine.ExitUsage, []string{"--record", "does not exist"}},
+		{"report over its input", []string{"report", p("a.json"), "-o", p("a.json")}, nil, engine.ExitUsage, []string{"is also an input"}},
+		{"compare over its input", []string{"compare", p("a.json"), p("b.json"), "-o", p("b.json")}, nil, engine.ExitUsage, []string{"is also an input"}},
+		{"baseline over its input", []string{"baseline", "make", p("a.json"), "-o", p("a.json")}, nil, engine.ExitUsage, []string{"is also an input"}},
+		{"negative warmup in a suite", []string{"run", "--config", p("negative.yaml")}, nil, engine.ExitUsage, []string{"line 4", "warmup: -1 must be 0 or more"}},
+		{"negative iterations in a suite", []string{"run", "--config", p("negative-line.yaml")}, nil, engine.ExitUsage, []string{"line 3", "iterations: -3"}},
+		{"zero iterations in a suite", []string{"run", "--config", p("zero-iters.yaml")}, nil, engine.ExitUsage, []string{"line 2", "iterations: 0 must be 1 or more"}},
+		{"a suite's baseline is missing", []string{"run", "--config", p("missing-base.yaml"), "--output", p("out-m")}, nil, engine.ExitUsage, []string{"base.json", "not found", "baseline make", "--no-baseline"}},
+		{"unknown command", []string{"allreduse"}, nil, engine.ExitUsage, []string{`unknown command "allreduse"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

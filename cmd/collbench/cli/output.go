@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"collbench/engine"
 	"collbench/internal/outfile"
 )
 
@@ -12,7 +13,7 @@ import (
 func outputTarget(flag, path string) (*outfile.Target, error) {
 	t, err := outfile.Resolve(path)
 	if err != nil {
-		return nil, usageErrorf("cannot write %s %v", flag, err)
+		return nil, engine.UsageErrorf("cannot write %s %v", flag, err)
 	}
 	return t, nil
 }
@@ -22,12 +23,12 @@ func outputTarget(flag, path string) (*outfile.Target, error) {
 func writeTarget(out io.Writer, t *outfile.Target, sync bool, write func(io.Writer) error) error {
 	if t.IsStdout() && out != nil {
 		if err := write(out); err != nil {
-			return &RunError{err}
+			return &engine.RunError{Err: err}
 		}
 		return nil
 	}
 	if err := t.Write(sync, write); err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
 	return nil
 }
@@ -37,7 +38,7 @@ func writeTarget(out io.Writer, t *outfile.Target, sync bool, write func(io.Writ
 func writeTo(out io.Writer, flag, path string, write func(io.Writer) error) error {
 	if path == "" {
 		if err := write(out); err != nil {
-			return &RunError{err}
+			return &engine.RunError{Err: err}
 		}
 		return nil
 	}

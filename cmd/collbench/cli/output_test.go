@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"collbench/engine"
 )
 
 // TestEveryOutputFlagWritesOnlyAsAsked: each command that writes a file is
@@ -52,7 +54,7 @@ func TestEveryOutputFlagWritesOnlyAsAsked(t *testing.T) {
 		}
 		// The exit code of a command that compares may be 1 (a regression
 		// between two cpu runs); what matters here is where the file went.
-		ok := func(code int) bool { return code == 0 || code == ExitCheckFailed }
+		ok := func(code int) bool { return code == 0 || code == engine.ExitCheckFailed }
 
 		t.Run(c.name+"/symlink", func(t *testing.T) {
 			sub := t.TempDir()
@@ -141,7 +143,7 @@ func TestEveryOutputFlagWritesOnlyAsAsked(t *testing.T) {
 		} {
 			t.Run(c.name+"/"+bad.kind, func(t *testing.T) {
 				code, out, errOut := runTo(t, bad.path)
-				if code != ExitUsage || out != "" || strings.Count(errOut, "\n") != 1 {
+				if code != engine.ExitUsage || out != "" || strings.Count(errOut, "\n") != 1 {
 					t.Fatalf("exit %d, stdout %.80q, stderr %q", code, out, errOut)
 				}
 				for _, w := range []string{c.flag, bad.path, bad.want} {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/engine"
 	"collbench/internal/faults"
 	"collbench/nccl"
 	"collbench/nccl/probe"
@@ -29,7 +30,7 @@ const EnvProbe = "COLLBENCH_ALGORITHM_PROBE"
 // operation per row.
 // COLLBENCH_PROBE_TIMEOUT replaces it (tests plant hung probes).
 func (o *BenchOptions) probeTimeout() time.Duration {
-	if d, err := time.ParseDuration(o.Factory.getenv(EnvProbeTimeout)); err == nil && d > 0 {
+	if d, err := time.ParseDuration(o.Factory.Getenv(EnvProbeTimeout)); err == nil && d > 0 {
 		return d
 	}
 	return o.BootstrapTimeout + time.Minute
@@ -41,10 +42,10 @@ const EnvProbeTimeout = "COLLBENCH_PROBE_TIMEOUT"
 // probeAlgorithms runs the probe when the backend is NCCL (or when
 // COLLBENCH_ALGORITHM_PROBE=always). It returns nil and a note when there is
 // nothing to probe or the probe failed; only a cancelled run is an error.
-func (o *BenchOptions) probeAlgorithms(ctx context.Context, ss *session, plan suites.Plan, cases []suites.Case, layout suites.Layout) (*probe.Result, string, error) {
+func (o *BenchOptions) probeAlgorithms(ctx context.Context, ss *engine.Session, plan suites.Plan, cases []suites.Case, layout suites.Layout) (*probe.Result, string, error) {
 	f := o.Factory
-	b := ss.choice.Backend
-	mode := strings.ToLower(f.getenv(EnvProbe))
+	b := ss.Choice.Backend
+	mode := strings.ToLower(f.Getenv(EnvProbe))
 	want := (b.Name() == "nccl" && mode != "off") || mode == "always"
 	note := ""
 	if want && b.Name() == "nccl" {
@@ -52,15 +53,15 @@ func (o *BenchOptions) probeAlgorithms(ctx context.Context, ss *session, plan su
 			want, note = false, "no algorithm per row: "+why
 		}
 	}
-	if ss.pw.multi() {
+	if ss.PW.Multi() {
 		// Every process probes, or none: a host with another NCCL may say no.
 		flag := []byte{0}
 		if want {
 			flag[0] = 1
 		}
-		all, err := ss.pw.ctl.AllGather(flag)
+		all, err := ss.PW.Ctl.AllGather(flag)
 		if err != nil {
-			return nil, "", &RunError{err}
+			return nil, "", &engine.RunError{Err: err}
 		}
 		for r, v := range all {
 			if len(v) != 1 || v[0] != 1 {
@@ -80,18 +81,18 @@ func (o *BenchOptions) probeAlgorithms(ctx context.Context, ss *session, plan su
 		return nil, "no algorithm per row: " + err.Error(), nil
 	}
 	defer release()
-	spec := probe.Spec{Backend: b.Name(), Ranks: ss.n, Plan: plan, Cases: cases, Groups: layout.Groups,
-		LogFile: filepath.Join(dir, "nccl-tuning.log"), Size: ss.n}
+	spec := probe.Spec{Backend: b.Name(), Ranks: ss.N, Plan: plan, Cases: cases, Groups: layout.Groups,
+		LogFile: filepath.Join(dir, "nccl-tuning.log"), Size: ss.N}
 	if b.Name() == "nccl" {
 		spec.Lib = b.Info().Library
 	}
 	// The probe's only job is the choices: one operation per row.
 	spec.Plan.Iters, spec.Plan.Warmup, spec.Plan.Check, spec.Plan.Cycles, spec.Plan.Agg = 1, 0, 0, 1, 1
 	spec.Plan.IterStats, spec.Plan.GraphReplays = false, 0
-	if ss.pw.multi() {
-		spec.Multi, spec.Rank, spec.Size, spec.Hosts = true, ss.pw.ctl.Rank(), ss.pw.ctl.Size(), ss.pw.ctl.Hosts()
-		spec.Device = f.localDevice(ss.pw, o.Device)
-		if t, ok := ss.pw.ctlTCP(); ok {
+	if ss.PW.Multi() {
+		spec.Multi, spec.Rank, spec.Size, spec.Hosts = true, ss.PW.Ctl.Rank(), ss.PW.Ctl.Size(), ss.PW.Ctl.Hosts()
+		spec.Device = f.LocalDevice(ss.PW, o.Device)
+		if t, ok := ss.PW.CtlTCP(); ok {
 			spec.LocalIP = t.LocalIP()
 		}
 	}
@@ -100,8 +101,8 @@ func (o *BenchOptions) probeAlgorithms(ctx context.Context, ss *session, plan su
 		return nil, "no algorithm per row: " + err.Error(), nil
 	}
 	var ctl suites.Control
-	if ss.pw.multi() {
-		ctl = ss.pw.ctl
+	if ss.PW.Multi() {
+		ctl = ss.PW.Ctl
 	}
 	res, err := probe.Run(ctx, ctl, exe, f.Environ(), spec, o.probeTimeout())
 	if ctx.Err() != nil {
@@ -148,7 +149,7 @@ func NewCmdAlgorithmProbe(f *Factory) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, out := os.NewFile(3, "probe-in"), os.NewFile(4, "probe-out")
 			if in == nil || out == nil {
-				return usageErrorf("algorithm-probe is started by collbench itself, with its pipes")
+				return engine.UsageErrorf("algorithm-probe is started by collbench itself, with its pipes")
 			}
 			open := func(name, lib string) (suites.Backend, error) {
 				c, err := f.ChooseBackend(name, lib)
@@ -157,7 +158,7 @@ func NewCmdAlgorithmProbe(f *Factory) *cobra.Command {
 				}
 				return c.Backend, nil
 			}
-			return probe.Child(cmd.Context(), open, f.getenv(faults.EnvFaults), in, out)
+			return probe.Child(cmd.Context(), open, f.Getenv(faults.EnvFaults), in, out)
 		},
 	}
 }

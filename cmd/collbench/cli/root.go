@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"collbench/engine"
 )
 
 // Version is the collbench version; the Makefile sets it from git.
@@ -84,7 +86,7 @@ func checkGivenFlags(cmd *cobra.Command) error {
 			if fl.DefValue != "" && fl.DefValue != "[]" {
 				def = fmt.Sprintf(" (default %s)", fl.DefValue)
 			}
-			bad = usageErrorf("--%s is empty: give it a value, or leave it out for its default%s (see '%s --help')", fl.Name, def, cmd.CommandPath())
+			bad = engine.UsageErrorf("--%s is empty: give it a value, or leave it out for its default%s (see '%s --help')", fl.Name, def, cmd.CommandPath())
 		}
 	})
 	return bad
@@ -107,13 +109,8 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 		fmt.Fprintf(f.IO.ErrOut, "collbench: %s\n", msg)
 	}
 	f.writeLaunchReport(err)
-	return ExitCode(err)
+	return engine.ExitCode(err)
 }
-
-// signalCause is why a run's context ended: a signal arrived.
-type signalCause struct{ sig os.Signal }
-
-func (c *signalCause) Error() string { return "stopped by " + c.sig.String() }
 
 // Main runs collbench with the process's streams and signals. The first
 // SIGINT or SIGTERM stops the run promptly, keeping what it measured; a
@@ -125,14 +122,14 @@ func Main(args []string) int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		first := <-sigs
-		cancel(&signalCause{first})
+		cancel(&engine.SignalCause{Sig: first})
 		second := <-sigs
 		fmt.Fprintf(os.Stderr, "collbench: %v again: exiting now\n", second)
-		code := ExitInterrupted
+		code := engine.ExitInterrupted
 		if second == syscall.SIGTERM || first == syscall.SIGTERM {
-			code = ExitTerminated
+			code = engine.ExitTerminated
 		}
-		exitNow(code)
+		engine.ExitNow(code)
 	}()
 	f := NewFactory(SystemIO())
 	f.HardExit = true

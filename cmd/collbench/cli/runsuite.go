@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/bootstrap"
+	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
@@ -69,28 +70,28 @@ acceptance; 2 on a bad config.`,
 
 func runSuite(o *RunOptions) error {
 	if o.Config == "" {
-		return usageErrorf("run needs --config FILE.yaml (see configs/)")
+		return engine.UsageErrorf("run needs --config FILE.yaml (see configs/)")
 	}
 	cfg, err := runconfig.Load(o.Config)
 	if err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	}
 	// The output directory is relative to where run is started; the
 	// baseline is relative to the config file.
 	outDir := orDefault(o.Output, orDefault(cfg.Output, "collbench-out"))
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return usageErrorf("cannot create the --output directory %s: %s", outDir, outfile.Reason(err))
+		return engine.UsageErrorf("cannot create the --output directory %s: %s", outDir, outfile.Reason(err))
 	}
 	baseline := o.Baseline
 	if o.NoBaseline && baseline != "" {
-		return usageErrorf("--baseline and --no-baseline together: choose one")
+		return engine.UsageErrorf("--baseline and --no-baseline together: choose one")
 	}
 	if baseline == "" && cfg.Baseline != "" && !o.NoBaseline {
 		// A gate without its baseline could never fail: refuse before
 		// measuring, and say how to make one.
 		baseline = cfg.Resolve(cfg.Baseline)
 		if _, err := os.Stat(baseline); err != nil {
-			return usageErrorf("baseline %s (named by %s) not found: make it on this machine from a few runs "+
+			return engine.UsageErrorf("baseline %s (named by %s) not found: make it on this machine from a few runs "+
 				"(collbench run --config %s --no-baseline --output runN, three times, then collbench baseline make run1/results.json run2/results.json run3/results.json -o %s), "+
 				"or run with --no-baseline", baseline, o.Config, o.Config, baseline)
 		}
@@ -143,7 +144,7 @@ func runSuite(o *RunOptions) error {
 				Sizes: s.Sizes, DType: orDefault(strings.Join(s.DTypes, ","), "float"), Op: orDefault(strings.Join(s.Ops, ","), "sum"),
 				Root: orDefault(s.Root, "0"), Mode: orDefault(s.Mode, "both"), Average: "mean", Seed: 1, RankList: layout,
 				IterStats: s.IterStats, StepFactor: 2, Agg: 1, Cycles: 1, Register: "none", Quiet: o.Quiet, hideNotice: si > 0 || li > 0,
-				RunFlags: RunFlags{Device: -1, BootstrapTimeout: 2 * time.Minute, Timeout: o.Timeout, HeartbeatTimeout: bootstrap.DefaultSilence}}
+				RunFlags: engine.RunFlags{Device: -1, BootstrapTimeout: 2 * time.Minute, Timeout: o.Timeout, HeartbeatTimeout: bootstrap.DefaultSilence}}
 			if cfg.Warmup == nil {
 				bo.Warmup = 5
 			} else {
@@ -153,20 +154,20 @@ func runSuite(o *RunOptions) error {
 				bo.Check = *cfg.Check
 			}
 			if bo.Collectives, err = parseCollectiveList(s.Collectives); err != nil {
-				return &UsageError{fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
+				return &engine.UsageError{Err: fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
 			}
 			bo.onDocument = save
 			bo.CollectivesFlag = strings.Join(s.Collectives, ",")
 			o.Factory.Args = bo.equivalentCommand()
 			err := benchRun(bo)
-			var ce *CheckFailedError
+			var ce *engine.CheckFailedError
 			switch {
 			case errors.As(err, &ce):
 				wrong = true
 			case err != nil:
-				var ue *UsageError
+				var ue *engine.UsageError
 				if errors.As(err, &ue) {
-					return usageErrorf("config %s: line %d: %v", o.Config, s.Line, ue.Err)
+					return engine.UsageErrorf("config %s: line %d: %v", o.Config, s.Line, ue.Err)
 				}
 				firstErr = err
 			}
@@ -185,7 +186,7 @@ func runSuite(o *RunOptions) error {
 		if firstErr != nil {
 			return firstErr
 		}
-		return &RunError{errors.New("no results were measured")}
+		return &engine.RunError{Err: errors.New("no results were measured")}
 	}
 	if err := writeTarget(nil, resultsOut, true, func(w io.Writer) error { return results.Write(w, merged) }); err != nil {
 		return err
@@ -209,7 +210,7 @@ func runSuite(o *RunOptions) error {
 		}
 		c, err := report.Compare(baseDoc, merged, baseline, resultsPath, th)
 		if err != nil {
-			return usageErrorf("comparing with %s: %v", baseline, err)
+			return engine.UsageErrorf("comparing with %s: %v", baseline, err)
 		}
 		html.Comparison = c
 		for name, format := range map[string]string{"comparison.txt": "table", "comparison.md": "markdown", "junit.xml": "junit", "comparison.json": "json"} {
@@ -219,7 +220,7 @@ func runSuite(o *RunOptions) error {
 			}
 		}
 		if err := report.WriteComparison(o.IO.Out, c, "table"); err != nil {
-			return &RunError{err}
+			return &engine.RunError{Err: err}
 		}
 		if c.Failed {
 			failures = append(failures, "compare: "+strings.Join(c.Reasons, ", "))
@@ -236,7 +237,7 @@ func runSuite(o *RunOptions) error {
 	case firstErr != nil:
 		return firstErr
 	case len(failures) > 0:
-		return &CheckFailedError{"run: " + strings.Join(failures, "; ")}
+		return &engine.CheckFailedError{Msg: "run: " + strings.Join(failures, "; ")}
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"collbench/engine"
 )
 
 // StreamOptions are the flags of the hidden `collbench stream` command.
@@ -44,13 +46,13 @@ func streamRun(o *StreamOptions) error {
 	case o.Listen != "" && o.Connect == "":
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
-			return usageErrorf("cannot listen on %s: %v", o.Listen, err)
+			return engine.UsageErrorf("cannot listen on %s: %v", o.Listen, err)
 		}
 		defer ln.Close()
 		_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute))
 		c, err := ln.Accept()
 		if err != nil {
-			return &RunError{fmt.Errorf("no sender within a minute: %w", err)}
+			return &engine.RunError{Err: fmt.Errorf("no sender within a minute: %w", err)}
 		}
 		defer c.Close()
 		var n int64
@@ -63,7 +65,7 @@ func streamRun(o *StreamOptions) error {
 				break
 			}
 			if err != nil {
-				return &RunError{err}
+				return &engine.RunError{Err: err}
 			}
 		}
 		fmt.Fprintf(o.IO.Out, "stream: received %d bytes in %.2f s: %.2f GB/s\n", n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds()/1e9)
@@ -78,7 +80,7 @@ func streamRun(o *StreamOptions) error {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if err != nil {
-			return &RunError{fmt.Errorf("cannot reach %s: %w", o.Connect, err)}
+			return &engine.RunError{Err: fmt.Errorf("cannot reach %s: %w", o.Connect, err)}
 		}
 		var n int64
 		start := time.Now()
@@ -87,12 +89,12 @@ func streamRun(o *StreamOptions) error {
 			k, err := c.Write(buf)
 			n += int64(k)
 			if err != nil {
-				return &RunError{err}
+				return &engine.RunError{Err: err}
 			}
 		}
 		c.Close()
 		fmt.Fprintf(o.IO.Out, "stream: sent %d bytes in %.2f s: %.2f GB/s\n", n, time.Since(start).Seconds(), float64(n)/time.Since(start).Seconds()/1e9)
 		return nil
 	}
-	return usageErrorf("stream needs exactly one of --listen ADDR or --connect ADDR")
+	return engine.UsageErrorf("stream needs exactly one of --listen ADDR or --connect ADDR")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/backend/cpu"
+	"collbench/engine"
 	"collbench/internal/jsonwords"
 	"collbench/internal/outfile"
 	"collbench/report"
@@ -70,7 +71,7 @@ what it could read and says plainly what was unavailable and why.`,
 
 func topoRun(o *TopoOptions) error {
 	if o.Format != "table" && o.Format != "json" {
-		return usageErrorf("unknown --format %q for topo (valid: table, json)", o.Format)
+		return engine.UsageErrorf("unknown --format %q for topo (valid: table, json)", o.Format)
 	}
 	ctx := o.Ctx
 	if ctx == nil {
@@ -84,15 +85,15 @@ func topoRun(o *TopoOptions) error {
 			return err
 		}
 	}
-	in := topology.Inputs{Host: f.hostIdentity(), Env: topoEnv(f)}
+	in := topology.Inputs{Host: f.HostIdentity(), Env: topoEnv(f)}
 	if o.Facts != "" {
 		b, err := os.ReadFile(o.Facts)
 		if err != nil {
-			return usageErrorf("cannot read --facts %s: %v", o.Facts, errors.Unwrap(err))
+			return engine.UsageErrorf("cannot read --facts %s: %v", o.Facts, errors.Unwrap(err))
 		}
 		var facts topology.Facts
 		if err := jsonwords.Decode(b, &facts); err != nil {
-			return usageErrorf("--facts %s is not a file of GPU facts written by topo --record: %v", o.Facts, err)
+			return engine.UsageErrorf("--facts %s is not a file of GPU facts written by topo --record: %v", o.Facts, err)
 		}
 		in.Facts = &facts
 	} else {
@@ -111,7 +112,7 @@ func topoRun(o *TopoOptions) error {
 		}
 	} else if o.Record != "" {
 		// Said after the topology is shown: the rest of it is still worth reading.
-		recordErr = &RunError{fmt.Errorf("--record %s: nothing written, NVML reported no GPU facts (%s)", o.Record, strings.Join(in.Errors, "; "))}
+		recordErr = &engine.RunError{Err: fmt.Errorf("--record %s: nothing written, NVML reported no GPU facts (%s)", o.Record, strings.Join(in.Errors, "; "))}
 	}
 	if st, err := os.Stat(filepath.Join(o.SysfsRoot, "sys", "class")); err == nil && st.IsDir() {
 		in.Sysfs = &topology.Sysfs{Root: o.SysfsRoot}
@@ -122,7 +123,7 @@ func topoRun(o *TopoOptions) error {
 	case o.NCCLLog != "" || o.NCCLXML != "":
 		v, err := parseNCCLFiles(o.NCCLLog, o.NCCLXML)
 		if err != nil {
-			return usageErrorf("%v", err)
+			return engine.UsageErrorf("%v", err)
 		}
 		in.NCCL = v
 	case o.NoNCCL:
@@ -139,18 +140,18 @@ func topoRun(o *TopoOptions) error {
 	}
 	t := topology.Build(in)
 	if len(t.GPUs) == 0 && len(t.NICs) == 0 && t.NCCL == nil {
-		return &RunError{fmt.Errorf("nothing could be read: %s", strings.Join(t.Unavailable, "; "))}
+		return &engine.RunError{Err: fmt.Errorf("nothing could be read: %s", strings.Join(t.Unavailable, "; "))}
 	}
 	if o.Format == "json" {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(t); err != nil {
-			return &RunError{err}
+			return &engine.RunError{Err: err}
 		}
 		return recordErr
 	}
 	if err := report.WriteTopology(o.IO.Out, t); err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
 	return recordErr
 }
@@ -159,7 +160,7 @@ func topoEnv(f *Factory) map[string]string {
 	env := map[string]string{}
 	for _, kv := range f.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && (relevantEnv(k) || k == "CUDA_VISIBLE_DEVICES") {
+		if ok && (engine.RelevantEnv(k) || k == "CUDA_VISIBLE_DEVICES") {
 			env[k] = v
 		}
 	}
@@ -253,7 +254,7 @@ func lastLine(s string) string {
 // NVML and sysfs only (no NCCL probe), for this host; nodes counts the
 // distinct hosts of the world.
 func (f *Factory) resultTopology(hosts []string, ncclVersion string) *results.TopologySummary {
-	in := topology.Inputs{Host: f.hostIdentity(), NCCLVersion: ncclVersion}
+	in := topology.Inputs{Host: f.HostIdentity(), NCCLVersion: ncclVersion}
 	if facts, err := f.nvmlFacts(); err == nil {
 		in.Facts = &facts
 	}
@@ -271,26 +272,26 @@ func (f *Factory) resultTopology(hosts []string, ncclVersion string) *results.To
 // peak its busbw compares with: the NIC the ranks reach each other through
 // when they span hosts; none on one host, where data moves through
 // loopback and memory.
-func (f *Factory) cpuTopology(ss *session) *results.TopologySummary {
+func (f *Factory) cpuTopology(ss *engine.Session) *results.TopologySummary {
 	nodes := map[string]bool{}
-	for _, h := range ss.hosts {
+	for _, h := range ss.Hosts {
 		nodes[h] = true
 	}
 	procs := "in one process"
-	if ss.pw.multi() {
-		procs = fmt.Sprintf("in %d processes", ss.n)
+	if ss.PW.Multi() {
+		procs = fmt.Sprintf("in %d processes", ss.N)
 	}
 	hostsWord := "1 host"
 	if len(nodes) > 1 {
 		hostsWord = fmt.Sprintf("%d hosts", len(nodes))
 	}
-	s := &results.TopologySummary{Nodes: len(nodes), Summary: fmt.Sprintf("cpu backend, %d ranks %s on %s", ss.n, procs, hostsWord)}
+	s := &results.TopologySummary{Nodes: len(nodes), Summary: fmt.Sprintf("cpu backend, %d ranks %s on %s", ss.N, procs, hostsWord)}
 	if len(nodes) <= 1 {
 		s.PeakLabel = "none (the cpu backend on one host moves data through loopback and memory: no link to compare with)"
 		return s
 	}
 	ip := ""
-	if la, ok := ss.pw.ctl.(cpu.LocalAddresser); ok {
+	if la, ok := ss.PW.Ctl.(cpu.LocalAddresser); ok {
 		ip = la.LocalIP()
 	}
 	if p := net.ParseIP(ip); p != nil && p.IsLoopback() {

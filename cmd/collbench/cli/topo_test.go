@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
+	"collbench/engine"
 	"collbench/topology"
 )
 
@@ -110,15 +111,15 @@ func TestTopoNothingReadable(t *testing.T) {
 	f, out, errOut := testFactory()
 	f.NVML = noNVML
 	code := run(t, f, "topo", "--no-nccl", "--sysfs", t.TempDir())
-	if code != ExitRunFailed || out.Len() != 0 || !strings.Contains(errOut.String(), "nothing could be read: NVML: ERROR_LIBRARY_NOT_FOUND") {
+	if code != engine.ExitRunFailed || out.Len() != 0 || !strings.Contains(errOut.String(), "nothing could be read: NVML: ERROR_LIBRARY_NOT_FOUND") {
 		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)
 	}
 	f, _, errOut = testFactory()
-	if code := run(t, f, "topo", "--format", "yaml"); code != ExitUsage {
+	if code := run(t, f, "topo", "--format", "yaml"); code != engine.ExitUsage {
 		t.Fatalf("bad format: exit %d %s", code, errOut)
 	}
 	f, _, errOut = testFactory()
-	if code := run(t, f, "topo", "--facts", "/nonexistent.json"); code != ExitUsage || !strings.Contains(errOut.String(), "cannot read --facts") {
+	if code := run(t, f, "topo", "--facts", "/nonexistent.json"); code != engine.ExitUsage || !strings.Contains(errOut.String(), "cannot read --facts") {
 		t.Fatalf("missing facts: exit %d %s", code, errOut)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/dtype"
+	"collbench/engine"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
@@ -27,7 +28,7 @@ type VerifyGroupsOptions struct {
 	NCCLLib  string
 	Seed     uint64
 
-	RunFlags
+	engine.RunFlags
 }
 
 // NewCmdVerifyGroups builds `collbench verify-groups`.
@@ -75,58 +76,58 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 		ctx = context.Background()
 	}
 	if o.Format != "table" && o.Format != "json" {
-		return usageErrorf("unknown --format %q for verify-groups (valid: table, json)", o.Format)
+		return engine.UsageErrorf("unknown --format %q for verify-groups (valid: table, json)", o.Format)
 	}
 	sizes, err := suites.ParseSizes(o.Sizes)
 	if err != nil {
-		return &UsageError{err}
+		return &engine.UsageError{Err: err}
 	}
 	if o.Ranks < 0 {
-		return usageErrorf("invalid --ranks %d: must be at least 1", o.Ranks)
+		return engine.UsageErrorf("invalid --ranks %d: must be at least 1", o.Ranks)
 	}
 	f := o.Factory
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	board := watchdog.NewBoard()
 	ctx = watchdog.WithBoard(ctx, board)
-	ss, err := f.startSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, nil)
+	ss, err := f.StartSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, nil)
 	if err != nil {
 		return err
 	}
-	defer ss.close()
-	choice, b, n, pw, hosts := ss.choice, ss.choice.Backend, ss.n, ss.pw, ss.hosts
+	defer ss.Close()
+	choice, b, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.N, ss.PW, ss.Hosts
 	layouts := suites.DefaultLayouts(n, hosts)
 	if len(o.RankList) > 0 {
 		layouts = nil
 		for _, spec := range o.RankList {
 			l, err := suites.ParseLayout(spec, n, hosts)
 			if err != nil {
-				return &UsageError{err}
+				return &engine.UsageError{Err: err}
 			}
 			layouts = append(layouts, l)
 		}
 	}
-	if choice.Auto && pw.rank0() {
+	if choice.Auto && pw.Rank0() {
 		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
 	}
-	world, err := f.openWorld(ctx, b, pw, n, o.Device)
+	world, err := f.OpenWorld(ctx, b, pw, n, o.Device)
 	if err != nil {
 		return err
 	}
 	defer world.Close()
 	devices, err := worldDevices(world)
 	if err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
-	g := f.startGuard(ctx, cancel, ss, world, board, o.Timeout, devices)
-	defer g.close()
+	g := f.StartGuard(ctx, cancel, ss, world, board, o.Timeout, devices)
+	defer g.Close()
 	opts := suites.VerifyOptions{Sizes: sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
 		Ops: []suites.ReduceOp{suites.Sum, suites.Max}, Seed: o.Seed}
 	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
 	if runErr != nil {
-		runErr = g.cause(runErr, 0)
-		if pw.multi() && !isFault(runErr) {
-			pw.ctl.Abort(runErr)
+		runErr = g.Cause(runErr, 0)
+		if pw.Multi() && !isFault(runErr) {
+			pw.Ctl.Abort(runErr)
 		}
 	}
 	v := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: Version},
@@ -136,7 +137,7 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 			v.OK = v.OK && c.Pass
 		}
 	}
-	if !pw.rank0() {
+	if !pw.Rank0() {
 		err = nil
 	} else if o.Format == "json" {
 		enc := json.NewEncoder(o.IO.Out)
@@ -146,15 +147,15 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 		err = report.WriteGroupVerification(o.IO.Out, v)
 	}
 	if err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
 	switch {
 	case isFault(runErr):
 		return runErr
 	case runErr != nil:
-		return &RunError{runErr}
+		return &engine.RunError{Err: runErr}
 	case !v.OK:
-		return &CheckFailedError{"verify-groups: some values did not match (see the mismatches above)"}
+		return &engine.CheckFailedError{Msg: "verify-groups: some values did not match (see the mismatches above)"}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/bootstrap"
+	"collbench/engine"
 	"collbench/report"
 )
 
@@ -56,25 +57,25 @@ func worldRun(o *WorldOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	launch, err := f.detectLaunch()
+	launch, err := f.DetectLaunch()
 	if err != nil {
 		return err
 	}
 	if !launch.MultiProcess() {
-		fmt.Fprintf(o.IO.Out, "single process: no launcher variables found (host %s)\n", f.hostIdentity())
+		fmt.Fprintf(o.IO.Out, "single process: no launcher variables found (host %s)\n", f.HostIdentity())
 		return nil
 	}
-	pw, err := f.joinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout, bootstrap.DefaultSilence)
+	pw, err := f.JoinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout, bootstrap.DefaultSilence)
 	if err != nil {
 		return err
 	}
-	defer pw.ctl.Close()
-	me, _ := json.Marshal(worldMember{Rank: launch.Rank, Host: f.hostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
-	parts, err := pw.ctl.AllGather(me)
+	defer pw.Ctl.Close()
+	me, _ := json.Marshal(worldMember{Rank: launch.Rank, Host: f.HostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
+	parts, err := pw.Ctl.AllGather(me)
 	if err != nil {
-		return &RunError{err}
+		return &engine.RunError{Err: err}
 	}
-	if !pw.rank0() {
+	if !pw.Rank0() {
 		return nil
 	}
 	w := o.IO.Out
@@ -85,7 +86,7 @@ func worldRun(o *WorldOptions) error {
 	for r, p := range parts {
 		var m worldMember
 		if err := json.Unmarshal(p, &m); err != nil || m.Rank != r {
-			return &RunError{fmt.Errorf("rank %d sent a malformed reply", r)}
+			return &engine.RunError{Err: fmt.Errorf("rank %d sent a malformed reply", r)}
 		}
 		if err := tb.Append(fmt.Sprint(m.Rank), m.Host, fmt.Sprint(m.LocalRank), fmt.Sprint(m.PID)); err != nil {
 			return err
@@ -94,9 +95,9 @@ func worldRun(o *WorldOptions) error {
 	return tb.Render()
 }
 
-func transport(pw *processWorld) string {
-	if pw.launch.RootAddr != "" {
-		return "TCP (rank 0 at " + pw.launch.RootAddr + ")"
+func transport(pw *engine.ProcessWorld) string {
+	if pw.Launch.RootAddr != "" {
+		return "TCP (rank 0 at " + pw.Launch.RootAddr + ")"
 	}
 	return "MPI"
 }

@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"collbench/backend/cpu"
 	"collbench/bootstrap"
@@ -30,70 +28,59 @@ type RunFlags struct {
 	HeartbeatTimeout time.Duration
 }
 
-func addRunFlags(fs *pflag.FlagSet, o *RunFlags) {
-	fs.IntVar(&o.Device, "device", -1, "under a launcher: the local GPU this process drives (-1: its local rank)")
-	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "under a launcher: how long the processes may take to find each other")
-	fs.DurationVar(&o.Timeout, "timeout", watchdog.DefaultTimeout, "watchdog: stop the run when no rank makes progress for this long, naming the stuck ranks (0 = off)")
-	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", bootstrap.DefaultSilence, "under a launcher: name a process that sends no heartbeat for this long (stopped, frozen or cut off)")
-	atLeast(fs, "-1", "device")
-	atLeast(fs, "1ns", "bootstrap-timeout")
-	atLeast(fs, "0s", "timeout")
-	atLeast(fs, "2s", "heartbeat-timeout")
-}
-
-func (o RunFlags) validate() error {
+func (o RunFlags) Validate() error {
 	switch {
 	case o.BootstrapTimeout <= 0:
-		return usageErrorf("invalid --bootstrap-timeout %v: must be positive (e.g. 2m)", o.BootstrapTimeout)
+		return UsageErrorf("invalid --bootstrap-timeout %v: must be positive (e.g. 2m)", o.BootstrapTimeout)
 	case o.Timeout < 0:
-		return usageErrorf("invalid --timeout %v: must be positive, or 0 to turn the watchdog off", o.Timeout)
+		return UsageErrorf("invalid --timeout %v: must be positive, or 0 to turn the watchdog off", o.Timeout)
 	case o.HeartbeatTimeout < 2*bootstrap.DefaultBeatEvery:
-		return usageErrorf("invalid --heartbeat-timeout %v: must be at least %v", o.HeartbeatTimeout, 2*bootstrap.DefaultBeatEvery)
+		return UsageErrorf("invalid --heartbeat-timeout %v: must be at least %v", o.HeartbeatTimeout, 2*bootstrap.DefaultBeatEvery)
 	}
 	return nil
 }
 
-// silence is the heartbeat bound a world uses: never longer than the
+// Silence is the heartbeat bound a world uses: never longer than the
 // watchdog's, so a stopped process is named within --timeout.
-func (o RunFlags) silence() time.Duration {
+func (o RunFlags) Silence() time.Duration {
 	if o.Timeout > 0 && o.Timeout < o.HeartbeatTimeout {
 		return max(o.Timeout, 2*bootstrap.DefaultBeatEvery)
 	}
 	return o.HeartbeatTimeout
 }
 
-// hardExitGrace is how long a run may take to stop after a fault before a
+// HardExitGrace is how long a run may take to stop after a fault before a
 // process started by Main exits anyway (its rows are on disk already).
-const hardExitGrace = 15 * time.Second
+const HardExitGrace = 15 * time.Second
 
-// guard protects one run: the watchdog, a fault reported by another
+// Guard protects one run: the watchdog, a fault reported by another
 // process, and prompt cancellation all abort the world, so no rank stays
 // blocked, and the first fault becomes the run's error.
-type guard struct {
-	f      *Factory
+type Guard struct {
+	f      *System
 	ctx    context.Context
 	cancel context.CancelFunc
-	pw     *processWorld
+	pw     *ProcessWorld
 	world  suites.World
 	mu     sync.Mutex
 	fault  error
 	stop   context.CancelFunc
 }
 
-// startGuard starts watching a run on world. board holds this process's
+// StartGuard starts watching a run on world. board holds this process's
 // ranks' progress; devices and hosts name ranks in verdicts.
-func (f *Factory) startGuard(ctx context.Context, cancel context.CancelFunc, ss *session, world suites.World,
-	board *watchdog.Board, timeout time.Duration, devices []results.Device) *guard {
+func (f *System) StartGuard(ctx context.Context, cancel context.CancelFunc, ss *Session, world suites.World,
+	board *watchdog.Board, timeout time.Duration, devices []results.Device) *Guard {
 	wctx, stop := context.WithCancel(ctx)
-	g := &guard{f: f, ctx: ctx, cancel: cancel, pw: ss.pw, world: world, stop: stop}
-	who := namer(ss, devices)
-	tcp, _ := ss.pw.ctlTCP()
+	g := &Guard{f: f, ctx: ctx, cancel: cancel, pw: ss.PW, world: world, stop: stop}
+	who := Namer(ss, devices)
+	tcp, _ := ss.PW.CtlTCP()
 	if tcp != nil {
 		tcp.SetStatus(func() []byte { return board.Encode(time.Now()) })
-		tcp.OnPeerLost(g.onFault)
+		tcp.OnPeerLost(g.OnFault)
 		if tcp.Rank() == 0 {
 			tcp.OnLoadedPeer(func(r int, quiet time.Duration) {
-				fmt.Fprintf(f.IO.ErrOut, "collbench: %s was not heard from for %v, but its process is alive and running on this machine: the machine is loaded; it is named only if it stays silent for three heartbeat bounds\n",
+				fmt.Fprintf(f.Stderr, "collbench: %s was not heard from for %v, but its process is alive and running on this machine: the machine is loaded; it is named only if it stays silent for three heartbeat bounds\n",
 					who(r), quiet.Round(time.Second))
 			})
 		}
@@ -117,14 +104,14 @@ func (f *Factory) startGuard(ctx context.Context, cancel context.CancelFunc, ss 
 		if a, ok := world.(suites.Aborter); ok {
 			a.Abort(context.Cause(ctx))
 		}
-		if g.firstFault() == nil && ss.pw.multi() {
-			var sc *signalCause
+		if g.FirstFault() == nil && ss.PW.Multi() {
+			var sc *SignalCause
 			if errors.As(context.Cause(ctx), &sc) {
-				ss.pw.ctl.Abort(context.Canceled)
+				ss.PW.Ctl.Abort(context.Canceled)
 			}
 		}
 	})
-	judge := !ss.pw.multi() || ss.pw.ctl.Rank() == 0 || tcp == nil
+	judge := !ss.PW.Multi() || ss.PW.Ctl.Rank() == 0 || tcp == nil
 	if judge && timeout > 0 {
 		records := func() []watchdog.Record { return board.Snapshot(time.Now()) }
 		if tcp != nil {
@@ -151,22 +138,22 @@ func (f *Factory) startGuard(ctx context.Context, cancel context.CancelFunc, ss 
 						who(v.Stuck[0]), time.Since(seen).Round(time.Second), "watchdog: "+v.Msg)
 				}
 			}
-			if ss.pw.multi() {
-				ss.pw.ctl.Abort(pe) // tells every process; this one's handler stops it
+			if ss.PW.Multi() {
+				ss.PW.Ctl.Abort(pe) // tells every process; this one's handler stops it
 				if tcp == nil {
-					g.onFault(pe)
+					g.OnFault(pe)
 				}
 				return
 			}
-			g.onFault(pe)
+			g.OnFault(pe)
 		})
 	}
 	return g
 }
 
-// onFault records the first fault and stops the run: the context is
+// OnFault records the first fault and stops the run: the context is
 // cancelled and the world aborted, so ranks blocked in a collective return.
-func (g *guard) onFault(err error) {
+func (g *Guard) OnFault(err error) {
 	g.mu.Lock()
 	first := g.fault == nil
 	if first {
@@ -176,62 +163,62 @@ func (g *guard) onFault(err error) {
 	if !first {
 		return
 	}
-	g.pw.setFailure(err)
+	g.pw.SetFailure(err)
 	g.cancel()
 	if a, ok := g.world.(suites.Aborter); ok {
 		a.Abort(err)
 	}
 	if g.f.HardExit {
-		time.AfterFunc(hardExitGrace, func() {
-			fmt.Fprintf(g.f.IO.ErrOut, "collbench: %v (the run did not stop within %v of the abort; exiting)\n", err, hardExitGrace)
-			exitNow(ExitCode(err))
+		time.AfterFunc(HardExitGrace, func() {
+			fmt.Fprintf(g.f.Stderr, "collbench: %v (the run did not stop within %v of the abort; exiting)\n", err, HardExitGrace)
+			ExitNow(ExitCode(err))
 		})
 	}
 }
 
-func (g *guard) firstFault() error {
+func (g *Guard) FirstFault() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.fault
 }
 
-// close stops the watchdog.
-func (g *guard) close() { g.stop() }
+// Close stops the watchdog.
+func (g *Guard) Close() { g.stop() }
 
-// cause turns the error a run ended with into the fault that caused it:
+// Cause turns the error a run ended with into the fault that caused it:
 // another process's failure rather than the broken connection that
 // reported it here, a watchdog verdict, or the signal that stopped it.
-func (g *guard) cause(runErr error, rows int) error {
-	if f := g.firstFault(); f != nil {
+func (g *Guard) Cause(runErr error, rows int) error {
+	if f := g.FirstFault(); f != nil {
 		return f
 	}
-	if g.pw.multi() && (g.ctx.Err() == nil || errors.As(runErr, new(*cpu.LinkError))) {
+	if g.pw.Multi() && (g.ctx.Err() == nil || errors.As(runErr, new(*cpu.LinkError))) {
 		// In a world of processes an error here is most often the echo of
 		// another process's fault (a broken connection, a message cut
 		// short by a peer that stopped): the control connection says
 		// which within moments.
 		deadline := time.After(3 * time.Second)
-		for g.firstFault() == nil {
+		for g.FirstFault() == nil {
 			select {
 			case <-deadline:
 				return runErr
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		return g.firstFault()
+		return g.FirstFault()
 	}
 	if g.ctx.Err() != nil {
-		var sc *signalCause
+		var sc *SignalCause
 		if errors.As(context.Cause(g.ctx), &sc) {
-			return &signalError{sig: sc.sig, rows: rows}
+			return &SignalError{Sig: sc.Sig, Rows: rows}
 		}
-		return &signalError{sig: os.Interrupt, rows: rows}
+		return &SignalError{Sig: os.Interrupt, Rows: rows}
 	}
 	return runErr
 }
 
-// namer names a world rank with its host and device, for verdicts.
-func namer(ss *session, devices []results.Device) func(int) string {
+// Namer names a world rank with its host and device, for verdicts.
+func Namer(ss *Session, devices []results.Device) func(int) string {
 	bus := map[int]string{}
 	for _, d := range devices {
 		if d.BusID != "" {
@@ -239,13 +226,13 @@ func namer(ss *session, devices []results.Device) func(int) string {
 		}
 	}
 	var pids []int
-	if tcp, ok := ss.pw.ctlTCP(); ok {
+	if tcp, ok := ss.PW.CtlTCP(); ok {
 		pids = tcp.PIDs()
 	}
 	return func(r int) string {
 		host := "?"
-		if r >= 0 && r < len(ss.hosts) {
-			host = ss.hosts[r]
+		if r >= 0 && r < len(ss.Hosts) {
+			host = ss.Hosts[r]
 		}
 		switch {
 		case bus[r] != "":

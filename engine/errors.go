@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"collbench/bootstrap"
+	"collbench/internal/tempdir"
 )
 
 // Exit codes. Documented in the README (exit codes).
@@ -27,7 +28,8 @@ type UsageError struct{ Err error }
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
-func usageErrorf(format string, a ...any) error {
+// UsageErrorf makes a UsageError from a format and its arguments.
+func UsageErrorf(format string, a ...any) error {
 	return &UsageError{fmt.Errorf(format, a...)}
 }
 
@@ -49,14 +51,14 @@ func ExitCode(err error) int {
 	var ue *UsageError
 	var re *RunError
 	var ce *CheckFailedError
-	var xe *exitCodeError
+	var xe *ExitCodeError
 	var pe *bootstrap.PeerError
-	var se *signalError
+	var se *SignalError
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &xe):
-		return xe.code
+		return xe.Code
 	case errors.As(err, &ce):
 		return ExitCheckFailed
 	case errors.As(err, &pe):
@@ -68,7 +70,7 @@ func ExitCode(err error) int {
 		}
 		return ExitRunFailed
 	case errors.As(err, &se):
-		return se.code()
+		return se.Code()
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	case errors.As(err, &ue):
@@ -79,26 +81,44 @@ func ExitCode(err error) int {
 	return ExitUsage
 }
 
-// signalError reports a run stopped by a signal (Ctrl-C, SIGTERM).
-type signalError struct {
-	sig  os.Signal
-	rows int
+// SignalError reports a run stopped by a signal (Ctrl-C, SIGTERM).
+type SignalError struct {
+	Sig  os.Signal
+	Rows int
 }
 
-func (e *signalError) Error() string {
+func (e *SignalError) Error() string {
 	name := "interrupted"
-	if e.sig == syscall.SIGTERM {
+	if e.Sig == syscall.SIGTERM {
 		name = "terminated"
 	}
-	if e.rows < 0 {
+	if e.Rows < 0 {
 		return name // the launcher: its ranks said what they kept
 	}
-	return fmt.Sprintf("%s; %d rows measured before are kept", name, e.rows)
+	return fmt.Sprintf("%s; %d rows measured before are kept", name, e.Rows)
 }
 
-func (e *signalError) code() int {
-	if e.sig == syscall.SIGTERM {
+func (e *SignalError) Code() int {
+	if e.Sig == syscall.SIGTERM {
 		return ExitTerminated
 	}
 	return ExitInterrupted
+}
+
+// ExitCodeError passes a child's exit code through without a message (the
+// child already printed one).
+type ExitCodeError struct{ Code int }
+
+func (e *ExitCodeError) Error() string { return "" }
+
+// SignalCause is why a run's context ended: a signal arrived.
+type SignalCause struct{ Sig os.Signal }
+
+func (c *SignalCause) Error() string { return "stopped by " + c.Sig.String() }
+
+// ExitNow ends the process with code after the exit cleanups (the
+// temporary directories of the running command).
+func ExitNow(code int) {
+	tempdir.RunExitCleanups()
+	os.Exit(code)
 }

@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"collbench/backend/cpu"
+	"collbench/bootstrap"
+	"collbench/internal/faults"
+	"collbench/internal/secret"
+	"collbench/suites"
+)
+
+// ProcessWorld is this process's membership in a world of processes; nil
+// fields mean a single process.
+type ProcessWorld struct {
+	Launch *bootstrap.Launch
+	Ctl    suites.Control
+	// peerErr is set when another process failed or vanished.
+	mu      sync.Mutex
+	peerErr error
+}
+
+func (p *ProcessWorld) Multi() bool { return p != nil && p.Ctl != nil }
+
+// Rank0 reports whether this process prints and writes results.
+func (p *ProcessWorld) Rank0() bool { return !p.Multi() || p.Ctl.Rank() == 0 }
+
+func (p *ProcessWorld) Failure() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.peerErr
+}
+
+func (p *ProcessWorld) SetFailure(err error) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.peerErr == nil {
+		p.peerErr = err
+	}
+}
+
+// CtlTCP returns the TCP control connection, if the world has one.
+func (p *ProcessWorld) CtlTCP() (*bootstrap.TCP, bool) {
+	if !p.Multi() {
+		return nil, false
+	}
+	t, ok := p.Ctl.(*bootstrap.TCP)
+	return t, ok
+}
+
+// HostIdentity is what this process reports as its host: NCCL_HOSTID when
+// set (so simulated nodes group as NCCL sees them), then COLLBENCH_HOST,
+// then the hostname.
+func (f *System) HostIdentity() string {
+	if v := f.Getenv("NCCL_HOSTID"); v != "" {
+		return v
+	}
+	if v := f.Getenv(bootstrap.EnvHost); v != "" {
+		return v
+	}
+	h, _ := f.Hostname()
+	return h
+}
+
+func (f *System) Getenv(k string) string {
+	prefix := k + "="
+	for _, kv := range f.Environ() {
+		if strings.HasPrefix(kv, prefix) {
+			return kv[len(prefix):]
+		}
+	}
+	return ""
+}
+
+// DetectLaunch reads the launcher's variables; errors are usage errors.
+func (f *System) DetectLaunch() (*bootstrap.Launch, error) {
+	l, err := bootstrap.Detect(f.Getenv)
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	return l, nil
+}
+
+// JoinProcesses forms the world of processes the launch describes: over TCP
+// when there is a rendezvous address, over MPI in MPI builds, and otherwise
+// refuses rather than run as unconnected single processes.
+func (f *System) JoinProcesses(ctx context.Context, l *bootstrap.Launch, args []string, timeout, silence time.Duration) (*ProcessWorld, error) {
+	pw := &ProcessWorld{Launch: l}
+	if !l.MultiProcess() {
+		return pw, nil
+	}
+	switch {
+	case l.RootAddr != "":
+		token, err := secret.Load(f.Getenv)
+		if err != nil {
+			return nil, &UsageError{err}
+		}
+		t, err := bootstrap.Join(ctx, bootstrap.TCPOptions{Rank: l.Rank, Size: l.Size, Addr: l.RootAddr,
+			Host: f.HostIdentity(), Args: args, Timeout: timeout, Token: token, Silence: silence,
+			Warn: func(s string) { fmt.Fprintln(f.Stderr, "collbench: "+s) }})
+		if err != nil {
+			return nil, &RunError{fmt.Errorf("forming the world of %d processes (%s): %w", l.Size, l.Source, err)}
+		}
+		pw.Ctl = t
+	case bootstrap.HasMPI:
+		m, err := bootstrap.JoinMPI(f.HostIdentity(), args)
+		if err != nil {
+			return nil, &RunError{err}
+		}
+		if m.Size() != l.Size || m.Rank() != l.Rank {
+			return nil, &RunError{fmt.Errorf("MPI says rank %d of %d, the %s environment rank %d of %d", m.Rank(), m.Size(), l.Source, l.Rank, l.Size)}
+		}
+		pw.Ctl = m
+	default:
+		return nil, UsageErrorf("started by %s as rank %d of %d (%s), but this collbench has no MPI and no rendezvous address: "+
+			"build it with make build-mpi, or set %s=<rank-0 host>:<port> for every rank (refusing to run %d unconnected copies)",
+			l.Source, l.Rank, l.Size, strings.Join(l.Evidence, " "), bootstrap.EnvRootAddr, l.Size)
+	}
+	return pw, nil
+}
+
+// WorldSize checks the backend against the launch and returns the number of
+// ranks: the launcher's world size, or ranks (0: the backend's default).
+func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
+	if !l.MultiProcess() {
+		if ranks == 0 {
+			return b.DefaultRanks(), nil
+		}
+		if b.Name() == "cpu" && ranks > cpu.MaxRanks {
+			return 0, UsageErrorf("-g %d: the cpu backend runs at most %d ranks in one process (each is a goroutine on this host's %d cores; "+
+				"a sweep past that takes hours); use fewer ranks, or processes: collbench launch -n N", ranks, cpu.MaxRanks, runtime.NumCPU())
+		}
+		return ranks, nil
+	}
+	if ranks > 1 {
+		return 0, UsageErrorf("-g %d: under %s every process drives one rank (this world has %d); leave -g out", ranks, l.Source, l.Size)
+	}
+	if _, ok := b.(suites.DistributedBackend); !ok {
+		return 0, UsageErrorf("the %s backend cannot run across processes", b.Name())
+	}
+	return l.Size, nil
+}
+
+// OpenWorld opens n ranks in this process, or this process's rank of a
+// world of processes on its device (--device, COLLBENCH_DEVICE, or the
+// local rank).
+func (f *System) OpenWorld(ctx context.Context, b suites.Backend, pw *ProcessWorld, n, device int) (suites.World, error) {
+	if !pw.Multi() {
+		w, err := b.Open(ctx, n)
+		if err != nil {
+			return nil, &RunError{fmt.Errorf("opening %d ranks on the %s backend: %w", n, b.Name(), err)}
+		}
+		return w, nil
+	}
+	device = f.LocalDevice(pw, device)
+	w, err := b.(suites.DistributedBackend).OpenDistributed(ctx, pw.Ctl, device)
+	if err != nil {
+		err = fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", pw.Launch.Rank, b.Name(), device, err)
+		pw.Ctl.Abort(err)
+		return nil, &RunError{err}
+	}
+	return w, nil
+}
+
+// LocalDevice is the device this process's rank drives under a launcher:
+// --device, COLLBENCH_DEVICE, or the local rank.
+func (f *System) LocalDevice(pw *ProcessWorld, device int) int {
+	if device >= 0 {
+		return device
+	}
+	if v, err := strconv.Atoi(f.Getenv(bootstrap.EnvDevice)); err == nil && v >= 0 {
+		return v
+	}
+	return pw.Launch.LocalRank
+}
+
+// Session is what every command that runs collectives settles first: the
+// backend, the launch, the world size, the other processes and their hosts.
+type Session struct {
+	Choice BackendChoice
+	Launch *bootstrap.Launch
+	N      int
+	PW     *ProcessWorld
+	Hosts  []string
+}
+
+// Close ends the connection to the other processes, if any.
+func (s *Session) Close() {
+	if s.PW.Multi() {
+		s.PW.Ctl.Close()
+	}
+}
+
+// StartSession chooses the backend, reads the launcher's variables, sizes
+// the world, lets check refuse bad input before any rendezvous, then joins
+// the other processes. The caller closes the session.
+func (f *System) StartSession(ctx context.Context, backend, ncclLib string, ranks int, rf RunFlags, check func(n int) error) (*Session, error) {
+	if err := rf.Validate(); err != nil {
+		return nil, err
+	}
+	choice, err := f.ChooseBackend(backend, ncclLib)
+	if err != nil {
+		return nil, err
+	}
+	launch, err := f.DetectLaunch()
+	if err != nil {
+		return nil, err
+	}
+	n, err := WorldSize(choice.Backend, launch, ranks)
+	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(n); err != nil {
+			return nil, err
+		}
+	}
+	pw, err := f.JoinProcesses(ctx, launch, f.Args[1:], rf.BootstrapTimeout, rf.Silence())
+	if err != nil {
+		return nil, err
+	}
+	if spec := f.Getenv(faults.EnvFaults); spec != "" && pw.Rank0() && choice.Backend.Name() == "cpu" {
+		fmt.Fprintf(f.Stderr, "collbench: planted faults (%s, a testing option): %s\n", faults.EnvFaults, spec)
+	}
+	s := &Session{Choice: choice, Launch: launch, N: n, PW: pw, Hosts: f.LocalHosts(n)}
+	if pw.Multi() {
+		s.Hosts = pw.Ctl.Hosts()
+	}
+	return s, nil
+}
