@@ -2,27 +2,22 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"collbench/bootstrap"
 	"collbench/dtype"
 	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
-	"collbench/watchdog"
 )
 
 // BenchOptions are the flags every collective command shares.
@@ -326,42 +321,6 @@ func (o *BenchOptions) plan() (suites.Plan, error) {
 	return p, nil
 }
 
-// emptyRows finds rows whose size is below one element per rank, so they
-// move no data. If every row is such a row the run is refused; otherwise a
-// note says how many (NCCL's benchmark prints them too, with count 0).
-func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (string, error) {
-	var empty, total int
-	example := ""
-	allEmpty := true
-	for _, c := range cases {
-		for _, sz := range sizes {
-			total++
-			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), minGroup, 0).BufferElems() > 0 {
-				allEmpty = false
-			}
-			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), maxGroup, 0).BufferElems() == 0 {
-				empty++
-				if example == "" {
-					example = fmt.Sprintf("%s %s %s on %d ranks", c.Coll, c.DType, report.HumanBytes(sz), maxGroup)
-				}
-			}
-		}
-	}
-	if total > 0 && allEmpty {
-		c := cases[0]
-		need := int64(c.DType.Size())
-		for suites.GeometryFor(c.Coll, need, c.DType.Size(), minGroup, 0).BufferElems() == 0 {
-			need *= 2
-		}
-		return "", fmt.Errorf("every row would move no data: the sizes are below one %s per rank (%s needs at least %s on %d ranks); use larger --sizes",
-			c.DType, c.Coll, report.HumanBytes(need), minGroup)
-	}
-	if empty > 0 {
-		return fmt.Sprintf("%d of %d rows move no data: their size is below one element per rank (e.g. %s); they are timed with count 0, as NCCL's benchmark does", empty, total, example), nil
-	}
-	return "", nil
-}
-
 // outputFormat resolves what -o FILE receives.
 func (o *BenchOptions) fileFormat(stdout report.Format) report.Format {
 	if o.formatSet {
@@ -374,240 +333,6 @@ func (o *BenchOptions) fileFormat(stdout report.Format) report.Format {
 		return report.FormatTable
 	}
 	return report.FormatJSON
-}
-
-func benchRun(o *BenchOptions) error {
-	ctx := o.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	board := watchdog.NewBoard()
-	ctx = watchdog.WithBoard(ctx, board)
-	f := o.Factory
-	plan, err := o.plan()
-	if err != nil {
-		return &engine.UsageError{Err: err}
-	}
-	format, err := report.ParseFormat(o.Format)
-	if err != nil {
-		return &engine.UsageError{Err: err}
-	}
-	ss, err := f.StartSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, func(n int) error {
-		if err := plan.Validate(n); err != nil {
-			return &engine.UsageError{Err: err}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	defer ss.Close()
-	choice, b, launch, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.Launch, ss.N, ss.PW, ss.Hosts
-	layout, err := suites.ParseLayout(o.RankList, n, hosts)
-	if err != nil {
-		return &engine.UsageError{Err: err}
-	}
-	if err := suites.CheckGroups(plan.Collectives, layout.Groups); err != nil {
-		if !o.allCollectives() {
-			return &engine.UsageError{Err: err}
-		}
-		// "all" means all that can run here.
-		plan.Collectives = slices.DeleteFunc(plan.Collectives, suites.Collective.PowerOfTwo)
-		o.notes = append(o.notes, "hypercube is left out of all: it needs groups whose sizes are powers of two")
-	}
-	minGroup := n
-	for _, g := range layout.Groups {
-		minGroup = min(minGroup, len(g))
-	}
-	for _, r := range plan.Roots {
-		if r >= minGroup && hasRooted(plan.Collectives) {
-			return engine.UsageErrorf("invalid --root %d: the smallest group of --rank-list %s has %d ranks (roots are group ranks)", r, o.RankList, minGroup)
-		}
-	}
-	cases, err := plan.Cases(b, minGroup)
-	if err != nil {
-		return &engine.UsageError{Err: err}
-	}
-	maxGroup := 0
-	for _, g := range layout.Groups {
-		maxGroup = max(maxGroup, len(g))
-	}
-	notes := o.notes
-	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
-		return &engine.UsageError{Err: err}
-	} else if note != "" {
-		notes = append(notes, note)
-	}
-	if b.Name() == "cpu" {
-		if plan.Register > 0 {
-			notes = append(notes, "--register: the cpu backend has no library to register buffers with; measured unregistered")
-			plan.Register = 0
-		}
-		if plan.Agg > 1 {
-			notes = append(notes, fmt.Sprintf("--agg %d: the cpu backend has no group calls; the %d operations of an iteration run one after another", plan.Agg, plan.Agg))
-		}
-	}
-	if plan.GraphReplays > 0 {
-		gb, ok := b.(suites.GraphBackend)
-		if !ok {
-			return engine.UsageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
-		}
-		if err := gb.CanCaptureGraphs(); err != nil {
-			return engine.UsageErrorf("--cuda-graph: %v", err)
-		}
-	}
-	var out *resultFile
-	if o.Output != "" && pw.Rank0() {
-		t, err := outputTarget("--output", o.Output)
-		if err != nil {
-			return err
-		}
-		out = &resultFile{target: t, format: o.fileFormat(format), out: o.IO.Out, errOut: o.IO.ErrOut}
-	}
-	if choice.Auto && pw.Rank0() && !o.Quiet && !o.hideNotice {
-		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
-	}
-
-	doc := o.newDocument(plan, n, choice)
-	doc.Notes = notes
-	if len(layout.Groups) > 1 {
-		doc.Config.RankList = o.RankList
-		doc.Config.Groups = layout.Groups
-	}
-	for r := 0; r < n; r++ {
-		doc.Communicators = append(doc.Communicators, layout.Info(r, hosts))
-	}
-	if pw.Multi() {
-		doc.Config.Processes, doc.Config.Launcher = n, launch.Source
-	}
-	o.document = doc
-	probe, probeNote, err := o.probeAlgorithms(ctx, ss, plan, cases, layout)
-	if err != nil {
-		return err
-	}
-	if probeNote != "" {
-		doc.Notes = append(doc.Notes, probeNote)
-	}
-	choices := probe.ByRow()
-	world, err := f.OpenWorld(ctx, b, pw, n, o.Device)
-	if err != nil {
-		return err
-	}
-	defer world.Close()
-	if doc.Environment.Backend.Devices, err = worldDevices(world); err != nil {
-		return &engine.RunError{Err: err}
-	}
-	switch {
-	case b.Name() == "nccl" && pw.Rank0():
-		doc.Topology = f.resultTopology(hosts, doc.Environment.Backend.Version)
-	case b.Name() == "cpu":
-		doc.Topology = f.cpuTopology(ss)
-	}
-	g := f.StartGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
-	defer g.Close()
-	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
-	meter, metered := world.(suites.MemoryMeter)
-	var used0, usedPeak int64 = -1, -1
-	if o.Memory && metered {
-		used0 = meter.UsedMemory()
-	}
-	progress := newProgress(o.IO)
-	progress.quiet = o.Quiet
-	if pw.Rank0() {
-		rn.OnProgress = progress.update
-	}
-	rn.OnRow = func(i int, row results.Row) {
-		if len(layout.Groups) > 1 {
-			row.Layout = o.RankList
-		}
-		attachAlgorithms(&row, choices[i])
-		if o.Memory && metered {
-			usedPeak = max(usedPeak, meter.UsedMemory())
-		}
-		if i < len(doc.Results) {
-			doc.Results[i] = row
-		} else {
-			doc.Results = append(doc.Results, row)
-		}
-		doc.Summary = results.Summarize(doc.Results, false)
-		out.set(doc, i, row)
-		if o.onDocument != nil {
-			o.onDocument(doc)
-		}
-	}
-	rows, runErr := rn.Run(ctx)
-	progress.done()
-	var tooLarge *suites.SizesTooLargeError
-	if errors.As(runErr, &tooLarge) {
-		return &engine.UsageError{Err: runErr} // refused before anything ran
-	}
-	if runErr != nil {
-		runErr = g.Cause(runErr, len(rows))
-		if pw.Multi() && !isFault(runErr) {
-			pw.Ctl.Abort(runErr)
-		}
-	}
-	doc.Finished = f.Now()
-	if runErr != nil {
-		doc.Error = runErr.Error()
-	}
-	if o.Memory {
-		doc.Memory = memoryReport(world, metered, meter, used0, usedPeak, rn.BufferBytes())
-	}
-	doc.Summary = results.Summarize(doc.Results, runErr != nil)
-	if o.onDocument != nil {
-		o.onDocument(doc)
-	}
-	if pw.Rank0() {
-		if err := out.finish(doc); err != nil {
-			return err
-		}
-		stdout := format
-		if out != nil && !o.formatSet {
-			stdout = report.FormatTable
-		}
-		// With --output on standard output the document is what goes there.
-		if !out.toStdout() {
-			if err := report.Write(o.IO.Out, doc, stdout); err != nil {
-				return &engine.RunError{Err: fmt.Errorf("writing results: %w", err)}
-			}
-		}
-	}
-	switch {
-	case isFault(runErr):
-		return runErr
-	case runErr != nil:
-		return &engine.RunError{Err: runErr}
-	case doc.Summary.WrongTotal > 0:
-		return &engine.CheckFailedError{Msg: fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
-	}
-	return nil
-}
-
-// memoryReport says what the run's memory went to: the communicators, the
-// two buffers per rank, and what the collectives took on top while
-// running (device memory on GPUs, host memory on the cpu backend).
-func memoryReport(w suites.World, metered bool, m suites.MemoryMeter, used0, peak, buffers int64) *results.MemoryReport {
-	rep := &results.MemoryReport{BufferBytes: buffers, LibraryBytes: -1, CollectiveBytes: -1}
-	if !metered {
-		rep.Note = "this backend does not measure its memory"
-		return rep
-	}
-	rep.LibraryBytes = m.LibraryMemory()
-	if used0 >= 0 && peak >= 0 {
-		rep.CollectiveBytes = max(peak-used0-buffers, 0)
-	}
-	return rep
-}
-
-// isFault reports errors that already name their cause and carry their
-// exit code: a fault of the world, or a signal.
-func isFault(err error) bool {
-	var pe *bootstrap.PeerError
-	var se *engine.SignalError
-	return errors.As(err, &pe) || errors.As(err, &se)
 }
 
 // resultFile keeps --output current: after every row the whole document is
@@ -665,89 +390,74 @@ func (r *resultFile) finish(doc *results.Document) error {
 	return writeTarget(r.out, r.target, true, r.render(doc))
 }
 
-// worldDevices lists every rank's device, from every process of the world.
-func worldDevices(w suites.World) ([]results.Device, error) {
-	var mine []results.Device
-	for _, r := range w.Ranks() {
-		mine = append(mine, r.Device())
-	}
-	d, ok := w.(suites.Distributed)
-	if !ok || d.Control() == nil {
-		return mine, nil
-	}
-	b, _ := json.Marshal(mine)
-	parts, err := d.Control().AllGather(b)
-	if err != nil {
-		return nil, fmt.Errorf("gathering devices: %w", err)
-	}
-	var all []results.Device
-	for _, p := range parts {
-		var ds []results.Device
-		if err := json.Unmarshal(p, &ds); err != nil {
-			return nil, err
-		}
-		all = append(all, ds...)
-	}
-	return all, nil
-}
-
-func (o *BenchOptions) newDocument(p suites.Plan, n int, choice engine.BackendChoice) *results.Document {
-	f := o.Factory
-	cfg := results.Config{
-		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
-		Seed: p.Seed, Backend: o.Backend, Sizes: p.Sizes, Root: "all",
-		IterStats: p.IterStats, CUDAGraph: p.GraphReplays,
-		Blocking: p.Blocking, Misalign: p.Misalign, CPUTime: p.CPUTime, Explain: o.Explain,
-		Register: []string{"", "local", "symmetric"}[p.Register],
-	}
-	if p.Agg > 1 {
-		cfg.Agg = p.Agg
-	}
-	if p.Cycles > 1 {
-		cfg.Cycles = p.Cycles
-	}
-	for _, c := range p.Collectives {
-		cfg.Collectives = append(cfg.Collectives, c.String())
-	}
-	for _, t := range p.DTypes {
-		cfg.DTypes = append(cfg.DTypes, t.String())
-	}
-	for _, op := range p.Ops {
-		cfg.Ops = append(cfg.Ops, op.String())
-	}
-	if p.Roots != nil {
-		cfg.Root = strconv.Itoa(p.Roots[0])
-	}
-	switch {
-	case p.OutOfPlace && p.InPlace:
-		cfg.Mode = "both"
-	case p.InPlace:
-		cfg.Mode = "in-place"
-	default:
-		cfg.Mode = "out-of-place"
-	}
-	return &results.Document{
-		Schema:        results.Schema,
-		SchemaVersion: results.SchemaVersion,
-		Tool:          results.Tool{Name: "collbench", Version: Version},
-		Command:       f.Args,
-		Started:       f.Now(),
-		Config:        cfg,
-		Results:       []results.Row{},
-		Environment:   f.Environment(choice.Backend, choice.Reason),
-	}
-}
-
-func hasRooted(cs []suites.Collective) bool {
-	for _, c := range cs {
-		if c.Rooted() {
-			return true
-		}
-	}
-	return false
-}
-
 // parseCollectiveList resolves names (or "all") to collectives.
 func parseCollectiveList(names []string) ([]suites.Collective, error) {
 	return suites.ParseCollectives(strings.Join(names, ","))
+}
+
+// benchRun runs the benchmark the options describe: the engine measures,
+// this writes -o as rows arrive, shows progress and prints the table.
+func benchRun(o *BenchOptions) error {
+	plan, err := o.plan()
+	if err != nil {
+		return &engine.UsageError{Err: err}
+	}
+	format, err := report.ParseFormat(o.Format)
+	if err != nil {
+		return &engine.UsageError{Err: err}
+	}
+	var out *resultFile
+	rank0 := false
+	progress := newProgress(o.IO)
+	progress.quiet = o.Quiet
+	b := engine.Bench{Plan: plan, Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, RankList: o.RankList,
+		AllCollectives: o.allCollectives(), Explain: o.Explain, Memory: o.Memory, RunFlags: o.RunFlags,
+		Notes: o.notes, Tool: Version, OnProgress: progress.update}
+	b.OnReady = func(choice engine.BackendChoice, isRank0 bool) error {
+		rank0 = isRank0
+		if o.Output != "" && rank0 {
+			t, err := outputTarget("--output", o.Output)
+			if err != nil {
+				return err
+			}
+			out = &resultFile{target: t, format: o.fileFormat(format), out: o.IO.Out, errOut: o.IO.ErrOut}
+		}
+		if choice.Auto && rank0 && !o.Quiet && !o.hideNotice {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", choice.Backend.Name(), choice.Reason)
+		}
+		return nil
+	}
+	b.OnDocument = func(doc *results.Document, i int, row results.Row) {
+		o.document = doc
+		out.set(doc, i, row)
+		if o.onDocument != nil {
+			o.onDocument(doc)
+		}
+	}
+	doc, runErr := o.Factory.RunBench(o.Ctx, b)
+	progress.done()
+	if doc == nil {
+		return runErr
+	}
+	o.document = doc
+	if o.onDocument != nil {
+		o.onDocument(doc)
+	}
+	if !rank0 {
+		return runErr
+	}
+	if err := out.finish(doc); err != nil {
+		return err
+	}
+	stdout := format
+	if out != nil && !o.formatSet {
+		stdout = report.FormatTable
+	}
+	// With --output on standard output the document is what goes there.
+	if !out.toStdout() {
+		if err := report.Write(o.IO.Out, doc, stdout); err != nil {
+			return &engine.RunError{Err: fmt.Errorf("writing results: %w", err)}
+		}
+	}
+	return runErr
 }

@@ -214,7 +214,7 @@ func doctorRun(o *DoctorOptions) error {
 		return err
 	}
 	defer world.Close()
-	devices, err := worldDevices(world)
+	devices, err := engine.WorldDevices(world)
 	if err != nil {
 		return &engine.RunError{Err: err}
 	}
@@ -252,10 +252,10 @@ func doctorRun(o *DoctorOptions) error {
 	rep, runErr := doctor.Run(ctx, world, opts)
 	if runErr != nil {
 		runErr = g.Cause(runErr, 0)
-		if pw.Multi() && !isFault(runErr) {
+		if pw.Multi() && !engine.IsFault(runErr) {
 			pw.Ctl.Abort(runErr)
 		}
-		if !isFault(runErr) {
+		if !engine.IsFault(runErr) {
 			runErr = &engine.RunError{Err: runErr}
 		}
 		// A run that ends on a fault still writes its verdict: the part at

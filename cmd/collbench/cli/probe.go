@@ -1,143 +1,18 @@
 package cli
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
 	"collbench/internal/faults"
-	"collbench/nccl"
 	"collbench/nccl/probe"
-	"collbench/results"
 	"collbench/suites"
 )
 
 // The algorithm probe (package nccl/probe) runs in a child process before
 // the sweep; this file decides whether to run it and starts it.
-
-// EnvProbe, set to "always", runs the probe on the cpu backend too (which
-// knows its algorithms without one): a check of the probe itself. "off"
-// skips it on NCCL.
-const EnvProbe = "COLLBENCH_ALGORITHM_PROBE"
-
-// probeTimeout bounds the whole probe: opening the communicators and one
-// operation per row.
-// COLLBENCH_PROBE_TIMEOUT replaces it (tests plant hung probes).
-func (o *BenchOptions) probeTimeout() time.Duration {
-	if d, err := time.ParseDuration(o.Factory.Getenv(EnvProbeTimeout)); err == nil && d > 0 {
-		return d
-	}
-	return o.BootstrapTimeout + time.Minute
-}
-
-// EnvProbeTimeout bounds the algorithm probe instead of the default.
-const EnvProbeTimeout = "COLLBENCH_PROBE_TIMEOUT"
-
-// probeAlgorithms runs the probe when the backend is NCCL (or when
-// COLLBENCH_ALGORITHM_PROBE=always). It returns nil and a note when there is
-// nothing to probe or the probe failed; only a cancelled run is an error.
-func (o *BenchOptions) probeAlgorithms(ctx context.Context, ss *engine.Session, plan suites.Plan, cases []suites.Case, layout suites.Layout) (*probe.Result, string, error) {
-	f := o.Factory
-	b := ss.Choice.Backend
-	mode := strings.ToLower(f.Getenv(EnvProbe))
-	want := (b.Name() == "nccl" && mode != "off") || mode == "always"
-	note := ""
-	if want && b.Name() == "nccl" {
-		if ok, why := nccl.TuningLogUsable(b.Info().VersionCode); !ok {
-			want, note = false, "no algorithm per row: "+why
-		}
-	}
-	if ss.PW.Multi() {
-		// Every process probes, or none: a host with another NCCL may say no.
-		flag := []byte{0}
-		if want {
-			flag[0] = 1
-		}
-		all, err := ss.PW.Ctl.AllGather(flag)
-		if err != nil {
-			return nil, "", &engine.RunError{Err: err}
-		}
-		for r, v := range all {
-			if len(v) != 1 || v[0] != 1 {
-				if want {
-					note = fmt.Sprintf("no algorithm per row: rank %d cannot probe (another NCCL version, or %s=off there)", r, EnvProbe)
-				}
-				want = false
-				break
-			}
-		}
-	}
-	if !want {
-		return nil, note, nil
-	}
-	dir, release, err := tempDir("collbench-probe-")
-	if err != nil {
-		return nil, "no algorithm per row: " + err.Error(), nil
-	}
-	defer release()
-	spec := probe.Spec{Backend: b.Name(), Ranks: ss.N, Plan: plan, Cases: cases, Groups: layout.Groups,
-		LogFile: filepath.Join(dir, "nccl-tuning.log"), Size: ss.N}
-	if b.Name() == "nccl" {
-		spec.Lib = b.Info().Library
-	}
-	// The probe's only job is the choices: one operation per row.
-	spec.Plan.Iters, spec.Plan.Warmup, spec.Plan.Check, spec.Plan.Cycles, spec.Plan.Agg = 1, 0, 0, 1, 1
-	spec.Plan.IterStats, spec.Plan.GraphReplays = false, 0
-	if ss.PW.Multi() {
-		spec.Multi, spec.Rank, spec.Size, spec.Hosts = true, ss.PW.Ctl.Rank(), ss.PW.Ctl.Size(), ss.PW.Ctl.Hosts()
-		spec.Device = f.LocalDevice(ss.PW, o.Device)
-		if t, ok := ss.PW.CtlTCP(); ok {
-			spec.LocalIP = t.LocalIP()
-		}
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, "no algorithm per row: " + err.Error(), nil
-	}
-	var ctl suites.Control
-	if ss.PW.Multi() {
-		ctl = ss.PW.Ctl
-	}
-	res, err := probe.Run(ctx, ctl, exe, f.Environ(), spec, o.probeTimeout())
-	if ctx.Err() != nil {
-		return nil, "", ctx.Err()
-	}
-	if err != nil {
-		return nil, "no algorithm per row: the algorithm probe failed: " + err.Error(), nil
-	}
-	if res == nil { // a rank other than 0
-		return nil, "", nil
-	}
-	return res, res.Note, nil
-}
-
-// attachAlgorithms puts the probe's choices (group -> choice) on a row;
-// they replace what the world said itself.
-func attachAlgorithms(row *results.Row, choices map[int]*results.AlgoChoice) {
-	if len(choices) == 0 {
-		return
-	}
-	for gi := range row.Groups {
-		if c := choices[gi]; c != nil {
-			row.Groups[gi].Algorithm = c
-		}
-	}
-	first := -1
-	for gi := range choices {
-		if choices[gi] != nil && (first < 0 || gi < first) {
-			first = gi
-		}
-	}
-	if first >= 0 {
-		row.Algorithm = choices[first]
-	}
-}
 
 // NewCmdAlgorithmProbe builds the hidden command the probe runs as.
 func NewCmdAlgorithmProbe(f *Factory) *cobra.Command {

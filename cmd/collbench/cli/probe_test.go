@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"collbench/engine"
 )
 
 // The algorithm probe runs on NCCL; COLLBENCH_ALGORITHM_PROBE=always runs
@@ -14,7 +16,7 @@ import (
 func TestAlgorithmProbeAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "r.json")
-	p := startSelf(t, []string{EnvProbe + "=always"}, "launch", "-n", "4", "--", "sweep", "--collectives", "allreduce,alltoall",
+	p := startSelf(t, []string{engine.EnvProbe + "=always"}, "launch", "-n", "4", "--", "sweep", "--collectives", "allreduce,alltoall",
 		"--backend", "cpu", "--sizes", "1K,256K", "-n", "2", "-w", "1", "-q", "--rank-list", "[[0,1],[2,3]]", "-o", out, "--explain")
 	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, p.out, p.errb)
@@ -65,7 +67,7 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 				args = append([]string{"launch", "-n", "4", "--"}, args...)
 			}
 			start := time.Now()
-			p := startSelf(t, []string{EnvProbe + "=always", EnvProbeTimeout + "=3s", "COLLBENCH_FAULTS=" + tc.fault}, args...)
+			p := startSelf(t, []string{engine.EnvProbe + "=always", engine.EnvProbeTimeout + "=3s", "COLLBENCH_FAULTS=" + tc.fault}, args...)
 			if code := p.wait(t, 60*time.Second); code != 0 {
 				t.Fatalf("exit %d, want 0 (a failed probe costs only the algorithms)\n%s\n%s", code, p.out, p.errb)
 			}

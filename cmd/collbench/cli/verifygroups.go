@@ -115,7 +115,7 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 		return err
 	}
 	defer world.Close()
-	devices, err := worldDevices(world)
+	devices, err := engine.WorldDevices(world)
 	if err != nil {
 		return &engine.RunError{Err: err}
 	}
@@ -126,7 +126,7 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
 	if runErr != nil {
 		runErr = g.Cause(runErr, 0)
-		if pw.Multi() && !isFault(runErr) {
+		if pw.Multi() && !engine.IsFault(runErr) {
 			pw.Ctl.Abort(runErr)
 		}
 	}
@@ -150,7 +150,7 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 		return &engine.RunError{Err: err}
 	}
 	switch {
-	case isFault(runErr):
+	case engine.IsFault(runErr):
 		return runErr
 	case runErr != nil:
 		return &engine.RunError{Err: runErr}

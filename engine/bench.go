@@ -1,0 +1,376 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"collbench/bootstrap"
+	"collbench/report"
+	"collbench/results"
+	"collbench/suites"
+	"collbench/watchdog"
+)
+
+// emptyRows finds rows whose size is below one element per rank, so they
+// move no data. If every row is such a row the run is refused; otherwise a
+// note says how many (NCCL's benchmark prints them too, with count 0).
+func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (string, error) {
+	var empty, total int
+	example := ""
+	allEmpty := true
+	for _, c := range cases {
+		for _, sz := range sizes {
+			total++
+			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), minGroup, 0).BufferElems() > 0 {
+				allEmpty = false
+			}
+			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), maxGroup, 0).BufferElems() == 0 {
+				empty++
+				if example == "" {
+					example = fmt.Sprintf("%s %s %s on %d ranks", c.Coll, c.DType, report.HumanBytes(sz), maxGroup)
+				}
+			}
+		}
+	}
+	if total > 0 && allEmpty {
+		c := cases[0]
+		need := int64(c.DType.Size())
+		for suites.GeometryFor(c.Coll, need, c.DType.Size(), minGroup, 0).BufferElems() == 0 {
+			need *= 2
+		}
+		return "", fmt.Errorf("every row would move no data: the sizes are below one %s per rank (%s needs at least %s on %d ranks); use larger --sizes",
+			c.DType, c.Coll, report.HumanBytes(need), minGroup)
+	}
+	if empty > 0 {
+		return fmt.Sprintf("%d of %d rows move no data: their size is below one element per rank (e.g. %s); they are timed with count 0, as NCCL's benchmark does", empty, total, example), nil
+	}
+	return "", nil
+}
+
+// Bench is one benchmark run: what to measure (a plan resolved from the
+// user's words), where (backend, ranks, groups), and what to tell the
+// caller while it runs.
+type Bench struct {
+	Plan suites.Plan
+	// Backend ("auto", "cpu", "nccl") and NCCLLib choose the backend;
+	// Ranks is the rank count in one process (0: the backend's default).
+	Backend, NCCLLib string
+	Ranks            int
+	// RankList splits the ranks into groups (suites.ParseLayout's words).
+	RankList string
+	// AllCollectives says the collectives were asked for as "all": those
+	// that cannot run in these groups are left out with a note, not refused.
+	AllCollectives bool
+	Explain        bool // recorded in the document
+	Memory         bool // measure what the memory went to
+	RunFlags
+	// Notes go into the document (what the run does differently from what
+	// was asked).
+	Notes []string
+	// Tool is the version recorded in the document.
+	Tool string
+
+	// OnReady, if set, runs once the world's shape is known and before any
+	// rank is opened: rank0 says whether this process writes results. An
+	// error stops the run (e.g. an output path that cannot be written).
+	OnReady func(choice BackendChoice, rank0 bool) error
+	// OnProgress receives the runner's progress (rank 0 only).
+	OnProgress func(suites.Progress)
+	// OnDocument receives the document after every row (index i), so rows
+	// reach disk as they are measured, and once more at the end (i < 0).
+	OnDocument func(doc *results.Document, i int, row results.Row)
+}
+
+// RunBench runs b and returns its document, which holds every row measured
+// even when the error is not nil: a *CheckFailedError for wrong elements,
+// a fault of the world or a *SignalError with its exit code, a *RunError
+// otherwise. The document is nil only for a run refused before it started
+// (a *UsageError, or a world that could not be formed). Under a launcher
+// every process returns it; OnReady says which process is rank 0, the one
+// that prints and writes results.
+func (f *System) RunBench(ctx context.Context, b Bench) (*results.Document, error) {
+	doc, _, err := f.runBench(ctx, b)
+	return doc, err
+}
+
+func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	board := watchdog.NewBoard()
+	ctx = watchdog.WithBoard(ctx, board)
+	plan := o.Plan
+	ss, err := f.StartSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, func(n int) error {
+		if err := plan.Validate(n); err != nil {
+			return &UsageError{Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, true, err
+	}
+	defer ss.Close()
+	choice, b, launch, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.Launch, ss.N, ss.PW, ss.Hosts
+	layout, err := suites.ParseLayout(o.RankList, n, hosts)
+	if err != nil {
+		return nil, pw.Rank0(), &UsageError{Err: err}
+	}
+	if err := suites.CheckGroups(plan.Collectives, layout.Groups); err != nil {
+		if !o.AllCollectives {
+			return nil, pw.Rank0(), &UsageError{Err: err}
+		}
+		// "all" means all that can run here.
+		plan.Collectives = slices.DeleteFunc(plan.Collectives, suites.Collective.PowerOfTwo)
+		o.Notes = append(o.Notes, "hypercube is left out of all: it needs groups whose sizes are powers of two")
+	}
+	minGroup := n
+	for _, g := range layout.Groups {
+		minGroup = min(minGroup, len(g))
+	}
+	for _, r := range plan.Roots {
+		if r >= minGroup && hasRooted(plan.Collectives) {
+			return nil, pw.Rank0(), UsageErrorf("invalid --root %d: the smallest group of --rank-list %s has %d ranks (roots are group ranks)", r, o.RankList, minGroup)
+		}
+	}
+	cases, err := plan.Cases(b, minGroup)
+	if err != nil {
+		return nil, pw.Rank0(), &UsageError{Err: err}
+	}
+	maxGroup := 0
+	for _, g := range layout.Groups {
+		maxGroup = max(maxGroup, len(g))
+	}
+	notes := o.Notes
+	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
+		return nil, pw.Rank0(), &UsageError{Err: err}
+	} else if note != "" {
+		notes = append(notes, note)
+	}
+	if b.Name() == "cpu" {
+		if plan.Register > 0 {
+			notes = append(notes, "--register: the cpu backend has no library to register buffers with; measured unregistered")
+			plan.Register = 0
+		}
+		if plan.Agg > 1 {
+			notes = append(notes, fmt.Sprintf("--agg %d: the cpu backend has no group calls; the %d operations of an iteration run one after another", plan.Agg, plan.Agg))
+		}
+	}
+	if plan.GraphReplays > 0 {
+		gb, ok := b.(suites.GraphBackend)
+		if !ok {
+			return nil, pw.Rank0(), UsageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
+		}
+		if err := gb.CanCaptureGraphs(); err != nil {
+			return nil, pw.Rank0(), UsageErrorf("--cuda-graph: %v", err)
+		}
+	}
+	if o.OnReady != nil {
+		if err := o.OnReady(choice, pw.Rank0()); err != nil {
+			return nil, pw.Rank0(), err
+		}
+	}
+
+	doc := f.newDocument(o, plan, n, choice)
+	doc.Notes = notes
+	if len(layout.Groups) > 1 {
+		doc.Config.RankList = o.RankList
+		doc.Config.Groups = layout.Groups
+	}
+	for r := 0; r < n; r++ {
+		doc.Communicators = append(doc.Communicators, layout.Info(r, hosts))
+	}
+	if pw.Multi() {
+		doc.Config.Processes, doc.Config.Launcher = n, launch.Source
+	}
+	probe, probeNote, err := f.probeAlgorithms(ctx, ss, o.RunFlags, plan, cases, layout)
+	if err != nil {
+		return nil, pw.Rank0(), err
+	}
+	if probeNote != "" {
+		doc.Notes = append(doc.Notes, probeNote)
+	}
+	choices := probe.ByRow()
+	world, err := f.OpenWorld(ctx, b, pw, n, o.Device)
+	if err != nil {
+		return nil, pw.Rank0(), err
+	}
+	defer world.Close()
+	if doc.Environment.Backend.Devices, err = WorldDevices(world); err != nil {
+		return nil, pw.Rank0(), &RunError{Err: err}
+	}
+	switch {
+	case b.Name() == "nccl" && pw.Rank0():
+		doc.Topology = f.ResultTopology(hosts, doc.Environment.Backend.Version)
+	case b.Name() == "cpu":
+		doc.Topology = f.CPUTopology(ss)
+	}
+	g := f.StartGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
+	defer g.Close()
+	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
+	meter, metered := world.(suites.MemoryMeter)
+	var used0, usedPeak int64 = -1, -1
+	if o.Memory && metered {
+		used0 = meter.UsedMemory()
+	}
+	if pw.Rank0() {
+		rn.OnProgress = o.OnProgress
+	}
+	rn.OnRow = func(i int, row results.Row) {
+		if len(layout.Groups) > 1 {
+			row.Layout = o.RankList
+		}
+		attachAlgorithms(&row, choices[i])
+		if o.Memory && metered {
+			usedPeak = max(usedPeak, meter.UsedMemory())
+		}
+		if i < len(doc.Results) {
+			doc.Results[i] = row
+		} else {
+			doc.Results = append(doc.Results, row)
+		}
+		doc.Summary = results.Summarize(doc.Results, false)
+		if o.OnDocument != nil {
+			o.OnDocument(doc, i, row)
+		}
+	}
+	rows, runErr := rn.Run(ctx)
+	var tooLarge *suites.SizesTooLargeError
+	if errors.As(runErr, &tooLarge) {
+		return nil, pw.Rank0(), &UsageError{Err: runErr} // refused before anything ran
+	}
+	if runErr != nil {
+		runErr = g.Cause(runErr, len(rows))
+		if pw.Multi() && !IsFault(runErr) {
+			pw.Ctl.Abort(runErr)
+		}
+	}
+	doc.Finished = f.Now()
+	if runErr != nil {
+		doc.Error = runErr.Error()
+	}
+	if o.Memory {
+		doc.Memory = memoryReport(world, metered, meter, used0, usedPeak, rn.BufferBytes())
+	}
+	doc.Summary = results.Summarize(doc.Results, runErr != nil)
+	rank0 := pw.Rank0()
+	switch {
+	case IsFault(runErr):
+		return doc, rank0, runErr
+	case runErr != nil:
+		return doc, rank0, &RunError{Err: runErr}
+	case doc.Summary.WrongTotal > 0:
+		return doc, rank0, &CheckFailedError{Msg: fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
+	}
+	return doc, rank0, nil
+}
+
+// memoryReport says what the run's memory went to: the communicators, the
+// two buffers per rank, and what the collectives took on top while
+// running (device memory on GPUs, host memory on the cpu backend).
+func memoryReport(w suites.World, metered bool, m suites.MemoryMeter, used0, peak, buffers int64) *results.MemoryReport {
+	rep := &results.MemoryReport{BufferBytes: buffers, LibraryBytes: -1, CollectiveBytes: -1}
+	if !metered {
+		rep.Note = "this backend does not measure its memory"
+		return rep
+	}
+	rep.LibraryBytes = m.LibraryMemory()
+	if used0 >= 0 && peak >= 0 {
+		rep.CollectiveBytes = max(peak-used0-buffers, 0)
+	}
+	return rep
+}
+
+// IsFault reports errors that already name their cause and carry their
+// exit code: a fault of the world, or a signal.
+func IsFault(err error) bool {
+	var pe *bootstrap.PeerError
+	var se *SignalError
+	return errors.As(err, &pe) || errors.As(err, &se)
+}
+
+// WorldDevices lists every rank's device, from every process of the world.
+func WorldDevices(w suites.World) ([]results.Device, error) {
+	var mine []results.Device
+	for _, r := range w.Ranks() {
+		mine = append(mine, r.Device())
+	}
+	d, ok := w.(suites.Distributed)
+	if !ok || d.Control() == nil {
+		return mine, nil
+	}
+	b, _ := json.Marshal(mine)
+	parts, err := d.Control().AllGather(b)
+	if err != nil {
+		return nil, fmt.Errorf("gathering devices: %w", err)
+	}
+	var all []results.Device
+	for _, p := range parts {
+		var ds []results.Device
+		if err := json.Unmarshal(p, &ds); err != nil {
+			return nil, err
+		}
+		all = append(all, ds...)
+	}
+	return all, nil
+}
+
+func (f *System) newDocument(o Bench, p suites.Plan, n int, choice BackendChoice) *results.Document {
+	cfg := results.Config{
+		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
+		Seed: p.Seed, Backend: o.Backend, Sizes: p.Sizes, Root: "all",
+		IterStats: p.IterStats, CUDAGraph: p.GraphReplays,
+		Blocking: p.Blocking, Misalign: p.Misalign, CPUTime: p.CPUTime, Explain: o.Explain,
+		Register: []string{"", "local", "symmetric"}[p.Register],
+	}
+	if p.Agg > 1 {
+		cfg.Agg = p.Agg
+	}
+	if p.Cycles > 1 {
+		cfg.Cycles = p.Cycles
+	}
+	for _, c := range p.Collectives {
+		cfg.Collectives = append(cfg.Collectives, c.String())
+	}
+	for _, t := range p.DTypes {
+		cfg.DTypes = append(cfg.DTypes, t.String())
+	}
+	for _, op := range p.Ops {
+		cfg.Ops = append(cfg.Ops, op.String())
+	}
+	if p.Roots != nil {
+		cfg.Root = strconv.Itoa(p.Roots[0])
+	}
+	switch {
+	case p.OutOfPlace && p.InPlace:
+		cfg.Mode = "both"
+	case p.InPlace:
+		cfg.Mode = "in-place"
+	default:
+		cfg.Mode = "out-of-place"
+	}
+	return &results.Document{
+		Schema:        results.Schema,
+		SchemaVersion: results.SchemaVersion,
+		Tool:          results.Tool{Name: "collbench", Version: o.Tool},
+		Command:       f.Args,
+		Started:       f.Now(),
+		Config:        cfg,
+		Results:       []results.Row{},
+		Environment:   f.Environment(choice.Backend, choice.Reason),
+	}
+}
+
+func hasRooted(cs []suites.Collective) bool {
+	for _, c := range cs {
+		if c.Rooted() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"collbench/backend/cpu"
+	"collbench/results"
+	"collbench/topology"
+)
+
+// NVMLFacts asks NVML about the GPUs; its error says why it could not.
+func (f *System) NVMLFacts() (topology.Facts, error) {
+	lib := f.NVML()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return topology.Facts{}, fmt.Errorf("NVML: %v (is the NVIDIA driver installed? libnvidia-ml.so.1 is part of it)", ret)
+	}
+	defer lib.Shutdown()
+	facts, err := topology.FromNVML(lib)
+	if err != nil {
+		return facts, fmt.Errorf("NVML: %v", err)
+	}
+	return facts, nil
+}
+
+// ResultTopology is the topology summary placed beside benchmark results:
+// NVML and sysfs only (no NCCL probe), for this host; nodes counts the
+// distinct hosts of the world.
+func (f *System) ResultTopology(hosts []string, ncclVersion string) *results.TopologySummary {
+	in := topology.Inputs{Host: f.HostIdentity(), NCCLVersion: ncclVersion}
+	if facts, err := f.NVMLFacts(); err == nil {
+		in.Facts = &facts
+	}
+	if st, err := os.Stat("/sys/class"); err == nil && st.IsDir() {
+		in.Sysfs = &topology.Sysfs{Root: "/"}
+	}
+	nodes := map[string]bool{}
+	for _, h := range hosts {
+		nodes[h] = true
+	}
+	return topology.Build(in).ResultSummary(len(nodes))
+}
+
+// CPUTopology describes where a cpu-backend run moved its data and the
+// peak its busbw compares with: the NIC the ranks reach each other through
+// when they span hosts; none on one host, where data moves through
+// loopback and memory.
+func (f *System) CPUTopology(ss *Session) *results.TopologySummary {
+	nodes := map[string]bool{}
+	for _, h := range ss.Hosts {
+		nodes[h] = true
+	}
+	procs := "in one process"
+	if ss.PW.Multi() {
+		procs = fmt.Sprintf("in %d processes", ss.N)
+	}
+	hostsWord := "1 host"
+	if len(nodes) > 1 {
+		hostsWord = fmt.Sprintf("%d hosts", len(nodes))
+	}
+	s := &results.TopologySummary{Nodes: len(nodes), Summary: fmt.Sprintf("cpu backend, %d ranks %s on %s", ss.N, procs, hostsWord)}
+	if len(nodes) <= 1 {
+		s.PeakLabel = "none (the cpu backend on one host moves data through loopback and memory: no link to compare with)"
+		return s
+	}
+	ip := ""
+	if la, ok := ss.PW.Ctl.(cpu.LocalAddresser); ok {
+		ip = la.LocalIP()
+	}
+	if p := net.ParseIP(ip); p != nil && p.IsLoopback() {
+		s.PeakLabel = "none (the hosts reach each other through loopback, as simulated hosts on one machine: no NIC to compare with)"
+		return s
+	}
+	ifname := interfaceOf(ip)
+	var slowest *topology.NIC
+	nics := (topology.Sysfs{Root: "/"}).NICs()
+	for i, n := range nics {
+		if n.RateGbps <= 0 {
+			continue
+		}
+		if n.Name == ifname {
+			s.PeakGBps = n.RateGbps / 8
+			s.PeakLabel = fmt.Sprintf("NIC %s of %s, %.0f Gb/s, the slowest hop a rank's data takes off this host", n.Name, ip, n.RateGbps)
+			return s
+		}
+		if slowest == nil || n.RateGbps < slowest.RateGbps {
+			slowest = &nics[i]
+		}
+	}
+	if slowest != nil {
+		s.PeakGBps = slowest.RateGbps / 8
+		s.PeakLabel = fmt.Sprintf("NIC %s, %.0f Gb/s, the slowest NIC of this host", slowest.Name, slowest.RateGbps)
+		return s
+	}
+	s.PeakLabel = fmt.Sprintf("unknown (no speed is reported for the NIC of %s)", cmp.Or(ip, "this host"))
+	return s
+}
+
+// interfaceOf names the network interface that holds ip.
+func interfaceOf(ip string) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, inf := range ifs {
+		addrs, _ := inf.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.String() == ip {
+				return inf.Name
+			}
+		}
+	}
+	return ""
+}
