@@ -3,10 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,7 +10,6 @@ import (
 
 	"collbench/dtype"
 	"collbench/engine"
-	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
@@ -130,6 +125,14 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress bar and no backend notice on stderr")
 }
 
+// benchDefaults returns options holding every flag's default, as a command
+// line that gives none of them would.
+func benchDefaults(f *Factory) *BenchOptions {
+	o := &BenchOptions{IO: f.IO, Factory: f}
+	addBenchFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError), o)
+	return o
+}
+
 // benchCommands returns one command per collective.
 func benchCommands(f *Factory) []*cobra.Command {
 	var out []*cobra.Command
@@ -210,184 +213,6 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return engine.UsageErrorf("%s takes no arguments, got %q (see '%s --help')", cmd.CommandPath(), args[0], cmd.CommandPath())
 	}
 	return nil
-}
-
-// sizes resolves --sizes or the -b/-e/-f/-i flags.
-func (o *BenchOptions) sizes() ([]int64, error) {
-	bounds := o.MinBytes != "" || o.MaxBytes != "" || o.StepBytes != ""
-	if bounds && o.Sizes != "" {
-		return nil, fmt.Errorf("use either --sizes or -b/-e/-f/-i, not both")
-	}
-	if bounds {
-		if o.MinBytes == "" {
-			return nil, fmt.Errorf("-e/-i need -b (the smallest size)")
-		}
-		return suites.SizesFromBounds(o.MinBytes, o.MaxBytes, o.StepFactor, o.StepBytes)
-	}
-	spec := o.Sizes
-	if spec == "" {
-		spec = defaultSizes
-	}
-	return suites.ParseSizes(spec)
-}
-
-// parseList parses a comma list of values or "all". A value listed twice
-// under any spelling (float,fp32) is kept once, in its first place, as
-// overlapping size ranges are, so no row is measured twice.
-func parseList[T comparable](s string, all []T, parse func(string) (T, error)) ([]T, bool, error) {
-	var out []T
-	seen := map[T]bool{}
-	add := func(v T) {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
-	isAll := false
-	for _, part := range strings.Split(s, ",") {
-		if strings.EqualFold(strings.TrimSpace(part), "all") {
-			for _, v := range all {
-				add(v)
-			}
-			isAll = true
-			continue
-		}
-		v, err := parse(part)
-		if err != nil {
-			return nil, false, err
-		}
-		add(v)
-	}
-	return out, isAll, nil
-}
-
-// plan turns the flags into a plan; n is the rank count.
-func (o *BenchOptions) plan() (suites.Plan, error) {
-	var p suites.Plan
-	var err error
-	p.Collectives = o.Collectives
-	if p.Sizes, err = o.sizes(); err != nil {
-		return p, err
-	}
-	var allT, allO bool
-	if p.DTypes, allT, err = parseList(o.DType, dtype.All(), dtype.Parse); err != nil {
-		return p, err
-	}
-	if p.Ops, allO, err = parseList(o.Op, suites.AllOps(), suites.ParseOp); err != nil {
-		return p, err
-	}
-	p.SkipUnsupported = allT || allO
-	if r := strings.TrimSpace(o.Root); !strings.EqualFold(r, "all") {
-		v, err := strconv.Atoi(r)
-		if err != nil {
-			return p, fmt.Errorf("invalid --root %q (use a rank number or all)", o.Root)
-		}
-		p.Roots = []int{v}
-	}
-	switch strings.ToLower(o.Mode) {
-	case "both":
-		p.OutOfPlace, p.InPlace = true, true
-	case "out-of-place", "oop", "outofplace":
-		p.OutOfPlace = true
-	case "in-place", "ip", "inplace":
-		p.InPlace = true
-	default:
-		return p, fmt.Errorf("unknown --mode %q (valid: both, out-of-place, in-place)", o.Mode)
-	}
-	if p.Average, err = suites.ParseAverage(o.Average); err != nil {
-		return p, err
-	}
-	if o.Ranks < 0 {
-		return p, fmt.Errorf("invalid --ranks %d: must be at least 1", o.Ranks)
-	}
-	p.Iters, p.Warmup, p.Check, p.Seed = o.Iters, o.Warmup, o.Check, o.Seed
-	p.IterStats, p.GraphReplays = o.IterStats, o.CUDAGraph
-	p.Agg, p.Blocking, p.Misalign, p.CPUTime, p.Cycles = o.Agg, o.Blocking, o.Misalign, o.CPUTime, o.Cycles
-	if o.Agg < 1 {
-		return p, fmt.Errorf("invalid --agg %d: must be 1 or more", o.Agg)
-	}
-	if o.Cycles < 1 {
-		return p, fmt.Errorf("invalid --cycles %d: must be 1 or more", o.Cycles)
-	}
-	switch strings.ToLower(strings.TrimSpace(o.Register)) {
-	case "none", "0", "":
-	case "local", "1":
-		p.Register = 1
-	case "symmetric", "2":
-		p.Register = 2
-	default:
-		return p, fmt.Errorf("unknown --register %q (valid: none, local, symmetric, or 0, 1, 2)", o.Register)
-	}
-	return p, nil
-}
-
-// outputFormat resolves what -o FILE receives.
-func (o *BenchOptions) fileFormat(stdout report.Format) report.Format {
-	if o.formatSet {
-		return stdout
-	}
-	switch strings.ToLower(filepath.Ext(o.Output)) {
-	case ".csv":
-		return report.FormatCSV
-	case ".txt":
-		return report.FormatTable
-	}
-	return report.FormatJSON
-}
-
-// resultFile keeps --output current: after every row the whole document is
-// written to a temporary file beside it and renamed over it, so the file
-// always holds a valid document with every row measured so far, whenever
-// the process is killed. An existing file is replaced only once the run
-// has a row to put there. A stream (a pipe, a device, standard output)
-// cannot be rewritten: it gets the whole document once, at the end.
-type resultFile struct {
-	target *outfile.Target
-	format report.Format
-	out    io.Writer // the command's standard output
-	errOut io.Writer
-	enc    results.Encoder
-	failed bool
-}
-
-func (r *resultFile) render(doc *results.Document) func(io.Writer) error {
-	if r.format == report.FormatJSON {
-		return func(w io.Writer) error { return r.enc.Write(w, doc) }
-	}
-	return func(w io.Writer) error { return report.Write(w, doc, r.format) }
-}
-
-// toStdout says whether the document goes to standard output.
-func (r *resultFile) toStdout() bool { return r != nil && r.target.IsStdout() }
-
-// set writes the document after row was set at index i of its results
-// (appended, or measured again by a later cycle).
-func (r *resultFile) set(doc *results.Document, i int, row results.Row) {
-	if r == nil {
-		return
-	}
-	if err := r.enc.Set(i, row); err == nil && r.target.Kind == outfile.Regular {
-		err = r.target.Write(false, r.render(doc))
-		if err != nil && !r.failed {
-			r.failed = true
-			fmt.Fprintf(r.errOut, "collbench: cannot update --output: %v (will try again at the end)\n", err)
-		}
-	}
-}
-
-// finish writes the final document, synced to disk; with no row at all an
-// existing file is left as it was.
-func (r *resultFile) finish(doc *results.Document) error {
-	if r == nil {
-		return nil
-	}
-	if len(doc.Results) == 0 && r.target.Kind == outfile.Regular {
-		if _, err := os.Stat(r.target.Path); err == nil {
-			fmt.Fprintf(r.errOut, "collbench: no row was measured; %s is left as it was\n", r.target.Given)
-			return nil
-		}
-	}
-	return writeTarget(r.out, r.target, true, r.render(doc))
 }
 
 // parseCollectiveList resolves names (or "all") to collectives.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,13 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"collbench/bootstrap"
 	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
 	"collbench/runconfig"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -78,7 +77,7 @@ func runSuite(o *RunOptions) error {
 	}
 	// The output directory is relative to where run is started; the
 	// baseline is relative to the config file.
-	outDir := orDefault(o.Output, orDefault(cfg.Output, "collbench-out"))
+	outDir := cmp.Or(o.Output, cmp.Or(cfg.Output, "collbench-out"))
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return engine.UsageErrorf("cannot create the --output directory %s: %s", outDir, outfile.Reason(err))
 	}
@@ -118,7 +117,7 @@ func runSuite(o *RunOptions) error {
 	var enc results.Encoder
 	saved := 0
 	save := func(cur *results.Document) {
-		all := mergeDocs(cloneDoc(merged), cur)
+		all := results.Merge(merged.Clone(), cur)
 		for _, r := range all.Results[saved:] {
 			_ = enc.Add(r)
 		}
@@ -138,16 +137,16 @@ func runSuite(o *RunOptions) error {
 			layouts = []string{""}
 		}
 		for li, layout := range layouts {
-			bo := &BenchOptions{IO: &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet},
-				Factory: o.Factory, Ctx: o.Ctx, Format: "table", Backend: orDefault(cfg.Backend, "auto"),
-				Ranks: cfg.Ranks, Iters: orInt(cfg.Iterations, 20), Check: 1,
-				Sizes: s.Sizes, DType: orDefault(strings.Join(s.DTypes, ","), "float"), Op: orDefault(strings.Join(s.Ops, ","), "sum"),
-				Root: orDefault(s.Root, "0"), Mode: orDefault(s.Mode, "both"), Average: "mean", Seed: 1, RankList: layout,
-				IterStats: s.IterStats, StepFactor: 2, Agg: 1, Cycles: 1, Register: "none", Quiet: o.Quiet, hideNotice: si > 0 || li > 0,
-				RunFlags: engine.RunFlags{Device: -1, BootstrapTimeout: 2 * time.Minute, Timeout: o.Timeout, HeartbeatTimeout: bootstrap.DefaultSilence}}
-			if cfg.Warmup == nil {
-				bo.Warmup = 5
-			} else {
+			// The suite's settings over the flags' own defaults, so the two
+			// ways of running a sweep cannot drift apart.
+			bo := benchDefaults(o.Factory)
+			bo.IO = &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet}
+			bo.Ctx, bo.Quiet, bo.hideNotice, bo.Timeout = o.Ctx, o.Quiet, si > 0 || li > 0, o.Timeout
+			bo.Backend, bo.Ranks, bo.Iters = cmp.Or(cfg.Backend, bo.Backend), cfg.Ranks, cmp.Or(cfg.Iterations, bo.Iters)
+			bo.Sizes, bo.RankList, bo.IterStats = s.Sizes, layout, s.IterStats
+			bo.DType, bo.Op = cmp.Or(strings.Join(s.DTypes, ","), bo.DType), cmp.Or(strings.Join(s.Ops, ","), bo.Op)
+			bo.Root, bo.Mode = cmp.Or(s.Root, bo.Root), cmp.Or(s.Mode, bo.Mode)
+			if cfg.Warmup != nil {
 				bo.Warmup = *cfg.Warmup
 			}
 			if cfg.Check != nil {
@@ -172,7 +171,7 @@ func runSuite(o *RunOptions) error {
 				firstErr = err
 			}
 			if bo.document != nil && len(bo.document.Results) > 0 {
-				merged = mergeDocs(merged, bo.document)
+				merged = results.Merge(merged, bo.document)
 			}
 			if firstErr != nil {
 				break
@@ -195,7 +194,7 @@ func runSuite(o *RunOptions) error {
 	if wrong || merged.Summary.WrongTotal > 0 {
 		failures = append(failures, fmt.Sprintf("%d wrong elements", merged.Summary.WrongTotal))
 	}
-	html := report.HTMLInput{Title: "collbench " + orDefault(cfg.Name, filepath.Base(o.Config)), Runs: []report.Series{{Label: "current", Doc: merged}}}
+	html := report.HTMLInput{Title: "collbench " + cmp.Or(cfg.Name, filepath.Base(o.Config)), Runs: []report.Series{{Label: "current", Doc: merged}}}
 	if baseDoc != nil {
 		html.Baseline = &report.Series{Label: "baseline", Doc: baseDoc}
 		th := report.DefaultThresholds()
@@ -227,7 +226,7 @@ func runSuite(o *RunOptions) error {
 		}
 	}
 	if a := cfg.Acceptance; a != nil {
-		failures = append(failures, acceptance(o.IO.Out, merged, int64(a.MinSize), a.PeakFraction)...)
+		failures = append(failures, report.Acceptance(o.IO.Out, merged, int64(a.MinSize), a.PeakFraction)...)
 	}
 	if err := writeTo(nil, "in --output", filepath.Join(outDir, "report.html"), func(w io.Writer) error { return report.WriteHTML(w, html) }); err != nil {
 		return err
@@ -261,97 +260,4 @@ func (o *BenchOptions) equivalentCommand() []string {
 		args = append(args, "--iter-stats")
 	}
 	return args
-}
-
-// acceptance checks that rows of at least minSize reach frac of the peak.
-func acceptance(w io.Writer, d *results.Document, minSize int64, frac float64) []string {
-	if d.Topology == nil || d.Topology.PeakGBps <= 0 {
-		fmt.Fprintln(w, "# acceptance: skipped, the peak bandwidth of this machine is unknown (no NVLink or NIC peak detected)")
-		return nil
-	}
-	peak := d.Topology.PeakGBps
-	var bad []string
-	judged, uneven := 0, 0
-	for _, r := range d.Results {
-		if r.SizeBytes < minSize || r.OneRank() {
-			continue
-		}
-		if !suites.PeakComparable(r.Collective) {
-			uneven++
-			continue
-		}
-		judged++
-		where := ""
-		if r.Layout != "" {
-			where = " on " + r.Layout
-		}
-		for _, h := range r.Halves() {
-			if h.BusBW < frac*peak {
-				bad = append(bad, fmt.Sprintf("%s %s %s%s: busbw %.1f GB/s is %.0f%% of the %.1f GB/s peak (< %.0f%%)",
-					r.Collective, r.DType, report.HumanBytes(r.SizeBytes), where, h.BusBW, h.BusBW/peak*100, peak, frac*100))
-			}
-		}
-	}
-	if uneven > 0 {
-		fmt.Fprintf(w, "# acceptance: %d alltoallv rows not judged: their counts are uneven by design, so busbw is set by the busiest rank, not by the links\n", uneven)
-	}
-	if judged == 0 {
-		fmt.Fprintf(w, "# acceptance: skipped, no row of at least %s ran on two or more ranks\n", report.HumanBytes(minSize))
-		return nil
-	}
-	for _, b := range bad {
-		fmt.Fprintf(w, "# acceptance FAIL: %s\n", b)
-	}
-	if len(bad) == 0 {
-		fmt.Fprintf(w, "# acceptance: every row of at least %s reached %.0f%% of the %.1f GB/s peak\n", report.HumanBytes(minSize), frac*100, peak)
-		return nil
-	}
-	return []string{fmt.Sprintf("%d rows below %.0f%% of peak", len(bad), frac*100)}
-}
-
-// cloneDoc copies d's top level and its rows slice, so merging into the
-// copy leaves d as it was.
-func cloneDoc(d *results.Document) *results.Document {
-	if d == nil {
-		return nil
-	}
-	c := *d
-	c.Results = append([]results.Row(nil), d.Results...)
-	c.Config.Collectives = append([]string(nil), d.Config.Collectives...)
-	return &c
-}
-
-// mergeDocs appends b's rows to a (a nil a starts with b).
-func mergeDocs(a, b *results.Document) *results.Document {
-	if a == nil {
-		c := *b
-		return &c
-	}
-	a.Results = append(a.Results, b.Results...)
-	for _, c := range b.Config.Collectives {
-		if !contains(a.Config.Collectives, c) {
-			a.Config.Collectives = append(a.Config.Collectives, c)
-		}
-	}
-	a.Config.RankList, a.Config.Groups = "", nil
-	a.Finished = b.Finished
-	if a.Error == "" {
-		a.Error = b.Error
-	}
-	a.Summary = results.Summarize(a.Results, a.Error != "")
-	return a
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
-func orInt(v, d int) int {
-	if v == 0 {
-		return d
-	}
-	return v
 }

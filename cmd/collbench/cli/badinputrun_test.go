@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"collbench/engine"
+)
+
+// TestBadInputEveryCommand walks the bad-input table through every command:
+// exit 2, one line on stderr in the user's words (no Go internals), nothing
+// on stdout, nothing written or replaced in the fixture directory.
+func TestBadInputEveryCommand(t *testing.T) {
+	if len(badInputCases) < 149 {
+		t.Fatalf("only %d bad-input cases: the table must keep at least 149", len(badInputCases))
+	}
+	dir := t.TempDir()
+	good := writeGoodResult(t, dir)
+	files := map[string]string{
+		"a.json":           good,
+		"empty.json":       "",
+		"list.json":        "[1, 2]",
+		"object.json":      `{"schema": "x", "something": 1}`,
+		"nokind.json":      `{"something": 1}`,
+		"wrongfield.json":  `{"schema": "collbench/result", "schema_version": 1, "results": "x"}`,
+		"wrongnumber.json": `{"schema": "collbench/result", "schema_version": 1, "results": [{"collective": "allreduce", "size_bytes": "8"}]}`,
+		"cut.json":         good[:len(good)/2],
+		"broken.json":      `{"schema": "collbench/result" "x": 1}`,
+		"notes.txt":        "# my notes\nnothing measured here\n",
+		"oldlog.txt":       "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n        1024           256   float     sum    20.10    0.05    0.04  0e+00    20.10    0.05    0.04  0e+00\n",
+		"suite.yaml":       "suites:\n  - collectives: [allreduce]\n    sizes: \"8\"\n",
+		"empty.yaml":       "",
+		"bad.yaml":         "x: [\n",
+		"badtype.yaml":     "iterations: abc\nsuites:\n  - collectives: [allreduce]\n",
+		"badlist.yaml":     "suites:\n  - collectives: 5\n",
+		"unknownkey.yaml":  "suites:\n  - colectives: [allreduce]\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := listTree(t, dir)
+	seen := map[string]bool{}
+	for _, c := range badInputCases {
+		key := c.env + " " + c.args
+		if seen[key] {
+			t.Errorf("%s: listed twice", key)
+		}
+		seen[key] = true
+		var args []string
+		for _, a := range strings.Fields(c.args) {
+			if a == "''" {
+				a = ""
+			}
+			args = append(args, strings.ReplaceAll(a, "@", dir))
+		}
+		f, out, errOut := testFactory()
+		if c.env != "" {
+			env := f.Environ()
+			f.Environ = func() []string { return append(env, c.env) }
+		}
+		code := run(t, f, args...)
+		msg := errOut.String()
+		label := strings.TrimSpace(c.env + " collbench " + c.args)
+		if code != engine.ExitUsage {
+			t.Errorf("%s: exit %d, want 2 (stderr %q)", label, code, msg)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%s: printed on stdout: %q", label, out)
+		}
+		if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "collbench: ") {
+			t.Errorf("%s: want one line on stderr, got %q", label, msg)
+		}
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%s: stderr %q does not say %q", label, msg, c.want)
+		}
+		if m := goInternals.FindString(strings.ReplaceAll(msg, dir, "DIR")); m != "" {
+			t.Errorf("%s: stderr %q names Go internals (%q)", label, msg, m)
+		}
+		if after := listTree(t, dir); after != before {
+			t.Fatalf("%s: wrote or replaced files:\nbefore %s\nafter  %s", label, before, after)
+		}
+	}
+}
+
+// writeGoodResult measures a tiny run and returns its JSON document.
+func writeGoodResult(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "good.json")
+	f, _, errOut := testFactory()
+	if code := run(t, f, "allreduce", "--sizes", "8,1K", "-n", "2", "-w", "0", "-q", "-o", path); code != 0 {
+		t.Fatalf("the good run failed: %s", errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// listTree is every path under dir with its size, mode and time.
+func listTree(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		lines = append(lines, fmt.Sprintf("%s %d %v %d", strings.TrimPrefix(p, dir), fi.Size(), fi.Mode(), fi.ModTime().UnixNano()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "; ")
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"collbench/dtype"
+	"collbench/suites"
+)
+
+// sizes resolves --sizes or the -b/-e/-f/-i flags.
+func (o *BenchOptions) sizes() ([]int64, error) {
+	bounds := o.MinBytes != "" || o.MaxBytes != "" || o.StepBytes != ""
+	if bounds && o.Sizes != "" {
+		return nil, fmt.Errorf("use either --sizes or -b/-e/-f/-i, not both")
+	}
+	if bounds {
+		if o.MinBytes == "" {
+			return nil, fmt.Errorf("-e/-i need -b (the smallest size)")
+		}
+		return suites.SizesFromBounds(o.MinBytes, o.MaxBytes, o.StepFactor, o.StepBytes)
+	}
+	spec := o.Sizes
+	if spec == "" {
+		spec = defaultSizes
+	}
+	return suites.ParseSizes(spec)
+}
+
+// parseList parses a comma list of values or "all". A value listed twice
+// under any spelling (float,fp32) is kept once, in its first place, as
+// overlapping size ranges are, so no row is measured twice.
+func parseList[T comparable](s string, all []T, parse func(string) (T, error)) ([]T, bool, error) {
+	var out []T
+	seen := map[T]bool{}
+	add := func(v T) {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	isAll := false
+	for _, part := range strings.Split(s, ",") {
+		if strings.EqualFold(strings.TrimSpace(part), "all") {
+			for _, v := range all {
+				add(v)
+			}
+			isAll = true
+			continue
+		}
+		v, err := parse(part)
+		if err != nil {
+			return nil, false, err
+		}
+		add(v)
+	}
+	return out, isAll, nil
+}
+
+// plan turns the flags into a plan; n is the rank count.
+func (o *BenchOptions) plan() (suites.Plan, error) {
+	var p suites.Plan
+	var err error
+	p.Collectives = o.Collectives
+	if p.Sizes, err = o.sizes(); err != nil {
+		return p, err
+	}
+	var allT, allO bool
+	if p.DTypes, allT, err = parseList(o.DType, dtype.All(), dtype.Parse); err != nil {
+		return p, err
+	}
+	if p.Ops, allO, err = parseList(o.Op, suites.AllOps(), suites.ParseOp); err != nil {
+		return p, err
+	}
+	p.SkipUnsupported = allT || allO
+	if r := strings.TrimSpace(o.Root); !strings.EqualFold(r, "all") {
+		v, err := strconv.Atoi(r)
+		if err != nil {
+			return p, fmt.Errorf("invalid --root %q (use a rank number or all)", o.Root)
+		}
+		p.Roots = []int{v}
+	}
+	switch strings.ToLower(o.Mode) {
+	case "both":
+		p.OutOfPlace, p.InPlace = true, true
+	case "out-of-place", "oop", "outofplace":
+		p.OutOfPlace = true
+	case "in-place", "ip", "inplace":
+		p.InPlace = true
+	default:
+		return p, fmt.Errorf("unknown --mode %q (valid: both, out-of-place, in-place)", o.Mode)
+	}
+	if p.Average, err = suites.ParseAverage(o.Average); err != nil {
+		return p, err
+	}
+	if o.Ranks < 0 {
+		return p, fmt.Errorf("invalid --ranks %d: must be at least 1", o.Ranks)
+	}
+	p.Iters, p.Warmup, p.Check, p.Seed = o.Iters, o.Warmup, o.Check, o.Seed
+	p.IterStats, p.GraphReplays = o.IterStats, o.CUDAGraph
+	p.Agg, p.Blocking, p.Misalign, p.CPUTime, p.Cycles = o.Agg, o.Blocking, o.Misalign, o.CPUTime, o.Cycles
+	if o.Agg < 1 {
+		return p, fmt.Errorf("invalid --agg %d: must be 1 or more", o.Agg)
+	}
+	if o.Cycles < 1 {
+		return p, fmt.Errorf("invalid --cycles %d: must be 1 or more", o.Cycles)
+	}
+	switch strings.ToLower(strings.TrimSpace(o.Register)) {
+	case "none", "0", "":
+	case "local", "1":
+		p.Register = 1
+	case "symmetric", "2":
+		p.Register = 2
+	default:
+		return p, fmt.Errorf("unknown --register %q (valid: none, local, symmetric, or 0, 1, 2)", o.Register)
+	}
+	return p, nil
+}
