@@ -7,12 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"collbench/dtype"
 	"collbench/engine"
 	"collbench/report"
-	"collbench/results"
 	"collbench/suites"
-	"collbench/watchdog"
 )
 
 // VerifyGroupsOptions are the flags of `collbench verify-groups`.
@@ -71,10 +68,6 @@ the ranks span several hosts. --rank-list (repeatable) replaces them.
 }
 
 func verifyGroupsRun(o *VerifyGroupsOptions) error {
-	ctx := o.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if o.Format != "table" && o.Format != "json" {
 		return engine.UsageErrorf("unknown --format %q for verify-groups (valid: table, json)", o.Format)
 	}
@@ -85,77 +78,27 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	if o.Ranks < 0 {
 		return engine.UsageErrorf("invalid --ranks %d: must be at least 1", o.Ranks)
 	}
-	f := o.Factory
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	board := watchdog.NewBoard()
-	ctx = watchdog.WithBoard(ctx, board)
-	ss, err := f.StartSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, nil)
-	if err != nil {
-		return err
-	}
-	defer ss.Close()
-	choice, b, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.N, ss.PW, ss.Hosts
-	layouts := suites.DefaultLayouts(n, hosts)
-	if len(o.RankList) > 0 {
-		layouts = nil
-		for _, spec := range o.RankList {
-			l, err := suites.ParseLayout(spec, n, hosts)
-			if err != nil {
-				return &engine.UsageError{Err: err}
-			}
-			layouts = append(layouts, l)
+	v := engine.VerifyGroups{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, RankLists: o.RankList,
+		Sizes: sizes, Seed: o.Seed, RunFlags: o.RunFlags, Tool: Version}
+	v.OnReady = func(choice engine.BackendChoice, rank0 bool) error {
+		if choice.Auto && rank0 {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", choice.Backend.Name(), choice.Reason)
 		}
+		return nil
 	}
-	if choice.Auto && pw.Rank0() {
-		fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", b.Name(), choice.Reason)
+	res, runErr := o.Factory.RunVerifyGroups(o.Ctx, v)
+	if res == nil {
+		return runErr
 	}
-	world, err := f.OpenWorld(ctx, b, pw, n, o.Device)
-	if err != nil {
-		return err
-	}
-	defer world.Close()
-	devices, err := engine.WorldDevices(world)
-	if err != nil {
-		return &engine.RunError{Err: err}
-	}
-	g := f.StartGuard(ctx, cancel, ss, world, board, o.Timeout, devices)
-	defer g.Close()
-	opts := suites.VerifyOptions{Sizes: sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
-		Ops: []suites.ReduceOp{suites.Sum, suites.Max}, Seed: o.Seed}
-	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
-	if runErr != nil {
-		runErr = g.Cause(runErr, 0)
-		if pw.Multi() && !engine.IsFault(runErr) {
-			pw.Ctl.Abort(runErr)
-		}
-	}
-	v := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: Version},
-		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}
-	for _, l := range lvs {
-		for _, c := range l.Collectives {
-			v.OK = v.OK && c.Pass
-		}
-	}
-	if !pw.Rank0() {
-		err = nil
-	} else if o.Format == "json" {
+	if o.Format == "json" {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(v)
+		err = enc.Encode(res)
 	} else {
-		err = report.WriteGroupVerification(o.IO.Out, v)
+		err = report.WriteGroupVerification(o.IO.Out, res)
 	}
 	if err != nil {
 		return &engine.RunError{Err: err}
 	}
-	switch {
-	case engine.IsFault(runErr):
-		return runErr
-	case runErr != nil:
-		return &engine.RunError{Err: runErr}
-	case !v.OK:
-		return &engine.CheckFailedError{Msg: "verify-groups: some values did not match (see the mismatches above)"}
-	}
-	return nil
+	return runErr
 }

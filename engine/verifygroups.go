@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+
+	"collbench/dtype"
+	"collbench/results"
+	"collbench/suites"
+	"collbench/watchdog"
+)
+
+// VerifyGroups checks the grouping semantics themselves: every collective
+// inside each group of each layout, every value checked.
+type VerifyGroups struct {
+	Backend, NCCLLib string
+	Ranks            int
+	// RankLists are the layouts to check (suites.ParseLayout's words);
+	// none: the default set for this world.
+	RankLists []string
+	Sizes     []int64
+	Seed      uint64
+	RunFlags
+	Tool string // the version recorded in the result
+	// OnReady, if set, runs once the backend is chosen, before any rank is
+	// opened; rank0 says whether this process prints the result.
+	OnReady func(choice BackendChoice, rank0 bool) error
+}
+
+// RunVerifyGroups runs v and returns the verification on rank 0 (nil on the
+// other processes, and when refused before it started). A mismatch is a
+// *CheckFailedError beside the full result.
+func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.GroupVerification, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	board := watchdog.NewBoard()
+	ctx = watchdog.WithBoard(ctx, board)
+	ss, err := f.StartSession(ctx, v.Backend, v.NCCLLib, v.Ranks, v.RunFlags, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ss.Close()
+	choice, b, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.N, ss.PW, ss.Hosts
+	layouts := suites.DefaultLayouts(n, hosts)
+	if len(v.RankLists) > 0 {
+		layouts = nil
+		for _, spec := range v.RankLists {
+			l, err := suites.ParseLayout(spec, n, hosts)
+			if err != nil {
+				return nil, &UsageError{Err: err}
+			}
+			layouts = append(layouts, l)
+		}
+	}
+	if v.OnReady != nil {
+		if err := v.OnReady(choice, pw.Rank0()); err != nil {
+			return nil, err
+		}
+	}
+	world, err := f.OpenWorld(ctx, b, pw, n, v.Device)
+	if err != nil {
+		return nil, err
+	}
+	defer world.Close()
+	devices, err := WorldDevices(world)
+	if err != nil {
+		return nil, &RunError{Err: err}
+	}
+	g := f.StartGuard(ctx, cancel, ss, world, board, v.Timeout, devices)
+	defer g.Close()
+	opts := suites.VerifyOptions{Sizes: v.Sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
+		Ops: []suites.ReduceOp{suites.Sum, suites.Max}, Seed: v.Seed}
+	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
+	if runErr != nil {
+		runErr = g.Cause(runErr, 0)
+		if pw.Multi() && !IsFault(runErr) {
+			pw.Ctl.Abort(runErr)
+		}
+	}
+	res := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: v.Tool},
+		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}
+	for _, l := range lvs {
+		for _, c := range l.Collectives {
+			res.OK = res.OK && c.Pass
+		}
+	}
+	ok := res.OK
+	if !pw.Rank0() {
+		res = nil
+	}
+	switch {
+	case IsFault(runErr):
+		return res, runErr
+	case runErr != nil:
+		return res, &RunError{Err: runErr}
+	case !ok:
+		return res, &CheckFailedError{Msg: "verify-groups: some values did not match (see the mismatches above)"}
+	}
+	return res, nil
+}
