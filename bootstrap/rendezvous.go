@@ -456,13 +456,6 @@ func (t *TCP) welcomed(o TCPOptions, c net.Conn, h hello, challenge []byte, typ 
 	return nil
 }
 
-func errOr(err error, s string) string {
-	if err != nil {
-		return err.Error()
-	}
-	return s
-}
-
 // who names a rank with its host and process id.
 func (t *TCP) who(r int) string {
 	if r < 0 || r >= len(t.hosts) {

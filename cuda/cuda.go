@@ -25,7 +25,6 @@ static CUresult (*p_cuDeviceGet)(CUdevice*, int);
 static CUresult (*p_cuDeviceGetName)(char*, int, CUdevice);
 static CUresult (*p_cuDeviceGetAttribute)(int*, int, CUdevice);
 static CUresult (*p_cuDeviceGetPCIBusId)(char*, int, CUdevice);
-static CUresult (*p_cuDeviceTotalMem)(size_t*, CUdevice);
 static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
 static CUresult (*p_cuDevicePrimaryCtxRelease)(CUdevice);
 static CUresult (*p_cuCtxSetCurrent)(CUcontext);
@@ -43,7 +42,6 @@ static CUresult (*p_cuStreamQuery)(CUstream);
 static CUresult (*p_cuEventCreate)(CUevent*, unsigned);
 static CUresult (*p_cuEventDestroy)(CUevent);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
-static CUresult (*p_cuEventSynchronize)(CUevent);
 static CUresult (*p_cuEventElapsedTime)(float*, CUevent, CUevent);
 static CUresult (*p_cuModuleLoadData)(CUmodule*, const void*);
 static CUresult (*p_cuModuleUnload)(CUmodule);
@@ -83,7 +81,6 @@ static const char *cb_load(const char *path, char *err, size_t errlen) {
 	REQ(p_cuDeviceGetName, "cuDeviceGetName", NULL)
 	REQ(p_cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL)
 	REQ(p_cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", NULL)
-	REQ(p_cuDeviceTotalMem, "cuDeviceTotalMem_v2", NULL)
 	REQ(p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL)
 	REQ(p_cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease")
 	REQ(p_cuCtxSetCurrent, "cuCtxSetCurrent", NULL)
@@ -101,7 +98,6 @@ static const char *cb_load(const char *path, char *err, size_t errlen) {
 	REQ(p_cuEventCreate, "cuEventCreate", NULL)
 	REQ(p_cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy")
 	REQ(p_cuEventRecord, "cuEventRecord", NULL)
-	REQ(p_cuEventSynchronize, "cuEventSynchronize", NULL)
 	REQ(p_cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime")
 	REQ(p_cuModuleLoadData, "cuModuleLoadData", NULL)
 	REQ(p_cuModuleUnload, "cuModuleUnload", NULL)
@@ -128,7 +124,6 @@ static CUresult cb_cuDeviceGet(CUdevice *d, int o) { return p_cuDeviceGet(d, o);
 static CUresult cb_cuDeviceGetName(char *s, int n, CUdevice d) { return p_cuDeviceGetName(s, n, d); }
 static CUresult cb_cuDeviceGetAttribute(int *v, int a, CUdevice d) { return p_cuDeviceGetAttribute(v, a, d); }
 static CUresult cb_cuDeviceGetPCIBusId(char *s, int n, CUdevice d) { return p_cuDeviceGetPCIBusId(s, n, d); }
-static CUresult cb_cuDeviceTotalMem(size_t *b, CUdevice d) { return p_cuDeviceTotalMem(b, d); }
 static CUresult cb_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return p_cuDevicePrimaryCtxRetain(c, d); }
 static CUresult cb_cuDevicePrimaryCtxRelease(CUdevice d) { return p_cuDevicePrimaryCtxRelease(d); }
 static CUresult cb_cuCtxSetCurrent(CUcontext c) { return p_cuCtxSetCurrent(c); }
@@ -153,7 +148,6 @@ static CUresult cb_spinStream(CUstream s) {
 static CUresult cb_cuEventCreate(CUevent *e, unsigned f) { return p_cuEventCreate(e, f); }
 static CUresult cb_cuEventDestroy(CUevent e) { return p_cuEventDestroy(e); }
 static CUresult cb_cuEventRecord(CUevent e, CUstream s) { return p_cuEventRecord(e, s); }
-static CUresult cb_cuEventSynchronize(CUevent e) { return p_cuEventSynchronize(e); }
 static CUresult cb_cuEventElapsedTime(float *ms, CUevent a, CUevent b) { return p_cuEventElapsedTime(ms, a, b); }
 static CUresult cb_cuModuleLoadData(CUmodule *m, const void *img) { return p_cuModuleLoadData(m, img); }
 static CUresult cb_cuModuleUnload(CUmodule m) { return p_cuModuleUnload(m); }
@@ -334,17 +328,6 @@ func (d Device) PCIBusID() (string, error) {
 	return C.GoString(&buf[0]), nil
 }
 
-// TotalMemory returns the GPU's memory size in bytes.
-func (d Device) TotalMemory() (int64, error) {
-	h, err := d.handle()
-	if err != nil {
-		return 0, err
-	}
-	var b C.size_t
-	err = check("cuDeviceTotalMem", C.cb_cuDeviceTotalMem(&b, h))
-	return int64(b), err
-}
-
 // ComputeCapability returns major and minor.
 func (d Device) ComputeCapability() (int, int, error) {
 	ma, err := d.Attribute(AttrCCMajor)
@@ -490,11 +473,6 @@ func DestroyEvent(e Event) error { return check("cuEventDestroy", C.cb_cuEventDe
 // Record records e on s.
 func Record(e Event, s Stream) error {
 	return check("cuEventRecord", C.cb_cuEventRecord(C.CUevent(e), C.CUstream(s)))
-}
-
-// EventSynchronize waits for e.
-func EventSynchronize(e Event) error {
-	return check("cuEventSynchronize", C.cb_cuEventSynchronize(C.CUevent(e)))
 }
 
 // Elapsed returns the milliseconds between two recorded events.

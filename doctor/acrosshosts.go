@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/internal/words"
 	"collbench/suites"
 )
 
@@ -173,7 +174,7 @@ func (d *doc) acrossHosts() error {
 			if err != nil {
 				return err
 			}
-			d.step("host", step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", bytesName(d.o.BWSize)))
+			d.step("host", step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize)))
 			step++
 			if d.rank0 {
 				for gi, i := range again[k] {
@@ -346,7 +347,7 @@ func (d *doc) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []c
 		if s > 0 {
 			what = fmt.Sprintf("local rank l with l+%d on the other host", s)
 		}
-		d.step("host", *step, l, fmt.Sprintf("%s: sendrecv both ways at %s", what, bytesName(d.o.BWSize)))
+		d.step("host", *step, l, fmt.Sprintf("%s: sendrecv both ways at %s", what, words.Bytes(d.o.BWSize)))
 		*step++
 		for i := range figs {
 			if h := hs[0][i]; h != nil {
@@ -360,7 +361,7 @@ func (d *doc) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []c
 	if err != nil {
 		return nil, nil, err
 	}
-	d.step("host", *step, lu, fmt.Sprintf("host pairs: allreduce at %s", bytesName(d.o.BWSize)))
+	d.step("host", *step, lu, fmt.Sprintf("host pairs: allreduce at %s", words.Bytes(d.o.BWSize)))
 	*step++
 	var out []HostPairFigure
 	if d.rank0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"collbench/dtype"
+	"collbench/internal/words"
 	"collbench/suites"
 )
 
@@ -32,7 +33,7 @@ func (d *doc) alone() error {
 		if err != nil {
 			return nil, err
 		}
-		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and the fill kernel", bytesName(d.o.CopySize), Unit(d.o.Backend)))
+		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and the fill kernel", words.Bytes(d.o.CopySize), Unit(d.o.Backend)))
 		out := map[int]GPUFigure{}
 		for r := 0; r < d.n; r++ {
 			g := GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r]}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"collbench/internal/words"
 )
 
 // assemble turns what the stages found into the verdict, naming the most
@@ -91,7 +93,7 @@ func (d *doc) assemble() {
 		ps := partners[r]
 		slices.Sort(ps)
 		fs = append(fs, Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-rank-links", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
-			Msg:   fmt.Sprintf("fine alone but slow with %d partners (ranks %s)", len(ps), joinInts(ps)),
+			Msg:   fmt.Sprintf("fine alone but slow with %d partners (ranks %s)", len(ps), words.Ints(ps)),
 			Cause: "its own link: PCIe or NVLink of this GPU, or its NIC"})
 	}
 	for _, p := range pairs {
@@ -325,7 +327,7 @@ func (d *doc) dataFindings() []Finding {
 		if len(receivers) >= 2 {
 			named[r] = true
 			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "corrupt-sender", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
-				Msg:   fmt.Sprintf("sends corrupted data: wrong values at every peer that received from it (ranks %s); %s", joinInts(sortedKeys(receivers)), firstWrong(obs[0], d.o.Who)),
+				Msg:   fmt.Sprintf("sends corrupted data: wrong values at every peer that received from it (ranks %s); %s", words.Ints(sortedKeys(receivers)), firstWrong(obs[0], d.o.Who)),
 				Cause: "its GPU, NIC or the link out of it corrupts data"})
 		}
 	}
@@ -345,7 +347,7 @@ func (d *doc) dataFindings() []Finding {
 	}
 	if len(out) == 0 {
 		for _, o := range rest {
-			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: "ranks " + joinInts(o.Group), Ranks: o.Group,
+			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: "ranks " + words.Ints(o.Group), Ranks: o.Group,
 				Msg: fmt.Sprintf("wrong values in %s: %d wrong elements; %s", o.Coll, o.Count, firstWrong(o, d.o.Who))})
 			break
 		}
@@ -366,14 +368,6 @@ func drop(v, peers float64) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%+.0f%%)", (v/peers-1)*100)
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
 }
 
 func sortedKeys[V any](m map[int]V) []int {

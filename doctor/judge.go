@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 )
@@ -75,15 +74,6 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// mad is the median absolute deviation from m.
-func mad(xs []float64, m float64) float64 {
-	d := make([]float64, len(xs))
-	for i, x := range xs {
-		d[i] = math.Abs(x - m)
-	}
-	return median(d)
 }
 
 // sample is one figure to judge: higher is better.

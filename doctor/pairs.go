@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -170,7 +171,7 @@ func (d *doc) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]
 				closeR()
 				if err == nil {
 					d.step(stage, round, l, fmt.Sprintf("sendrecv both ways at %s and %s; broadcast each way at %s",
-						bytesName(d.o.BWSize), bytesName(d.o.LatSize), bytesName(d.o.BWSize)))
+						words.Bytes(d.o.BWSize), words.Bytes(d.o.LatSize), words.Bytes(d.o.BWSize)))
 					out := map[[2]int]PairFigure{}
 					for i, p := range pairs {
 						class, expected := d.linkClass(p[0], p[1])

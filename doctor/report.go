@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/internal/words"
 	"collbench/report"
 )
 
@@ -199,7 +200,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		t := report.PlainTable(w)
 		t.Header("rank", "host", "device", "bus id", "copy GB/s", "fill Gelem/s")
 		for _, g := range r.GPUs {
-			_ = t.Append(fmt.Sprint(g.Rank), g.Host, g.Device, dash(g.BusID), gb(g.CopyGBps), gb(g.FillGelem))
+			_ = t.Append(fmt.Sprint(g.Rank), g.Host, g.Device, words.OrDash(g.BusID), gb(g.CopyGBps), gb(g.FillGelem))
 		}
 		if err := t.Render(); err != nil {
 			return err
@@ -211,7 +212,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		t.Header("host", "pair", "class", "expected", "a->b", "b->a", "both", "latency us", "transport")
 		for _, p := range r.Pairs {
 			_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, gb(p.Expected), gb(p.AB), gb(p.BA), gb(p.Both),
-				fmt.Sprintf("%.1f", p.LatencyUS), dash(p.Transport))
+				fmt.Sprintf("%.1f", p.LatencyUS), words.OrDash(p.Transport))
 		}
 		if err := t.Render(); err != nil {
 			return err
@@ -234,7 +235,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if r.World != nil {
-		fmt.Fprintf(w, "\n## whole world: allreduce %d ranks, %s: busbw %s GB/s", r.World.Ranks, bytesName(r.World.Bytes), gb(r.World.BusBW))
+		fmt.Fprintf(w, "\n## whole world: allreduce %d ranks, %s: busbw %s GB/s", r.World.Ranks, words.Bytes(r.World.Bytes), gb(r.World.BusBW))
 		if r.World.Expected > 0 {
 			fmt.Fprintf(w, " (expected %s)", gb(r.World.Expected))
 		}
@@ -334,25 +335,6 @@ func (r *Report) pairMatrix(host string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func bytesName(b int64) string {
-	switch {
-	case b >= 1<<30 && b%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", b>>30)
-	case b >= 1<<20 && b%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", b>>20)
-	case b >= 1<<10 && b%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", b>>10)
-	}
-	return fmt.Sprintf("%d B", b)
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"collbench/internal/words"
 	"collbench/suites"
 )
 
@@ -22,7 +23,7 @@ func (d *doc) world() error {
 		if err != nil {
 			return nil, err
 		}
-		d.step("world", round, l, fmt.Sprintf("allreduce at %s", bytesName(d.o.WorldSize)))
+		d.step("world", round, l, fmt.Sprintf("allreduce at %s", words.Bytes(d.o.WorldSize)))
 		out := make([]float64, len(groups))
 		for i := range groups {
 			if h := hs[0][i]; h != nil {

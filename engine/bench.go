@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"collbench/bootstrap"
-	"collbench/report"
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
 	"collbench/watchdog"
@@ -31,7 +31,7 @@ func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (stri
 			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), maxGroup, 0).BufferElems() == 0 {
 				empty++
 				if example == "" {
-					example = fmt.Sprintf("%s %s %s on %d ranks", c.Coll, c.DType, report.HumanBytes(sz), maxGroup)
+					example = fmt.Sprintf("%s %s %s on %d ranks", c.Coll, c.DType, words.Bytes(sz), maxGroup)
 				}
 			}
 		}
@@ -43,7 +43,7 @@ func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (stri
 			need *= 2
 		}
 		return "", fmt.Errorf("every row would move no data: the sizes are below one %s per rank (%s needs at least %s on %d ranks); use larger --sizes",
-			c.DType, c.Coll, report.HumanBytes(need), minGroup)
+			c.DType, c.Coll, words.Bytes(need), minGroup)
 	}
 	if empty > 0 {
 		return fmt.Sprintf("%d of %d rows move no data: their size is below one element per rank (e.g. %s); they are timed with count 0, as NCCL's benchmark does", empty, total, example), nil

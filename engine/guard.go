@@ -163,7 +163,6 @@ func (g *Guard) OnFault(err error) {
 	if !first {
 		return
 	}
-	g.pw.SetFailure(err)
 	g.cancel()
 	if a, ok := g.world.(suites.Aborter); ok {
 		a.Abort(err)

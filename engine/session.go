@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"collbench/backend/cpu"
@@ -21,35 +20,12 @@ import (
 type ProcessWorld struct {
 	Launch *bootstrap.Launch
 	Ctl    suites.Control
-	// peerErr is set when another process failed or vanished.
-	mu      sync.Mutex
-	peerErr error
 }
 
 func (p *ProcessWorld) Multi() bool { return p != nil && p.Ctl != nil }
 
 // Rank0 reports whether this process prints and writes results.
 func (p *ProcessWorld) Rank0() bool { return !p.Multi() || p.Ctl.Rank() == 0 }
-
-func (p *ProcessWorld) Failure() error {
-	if p == nil {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.peerErr
-}
-
-func (p *ProcessWorld) SetFailure(err error) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.peerErr == nil {
-		p.peerErr = err
-	}
-}
 
 // CtlTCP returns the TCP control connection, if the world has one.
 func (p *ProcessWorld) CtlTCP() (*bootstrap.TCP, bool) {

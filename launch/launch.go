@@ -28,6 +28,7 @@ import (
 	"collbench/bootstrap"
 	"collbench/internal/secret"
 	"collbench/internal/tempdir"
+	"collbench/internal/words"
 )
 
 // Config is one host's share of a world.
@@ -346,7 +347,7 @@ func ranksNoun(rs []int) string {
 	if len(rs) == 1 {
 		return "rank " + strconv.Itoa(rs[0])
 	}
-	return "ranks " + joinRanks(rs)
+	return "ranks " + words.Ints(rs)
 }
 
 // lineWriter writes whole lines to dst, each with prefix, under a lock
@@ -569,16 +570,8 @@ func reportEnds(w io.Writer, children []*child, first *child) {
 		if len(rs) > 1 {
 			noun = "ranks"
 		}
-		fmt.Fprintf(w, "collbench launch: %s %s then %s\n", noun, joinRanks(rs), h)
+		fmt.Fprintf(w, "collbench launch: %s %s then %s\n", noun, words.Ints(rs), h)
 	}
-}
-
-func joinRanks(rs []int) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = strconv.Itoa(r)
-	}
-	return strings.Join(s, ", ")
 }
 
 // allStoppedOrDone reports whether every rank has ended or is stopped by a

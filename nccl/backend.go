@@ -11,6 +11,7 @@ import (
 	"collbench/cuda"
 	"collbench/dtype"
 	"collbench/internal/syncx"
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -549,7 +550,7 @@ func (w *world) MemoryBudget() (int64, string) {
 	}
 	r := w.ranks[best]
 	return max(got[best].bytes-memoryReserve, 0), fmt.Sprintf("the %s free on GPU %d (%s) less %s kept for NCCL",
-		suites.FormatBytes(got[best].bytes), r.dev.index, r.dev.busID, suites.FormatBytes(memoryReserve))
+		words.BytesApprox(got[best].bytes), r.dev.index, r.dev.busID, words.BytesApprox(memoryReserve))
 }
 
 // LaunchGroup issues c n times as one NCCL group.

@@ -8,6 +8,7 @@ import (
 
 	"collbench/cuda"
 	"collbench/dtype"
+	"collbench/internal/words"
 	"collbench/nccl/kernels"
 	"collbench/results"
 	"collbench/suites"
@@ -126,7 +127,7 @@ func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
 	if allocMode() == "ncclmem" && r.w.b.lib.HasRegister() {
 		p, err := MemAlloc(max(bytes, 256))
 		if err != nil {
-			return nil, fmt.Errorf("ncclMemAlloc of %s: %w", suites.FormatBytes(bytes), err)
+			return nil, fmt.Errorf("ncclMemAlloc of %s: %w", words.BytesApprox(bytes), err)
 		}
 		return &devBuf{ptr: p, n: bytes, ncclMem: true}, nil
 	}
@@ -169,7 +170,7 @@ func (r *rank) AllocRegistered(bytes int64, symmetric bool) (suites.Buffer, erro
 	}
 	p, err := MemAlloc(max(bytes, 256))
 	if err != nil {
-		return nil, fmt.Errorf("ncclMemAlloc of %s: %w", suites.FormatBytes(bytes), err)
+		return nil, fmt.Errorf("ncclMemAlloc of %s: %w", words.BytesApprox(bytes), err)
 	}
 	reg, err := r.comm.Register(p, max(bytes, 256), symmetric)
 	if err != nil {

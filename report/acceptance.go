@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -34,7 +35,7 @@ func Acceptance(w io.Writer, d *results.Document, minSize int64, frac float64) [
 		for _, h := range r.Halves() {
 			if h.BusBW < frac*peak {
 				bad = append(bad, fmt.Sprintf("%s %s %s%s: busbw %.1f GB/s is %.0f%% of the %.1f GB/s peak (< %.0f%%)",
-					r.Collective, r.DType, HumanBytes(r.SizeBytes), where, h.BusBW, h.BusBW/peak*100, peak, frac*100))
+					r.Collective, r.DType, words.Bytes(r.SizeBytes), where, h.BusBW, h.BusBW/peak*100, peak, frac*100))
 			}
 		}
 	}
@@ -42,14 +43,14 @@ func Acceptance(w io.Writer, d *results.Document, minSize int64, frac float64) [
 		fmt.Fprintf(w, "# acceptance: %d alltoallv rows not judged: their counts are uneven by design, so busbw is set by the busiest rank, not by the links\n", uneven)
 	}
 	if judged == 0 {
-		fmt.Fprintf(w, "# acceptance: skipped, no row of at least %s ran on two or more ranks\n", HumanBytes(minSize))
+		fmt.Fprintf(w, "# acceptance: skipped, no row of at least %s ran on two or more ranks\n", words.Bytes(minSize))
 		return nil
 	}
 	for _, b := range bad {
 		fmt.Fprintf(w, "# acceptance FAIL: %s\n", b)
 	}
 	if len(bad) == 0 {
-		fmt.Fprintf(w, "# acceptance: every row of at least %s reached %.0f%% of the %.1f GB/s peak\n", HumanBytes(minSize), frac*100, peak)
+		fmt.Fprintf(w, "# acceptance: every row of at least %s reached %.0f%% of the %.1f GB/s peak\n", words.Bytes(minSize), frac*100, peak)
 		return nil
 	}
 	return []string{fmt.Sprintf("%d rows below %.0f%% of peak", len(bad), frac*100)}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"collbench/internal/words"
 	"collbench/results"
 )
 
@@ -69,7 +70,7 @@ func (t Thresholds) band(size int64) (Band, string) {
 			pick = b
 		}
 	}
-	return pick, fmt.Sprintf(">= %s %s", HumanBytes(pick.MinSize), pick.Metric)
+	return pick, fmt.Sprintf(">= %s %s", words.Bytes(pick.MinSize), pick.Metric)
 }
 
 // CompareRow is one row and mode of the comparison.
@@ -205,9 +206,9 @@ func sizeSpan(rs []CompareRow) string {
 		lo, hi = min(lo, r.SizeBytes), max(hi, r.SizeBytes)
 	}
 	if lo == hi {
-		return HumanBytes(lo)
+		return words.Bytes(lo)
 	}
-	return HumanBytes(lo) + "-" + HumanBytes(hi)
+	return words.Bytes(lo) + "-" + words.Bytes(hi)
 }
 
 // caseName names a row's case: collective, type, op, root and groups.
@@ -478,9 +479,9 @@ func algorithmNotes(rows []CompareRow) []string {
 				}
 				j++
 			}
-			band := HumanBytes(sizes[i])
+			band := words.Bytes(sizes[i])
 			if j > i {
-				band += "-" + HumanBytes(sizes[j])
+				band += "-" + words.Bytes(sizes[j])
 			}
 			var what string
 			switch {

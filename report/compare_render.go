@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"collbench/internal/words"
 )
 
 // CompareFormats are the output formats of a comparison.
@@ -66,7 +68,7 @@ func (r CompareRow) cells() []string {
 	if r.AllowedPct > 0 {
 		allowed = fmt.Sprintf("%.1f%%", r.AllowedPct)
 	}
-	return []string{r.Collective, r.DType, r.Op, root, r.Layout, HumanBytes(r.SizeBytes), r.Mode, r.Metric, b, k, d, allowed, string(r.Verdict)}
+	return []string{r.Collective, r.DType, r.Op, root, r.Layout, words.Bytes(r.SizeBytes), r.Mode, r.Metric, b, k, d, allowed, string(r.Verdict)}
 }
 
 var compareHeader = []string{"collective", "type", "op", "root", "groups", "size", "mode", "metric", "baseline", "current", "delta", "allowed", "verdict"}
@@ -214,7 +216,7 @@ func compareJUnit(w io.Writer, c *Comparison) error {
 		var fails, lines []string
 		for _, r := range groups[k] {
 			line := fmt.Sprintf("%s %s %s root %d %s %s %s: %s -> %s (%+.1f%%, allowed %.1f%%) %s", r.Collective, r.DType, r.Op, r.Root,
-				HumanBytes(r.SizeBytes), r.Mode, r.Metric, valueString(r.Baseline, r.Metric), valueString(r.Current, r.Metric), r.DeltaPct, r.AllowedPct, r.Verdict)
+				words.Bytes(r.SizeBytes), r.Mode, r.Metric, valueString(r.Baseline, r.Metric), valueString(r.Current, r.Metric), r.DeltaPct, r.AllowedPct, r.Verdict)
 			if r.BaselineAlgorithm != "" || r.CurrentAlgorithm != "" {
 				line += fmt.Sprintf(" [algorithm %s -> %s]", orDash(r.BaselineAlgorithm), orDash(r.CurrentAlgorithm))
 			}

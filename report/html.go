@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"collbench/internal/words"
 	"collbench/results"
 )
 
@@ -165,7 +166,7 @@ func htmlRows(r results.Row, group string, size, count int64, oop, ip *results.H
 		if m.h.Wrong != nil {
 			wrong = fmt.Sprint(*m.h.Wrong)
 		}
-		out = append(out, []string{group, HumanBytes(size), fmt.Sprint(count), r.DType, r.Op, root, m.name,
+		out = append(out, []string{group, words.Bytes(size), fmt.Sprint(count), r.DType, r.Op, root, m.name,
 			FormatTime(m.h.TimeUS), fmt.Sprintf("%.2f", m.h.AlgBW), fmt.Sprintf("%.2f", m.h.BusBW), wrong})
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"collbench/internal/words"
 	"collbench/results"
 )
 
@@ -58,7 +59,7 @@ func (log2Ticks) Ticks(min, max float64) []plot.Tick {
 		v := math.Pow(2, e)
 		label := ""
 		if int(e)%3 == 0 {
-			label = HumanBytes(int64(v))
+			label = words.Bytes(int64(v))
 		}
 		ticks = append(ticks, plot.Tick{Value: v, Label: label})
 	}
@@ -153,7 +154,7 @@ func Plot(kind, coll string, series []Series) (*plot.Plot, error) {
 			bars.Color = palette[si%len(palette)]
 			bars.Offset = vg.Length(si) * w
 			p.Add(bars)
-			p.Legend.Add(fmt.Sprintf("%s %s", s.Label, HumanBytes(last.SizeBytes)), bars)
+			p.Legend.Add(fmt.Sprintf("%s %s", s.Label, words.Bytes(last.SizeBytes)), bars)
 			n++
 		}
 		if n == 0 {

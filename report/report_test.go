@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"collbench/internal/words"
 	"collbench/results"
 )
 
@@ -139,8 +140,8 @@ func TestFormatHelpers(t *testing.T) {
 		}
 	}
 	for in, want := range map[int64]string{8: "8 B", 1000: "1000 B", 1024: "1 KiB", 64 << 20: "64 MiB", 4 << 30: "4 GiB"} {
-		if got := HumanBytes(in); got != want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", in, got, want)
+		if got := words.Bytes(in); got != want {
+			t.Errorf("words.Bytes(%d) = %q, want %q", in, got, want)
 		}
 	}
 	if _, err := ParseFormat("xml"); err == nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"collbench/internal/words"
 	"collbench/results"
 )
 
@@ -214,7 +215,7 @@ func memBytes(b int64) string {
 	if b < 0 {
 		return "unknown"
 	}
-	return HumanBytes(b)
+	return words.Bytes(b)
 }
 
 func byCollective(rows []results.Row) (map[string][]results.Row, []string) {
@@ -293,7 +294,7 @@ func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) erro
 			root = fmt.Sprint(r.Root)
 		}
 		line := func(label string, size, count int64, o, i *results.Half, noBW bool) error {
-			cells := []any{HumanBytes(size), fmt.Sprint(count), r.DType, r.Op, root}
+			cells := []any{words.Bytes(size), fmt.Sprint(count), r.DType, r.Op, root}
 			if algo {
 				cells = append(cells, r.Algorithm.String())
 			}
@@ -448,19 +449,6 @@ func FormatTime(us float64) string {
 	return fmt.Sprintf("%.2f", us)
 }
 
-// HumanBytes writes a byte count with a binary unit where it is exact
-// (8 B, 1 KiB, 64 MiB) and in bytes otherwise.
-func HumanBytes(b int64) string {
-	units := []string{"TiB", "GiB", "MiB", "KiB"}
-	shifts := []uint{40, 30, 20, 10}
-	for i, s := range shifts {
-		if b >= 1<<s && b%(1<<s) == 0 {
-			return fmt.Sprintf("%d %s", b>>s, units[i])
-		}
-	}
-	return fmt.Sprintf("%d B", b)
-}
-
 // writeMismatches lists the first wrong elements of each failing half.
 func writeMismatches(w io.Writer, rows []results.Row) {
 	for _, r := range rows {
@@ -473,7 +461,7 @@ func writeMismatches(w io.Writer, rows []results.Row) {
 			}
 			for _, x := range m.h.Mismatches {
 				fmt.Fprintf(w, "# mismatch: %s %s %s size %s %s: rank %d element %d: want %s, got %s\n",
-					r.Collective, r.DType, r.Op, HumanBytes(r.SizeBytes), m.name, x.Rank, x.Index, x.Want, x.Got)
+					r.Collective, r.DType, r.Op, words.Bytes(r.SizeBytes), m.name, x.Rank, x.Index, x.Want, x.Got)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"collbench/internal/words"
 	"collbench/topology"
 )
 
@@ -44,7 +45,7 @@ func WriteTopology(w io.Writer, t *topology.Topology) error {
 			for _, n := range t.NICs {
 				row = append(row, at(n.Locality, i))
 			}
-			row = append(row, dash(g.CPUs), numa(g.NUMA))
+			row = append(row, words.OrDash(g.CPUs), numa(g.NUMA))
 			if err := tb.Append(row...); err != nil {
 				return err
 			}
@@ -92,8 +93,8 @@ func WriteTopology(w io.Writer, t *topology.Topology) error {
 			if g.LinkGBps > 0 {
 				per, peak = fmt.Sprintf("%.2f", g.LinkGBps), fmt.Sprintf("%.1f", g.PeakGBps)
 			}
-			if err := tb.Append(fmt.Sprint(g.Index), g.Name, g.BusID, HumanBytes(int64(g.Memory)), g.CC, numa(g.NUMA),
-				fmt.Sprint(g.NVLinks), per, peak, dash(g.UUID)); err != nil {
+			if err := tb.Append(fmt.Sprint(g.Index), g.Name, g.BusID, words.Bytes(int64(g.Memory)), g.CC, numa(g.NUMA),
+				fmt.Sprint(g.NVLinks), per, peak, words.OrDash(g.UUID)); err != nil {
 				return err
 			}
 		}
@@ -133,8 +134,8 @@ func WriteTopology(w io.Writer, t *topology.Topology) error {
 			if bus == "" {
 				bus = "virtual"
 			}
-			if err := tb.Append(fmt.Sprintf("NIC%d", i), n.Name, n.Kind, dash(n.State), dash(n.PhysState), rate,
-				dash(n.LinkLayer), dash(n.Netdev), bus, numa(n.NUMA)); err != nil {
+			if err := tb.Append(fmt.Sprintf("NIC%d", i), n.Name, n.Kind, words.OrDash(n.State), words.OrDash(n.PhysState), rate,
+				words.OrDash(n.LinkLayer), words.OrDash(n.Netdev), bus, numa(n.NUMA)); err != nil {
 				return err
 			}
 		}
@@ -144,7 +145,7 @@ func WriteTopology(w io.Writer, t *topology.Topology) error {
 	}
 	if v := t.NCCL; v != nil {
 		fmt.Fprintln(w, "#\n# what NCCL chose")
-		fmt.Fprintf(w, "#   ranks %d, nodes %d, local ranks %d; network %s (plugin %s); NVLS %s\n", v.Ranks, v.Nodes, v.LocalRanks, dash(v.Network), dash(v.Plugin), dash(v.NVLS))
+		fmt.Fprintf(w, "#   ranks %d, nodes %d, local ranks %d; network %s (plugin %s); NVLS %s\n", v.Ranks, v.Nodes, v.LocalRanks, words.OrDash(v.Network), words.OrDash(v.Plugin), words.OrDash(v.NVLS))
 		if len(v.NetDevs) > 0 {
 			fmt.Fprintf(w, "#   network devices: %s\n", strings.Join(v.NetDevs, " "))
 		}
@@ -220,13 +221,6 @@ func at(s []string, i int) string {
 		return s[i]
 	}
 	return "?"
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func numa(n int) string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"collbench/dtype"
+	"collbench/internal/words"
 	"collbench/results"
 )
 
@@ -123,27 +124,13 @@ type OutOfMemoryError struct {
 func (e *OutOfMemoryError) Error() string {
 	free := "unknown"
 	if e.Free >= 0 {
-		free = FormatBytes(e.Free)
+		free = words.BytesApprox(e.Free)
 	}
-	return fmt.Sprintf("out of memory on rank %d: asked for %s, %s free", e.Rank, FormatBytes(e.Requested), free)
+	return fmt.Sprintf("out of memory on rank %d: asked for %s, %s free", e.Rank, words.BytesApprox(e.Requested), free)
 }
 
 // ErrUnsupported marks a combination a backend cannot run.
 var ErrUnsupported = errors.New("unsupported")
-
-// FormatBytes writes a byte count with a binary unit and one decimal.
-func FormatBytes(b int64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := int64(unit), 0
-	for n := b / unit; n >= unit && exp < 4; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
-}
 
 // IterTimer is implemented by ranks that can time each operation on their
 // own (GPU events around each op; a host clock on the CPU backend).
@@ -282,17 +269,17 @@ type SizesTooLargeError struct {
 func (e *SizesTooLargeError) Error() string {
 	var names []string
 	for _, s := range e.Sizes {
-		names = append(names, FormatSize(s))
+		names = append(names, words.SizeArg(s))
 	}
 	noun := "size"
 	if len(names) > 1 {
 		noun = "sizes"
 	}
 	msg := fmt.Sprintf("%s %s cannot fit in memory: rank %d needs two buffers of the message (%s for %s) and may allocate %s, %s",
-		noun, strings.Join(names, ", "), e.Rank, FormatBytes(e.Need[len(e.Need)-1]), FormatSize(e.Sizes[len(e.Sizes)-1]),
-		FormatBytes(e.Budget), e.What)
+		noun, strings.Join(names, ", "), e.Rank, words.BytesApprox(e.Need[len(e.Need)-1]), words.SizeArg(e.Sizes[len(e.Sizes)-1]),
+		words.BytesApprox(e.Budget), e.What)
 	if e.Largest > 0 {
-		msg += fmt.Sprintf("; the largest requested size that fits is %s (use smaller --sizes or fewer ranks)", FormatSize(e.Largest))
+		msg += fmt.Sprintf("; the largest requested size that fits is %s (use smaller --sizes or fewer ranks)", words.SizeArg(e.Largest))
 	} else {
 		msg += "; no requested size fits (use smaller --sizes or fewer ranks)"
 	}

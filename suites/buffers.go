@@ -3,6 +3,8 @@ package suites
 import (
 	"encoding/json"
 	"fmt"
+
+	"collbench/internal/words"
 )
 
 // minAlloc is the smallest buffer allocated, so small sizes share one buffer.
@@ -100,10 +102,10 @@ func (b *buffers) ensure(need int64) error {
 		}
 		var err error
 		if b.send[i], err = alloc(size); err != nil {
-			return fmt.Errorf("allocating the send buffer (%s): %w", FormatBytes(size), err)
+			return fmt.Errorf("allocating the send buffer (%s): %w", words.BytesApprox(size), err)
 		}
 		if b.recv[i], err = alloc(size); err != nil {
-			return fmt.Errorf("allocating the receive buffer (%s): %w", FormatBytes(size), err)
+			return fmt.Errorf("allocating the receive buffer (%s): %w", words.BytesApprox(size), err)
 		}
 		return nil
 	})

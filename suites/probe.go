@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"collbench/internal/words"
 	"collbench/watchdog"
 )
 
@@ -58,7 +59,7 @@ func ProbeRows(ctx context.Context, w World, p Plan, cases []Case, layout Layout
 				need = max(need, GeometryFor(c.Coll, size, esz, len(g), 0).Bytes)
 			}
 			if err := bufs.ensure(need + pad); err != nil {
-				return issued, fmt.Errorf("%s size %s: %w", c.Coll, FormatSize(size), err)
+				return issued, fmt.Errorf("%s size %s: %w", c.Coll, words.SizeArg(size), err)
 			}
 			if onRow != nil {
 				onRow(issued)

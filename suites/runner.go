@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/watchdog"
 )
@@ -135,12 +136,12 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 					need = max(need, GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)
 				}
 				if err := bufs.ensure(need + pad); err != nil {
-					return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
+					return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, words.SizeArg(size), err)
 				}
 				rn.bufHave = max(rn.bufHave, bufs.have)
 				row, err := rn.measure(ci, c, size, bufs.send, bufs.recv)
 				if err != nil {
-					return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, FormatSize(size), err)
+					return rows, fmt.Errorf("%s %s %s size %s: %w", c.Coll, c.DType, c.Op, words.SizeArg(size), err)
 				}
 				if cycles > 1 {
 					seen[idx] = append(seen[idx], row)
@@ -439,7 +440,7 @@ func describeCase(c Case, size int64, inPlace bool) string {
 	if c.Coll.Rooted() {
 		parts = append(parts, fmt.Sprintf("root %d", c.Root))
 	}
-	parts = append(parts, FormatSize(size))
+	parts = append(parts, words.SizeArg(size))
 	if inPlace {
 		parts = append(parts, "in-place")
 	} else {

@@ -164,16 +164,3 @@ func SizesFromBounds(minB, maxB string, factor int64, incr string) ([]int64, err
 	item := minB + ":" + maxB + ":" + step
 	return expandRange(item, minB, maxB, step)
 }
-
-// FormatSize writes a byte count with binary units where exact (1K, 64M, 8G)
-// and plain bytes otherwise.
-func FormatSize(b int64) string {
-	units := []string{"T", "G", "M", "K"}
-	shifts := []uint{40, 30, 20, 10}
-	for i, s := range shifts {
-		if b >= 1<<s && b%(1<<s) == 0 {
-			return fmt.Sprintf("%d%s", b>>s, units[i])
-		}
-	}
-	return strconv.FormatInt(b, 10)
-}

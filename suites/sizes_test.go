@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"collbench/internal/words"
 )
 
 func TestParseSizes(t *testing.T) {
@@ -91,8 +93,8 @@ func TestSizesFromBounds(t *testing.T) {
 
 func TestFormatSize(t *testing.T) {
 	for in, want := range map[int64]string{8: "8", 1024: "1K", 1536: "1536", 64 << 20: "64M", 8 << 30: "8G"} {
-		if got := FormatSize(in); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", in, got, want)
+		if got := words.SizeArg(in); got != want {
+			t.Errorf("words.SizeArg(%d) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"collbench/internal/words"
 )
 
 // DefaultTimeout is how long a world may make no progress at all before
@@ -357,7 +359,7 @@ func describe(v *Verdict, r Record, who func(int) string) string {
 	case 1:
 		msg += fmt.Sprintf("; rank %d is waiting for it", v.Waiting[0])
 	default:
-		msg += fmt.Sprintf("; ranks %s are waiting for it", joinInts(v.Waiting))
+		msg += fmt.Sprintf("; ranks %s are waiting for it", words.Ints(v.Waiting))
 	}
 	if len(v.Stuck) > 1 {
 		msg = strings.Replace(msg, "waiting for it", "waiting for them", 1)
@@ -392,14 +394,6 @@ func doing(r Record) string {
 		return "the step after " + what
 	}
 	return what
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
 }
 
 // Watch calls records every interval and fire with the first verdict, then

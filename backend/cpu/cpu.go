@@ -24,6 +24,7 @@ import (
 	"collbench/dtype"
 	"collbench/internal/faults"
 	"collbench/internal/syncx"
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
 	"collbench/watchdog"
@@ -116,10 +117,10 @@ func (m *memory) budget(n int) (int64, string) {
 		return -1, "unknown (the system does not report available memory)"
 	}
 	free := max(m.limit-m.used, 0)
-	what := fmt.Sprintf("the cpu backend's memory limit of %s", suites.FormatBytes(m.limit))
+	what := fmt.Sprintf("the cpu backend's memory limit of %s", words.BytesApprox(m.limit))
 	if !m.set {
-		what = fmt.Sprintf("the cpu backend's budget of %s (three quarters of the %s available", suites.FormatBytes(m.limit),
-			suites.FormatBytes(m.limit*4/3*int64(max(m.shared, 1))))
+		what = fmt.Sprintf("the cpu backend's budget of %s (three quarters of the %s available", words.BytesApprox(m.limit),
+			words.BytesApprox(m.limit*4/3*int64(max(m.shared, 1))))
 		if m.shared > 1 {
 			what += fmt.Sprintf(", shared by the %d collbench processes of this host", m.shared)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"collbench/dtype"
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -117,7 +118,7 @@ func TestUnsupportedPairs(t *testing.T) {
 func BenchmarkAllReduce(b *testing.B) {
 	for _, size := range []int64{8, 64 << 10, 4 << 20} {
 		for _, n := range []int{2, 4} {
-			b.Run(fmt.Sprintf("%s/ranks=%d", suites.FormatSize(size), n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/ranks=%d", words.SizeArg(size), n), func(b *testing.B) {
 				w, err := New(Options{}).Open(context.Background(), n)
 				if err != nil {
 					b.Fatal(err)

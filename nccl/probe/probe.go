@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"collbench/bootstrap"
+	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -354,7 +355,7 @@ func describeStage(stage int, spec Spec) string {
 		return fmt.Sprintf("at row %d", stage+1)
 	}
 	c := spec.Cases[stage/len(spec.Plan.Sizes)]
-	return fmt.Sprintf("at row %d of %d, %s %s", stage+1, total, c.Coll, suites.FormatBytes(spec.Plan.Sizes[stage%len(spec.Plan.Sizes)]))
+	return fmt.Sprintf("at row %d of %d, %s %s", stage+1, total, c.Coll, words.BytesApprox(spec.Plan.Sizes[stage%len(spec.Plan.Sizes)]))
 }
 
 // relayEnd is this parent's last round: its child ended at stage, for why.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"collbench/report"
+	"collbench/internal/words"
 	"collbench/suites"
 )
 
@@ -103,7 +103,7 @@ func progressLine(ev suites.Progress, left time.Duration) string {
 		eta = "ETA " + left.Round(time.Second).String()
 	}
 	return fmt.Sprintf("[%s%s] %d/%d %s %s %s %s, %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-		ev.Done+1, ev.Total, ev.Case.Coll, ev.Case.DType, ev.Case.Op, report.HumanBytes(ev.Size), eta)
+		ev.Done+1, ev.Total, ev.Case.Coll, ev.Case.DType, ev.Case.Op, words.Bytes(ev.Size), eta)
 }
 
 func (p *progress) update(ev suites.Progress) {
