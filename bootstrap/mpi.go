@@ -5,6 +5,7 @@ package bootstrap
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"reflect"
 	"runtime"
 	"strings"
@@ -160,4 +161,33 @@ func (m *MPI) Close() error {
 	})
 	close(m.tasks)
 	return nil
+}
+
+// dataIP picks the address this process's peers reach it at when no
+// rendezvous connection says (MPI): loopback when every process is on this
+// host, else the first address of an interface that is up and not loopback.
+func dataIP(hosts []string, me int) string {
+	same := true
+	for _, h := range hosts {
+		same = same && h == hosts[me]
+	}
+	if same {
+		return "127.0.0.1"
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, inf := range ifs {
+		if inf.Flags&net.FlagUp == 0 || inf.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := inf.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+				return n.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
 }
