@@ -6,69 +6,21 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"collbench/internal/nvmlmock"
 	"collbench/topology"
 )
 
-// gpuState is one mock GPU's health.
-type gpuState struct {
-	gen, genMax, width, widthMax int
-	links, active                int
-	crc                          uint64
-	ecc                          uint64
-	remapPending                 bool
-	reasons                      uint64
-}
-
-var buses = []string{"18:00.0", "2a:00.0", "3a:00.0", "5d:00.0", "9a:00.0", "ab:00.0", "ba:00.0", "db:00.0"}
-
-// hgx models an 8-GPU H100 board (18 NVLinks per GPU, PCIe gen 5 x16 in
-// use); change edits GPUs before the mock is built.
-func hgx(change func(i int, g *gpuState)) nvml.Interface {
-	devs := make([]*mock.Device, 8)
-	for i := range devs {
-		st := gpuState{gen: 5, genMax: 5, width: 16, widthMax: 16, links: 18, active: 18}
+// hgx is the shared mock of an 8-GPU H100 board; change edits GPUs
+// before the mock is built.
+func hgx(change func(i int, g *nvmlmock.GPU)) nvml.Interface {
+	m := nvmlmock.HGX("H100")
+	for i := range m.GPUs {
 		if change != nil {
-			change(i, &st)
+			change(i, &m.GPUs[i])
 		}
-		d := &mock.Device{}
-		d.GetNameFunc = func() (string, nvml.Return) { return "NVIDIA H100 80GB HBM3", nvml.SUCCESS }
-		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
-			copy(p.BusId[:], "00000000:"+buses[i])
-			return p, nvml.SUCCESS
-		}
-		d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return st.gen, nvml.SUCCESS }
-		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return st.genMax, nvml.SUCCESS }
-		d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return st.width, nvml.SUCCESS }
-		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return st.widthMax, nvml.SUCCESS }
-		d.GetNvLinkStateFunc = func(l int) (nvml.EnableState, nvml.Return) {
-			switch {
-			case l >= st.links:
-				return 0, nvml.ERROR_INVALID_ARGUMENT
-			case l < st.active:
-				return nvml.FEATURE_ENABLED, nvml.SUCCESS
-			}
-			return nvml.FEATURE_DISABLED, nvml.SUCCESS
-		}
-		d.GetNvLinkErrorCounterFunc = func(l int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
-			if c == nvml.NVLINK_ERROR_DL_CRC_DATA && l == 0 {
-				return st.crc, nvml.SUCCESS
-			}
-			return 0, nvml.SUCCESS
-		}
-		d.GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) { return st.ecc, nvml.SUCCESS }
-		d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED }
-		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, st.remapPending, false, nvml.SUCCESS }
-		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return st.reasons, nvml.SUCCESS }
-		devs[i] = d
 	}
-	return &mock.Interface{
-		DeviceGetCountFunc:         func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
-		DeviceGetHandleByIndexFunc: func(n int) (nvml.Device, nvml.Return) { return devs[n], nvml.SUCCESS },
-		SystemGetDriverVersionFunc: func() (string, nvml.Return) { return "580.159.04", nvml.SUCCESS },
-	}
+	return m.NVML()
 }
 
 func hostOf(name string, lib nvml.Interface) HostFacts {
@@ -85,7 +37,7 @@ func TestHealthyMachineHasNoFindings(t *testing.T) {
 		t.Fatalf("a healthy machine has findings: %v", fs)
 	}
 	// GPUs idling at PCIe gen 1 together is power saving, not a fault.
-	idle := hostOf("node-1", hgx(func(i int, g *gpuState) { g.gen = 1 }))
+	idle := hostOf("node-1", hgx(func(i int, g *nvmlmock.GPU) { g.PCIeGen = 1 }))
 	if fs := HealthFindings([]HostFacts{idle}); len(fs) != 0 {
 		t.Fatalf("idle links were flagged: %v", fs)
 	}
@@ -94,22 +46,22 @@ func TestHealthyMachineHasNoFindings(t *testing.T) {
 // TestHealthFindingsNameEachFault plants one fault per GPU on a mock board
 // and checks each is named with its GPU index and bus id, and nothing else.
 func TestHealthFindingsNameEachFault(t *testing.T) {
-	lib := hgx(func(i int, g *gpuState) {
+	lib := hgx(func(i int, g *nvmlmock.GPU) {
 		switch i {
 		case 1:
-			g.crc = 12
+			g.CRCErrors = 12
 		case 2:
-			g.active = 17 // one NVLink down
+			g.ActiveLinks = 17 // one NVLink down
 		case 3:
-			g.width = 8 // a degraded PCIe link
+			g.PCIeWidth = 8 // a degraded PCIe link
 		case 4:
-			g.remapPending = true
+			g.RemapPending = true
 		case 5:
-			g.gen = 3 // trained at gen 3 while its peers run at gen 5
+			g.PCIeGen = 3 // trained at gen 3 while its peers run at gen 5
 		case 6:
-			g.ecc = 2
+			g.ECCErrors = 2
 		case 7:
-			g.reasons = nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksEventReasonSwPowerCap
+			g.ClockReasons = nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksEventReasonSwPowerCap
 		}
 	})
 	fs := HealthFindings([]HostFacts{hostOf("node-3", lib)})

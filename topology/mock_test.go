@@ -6,72 +6,16 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"collbench/internal/nvmlmock"
 )
 
-func pciInfo(bus string) nvml.PciInfo {
-	var p nvml.PciInfo
-	copy(p.BusId[:], "0000"+bus) // NVML's 8-hex-digit domain form
-	return p
-}
-
-// switchLinks gives every device links NVLinks of version ver to NVSwitches.
-func switchLinks(d *mock.Device, links int, ver uint32) {
-	d.GetNvLinkStateFunc = func(n int) (nvml.EnableState, nvml.Return) {
-		if n >= 18 {
-			return 0, nvml.ERROR_INVALID_ARGUMENT
-		}
-		if n < links {
-			return nvml.FEATURE_ENABLED, nvml.SUCCESS
-		}
-		return nvml.FEATURE_DISABLED, nvml.SUCCESS
-	}
-	d.GetNvLinkVersionFunc = func(n int) (uint32, nvml.Return) { return ver, nvml.SUCCESS }
-	d.GetNvLinkRemotePciInfoFunc = func(n int) (nvml.PciInfo, nvml.Return) {
-		return pciInfo(fmt.Sprintf("0000:%02x:00.0", 0xc0+n%4)), nvml.SUCCESS
-	}
-	d.GetNvLinkRemoteDeviceTypeFunc = func(n int) (nvml.IntNvLinkDeviceType, nvml.Return) {
-		return nvml.NVLINK_DEVICE_TYPE_SWITCH, nvml.SUCCESS
-	}
-}
-
-// hgxH100 models an 8-GPU H100 HGX board: 18 NVLink 4.0 links per GPU to
-// NVSwitches, GPUs 0-3 on NUMA node 0 and 4-7 on node 1.
+// hgxH100 is the shared mock of an 8-GPU H100 HGX board, with this
+// package's driver and CUDA versions.
 func hgxH100() nvml.Interface {
-	devs := make([]*mock.Device, 8)
-	buses := []string{"18:00.0", "2a:00.0", "3a:00.0", "5d:00.0", "9a:00.0", "ab:00.0", "ba:00.0", "db:00.0"}
-	for i := range devs {
-		d := &mock.Device{}
-		i := i
-		d.GetNameFunc = func() (string, nvml.Return) { return "NVIDIA H100 80GB HBM3", nvml.SUCCESS }
-		d.GetUUIDFunc = func() (string, nvml.Return) { return fmt.Sprintf("GPU-h100-%d", i), nvml.SUCCESS }
-		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return pciInfo("0000:" + buses[i]), nvml.SUCCESS }
-		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 80 << 30}, nvml.SUCCESS }
-		d.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 9, 0, nvml.SUCCESS }
-		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return i / 4, nvml.SUCCESS }
-		switchLinks(d, 18, 6) // NVML version 6 = NVLink 4.0
-		devs[i] = d
-	}
-	for i, d := range devs {
-		i := i
-		d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
-			j := indexOf(devs, o)
-			if i/4 == j/4 {
-				return nvml.TOPOLOGY_NODE, nvml.SUCCESS
-			}
-			return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
-		}
-		d.GetP2PStatusFunc = func(o nvml.Device, idx nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
-			return nvml.P2P_STATUS_OK, nvml.SUCCESS
-		}
-	}
-	return &mock.Interface{
-		DeviceGetCountFunc: func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
-		DeviceGetHandleByIndexFunc: func(n int) (nvml.Device, nvml.Return) {
-			return devs[n], nvml.SUCCESS
-		},
-		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return "550.90.07", nvml.SUCCESS },
-		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 12040, nvml.SUCCESS },
-	}
+	m := nvmlmock.HGX("H100")
+	m.Driver, m.CUDA = "550.90.07", 12040
+	return m.NVML()
 }
 
 func indexOf(devs []*mock.Device, d nvml.Device) int {
@@ -89,7 +33,7 @@ func dgxA100() nvml.Interface {
 	s := dgxa100.New()
 	for i, dev := range s.Devices {
 		d := dev.(*dgxa100.Device)
-		switchLinks(&d.Device, 12, 4) // NVML version 4 = NVLink 3.0
+		nvmlmock.SwitchLinks(&d.Device, 12, 4) // NVML version 4 = NVLink 3.0
 		i := i
 		d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
 			j := o.(*dgxa100.Device).Index
@@ -119,7 +63,7 @@ func pcieOnly() nvml.Interface {
 		d.GetNameFunc = func() (string, nvml.Return) { return "NVIDIA L40S", nvml.SUCCESS }
 		d.GetUUIDFunc = func() (string, nvml.Return) { return fmt.Sprintf("GPU-l40s-%d", i), nvml.SUCCESS }
 		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			return pciInfo(fmt.Sprintf("0000:%02x:00.0", 0x10+i)), nvml.SUCCESS
+			return nvmlmock.PCIInfo(fmt.Sprintf("%02x:00.0", 0x10+i)), nvml.SUCCESS
 		}
 		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 48 << 30}, nvml.SUCCESS }
 		d.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 8, 9, nvml.SUCCESS }

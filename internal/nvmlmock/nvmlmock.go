@@ -1,0 +1,156 @@
+// Package nvmlmock builds go-nvml mocks of whole machines, so topology,
+// doctor and their tests read the same GPUs, links and counters without
+// hardware. A Machine is plain data: change a GPU's fields, then ask for
+// its NVML.
+package nvmlmock
+
+import (
+	"fmt"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+)
+
+// GPU is one mock GPU: what it is, where it sits, its links, and its
+// health counters.
+type GPU struct {
+	Name        string
+	UUID        string
+	Bus         string // the PCI bus id without its domain, e.g. "18:00.0"
+	MemoryBytes uint64
+	CCMajor     int // compute capability
+	CCMinor     int
+	NUMA        int
+	// NVLinks is how many links NVML lists; ActiveLinks of them are up,
+	// each of NVLinkVersion (NVML's numbering: 6 is NVLink 4.0), to an
+	// NVSwitch.
+	NVLinks, ActiveLinks int
+	NVLinkVersion        uint32
+	// PCIe generation and width in use, and the most the link can do.
+	PCIeGen, PCIeGenMax, PCIeWidth, PCIeWidthMax int
+	// CRCErrors is link 0's data CRC error count; ECCErrors every total
+	// ECC count; RemapPending a row remap waiting for a reset;
+	// ClockReasons NVML's clock event reasons bitmask.
+	CRCErrors    uint64
+	ECCErrors    uint64
+	RemapPending bool
+	ClockReasons uint64
+}
+
+// Machine is one host's GPUs and driver.
+type Machine struct {
+	GPUs   []GPU
+	Driver string // e.g. "580.159.04"
+	CUDA   int    // the CUDA driver version, e.g. 12040 for 12.4
+}
+
+// HGX is an 8-GPU HGX board of model "H100" or "H200": 18 NVLink 4.0
+// links per GPU to NVSwitches, PCIe gen 5 x16, GPUs 0-3 on NUMA node 0
+// and 4-7 on node 1, every counter clean.
+func HGX(model string) Machine {
+	name, mem := "NVIDIA H100 80GB HBM3", uint64(80<<30)
+	if model == "H200" {
+		name, mem = "NVIDIA H200", 141<<30
+	}
+	buses := []string{"18:00.0", "2a:00.0", "3a:00.0", "5d:00.0", "9a:00.0", "ab:00.0", "ba:00.0", "db:00.0"}
+	m := Machine{Driver: "580.159.04", CUDA: 13000}
+	for i, bus := range buses {
+		m.GPUs = append(m.GPUs, GPU{Name: name, UUID: fmt.Sprintf("GPU-%s-%d", model, i), Bus: bus, MemoryBytes: mem,
+			CCMajor: 9, NUMA: i / 4, NVLinks: 18, ActiveLinks: 18, NVLinkVersion: 6,
+			PCIeGen: 5, PCIeGenMax: 5, PCIeWidth: 16, PCIeWidthMax: 16})
+	}
+	return m
+}
+
+// PCIInfo is NVML's PCI info for bus (its 8-hex-digit domain form).
+func PCIInfo(bus string) nvml.PciInfo {
+	var p nvml.PciInfo
+	copy(p.BusId[:], "00000000:"+bus)
+	return p
+}
+
+// SwitchLinks gives d links of its NVLinks up, of version ver, to
+// NVSwitches (NVML lists 18); the others are down.
+func SwitchLinks(d *mock.Device, links int, ver uint32) { switchLinks(d, 18, links, ver) }
+
+func switchLinks(d *mock.Device, listed, up int, ver uint32) {
+	d.GetNvLinkStateFunc = func(n int) (nvml.EnableState, nvml.Return) {
+		switch {
+		case n >= listed:
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		case n < up:
+			return nvml.FEATURE_ENABLED, nvml.SUCCESS
+		}
+		return nvml.FEATURE_DISABLED, nvml.SUCCESS
+	}
+	d.GetNvLinkVersionFunc = func(n int) (uint32, nvml.Return) { return ver, nvml.SUCCESS }
+	d.GetNvLinkRemotePciInfoFunc = func(n int) (nvml.PciInfo, nvml.Return) {
+		return PCIInfo(fmt.Sprintf("%02x:00.0", 0xc0+n%4)), nvml.SUCCESS
+	}
+	d.GetNvLinkRemoteDeviceTypeFunc = func(n int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+		return nvml.NVLINK_DEVICE_TYPE_SWITCH, nvml.SUCCESS
+	}
+}
+
+// NVML returns the machine as go-nvml's mock interface. GPUs on one NUMA
+// node share a host bridge (NODE), others meet at the system (SYS); every
+// pair can reach the other peer to peer.
+func (m Machine) NVML() nvml.Interface {
+	devs := make([]*mock.Device, len(m.GPUs))
+	for i := range m.GPUs {
+		g := m.GPUs[i]
+		d := &mock.Device{}
+		d.GetNameFunc = func() (string, nvml.Return) { return g.Name, nvml.SUCCESS }
+		d.GetUUIDFunc = func() (string, nvml.Return) { return g.UUID, nvml.SUCCESS }
+		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return PCIInfo(g.Bus), nvml.SUCCESS }
+		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: g.MemoryBytes}, nvml.SUCCESS }
+		d.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return g.CCMajor, g.CCMinor, nvml.SUCCESS }
+		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return g.NUMA, nvml.SUCCESS }
+		switchLinks(d, g.NVLinks, g.ActiveLinks, g.NVLinkVersion)
+		d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return g.PCIeGen, nvml.SUCCESS }
+		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return g.PCIeGenMax, nvml.SUCCESS }
+		d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidth, nvml.SUCCESS }
+		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidthMax, nvml.SUCCESS }
+		d.GetNvLinkErrorCounterFunc = func(l int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+			if c == nvml.NVLINK_ERROR_DL_CRC_DATA && l == 0 {
+				return g.CRCErrors, nvml.SUCCESS
+			}
+			return 0, nvml.SUCCESS
+		}
+		d.GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+			return g.ECCErrors, nvml.SUCCESS
+		}
+		d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+			return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
+		}
+		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, g.RemapPending, false, nvml.SUCCESS }
+		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return g.ClockReasons, nvml.SUCCESS }
+		devs[i] = d
+	}
+	for i, d := range devs {
+		d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+			if j := indexOf(devs, o); j >= 0 && m.GPUs[i].NUMA == m.GPUs[j].NUMA {
+				return nvml.TOPOLOGY_NODE, nvml.SUCCESS
+			}
+			return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
+		}
+		d.GetP2PStatusFunc = func(nvml.Device, nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
+			return nvml.P2P_STATUS_OK, nvml.SUCCESS
+		}
+	}
+	return &mock.Interface{
+		DeviceGetCountFunc:             func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
+		DeviceGetHandleByIndexFunc:     func(n int) (nvml.Device, nvml.Return) { return devs[n], nvml.SUCCESS },
+		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return m.Driver, nvml.SUCCESS },
+		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return m.CUDA, nvml.SUCCESS },
+	}
+}
+
+func indexOf(devs []*mock.Device, d nvml.Device) int {
+	for i, x := range devs {
+		if nvml.Device(x) == d {
+			return i
+		}
+	}
+	return -1
+}
