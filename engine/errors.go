@@ -44,9 +44,8 @@ type CheckFailedError struct{ Msg string }
 
 func (e *CheckFailedError) Error() string { return e.Msg }
 
-// ExitCode maps an error to the process exit code. Errors that no command
-// classified come from Cobra itself (unknown command, bad flag) and are
-// usage errors.
+// ExitCode maps an error to the process exit code by its type; an error no
+// type claims is a failed run (ExitRunFailed).
 func ExitCode(err error) int {
 	var ue *UsageError
 	var re *RunError
@@ -78,7 +77,9 @@ func ExitCode(err error) int {
 	case errors.As(err, &re):
 		return ExitRunFailed
 	}
-	return ExitUsage
+	// An error no type claims is a run that failed, never a usage error:
+	// CI must not read a GPU or network failure as a typo.
+	return ExitRunFailed
 }
 
 // SignalError reports a run stopped by a signal (Ctrl-C, SIGTERM).

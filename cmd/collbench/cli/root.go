@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -98,7 +99,29 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	root := NewCmdRoot(f)
 	root.SetArgs(args)
 	f.Args = append([]string{"collbench"}, args...)
+	// An error before the command itself started is Cobra's: an unknown
+	// command or flag, a flag value that does not parse, the wrong number
+	// of arguments, flags that cannot go together. Those are usage errors;
+	// any error after is classified by its type, and one that no type
+	// claims is a failed run.
+	started := false
+	var mark func(c *cobra.Command)
+	mark = func(c *cobra.Command) {
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				started = true
+				return run(cmd, args)
+			}
+		}
+		for _, sub := range c.Commands() {
+			mark(sub)
+		}
+	}
+	mark(root)
 	err := root.ExecuteContext(ctx)
+	if err != nil && !started && !isClassified(err) {
+		err = &engine.UsageError{Err: err}
+	}
 	if err != nil && err.Error() != "" {
 		msg := err.Error()
 		// One line, in collbench's words: Go's "context canceled" means the
@@ -110,6 +133,12 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	}
 	f.writeLaunchReport(err)
 	return engine.ExitCode(err)
+}
+
+// isClassified reports whether err carries its exit code by type.
+func isClassified(err error) bool {
+	var ue *engine.UsageError
+	return errors.As(err, &ue) || engine.ExitCode(err) != engine.ExitRunFailed
 }
 
 // Main runs collbench with the process's streams and signals. The first
