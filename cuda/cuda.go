@@ -38,7 +38,6 @@ static CUresult (*p_cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstrea
 static CUresult (*p_cuStreamCreate)(CUstream*, unsigned);
 static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
-static CUresult (*p_cuStreamQuery)(CUstream);
 static CUresult (*p_cuEventCreate)(CUevent*, unsigned);
 static CUresult (*p_cuEventDestroy)(CUevent);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
@@ -94,7 +93,6 @@ static const char *cb_load(const char *path, char *err, size_t errlen) {
 	REQ(p_cuStreamCreate, "cuStreamCreate", NULL)
 	REQ(p_cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")
 	REQ(p_cuStreamSynchronize, "cuStreamSynchronize", NULL)
-	REQ(p_cuStreamQuery, "cuStreamQuery", NULL)
 	REQ(p_cuEventCreate, "cuEventCreate", NULL)
 	REQ(p_cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy")
 	REQ(p_cuEventRecord, "cuEventRecord", NULL)
@@ -137,14 +135,6 @@ static CUresult cb_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUs
 static CUresult cb_cuStreamCreate(CUstream *s, unsigned f) { return p_cuStreamCreate(s, f); }
 static CUresult cb_cuStreamDestroy(CUstream s) { return p_cuStreamDestroy(s); }
 static CUresult cb_cuStreamSynchronize(CUstream s) { return p_cuStreamSynchronize(s); }
-// cb_spinStream polls s until its work is done: the caller spins on a CPU
-// instead of letting the driver decide how to wait.
-static CUresult cb_spinStream(CUstream s) {
-	for (;;) {
-		CUresult r = p_cuStreamQuery(s);
-		if (r != 600) return r; // 600: CUDA_ERROR_NOT_READY
-	}
-}
 static CUresult cb_cuEventCreate(CUevent *e, unsigned f) { return p_cuEventCreate(e, f); }
 static CUresult cb_cuEventDestroy(CUevent e) { return p_cuEventDestroy(e); }
 static CUresult cb_cuEventRecord(CUevent e, CUstream s) { return p_cuEventRecord(e, s); }
@@ -441,12 +431,6 @@ func DestroyStream(s Stream) error {
 // Synchronize waits for everything issued on s.
 func Synchronize(s Stream) error {
 	return check("cuStreamSynchronize", C.cb_cuStreamSynchronize(C.CUstream(s)))
-}
-
-// SpinSynchronize waits for everything issued on s by polling it from
-// this thread, as NCCL's benchmark does.
-func SpinSynchronize(s Stream) error {
-	return check("cuStreamQuery", C.cb_spinStream(C.CUstream(s)))
 }
 
 // MemsetAsync sets bytes of device memory to v, in stream order.

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 
 	"collbench/cuda"
 	"collbench/dtype"
@@ -52,8 +51,6 @@ type devBuf struct {
 	// reg is the buffer's registration with the rank's communicator; the
 	// memory then comes from ncclMemAlloc.
 	reg *Registration
-	// ncclMem marks memory from ncclMemAlloc (COLLBENCH_ALLOC=ncclmem).
-	ncclMem bool
 }
 
 func (b *devBuf) Len() int64 { return b.n }
@@ -67,7 +64,7 @@ func (r *rank) setup() error {
 	if err := cuda.SetCurrent(r.ctx); err != nil {
 		return err
 	}
-	if r.stream, err = cuda.NewStream(streamFlags()); err != nil {
+	if r.stream, err = cuda.NewStream(cuda.StreamNonBlocking); err != nil {
 		return err
 	}
 	if r.counter, err = cuda.Alloc(8); err != nil {
@@ -124,13 +121,6 @@ func (r *rank) Device() results.Device {
 }
 
 func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
-	if allocMode() == "ncclmem" && r.w.b.lib.HasRegister() {
-		p, err := MemAlloc(max(bytes, 256))
-		if err != nil {
-			return nil, fmt.Errorf("ncclMemAlloc of %s: %w", words.BytesApprox(bytes), err)
-		}
-		return &devBuf{ptr: p, n: bytes, ncclMem: true}, nil
-	}
 	p, err := cuda.Alloc(max(bytes, 256))
 	if err != nil {
 		if cuda.IsOutOfMemory(err) {
@@ -150,9 +140,6 @@ func (r *rank) Free(sb suites.Buffer) error {
 	if b.reg != nil {
 		err := r.comm.Deregister(b.reg)
 		return errors.Join(err, MemFree(b.ptr))
-	}
-	if b.ncclMem {
-		return MemFree(b.ptr)
 	}
 	return cuda.Free(b.ptr)
 }
@@ -469,11 +456,7 @@ func (r *rank) grouped(calls func() error) error {
 }
 
 func (r *rank) Sync() error {
-	wait := cuda.Synchronize
-	if syncMode() == "spin" {
-		wait = cuda.SpinSynchronize
-	}
-	if err := wait(r.stream); err != nil {
+	if err := cuda.Synchronize(r.stream); err != nil {
 		if aerr := r.comm.AsyncError(); aerr != nil {
 			return fmt.Errorf("%w (%v)", aerr, err)
 		}
@@ -566,29 +549,3 @@ var forceGroupedAllToAll = false
 // useNativeAllToAll decides between ncclAlltoAll (2.28.3+) and the
 // grouped send/recv fallback.
 func useNativeAllToAll(has bool) bool { return has && !forceGroupedAllToAll }
-
-// EnvStream names a diagnostic: COLLBENCH_CUDA_STREAM=default creates the
-// ranks' streams with default flags (blocking with respect to the legacy
-// default stream) instead of non-blocking, as collbench did before, to
-// compare the two on one machine.
-const EnvStream = "COLLBENCH_CUDA_STREAM"
-
-// EnvAlloc and EnvSync name two more diagnostics, for comparisons with
-// NCCL's benchmark: COLLBENCH_ALLOC=ncclmem allocates the buffers with
-// ncclMemAlloc (as that benchmark does) instead of cuMemAlloc, and
-// COLLBENCH_CUDA_SYNC=spin waits for a stream by polling it instead of
-// cuStreamSynchronize.
-const (
-	EnvAlloc = "COLLBENCH_ALLOC"
-	EnvSync  = "COLLBENCH_CUDA_SYNC"
-)
-
-func allocMode() string { return os.Getenv(EnvAlloc) }
-func syncMode() string  { return os.Getenv(EnvSync) }
-
-func streamFlags() uint {
-	if os.Getenv(EnvStream) == "default" {
-		return 0
-	}
-	return cuda.StreamNonBlocking
-}

@@ -199,9 +199,6 @@ var envRules = []envRule{
 	{faults.EnvFaults, func(v string) error { _, err := faults.Parse(v); return err }},
 	{engine.EnvProbe, envOneOf("on", "off", "always", "auto")},
 	{engine.EnvProbeTimeout, envDuration},
-	{"COLLBENCH_ALLOC", envOneOf("cumem", "ncclmem")},
-	{"COLLBENCH_CUDA_SYNC", envOneOf("sync", "spin")},
-	{"COLLBENCH_CUDA_STREAM", envOneOf("nonblocking", "default")},
 	{launch.EnvReports, envAny},
 	{"COLLBENCH_BIN", envAny},           // the drills' binary
 	{"COLLBENCH_DRILL_RUNS", envInt(1)}, // the drills' repeat count
