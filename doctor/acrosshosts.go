@@ -61,7 +61,7 @@ func CrossRounds(ka, kb int) [][][2]int {
 // alltoall uses them), so a bad cable or switch port seen by only some GPU
 // pairs is found. The rounds are bounded by the GPUs per host, whatever the
 // number of hosts.
-func (d *doc) acrossHosts() error {
+func (d *search) acrossHosts() error {
 	nh := len(d.hostList)
 	if nh < 2 {
 		return nil
@@ -241,7 +241,7 @@ func (d *doc) acrossHosts() error {
 }
 
 // crossRank is the world rank of one side (0 or 1) of a cross pair.
-func (d *doc) crossRank(c crossID, side int) int {
+func (d *search) crossRank(c crossID, side int) int {
 	if side == 0 {
 		return d.members[d.hostList[c.HA]][c.LA]
 	}
@@ -253,7 +253,7 @@ func (d *doc) crossRank(c crossID, side int) int {
 // at least) is named by its own network path (its NIC, cable, switch port);
 // the rest are named as the path between the two GPUs: a rail, or a cross
 // pair of different local ranks.
-func (d *doc) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) {
+func (d *search) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) {
 	met, slowWith := map[int]map[int]bool{}, map[int]map[int]bool{}
 	add := func(m map[int]map[int]bool, a, b int) {
 		if m[a] == nil {
@@ -317,7 +317,7 @@ type crossFig struct {
 // ranks across the two hosts, in rounds of disjoint pairs (CrossRounds: the
 // rails first), all host pairs at once, and an allreduce over both hosts'
 // ranks. step numbers the plan's rounds and advances.
-func (d *doc) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []crossFig, error) {
+func (d *search) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []crossFig, error) {
 	var shifts [][]crossFig
 	var unions [][]int
 	for _, p := range round {
@@ -392,7 +392,7 @@ func crossClass(c crossID) string {
 
 // judgeHosts finds slow host pairs and slow GPU pairs across hosts among
 // everything measured.
-func (d *doc) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
+func (d *search) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
 	idx := map[string]int{}
 	for i, h := range d.hostList {
 		idx[h] = i
@@ -447,7 +447,7 @@ func (d *doc) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
 
 // nicPeak is the slowest active InfiniBand/RoCE port's rate in GB/s over
 // every host's facts, 0 when unknown.
-func (d *doc) nicPeak() float64 {
+func (d *search) nicPeak() float64 {
 	peak := 0.0
 	for _, f := range d.o.Facts {
 		for _, n := range f.NICs {

@@ -13,7 +13,7 @@ import (
 // alone measures every GPU by itself, all at once: a device-to-device copy
 // (an out-of-place broadcast in a communicator of one) and the fill
 // kernel as a compute probe.
-func (d *doc) alone() error {
+func (d *search) alone() error {
 	singles := make([][]int, d.n)
 	for r := range singles {
 		singles[r] = []int{r}
@@ -97,7 +97,7 @@ func (d *doc) alone() error {
 // named; one attempt that is not slow clears it.
 const confirmAttempts = 3
 
-func (d *doc) judgeAlone(figs map[int]GPUFigure) []suspect {
+func (d *search) judgeAlone(figs map[int]GPUFigure) []suspect {
 	var copies, fills []sample
 	for r := 0; r < d.n; r++ {
 		class := "gpu:" + d.deviceName(r)
@@ -123,7 +123,7 @@ func (d *doc) judgeAlone(figs map[int]GPUFigure) []suspect {
 
 // fillProbe times the fill kernel on every rank and returns 1e9 elements/s
 // by world rank (on rank 0).
-func (d *doc) fillProbe(gw suites.World) (map[int]float64, error) {
+func (d *search) fillProbe(gw suites.World) (map[int]float64, error) {
 	count := d.o.CopySize / 4
 	times := map[int]float64{}
 	type res struct {

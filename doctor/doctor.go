@@ -44,8 +44,8 @@ type Options struct {
 	Progress func(string)
 }
 
-// doc is one run of the doctor on a world.
-type doc struct {
+// search is one run of the doctor on a world.
+type search struct {
 	ctx   context.Context
 	w     suites.World
 	o     Options
@@ -80,7 +80,7 @@ type wrongObs struct {
 // options; rank 0 judges and the others follow its decisions.
 func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 	start := time.Now()
-	d := &doc{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{},
+	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{},
 		members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}}
 	if dist, ok := w.(suites.Distributed); ok && dist.Control() != nil {
 		d.ctl = dist.Control()
@@ -160,7 +160,7 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 	return d.rep, nil
 }
 
-func (d *doc) host(r int) string {
+func (d *search) host(r int) string {
 	if r >= 0 && r < len(d.o.Hosts) {
 		return d.o.Hosts[r]
 	}
@@ -168,7 +168,7 @@ func (d *doc) host(r int) string {
 }
 
 // agree makes every process hold rank 0's value of v.
-func (d *doc) agree(v any) error {
+func (d *search) agree(v any) error {
 	if d.ctl == nil {
 		return nil
 	}
@@ -187,7 +187,7 @@ func (d *doc) agree(v any) error {
 }
 
 // layout completes groups with a group of one for every other rank.
-func (d *doc) layout(groups [][]int) suites.Layout {
+func (d *search) layout(groups [][]int) suites.Layout {
 	in := map[int]bool{}
 	var gs [][]int
 	for _, g := range groups {
@@ -219,7 +219,7 @@ func (d *doc) layout(groups [][]int) suites.Layout {
 }
 
 // split returns w split by l (w itself for one group) and its closer.
-func (d *doc) split(l suites.Layout) (suites.World, func(), error) {
+func (d *search) split(l suites.Layout) (suites.World, func(), error) {
 	if len(l.Groups) == 1 {
 		return d.w, func() {}, nil
 	}
@@ -232,7 +232,7 @@ func (d *doc) split(l suites.Layout) (suites.World, func(), error) {
 
 // measureSplit splits the world by l, measures c at sizes in every group
 // at once and closes the split again.
-func (d *doc) measureSplit(l suites.Layout, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
+func (d *search) measureSplit(l suites.Layout, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
 	gw, done, err := d.split(l)
 	if err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ func (d *doc) measureSplit(l suites.Layout, c suites.Collective, sizes []int64, 
 
 // measure runs c (root 0) on every group of l at sizes and returns each
 // size's half per group (complete on rank 0), noting wrong values.
-func (d *doc) measure(l suites.Layout, gw suites.World, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
+func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
 	op := suites.Sum
 	root := -1
 	if !c.Reduces() {
@@ -299,13 +299,13 @@ func (d *doc) measure(l suites.Layout, gw suites.World, c suites.Collective, siz
 	return out, nil
 }
 
-func (d *doc) step(stage string, round int, l suites.Layout, what string) {
+func (d *search) step(stage string, round int, l suites.Layout, what string) {
 	d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: stage, Round: round, Layout: l.Spec, What: what})
 }
 
 // deviceName is a world rank's device model (without the host that the
 // cpu backend's device names carry), so like devices are peers.
-func (d *doc) deviceName(r int) string {
+func (d *search) deviceName(r int) string {
 	if r < len(d.o.Devices) && d.o.Devices[r].Name != "" {
 		return strings.TrimSuffix(d.o.Devices[r].Name, " on "+d.host(r))
 	}

@@ -13,7 +13,7 @@ import (
 // specific part that explains each observation: wrong data by the rank
 // that sent it, slow pairs by a slow rank or host, a rank slow on every
 // link by itself, and only what remains as links.
-func (d *doc) assemble() {
+func (d *search) assemble() {
 	fs := HealthFindings(d.o.Facts)
 	fs = append(fs, d.dataFindings()...)
 
@@ -159,7 +159,7 @@ func (d *doc) assemble() {
 // three or more ranks are slow, and adds one finding for each such host:
 // what is common to every pair (peer-to-peer disabled, an IOMMU or ACS
 // setting, a degraded switch) rather than any one GPU.
-func (d *doc) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Finding) {
+func (d *search) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Finding) {
 	slow := map[[2]int]bool{}
 	for _, p := range pairs {
 		slow[p] = true
@@ -254,14 +254,14 @@ func mostUsed(m map[string]int) (string, int) {
 	return best, n
 }
 
-func (d *doc) transport(a, b int) string {
+func (d *search) transport(a, b int) string {
 	if d.o.Transport == nil {
 		return ""
 	}
 	return d.o.Transport(a, b)
 }
 
-func (d *doc) pairFigure(p [2]int) PairFigure {
+func (d *search) pairFigure(p [2]int) PairFigure {
 	for _, f := range d.rep.Pairs {
 		if f.A == p[0] && f.B == p[1] {
 			return f
@@ -271,7 +271,7 @@ func (d *doc) pairFigure(p [2]int) PairFigure {
 }
 
 // pairName names a pair as "node GPU a (bus) ↔ GPU b (bus)" on GPUs.
-func (d *doc) pairName(a, b int) string {
+func (d *search) pairName(a, b int) string {
 	ia, oka := d.devIndex[a]
 	ib, okb := d.devIndex[b]
 	if oka && okb && a < len(d.o.Devices) && b < len(d.o.Devices) {
@@ -284,7 +284,7 @@ func (d *doc) pairName(a, b int) string {
 // member can have corrupted what a rank received: a rank named by two or
 // more receivers is the culprit; a rank wrong on its own (a group of one)
 // corrupts its own data.
-func (d *doc) dataFindings() []Finding {
+func (d *search) dataFindings() []Finding {
 	var out []Finding
 	blame := map[int][]wrongObs{}
 	alone := map[int]wrongObs{}

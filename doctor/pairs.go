@@ -20,7 +20,7 @@ func pairKey(a, b int) [2]int {
 // pairs measures every pair of GPUs within each host, in rounds of
 // disjoint pairs (all hosts at once): one way each direction, both ways at
 // once, at the bandwidth size and the latency size.
-func (d *doc) pairs() error {
+func (d *search) pairs() error {
 	var rounds [][][2]int
 	for _, h := range d.hostList {
 		m := d.members[h]
@@ -144,7 +144,7 @@ func touches(round [][2]int, p [2]int) bool {
 }
 
 // measurePairs runs one round of disjoint pairs.
-func (d *doc) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]PairFigure, error) {
+func (d *search) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]PairFigure, error) {
 	groups := make([][]int, len(pairs))
 	rev := make([][]int, len(pairs))
 	for i, p := range pairs {
@@ -201,7 +201,7 @@ func (d *doc) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]
 
 // linkClass is the link label between two ranks of a host and the
 // bandwidth per direction it should carry (0 when unknown).
-func (d *doc) linkClass(a, b int) (string, float64) {
+func (d *search) linkClass(a, b int) (string, float64) {
 	f := d.facts[d.host(a)]
 	ia, oka := d.devIndex[a]
 	ib, okb := d.devIndex[b]
@@ -234,7 +234,7 @@ func pcieGBps(gen, width int) float64 {
 	return perLane * float64(width)
 }
 
-func (d *doc) judgePairs(figs map[[2]int]PairFigure) []suspect {
+func (d *search) judgePairs(figs map[[2]int]PairFigure) []suspect {
 	var oneway, both []sample
 	keys := make([][2]int, 0, len(figs))
 	for k := range figs {

@@ -12,7 +12,7 @@ import (
 // with the topology's expectation; when it falls short and no stage named
 // anything, it bisects the world down to the smallest group that still
 // falls short.
-func (d *doc) world() error {
+func (d *search) world() error {
 	if d.n < 2 {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (d *doc) world() error {
 
 // worldPeak is what the world's allreduce busbw should approach: the
 // NVLink peak on one host, the NIC peak across hosts; 0 when unknown.
-func (d *doc) worldPeak() float64 {
+func (d *search) worldPeak() float64 {
 	if len(d.hostList) > 1 {
 		return d.nicPeak()
 	}

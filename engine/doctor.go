@@ -52,7 +52,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	// NCCL's own log says which transport it used between each pair; send
 	// it to a file of ours unless the user collects it already.
 	logDir := ""
-	if d.Backend != "cpu" && f.Getenv("NCCL_DEBUG") == "" && f.Getenv("NCCL_DEBUG_FILE") == "" && f.HardExit {
+	if d.Backend != "cpu" && f.Getenv("NCCL_DEBUG") == "" && f.Getenv("NCCL_DEBUG_FILE") == "" && f.OwnsProcess {
 		if dir, release, err := tempdir.Make("collbench-doctor-"); err == nil {
 			logDir = dir
 			defer release()

@@ -167,7 +167,7 @@ func (g *Guard) OnFault(err error) {
 	if a, ok := g.world.(suites.Aborter); ok {
 		a.Abort(err)
 	}
-	if g.f.HardExit {
+	if g.f.OwnsProcess {
 		time.AfterFunc(HardExitGrace, func() {
 			fmt.Fprintf(g.f.Stderr, "collbench: %v (the run did not stop within %v of the abort; exiting)\n", err, HardExitGrace)
 			ExitNow(ExitCode(err))

@@ -34,10 +34,10 @@ type System struct {
 	NCCL func(lib string) (suites.Backend, error)
 	// NVML returns the NVML library to ask about GPUs (a mock in tests).
 	NVML func() nvml.Interface
-	// HardExit lets a run that does not stop within a grace period after a
+	// OwnsProcess lets a run that does not stop within a grace period after a
 	// fault end the process (set by Main; never in tests, which run in the
 	// test binary's process).
-	HardExit bool
+	OwnsProcess bool
 }
 
 // BackendChoice is the backend a command will use and why.

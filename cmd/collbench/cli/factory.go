@@ -23,7 +23,7 @@ func NewFactory(io *IOStreams) *Factory {
 		Hostname: os.Hostname,
 		Now:      time.Now,
 		Environ:  os.Environ,
-		NCCL:     openNCCL,
+		NCCL:     loadNCCL,
 		NVML:     func() nvml.Interface { return nvml.New() },
 	}}
 }

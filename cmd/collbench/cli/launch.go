@@ -16,13 +16,14 @@ import (
 
 // LaunchOptions are the flags of `collbench launch`.
 type LaunchOptions struct {
-	IO     *IOStreams
-	Ctx    context.Context
-	Procs  int
-	Nodes  int
-	Port   int
-	Args   []string
-	Binary string // the collbench to start; this executable by default
+	IO      *IOStreams
+	Factory *Factory
+	Ctx     context.Context
+	Procs   int
+	Nodes   int
+	Port    int
+	Args    []string
+	Binary  string // the collbench to start; this executable by default
 	// NNodes, NodeRank and RootAddr join this host's processes to those
 	// that launch starts on other hosts: node r's process i is world rank
 	// r*Procs+i, and rank 0 serves the rendezvous at RootAddr.
@@ -35,7 +36,7 @@ type LaunchOptions struct {
 
 // NewCmdLaunch builds `collbench launch`.
 func NewCmdLaunch(f *Factory, runF func(*LaunchOptions) error) *cobra.Command {
-	o := &LaunchOptions{IO: f.IO}
+	o := &LaunchOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
 		Use:   "launch -n N [--nodes K] -- COMMAND [FLAGS]",
 		Short: "Start N collbench processes on this host, one GPU each, as one world",
@@ -77,7 +78,7 @@ NCCL treats them as separate hosts and uses its network transport between them.`
 func launchRun(o *LaunchOptions) error {
 	procs := o.Procs
 	if procs == 0 {
-		procs = visibleGPUs()
+		procs = visibleGPUs(o.Factory)
 	}
 	err := launch.Run(o.Ctx, launch.Config{Procs: procs, Nodes: o.Nodes, Port: o.Port, Args: o.Args, Binary: o.Binary,
 		NNodes: o.NNodes, NodeRank: o.NodeRank, RootAddr: o.RootAddr, Getenv: o.Getenv,
@@ -119,8 +120,8 @@ func (f *Factory) writeLaunchReport(err error) { launch.WriteReport(f.Getenv, er
 
 // visibleGPUs counts GPUs through the NCCL backend, or returns 4 when there
 // are none, as the CPU backend's default.
-func visibleGPUs() int {
-	if b, err := openNCCL(""); err == nil {
+func visibleGPUs(f *Factory) int {
+	if b, err := f.OpenNCCL(""); err == nil {
 		return b.DefaultRanks()
 	}
 	return 4

@@ -7,10 +7,10 @@ import (
 	"collbench/suites"
 )
 
-// openNCCL loads the NCCL backend. NVLink SHARP (multicast) stays off unless
+// loadNCCL loads the NCCL backend. NVLink SHARP (multicast) stays off unless
 // the environment already says otherwise: NCCL_NVLS_ENABLE=0 is set before
 // NCCL reads its environment.
-func openNCCL(lib string) (suites.Backend, error) {
+func loadNCCL(lib string) (suites.Backend, error) {
 	if _, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok {
 		_ = os.Setenv("NCCL_NVLS_ENABLE", "0")
 	}

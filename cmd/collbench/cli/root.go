@@ -161,6 +161,6 @@ func Main(args []string) int {
 		engine.ExitNow(code)
 	}()
 	f := NewFactory(SystemIO())
-	f.HardExit = true
+	f.OwnsProcess = true
 	return Run(ctx, f, args)
 }
