@@ -188,7 +188,7 @@ func (t *TCP) lost(err error) {
 			gone := pe.Kind == FaultDisconnected || pe.Kind == FaultSilent
 			for _, p := range t.peers {
 				// A hung rank is told too, so it stops; a gone one cannot be.
-				if p != nil && !(gone && p.rank == pe.Rank) {
+				if p != nil && (!gone || p.rank != pe.Rank) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()

@@ -348,7 +348,7 @@ func (t *TCP) connect(ctx context.Context, o TCPOptions) error {
 		// dropped by a crowded rendezvous (rank 0 explains every refusal
 		// and every failure): join again while time is left.
 		var ne net.Error
-		if err := payload.err; err != nil && !(errors.As(err, &ne) && ne.Timeout()) && time.Now().Before(deadline) {
+		if err := payload.err; err != nil && (!errors.As(err, &ne) || !ne.Timeout()) && time.Now().Before(deadline) {
 			c.Close()
 			cut++
 			continue

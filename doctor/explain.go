@@ -294,13 +294,14 @@ func (d *search) dataFindings() []Finding {
 		case 1:
 			alone[o.Group[0]] = o
 		case 2:
-			for _, m := range o.Bad {
+			// In a pair, the rank that received the first wrong element
+			// names the other as its sender.
+			if len(o.Bad) > 0 {
 				sender := o.Group[0]
-				if m.Rank == sender {
+				if o.Bad[0].Rank == sender {
 					sender = o.Group[1]
 				}
 				blame[sender] = append(blame[sender], o)
-				break
 			}
 		default:
 			rest = append(rest, o)

@@ -130,7 +130,7 @@ func (d *search) pairs() error {
 
 func parsePair(key string) [2]int {
 	var a, b int
-	fmt.Sscanf(key, "%d-%d", &a, &b)
+	_, _ = fmt.Sscanf(key, "%d-%d", &a, &b) // pairKey makes every key: two ranks
 	return [2]int{a, b}
 }
 

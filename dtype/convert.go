@@ -78,10 +78,10 @@ func HalfToFloat32(h uint16) float32 {
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // inf or NaN
+	switch exp {
+	case 0x1f: // inf or NaN
 		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0:
+	case 0:
 		if man == 0 {
 			return math.Float32frombits(sign)
 		}

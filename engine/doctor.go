@@ -218,7 +218,7 @@ func (f *System) hostFacts(ncclVersion string) doctor.HostFacts {
 		hf.Unavailable = append(hf.Unavailable, fmt.Sprintf("NVML: %v", ret))
 		return hf
 	}
-	defer lib.Shutdown()
+	defer func() { _ = lib.Shutdown() }() // the facts are read; nothing depends on the shutdown
 	hf.GPUs, hf.Driver, hf.Unavailable = doctor.ReadGPUHealth(lib)
 	in := topology.Inputs{Host: hf.Host}
 	if facts, err := topology.FromNVML(lib); err == nil {

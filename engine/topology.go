@@ -19,7 +19,7 @@ func (f *System) NVMLFacts() (topology.Facts, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return topology.Facts{}, fmt.Errorf("NVML: %v (is the NVIDIA driver installed? libnvidia-ml.so.1 is part of it)", ret)
 	}
-	defer lib.Shutdown()
+	defer func() { _ = lib.Shutdown() }() // the facts are read; nothing depends on the shutdown
 	facts, err := topology.FromNVML(lib)
 	if err != nil {
 		return facts, fmt.Errorf("NVML: %v", err)

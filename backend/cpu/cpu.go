@@ -461,7 +461,7 @@ func (r *rank) Launch(c suites.Call) error {
 	if err := r.paceLocal(len(out)); err != nil {
 		return err
 	}
-	if out != nil && len(out) > 0 && r.w.opts.Faults.Corrupts(r.worldRank) {
+	if len(out) > 0 && r.w.opts.Faults.Corrupts(r.worldRank) {
 		out[len(out)-1] ^= 1
 	}
 	if r.w.opts.AfterOp != nil && out != nil {

@@ -92,8 +92,9 @@ func Proof(key []byte, label string, parts ...any) []byte {
 func writeField(m interface{ Write([]byte) (int, error) }, b []byte) {
 	var l [8]byte
 	binary.LittleEndian.PutUint64(l[:], uint64(len(b)))
-	m.Write(l[:])
-	m.Write(b)
+	// A hash's Write never returns an error (hash.Hash).
+	_, _ = m.Write(l[:])
+	_, _ = m.Write(b)
 }
 
 // Verify reports whether proof is Proof(key, label, parts...), in constant time.

@@ -344,10 +344,10 @@ const (
 )
 
 func describeStage(stage int, spec Spec) string {
-	switch {
-	case stage == stageStarting:
+	switch stage {
+	case stageStarting:
 		return "while opening its communicators"
-	case stage == stageOpen:
+	case stageOpen:
 		return "before its first operation"
 	}
 	total := len(spec.Cases) * len(spec.Plan.Sizes)
