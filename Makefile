@@ -8,7 +8,7 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 export CGO_ENABLED := 1
 
-.PHONY: help build build-mpi install man run test unit smoke drills drills-soak mpi-check lint lint-full fmt bench test-gpu gpu-bins ptx clean
+.PHONY: help build build-mpi install man run test unit smoke drills drills-soak mpi-check lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -16,14 +16,13 @@ help:
 	@echo "make install   install collbench, its man pages and bash/zsh/fish completion under PREFIX (default /usr/local)"
 	@echo "make man       write the man pages to man/ (one per command)"
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
-	@echo "make test      lint, unit tests with -race, a smoke run of the built binary, the doctor drills and the MPI check (about 5 min on 2 cores)"
+	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills and the MPI check (about 5 min on 2 cores)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
 	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
 	@echo "make ptx       regenerate the embedded PTX from nccl/kernels/verify.cu (clang)"
 	@echo "make fmt       gofmt the tree"
-	@echo "make lint-full golangci-lint (.golangci.yml) and go mod tidy -diff"
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/collbench
@@ -97,21 +96,24 @@ mpi-check:
 	$(MPIRUN) bin/collbench-mpi sweep --backend cpu --collectives allreduce,alltoall --sizes 1K,64K -n 2 | grep -c "wrong elements:    0 (OK)" | grep -qx 2 && \
 	echo "mpi-check: ok"
 
+# vet, gofmt, a tidy module, no dead code, and golangci-lint (.golangci.yml:
+# the standard linters and gosec); the two tools are installed into
+# $(go env GOPATH)/bin at pinned versions when missing.
+GOBIN_DIR = $(shell $(GO) env GOPATH)/bin
+GOLANGCI  = $(GOBIN_DIR)/golangci-lint
+DEADCODE  = $(GOBIN_DIR)/deadcode
 lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
+	@test -x $(DEADCODE) || $(GO) install golang.org/x/tools/cmd/deadcode@v0.30.0
+	@out=$$($(DEADCODE) -test ./...); if [ -n "$$out" ]; then echo "dead code:"; echo "$$out"; exit 1; fi
+	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
+	$(GOLANGCI) run ./...
 
 fmt:
 	gofmt -w $(GOFILES)
 
-# The linters Go engineers run (golangci-lint v2, .golangci.yml): not yet in
-# make test, while gosec's integer-conversion and permission findings are
-# being fixed or annotated one by one.
-GOLANGCI ?= $(shell command -v golangci-lint 2>/dev/null || echo $(HOME)/go/bin/golangci-lint)
-lint-full:
-	@test -x $(GOLANGCI) || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.6.2
-	$(GOLANGCI) run ./...
-	$(GO) mod tidy -diff
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./backend/cpu/

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 )
 
@@ -18,9 +19,12 @@ func WriteFrame(w io.Writer, typ byte, payload []byte) error { return writeFrame
 func ReadFrame(r io.Reader, limit uint32) (byte, []byte, error) { return readFrame(r, limit) }
 
 func writeFrameTo(w io.Writer, typ byte, payload []byte) error {
+	if uint64(len(payload)) > math.MaxUint32 {
+		return fmt.Errorf("a frame of %d bytes is over the 4 GiB a frame can carry", len(payload))
+	}
 	var hdr [5]byte
-	hdr[0] = typ
-	binary.LittleEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	hdr[0] = typ                                                 //nolint:gosec // G602: a 5-byte array, index 0
+	binary.LittleEndian.PutUint32(hdr[1:], uint32(len(payload))) //nolint:gosec // G115: checked just above
 	if _, err := w.Write(hdr[:]); err != nil {
 		return err
 	}
@@ -88,9 +92,9 @@ func encodeList(items [][]byte) []byte {
 		n += 4 + len(it)
 	}
 	out := make([]byte, 0, n)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(items)))
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(items))) //nolint:gosec // G115: list lengths within one frame, itself under 4 GiB
 	for _, it := range items {
-		out = binary.LittleEndian.AppendUint32(out, uint32(len(it)))
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(it))) //nolint:gosec // G115: list lengths within one frame, itself under 4 GiB
 		out = append(out, it...)
 	}
 	return out

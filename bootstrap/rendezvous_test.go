@@ -298,7 +298,7 @@ func TestStoppedRankIsNamed(t *testing.T) {
 	}
 	var procs []proc
 	for r := 0; r < 3; r++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // the test starts its own binary or a shell helper it wrote
 		cmd.Env = append(os.Environ(), "CB_TEST_CHILD=1", fmt.Sprintf("CB_RANK=%d", r), "CB_SIZE=3", "CB_ADDR="+addr,
 			"CB_TIMEOUT=10s", "CB_MODE=stop", "CB_SILENCE="+silence.String(), "CB_TOKEN=t")
 		out := &syncBuffer{}
@@ -358,7 +358,7 @@ func TestStarvedRankIsNotNamed(t *testing.T) {
 	var outs []*syncBuffer
 	var cmds []*exec.Cmd
 	for r := 0; r < 3; r++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // the test starts its own binary or a shell helper it wrote
 		cmd.Env = append(os.Environ(), "CB_TEST_CHILD=1", fmt.Sprintf("CB_RANK=%d", r), "CB_SIZE=3", "CB_ADDR="+addr,
 			"CB_TIMEOUT=10s", "CB_MODE=mute", "CB_SILENCE="+silence.String(), "CB_TOKEN=t")
 		out := &syncBuffer{}
@@ -377,7 +377,7 @@ func TestStarvedRankIsNotNamed(t *testing.T) {
 				t.Errorf("rank %d: %v: %q", r, err, outs[r].String())
 			}
 		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			t.Fatalf("rank %d did not finish: %q", r, outs[r].String())
 		}
 	}

@@ -130,7 +130,7 @@ func worldAt(t *testing.T, addr string, size int, ranks []int, env func(rank int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, r := range ranks {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // the test starts its own binary or a shell helper it wrote
 		cmd.Env = append(os.Environ(), "CB_TEST_CHILD=1", fmt.Sprintf("CB_RANK=%d", r), fmt.Sprintf("CB_SIZE=%d", size),
 			"CB_ADDR="+addr, "CB_TIMEOUT=3s", "CB_ARGS=allreduce --sizes 8:1M")
 		if env != nil {
@@ -275,14 +275,14 @@ func TestSilenceOnALoadedMachine(t *testing.T) {
 
 	// runsHere tells a live collbench of this machine from a stopped one
 	// and from another program.
-	self := exec.Command(os.Args[0], "-test.run=^$")
+	self := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // the test starts its own binary or a shell helper it wrote
 	self.Env = append(os.Environ(), "CB_SLEEP=1")
 	other := exec.Command("sleep", "30")
 	for _, c := range []*exec.Cmd{self, other} {
 		if err := c.Start(); err != nil {
 			t.Skip("cannot start a process:", err)
 		}
-		defer func() { c.Process.Kill(); c.Wait() }()
+		defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
 	}
 	tc := &TCP{pids: []int{os.Getpid(), self.Process.Pid, other.Process.Pid, 0}}
 	if !tc.runsHere(0) {
@@ -301,5 +301,5 @@ func TestSilenceOnALoadedMachine(t *testing.T) {
 	if tc.runsHere(1) {
 		t.Error("a stopped process runs here")
 	}
-	self.Process.Signal(syscall.SIGCONT)
+	_ = self.Process.Signal(syscall.SIGCONT)
 }

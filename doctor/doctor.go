@@ -256,7 +256,7 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 	// part is slow in every iteration, a healthy one that shares its host's
 	// cores or links with others is fast in some.
 	plan := suites.Plan{Collectives: []suites.Collective{c}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
-		Sizes: sizes, Iters: d.o.Iters, Warmup: d.o.Warmup, Check: 1, OutOfPlace: true, Average: suites.AvgMean, Seed: uint64(len(d.rep.Plan) + 1),
+		Sizes: sizes, Iters: d.o.Iters, Warmup: d.o.Warmup, Check: 1, OutOfPlace: true, Average: suites.AvgMean, Seed: uint64(len(d.rep.Plan) + 1), //nolint:gosec // G115: a seed from a small count
 		IterStats: true}
 	rn := &suites.Runner{World: d.w, Layout: l, Plan: plan, Cases: []suites.Case{{Coll: c, DType: dtype.Float32, Op: op, Root: root}},
 		Board: d.o.Board, SkipWorldWarmup: true}

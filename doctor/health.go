@@ -102,7 +102,7 @@ func ReadGPUHealth(lib nvml.Interface) ([]GPUHealth, string, []string) {
 				g.NVLinksActive++
 			}
 			for c, name := range []string{"replay", "recovery", "crc_flit", "crc_data"} {
-				if v, ret := d.GetNvLinkErrorCounter(l, nvml.NvLinkErrorCounter(c)); ret == nvml.SUCCESS && v > 0 {
+				if v, ret := d.GetNvLinkErrorCounter(l, nvml.NvLinkErrorCounter(c)); ret == nvml.SUCCESS && v > 0 { //nolint:gosec // G115: NVML's counter index, 0 to 4
 					if g.NVLinkErrors == nil {
 						g.NVLinkErrors = map[string]uint64{}
 					}

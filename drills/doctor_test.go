@@ -184,7 +184,9 @@ func TestDoctorFaultReports(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			js, prom := dir+"/doctor.json", dir+"/doctor.prom"
-			os.WriteFile(prom, []byte("collbench_doctor_healthy{mode=\"full\"} 1\n"), 0o644)
+			if err := os.WriteFile(prom, []byte("collbench_doctor_healthy{mode=\"full\"} 1\n"), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+				t.Fatal(err)
+			}
 			cmd := exec.Command(bin, "launch", "-n", fmt.Sprint(c.procs), "--nodes", fmt.Sprint(c.nodes), "--", "doctor", "--backend", "cpu", "-q",
 				"--timeout", "5s", "-o", js, "--prom", prom)
 			cmd.Env = append(os.Environ(), "COLLBENCH_FAULTS="+c.faults)

@@ -16,11 +16,11 @@ func (t DType) Get(buf []byte, i int64) float64 {
 	case Uint8:
 		return float64(buf[i])
 	case Int32:
-		return float64(int32(le.Uint32(buf[4*i:])))
+		return float64(int32(le.Uint32(buf[4*i:]))) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	case Uint32:
 		return float64(le.Uint32(buf[4*i:]))
 	case Int64:
-		return float64(int64(le.Uint64(buf[8*i:])))
+		return float64(int64(le.Uint64(buf[8*i:]))) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	case Uint64:
 		return float64(le.Uint64(buf[8*i:]))
 	case Float16:
@@ -32,9 +32,9 @@ func (t DType) Get(buf []byte, i int64) float64 {
 	case BFloat16:
 		return float64(BF16ToFloat32(le.Uint16(buf[2*i:])))
 	case Float8E4M3:
-		return float64(E4M3ToFloat32(buf[i]))
+		return float64(E4M3ToFloat32(buf[i])) //nolint:gosec // i is bounded by the caller's buffer, as the byte slice expression shows
 	case Float8E5M2:
-		return float64(E5M2ToFloat32(buf[i]))
+		return float64(E5M2ToFloat32(buf[i])) //nolint:gosec // i is bounded by the caller's buffer, as the byte slice expression shows
 	}
 	panic("dtype: invalid type")
 }
@@ -49,11 +49,11 @@ func (t DType) Put(buf []byte, i int64, v float64) {
 	case Uint8:
 		buf[i] = uint8(v)
 	case Int32:
-		le.PutUint32(buf[4*i:], uint32(int32(v)))
+		le.PutUint32(buf[4*i:], uint32(int32(v))) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	case Uint32:
 		le.PutUint32(buf[4*i:], uint32(v))
 	case Int64:
-		le.PutUint64(buf[8*i:], uint64(int64(v)))
+		le.PutUint64(buf[8*i:], uint64(int64(v))) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	case Uint64:
 		le.PutUint64(buf[8*i:], uint64(v))
 	case Float16:
@@ -65,9 +65,9 @@ func (t DType) Put(buf []byte, i int64, v float64) {
 	case BFloat16:
 		le.PutUint16(buf[2*i:], Float32ToBF16(float32(v)))
 	case Float8E4M3:
-		buf[i] = Float32ToE4M3(float32(v))
+		buf[i] = Float32ToE4M3(float32(v)) //nolint:gosec // i is bounded by the caller's buffer, as the byte slice expression shows
 	case Float8E5M2:
-		buf[i] = Float32ToE5M2(float32(v))
+		buf[i] = Float32ToE5M2(float32(v)) //nolint:gosec // i is bounded by the caller's buffer, as the byte slice expression shows
 	default:
 		panic("dtype: invalid type")
 	}
@@ -97,8 +97,8 @@ func HalfToFloat32(h uint16) float32 {
 // Float32ToHalf encodes f as IEEE binary16, rounding to nearest even.
 func Float32ToHalf(f float32) uint16 {
 	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
+	sign := uint16(b>>16) & 0x8000 //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
+	exp := int32(b>>23) & 0xff     //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	man := b & 0x7fffff
 	if exp == 0xff {
 		if man != 0 {
@@ -115,21 +115,21 @@ func Float32ToHalf(f float32) uint16 {
 			return sign
 		}
 		man |= 0x800000
-		shift := uint32(14 - e)
+		shift := uint32(14 - e) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 		half := man >> shift
 		rem := man & (1<<shift - 1)
 		mid := uint32(1) << (shift - 1)
 		if rem > mid || (rem == mid && half&1 == 1) {
 			half++
 		}
-		return sign | uint16(half)
+		return sign | uint16(half) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	}
 	half := uint32(e)<<10 | man>>13
 	rem := man & 0x1fff
 	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
 		half++ // may carry into the exponent, which rounds up correctly
 	}
-	return sign | uint16(half)
+	return sign | uint16(half) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 }
 
 // BF16ToFloat32 decodes a bfloat16 value.
@@ -139,10 +139,10 @@ func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 
 func Float32ToBF16(f float32) uint16 {
 	b := math.Float32bits(f)
 	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40
+		return uint16(b>>16) | 0x40 //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	}
 	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
+	return uint16(b >> 16) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 }
 
 // E4M3ToFloat32 decodes an 8-bit float with 4 exponent and 3 mantissa bits
@@ -157,14 +157,14 @@ func E5M2ToFloat32(v uint8) float32 { return HalfToFloat32(uint16(v) << 8) }
 func Float32ToE5M2(f float32) uint8 {
 	h := Float32ToHalf(f)
 	if h&0x7fff > 0x7c00 { // NaN
-		return uint8(h>>8) | 0x02
+		return uint8(h>>8) | 0x02 //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 	}
 	rem := h & 0xff
 	out := h >> 8
 	if rem > 0x80 || (rem == 0x80 && out&1 == 1) {
 		out++
 	}
-	return uint8(out)
+	return uint8(out) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 }
 
 // Float32ToE4M3 encodes f as e4m3, rounding to nearest even and saturating
@@ -190,7 +190,7 @@ func Float32ToE4M3(f float32) uint8 {
 			i--
 		}
 	}
-	return sign | uint8(i)
+	return sign | uint8(i) //nolint:gosec // G115: the conversion is the encoding: bits reinterpreted or masked to the width
 }
 
 var (

@@ -92,7 +92,7 @@ func WriteReport(getenv func(string) string, err error) {
 		return
 	}
 	b, _ := json.Marshal(pe)
-	_ = os.WriteFile(filepath.Join(dir, "rank-"+getenv(bootstrap.EnvRank)+".json"), b, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "rank-"+getenv(bootstrap.EnvRank)+".json"), b, 0o644) //nolint:gosec // the fault report is read by the launcher, possibly another user's process
 }
 
 // PlanOf checks cfg and resolves its multi-node settings from cfg or the

@@ -129,8 +129,8 @@ func TestGPUVerifierCatchesCorruption(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer r.Free(send)
-		defer r.Free(recv)
+		defer func() { _ = r.Free(send) }()
+		defer func() { _ = r.Free(recv) }()
 		e := suites.Expectation{Coll: suites.AllReduce, DType: dt, Op: suites.Sum, Ranks: n, Rank: r.id, Geom: g, Domain: dom, Seed: 42}
 		if err := r.Fill(suites.View{Buf: send}, count, e.InputPattern(r.id)); err != nil {
 			return err

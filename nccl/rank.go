@@ -182,7 +182,7 @@ func (r *rank) grid(count int64) (uint32, uint32) {
 	const block = 256
 	blocks := (count + block - 1) / block
 	limit := int64(max(r.dev.sms, 1) * 16)
-	return uint32(min(max(blocks, 1), limit)), block
+	return uint32(min(max(blocks, 1), limit)), block //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 }
 
 func b2i(b bool) int32 {
@@ -205,8 +205,8 @@ func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 	}
 	d := p.Domain
 	g, b := r.grid(count)
-	return cuda.Launch(r.fill, g, b, r.stream, ptr, uint64(count), int32(p.DType), int32(d.Kind),
-		d.Lo, d.Hi, b2i(d.Signed), p.Seed, int32(p.Ranks), int32(p.Rank))
+	return cuda.Launch(r.fill, g, b, r.stream, ptr, uint64(count), int32(p.DType), int32(d.Kind), //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		d.Lo, d.Hi, b2i(d.Signed), p.Seed, int32(p.Ranks), int32(p.Rank)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 }
 
 func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error {
@@ -219,7 +219,7 @@ func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error
 	for first := int64(0); first < count; first += per {
 		n := min(per, count-first)
 		p.FillRange(buf, first, n)
-		if err := cuda.CopyToDevice(ptr+cuda.DevPtr(first*esz), buf[:n*esz]); err != nil {
+		if err := cuda.CopyToDevice(ptr+cuda.DevPtr(first*esz), buf[:n*esz]); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			return err
 		}
 	}
@@ -257,9 +257,9 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 	_, tol := e.Want(0)
 	d, g := e.Domain, e.Geom
 	gr, bl := r.grid(count)
-	err = cuda.Launch(r.check, gr, bl, r.stream, ptr, uint64(count), int32(e.DType), int32(e.Coll), int32(e.Op),
-		int32(e.Root), int32(e.Rank), g.SendCount, g.Count, g.RecvCount,
-		int32(d.Kind), d.Lo, d.Hi, b2i(d.Signed), e.Seed, int32(e.Ranks), tol, r.counter)
+	err = cuda.Launch(r.check, gr, bl, r.stream, ptr, uint64(count), int32(e.DType), int32(e.Coll), int32(e.Op), //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		int32(e.Root), int32(e.Rank), g.SendCount, g.Count, g.RecvCount, //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		int32(d.Kind), d.Lo, d.Hi, b2i(d.Signed), e.Seed, int32(e.Ranks), tol, r.counter) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 	if err != nil {
 		return 0, err
 	}
@@ -270,7 +270,7 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 	if err := cuda.CopyToHost(out[:], r.counter); err != nil {
 		return 0, err
 	}
-	return int64(binary.LittleEndian.Uint64(out[:])), nil
+	return int64(binary.LittleEndian.Uint64(out[:])), nil //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 }
 
 // FindMismatches copies e's output back in bounded chunks and lists up to
@@ -290,7 +290,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 	var out []results.Mismatch
 	for first := int64(0); first < count && len(out) < limit; first += per {
 		n := min(per, count-first)
-		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil {
+		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			return nil, err
 		}
 		out = append(out, e.FindMismatches(buf, first, n, limit-len(out))...)
@@ -308,7 +308,7 @@ func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) 
 	var wrong int64
 	for first := int64(0); first < count; first += per {
 		n := min(per, count-first)
-		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil {
+		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			return 0, err
 		}
 		wrong += e.CountWrong(buf, first, n)
@@ -382,27 +382,27 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 	switch c.Coll {
 	case suites.AllToAll:
 		ops := r.p2p[:0]
-		part := cuda.DevPtr(c.Count * esz)
+		part := cuda.DevPtr(c.Count * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		for p := 0; p < r.Size(); p++ {
-			ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p), recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p))
+			ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p), recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		}
 		return r.exchange(ops)
 	case suites.Gather, suites.Scatter:
 		// Older libraries: one send and one receive per peer, in a group.
-		part := cuda.DevPtr(c.Count * esz)
+		part := cuda.DevPtr(c.Count * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		ops := r.p2p[:0]
 		if c.Coll == suites.Gather {
 			ops = append(ops, sendOp(send, c.Count, dt, c.Root))
 			if r.id == c.Root {
 				for p := 0; p < r.Size(); p++ {
-					ops = append(ops, recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p))
+					ops = append(ops, recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 				}
 			}
 			return r.exchange(ops)
 		}
 		if r.id == c.Root {
 			for p := 0; p < r.Size(); p++ {
-				ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p))
+				ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			}
 		}
 		return r.exchange(append(ops, recvOp(recv, c.Count, dt, c.Root)))
@@ -410,8 +410,8 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 		n := r.Size()
 		ops := r.p2p[:0]
 		for p := 0; p < n; p++ {
-			out := cuda.DevPtr(suites.VDispl(c.Count, r.id, p, n) * esz)
-			in := cuda.DevPtr(suites.VRecvDispl(c.Count, p, r.id, n) * esz)
+			out := cuda.DevPtr(suites.VDispl(c.Count, r.id, p, n) * esz)    //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			in := cuda.DevPtr(suites.VRecvDispl(c.Count, p, r.id, n) * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			ops = append(ops, sendOp(send+out, suites.VCount(c.Count, r.id, p, n), dt, p), recvOp(recv+in, suites.VCount(c.Count, p, r.id, n), dt, p))
 		}
 		return r.exchange(ops)
@@ -419,7 +419,7 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 		// An allgather by recursive doubling: exchange ever larger blocks
 		// with rank XOR 2^k.
 		part := c.Count * esz
-		if own := recv + cuda.DevPtr(int64(r.id)*part); own != send {
+		if own := recv + cuda.DevPtr(int64(r.id)*part); own != send { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			if err := cuda.CopyAsync(own, send, part, s); err != nil {
 				return err
 			}
@@ -428,8 +428,8 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 			blk := r.id &^ (mask - 1)
 			theirs := blk ^ mask
 			err := r.exchange(append(r.p2p[:0],
-				sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),
-				recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask)))
+				sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),     //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+				recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask))) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ func TestParseTuningLog(t *testing.T) {
 			}
 			golden := strings.TrimSuffix(path, ".log") + ".golden"
 			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 					t.Fatal(err)
 				}
 			}

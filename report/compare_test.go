@@ -64,7 +64,9 @@ func TestCompareVerdicts(t *testing.T) {
 		golden(t, g, b.Bytes())
 	}
 	var b bytes.Buffer
-	WriteComparison(&b, c, "junit")
+	if err := WriteComparison(&b, c, "junit"); err != nil {
+		t.Fatal(err)
+	}
 	var suites junitSuites
 	if err := xml.Unmarshal(b.Bytes(), &suites); err != nil || suites.Failures != 3 || suites.Tests != 4 {
 		t.Fatalf("junit: %v %+v", err, suites)

@@ -20,7 +20,7 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+		if err := os.WriteFile(path, got, 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
 		return

@@ -93,7 +93,7 @@ func WriteTopology(w io.Writer, t *topology.Topology) error {
 			if g.LinkGBps > 0 {
 				per, peak = fmt.Sprintf("%.2f", g.LinkGBps), fmt.Sprintf("%.1f", g.PeakGBps)
 			}
-			if err := tb.Append(fmt.Sprint(g.Index), g.Name, g.BusID, words.Bytes(int64(g.Memory)), g.CC, numa(g.NUMA),
+			if err := tb.Append(fmt.Sprint(g.Index), g.Name, g.BusID, words.Bytes(int64(g.Memory)), g.CC, numa(g.NUMA), //nolint:gosec // G115: GPU memory is far below 2^63 bytes
 				fmt.Sprint(g.NVLinks), per, peak, words.OrDash(g.UUID)); err != nil {
 				return err
 			}

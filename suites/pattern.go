@@ -67,7 +67,7 @@ func DomainFor(c Collective, t dtype.DType, op ReduceOp, n int) Domain {
 
 // mix hashes (seed, rank, index) into 64 well-mixed bits.
 func mix(seed uint64, rank int, idx int64) uint64 {
-	x := uint64(idx)*0x9E3779B97F4A7C15 ^ (uint64(rank)+1)*0xC2B2AE3D27D4EB4F ^ (seed+1)*0x165667B19E3779F9
+	x := uint64(idx)*0x9E3779B97F4A7C15 ^ (uint64(rank)+1)*0xC2B2AE3D27D4EB4F ^ (seed+1)*0x165667B19E3779F9 //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain
 	x ^= x >> 29
 	x *= 0xBF58476D1CE4E5B9
 	x ^= x >> 32
@@ -77,16 +77,16 @@ func mix(seed uint64, rank int, idx int64) uint64 {
 // Value is element idx of rank's input for this domain, seed and rank count.
 func (d Domain) Value(seed uint64, rank, n int, idx int64) float64 {
 	x := mix(seed, rank, idx)
-	span := uint64(d.Hi - d.Lo + 1)
+	span := uint64(d.Hi - d.Lo + 1) //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain
 	switch d.Kind {
 	case DomainSparse:
-		if (uint64(idx)+seed)%uint64(max(n, 1)) != uint64(rank) {
+		if (uint64(idx)+seed)%uint64(max(n, 1)) != uint64(rank) { //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain
 			return 0
 		}
-		return float64(d.Lo + int64(x%span))
+		return float64(d.Lo + int64(x%span)) //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain
 	case DomainProd:
 		v := 1.0
-		if (uint64(idx)+seed)%uint64(max(n, 1)) == uint64(rank) && x&1 == 1 {
+		if (uint64(idx)+seed)%uint64(max(n, 1)) == uint64(rank) && x&1 == 1 { //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain
 			v = 2
 		}
 		if d.Signed && x&2 != 0 {
@@ -94,7 +94,7 @@ func (d Domain) Value(seed uint64, rank, n int, idx int64) float64 {
 		}
 		return v
 	default:
-		return float64(d.Lo + int64(x%span))
+		return float64(d.Lo + int64(x%span)) //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain
 	}
 }
 

@@ -91,21 +91,21 @@ func fakeSysfs(t *testing.T) (Sysfs, []GPU) {
 	root := t.TempDir()
 	dev := func(parts ...string) string {
 		p := filepath.Join(append([]string{root, "sys", "devices"}, parts...)...)
-		if err := os.MkdirAll(p, 0o755); err != nil {
+		if err := os.MkdirAll(p, 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
 		return p
 	}
 	write := func(p, content string) {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
 	}
 	link := func(target, name string) {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
 		if err := os.Symlink(target, name); err != nil {

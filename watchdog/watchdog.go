@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -101,7 +102,7 @@ func (t *Tracker) Begin(what string, p Phase, iters int) {
 	}
 	t.phase.Store(int32(p))
 	t.iter.Store(0)
-	t.iters.Store(int32(iters))
+	t.iters.Store(int32(min(iters, math.MaxInt32))) //nolint:gosec // G115: clamped to int32
 	t.wait.Store(NotWaiting)
 	t.touch()
 }
@@ -130,7 +131,7 @@ func (t *Tracker) Ops(n, i int) {
 		return
 	}
 	t.ops.Add(int64(n))
-	t.iter.Store(int32(i))
+	t.iter.Store(int32(min(i, math.MaxInt32))) //nolint:gosec // G115: clamped to int32
 	t.touch()
 }
 
@@ -140,7 +141,7 @@ func (t *Tracker) Waiting(peer int) {
 	if t == nil {
 		return
 	}
-	t.wait.Store(int32(peer))
+	t.wait.Store(int32(peer)) //nolint:gosec // G115: a rank number, far below 2^31
 	t.touch()
 }
 

@@ -137,7 +137,7 @@ func (w *distWorld) Split(l suites.Layout) (suites.World, error) {
 	}
 	seq := w.splits.Add(1)
 	sw := &distWorld{ctl: w.ctl, opts: w.opts, mem: w.mem, m: w.m, splits: w.splits, child: true}
-	sw.rank = &distRank{w: sw, c: &comm{m: w.m, id: uint32(seq)<<16 | uint32(gid+1), members: l.Groups[gid], me: idx,
+	sw.rank = &distRank{w: sw, c: &comm{m: w.m, id: uint32(seq)<<16 | uint32(gid+1), members: l.Groups[gid], me: idx, //nolint:gosec // G115: a communicator id: the sequence number wraps by design
 		scratch: w.rank.c.scratch}, host: w.rank.host, track: w.rank.track, pace: w.rank.pace}
 	return sw, nil
 }

@@ -44,10 +44,10 @@ func TestRootedAndVariableGolden(t *testing.T) {
 	}
 	path := filepath.Join("testdata", "rooted-and-variable.golden")
 	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
+		if err := os.MkdirAll("testdata", 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
 	}

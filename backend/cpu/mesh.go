@@ -166,8 +166,8 @@ func (m *mesh) accept() {
 				c.Close()
 				return
 			}
-			from := int(binary.LittleEndian.Uint64(hello[0:]))
-			to := int(binary.LittleEndian.Uint64(hello[8:]))
+			from := int(binary.LittleEndian.Uint64(hello[0:])) //nolint:gosec // G115: ranks are small and checked before use; lengths are bounded by the frame limit
+			to := int(binary.LittleEndian.Uint64(hello[8:]))   //nolint:gosec // G115: ranks are small and checked before use; lengths are bounded by the frame limit
 			if to != m.me || from < 0 || from >= len(m.addrs) || from == m.me ||
 				!secret.Verify(m.key, hello[16:], "collbench/data", nonce, from, to) {
 				c.Close()
@@ -220,8 +220,8 @@ func (m *mesh) dial(peer int) error {
 	nonce := make([]byte, secret.NonceSize)
 	var ok [1]byte
 	hello := make([]byte, 16, 16+32)
-	binary.LittleEndian.PutUint64(hello[0:], uint64(m.me))
-	binary.LittleEndian.PutUint64(hello[8:], uint64(peer))
+	binary.LittleEndian.PutUint64(hello[0:], uint64(m.me)) //nolint:gosec // G115: ranks are small and checked before use; lengths are bounded by the frame limit
+	binary.LittleEndian.PutUint64(hello[8:], uint64(peer)) //nolint:gosec // G115: ranks are small and checked before use; lengths are bounded by the frame limit
 	_, err = io.ReadFull(c, nonce)
 	if err == nil {
 		hello = append(hello, secret.Proof(m.key, "collbench/data", nonce, m.me, peer)...)
@@ -285,7 +285,7 @@ func (l *link) sendFrame(tag uint64, p []byte) error {
 		return err
 	}
 	binary.LittleEndian.PutUint64(l.whdr[0:], tag)
-	binary.LittleEndian.PutUint32(l.whdr[8:], uint32(len(p)))
+	binary.LittleEndian.PutUint32(l.whdr[8:], uint32(len(p))) //nolint:gosec // G115: ranks are small and checked before use; lengths are bounded by the frame limit
 	m.track.Waiting(l.peer)
 	_, err := l.c.Write(l.whdr[:])
 	if err == nil && len(p) > 0 {
@@ -320,7 +320,7 @@ func (l *link) recvFrame(tag uint64, dst []byte) (int, error) {
 	n := int(binary.LittleEndian.Uint32(l.hdr[8:]))
 	if got != tag {
 		return 0, l.fail(fmt.Errorf("it sent data of communicator %d operation %d where this rank runs communicator %d operation %d (the ranks disagree on what they run)",
-			got>>32, uint32(got), tag>>32, uint32(tag)))
+			got>>32, uint32(got), tag>>32, uint32(tag))) //nolint:gosec // G115: ranks are small and checked before use; lengths are bounded by the frame limit
 	}
 	if n > len(dst) {
 		return 0, l.fail(fmt.Errorf("it sent %d bytes where %d were due (the ranks disagree on the operation)", n, len(dst)))

@@ -19,7 +19,7 @@ func Replace(path string, sync bool, write func(io.Writer) error) error {
 		dir = "."
 	}
 	tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.Itoa(os.Getpid()))
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644) //nolint:gosec // results and reports are for others to read, as files written by any tool
 	if err != nil {
 		return err
 	}

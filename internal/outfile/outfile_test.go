@@ -52,7 +52,9 @@ func TestEveryKindOfPath(t *testing.T) {
 
 	// A symlink: its target is replaced, the link stays a link.
 	target := filepath.Join(dir, "target.json")
-	os.WriteFile(target, []byte("old"), 0o644)
+	if err := os.WriteFile(target, []byte("old"), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+		t.Fatal(err)
+	}
 	link := filepath.Join(dir, "link.json")
 	if err := os.Symlink("target.json", link); err != nil {
 		t.Fatal(err)
@@ -68,8 +70,12 @@ func TestEveryKindOfPath(t *testing.T) {
 	}
 
 	// A dangling symlink (through a chain of two): its target is created.
-	os.Symlink(filepath.Join(dir, "later.json"), filepath.Join(dir, "l1"))
-	os.Symlink("l1", filepath.Join(dir, "l2"))
+	if err := os.Symlink(filepath.Join(dir, "later.json"), filepath.Join(dir, "l1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("l1", filepath.Join(dir, "l2")); err != nil {
+		t.Fatal(err)
+	}
 	if err := write(t, filepath.Join(dir, "l2"), "made"); err != nil {
 		t.Fatal(err)
 	}
@@ -231,11 +237,15 @@ func TestRefusalsNameThePathGiven(t *testing.T) {
 		{filepath.Join(dir, "missing", "x.json"), "does not exist (create it first)"},
 		{"", "empty output path"},
 	}
-	os.Symlink(dir, filepath.Join(dir, "dirlink"))
+	if err := os.Symlink(dir, filepath.Join(dir, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
 	cases = append(cases, struct{ path, want string }{filepath.Join(dir, "dirlink"), "is a directory"})
 	if os.Geteuid() != 0 {
 		ro := filepath.Join(dir, "ro")
-		os.Mkdir(ro, 0o555)
+		if err := os.Mkdir(ro, 0o555); err != nil { //nolint:gosec // test files in the test's own temporary directory
+			t.Fatal(err)
+		}
 		cases = append(cases, struct{ path, want string }{filepath.Join(ro, "x.json"), "no permission to create files in"})
 	}
 	if _, err := os.Stat("/dev/loop0"); err == nil {

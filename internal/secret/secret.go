@@ -18,7 +18,7 @@ import (
 // Environment variables that carry the secret to every rank of a job.
 const (
 	EnvToken     = "COLLBENCH_TOKEN"
-	EnvTokenFile = "COLLBENCH_TOKEN_FILE"
+	EnvTokenFile = "COLLBENCH_TOKEN_FILE" //nolint:gosec // the name of the variable that holds the secret, not a secret
 )
 
 // NonceSize is the length of a challenge in bytes.
@@ -80,7 +80,7 @@ func Proof(key []byte, label string, parts ...any) []byte {
 			writeField(m, []byte(v))
 		case int:
 			var b [8]byte
-			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			binary.LittleEndian.PutUint64(b[:], uint64(v)) //nolint:gosec // G115: ranks are not negative
 			m.Write(b[:])
 		default:
 			panic(fmt.Sprintf("secret.Proof: unsupported part %T", p))

@@ -25,7 +25,9 @@ func TestProofBindsEveryPart(t *testing.T) {
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "tok")
-	os.WriteFile(f, []byte(" s3cret\n"), 0o600)
+	if err := os.WriteFile(f, []byte(" s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{}
 	get := func(k string) string { return env[k] }
 	if b, err := Load(get); b != nil || err != nil {

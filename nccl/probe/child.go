@@ -109,7 +109,7 @@ func Child(ctx context.Context, open Opener, faultSpec string, in io.Reader, out
 	layout := suites.Layout{Groups: spec.Groups}
 	progress := func(stage int) {
 		var p [4]byte
-		binary.BigEndian.PutUint32(p[:], uint32(int32(stage)))
+		binary.BigEndian.PutUint32(p[:], uint32(int32(stage))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
 		ctl.send(frameProgress, p[:])
 	}
 	progress(stageOpen)

@@ -101,9 +101,9 @@ func (r *Result) ByRow() map[int]map[int]*results.AlgoChoice {
 // encodeParts packs a round's parts; nil parts stay nil.
 func encodeParts(parts [][]byte) []byte {
 	var b bytes.Buffer
-	_ = binary.Write(&b, binary.BigEndian, uint32(len(parts)))
+	_ = binary.Write(&b, binary.BigEndian, uint32(len(parts))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
 	for _, p := range parts {
-		n := uint32(len(p))
+		n := uint32(len(p)) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
 		if p == nil {
 			n = ^uint32(0)
 		}
@@ -254,7 +254,7 @@ func Run(ctx context.Context, ctl suites.Control, exe string, env []string, spec
 		switch typ {
 		case frameProgress:
 			if len(p) == 4 {
-				stage = int(int32(binary.BigEndian.Uint32(p)))
+				stage = int(int32(binary.BigEndian.Uint32(p))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
 			}
 		case frameResult:
 			result = &Result{}
@@ -365,7 +365,7 @@ func describeStage(stage int, spec Spec) string {
 func relayEnd(ctl suites.Control, stage int, why string) (string, error) {
 	msg := make([]byte, 5, 5+len(why))
 	msg[0] = 1
-	binary.BigEndian.PutUint32(msg[1:], uint32(int32(stage)))
+	binary.BigEndian.PutUint32(msg[1:], uint32(int32(stage))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
 	all, err := ctl.AllGather(append(msg, why...))
 	if err != nil {
 		return "", err
@@ -375,7 +375,7 @@ func relayEnd(ctl suites.Control, stage int, why string) (string, error) {
 		if len(a) < 5 || a[0] != 1 {
 			continue
 		}
-		st, w := int(int32(binary.BigEndian.Uint32(a[1:5]))), string(a[5:])
+		st, w := int(int32(binary.BigEndian.Uint32(a[1:5]))), string(a[5:]) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
 		if w == "done" {
 			continue
 		}

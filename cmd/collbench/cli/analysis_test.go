@@ -37,11 +37,17 @@ func TestCompareExitCodes(t *testing.T) {
 	writeDoc(t, same, 1.01)
 	writeDoc(t, slow, 1.5)
 	foreign := filepath.Join(dir, "foreign.json")
-	os.WriteFile(foreign, []byte(`{"hello": "world"}`), 0o644)
+	if err := os.WriteFile(foreign, []byte(`{"hello": "world"}`), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+		t.Fatal(err)
+	}
 	future := filepath.Join(dir, "future.json")
-	os.WriteFile(future, []byte(`{"schema": "collbench/result", "schema_version": 9}`), 0o644)
+	if err := os.WriteFile(future, []byte(`{"schema": "collbench/result", "schema_version": 9}`), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+		t.Fatal(err)
+	}
 	other := filepath.Join(dir, "other.json")
-	os.WriteFile(other, []byte(`{"schema": "collbench/result", "schema_version": 1, "results": [{"collective": "alltoall", "dtype": "int8", "op": "none", "root": -1, "size_bytes": 8, "out_of_place": {"time_us": 1}}]}`), 0o644)
+	if err := os.WriteFile(other, []byte(`{"schema": "collbench/result", "schema_version": 1, "results": [{"collective": "alltoall", "dtype": "int8", "op": "none", "root": -1, "size_bytes": 8, "out_of_place": {"time_us": 1}}]}`), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		code int
@@ -129,7 +135,8 @@ func TestRunConfigEndToEnd(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "suite.yaml")
-	os.WriteFile(cfg, []byte(`name: e2e
+	//nolint:gosec // test files in the test's own temporary directory
+	if err := os.WriteFile(cfg, []byte(`name: e2e
 description: end-to-end test
 backend: cpu
 ranks: 2
@@ -144,7 +151,9 @@ thresholds:
   bands:
     - {min_size: 0, metric: time, pct: 1000, floor_us: 5000}
     - {min_size: 1M, metric: time, pct: 1000, floor_us: 200000}
-`), 0o644)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	outDir := filepath.Join(dir, "out")
 	f, out, errOut := testFactory()
 	if code := run(t, f, "run", "--config", cfg, "--quiet", "--output", outDir); code != 0 {

@@ -40,11 +40,11 @@ func TestBadInputEveryCommand(t *testing.T) {
 		"unknownkey.yaml":  "suites:\n  - colectives: [allreduce]\n",
 	}
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
 	}
-	if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
 		t.Fatal(err)
 	}
 	before := listTree(t, dir)

@@ -57,7 +57,7 @@ type proc struct {
 func startSelf(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	tmp := t.TempDir()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], args...) //nolint:gosec // the test starts its own binary or a shell helper it wrote
 	cmd.Env = append(os.Environ(), "CB_CLI_CHILD=1", "CB_FAULT_TEST="+t.Name(), "TMPDIR="+tmp)
 	cmd.Env = append(cmd.Env, env...)
 	p := &proc{cmd: cmd, out: &lockedBuffer{}, errb: &lockedBuffer{}, done: make(chan struct{}), tmp: tmp}

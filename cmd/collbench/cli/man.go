@@ -21,7 +21,7 @@ func NewCmdMan(f *Factory) *cobra.Command {
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // man pages are for every user to read
 				return engine.UsageErrorf("cannot create --dir %s: %v", dir, err)
 			}
 			root := cmd.Root()

@@ -30,7 +30,7 @@ func newcomerFiles(t *testing.T, dir string) {
 		"negative-line.yaml": "name: n\nbackend: cpu\niterations: -3\nsuites:\n  - collectives: [allreduce]\n",
 	}
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}
 	}

@@ -59,9 +59,13 @@ func TestEveryOutputFlagWritesOnlyAsAsked(t *testing.T) {
 		t.Run(c.name+"/symlink", func(t *testing.T) {
 			sub := t.TempDir()
 			target := filepath.Join(sub, "target"+ext)
-			os.WriteFile(target, []byte("old"), 0o644)
+			if err := os.WriteFile(target, []byte("old"), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+				t.Fatal(err)
+			}
 			link := filepath.Join(sub, "link"+ext)
-			os.Symlink("target"+ext, link)
+			if err := os.Symlink("target"+ext, link); err != nil {
+				t.Fatal(err)
+			}
 			if code, _, errOut := runTo(t, link); !ok(code) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -75,7 +79,9 @@ func TestEveryOutputFlagWritesOnlyAsAsked(t *testing.T) {
 		t.Run(c.name+"/dangling symlink", func(t *testing.T) {
 			sub := t.TempDir()
 			link := filepath.Join(sub, "link"+ext)
-			os.Symlink("made"+ext, link)
+			if err := os.Symlink("made"+ext, link); err != nil {
+				t.Fatal(err)
+			}
 			if code, _, errOut := runTo(t, link); !ok(code) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}

@@ -78,7 +78,7 @@ func runSuite(o *RunOptions) error {
 	// The output directory is relative to where run is started; the
 	// baseline is relative to the config file.
 	outDir := cmp.Or(o.Output, cmp.Or(cfg.Output, "collbench-out"))
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
+	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // a results directory is for the team to read
 		return engine.UsageErrorf("cannot create the --output directory %s: %s", outDir, outfile.Reason(err))
 	}
 	baseline := o.Baseline

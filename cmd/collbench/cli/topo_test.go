@@ -92,9 +92,11 @@ func TestTopoJSONRecordAndReplay(t *testing.T) {
 func TestTopoParsesCapturedNCCLFiles(t *testing.T) {
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "nccl.log")
-	os.WriteFile(logPath, []byte("h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"+
+	if err := os.WriteFile(logPath, []byte("h:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"+ //nolint:gosec // test files in the test's own temporary directory
 		"h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0\n"+
-		"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"), 0o644)
+		"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	f, out, errOut := testFactory()
 	f.NVML = noNVML
 	if code := run(t, f, "topo", "--nccl-log", logPath, "--sysfs", dir); code != 0 {
