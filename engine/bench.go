@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"collbench/bootstrap"
+	"collbench/dtype"
 	"collbench/internal/words"
 	"collbench/results"
 	"collbench/suites"
@@ -373,4 +375,30 @@ func hasRooted(cs []suites.Collective) bool {
 		}
 	}
 	return false
+}
+
+// DefaultSizes is the sweep a run measures when it names no sizes.
+const DefaultSizes = "8:32M"
+
+// DefaultRunFlags are the bounds of every wait a run makes when the caller
+// sets none: the device of the local rank, two minutes to form a world,
+// the watchdog's bound, and the heartbeat's.
+func DefaultRunFlags() RunFlags {
+	return RunFlags{Device: -1, BootstrapTimeout: 2 * time.Minute, Timeout: watchdog.DefaultTimeout, HeartbeatTimeout: bootstrap.DefaultSilence}
+}
+
+// DefaultBench is a benchmark as collbench runs it when nothing else is
+// asked: float sum allreduce at DefaultSizes, both modes, 20 timed and 5
+// untimed iterations, every row checked once, ranks' times averaged, on
+// the backend found (NCCL, else the cpu). The command line declares its
+// flags' defaults from it, so every way of running a sweep starts alike.
+func DefaultBench() Bench {
+	sizes, err := suites.ParseSizes(DefaultSizes)
+	if err != nil {
+		panic("engine: DefaultSizes does not parse: " + err.Error()) // a constant of this package
+	}
+	return Bench{Backend: "auto", RunFlags: DefaultRunFlags(),
+		Plan: suites.Plan{Collectives: []suites.Collective{suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+			Ops: []suites.ReduceOp{suites.Sum}, Roots: []int{0}, Sizes: sizes, Iters: 20, Warmup: 5, Check: 1,
+			OutOfPlace: true, InPlace: true, Average: suites.AvgMean, Seed: 1, Agg: 1, Cycles: 1}}
 }

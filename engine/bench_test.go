@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"collbench/bootstrap"
-	"collbench/dtype"
 	"collbench/results"
 	"collbench/suites"
-	"collbench/watchdog"
 )
 
 // testSystem is a machine with a fixed host and clock, the cpu backend
@@ -25,13 +22,14 @@ func testSystem(env ...string) (*System, *bytes.Buffer) {
 	}, &stderr
 }
 
+// testBench is the default benchmark, shortened, on the cpu backend:
+// allreduce and broadcast at the sizes given.
 func testBench(sizes ...int64) Bench {
-	float, _ := dtype.Parse("float")
-	return Bench{Backend: "cpu", Ranks: 4, Tool: "test",
-		Plan: suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.Broadcast}, DTypes: []dtype.DType{float},
-			Ops: []suites.ReduceOp{suites.Sum}, Roots: []int{0}, Sizes: sizes, Iters: 2, Warmup: 1, Check: 1,
-			OutOfPlace: true, InPlace: true, Seed: 1, Agg: 1, Cycles: 1},
-		RunFlags: RunFlags{Device: -1, BootstrapTimeout: time.Minute, Timeout: watchdog.DefaultTimeout, HeartbeatTimeout: bootstrap.DefaultSilence}}
+	b := DefaultBench()
+	b.Backend, b.Ranks, b.Tool = "cpu", 4, "test"
+	b.Plan.Collectives = []suites.Collective{suites.AllReduce, suites.Broadcast}
+	b.Plan.Sizes, b.Plan.Iters, b.Plan.Warmup = sizes, 2, 1
+	return b
 }
 
 // TestRunBenchWithoutACommandLine: the engine runs a verified sweep from Go

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -85,44 +86,54 @@ func (o *BenchOptions) allCollectives() bool {
 	return false
 }
 
-const defaultSizes = "8:32M"
-
 func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
-	fs.StringVar(&o.Sizes, "sizes", "", "message sizes: list and ranges, e.g. 8,1K,1M or 8:1G (doubling), 1M:64M:x4, 1M:8M:+1M (default "+defaultSizes+")")
+	d := engine.DefaultBench()
+	fs.StringVar(&o.Sizes, "sizes", "", "message sizes: list and ranges, e.g. 8,1K,1M or 8:1G (doubling), 1M:64M:x4, 1M:8M:+1M (default "+engine.DefaultSizes+")")
 	fs.StringVarP(&o.MinBytes, "minbytes", "b", "", "smallest size, as NCCL's benchmark -b (with -e and -f or -i)")
 	fs.StringVarP(&o.MaxBytes, "maxbytes", "e", "", "largest size, as NCCL's benchmark -e")
 	fs.Int64VarP(&o.StepFactor, "stepfactor", "f", 2, "size multiplier between -b and -e")
 	fs.StringVarP(&o.StepBytes, "stepbytes", "i", "", "size increment between -b and -e (instead of -f)")
 	fs.IntVarP(&o.Ranks, "ranks", "g", 0, "ranks in this process (default: every GPU, or 4 on the cpu backend)")
-	fs.StringVarP(&o.DType, "dtype", "d", "float", "element type: "+strings.Join(dtype.Names(), ", ")+" (aliases fp32, fp16, bf16, ...), a comma list, or all")
-	fs.StringVar(&o.Op, "op", "sum", "reduction: sum, prod, max, min, avg, a comma list, or all")
-	fs.StringVarP(&o.Root, "root", "r", "0", "root rank of broadcast and reduce: N or all")
-	fs.IntVarP(&o.Iters, "iters", "n", 20, "timed iterations per size")
-	fs.IntVarP(&o.Warmup, "warmup", "w", 5, "untimed iterations before timing each size")
-	fs.IntVarP(&o.Check, "check", "c", 1, "verification passes per size, each with fresh inputs (0 = off)")
-	fs.StringVar(&o.Mode, "mode", "both", "both, out-of-place or in-place")
-	fs.StringVarP(&o.Average, "average", "a", "mean", "how ranks' times combine: mean, min, max or rank0")
-	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the verification inputs")
+	fs.StringVarP(&o.DType, "dtype", "d", d.Plan.DTypes[0].String(), "element type: "+strings.Join(dtype.Names(), ", ")+" (aliases fp32, fp16, bf16, ...), a comma list, or all")
+	fs.StringVar(&o.Op, "op", d.Plan.Ops[0].String(), "reduction: sum, prod, max, min, avg, a comma list, or all")
+	fs.StringVarP(&o.Root, "root", "r", strconv.Itoa(d.Plan.Roots[0]), "root rank of broadcast and reduce: N or all")
+	fs.IntVarP(&o.Iters, "iters", "n", d.Plan.Iters, "timed iterations per size")
+	fs.IntVarP(&o.Warmup, "warmup", "w", d.Plan.Warmup, "untimed iterations before timing each size")
+	fs.IntVarP(&o.Check, "check", "c", d.Plan.Check, "verification passes per size, each with fresh inputs (0 = off)")
+	fs.StringVar(&o.Mode, "mode", modeWord(d.Plan), "both, out-of-place or in-place")
+	fs.StringVarP(&o.Average, "average", "a", d.Plan.Average.String(), "how ranks' times combine: mean, min, max or rank0")
+	fs.Uint64Var(&o.Seed, "seed", d.Plan.Seed, "seed of the verification inputs")
 	fs.StringVar(&o.RankList, "rank-list", "", "split the ranks into groups that run concurrently, each with its own communicator:\n"+suites.PresetHelp)
 	fs.BoolVar(&o.IterStats, "iter-stats", false, "also time each iteration on its own (GPU events) and show p50, p99, min, max and CV")
 	fs.IntVar(&o.CUDAGraph, "cuda-graph", 0, "capture the iterations in a CUDA graph once and replay it N times (nccl backend)")
-	fs.IntVarP(&o.Agg, "agg", "m", 1, "operations issued per timed iteration as one group call (ncclGroupStart/End); time is per operation")
+	fs.IntVarP(&o.Agg, "agg", "m", d.Plan.Agg, "operations issued per timed iteration as one group call (ncclGroupStart/End); time is per operation")
 	fs.IntVarP(&o.Blocking, "blocking", "z", 0, "synchronise after every iteration: 1 with a barrier, 2 without, 3 with the barrier left out of the time")
 	fs.IntVarP(&o.Misalign, "misalign", "u", 0, "offset both buffers by N elements from their aligned start")
 	fs.BoolVarP(&o.CPUTime, "cputime", "C", false, "also report the host time spent issuing each operation")
-	fs.IntVarP(&o.Cycles, "cycles", "N", 1, "repeat the whole sweep N times; each row shows the median cycle and the range")
+	fs.IntVarP(&o.Cycles, "cycles", "N", d.Plan.Cycles, "repeat the whole sweep N times; each row shows the median cycle and the range")
 	fs.StringVarP(&o.Register, "register", "R", "none", "register the buffers with NCCL: none, local (ncclCommRegister) or symmetric (ncclCommWindowRegister, NCCL 2.27+); also 0, 1, 2")
 	fs.BoolVarP(&o.Memory, "memory", "M", false, "report memory: what the communicators took, the buffers, and what the collectives took on top")
 	fs.BoolVar(&o.Explain, "explain", false, "show which algorithm each row ran with: NCCL's algorithm, protocol and channels (from its tuning log, in a separate probe), or the cpu backend's")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
-	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
+	fs.StringVar(&o.Backend, "backend", d.Backend, "auto, cpu or nccl")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load (default: $COLLBENCH_NCCL_LIB, then the dynamic linker's search)")
 	addRunFlags(fs, &o.RunFlags)
 	atLeast(fs, "1", "ranks", "iters", "agg", "cycles")
 	atLeast(fs, "2", "stepfactor")
 	atLeast(fs, "0", "warmup", "check", "misalign", "cuda-graph", "blocking")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress bar and no backend notice on stderr")
+}
+
+// modeWord is the --mode word for the plan's modes.
+func modeWord(p suites.Plan) string {
+	switch {
+	case p.OutOfPlace && p.InPlace:
+		return "both"
+	case p.InPlace:
+		return "in-place"
+	}
+	return "out-of-place"
 }
 
 // benchDefaults returns options holding every flag's default, as a command

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"collbench/dtype"
+	"collbench/engine"
 	"collbench/suites"
 )
 
@@ -23,7 +24,7 @@ func (o *BenchOptions) sizes() ([]int64, error) {
 	}
 	spec := o.Sizes
 	if spec == "" {
-		spec = defaultSizes
+		spec = engine.DefaultSizes
 	}
 	return suites.ParseSizes(spec)
 }

@@ -19,7 +19,6 @@ import (
 	"collbench/report"
 	"collbench/results"
 	"collbench/runconfig"
-	"collbench/watchdog"
 )
 
 // RunOptions are the flags of `collbench run`.
@@ -61,7 +60,7 @@ acceptance; 2 on a bad config.`,
 	fs.BoolVar(&o.NoBaseline, "no-baseline", false, "measure without comparing, although the config names a baseline (to collect runs for one)")
 	fs.StringVar(&o.Output, "output", "", "directory for results (overrides the config's; default collbench-out)")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no tables or progress; only the verdict")
-	fs.DurationVar(&o.Timeout, "timeout", watchdog.DefaultTimeout, "watchdog: stop a suite when no rank makes progress for this long (0 = off)")
+	fs.DurationVar(&o.Timeout, "timeout", engine.DefaultRunFlags().Timeout, "watchdog: stop a suite when no rank makes progress for this long (0 = off)")
 	atLeast(fs, "0s", "timeout")
 	cmd.MarkFlagsMutuallyExclusive("baseline", "no-baseline")
 	return cmd
