@@ -45,10 +45,13 @@ type CompareOptions struct {
 	TimeFloorUS  float64
 	BandEdge     string
 	Thresholds   *report.Thresholds // set by run --config
+	// BasePath and CurPath are the files compared.
+	BasePath, CurPath string
 }
 
-// NewCmdCompare builds `collbench compare BASELINE CURRENT`.
-func NewCmdCompare(f *Factory) *cobra.Command {
+// NewCmdCompare builds `collbench compare BASELINE CURRENT`. runF replaces
+// compareRun in tests.
+func NewCmdCompare(f *Factory, runF func(*CompareOptions) error) *cobra.Command {
 	o := &CompareOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "compare BASELINE CURRENT",
@@ -72,7 +75,11 @@ nothing in common.`,
 		},
 		Example: "  collbench compare baseline.json today.json\n  collbench compare baseline.json today.json --format markdown > comment.md\n  collbench compare old-nccl-tests.json today.json --format junit -o junit.xml",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return compareRun(o, args[0], args[1])
+			o.BasePath, o.CurPath = args[0], args[1]
+			if runF != nil {
+				return runF(o)
+			}
+			return compareRun(o)
 		},
 	}
 	fs := cmd.Flags()
@@ -117,7 +124,8 @@ func (o *CompareOptions) thresholds() (report.Thresholds, error) {
 	return th, th.Validate()
 }
 
-func compareRun(o *CompareOptions, basePath, curPath string) error {
+func compareRun(o *CompareOptions) error {
+	basePath, curPath := o.BasePath, o.CurPath
 	if !slices.Contains(report.CompareFormats, o.Format) {
 		return engine.UsageErrorf("unknown --format %q for compare (valid: %s)", o.Format, strings.Join(report.CompareFormats, ", "))
 	}

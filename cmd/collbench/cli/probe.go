@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -12,10 +14,21 @@ import (
 )
 
 // The algorithm probe (package nccl/probe) runs in a child process before
-// the sweep; this file decides whether to run it and starts it.
+// the sweep, started by the engine; this is the hidden command it runs as.
 
-// NewCmdAlgorithmProbe builds the hidden command the probe runs as.
-func NewCmdAlgorithmProbe(f *Factory) *cobra.Command {
+// ProbeOptions are what the probe's child process needs: its pipes to the
+// parent (file descriptors 3 and 4).
+type ProbeOptions struct {
+	Factory *Factory
+	Ctx     context.Context
+	In      io.Reader
+	Out     io.Writer
+}
+
+// NewCmdAlgorithmProbe builds the hidden command the probe runs as. runF
+// replaces probeRun in tests.
+func NewCmdAlgorithmProbe(f *Factory, runF func(*ProbeOptions) error) *cobra.Command {
+	o := &ProbeOptions{Factory: f}
 	return &cobra.Command{
 		Use:    "algorithm-probe",
 		Short:  "Internal: the child process of the algorithm probe",
@@ -26,14 +39,23 @@ func NewCmdAlgorithmProbe(f *Factory) *cobra.Command {
 			if in == nil || out == nil {
 				return engine.UsageErrorf("algorithm-probe is started by collbench itself, with its pipes")
 			}
-			open := func(name, lib string) (suites.Backend, error) {
-				c, err := f.ChooseBackend(name, lib)
-				if err != nil {
-					return nil, err
-				}
-				return c.Backend, nil
+			o.Ctx, o.In, o.Out = cmd.Context(), in, out
+			if runF != nil {
+				return runF(o)
 			}
-			return probe.Child(cmd.Context(), open, f.Getenv(faults.EnvFaults), in, out)
+			return probeRun(o)
 		},
 	}
+}
+
+func probeRun(o *ProbeOptions) error {
+	f := o.Factory
+	open := func(name, lib string) (suites.Backend, error) {
+		c, err := f.ChooseBackend(name, lib)
+		if err != nil {
+			return nil, err
+		}
+		return c.Backend, nil
+	}
+	return probe.Child(o.Ctx, open, f.Getenv(faults.EnvFaults), o.In, o.Out)
 }

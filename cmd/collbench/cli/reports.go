@@ -16,13 +16,21 @@ import (
 	"collbench/suites"
 )
 
-// NewCmdBaseline builds `collbench baseline make`.
-func NewCmdBaseline(f *Factory) *cobra.Command {
+// BaselineOptions are the arguments of `collbench baseline make`.
+type BaselineOptions struct {
+	IO     *IOStreams
+	Runs   []string // the run files
+	Output string
+}
+
+// NewCmdBaseline builds `collbench baseline make`. runF replaces baselineRun
+// in tests.
+func NewCmdBaseline(f *Factory, runF func(*BaselineOptions) error) *cobra.Command {
+	o := &BaselineOptions{IO: f.IO}
 	cmd := &cobra.Command{Use: "baseline", Short: "Make baselines from several runs", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return engine.UsageErrorf("baseline needs a subcommand: collbench baseline make RUN... -o baseline.json")
 		}}
-	var out string
 	mk := &cobra.Command{
 		Use:     "make RUN.json... -o BASELINE.json",
 		Short:   "Combine runs into a baseline: the median of each row, with its spread",
@@ -34,38 +42,29 @@ func NewCmdBaseline(f *Factory) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := notAnInput(out, args...); err != nil {
-				return err
+			o.Runs = args
+			if runF != nil {
+				return runF(o)
 			}
-			var docs []*results.Document
-			for _, p := range args {
-				d, err := readResults(p)
-				if err != nil {
-					return err
-				}
-				docs = append(docs, d)
-			}
-			b, err := results.MakeBaseline(docs)
-			if err != nil {
-				return &engine.UsageError{Err: err}
-			}
-			if err := writeTo(f.IO.Out, "--output", out, func(w io.Writer) error { return results.Write(w, b) }); err != nil {
-				return err
-			}
-			if out != "" {
-				fmt.Fprintf(f.IO.ErrOut, "collbench: baseline of %d runs, %d rows, written to %s\n", len(docs), len(b.Results), out)
-			}
-			return nil
+			return baselineRun(o)
 		},
 	}
-	mk.Flags().StringVarP(&out, "output", "o", "", "write the baseline to FILE (default stdout)")
+	mk.Flags().StringVarP(&o.Output, "output", "o", "", "write the baseline to FILE (default stdout)")
 	cmd.AddCommand(mk)
 	return cmd
 }
 
-// NewCmdReport builds `collbench report RESULTS... -o report.html`.
-func NewCmdReport(f *Factory) *cobra.Command {
-	var out, baseline, title string
+// ReportOptions are the arguments of `collbench report`.
+type ReportOptions struct {
+	IO                      *IOStreams
+	Runs                    []string
+	Output, Baseline, Title string
+}
+
+// NewCmdReport builds `collbench report RESULTS... -o report.html`. runF
+// replaces reportRun in tests.
+func NewCmdReport(f *Factory, runF func(*ReportOptions) error) *cobra.Command {
+	o := &ReportOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "report RESULTS.json... -o report.html",
 		Short: "Render one self-contained HTML report with tables and plots",
@@ -80,50 +79,29 @@ header and topology, bus bandwidth and small-message time plots per collective
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return engine.UsageErrorf("report needs -o FILE.html")
+			o.Runs = args
+			if runF != nil {
+				return runF(o)
 			}
-			if err := notAnInput(out, append([]string{baseline}, args...)...); err != nil {
-				return err
-			}
-			in := report.HTMLInput{Title: title}
-			for _, p := range args {
-				d, err := readResults(p)
-				if err != nil {
-					return err
-				}
-				in.Runs = append(in.Runs, report.Series{Label: filepath.Base(p), Doc: d})
-			}
-			if baseline != "" {
-				b, err := readResults(baseline)
-				if err != nil {
-					return err
-				}
-				in.Baseline = &report.Series{Label: "baseline " + filepath.Base(baseline), Doc: b}
-				c, err := report.Compare(b, in.Runs[0].Doc, baseline, args[0], report.DefaultThresholds())
-				if err == nil {
-					in.Comparison = c
-				}
-			}
-			if in.Title == "" {
-				in.Title = "collbench report: " + strings.Join(args, ", ")
-			}
-			if err := writeTo(f.IO.Out, "--output", out, func(w io.Writer) error { return report.WriteHTML(w, in) }); err != nil {
-				return err
-			}
-			sayWrote(f.IO.ErrOut, fmt.Sprintf("the HTML report of %d run(s)", len(args)), out)
-			return nil
+			return reportRun(o)
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the HTML file to write")
-	cmd.Flags().StringVar(&baseline, "baseline", "", "a baseline to overlay and compare with")
-	cmd.Flags().StringVar(&title, "title", "", "the report's title")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "the HTML file to write")
+	cmd.Flags().StringVar(&o.Baseline, "baseline", "", "a baseline to overlay and compare with")
+	cmd.Flags().StringVar(&o.Title, "title", "", "the report's title")
 	return cmd
 }
 
-// NewCmdPlot builds `collbench plot`.
-func NewCmdPlot(f *Factory) *cobra.Command {
-	var out, kind, coll, format string
+// PlotOptions are the arguments of `collbench plot`.
+type PlotOptions struct {
+	IO                               *IOStreams
+	Runs                             []string
+	Output, Kind, Collective, Format string
+}
+
+// NewCmdPlot builds `collbench plot`. runF replaces plotRun in tests.
+func NewCmdPlot(f *Factory, runF func(*PlotOptions) error) *cobra.Command {
+	o := &PlotOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:     "plot RESULTS.json... -o plot.svg",
 		Short:   "Draw a plot of one collective as SVG or PNG",
@@ -135,63 +113,133 @@ func NewCmdPlot(f *Factory) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return engine.UsageErrorf("plot needs -o FILE.svg or FILE.png (or -o - --format svg)")
+			o.Runs = args
+			if runF != nil {
+				return runF(o)
 			}
-			target, err := outputTarget("--output", out)
-			if err != nil {
-				return err
-			}
-			if format == "" {
-				format = strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
-				if target.Kind == outfile.Stream && format != "png" {
-					format = "svg" // a pipe, a device or standard output
-				}
-				if format != "svg" && format != "png" {
-					return engine.UsageErrorf("plot writes SVG or PNG: name -o FILE.svg or FILE.png, or give --format svg|png")
-				}
-			}
-			if format != "svg" && format != "png" {
-				return engine.UsageErrorf("unknown --format %q for plot (valid: svg, png)", format)
-			}
-			if err := notAnInput(out, args...); err != nil {
-				return err
-			}
-			if !slices.Contains(report.PlotKinds, kind) {
-				return engine.UsageErrorf("unknown --kind %q (valid: %s)", kind, strings.Join(report.PlotKinds, ", "))
-			}
-			var series []report.Series
-			for _, p := range args {
-				d, err := readResults(p)
-				if err != nil {
-					return err
-				}
-				series = append(series, report.Series{Label: filepath.Base(p), Doc: d})
-			}
-			if coll == "" {
-				if len(series[0].Doc.Results) == 0 {
-					return engine.UsageErrorf("%s has no results", args[0])
-				}
-				coll = series[0].Doc.Results[0].Collective
-			} else if c, err := suites.ParseCollective(coll); err != nil {
-				return &engine.UsageError{Err: err}
-			} else {
-				coll = c.String()
-			}
-			p, err := report.Plot(kind, coll, series)
-			if err != nil {
-				return &engine.UsageError{Err: err}
-			}
-			if err := writeTarget(f.IO.Out, target, true, func(w io.Writer) error { return report.WritePlot(w, p, format) }); err != nil {
-				return err
-			}
-			sayWrote(f.IO.ErrOut, fmt.Sprintf("the %s plot of %s (%s)", kind, coll, format), out)
-			return nil
+			return plotRun(o)
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the .svg or .png file to write (- for standard output)")
-	cmd.Flags().StringVar(&format, "format", "", "svg or png (default: by the --output name's extension, else svg)")
-	cmd.Flags().StringVar(&kind, "kind", "busbw", "busbw (vs size), time (small messages) or groups (per-group bars)")
-	cmd.Flags().StringVar(&coll, "collective", "", "the collective to plot (default: the first in the file)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "the .svg or .png file to write (- for standard output)")
+	cmd.Flags().StringVar(&o.Format, "format", "", "svg or png (default: by the --output name's extension, else svg)")
+	cmd.Flags().StringVar(&o.Kind, "kind", "busbw", "busbw (vs size), time (small messages) or groups (per-group bars)")
+	cmd.Flags().StringVar(&o.Collective, "collective", "", "the collective to plot (default: the first in the file)")
 	return cmd
+}
+
+func baselineRun(o *BaselineOptions) error {
+	if err := notAnInput(o.Output, o.Runs...); err != nil {
+		return err
+	}
+	var docs []*results.Document
+	for _, p := range o.Runs {
+		d, err := readResults(p)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, d)
+	}
+	b, err := results.MakeBaseline(docs)
+	if err != nil {
+		return &engine.UsageError{Err: err}
+	}
+	if err := writeTo(o.IO.Out, "--output", o.Output, func(w io.Writer) error { return results.Write(w, b) }); err != nil {
+		return err
+	}
+	if o.Output != "" {
+		fmt.Fprintf(o.IO.ErrOut, "collbench: baseline of %d runs, %d rows, written to %s\n", len(docs), len(b.Results), o.Output)
+	}
+	return nil
+}
+
+func reportRun(o *ReportOptions) error {
+	if o.Output == "" {
+		return engine.UsageErrorf("report needs -o FILE.html")
+	}
+	if err := notAnInput(o.Output, append([]string{o.Baseline}, o.Runs...)...); err != nil {
+		return err
+	}
+	in := report.HTMLInput{Title: o.Title}
+	for _, p := range o.Runs {
+		d, err := readResults(p)
+		if err != nil {
+			return err
+		}
+		in.Runs = append(in.Runs, report.Series{Label: filepath.Base(p), Doc: d})
+	}
+	if o.Baseline != "" {
+		b, err := readResults(o.Baseline)
+		if err != nil {
+			return err
+		}
+		in.Baseline = &report.Series{Label: "baseline " + filepath.Base(o.Baseline), Doc: b}
+		c, err := report.Compare(b, in.Runs[0].Doc, o.Baseline, o.Runs[0], report.DefaultThresholds())
+		if err == nil {
+			in.Comparison = c
+		}
+	}
+	if in.Title == "" {
+		in.Title = "collbench report: " + strings.Join(o.Runs, ", ")
+	}
+	if err := writeTo(o.IO.Out, "--output", o.Output, func(w io.Writer) error { return report.WriteHTML(w, in) }); err != nil {
+		return err
+	}
+	sayWrote(o.IO.ErrOut, fmt.Sprintf("the HTML report of %d run(s)", len(o.Runs)), o.Output)
+	return nil
+}
+
+func plotRun(o *PlotOptions) error {
+	out, kind, coll, format, args := o.Output, o.Kind, o.Collective, o.Format, o.Runs
+	if out == "" {
+		return engine.UsageErrorf("plot needs -o FILE.svg or FILE.png (or -o - --format svg)")
+	}
+	target, err := outputTarget("--output", out)
+	if err != nil {
+		return err
+	}
+	if format == "" {
+		format = strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
+		if target.Kind == outfile.Stream && format != "png" {
+			format = "svg" // a pipe, a device or standard output
+		}
+		if format != "svg" && format != "png" {
+			return engine.UsageErrorf("plot writes SVG or PNG: name -o FILE.svg or FILE.png, or give --format svg|png")
+		}
+	}
+	if format != "svg" && format != "png" {
+		return engine.UsageErrorf("unknown --format %q for plot (valid: svg, png)", format)
+	}
+	if err := notAnInput(out, args...); err != nil {
+		return err
+	}
+	if !slices.Contains(report.PlotKinds, kind) {
+		return engine.UsageErrorf("unknown --kind %q (valid: %s)", kind, strings.Join(report.PlotKinds, ", "))
+	}
+	var series []report.Series
+	for _, p := range args {
+		d, err := readResults(p)
+		if err != nil {
+			return err
+		}
+		series = append(series, report.Series{Label: filepath.Base(p), Doc: d})
+	}
+	if coll == "" {
+		if len(series[0].Doc.Results) == 0 {
+			return engine.UsageErrorf("%s has no results", args[0])
+		}
+		coll = series[0].Doc.Results[0].Collective
+	} else if c, err := suites.ParseCollective(coll); err != nil {
+		return &engine.UsageError{Err: err}
+	} else {
+		coll = c.String()
+	}
+	p, err := report.Plot(kind, coll, series)
+	if err != nil {
+		return &engine.UsageError{Err: err}
+	}
+	if err := writeTarget(o.IO.Out, target, true, func(w io.Writer) error { return report.WritePlot(w, p, format) }); err != nil {
+		return err
+	}
+	sayWrote(o.IO.ErrOut, fmt.Sprintf("the %s plot of %s (%s)", kind, coll, format), out)
+	return nil
 }

@@ -36,7 +36,7 @@ type RunOptions struct {
 }
 
 // NewCmdRun builds `collbench run --config FILE`.
-func NewCmdRun(f *Factory) *cobra.Command {
+func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	o := &RunOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
 		Use:   "run --config SUITE.yaml",
@@ -51,6 +51,9 @@ acceptance; 2 on a bad config.`,
 		Example: "  collbench run --config configs/quick.yaml\n  collbench run --config configs/ci.yaml --baseline baseline.json --output out/",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(o)
+			}
 			return runSuite(o)
 		},
 	}

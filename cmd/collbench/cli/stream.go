@@ -21,7 +21,7 @@ type StreamOptions struct {
 
 // NewCmdStream builds `collbench stream`: one plain TCP stream between two
 // processes, the yardstick for the cpu backend's figures (scripts/cpu-bench.sh).
-func NewCmdStream(f *Factory) *cobra.Command {
+func NewCmdStream(f *Factory, runF func(*StreamOptions) error) *cobra.Command {
 	o := &StreamOptions{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:    "stream (--listen ADDR | --connect ADDR)",
@@ -29,6 +29,9 @@ func NewCmdStream(f *Factory) *cobra.Command {
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(o)
+			}
 			return streamRun(o)
 		},
 	}

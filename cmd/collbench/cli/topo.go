@@ -37,7 +37,7 @@ type TopoOptions struct {
 }
 
 // NewCmdTopo builds `collbench topo`.
-func NewCmdTopo(f *Factory) *cobra.Command {
+func NewCmdTopo(f *Factory, runF func(*TopoOptions) error) *cobra.Command {
 	o := &TopoOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
 		Use:   "topo",
@@ -50,6 +50,9 @@ what it could read and says plainly what was unavailable and why.`,
 		Example: "  collbench topo\n  collbench topo --format json > topo.json\n  collbench topo --nccl-log nccl.log --nccl-xml topo.xml",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(o)
+			}
 			return topoRun(o)
 		},
 	}

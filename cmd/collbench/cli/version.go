@@ -7,17 +7,29 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// NewCmdVersion builds `collbench version`.
-func NewCmdVersion(f *Factory) *cobra.Command {
+// VersionOptions are what `collbench version` needs.
+type VersionOptions struct{ IO *IOStreams }
+
+// NewCmdVersion builds `collbench version`. runF replaces versionRun in
+// tests.
+func NewCmdVersion(f *Factory, runF func(*VersionOptions) error) *cobra.Command {
+	o := &VersionOptions{IO: f.IO}
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print collbench's version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintln(f.IO.Out, versionLine())
-			return nil
+			if runF != nil {
+				return runF(o)
+			}
+			return versionRun(o)
 		},
 	}
+}
+
+func versionRun(o *VersionOptions) error {
+	_, err := fmt.Fprintln(o.IO.Out, versionLine())
+	return err
 }
 
 // versionLine is what `collbench version` and `collbench --version` print.

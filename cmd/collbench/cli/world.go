@@ -31,7 +31,7 @@ type worldMember struct {
 }
 
 // NewCmdWorld builds `collbench world`.
-func NewCmdWorld(f *Factory) *cobra.Command {
+func NewCmdWorld(f *Factory, runF func(*WorldOptions) error) *cobra.Command {
 	o := &WorldOptions{IO: f.IO, Factory: f}
 	cmd := &cobra.Command{
 		Use:   "world",
@@ -43,10 +43,13 @@ local rank: a quick check of launcher wiring before a benchmark.`,
 		Example: "  mpirun -np 4 collbench world\n  srun -N 2 --ntasks-per-node 4 collbench world\n  collbench launch -n 4 -- world",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(o)
+			}
 			return worldRun(o)
 		},
 	}
-	cmd.Flags().DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", 2*time.Minute, "how long the processes may take to find each other")
+	cmd.Flags().DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", engine.DefaultRunFlags().BootstrapTimeout, "how long the processes may take to find each other")
 	atLeast(cmd.Flags(), "1ns", "bootstrap-timeout")
 	return cmd
 }
