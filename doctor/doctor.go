@@ -116,14 +116,21 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		}
 	}
 	d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: "health", Layout: "-", What: fmt.Sprintf("NVML and sysfs facts of %d host(s), no traffic", len(o.Facts))})
+	// A stage that has nothing to measure here is not announced as running:
+	// the report says why it was skipped.
+	pairsHere := false
+	for _, h := range d.hostList {
+		pairsHere = pairsHere || len(d.members[h]) > 1
+	}
 	stages := []struct {
 		name string
 		run  func() error
+		skip string
 	}{
-		{"each " + Unit(o.Backend) + " alone", d.alone},
-		{"every " + Unit(o.Backend) + " pair within a host", d.pairs},
-		{"across hosts", d.acrossHosts},
-		{"the whole world", d.world},
+		{"each " + Unit(o.Backend) + " alone", d.alone, ""},
+		{"every " + Unit(o.Backend) + " pair within a host", d.pairs, map[bool]string{false: "no host has two " + Unit(o.Backend) + "s"}[pairsHere]},
+		{"across hosts", d.acrossHosts, map[bool]string{true: "one host"}[len(d.hostList) < 2]},
+		{"the whole world", d.world, map[bool]string{true: "one " + Unit(o.Backend)}[d.n < 2]},
 	}
 	// A run that stops on a fault still gives rank 0 a verdict: what the
 	// finished stages found, and the stage it stopped in.
@@ -140,10 +147,18 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return stopped(s.name, err)
 		}
+		if s.skip != "" {
+			d.rep.Stages = append(d.rep.Stages, StageTime{Stage: s.name, Skipped: s.skip})
+			d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: s.name, Layout: "-", What: "skipped: " + s.skip})
+			continue
+		}
 		if d.rank0 && o.Progress != nil {
 			o.Progress(s.name)
 		}
-		if err := s.run(); err != nil {
+		t0 := time.Now()
+		err := s.run()
+		d.rep.Stages = append(d.rep.Stages, StageTime{Stage: s.name, Seconds: time.Since(t0).Seconds()})
+		if err != nil {
 			return stopped(s.name, fmt.Errorf("%s: %w", s.name, err))
 		}
 		d.rep.Completed = append(d.rep.Completed, s.name)

@@ -131,6 +131,15 @@ type Report struct {
 	// a fault (a hung, stopped or lost rank, a signal) ended the run in.
 	Completed []string `json:"completed"`
 	StoppedIn string   `json:"stopped_in,omitempty"`
+	// Stages say how long each stage took, or why it did not run.
+	Stages []StageTime `json:"stages,omitempty"`
+}
+
+// StageTime is one stage of a run: its wall time, or why it was skipped.
+type StageTime struct {
+	Stage   string  `json:"stage"`
+	Seconds float64 `json:"seconds"`
+	Skipped string  `json:"skipped,omitempty"`
 }
 
 // AddFault records the fault that ended the run as a finding, first among
@@ -183,6 +192,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "# note: "+n)
+	}
+	if len(r.Stages) > 0 {
+		var parts []string
+		for _, s := range r.Stages {
+			if s.Skipped != "" {
+				parts = append(parts, fmt.Sprintf("%s skipped (%s)", s.Stage, s.Skipped))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s %.1f s", s.Stage, s.Seconds))
+			}
+		}
+		fmt.Fprintln(w, "# stages: "+strings.Join(parts, "; "))
 	}
 	if r.StoppedIn != "" {
 		done := "none"
@@ -387,7 +407,16 @@ func (r *Report) WriteProm(w io.Writer) error {
 		fmt.Fprintln(w, "# TYPE collbench_doctor_world_busbw_gbps gauge")
 		fmt.Fprintf(w, "collbench_doctor_world_busbw_gbps{ranks=\"%d\"} %g\n", r.World.Ranks, r.World.BusBW)
 	}
-	fmt.Fprintln(w, "# HELP collbench_doctor_seconds How long the doctor ran.")
+	if len(r.Stages) > 0 {
+		fmt.Fprintln(w, "# HELP collbench_doctor_stage_seconds How long each stage ran (skipped stages are absent).")
+		fmt.Fprintln(w, "# TYPE collbench_doctor_stage_seconds gauge")
+		for _, s := range r.Stages {
+			if s.Skipped == "" {
+				fmt.Fprintf(w, "collbench_doctor_stage_seconds{stage=\"%s\"} %g\n", esc(s.Stage), s.Seconds)
+			}
+		}
+	}
+	fmt.Fprintln(w, "# HELP collbench_doctor_seconds How long the doctor ran, from the start of the command.")
 	fmt.Fprintln(w, "# TYPE collbench_doctor_seconds gauge")
 	_, err := fmt.Fprintf(w, "collbench_doctor_seconds %g\n", r.Seconds)
 	return err

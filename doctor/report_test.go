@@ -41,6 +41,8 @@ func sampleReport() *Report {
 		HostPair: []HostPairFigure{{A: "node-a", B: "node-b", BusBW: 21.7}},
 		World:    &WorldFigure{Ranks: 4, Bytes: 1 << 30, BusBW: 20.5, Expected: 50},
 		Plan:     []PlanStep{{Stage: "pair", Round: 0, Layout: "[[0,1],[2,3]]", What: "sendrecv both ways"}},
+		Stages: []StageTime{{Stage: "each GPU alone", Seconds: 3.2}, {Stage: "every GPU pair within a host", Seconds: 12.5},
+			{Stage: "across hosts", Seconds: 18.1}, {Stage: "the whole world", Seconds: 4}},
 		Findings: []Finding{{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: "node-a GPU 0 (0000:06:00.0) ↔ GPU 1 (0000:07:00.0)",
 			Ranks: []int{0, 1}, Value: 40.7, Peers: 370, Expected: 478.1, Unit: "GB/s",
 			Msg:   "40.7 GB/s one way and 38.9 GB/s both ways, peers 370 GB/s (-89%), expected 478 GB/s over NV18",

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -46,6 +47,7 @@ type Doctor struct {
 // first finding, beside the fault's error; an unhealthy verdict is a
 // *CheckFailedError.
 func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error) {
+	start := time.Now()
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -141,6 +143,11 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		opts.Progress = d.Progress
 	}
 	rep, runErr := doctor.Run(ctx, world, opts)
+	if rep != nil {
+		// The whole run, from the command's start: the session, NCCL's
+		// start and the facts included; the stages have their own times.
+		rep.Seconds = time.Since(start).Seconds()
+	}
 	if runErr != nil {
 		runErr = g.Cause(runErr, 0)
 		if pw.Multi() && !IsFault(runErr) {

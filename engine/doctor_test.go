@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,5 +37,30 @@ func TestFaultFindingNamesThePart(t *testing.T) {
 	}
 	if f := faultFinding(&SignalError{Sig: syscall.SIGTERM}, who); f.Msg != "the run was terminated before the verdict" {
 		t.Errorf("signal: %q", f.Msg)
+	}
+}
+
+// TestDoctorSkipsWhatCannotRunHere: on one rank of one host, the pair,
+// across-hosts and whole-world stages are not announced as running; the
+// report says why each was skipped, and its seconds are the whole run's.
+func TestDoctorSkipsWhatCannotRunHere(t *testing.T) {
+	sys, _ := testSystem()
+	var said []string
+	d := Doctor{Backend: "cpu", Ranks: 1, Quick: true, RunFlags: DefaultRunFlags(), Progress: func(s string) { said = append(said, s) }}
+	rep, err := sys.RunDoctor(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(said) != 1 || said[0] != "each rank alone" {
+		t.Errorf("announced %q, want only the stage that runs", said)
+	}
+	want := map[string]string{"every rank pair within a host": "no host has two ranks", "across hosts": "one host", "the whole world": "one rank"}
+	for _, s := range rep.Stages {
+		if s.Skipped != want[s.Stage] {
+			t.Errorf("stage %q: skipped %q, want %q", s.Stage, s.Skipped, want[s.Stage])
+		}
+	}
+	if len(rep.Stages) != 4 || rep.Seconds < rep.Stages[0].Seconds || rep.Seconds <= 0 {
+		t.Errorf("stages %+v, run %.3f s", rep.Stages, rep.Seconds)
 	}
 }
