@@ -3,6 +3,8 @@ package doctor
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"collbench/dtype"
@@ -53,9 +55,7 @@ func (d *search) alone() error {
 	}
 	var sus []suspect
 	if d.rank0 {
-		for r := 0; r < d.n; r++ {
-			d.rep.GPUs = append(d.rep.GPUs, figs[r])
-		}
+		d.recordGPUs(figs)
 		sus = d.judgeAlone(figs)
 	}
 	if err := d.agree(&sus); err != nil {
@@ -109,7 +109,28 @@ func (d *search) judgeAlone(figs map[int]GPUFigure) []suspect {
 	th := d.o.Thresholds
 	var out []suspect
 	seen := map[string]bool{}
+	// Against what the hardware should do: a GPU, or every GPU of a host
+	// alike, that copies well below what a healthy one of its model does.
+	for r := 0; r < d.n; r++ {
+		exp, _ := d.expectedCopy(r)
+		fillExp, _ := d.expectedFill(r)
+		rules := th.For("gpu:" + d.deviceName(r))
+		key := fmt.Sprintf("rank %d", r)
+		switch v, f := figs[r].CopyGBps, figs[r].FillGelem; {
+		case exp > 0 && v < (1-rules.Drop)*exp:
+			out = append(out, suspect{sample: sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: v, Expected: exp}, Peers: exp, Metric: "expectation",
+				Why: fmt.Sprintf("copies at %s GB/s, %.0f%% below the %s GB/s a healthy one of its model copies", gb(v), (1-v/exp)*100, gb(exp))})
+			seen[key] = true
+		case fillExp > 0 && f < (1-rules.Drop)*fillExp:
+			out = append(out, suspect{sample: sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: f, Expected: fillExp}, Peers: fillExp, Metric: "expectation",
+				Why: fmt.Sprintf("fills at %s Gelem/s, %.0f%% below the %s Gelem/s a healthy one of its model fills", gb(f), (1-f/fillExp)*100, gb(fillExp))})
+			seen[key] = true
+		}
+	}
 	for _, s := range judge(copies, th) {
+		if seen[s.Key] {
+			continue
+		}
 		s.Why = fmt.Sprintf("copies at %s GB/s, its peers %s GB/s", gb(s.Value), gb(s.Peers))
 		out = append(out, s)
 		seen[s.Key] = true
@@ -193,4 +214,94 @@ func (d *search) fillProbe(gw suites.World) (map[int]float64, error) {
 		}
 	}
 	return times, nil
+}
+
+// recordGPUs puts each rank's figures in the report with what its GPU
+// should do, and says which had no expectation and why.
+func (d *search) recordGPUs(figs map[int]GPUFigure) {
+	unexpected := map[string][]int{}
+	for r := 0; r < d.n; r++ {
+		f := figs[r]
+		if exp, why := d.expectedCopy(r); exp > 0 {
+			f.CopyExpected = exp
+		} else {
+			unexpected["the copy: "+why] = append(unexpected["the copy: "+why], r)
+		}
+		if exp, why := d.expectedFill(r); exp > 0 {
+			f.FillExpected = exp
+		} else {
+			unexpected["the fill kernel: "+why] = append(unexpected["the fill kernel: "+why], r)
+		}
+		d.rep.GPUs = append(d.rep.GPUs, f)
+	}
+	for _, why := range sortedKeysS(unexpected) {
+		who := ranksWord(unexpected[why])
+		if len(unexpected[why]) == d.n && d.n > 1 {
+			who = fmt.Sprintf("all %d ranks", d.n)
+		}
+		what, reason, _ := strings.Cut(why, ": ")
+		d.rep.NoExpectation = append(d.rep.NoExpectation, fmt.Sprintf("%s of %s judged against their peers only: %s", what, who, reason))
+	}
+}
+
+// health is the NVML health of the GPU rank r drives, where the host's
+// facts have it.
+func (d *search) health(r int) (GPUHealth, bool) {
+	f := d.facts[d.host(r)]
+	if f == nil {
+		return GPUHealth{}, false
+	}
+	idx, ok := d.devIndex[r]
+	if !ok {
+		return GPUHealth{}, false
+	}
+	for _, g := range f.GPUs {
+		if g.Index == idx {
+			return g, true
+		}
+	}
+	return GPUHealth{}, false
+}
+
+// expectedCopy is the copy rate rank r's GPU should reach alone, or 0 and
+// why no expectation can be formed.
+func (d *search) expectedCopy(r int) (float64, string) {
+	if d.o.Backend == "cpu" {
+		return 0, "the cpu backend's ranks share the host's memory, with no limit of their own to expect"
+	}
+	g, ok := d.health(r)
+	if !ok {
+		return 0, "no NVML facts for its GPU"
+	}
+	return g.ExpectedCopyGBps()
+}
+
+// expectedFill is the fill rate rank r's GPU should reach alone, or 0 and
+// why no expectation can be formed.
+func (d *search) expectedFill(r int) (float64, string) {
+	if d.o.Backend == "cpu" {
+		return 0, "the cpu backend's ranks share the host's cores"
+	}
+	g, ok := d.health(r)
+	if !ok {
+		return 0, "no NVML facts for its GPU"
+	}
+	return g.ExpectedFillGelem()
+}
+
+// ranksWord is "rank 3" or "ranks 0, 1, 2".
+func ranksWord(rs []int) string {
+	if len(rs) == 1 {
+		return fmt.Sprintf("rank %d", rs[0])
+	}
+	return "ranks " + words.Ints(rs)
+}
+
+func sortedKeysS[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

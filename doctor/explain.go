@@ -25,7 +25,13 @@ func (d *search) assemble() {
 	}
 	for _, h := range d.hostList {
 		rs := byHost[h]
-		if len(d.hostList) > 1 && len(rs) == len(d.members[h]) && len(rs) > 1 {
+		// Every GPU of a host slow alike is the host: against the other
+		// hosts, or, on one host, against what its GPUs should do.
+		belowExpectation := true
+		for _, r := range rs {
+			belowExpectation = belowExpectation && d.slowRanks[r].Metric == "expectation"
+		}
+		if (len(d.hostList) > 1 || belowExpectation) && len(rs) == len(d.members[h]) && len(rs) > 1 {
 			slowHosts[h] = true
 			slices.Sort(rs)
 			var vals, peers []float64
@@ -34,9 +40,13 @@ func (d *search) assemble() {
 				peers = append(peers, d.slowRanks[r].Peers)
 			}
 			v, p := median(vals), median(peers)
+			than := "the other hosts'"
+			if belowExpectation {
+				than = "a healthy one of their model"
+			}
 			fs = append(fs, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + h, Host: h, Ranks: rs,
-				Value: v, Peers: p, Msg: fmt.Sprintf("every one of its %d ranks is slow alone: %s, the other hosts' %s%s", len(rs), gb(v), gb(p), drop(v, p)),
-				Cause: "the whole host: its power or thermal state, CPU or memory, or a shared bus"})
+				Value: v, Peers: p, Msg: fmt.Sprintf("every one of its %d ranks is slow alone: %s, %s %s%s", len(rs), gb(v), than, gb(p), drop(v, p)),
+				Cause: d.causeOf(rs, "the whole host: its power or thermal state, clocks, CPU or memory, or a shared bus")})
 		}
 	}
 	ranks := make([]int, 0, len(d.slowRanks))
@@ -49,8 +59,8 @@ func (d *search) assemble() {
 	for _, r := range ranks {
 		s := d.slowRanks[r]
 		fs = append(fs, Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
-			Value: s.Value, Peers: s.Peers, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, drop(s.Value, s.Peers)),
-			Cause: "another workload on this GPU, clocks held down, or a failing GPU"})
+			Value: s.Value, Peers: s.Peers, Expected: s.Expected, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, drop(s.Value, s.Peers)),
+			Cause: d.causeOf([]int{r}, "another workload on this GPU, clocks held down, or a failing GPU")})
 	}
 	explained := func(rs ...int) bool {
 		for _, r := range rs {
@@ -378,4 +388,30 @@ func sortedKeys[V any](m map[int]V) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// causeOf names what NVML saw on the ranks' GPUs that explains a slow
+// figure (another process on a GPU, a clock slowdown), or else generic.
+func (d *search) causeOf(rs []int, generic string) string {
+	var seen []string
+	for _, r := range rs {
+		g, ok := d.health(r)
+		if !ok {
+			continue
+		}
+		var ours []uint32
+		if f := d.facts[d.host(r)]; f != nil {
+			ours = f.Ours
+		}
+		if o := g.others(ours); o != "" {
+			seen = append(seen, fmt.Sprintf("GPU %d: %s", g.Index, o))
+		}
+		if len(g.Throttle) > 0 {
+			seen = append(seen, fmt.Sprintf("GPU %d: clocks held down (%s)", g.Index, strings.Join(g.Throttle, ", ")))
+		}
+	}
+	if len(seen) == 0 {
+		return generic
+	}
+	return strings.Join(seen, "; ")
 }

@@ -31,11 +31,24 @@ type GPUHealth struct {
 	RemapFailed    bool   `json:"row_remap_failed,omitempty"`
 	// Throttle lists the active clock slowdown reasons that indicate a fault.
 	Throttle []string `json:"throttle,omitempty"`
+	// MemBusWidth (bits) and MemClockMaxMHz are the memory's width and
+	// highest clock, from which what the GPU should copy follows.
+	MemBusWidth    int `json:"mem_bus_width,omitempty"`
+	MemClockMaxMHz int `json:"mem_clock_max_mhz,omitempty"`
+	// Cores and SMClockMaxMHz are the GPU's CUDA cores and highest SM
+	// clock, from which what its fill kernel should do follows.
+	Cores         int `json:"cores,omitempty"`
+	SMClockMaxMHz int `json:"sm_clock_max_mhz,omitempty"`
+	// Processes are the compute processes NVML lists on the GPU.
+	Processes []GPUProcess `json:"processes,omitempty"`
 }
 
 // HostFacts are one host's health facts.
 type HostFacts struct {
-	Host   string         `json:"host"`
+	Host string `json:"host"`
+	// Ours are the process ids of this world's collbench processes on the
+	// host: NVML's processes on a GPU other than these are another workload.
+	Ours   []uint32       `json:"collbench_pids,omitempty"`
 	Driver string         `json:"driver,omitempty"`
 	NCCL   string         `json:"nccl,omitempty"`
 	GPUs   []GPUHealth    `json:"gpus,omitempty"`
@@ -118,6 +131,23 @@ func ReadGPUHealth(lib nvml.Interface) ([]GPUHealth, string, []string) {
 		}
 		if _, _, pending, failed, ret := d.GetRemappedRows(); ret == nvml.SUCCESS {
 			g.RemapPending, g.RemapFailed = pending, failed
+		}
+		if w, ret := d.GetMemoryBusWidth(); ret == nvml.SUCCESS {
+			g.MemBusWidth = int(w)
+		}
+		if c, ret := d.GetMaxClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
+			g.MemClockMaxMHz = int(c)
+		}
+		if c, ret := d.GetMaxClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
+			g.SMClockMaxMHz = int(c)
+		}
+		if n, ret := d.GetNumGpuCores(); ret == nvml.SUCCESS {
+			g.Cores = n
+		}
+		if ps, ret := d.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
+			for _, p := range ps {
+				g.Processes = append(g.Processes, GPUProcess{PID: p.Pid, Name: processName(p.Pid), MemBytes: p.UsedGpuMemory})
+			}
 		}
 		if reasons, ret := d.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
 			for _, t := range throttleFaults {

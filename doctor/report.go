@@ -43,12 +43,17 @@ func (f Finding) Line() string {
 
 // GPUFigure is one rank alone.
 type GPUFigure struct {
-	Rank      int     `json:"rank"`
-	Host      string  `json:"host"`
-	Device    string  `json:"device"`
-	BusID     string  `json:"bus_id,omitempty"`
-	CopyGBps  float64 `json:"copy_gbps"`  // a device-to-device copy, bytes/s
-	FillGelem float64 `json:"fill_gelem"` // the fill kernel: the compute probe, 1e9 elements/s
+	Rank     int     `json:"rank"`
+	Host     string  `json:"host"`
+	Device   string  `json:"device"`
+	BusID    string  `json:"bus_id,omitempty"`
+	CopyGBps float64 `json:"copy_gbps"` // a device-to-device copy, bytes/s
+	// CopyExpected is what a healthy GPU of its model copies (0: no
+	// expectation could be formed).
+	CopyExpected float64 `json:"copy_expected_gbps,omitempty"`
+	// FillExpected is what a healthy GPU of its model fills (0: none).
+	FillExpected float64 `json:"fill_expected_gelem,omitempty"`
+	FillGelem    float64 `json:"fill_gelem"` // the fill kernel: the compute probe, 1e9 elements/s
 }
 
 // PairFigure is one pair of ranks on a host: GB/s per direction.
@@ -131,6 +136,9 @@ type Report struct {
 	// a fault (a hung, stopped or lost rank, a signal) ended the run in.
 	Completed []string `json:"completed"`
 	StoppedIn string   `json:"stopped_in,omitempty"`
+	// NoExpectation says which figures were judged against their peers
+	// only, and why no expectation could be formed for them.
+	NoExpectation []string `json:"no_expectation,omitempty"`
 	// Stages say how long each stage took, or why it did not run.
 	Stages []StageTime `json:"stages,omitempty"`
 }
@@ -187,8 +195,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, f := range r.Findings {
 		fmt.Fprintln(w, f.Line())
 	}
-	if r.Healthy {
+	if r.Healthy && len(r.NoExpectation) == 0 {
 		fmt.Fprintln(w, "OK: every stage met its peers and its expectation, and every value was right")
+	} else if r.Healthy {
+		fmt.Fprintln(w, "OK: every stage met its peers and every value was right; some figures had no expectation to meet (below)")
+	}
+	for _, n := range r.NoExpectation {
+		fmt.Fprintln(w, "# no expectation: "+n)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "# note: "+n)
@@ -218,9 +231,17 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "\n## each %s alone (all at once): %s\n", Unit(r.Backend), what)
 		t := report.PlainTable(w)
-		t.Header("rank", "host", "device", "bus id", "copy GB/s", "fill Gelem/s")
+		t.Header("rank", "host", "device", "bus id", "copy GB/s", "expected", "%", "fill Gelem/s", "expected", "%")
+		ofExp := func(v, exp float64) (string, string) {
+			if exp <= 0 {
+				return "-", "-"
+			}
+			return gb(exp), fmt.Sprintf("%.0f%%", v/exp*100)
+		}
 		for _, g := range r.GPUs {
-			_ = t.Append(fmt.Sprint(g.Rank), g.Host, g.Device, words.OrDash(g.BusID), gb(g.CopyGBps), gb(g.FillGelem))
+			ce, cp := ofExp(g.CopyGBps, g.CopyExpected)
+			fe, fp := ofExp(g.FillGelem, g.FillExpected)
+			_ = t.Append(fmt.Sprint(g.Rank), g.Host, g.Device, words.OrDash(g.BusID), gb(g.CopyGBps), ce, cp, gb(g.FillGelem), fe, fp)
 		}
 		if err := t.Render(); err != nil {
 			return err
@@ -395,6 +416,12 @@ func (r *Report) WriteProm(w io.Writer) error {
 	fmt.Fprintln(w, "# TYPE collbench_doctor_gpu_copy_gbps gauge")
 	for _, g := range r.GPUs {
 		fmt.Fprintf(w, "collbench_doctor_gpu_copy_gbps{host=\"%s\",rank=\"%d\",bus_id=\"%s\"} %g\n", esc(g.Host), g.Rank, g.BusID, g.CopyGBps)
+		if g.CopyExpected > 0 {
+			fmt.Fprintf(w, "collbench_doctor_gpu_copy_expected_gbps{host=\"%s\",rank=\"%d\",bus_id=\"%s\"} %g\n", esc(g.Host), g.Rank, g.BusID, g.CopyExpected)
+		}
+		if g.FillExpected > 0 {
+			fmt.Fprintf(w, "collbench_doctor_gpu_fill_expected_gelem{host=\"%s\",rank=\"%d\",bus_id=\"%s\"} %g\n", esc(g.Host), g.Rank, g.BusID, g.FillExpected)
+		}
 	}
 	fmt.Fprintln(w, "# HELP collbench_doctor_pair_gbps One-way bandwidth of each GPU pair within a host.")
 	fmt.Fprintln(w, "# TYPE collbench_doctor_pair_gbps gauge")

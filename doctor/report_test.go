@@ -31,8 +31,8 @@ func golden(t *testing.T, name string, got []byte) {
 // sampleReport is a 2-host report with one slow pair and one slow host.
 func sampleReport() *Report {
 	r := &Report{Schema: Schema, Mode: "full", Backend: "nccl", Ranks: 4, Hosts: []string{"node-a", "node-b"}, Seconds: 41.25,
-		GPUs: []GPUFigure{{Rank: 0, Host: "node-a", Device: "NVIDIA H200", BusID: "0000:06:00.0", CopyGBps: 2011.5, FillGelem: 301.2},
-			{Rank: 1, Host: "node-a", Device: "NVIDIA H200", BusID: "0000:07:00.0", CopyGBps: 1998.1, FillGelem: 299.7}},
+		GPUs: []GPUFigure{{Rank: 0, Host: "node-a", Device: "NVIDIA H200", BusID: "0000:06:00.0", CopyGBps: 2011.5, CopyExpected: 2188.1, FillGelem: 301.2},
+			{Rank: 1, Host: "node-a", Device: "NVIDIA H200", BusID: "0000:07:00.0", CopyGBps: 1998.1, CopyExpected: 2188.1, FillGelem: 299.7}},
 		Pairs: []PairFigure{{A: 0, B: 1, Host: "node-a", Class: "NV18", Expected: 478.1, AB: 41.2, BA: 40.7, Both: 38.9, LatencyUS: 21.4, Transport: "SHM/direct/direct"}},
 		Cross: []CrossFigure{{HostA: "node-a", HostB: "node-b", A: 0, B: 2, Both: 23.1},
 			{HostA: "node-a", HostB: "node-b", A: 0, B: 3, LocalB: 1, Both: 21.7},

@@ -219,7 +219,7 @@ func faultFinding(err error, who func(int) string) doctor.Finding {
 // hostFacts reads this host's health facts: NVML's view of every GPU, the
 // link matrix and NVLink speeds, and the NICs from sysfs.
 func (f *System) hostFacts(ncclVersion string) doctor.HostFacts {
-	hf := doctor.HostFacts{Host: f.HostIdentity(), NCCL: ncclVersion}
+	hf := doctor.HostFacts{Host: f.HostIdentity(), NCCL: ncclVersion, Ours: []uint32{uint32(os.Getpid())}} //nolint:gosec // G115: a pid
 	lib := f.NVML()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		hf.Unavailable = append(hf.Unavailable, fmt.Sprintf("NVML: %v", ret))
@@ -255,13 +255,18 @@ func (f *System) gatherFacts(w suites.World, ncclVersion string) ([]doctor.HostF
 		return nil, fmt.Errorf("gathering health facts: %w", err)
 	}
 	var out []doctor.HostFacts
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for _, p := range parts {
 		var hf doctor.HostFacts
-		if json.Unmarshal(p, &hf) == nil && !seen[hf.Host] {
-			seen[hf.Host] = true
-			out = append(out, hf)
+		if json.Unmarshal(p, &hf) != nil {
+			continue
 		}
+		if i, ok := seen[hf.Host]; ok {
+			out[i].Ours = append(out[i].Ours, hf.Ours...) // every process of the world on that host
+			continue
+		}
+		seen[hf.Host] = len(out)
+		out = append(out, hf)
 	}
 	return out, nil
 }

@@ -35,6 +35,14 @@ type GPU struct {
 	ECCErrors    uint64
 	RemapPending bool
 	ClockReasons uint64
+	// MemBusWidth (bits) and MemClockMaxMHz are the memory's width and
+	// highest clock; Processes the compute processes running on the GPU.
+	MemBusWidth    uint32
+	MemClockMaxMHz uint32
+	// Cores and SMClockMaxMHz are the CUDA cores and highest SM clock.
+	Cores         int
+	SMClockMaxMHz uint32
+	Processes     []nvml.ProcessInfo
 }
 
 // Machine is one host's GPUs and driver.
@@ -48,16 +56,16 @@ type Machine struct {
 // links per GPU to NVSwitches, PCIe gen 5 x16, GPUs 0-3 on NUMA node 0
 // and 4-7 on node 1, every counter clean.
 func HGX(model string) Machine {
-	name, mem := "NVIDIA H100 80GB HBM3", uint64(80<<30)
+	name, mem, width, clock := "NVIDIA H100 80GB HBM3", uint64(80<<30), uint32(5120), uint32(2619)
 	if model == "H200" {
-		name, mem = "NVIDIA H200", 141<<30
+		name, mem, width, clock = "NVIDIA H200", 141<<30, 6016, 3201
 	}
 	buses := []string{"18:00.0", "2a:00.0", "3a:00.0", "5d:00.0", "9a:00.0", "ab:00.0", "ba:00.0", "db:00.0"}
 	m := Machine{Driver: "580.159.04", CUDA: 13000}
 	for i, bus := range buses {
 		m.GPUs = append(m.GPUs, GPU{Name: name, UUID: fmt.Sprintf("GPU-%s-%d", model, i), Bus: bus, MemoryBytes: mem,
 			CCMajor: 9, NUMA: i / 4, NVLinks: 18, ActiveLinks: 18, NVLinkVersion: 6,
-			PCIeGen: 5, PCIeGenMax: 5, PCIeWidth: 16, PCIeWidthMax: 16})
+			PCIeGen: 5, PCIeGenMax: 5, PCIeWidth: 16, PCIeWidthMax: 16, MemBusWidth: width, MemClockMaxMHz: clock, Cores: 16896, SMClockMaxMHz: 1980})
 	}
 	return m
 }
@@ -125,6 +133,18 @@ func (m Machine) NVML() nvml.Interface {
 		}
 		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, g.RemapPending, false, nvml.SUCCESS }
 		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return g.ClockReasons, nvml.SUCCESS }
+		d.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { return g.MemBusWidth, nvml.SUCCESS }
+		d.GetMaxClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+			switch t {
+			case nvml.CLOCK_MEM:
+				return g.MemClockMaxMHz, nvml.SUCCESS
+			case nvml.CLOCK_SM:
+				return g.SMClockMaxMHz, nvml.SUCCESS
+			}
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
+		d.GetNumGpuCoresFunc = func() (int, nvml.Return) { return g.Cores, nvml.SUCCESS }
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return g.Processes, nvml.SUCCESS }
 		devs[i] = d
 	}
 	for i, d := range devs {

@@ -1,0 +1,124 @@
+package doctor
+
+import (
+	"collbench/internal/words"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// What a GPU should do alone, from its own reported limits.
+//
+// The memory's bandwidth follows from NVML's memory bus width and highest
+// memory clock: width/8 bytes per transfer, two transfers per clock (HBM
+// and GDDR are double data rate). A device-to-device copy reads and writes
+// every byte, so it moves at most half of that. How close a healthy GPU
+// comes is a property of its model, measured with collbench doctor on the
+// lent machines (docs/doctor.md, "Expectations"); a model not in the table
+// is held to defaultCopyFraction of the formula.
+
+// copyFraction is the share of the formula's copy rate that doctor's
+// device-to-device copy reaches on a healthy GPU of each model.
+var copyFraction = map[string]float64{
+	"H100": 0.89, // H100 80GB HBM3 (SXM): 1,494-1,501 GB/s of 1,676 (5120-bit, 2,619 MHz), 6 clean runs
+	"H200": 0.87, // H200: 2,097-2,100 GB/s of 2,407 (6016-bit, 3,201 MHz), 3 clean runs
+}
+
+// defaultCopyFraction holds a model without a measured fraction to a
+// healthy share typical of HBM parts.
+const defaultCopyFraction = 0.8
+
+// memoryGBps is the memory bandwidth g's limits give, 0 when NVML did not
+// report them.
+func (g GPUHealth) memoryGBps() float64 {
+	if g.MemBusWidth <= 0 || g.MemClockMaxMHz <= 0 {
+		return 0
+	}
+	return float64(g.MemBusWidth) / 8 * float64(g.MemClockMaxMHz) * 1e6 * 2 / 1e9
+}
+
+// ExpectedCopyGBps is the device-to-device copy rate a healthy GPU of g's
+// model reaches, and where the figure comes from; 0 and why not when no
+// expectation can be formed.
+func (g GPUHealth) ExpectedCopyGBps() (float64, string) {
+	bw := g.memoryGBps()
+	if bw == 0 {
+		return 0, "NVML reported no memory bus width or clock"
+	}
+	for model, f := range copyFraction {
+		if strings.Contains(g.Name, model) {
+			return bw / 2 * f, fmt.Sprintf("%.0f%% of half of %.0f GB/s (%d-bit memory at %d MHz), as a healthy %s copies", f*100, bw, g.MemBusWidth, g.MemClockMaxMHz, model)
+		}
+	}
+	return bw / 2 * defaultCopyFraction, fmt.Sprintf("%.0f%% of half of %.0f GB/s (%d-bit memory at %d MHz): a model without a measured fraction",
+		defaultCopyFraction*100, bw, g.MemBusWidth, g.MemClockMaxMHz)
+}
+
+// GPUProcess is a compute process NVML lists on a GPU.
+type GPUProcess struct {
+	PID      uint32 `json:"pid"`
+	Name     string `json:"name,omitempty"` // from /proc, where the process is visible
+	MemBytes uint64 `json:"mem_bytes,omitempty"`
+}
+
+// processName is the command name of pid, "" where this process cannot see
+// it (another container's PID namespace).
+func processName(pid uint32) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// fillPerCoreCycle is how many elements doctor's fill kernel writes per
+// CUDA core and SM clock cycle on a healthy GPU of each model.
+var fillPerCoreCycle = map[string]float64{
+	"H100": 0.00514, // H100 80GB HBM3 (SXM): 170.4-172.3 Gelem/s on 16,896 cores at 1,980 MHz, 6 clean runs
+	"H200": 0.00514, // H200: 172.1-172.6 Gelem/s on the same cores and clock, 3 clean runs
+}
+
+// defaultFillPerCoreCycle holds a model without a measured rate to the
+// Hopper parts' rate.
+const defaultFillPerCoreCycle = 0.00514
+
+// ExpectedFillGelem is the fill kernel's rate (1e9 elements/s) a healthy
+// GPU of g's model reaches, from its CUDA cores and highest SM clock, and
+// where the figure comes from; 0 and why not when none can be formed.
+func (g GPUHealth) ExpectedFillGelem() (float64, string) {
+	if g.Cores <= 0 || g.SMClockMaxMHz <= 0 {
+		return 0, "NVML reported no core count or SM clock"
+	}
+	perCycle, known := defaultFillPerCoreCycle, "a model without a measured rate"
+	for model, v := range fillPerCoreCycle {
+		if strings.Contains(g.Name, model) {
+			perCycle, known = v, "as a healthy "+model+" fills"
+		}
+	}
+	rate := float64(g.Cores) * float64(g.SMClockMaxMHz) * 1e6 * perCycle / 1e9
+	return rate, fmt.Sprintf("%.4f elements per core and cycle on %d cores at %d MHz, %s", perCycle, g.Cores, g.SMClockMaxMHz, known)
+}
+
+// others describes the compute processes on g that are not this world's
+// collbench processes (ours, by pid), "" when there are none.
+func (g GPUHealth) others(ours []uint32) string {
+	var them []string
+	for _, p := range g.Processes {
+		if slices.Contains(ours, p.PID) {
+			continue
+		}
+		s := fmt.Sprintf("pid %d", p.PID)
+		if p.Name != "" {
+			s += " (" + p.Name + ")"
+		}
+		if p.MemBytes > 0 {
+			s += fmt.Sprintf(", %s of its memory", words.Bytes(int64(p.MemBytes>>20<<20))) //nolint:gosec // G115: GPU memory is far below 2^63 bytes
+		}
+		them = append(them, s)
+	}
+	if len(them) == 0 {
+		return ""
+	}
+	return "another workload runs on it: " + strings.Join(them, "; ")
+}
