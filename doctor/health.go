@@ -41,6 +41,22 @@ type GPUHealth struct {
 	SMClockMaxMHz int `json:"sm_clock_max_mhz,omitempty"`
 	// Processes are the compute processes NVML lists on the GPU.
 	Processes []GPUProcess `json:"processes,omitempty"`
+	// The settings hosts of one job should share: ECC, MIG and persistence
+	// mode ("on", "off"; "" where NVML does not say), the application
+	// clocks and the power limit.
+	ECCMode     string `json:"ecc_mode,omitempty"`
+	MIGMode     string `json:"mig_mode,omitempty"`
+	Persistence string `json:"persistence_mode,omitempty"`
+	AppClocks   string `json:"application_clocks,omitempty"`
+	PowerLimitW int    `json:"power_limit_w,omitempty"`
+}
+
+// onOff words an NVML enable state.
+func onOff(s nvml.EnableState) string {
+	if s == nvml.FEATURE_ENABLED {
+		return "on"
+	}
+	return "off"
 }
 
 // HostFacts are one host's health facts.
@@ -48,11 +64,14 @@ type HostFacts struct {
 	Host string `json:"host"`
 	// Ours are the process ids of this world's collbench processes on the
 	// host: NVML's processes on a GPU other than these are another workload.
-	Ours   []uint32       `json:"collbench_pids,omitempty"`
-	Driver string         `json:"driver,omitempty"`
-	NCCL   string         `json:"nccl,omitempty"`
-	GPUs   []GPUHealth    `json:"gpus,omitempty"`
-	NICs   []topology.NIC `json:"nics,omitempty"`
+	Ours []uint32 `json:"collbench_pids,omitempty"`
+	// NCCLEnv are the NCCL_* variables collbench ran with there (those
+	// that name the host or a log file left out).
+	NCCLEnv map[string]string `json:"nccl_env,omitempty"`
+	Driver  string            `json:"driver,omitempty"`
+	NCCL    string            `json:"nccl,omitempty"`
+	GPUs    []GPUHealth       `json:"gpus,omitempty"`
+	NICs    []topology.NIC    `json:"nics,omitempty"`
 	// Matrix is the link label between each pair of GPUs (NV18, PIX,
 	// SYS...) and LinkGBps each GPU's bandwidth per NVLink per direction,
 	// from which a pair's expected bandwidth follows.
@@ -143,6 +162,23 @@ func ReadGPUHealth(lib nvml.Interface) ([]GPUHealth, string, []string) {
 		}
 		if n, ret := d.GetNumGpuCores(); ret == nvml.SUCCESS {
 			g.Cores = n
+		}
+		if cur, _, ret := d.GetEccMode(); ret == nvml.SUCCESS {
+			g.ECCMode = onOff(cur)
+		}
+		if cur, _, ret := d.GetMigMode(); ret == nvml.SUCCESS {
+			g.MIGMode = map[bool]string{true: "on", false: "off"}[cur == nvml.DEVICE_MIG_ENABLE]
+		}
+		if p, ret := d.GetPersistenceMode(); ret == nvml.SUCCESS {
+			g.Persistence = onOff(p)
+		}
+		sm, ret1 := d.GetApplicationsClock(nvml.CLOCK_SM)
+		mem, ret2 := d.GetApplicationsClock(nvml.CLOCK_MEM)
+		if ret1 == nvml.SUCCESS && ret2 == nvml.SUCCESS {
+			g.AppClocks = fmt.Sprintf("SM %d MHz, memory %d MHz", sm, mem)
+		}
+		if mw, ret := d.GetPowerManagementLimit(); ret == nvml.SUCCESS {
+			g.PowerLimitW = int(mw / 1000)
 		}
 		if ps, ret := d.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
 			for _, p := range ps {
@@ -246,10 +282,26 @@ func HealthFindings(hosts []HostFacts) []Finding {
 			{"GPU count", func(h HostFacts) string { return fmt.Sprint(len(h.GPUs)) }},
 			{"driver", func(h HostFacts) string { return h.Driver }},
 			{"NCCL", func(h HostFacts) string { return h.NCCL }},
+			{"GPU model", gpuSetting(func(g GPUHealth) string { return g.Name })},
+			{"ECC mode", gpuSetting(func(g GPUHealth) string { return g.ECCMode })},
+			{"MIG mode", gpuSetting(func(g GPUHealth) string { return g.MIGMode })},
+			{"persistence mode", gpuSetting(func(g GPUHealth) string { return g.Persistence })},
+			{"application clocks", gpuSetting(func(g GPUHealth) string { return g.AppClocks })},
+			{"power limit", gpuSetting(func(g GPUHealth) string {
+				if g.PowerLimitW == 0 {
+					return ""
+				}
+				return fmt.Sprintf("%d W", g.PowerLimitW)
+			})},
+			{"NCCL environment", func(h HostFacts) string { return envWords(h.NCCLEnv) }},
 		} {
 			count := map[string][]string{}
 			for _, h := range hosts {
-				count[f.get(h)] = append(count[f.get(h)], h.Host)
+				v := f.get(h)
+				if v == "" && f.what != "driver" && f.what != "NCCL" && f.what != "NCCL environment" {
+					continue // NVML did not say: unknown is not different
+				}
+				count[v] = append(count[v], h.Host)
 			}
 			if len(count) > 1 {
 				common := ""
@@ -271,6 +323,44 @@ func HealthFindings(hosts []HostFacts) []Finding {
 	}
 	out = append(out, nicFindings(hosts)...)
 	return out
+}
+
+// gpuSetting words one setting of a host's GPUs: the value they share, or
+// each value with how many GPUs have it ("on x7, off x1").
+func gpuSetting(get func(GPUHealth) string) func(HostFacts) string {
+	return func(h HostFacts) string {
+		n := map[string]int{}
+		var order []string
+		for _, g := range h.GPUs {
+			v := get(g)
+			if v == "" {
+				continue
+			}
+			if n[v] == 0 {
+				order = append(order, v)
+			}
+			n[v]++
+		}
+		if len(order) <= 1 {
+			return strings.Join(order, "")
+		}
+		slices.Sort(order)
+		parts := make([]string, len(order))
+		for i, v := range order {
+			parts[i] = fmt.Sprintf("%s x%d", v, n[v])
+		}
+		return strings.Join(parts, ", ")
+	}
+}
+
+// envWords writes NCCL's variables as NAME=value, sorted, "" for none.
+func envWords(env map[string]string) string {
+	var kv []string
+	for k, v := range env {
+		kv = append(kv, k+"="+v)
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, " ")
 }
 
 // nicFindings flags InfiniBand/RoCE ports that are down or slower than

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,5 +118,62 @@ func TestHostsAndNICsAreComparedWithTheirPeers(t *testing.T) {
 		"mismatch": "host node-c", "nic-locality": "node-c GPU 3 (0000:5d:00.0)"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v\nwant %v\n%v", got, want, fs)
+	}
+}
+
+// TestHostsAreComparedOnTheirSettings: a host whose GPUs differ from the
+// other hosts' in ECC, MIG or persistence mode, application clocks or
+// power limit, or whose NCCL variables differ, is named with what differs
+// and from what; a setting NVML does not report is not a difference.
+func TestHostsAreComparedOnTheirSettings(t *testing.T) {
+	host := func(name string, change func(i int, g *nvmlmock.GPU), env map[string]string) HostFacts {
+		h := hostOf(name, hgx(change))
+		h.NCCLEnv = env
+		return h
+	}
+	same := map[string]string{"NCCL_NVLS_ENABLE": "0"}
+	hosts := []HostFacts{
+		host("node-a", nil, same),
+		host("node-b", func(i int, g *nvmlmock.GPU) { g.MIG = i == 5 }, same),
+		host("node-c", func(i int, g *nvmlmock.GPU) { g.ECC = false }, same),
+		host("node-d", func(i int, g *nvmlmock.GPU) { g.PowerLimitW = 500 }, map[string]string{"NCCL_NVLS_ENABLE": "0", "NCCL_IB_HCA": "mlx5_0"}),
+		host("node-e", func(i int, g *nvmlmock.GPU) { g.Persistence = false; g.AppSMMHz = 1410 }, same),
+	}
+	want := map[string]string{
+		"host node-b": "MIG mode off x7, on x1 where the other hosts have off",
+		"host node-c": "ECC mode off where the other hosts have on",
+		"host node-d": "power limit 500 W where the other hosts have 700 W",
+		"host node-e": "persistence mode off where the other hosts have on",
+	}
+	got := map[string][]string{}
+	for _, f := range HealthFindings(hosts) {
+		if f.Kind == "mismatch" {
+			got[f.Part] = append(got[f.Part], f.Msg)
+		}
+	}
+	for part, msg := range want {
+		if !slices.ContainsFunc(got[part], func(m string) bool { return strings.Contains(m, msg) }) {
+			t.Errorf("%s: want %q among %q", part, msg, got[part])
+		}
+	}
+	if !slices.ContainsFunc(got["host node-d"], func(m string) bool { return strings.Contains(m, "NCCL environment NCCL_IB_HCA=mlx5_0") }) {
+		t.Errorf("node-d's NCCL variables: %q", got["host node-d"])
+	}
+	if !slices.ContainsFunc(got["host node-e"], func(m string) bool { return strings.Contains(m, "application clocks SM 1410 MHz") }) {
+		t.Errorf("node-e's application clocks: %q", got["host node-e"])
+	}
+	if len(got["host node-a"]) != 0 {
+		t.Errorf("the common host was named: %q", got["host node-a"])
+	}
+	// NVML silent on one host's ECC mode: unknown is not a difference.
+	silent := hostOf("node-f", hgx(nil))
+	for i := range silent.GPUs {
+		silent.GPUs[i].ECCMode = ""
+	}
+	silent.NCCLEnv = same
+	for _, f := range HealthFindings([]HostFacts{hosts[0], silent}) {
+		if f.Kind == "mismatch" {
+			t.Errorf("an unreported setting was called a difference: %s", f.Line())
+		}
 	}
 }

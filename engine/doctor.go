@@ -220,6 +220,18 @@ func faultFinding(err error, who func(int) string) doctor.Finding {
 // link matrix and NVLink speeds, and the NICs from sysfs.
 func (f *System) hostFacts(ncclVersion string) doctor.HostFacts {
 	hf := doctor.HostFacts{Host: f.HostIdentity(), NCCL: ncclVersion, Ours: []uint32{uint32(os.Getpid())}} //nolint:gosec // G115: a pid
+	for _, kv := range f.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case !strings.HasPrefix(k, "NCCL_"), k == "NCCL_HOSTID", strings.HasPrefix(k, "NCCL_DEBUG"):
+			// not NCCL's, or naming this host or a log: alike on no two hosts
+		default:
+			if hf.NCCLEnv == nil {
+				hf.NCCLEnv = map[string]string{}
+			}
+			hf.NCCLEnv[k] = v
+		}
+	}
 	lib := f.NVML()
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		hf.Unavailable = append(hf.Unavailable, fmt.Sprintf("NVML: %v", ret))

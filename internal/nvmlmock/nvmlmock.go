@@ -43,6 +43,11 @@ type GPU struct {
 	Cores         int
 	SMClockMaxMHz uint32
 	Processes     []nvml.ProcessInfo
+	// ECC, MIG and persistence mode, application clocks (MHz) and the power
+	// limit (W): the settings hosts of one job share.
+	ECC, MIG, Persistence bool
+	AppSMMHz, AppMemMHz   uint32
+	PowerLimitW           uint32
 }
 
 // Machine is one host's GPUs and driver.
@@ -65,7 +70,8 @@ func HGX(model string) Machine {
 	for i, bus := range buses {
 		m.GPUs = append(m.GPUs, GPU{Name: name, UUID: fmt.Sprintf("GPU-%s-%d", model, i), Bus: bus, MemoryBytes: mem,
 			CCMajor: 9, NUMA: i / 4, NVLinks: 18, ActiveLinks: 18, NVLinkVersion: 6,
-			PCIeGen: 5, PCIeGenMax: 5, PCIeWidth: 16, PCIeWidthMax: 16, MemBusWidth: width, MemClockMaxMHz: clock, Cores: 16896, SMClockMaxMHz: 1980})
+			PCIeGen: 5, PCIeGenMax: 5, PCIeWidth: 16, PCIeWidthMax: 16, MemBusWidth: width, MemClockMaxMHz: clock, Cores: 16896, SMClockMaxMHz: 1980,
+			ECC: true, Persistence: true, AppSMMHz: 1980, AppMemMHz: clock, PowerLimitW: 700})
 	}
 	return m
 }
@@ -144,6 +150,29 @@ func (m Machine) NVML() nvml.Interface {
 			return 0, nvml.ERROR_NOT_SUPPORTED
 		}
 		d.GetNumGpuCoresFunc = func() (int, nvml.Return) { return g.Cores, nvml.SUCCESS }
+		state := func(on bool) nvml.EnableState {
+			if on {
+				return nvml.FEATURE_ENABLED
+			}
+			return nvml.FEATURE_DISABLED
+		}
+		d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
+			return state(g.ECC), state(g.ECC), nvml.SUCCESS
+		}
+		d.GetMigModeFunc = func() (int, int, nvml.Return) {
+			if g.MIG {
+				return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS
+			}
+			return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS
+		}
+		d.GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return state(g.Persistence), nvml.SUCCESS }
+		d.GetApplicationsClockFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+			if t == nvml.CLOCK_SM {
+				return g.AppSMMHz, nvml.SUCCESS
+			}
+			return g.AppMemMHz, nvml.SUCCESS
+		}
+		d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return g.PowerLimitW * 1000, nvml.SUCCESS }
 		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return g.Processes, nvml.SUCCESS }
 		devs[i] = d
 	}
