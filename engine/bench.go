@@ -198,22 +198,19 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		doc.Notes = append(doc.Notes, probeNote)
 	}
 	choices := probe.ByRow()
-	world, err := f.OpenWorld(ctx, b, pw, n, o.Device)
+	world, devices, g, err := f.openWatched(ctx, cancel, ss, board, o.RunFlags)
 	if err != nil {
 		return nil, pw.Rank0(), err
 	}
 	defer world.Close()
-	if doc.Environment.Backend.Devices, err = WorldDevices(world); err != nil {
-		return nil, pw.Rank0(), &RunError{Err: err}
-	}
+	defer g.Close()
+	doc.Environment.Backend.Devices = devices
 	switch {
 	case b.Name() == "nccl" && pw.Rank0():
 		doc.Topology = f.ResultTopology(hosts, doc.Environment.Backend.Version)
 	case b.Name() == "cpu":
 		doc.Topology = f.CPUTopology(ss)
 	}
-	g := f.StartGuard(ctx, cancel, ss, world, board, o.Timeout, doc.Environment.Backend.Devices)
-	defer g.Close()
 	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
 	meter, metered := world.(suites.MemoryMeter)
 	var used0, usedPeak int64 = -1, -1
@@ -246,12 +243,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 	if errors.As(runErr, &tooLarge) {
 		return nil, pw.Rank0(), &UsageError{Err: runErr} // refused before anything ran
 	}
-	if runErr != nil {
-		runErr = g.Cause(runErr, len(rows))
-		if pw.Multi() && !IsFault(runErr) {
-			pw.Ctl.Abort(runErr)
-		}
-	}
+	runErr = g.Settle(runErr, len(rows))
 	doc.Finished = f.Now()
 	if runErr != nil {
 		doc.Error = runErr.Error()

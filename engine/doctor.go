@@ -102,19 +102,14 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 			return nil, err
 		}
 	}
-	world, err := f.OpenWorld(ctx, b, pw, ss.N, d.Device)
+	world, devices, g, err := f.openWatched(ctx, cancel, ss, board, d.RunFlags)
 	if err != nil {
 		return nil, err
 	}
 	defer world.Close()
-	devices, err := WorldDevices(world)
-	if err != nil {
-		return nil, &RunError{Err: err}
-	}
+	defer g.Close()
 	opts.Devices = devices
 	opts.Who = Namer(ss, devices)
-	g := f.StartGuard(ctx, cancel, ss, world, board, d.Timeout, devices)
-	defer g.Close()
 	if gpu {
 		if opts.Facts, err = f.gatherFacts(world, b.Info().Version); err != nil {
 			return nil, &RunError{Err: err}
@@ -148,11 +143,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		// start and the facts included; the stages have their own times.
 		rep.Seconds = time.Since(start).Seconds()
 	}
-	if runErr != nil {
-		runErr = g.Cause(runErr, 0)
-		if pw.Multi() && !IsFault(runErr) {
-			pw.Ctl.Abort(runErr)
-		}
+	if runErr = g.Settle(runErr, 0); runErr != nil {
 		if !IsFault(runErr) {
 			runErr = &RunError{Err: runErr}
 		}

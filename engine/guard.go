@@ -242,3 +242,33 @@ func Namer(ss *Session, devices []results.Device) func(int) string {
 		return fmt.Sprintf("rank %d (%s)", r, host)
 	}
 }
+
+// Settle turns the error a run ended with into its cause (see Cause) and,
+// in a world of processes, tells the others of a failure of this one's
+// own. It returns nil for nil.
+func (g *Guard) Settle(runErr error, rows int) error {
+	if runErr == nil {
+		return nil
+	}
+	runErr = g.Cause(runErr, rows)
+	if g.pw.Multi() && !IsFault(runErr) {
+		g.pw.Ctl.Abort(runErr)
+	}
+	return runErr
+}
+
+// openWatched opens the session's world on this process's device, lists
+// every rank's device, and starts the guard of the run; the caller closes
+// the guard, then the world.
+func (f *System) openWatched(ctx context.Context, cancel context.CancelFunc, ss *Session, board *watchdog.Board, rf RunFlags) (suites.World, []results.Device, *Guard, error) {
+	world, err := f.OpenWorld(ctx, ss.Choice.Backend, ss.PW, ss.N, rf.Device)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	devices, err := WorldDevices(world)
+	if err != nil {
+		_ = world.Close() // the run stops here; its error is the one to report
+		return nil, nil, nil, &RunError{Err: err}
+	}
+	return world, devices, f.StartGuard(ctx, cancel, ss, world, board, rf.Timeout, devices), nil
+}

@@ -59,26 +59,16 @@ func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.
 			return nil, err
 		}
 	}
-	world, err := f.OpenWorld(ctx, b, pw, n, v.Device)
+	world, _, g, err := f.openWatched(ctx, cancel, ss, board, v.RunFlags)
 	if err != nil {
 		return nil, err
 	}
 	defer world.Close()
-	devices, err := WorldDevices(world)
-	if err != nil {
-		return nil, &RunError{Err: err}
-	}
-	g := f.StartGuard(ctx, cancel, ss, world, board, v.Timeout, devices)
 	defer g.Close()
 	opts := suites.VerifyOptions{Sizes: v.Sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
 		Ops: []suites.ReduceOp{suites.Sum, suites.Max}, Seed: v.Seed}
 	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
-	if runErr != nil {
-		runErr = g.Cause(runErr, 0)
-		if pw.Multi() && !IsFault(runErr) {
-			pw.Ctl.Abort(runErr)
-		}
-	}
+	runErr = g.Settle(runErr, 0)
 	res := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: v.Tool},
 		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}
 	for _, l := range lvs {
