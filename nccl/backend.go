@@ -12,6 +12,7 @@ import (
 	"collbench/dtype"
 	"collbench/internal/syncx"
 	"collbench/internal/words"
+	"collbench/nccl/driver"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -22,11 +23,15 @@ type Options struct {
 	Lib string
 	// Search is where discovery looks; SystemSearchEnv when zero.
 	Search SearchEnv
+	// Driver is the machine's CUDA driver and NCCL; nil means this
+	// machine's own libraries (tests pass a fakegpu machine).
+	Driver driver.Driver
 }
 
 // Backend runs collectives with NCCL on this process's GPUs, one thread per GPU.
 type Backend struct {
-	lib     *Lib
+	drv     driver.Driver
+	lib     driver.Library
 	driver  int
 	devices []gpu
 }
@@ -43,10 +48,14 @@ type gpu struct {
 // Open loads the CUDA driver and NCCL and lists the visible GPUs. Its error
 // says exactly what is missing and where it looked.
 func Open(opts Options) (*Backend, error) {
-	if err := cuda.Load(); err != nil {
+	drv := opts.Driver
+	if drv == nil {
+		drv = system{}
+	}
+	if err := drv.Load(); err != nil {
 		return nil, fmt.Errorf("no usable GPU driver: %w", err)
 	}
-	n, err := cuda.DeviceCount()
+	n, err := drv.DeviceCount()
 	if err != nil {
 		return nil, err
 	}
@@ -57,22 +66,18 @@ func Open(opts Options) (*Backend, error) {
 	if search.Getenv == nil {
 		search = SystemSearchEnv()
 	}
-	lib, err := LoadLibrary(Candidates(opts.Lib, search))
+	lib, err := drv.LoadNCCL(Candidates(opts.Lib, search))
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{lib: lib}
-	b.driver, _ = cuda.DriverVersion()
+	b := &Backend{drv: drv, lib: lib}
+	b.driver, _ = drv.DriverVersion()
 	for i := 0; i < n; i++ {
-		d := cuda.Device(i)
-		g := gpu{index: i}
-		if g.name, err = d.Name(); err != nil {
+		d, err := drv.Device(i)
+		if err != nil {
 			return nil, err
 		}
-		g.busID, _ = d.PCIBusID()
-		g.ccMajor, g.ccMinor, _ = d.ComputeCapability()
-		g.sms, _ = d.Attribute(cuda.AttrMultiprocessors)
-		b.devices = append(b.devices, g)
+		b.devices = append(b.devices, gpu{index: i, name: d.Name, busID: d.BusID, ccMajor: d.CCMajor, ccMinor: d.CCMinor, sms: d.SMs})
 	}
 	return b, nil
 }
@@ -111,11 +116,11 @@ func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceO
 		return fmt.Errorf("%w: op avg needs NCCL 2.10 or newer (loaded %s)", suites.ErrUnsupported, ver)
 	case c.Reduces() && t.IsFP8() && (op == suites.Prod || op == suites.Avg):
 		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
-	case (c == suites.AllToAll || c == suites.SendRecv) && !b.lib.HasSendRecv() && !b.lib.HasAllToAll():
+	case (c == suites.AllToAll || c == suites.SendRecv) && !b.lib.Features.SendRecv && !b.lib.Features.AllToAll:
 		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
-	case (c == suites.AllToAllV || c == suites.HyperCube) && !b.lib.HasSendRecv():
+	case (c == suites.AllToAllV || c == suites.HyperCube) && !b.lib.Features.SendRecv:
 		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
-	case (c == suites.Gather || c == suites.Scatter) && !b.lib.HasGather() && !b.lib.HasSendRecv():
+	case (c == suites.Gather || c == suites.Scatter) && !b.lib.Features.Gather && !b.lib.Features.SendRecv:
 		return fmt.Errorf("%w: %s needs ncclGather/ncclScatter (2.28.3+) or ncclSend/ncclRecv (2.7+); loaded %s", suites.ErrUnsupported, c, ver)
 	}
 	if c.Reduces() && t.IsFP8() {
@@ -142,7 +147,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
-		r := &rank{w: w, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk}
+		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk}
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
@@ -150,36 +155,36 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 		w.Close()
 		return nil, err
 	}
-	id, err := NewUniqueID()
+	id, err := b.drv.NewUniqueID()
 	if err != nil {
 		w.Close()
 		return nil, err
 	}
 	for _, r := range w.ranks {
 		_ = r.wk.do(func() error {
-			r.freeBefore, _, _ = cuda.MemInfo()
+			r.freeBefore, _, _ = b.drv.MemInfo()
 			return nil
 		})
 	}
 	// One thread creates every local communicator inside one group,
 	// switching to each GPU's context in turn.
 	err = w.ranks[0].wk.do(func() error {
-		if err := GroupStart(); err != nil {
+		if err := b.drv.GroupStart(); err != nil {
 			return err
 		}
 		var initErr error
 		for _, r := range w.ranks {
-			if err := cuda.SetCurrent(r.ctx); err != nil {
+			if err := b.drv.SetCurrent(r.ctx); err != nil {
 				initErr = err
 				break
 			}
-			if r.comm, err = InitRank(n, id, r.id); err != nil {
+			if r.comm, err = b.drv.InitRank(n, id, r.id); err != nil {
 				initErr = err
 				break
 			}
 		}
-		endErr := GroupEnd()
-		if err := cuda.SetCurrent(w.ranks[0].ctx); err != nil && initErr == nil {
+		endErr := b.drv.GroupEnd()
+		if err := b.drv.SetCurrent(w.ranks[0].ctx); err != nil && initErr == nil {
 			initErr = err
 		}
 		return errors.Join(initErr, endErr)
@@ -190,7 +195,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	}
 	for _, r := range w.ranks {
 		_ = r.wk.do(func() error {
-			r.freeAfter, _, _ = cuda.MemInfo()
+			r.freeAfter, _, _ = b.drv.MemInfo()
 			return nil
 		})
 	}
@@ -266,7 +271,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 		}
 	}
 	var err error
-	if w.b.lib.HasSplit() {
+	if w.b.lib.Features.Split {
 		err = w.Run(func(sr suites.Rank) error {
 			p := sr.(*rank)
 			nr := byWorld[p.worldRank]
@@ -275,9 +280,9 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 			return err
 		})
 	} else {
-		var ids []UniqueID
+		var ids []driver.UniqueID
 		if ids, err = w.groupIDs(len(l.Groups)); err == nil {
-			err = w.ranks[0].wk.do(func() error { return initGroups(l, ids, byWorld) })
+			err = w.ranks[0].wk.do(func() error { return initGroups(w.b.drv, l, ids, byWorld) })
 		}
 	}
 	if err != nil {
@@ -299,12 +304,12 @@ func (w *world) rankOf(wr int) *rank {
 
 // groupIDs creates one NCCL id per group; across processes rank 0 creates
 // them and shares them.
-func (w *world) groupIDs(n int) ([]UniqueID, error) {
-	ids := make([]UniqueID, n)
+func (w *world) groupIDs(n int) ([]driver.UniqueID, error) {
+	ids := make([]driver.UniqueID, n)
 	if w.ctl == nil || w.ctl.Rank() == 0 {
 		for i := range ids {
 			var err error
-			if ids[i], err = NewUniqueID(); err != nil {
+			if ids[i], err = w.b.drv.NewUniqueID(); err != nil {
 				return nil, err
 			}
 		}
@@ -312,7 +317,7 @@ func (w *world) groupIDs(n int) ([]UniqueID, error) {
 	if w.ctl == nil {
 		return ids, nil
 	}
-	blob := make([]byte, 0, n*len(UniqueID{}))
+	blob := make([]byte, 0, n*len(driver.UniqueID{}))
 	for _, id := range ids {
 		blob = append(blob, id[:]...)
 	}
@@ -321,15 +326,15 @@ func (w *world) groupIDs(n int) ([]UniqueID, error) {
 		return nil, err
 	}
 	for i := range ids {
-		copy(ids[i][:], all[0][i*len(UniqueID{}):])
+		copy(ids[i][:], all[0][i*len(driver.UniqueID{}):])
 	}
 	return ids, nil
 }
 
 // initGroups creates the local ranks' group communicators from one thread,
 // inside one NCCL group, switching to each GPU's context in turn.
-func initGroups(l suites.Layout, ids []UniqueID, byWorld map[int]*rank) error {
-	if err := GroupStart(); err != nil {
+func initGroups(drv driver.Driver, l suites.Layout, ids []driver.UniqueID, byWorld map[int]*rank) error {
+	if err := drv.GroupStart(); err != nil {
 		return err
 	}
 	var initErr error
@@ -339,11 +344,11 @@ func initGroups(l suites.Layout, ids []UniqueID, byWorld map[int]*rank) error {
 			if !ok {
 				continue // another process's rank
 			}
-			if err := cuda.SetCurrent(r.ctx); err != nil {
+			if err := drv.SetCurrent(r.ctx); err != nil {
 				initErr = err
 				break
 			}
-			c, err := InitRank(len(g), ids[gi], r.id)
+			c, err := drv.InitRank(len(g), ids[gi], r.id)
 			if err != nil {
 				initErr = err
 				break
@@ -351,7 +356,7 @@ func initGroups(l suites.Layout, ids []UniqueID, byWorld map[int]*rank) error {
 			r.comm = c
 		}
 	}
-	endErr := GroupEnd()
+	endErr := drv.GroupEnd()
 	first := -1
 	for wr := range byWorld {
 		if first < 0 || wr < first {
@@ -359,7 +364,7 @@ func initGroups(l suites.Layout, ids []UniqueID, byWorld map[int]*rank) error {
 		}
 	}
 	if r0, ok := byWorld[first]; ok {
-		if err := cuda.SetCurrent(r0.ctx); err != nil && initErr == nil {
+		if err := drv.SetCurrent(r0.ctx); err != nil && initErr == nil {
 			initErr = err
 		}
 	}
@@ -394,16 +399,16 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl}
 	wk := &worker{tasks: make(chan func())}
 	go wk.loop()
-	r := &rank{w: w, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk}
+	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk}
 	w.ranks = []*rank{r}
 	if err := wk.do(r.setup); err != nil {
 		w.Close()
 		return nil, err
 	}
-	var id UniqueID
+	var id driver.UniqueID
 	var err error
 	if me == 0 {
-		if id, err = NewUniqueID(); err != nil {
+		if id, err = b.drv.NewUniqueID(); err != nil {
 			w.Close()
 			return nil, err
 		}
@@ -416,9 +421,9 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 	copy(id[:], all[0])
 	err = wk.do(func() error {
 		var err error
-		r.freeBefore, _, _ = cuda.MemInfo()
-		r.comm, err = InitRank(n, id, me)
-		r.freeAfter, _, _ = cuda.MemInfo()
+		r.freeBefore, _, _ = b.drv.MemInfo()
+		r.comm, err = b.drv.InitRank(n, id, me)
+		r.freeAfter, _, _ = b.drv.MemInfo()
 		return err
 	})
 	if err != nil {
@@ -439,29 +444,39 @@ func (w *world) Ranks() []suites.Rank {
 // Run calls fn on every rank's thread. When one rank fails the others may
 // be waiting inside NCCL for it: the communicators are then aborted so
 // every rank returns, and the world cannot be used again.
+//
+// The error returned is the first rank's to fail, naming it and its GPU:
+// the others' errors (an aborted communicator, an abandoned barrier) are
+// consequences of it.
 func (w *world) Run(fn func(suites.Rank) error) error {
 	errs := make([]error, len(w.ranks))
+	var mu sync.Mutex
+	cause := -1
 	var wg sync.WaitGroup
 	for i, r := range w.ranks {
 		wg.Add(1)
 		r.wk.tasks <- func() {
 			defer wg.Done()
 			if errs[i] = fn(r); errs[i] != nil {
-				w.abort(fmt.Errorf("rank %d: %w", i, errs[i]))
+				mu.Lock()
+				if cause < 0 && !errors.Is(errs[i], syncx.ErrAborted) {
+					cause = i
+				}
+				mu.Unlock()
+				w.abort(fmt.Errorf("%s: %w", r.label(), errs[i]))
 			}
 		}
 	}
 	wg.Wait()
-	var first error
+	if cause >= 0 {
+		return fmt.Errorf("%s: %w", w.ranks[cause].label(), errs[cause])
+	}
 	for _, e := range errs {
-		if e != nil && !errors.Is(e, syncx.ErrAborted) {
+		if e != nil {
 			return e
 		}
-		if first == nil {
-			first = e
-		}
 	}
-	return first
+	return nil
 }
 
 func (w *world) abort(cause error) {
@@ -512,7 +527,7 @@ func (w *world) Close() error {
 }
 
 // CanCaptureGraphs reports whether the driver offers stream capture.
-func (b *Backend) CanCaptureGraphs() error { return cuda.CanCapture() }
+func (b *Backend) CanCaptureGraphs() error { return b.drv.CanCapture() }
 
 // memoryReserve is left free on every GPU for NCCL's own lazy allocations
 // and the CUDA context's growth.
@@ -531,7 +546,7 @@ func (w *world) MemoryBudget() (int64, string) {
 		wg.Add(1)
 		r.wk.tasks <- func() {
 			defer wg.Done()
-			f, _, err := cuda.MemInfo()
+			f, _, err := w.b.drv.MemInfo()
 			got[i] = free{f, err}
 		}
 	}
@@ -585,7 +600,7 @@ func (w *world) UsedMemory() int64 {
 		wg.Add(1)
 		r.wk.tasks <- func() {
 			defer wg.Done()
-			if free, total, err := cuda.MemInfo(); err == nil {
+			if free, total, err := w.b.drv.MemInfo(); err == nil {
 				used[i] = total - free
 			} else {
 				used[i] = -1

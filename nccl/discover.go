@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"collbench/nccl/driver"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,10 +13,7 @@ import (
 const EnvLib = "COLLBENCH_NCCL_LIB"
 
 // Candidate is one place the loader tries, in order.
-type Candidate struct {
-	Path   string // passed to dlopen: a path, or a bare name for the linker's search
-	Source string // why it is tried: --nccl-lib, $COLLBENCH_NCCL_LIB, dynamic linker, python
-}
+type Candidate = driver.Candidate
 
 // SearchEnv is what discovery reads from the system; tests replace it.
 type SearchEnv struct {
@@ -47,12 +45,12 @@ var pythonGlobs = []string{
 // set, is the only candidate: asking for a library means that library.
 func Candidates(flag string, env SearchEnv) []Candidate {
 	if flag != "" {
-		return []Candidate{{flag, "--nccl-lib"}}
+		return []Candidate{{Path: flag, Source: "--nccl-lib"}}
 	}
 	if v := env.Getenv(EnvLib); v != "" {
-		return []Candidate{{v, "$" + EnvLib}}
+		return []Candidate{{Path: v, Source: "$" + EnvLib}}
 	}
-	out := []Candidate{{"libnccl.so.2", "dynamic linker"}, {"libnccl.so", "dynamic linker"}}
+	out := []Candidate{{Path: "libnccl.so.2", Source: "dynamic linker"}, {Path: "libnccl.so", Source: "dynamic linker"}}
 	seen := map[string]bool{}
 	for _, g := range pythonGlobs {
 		pat := os.Expand(g, env.Getenv)
@@ -64,7 +62,7 @@ func Candidates(flag string, env SearchEnv) []Candidate {
 		for _, m := range matches {
 			if !seen[m] {
 				seen[m] = true
-				out = append(out, Candidate{m, "python environment"})
+				out = append(out, Candidate{Path: m, Source: "python environment"})
 			}
 		}
 	}

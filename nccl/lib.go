@@ -1,6 +1,7 @@
 // Package nccl drives NCCL for collbench: it loads libnccl.so at run time
 // (dlopen, with collbench's own declarations of the calls it uses), and
-// implements the GPU backend on top of it and the cuda package.
+// implements the GPU backend on top of it and the cuda package, both seen
+// through package driver's interface so that a fake machine can stand in.
 package nccl
 
 /*
@@ -193,13 +194,13 @@ import (
 	"unsafe"
 
 	"collbench/cuda"
+	"collbench/nccl/driver"
 )
 
-// Result codes of ncclResult_t.
+// Error is a failed NCCL call.
+type Error = driver.Error
+
 const (
-	Success          = 0
-	InProgress       = 7
-	missing          = C.CB_MISSING
 	featureSendRecv  = 0
 	featureAllToAll  = 1
 	featureSplit     = 2
@@ -210,31 +211,12 @@ const (
 	featureWindows   = 7
 )
 
-// Error is a failed NCCL call.
-type Error struct {
-	Call   string
-	Code   int
-	Text   string // ncclGetErrorString
-	Detail string // ncclGetLastError, when the library has it
-}
-
-func (e *Error) Error() string {
-	if e.Code == missing {
-		return e.Call + ": not available in this NCCL"
-	}
-	s := fmt.Sprintf("%s: %s (ncclResult %d)", e.Call, e.Text, e.Code)
-	if e.Detail != "" {
-		s += ": " + strings.TrimSpace(e.Detail)
-	}
-	return s
-}
-
 func ncclCheck(call string, r C.ncclResult_t, comm C.ncclComm_t) error {
-	if r == Success {
+	if r == driver.Success {
 		return nil
 	}
 	e := &Error{Call: call, Code: int(r)}
-	if r != missing {
+	if r != driver.Missing {
 		e.Text = C.GoString(C.nb_GetErrorString(r))
 		if s := C.nb_GetLastError(comm); s != nil {
 			e.Detail = C.GoString(s)
@@ -243,25 +225,22 @@ func ncclCheck(call string, r C.ncclResult_t, comm C.ncclComm_t) error {
 	return e
 }
 
-// Lib is the loaded NCCL library.
-type Lib struct {
-	Path    string // the path or name it was opened by
-	Source  string // why: --nccl-lib, $COLLBENCH_NCCL_LIB, dynamic linker, python environment
-	Version int    // ncclGetVersion code
-}
+// system is the machine this process runs on: the CUDA driver (package
+// cuda) and the NCCL library loaded with dlopen.
+type system struct{}
 
 var (
 	libMu     sync.Mutex
-	loadedLib *Lib
+	loadedLib *driver.Library
 )
 
-// LoadLibrary opens the first candidate that loads, or reports every place
+// LoadNCCL opens the first candidate that loads, or reports every place
 // it looked. Only one NCCL can be loaded per process.
-func LoadLibrary(cands []Candidate) (*Lib, error) {
+func (system) LoadNCCL(cands []Candidate) (driver.Library, error) {
 	libMu.Lock()
 	defer libMu.Unlock()
 	if loadedLib != nil {
-		return loadedLib, nil
+		return *loadedLib, nil
 	}
 	var tried []string
 	for _, c := range cands {
@@ -279,12 +258,17 @@ func LoadLibrary(cands []Candidate) (*Lib, error) {
 		}
 		var v C.int
 		if err := ncclCheck("ncclGetVersion", C.nb_GetVersion(&v), nil); err != nil {
-			return nil, err
+			return driver.Library{}, err
 		}
-		loadedLib = &Lib{Path: c.Path, Source: c.Source, Version: int(v)}
-		return loadedLib, nil
+		has := func(f int) bool { return C.nb_has(C.int(f)) != 0 }
+		loadedLib = &driver.Library{Path: c.Path, Source: c.Source, Version: int(v), Features: driver.Features{
+			SendRecv: has(featureSendRecv), AllToAll: has(featureAllToAll), Split: has(featureSplit),
+			Gather: has(featureGather), Register: has(featureRegister), Windows: has(featureWindows),
+			Abort: has(featureAbort), AsyncErrs: has(featureAsyncErrs),
+		}}
+		return *loadedLib, nil
 	}
-	return nil, fmt.Errorf("libnccl not found; looked in: %s (set --nccl-lib or %s)", strings.Join(tried, "; "), EnvLib)
+	return driver.Library{}, fmt.Errorf("libnccl not found; looked in: %s (set --nccl-lib or %s)", strings.Join(tried, "; "), EnvLib)
 }
 
 func firstLine(s string) string {
@@ -294,31 +278,10 @@ func firstLine(s string) string {
 	return s
 }
 
-// HasSendRecv, HasAllToAll and HasSplit report optional calls.
-func (l *Lib) HasSendRecv() bool { return C.nb_has(featureSendRecv) != 0 }
-
-// HasAllToAll reports whether ncclAlltoAll exists (2.28.3+).
-func (l *Lib) HasAllToAll() bool { return C.nb_has(featureAllToAll) != 0 }
-
-// HasSplit reports whether ncclCommSplit exists (2.18+).
-func (l *Lib) HasSplit() bool { return C.nb_has(featureSplit) != 0 }
-
-// HasGather reports whether ncclGather and ncclScatter exist (2.28.3+).
-func (l *Lib) HasGather() bool { return C.nb_has(featureGather) != 0 }
-
-// HasRegister reports whether buffers can be registered (2.19+).
-func (l *Lib) HasRegister() bool { return C.nb_has(featureRegister) != 0 }
-
-// HasWindows reports whether symmetric windows exist (2.27+).
-func (l *Lib) HasWindows() bool { return C.nb_has(featureWindows) != 0 }
-
-// UniqueID is an ncclUniqueId.
-type UniqueID [128]byte
-
 // NewUniqueID asks NCCL for a fresh id.
-func NewUniqueID() (UniqueID, error) {
+func (system) NewUniqueID() (driver.UniqueID, error) {
 	var id C.ncclUniqueId
-	var out UniqueID
+	var out driver.UniqueID
 	if err := ncclCheck("ncclGetUniqueId", C.nb_GetUniqueId(&id), nil); err != nil {
 		return out, err
 	}
@@ -326,115 +289,90 @@ func NewUniqueID() (UniqueID, error) {
 	return out, nil
 }
 
-// Comm is a communicator handle.
-type Comm struct{ c C.ncclComm_t }
-
-// InitRank joins a communicator; callers use it inside GroupStart/GroupEnd
-// when one thread creates several ranks.
-func InitRank(nranks int, id UniqueID, rank int) (*Comm, error) {
+// InitRank joins a communicator.
+func (system) InitRank(nranks int, id driver.UniqueID, rank int) (driver.Comm, error) {
 	var cid C.ncclUniqueId
 	C.memcpy(unsafe.Pointer(&cid), unsafe.Pointer(&id[0]), 128)
-	comm := &Comm{}
-	err := ncclCheck("ncclCommInitRank", C.nb_CommInitRank(&comm.c, C.int(nranks), &cid, C.int(rank)), nil)
-	return comm, err
+	c := &comm{}
+	if err := ncclCheck("ncclCommInitRank", C.nb_CommInitRank(&c.c, C.int(nranks), &cid, C.int(rank)), nil); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // GroupStart and GroupEnd bracket calls NCCL must treat as one.
-func GroupStart() error { return ncclCheck("ncclGroupStart", C.nb_GroupStart(), nil) }
+func (system) GroupStart() error { return ncclCheck("ncclGroupStart", C.nb_GroupStart(), nil) }
 
 // GroupEnd closes a group.
-func GroupEnd() error { return ncclCheck("ncclGroupEnd", C.nb_GroupEnd(), nil) }
+func (system) GroupEnd() error { return ncclCheck("ncclGroupEnd", C.nb_GroupEnd(), nil) }
 
-// Destroy frees the communicator.
-func (c *Comm) Destroy() error { return ncclCheck("ncclCommDestroy", C.nb_CommDestroy(c.c), nil) }
+// MemAlloc allocates device memory NCCL can register (ncclMemAlloc).
+func (system) MemAlloc(bytes int64) (cuda.DevPtr, error) {
+	var p C.devptr
+	err := ncclCheck("ncclMemAlloc", C.nb_MemAlloc(&p, C.size_t(bytes)), nil)
+	return cuda.DevPtr(p), err
+}
 
-// Abort tears the communicator down without waiting for peers.
-func (c *Comm) Abort() error { return ncclCheck("ncclCommAbort", C.nb_CommAbort(c.c), nil) }
+// MemFree frees memory from MemAlloc.
+func (system) MemFree(p cuda.DevPtr) error {
+	return ncclCheck("ncclMemFree", C.nb_MemFree(C.devptr(p)), nil)
+}
 
-// AsyncError returns an error NCCL recorded asynchronously, if any.
-func (c *Comm) AsyncError() error {
+// comm is a communicator handle; ops is the C form of the exchange being
+// issued, kept so that issuing one allocates nothing.
+type comm struct {
+	c   C.ncclComm_t
+	ops []C.nb_p2p
+}
+
+func (c *comm) Destroy() error { return ncclCheck("ncclCommDestroy", C.nb_CommDestroy(c.c), nil) }
+
+func (c *comm) Abort() error { return ncclCheck("ncclCommAbort", C.nb_CommAbort(c.c), nil) }
+
+func (c *comm) AsyncError() error {
 	var r C.ncclResult_t
 	if err := ncclCheck("ncclCommGetAsyncError", C.nb_CommGetAsyncError(c.c, &r), c.c); err != nil {
 		return err
 	}
-	if r == Success || r == InProgress {
+	if r == driver.Success || r == driver.InProgress {
 		return nil
 	}
 	return ncclCheck("asynchronous NCCL error", r, c.c)
 }
 
-// Count returns the number of ranks.
-func (c *Comm) Count() (int, error) {
+func (c *comm) Count() (int, error) {
 	var n C.int
 	err := ncclCheck("ncclCommCount", C.nb_CommCount(c.c, &n), c.c)
 	return int(n), err
 }
 
-// Split creates sub-communicators by color (-1: none) and key.
-func (c *Comm) Split(color, key int) (*Comm, error) {
-	out := &Comm{}
-	err := ncclCheck("ncclCommSplit", C.nb_CommSplit(c.c, C.int(color), C.int(key), &out.c), c.c)
-	return out, err
+func (c *comm) Split(color, key int) (driver.Comm, error) {
+	out := &comm{}
+	if err := ncclCheck("ncclCommSplit", C.nb_CommSplit(c.c, C.int(color), C.int(key), &out.c), c.c); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
-
-func ptr(p cuda.DevPtr) C.devptr { return C.devptr(p) }
 
 func stream(s cuda.Stream) C.cudaStream_t { return C.cudaStream_t(s) }
 
-// repeatCall is one operation in the form Repeat issues; repeatKind says
-// which NCCL call it is.
-type (
-	repeatCall C.nb_call
-	repeatKind int
-)
-
-// The operations Repeat issues.
-const (
-	repeatAllReduce     repeatKind = C.NB_ALLREDUCE
-	repeatBroadcast     repeatKind = C.NB_BROADCAST
-	repeatReduce        repeatKind = C.NB_REDUCE
-	repeatAllGather     repeatKind = C.NB_ALLGATHER
-	repeatReduceScatter repeatKind = C.NB_REDUCESCATTER
-	repeatAllToAll      repeatKind = C.NB_ALLTOALL
-	repeatGather        repeatKind = C.NB_GATHER
-	repeatScatter       repeatKind = C.NB_SCATTER
-	repeatSendRecv      repeatKind = C.NB_SENDRECV
-)
-
-var repeatCalls = map[repeatKind]string{
-	repeatAllReduce: "ncclAllReduce", repeatBroadcast: "ncclBroadcast", repeatReduce: "ncclReduce",
-	repeatAllGather: "ncclAllGather", repeatReduceScatter: "ncclReduceScatter", repeatAllToAll: "ncclAlltoAll",
-	repeatGather: "ncclGather", repeatScatter: "ncclScatter",
-}
-
-// newRepeatCall describes an operation for Repeat: root is the root of
-// rooted collectives, to and from the peers of a send/recv.
-func newRepeatCall(kind repeatKind, send, recv cuda.DevPtr, count int64, dt, op, root, to, from int) repeatCall {
-	return repeatCall{kind: C.int(kind), send: ptr(send), recv: ptr(recv), count: C.size_t(count),
-		dt: C.int(dt), op: C.int(op), root: C.int(root), to: C.int(to), from: C.int(from)}
-}
-
 // Repeat enqueues k n times back to back on s in a single call into C, as
 // a C benchmark's loop does, so that Go adds no crossing per operation.
-// It stops at the first failed call; the error names it and how many
-// operations were issued before it.
-func (c *Comm) Repeat(k *repeatCall, n int, s cuda.Stream) error {
+func (c *comm) Repeat(k *driver.Op, n int, s cuda.Stream) error {
 	if n <= 0 {
 		return nil
 	}
-	res := C.nb_Repeat((*C.nb_call)(unsafe.Pointer(k)), C.int(n), c.c, stream(s))
-	if res.g.r == Success && res.g.end == Success {
+	call := C.nb_call{kind: C.int(k.Kind), send: C.devptr(k.Send), recv: C.devptr(k.Recv), count: C.size_t(k.Count),
+		dt: C.int(k.DType), op: C.int(k.RedOp), root: C.int(k.Root), to: C.int(k.To), from: C.int(k.From)}
+	res := C.nb_Repeat(&call, C.int(n), c.c, stream(s))
+	if res.g.r == driver.Success && res.g.end == driver.Success {
 		return nil
 	}
 	var err error
-	if kind := repeatKind(k.kind); kind == repeatSendRecv {
+	if k.Kind == driver.SendRecv {
 		err = groupError(res.g, func(i int) bool { return i == 0 }, c.c)
 	} else {
-		name, ok := repeatCalls[kind]
-		if !ok {
-			name = fmt.Sprintf("operation kind %d", int(kind))
-		}
-		err = ncclCheck(name, res.g.r, c.c)
+		err = ncclCheck(k.Kind.Call(), res.g.r, c.c)
 	}
 	if n > 1 {
 		err = fmt.Errorf("%w (after %d of %d operations issued)", err, int(res.done), n)
@@ -446,11 +384,11 @@ func (c *Comm) Repeat(k *repeatCall, n int, s cuda.Stream) error {
 // nb_GroupP2P issued: ncclGroupStart, the send or receive at g.at (send
 // says which op is a send), and ncclGroupEnd, which closed the group.
 func groupError(g C.nb_gres, send func(i int) bool, comm C.ncclComm_t) error {
-	if g.r != Success && g.at < 0 {
+	if g.r != driver.Success && g.at < 0 {
 		return ncclCheck("ncclGroupStart", g.r, nil)
 	}
 	var err error
-	if g.r != Success {
+	if g.r != driver.Success {
 		call := "ncclRecv"
 		if send(int(g.at)) {
 			call = "ncclSend"
@@ -460,37 +398,29 @@ func groupError(g C.nb_gres, send func(i int) bool, comm C.ncclComm_t) error {
 	return errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
 }
 
-// p2pOp is one send or receive of an exchange issued by GroupP2P.
-type p2pOp C.nb_p2p
-
-// sendOp and recvOp describe a send of count elements of type dt from buf
-// to peer, and a receive into buf from peer.
-func sendOp(buf cuda.DevPtr, count int64, dt, peer int) p2pOp {
-	return p2pOp{buf: ptr(buf), count: C.size_t(count), dt: C.int(dt), peer: C.int(peer), send: 1}
-}
-
-func recvOp(buf cuda.DevPtr, count int64, dt, peer int) p2pOp {
-	return p2pOp{buf: ptr(buf), count: C.size_t(count), dt: C.int(dt), peer: C.int(peer)}
-}
-
-// GroupP2P enqueues ops as one group (ncclGroupStart, the sends and
-// receives in order, ncclGroupEnd) in a single call into C, so that a
-// small exchange costs one crossing from Go instead of one per call. The
-// group is always closed once it was opened; an error names the NCCL call
-// that failed.
-func (c *Comm) GroupP2P(ops []p2pOp, s cuda.Stream) error {
+// GroupP2P enqueues ops as one group in a single call into C, so that a
+// small exchange costs one crossing from Go instead of one per call.
+func (c *comm) GroupP2P(ops []driver.P2P, s cuda.Stream) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	g := C.nb_GroupP2P((*C.nb_p2p)(unsafe.Pointer(&ops[0])), C.int(len(ops)), c.c, stream(s))
-	if g.r == Success && g.end == Success {
+	c.ops = c.ops[:0]
+	for _, o := range ops {
+		send := C.int(0)
+		if o.Send {
+			send = 1
+		}
+		c.ops = append(c.ops, C.nb_p2p{buf: C.devptr(o.Buf), count: C.size_t(o.Count), dt: C.int(o.DType), peer: C.int(o.Peer), send: send})
+	}
+	g := C.nb_GroupP2P(&c.ops[0], C.int(len(c.ops)), c.c, stream(s))
+	if g.r == driver.Success && g.end == driver.Success {
 		return nil
 	}
-	return groupError(g, func(i int) bool { return ops[i].send != 0 }, c.c)
+	return groupError(g, func(i int) bool { return ops[i].Send }, c.c)
 }
 
-// Registration is a buffer registered with a communicator.
-type Registration struct {
+// registration is a buffer registered with a communicator.
+type registration struct {
 	h      unsafe.Pointer
 	window bool
 }
@@ -499,30 +429,27 @@ type Registration struct {
 // every rank with the same size, for the symmetric kernels.
 const winCollSymmetric = 1
 
-// Register registers bytes at p with c: locally (ncclCommRegister), or as a
-// symmetric window (ncclCommWindowRegister, a collective call).
-func (c *Comm) Register(p cuda.DevPtr, bytes int64, symmetric bool) (*Registration, error) {
-	reg := &Registration{window: symmetric}
+func (c *comm) Register(p cuda.DevPtr, bytes int64, symmetric bool) (driver.Registration, error) {
+	reg := &registration{window: symmetric}
+	var err error
 	if symmetric {
-		return reg, ncclCheck("ncclCommWindowRegister", C.nb_CommWindowRegister(c.c, ptr(p), C.size_t(bytes), &reg.h, winCollSymmetric), c.c)
+		err = ncclCheck("ncclCommWindowRegister", C.nb_CommWindowRegister(c.c, C.devptr(p), C.size_t(bytes), &reg.h, winCollSymmetric), c.c)
+	} else {
+		err = ncclCheck("ncclCommRegister", C.nb_CommRegister(c.c, C.devptr(p), C.size_t(bytes), &reg.h), c.c)
 	}
-	return reg, ncclCheck("ncclCommRegister", C.nb_CommRegister(c.c, ptr(p), C.size_t(bytes), &reg.h), c.c)
+	if err != nil {
+		return nil, err
+	}
+	return reg, nil
 }
 
-// Deregister undoes Register.
-func (c *Comm) Deregister(reg *Registration) error {
+func (c *comm) Deregister(r driver.Registration) error {
+	reg, ok := r.(*registration)
+	if !ok {
+		return fmt.Errorf("deregistering a buffer this library did not register (%v)", r)
+	}
 	if reg.window {
 		return ncclCheck("ncclCommWindowDeregister", C.nb_CommWindowDeregister(c.c, reg.h), c.c)
 	}
 	return ncclCheck("ncclCommDeregister", C.nb_CommDeregister(c.c, reg.h), c.c)
 }
-
-// MemAlloc allocates device memory NCCL can register (ncclMemAlloc).
-func MemAlloc(bytes int64) (cuda.DevPtr, error) {
-	var p C.devptr
-	err := ncclCheck("ncclMemAlloc", C.nb_MemAlloc(&p, C.size_t(bytes)), nil)
-	return cuda.DevPtr(p), err
-}
-
-// MemFree frees memory from MemAlloc.
-func MemFree(p cuda.DevPtr) error { return ncclCheck("ncclMemFree", C.nb_MemFree(ptr(p)), nil) }

@@ -8,6 +8,7 @@ import (
 	"collbench/cuda"
 	"collbench/dtype"
 	"collbench/internal/words"
+	"collbench/nccl/driver"
 	"collbench/nccl/kernels"
 	"collbench/results"
 	"collbench/suites"
@@ -26,17 +27,18 @@ type rank struct {
 	derived bool
 	dev     gpu
 	wk      *worker
+	drv     driver.Driver
 	ctx     cuda.Context
 	stream  cuda.Stream
-	comm    *Comm
+	comm    driver.Comm
 	aborted bool
 	mod     cuda.Module
 	fill    cuda.Function
 	check   cuda.Function
 	counter cuda.DevPtr
 	events  []cuda.Event
-	p2p     []p2pOp    // the sends and receives of the exchange being issued
-	rep     repeatCall // the operation Repeat is issuing
+	p2p     []driver.P2P // the sends and receives of the exchange being issued
+	rep     driver.Op    // the operation Repeat is issuing
 	// kernelErr is why the fill/check kernels could not load; the rank then
 	// fills and checks through bounded host copies.
 	kernelErr error
@@ -50,35 +52,34 @@ type devBuf struct {
 	n   int64
 	// reg is the buffer's registration with the rank's communicator; the
 	// memory then comes from ncclMemAlloc.
-	reg *Registration
+	reg driver.Registration
 }
 
 func (b *devBuf) Len() int64 { return b.n }
 
 func (r *rank) setup() error {
-	d := cuda.Device(r.dev.index)
 	var err error
-	if r.ctx, err = d.RetainPrimary(); err != nil {
+	if r.ctx, err = r.drv.RetainPrimary(r.dev.index); err != nil {
 		return err
 	}
-	if err := cuda.SetCurrent(r.ctx); err != nil {
+	if err := r.drv.SetCurrent(r.ctx); err != nil {
 		return err
 	}
-	if r.stream, err = cuda.NewStream(cuda.StreamNonBlocking); err != nil {
+	if r.stream, err = r.drv.NewStream(); err != nil {
 		return err
 	}
-	if r.counter, err = cuda.Alloc(8); err != nil {
+	if r.counter, err = r.drv.Alloc(8); err != nil {
 		return err
 	}
-	if r.mod, err = cuda.LoadModule(kernels.PTX()); err != nil {
+	if r.mod, err = r.drv.LoadModule(kernels.PTX()); err != nil {
 		r.kernelErr = err
 		return nil
 	}
-	if r.fill, err = cuda.GetFunction(r.mod, "cb_fill"); err != nil {
+	if r.fill, err = r.drv.GetFunction(r.mod, "cb_fill"); err != nil {
 		r.kernelErr = err
 		return nil
 	}
-	if r.check, err = cuda.GetFunction(r.mod, "cb_check"); err != nil {
+	if r.check, err = r.drv.GetFunction(r.mod, "cb_check"); err != nil {
 		r.kernelErr = err
 	}
 	return nil
@@ -94,22 +95,30 @@ func (r *rank) teardown() error {
 		return errors.Join(errs...)
 	}
 	for _, e := range r.events {
-		_ = cuda.DestroyEvent(e)
+		_ = r.drv.DestroyEvent(e)
 	}
 	r.events = nil
 	if r.counter != 0 {
-		errs = append(errs, cuda.Free(r.counter))
+		errs = append(errs, r.drv.Free(r.counter))
 	}
 	if r.mod != nil {
-		errs = append(errs, cuda.UnloadModule(r.mod))
+		errs = append(errs, r.drv.UnloadModule(r.mod))
 	}
 	if r.stream != nil {
-		errs = append(errs, cuda.DestroyStream(r.stream))
+		errs = append(errs, r.drv.DestroyStream(r.stream))
 	}
 	if r.ctx != nil {
-		errs = append(errs, cuda.Device(r.dev.index).ReleasePrimary())
+		errs = append(errs, r.drv.ReleasePrimary(r.dev.index))
 	}
 	return errors.Join(errs...)
+}
+
+// label names the rank and its GPU in errors.
+func (r *rank) label() string {
+	if r.dev.busID == "" {
+		return fmt.Sprintf("rank %d (GPU %d)", r.worldRank, r.dev.index)
+	}
+	return fmt.Sprintf("rank %d (GPU %d, %s)", r.worldRank, r.dev.index, r.dev.busID)
 }
 
 func (r *rank) Rank() int      { return r.id }
@@ -121,10 +130,10 @@ func (r *rank) Device() results.Device {
 }
 
 func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
-	p, err := cuda.Alloc(max(bytes, 256))
+	p, err := r.drv.Alloc(max(bytes, 256))
 	if err != nil {
 		if cuda.IsOutOfMemory(err) {
-			free, _, ferr := cuda.MemInfo()
+			free, _, ferr := r.drv.MemInfo()
 			if ferr != nil {
 				free = -1
 			}
@@ -139,9 +148,9 @@ func (r *rank) Free(sb suites.Buffer) error {
 	b := sb.(*devBuf)
 	if b.reg != nil {
 		err := r.comm.Deregister(b.reg)
-		return errors.Join(err, MemFree(b.ptr))
+		return errors.Join(err, r.drv.MemFree(b.ptr))
 	}
-	return cuda.Free(b.ptr)
+	return r.drv.Free(b.ptr)
 }
 
 // AllocRegistered allocates bytes with ncclMemAlloc and registers them with
@@ -150,18 +159,18 @@ func (r *rank) Free(sb suites.Buffer) error {
 func (r *rank) AllocRegistered(bytes int64, symmetric bool) (suites.Buffer, error) {
 	lib := r.w.b.lib
 	switch {
-	case symmetric && !lib.HasWindows():
+	case symmetric && !lib.Features.Windows:
 		return nil, fmt.Errorf("%w: symmetric registration needs NCCL 2.27 or newer (loaded %s)", suites.ErrUnsupported, FormatVersion(lib.Version))
-	case !lib.HasRegister():
+	case !lib.Features.Register:
 		return nil, fmt.Errorf("%w: buffer registration needs NCCL 2.19 or newer (loaded %s)", suites.ErrUnsupported, FormatVersion(lib.Version))
 	}
-	p, err := MemAlloc(max(bytes, 256))
+	p, err := r.drv.MemAlloc(max(bytes, 256))
 	if err != nil {
 		return nil, fmt.Errorf("ncclMemAlloc of %s: %w", words.BytesApprox(bytes), err)
 	}
 	reg, err := r.comm.Register(p, max(bytes, 256), symmetric)
 	if err != nil {
-		_ = MemFree(p)
+		_ = r.drv.MemFree(p)
 		return nil, err
 	}
 	return &devBuf{ptr: p, n: bytes, reg: reg}, nil
@@ -205,12 +214,12 @@ func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 	}
 	d := p.Domain
 	g, b := r.grid(count)
-	return cuda.Launch(r.fill, g, b, r.stream, ptr, uint64(count), int32(p.DType), int32(d.Kind), //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+	return r.drv.Launch(r.fill, g, b, r.stream, ptr, uint64(count), int32(p.DType), int32(d.Kind), //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		d.Lo, d.Hi, b2i(d.Signed), p.Seed, int32(p.Ranks), int32(p.Rank)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 }
 
 func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error {
-	if err := cuda.Synchronize(r.stream); err != nil {
+	if err := r.drv.Synchronize(r.stream); err != nil {
 		return err
 	}
 	esz := int64(p.DType.Size())
@@ -219,7 +228,7 @@ func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error
 	for first := int64(0); first < count; first += per {
 		n := min(per, count-first)
 		p.FillRange(buf, first, n)
-		if err := cuda.CopyToDevice(ptr+cuda.DevPtr(first*esz), buf[:n*esz]); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		if err := r.drv.CopyToDevice(ptr+cuda.DevPtr(first*esz), buf[:n*esz]); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			return err
 		}
 	}
@@ -236,7 +245,7 @@ func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
 	if t.IsFloat() {
 		v = 0xff
 	}
-	return cuda.MemsetAsync(ptr, v, bytes, r.stream)
+	return r.drv.MemsetAsync(ptr, v, bytes, r.stream)
 }
 
 func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
@@ -251,23 +260,23 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 	if r.kernelErr != nil {
 		return r.checkViaHost(ptr, count, e)
 	}
-	if err := cuda.MemsetAsync(r.counter, 0, 8, r.stream); err != nil {
+	if err := r.drv.MemsetAsync(r.counter, 0, 8, r.stream); err != nil {
 		return 0, err
 	}
 	_, tol := e.Want(0)
 	d, g := e.Domain, e.Geom
 	gr, bl := r.grid(count)
-	err = cuda.Launch(r.check, gr, bl, r.stream, ptr, uint64(count), int32(e.DType), int32(e.Coll), int32(e.Op), //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+	err = r.drv.Launch(r.check, gr, bl, r.stream, ptr, uint64(count), int32(e.DType), int32(e.Coll), int32(e.Op), //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		int32(e.Root), int32(e.Rank), g.SendCount, g.Count, g.RecvCount, //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		int32(d.Kind), d.Lo, d.Hi, b2i(d.Signed), e.Seed, int32(e.Ranks), tol, r.counter) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 	if err != nil {
 		return 0, err
 	}
-	if err := cuda.Synchronize(r.stream); err != nil {
+	if err := r.drv.Synchronize(r.stream); err != nil {
 		return 0, err
 	}
 	var out [8]byte
-	if err := cuda.CopyToHost(out[:], r.counter); err != nil {
+	if err := r.drv.CopyToHost(out[:], r.counter); err != nil {
 		return 0, err
 	}
 	return int64(binary.LittleEndian.Uint64(out[:])), nil //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
@@ -281,7 +290,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	if err := cuda.Synchronize(r.stream); err != nil {
+	if err := r.drv.Synchronize(r.stream); err != nil {
 		return nil, err
 	}
 	esz := int64(e.DType.Size())
@@ -290,7 +299,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 	var out []results.Mismatch
 	for first := int64(0); first < count && len(out) < limit; first += per {
 		n := min(per, count-first)
-		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		if err := r.drv.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			return nil, err
 		}
 		out = append(out, e.FindMismatches(buf, first, n, limit-len(out))...)
@@ -299,7 +308,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 }
 
 func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) (int64, error) {
-	if err := cuda.Synchronize(r.stream); err != nil {
+	if err := r.drv.Synchronize(r.stream); err != nil {
 		return 0, err
 	}
 	esz := int64(e.DType.Size())
@@ -308,7 +317,7 @@ func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) 
 	var wrong int64
 	for first := int64(0); first < count; first += per {
 		n := min(per, count-first)
-		if err := cuda.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		if err := r.drv.CopyToHost(buf[:n*esz], ptr+cuda.DevPtr(first*esz)); err != nil { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			return 0, err
 		}
 		wrong += e.CountWrong(buf, first, n)
@@ -334,36 +343,36 @@ func (r *rank) Repeat(c suites.Call, n int) error {
 	if err != nil {
 		return err
 	}
-	var kind repeatKind
+	var kind driver.OpKind
 	to, from := 0, 0
 	switch c.Coll {
 	case suites.AllReduce:
-		kind = repeatAllReduce
+		kind = driver.AllReduce
 	case suites.AllGather:
-		kind = repeatAllGather
+		kind = driver.AllGather
 	case suites.ReduceScatter:
-		kind = repeatReduceScatter
+		kind = driver.ReduceScatter
 	case suites.Broadcast:
-		kind = repeatBroadcast
+		kind = driver.Broadcast
 	case suites.Reduce:
-		kind = repeatReduce
+		kind = driver.Reduce
 	case suites.AllToAll:
-		if useNativeAllToAll(r.w.b.lib.HasAllToAll()) {
-			kind = repeatAllToAll
+		if useNativeAllToAll(r.w.b.lib.Features.AllToAll) {
+			kind = driver.AllToAll
 		}
 	case suites.SendRecv:
-		kind = repeatSendRecv
+		kind = driver.SendRecv
 		to, from = (r.id+1)%r.Size(), (r.id-1+r.Size())%r.Size()
 	case suites.Gather, suites.Scatter:
-		if r.w.b.lib.HasGather() {
-			kind = repeatScatter
+		if r.w.b.lib.Features.Gather {
+			kind = driver.Scatter
 			if c.Coll == suites.Gather {
-				kind = repeatGather
+				kind = driver.Gather
 			}
 		}
 	}
 	if kind != 0 {
-		r.rep = newRepeatCall(kind, send, recv, c.Count, int(c.DType), int(c.Op), c.Root, to, from)
+		r.rep = driver.Op{Kind: kind, Send: send, Recv: recv, Count: c.Count, DType: int(c.DType), RedOp: int(c.Op), Root: c.Root, To: to, From: from}
 		return r.comm.Repeat(&r.rep, n, r.stream)
 	}
 	for k := 0; k < n; k++ {
@@ -420,7 +429,7 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 		// with rank XOR 2^k.
 		part := c.Count * esz
 		if own := recv + cuda.DevPtr(int64(r.id)*part); own != send { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			if err := cuda.CopyAsync(own, send, part, s); err != nil {
+			if err := r.drv.CopyAsync(own, send, part, s); err != nil {
 				return err
 			}
 		}
@@ -441,22 +450,22 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 
 // exchange issues ops as one group on the rank's stream and keeps their
 // storage for the next exchange, so that issuing one allocates nothing.
-func (r *rank) exchange(ops []p2pOp) error {
+func (r *rank) exchange(ops []driver.P2P) error {
 	r.p2p = ops
 	return r.comm.GroupP2P(ops, r.stream)
 }
 
 // grouped runs calls inside ncclGroupStart/End, always closing the group.
 func (r *rank) grouped(calls func() error) error {
-	if err := GroupStart(); err != nil {
+	if err := r.drv.GroupStart(); err != nil {
 		return err
 	}
 	err := calls()
-	return errors.Join(err, GroupEnd())
+	return errors.Join(err, r.drv.GroupEnd())
 }
 
 func (r *rank) Sync() error {
-	if err := cuda.Synchronize(r.stream); err != nil {
+	if err := r.drv.Synchronize(r.stream); err != nil {
 		if aerr := r.comm.AsyncError(); aerr != nil {
 			return fmt.Errorf("%w (%v)", aerr, err)
 		}
@@ -471,20 +480,20 @@ func (r *rank) Barrier() error { return r.w.barrier() }
 // each operation's time in µs.
 func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
 	for len(r.events) < iters+1 {
-		e, err := cuda.NewEvent()
+		e, err := r.drv.NewEvent()
 		if err != nil {
 			return nil, err
 		}
 		r.events = append(r.events, e)
 	}
-	if err := cuda.Record(r.events[0], r.stream); err != nil {
+	if err := r.drv.Record(r.events[0], r.stream); err != nil {
 		return nil, err
 	}
 	for k := 0; k < iters; k++ {
 		if err := r.Launch(c); err != nil {
 			return nil, err
 		}
-		if err := cuda.Record(r.events[k+1], r.stream); err != nil {
+		if err := r.drv.Record(r.events[k+1], r.stream); err != nil {
 			return nil, err
 		}
 	}
@@ -493,7 +502,7 @@ func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
 	}
 	out := make([]float64, iters)
 	for k := range out {
-		ms, err := cuda.Elapsed(r.events[k], r.events[k+1])
+		ms, err := r.drv.Elapsed(r.events[k], r.events[k+1])
 		if err != nil {
 			return nil, err
 		}
@@ -503,7 +512,7 @@ func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
 }
 
 type graph struct {
-	g *cuda.Graph
+	g driver.Graph
 	s cuda.Stream
 }
 
@@ -512,14 +521,14 @@ func (g *graph) Destroy()      { g.g.Destroy() }
 
 // Capture records ops launches of c into a CUDA graph.
 func (r *rank) Capture(c suites.Call, ops int) (suites.Graph, error) {
-	if err := cuda.BeginCapture(r.stream, cuda.CaptureThreadLocal); err != nil {
+	if err := r.drv.BeginCapture(r.stream); err != nil {
 		return nil, err
 	}
 	var launchErr error
 	for k := 0; k < ops && launchErr == nil; k++ {
 		launchErr = r.Launch(c)
 	}
-	g, err := cuda.EndCapture(r.stream)
+	g, err := r.drv.EndCapture(r.stream)
 	if launchErr != nil || err != nil {
 		if g != nil {
 			g.Destroy()
@@ -535,11 +544,11 @@ func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cuda.Synchronize(r.stream); err != nil {
+	if err := r.drv.Synchronize(r.stream); err != nil {
 		return nil, err
 	}
 	out := make([]byte, bytes)
-	return out, cuda.CopyToHost(out, ptr)
+	return out, r.drv.CopyToHost(out, ptr)
 }
 
 // forceGroupedAllToAll makes alltoall use grouped send/recv even where the
@@ -549,3 +558,13 @@ var forceGroupedAllToAll = false
 // useNativeAllToAll decides between ncclAlltoAll (2.28.3+) and the
 // grouped send/recv fallback.
 func useNativeAllToAll(has bool) bool { return has && !forceGroupedAllToAll }
+
+// sendOp and recvOp describe a send of count elements of type dt from buf
+// to peer, and a receive into buf from peer.
+func sendOp(buf cuda.DevPtr, count int64, dt, peer int) driver.P2P {
+	return driver.P2P{Buf: buf, Count: count, DType: dt, Peer: peer, Send: true}
+}
+
+func recvOp(buf cuda.DevPtr, count int64, dt, peer int) driver.P2P {
+	return driver.P2P{Buf: buf, Count: count, DType: dt, Peer: peer}
+}

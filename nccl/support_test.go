@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"collbench/dtype"
+	"collbench/nccl/driver"
 	"collbench/suites"
 )
 
@@ -35,10 +36,7 @@ func TestSupportsByVersionAndGPU(t *testing.T) {
 		{22803, hopper, suites.AllToAll, dtype.Float32, suites.NoOp, "needs ncclSend/ncclRecv"},
 	}
 	for _, c := range cases {
-		if strings.Contains(c.want, "ncclSend") && (&Lib{}).HasSendRecv() {
-			continue // a library is loaded in this process (GPU test runs): it has send/recv
-		}
-		b := &Backend{lib: &Lib{Version: c.version}, devices: c.gpus}
+		b := &Backend{lib: driver.Library{Version: c.version}, devices: c.gpus}
 		err := b.Supports(c.c, c.t, c.op)
 		switch {
 		case c.want == "" && err != nil:
@@ -61,7 +59,7 @@ func TestAllToAllFallbackChoice(t *testing.T) {
 }
 
 func TestLoadLibraryReportsEveryPlace(t *testing.T) {
-	_, err := LoadLibrary([]Candidate{{"/nonexistent/libnccl.so.2", "--nccl-lib"}, {"libnccl-missing.so.9", "dynamic linker"}})
+	_, err := system{}.LoadNCCL([]Candidate{{Path: "/nonexistent/libnccl.so.2", Source: "--nccl-lib"}, {Path: "libnccl-missing.so.9", Source: "dynamic linker"}})
 	if err == nil {
 		t.Skip("an NCCL library loaded")
 	}

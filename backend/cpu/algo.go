@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"collbench/dtype"
+	"collbench/internal/reduce"
 	"collbench/suites"
 )
 
@@ -221,7 +222,7 @@ func (c *comm) ringReduceScatter(tag uint64, seg func(int) []byte, out []byte, t
 			if err := prev.recv(tag, in); err != nil {
 				return err
 			}
-			reduceInto(in, own, t, op)
+			reduce.Into(in, own, t, op)
 			if s < k-2 {
 				err = next.send(tag, in)
 			} else {
@@ -240,7 +241,7 @@ func (c *comm) ringReduceScatter(tag uint64, seg func(int) []byte, out []byte, t
 
 func (c *comm) finishAvg(out []byte, t dtype.DType, op suites.ReduceOp) error {
 	if op == suites.Avg {
-		divideBy(out, t, c.size())
+		reduce.Divide(out, t, c.size())
 	}
 	return nil
 }
@@ -316,7 +317,7 @@ func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op suite
 		if err := l.recv(tag, in); err != nil {
 			return err
 		}
-		reduceInto(buf, in, t, op)
+		reduce.Into(buf, in, t, op)
 		vr = q / 2
 	} else {
 		vr = q - r
@@ -338,7 +339,7 @@ func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op suite
 		if err := l.recv(tag, in); err != nil {
 			return err
 		}
-		reduceInto(buf, in, t, op)
+		reduce.Into(buf, in, t, op)
 	}
 	if err := c.finishAvg(buf, t, op); err != nil {
 		return err
@@ -432,7 +433,7 @@ func (c *comm) chainReduce(tag uint64, root int, send, recv []byte, t dtype.DTyp
 		if err := prev.recv(tag, in); err != nil {
 			return err
 		}
-		reduceInto(in, own, t, op)
+		reduce.Into(in, own, t, op)
 		if next != nil {
 			err = next.send(tag, in)
 		} else {

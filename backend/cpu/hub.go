@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"collbench/internal/reduce"
 	"collbench/internal/syncx"
 	"collbench/suites"
 	"collbench/watchdog"
@@ -185,11 +186,11 @@ func (h *hub) reduceChunk(rk *rank, dst []byte, self int, lo, hi int64, c suites
 		}
 		for p := 0; p < h.n; p++ {
 			if p != self {
-				reduceInto(d, h.slots[p].send[off:end], c.DType, c.Op)
+				reduce.Into(d, h.slots[p].send[off:end], c.DType, c.Op)
 			}
 		}
 		if c.Op == suites.Avg {
-			divideBy(d, c.DType, h.n)
+			reduce.Divide(d, c.DType, h.n)
 		}
 		rk.track.Moved()
 	}

@@ -70,6 +70,7 @@ func (b *Barrier) Abort(cause error) {
 // each party owns a CPU (one locked thread per GPU). It can be aborted.
 type SpinBarrier struct {
 	n       int64
+	spins   int // spins before a waiter yields
 	arrived atomic.Int64
 	gen     atomic.Int64
 	aborted atomic.Bool
@@ -78,7 +79,16 @@ type SpinBarrier struct {
 }
 
 // NewSpinBarrier returns a spinning barrier for n parties.
-func NewSpinBarrier(n int) *SpinBarrier { return &SpinBarrier{n: int64(n)} }
+// Where the parties cannot each have a CPU (fewer CPUs than parties) its
+// waiters yield almost at once: spinning would take the CPU from the party
+// everyone waits for.
+func NewSpinBarrier(n int) *SpinBarrier {
+	spins := spinLimit
+	if runtime.NumCPU() <= n {
+		spins = 64
+	}
+	return &SpinBarrier{n: int64(n), spins: spins}
+}
 
 // spinLimit is how many spins pass before a waiter starts yielding its
 // thread, so a long wait (a slow rank) does not burn a core at full speed.
@@ -103,7 +113,7 @@ func (b *SpinBarrier) Wait() error {
 			defer b.mu.Unlock()
 			return b.err
 		}
-		if i > spinLimit {
+		if i > b.spins {
 			runtime.Gosched()
 		}
 	}

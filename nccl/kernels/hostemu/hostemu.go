@@ -1,6 +1,7 @@
 // Package hostemu compiles the GPU fill and check kernels (../verify.cu) for
 // the host, so tests can prove they agree with the Go reference in suites
-// without a GPU. Only tests import it.
+// without a GPU, and so the fake GPU machine (nccl/fakegpu) runs them. Only
+// tests import it.
 package hostemu
 
 /*
@@ -46,4 +47,28 @@ func cbool(b bool) C.int {
 		return 1
 	}
 	return 0
+}
+
+// FillArgs runs cb_fill over dst with the parameters of a launch, in the
+// kernel's order after the pointer: count, dtype, domain kind, lo, hi,
+// signed, seed, ranks, rank.
+func FillArgs(dst []byte, count uint64, t, kind int32, lo, hi int64, sgn int32, seed uint64, n, rank int32) {
+	if count == 0 {
+		return
+	}
+	C.cb_fill(unsafe.Pointer(&dst[0]), C.u64(count), C.int(t), C.int(kind), C.i64(lo), C.i64(hi), C.int(sgn), C.u64(seed), C.int(n), C.int(rank))
+}
+
+// CheckArgs runs cb_check over src with the parameters of a launch, in the
+// kernel's order after the pointer and before the counter, and returns the
+// number of wrong elements it counted.
+func CheckArgs(src []byte, count uint64, t, coll, op, root, rank int32, sendcount, ccount, recvcount int64,
+	kind int32, lo, hi int64, sgn int32, seed uint64, n int32, tol float64) uint64 {
+	if count == 0 {
+		return 0
+	}
+	var wrong C.u64
+	C.cb_check(unsafe.Pointer(&src[0]), C.u64(count), C.int(t), C.int(coll), C.int(op), C.int(root), C.int(rank),
+		C.i64(sendcount), C.i64(ccount), C.i64(recvcount), C.int(kind), C.i64(lo), C.i64(hi), C.int(sgn), C.u64(seed), C.int(n), C.double(tol), &wrong)
+	return uint64(wrong)
 }

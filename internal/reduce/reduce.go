@@ -1,4 +1,7 @@
-package cpu
+// Package reduce combines buffers of any collbench dtype elementwise, the
+// way a reduction collective does: the CPU backend reduces with it and the
+// fake GPU machine computes its collectives' results with it.
+package reduce
 
 import (
 	"sync"
@@ -62,8 +65,9 @@ func apply32(a, b float32, op suites.ReduceOp) float32 {
 	return a + b
 }
 
-// reduceInto combines src into dst elementwise: dst = dst op src.
-func reduceInto(dst, src []byte, t dtype.DType, op suites.ReduceOp) {
+// Into combines src into dst elementwise: dst = dst op src. Avg sums;
+// Divide finishes it.
+func Into(dst, src []byte, t dtype.DType, op suites.ReduceOp) {
 	switch t {
 	case dtype.Int8:
 		reduceNative(view[int8](dst), view[int8](src), op)
@@ -139,8 +143,9 @@ func fp8Table(t dtype.DType, op suites.ReduceOp) *[1 << 16]uint8 {
 	return fp8Tables[fp8Key{t, op}]
 }
 
-// divideBy finishes an average: integers divide truncating toward zero.
-func divideBy(dst []byte, t dtype.DType, n int) {
+// Divide finishes an average over n ranks: integers divide truncating
+// toward zero.
+func Divide(dst []byte, t dtype.DType, n int) {
 	switch t {
 	case dtype.Int8:
 		divideNative(view[int8](dst), n)

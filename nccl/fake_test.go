@@ -1,0 +1,240 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"collbench/dtype"
+	"collbench/nccl/driver"
+	"collbench/nccl/fakegpu"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// The backend's handling of what a real machine does wrong, each fault
+// planted in the fake machine on several GPUs and watched being handled.
+
+func openFake(t *testing.T, gpus int, opts fakegpu.Options) *Backend {
+	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	b, err := Open(Options{Driver: fakegpu.HGX("H100", gpus, opts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sweep runs a small verified sweep of colls on n ranks and returns its
+// rows and error.
+func sweep(t *testing.T, b *Backend, n int, colls ...suites.Collective) ([]results.Row, error) {
+	t.Helper()
+	w, err := b.Open(context.Background(), n)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	p := suites.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		Sizes: []int64{1024, 64 << 10}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
+	cases, err := p.Cases(b, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+	done := make(chan struct{})
+	var rows []results.Row
+	go func() {
+		defer close(done)
+		rows, err = rn.Run(context.Background())
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the sweep did not end within 60 s: a hang")
+	}
+	return rows, err
+}
+
+// TestFakeFailedCallIsNamed fails one NCCL call on one GPU after some
+// succeed: the sweep ends (the other ranks are aborted, not left waiting)
+// with an error naming the call, its result and the rank.
+func TestFakeFailedCallIsNamed(t *testing.T) {
+	for _, tc := range []struct {
+		call string
+		dev  int
+		coll suites.Collective
+	}{
+		{"ncclAllReduce", 2, suites.AllReduce},
+		{"ncclAllReduce", 0, suites.AllReduce},
+		{"ncclBroadcast", 3, suites.Broadcast},
+		{"ncclSend", 1, suites.SendRecv},
+		{"ncclRecv", 3, suites.AllToAllV},
+		{"ncclGroupEnd", 2, suites.HyperCube},
+	} {
+		t.Run(tc.call, func(t *testing.T) {
+			b := openFake(t, 4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: tc.call, Device: tc.dev, Skip: 3, Code: driver.SystemError}}})
+			_, err := sweep(t, b, 4, tc.coll)
+			if err == nil {
+				t.Fatal("the sweep passed over a failed call")
+			}
+			for _, want := range []string{tc.call, "unhandled system error", fmt.Sprintf("rank %d (GPU %d, 0000:", tc.dev, tc.dev)} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestFakeAsyncErrorIsReported makes a collective succeed on one GPU and
+// its communicator then report an error, as NCCL's proxy thread does.
+func TestFakeAsyncErrorIsReported(t *testing.T) {
+	for _, dev := range []int{0, 3} {
+		b := openFake(t, 4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclReduceScatter", Device: dev, Skip: 2, Code: driver.RemoteError, Async: true}}})
+		_, err := sweep(t, b, 4, suites.ReduceScatter)
+		if err == nil || !strings.Contains(err.Error(), "asynchronous NCCL error") || !strings.Contains(err.Error(), "remote process exited") ||
+			!strings.Contains(err.Error(), fmt.Sprintf("rank %d (GPU %d", dev, dev)) {
+			t.Errorf("GPU %d: %v", dev, err)
+		}
+	}
+}
+
+// TestFakeCorruptResultIsCounted makes one GPU's allreduce output wrong in
+// one element: every allreduce row counts wrong elements, the other
+// collectives none.
+func TestFakeCorruptResultIsCounted(t *testing.T) {
+	for _, dev := range []int{1, 2} {
+		b := openFake(t, 4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclAllReduce", Device: dev, Corrupt: true}}})
+		rows, err := sweep(t, b, 4, suites.AllReduce, suites.AllGather)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			for _, h := range r.Halves() {
+				bad := h.Wrong != nil && *h.Wrong > 0
+				if bad != (r.Collective == suites.AllReduce.String()) {
+					t.Errorf("GPU %d: %s %d bytes: #wrong %v", dev, r.Collective, r.SizeBytes, h.Wrong)
+				}
+			}
+		}
+	}
+}
+
+// TestFakeHostFallback runs where the driver cannot load the kernels: the
+// backend fills and checks through bounded host copies, and a corrupt
+// element is still counted.
+func TestFakeHostFallback(t *testing.T) {
+	b := openFake(t, 2, fakegpu.Options{NoKernels: true, Faults: []fakegpu.Fault{{Call: "ncclAllGather", Device: 1, Corrupt: true}}})
+	rows, err := sweep(t, b, 2, suites.AllReduce, suites.AllGather, suites.AllToAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		for _, h := range r.Halves() {
+			if bad := h.Wrong == nil || *h.Wrong > 0; bad != (r.Collective == suites.AllGather.String()) {
+				t.Errorf("%s %d bytes: #wrong %v", r.Collective, r.SizeBytes, h.Wrong)
+			}
+		}
+	}
+}
+
+// TestFakeOlderLibraries runs on the calls older NCCLs have: gather,
+// scatter and alltoall through grouped send/recv, groups through new ids
+// (no ncclCommSplit), and says what cannot run.
+func TestFakeOlderLibraries(t *testing.T) {
+	old := driver.Features{SendRecv: true, Abort: true, AsyncErrs: true}
+	b := openFake(t, 4, fakegpu.Options{NCCLVersion: 21805, Features: &old})
+	if _, err := sweep(t, b, 4, suites.Gather, suites.Scatter, suites.AllToAll, suites.AllReduce); err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Open(context.Background(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	lvs, err := suites.VerifyGroups(context.Background(), b, w, suites.DefaultLayouts(4, nil), nil,
+		suites.VerifyOptions{Sizes: []int64{1000}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lv := range lvs {
+		for _, c := range lv.Collectives {
+			if !c.Pass {
+				t.Errorf("layout %s %s: %+v", lv.Name, c.Collective, c)
+			}
+		}
+	}
+	err = w.Run(func(r suites.Rank) error {
+		_, err := r.(*rank).AllocRegistered(4096, false)
+		return err
+	})
+	if !errors.Is(err, suites.ErrUnsupported) || !strings.Contains(err.Error(), "2.19") {
+		t.Errorf("registration on NCCL 2.18: %v", err)
+	}
+}
+
+// TestFakeCommunicatorCreationFails plants a failed ncclCommInitRank.
+func TestFakeCommunicatorCreationFails(t *testing.T) {
+	for _, dev := range []int{0, 2} {
+		b := openFake(t, 4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclCommInitRank", Device: dev, Code: driver.InternalError}}})
+		_, err := b.Open(context.Background(), 4)
+		if err == nil || !strings.Contains(err.Error(), "creating the NCCL communicators: ncclCommInitRank: internal error") {
+			t.Errorf("GPU %d: %v", dev, err)
+		}
+	}
+}
+
+// TestFakeRegisteredBuffersOutOfMemory plants an out-of-memory
+// ncclMemAlloc behind -R: the row's error says what was asked for.
+func TestFakeRegisteredBuffersOutOfMemory(t *testing.T) {
+	b := openFake(t, 2, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclMemAlloc", Device: 1, Code: driver.UnhandledCudaError}}})
+	w, err := b.Open(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	err = w.Run(func(sr suites.Rank) error {
+		r := sr.(*rank)
+		buf, err := r.AllocRegistered(1<<20, true)
+		if err != nil {
+			return err
+		}
+		return r.Free(buf)
+	})
+	if err == nil || !strings.Contains(err.Error(), "ncclMemAlloc of 1.0 MiB") || !strings.Contains(err.Error(), "rank 1 (GPU 1, 0000:2a:00.0)") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestFakeSymmetricWindows registers windows on every rank (a collective
+// call) and frees them: the fake refuses ncclMemFree of a buffer still
+// registered, so the order is checked too.
+func TestFakeSymmetricWindows(t *testing.T) {
+	b := openFake(t, 4, fakegpu.Options{})
+	w, err := b.Open(context.Background(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	err = w.Run(func(sr suites.Rank) error {
+		r := sr.(*rank)
+		for i := 0; i < 3; i++ {
+			buf, err := r.AllocRegistered(64<<10, i%2 == 0)
+			if err != nil {
+				return err
+			}
+			if err := r.Free(buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

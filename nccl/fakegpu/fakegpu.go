@@ -1,0 +1,243 @@
+// Package fakegpu is a simulated GPU machine behind package driver's
+// interface: the CUDA driver and NCCL of a whole host (an nvmlmock machine)
+// in host memory, so the NCCL backend's own logic runs in tests without
+// GPUs. Streams run their work in order on their own goroutine; NCCL
+// collectives meet across ranks as on a real machine and compute their
+// results in Go; the fill and check kernels run the kernels' own C code
+// compiled for the host, after their launch parameters are checked
+// against the PTX's. Faults (a failed call, an asynchronous error, a
+// corrupt result) are planted by call, GPU and count. Only tests import it.
+package fakegpu
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"collbench/cuda"
+	"collbench/internal/nvmlmock"
+	"collbench/nccl/driver"
+)
+
+// Options shape the machine's software and its faults.
+type Options struct {
+	// NCCLVersion is the library's version code; 22803 when 0.
+	NCCLVersion int
+	// Features are the optional NCCL calls; every one when nil.
+	Features *driver.Features
+	// NoKernels makes module loading fail, as on a driver that cannot JIT
+	// the PTX: the backend then fills and checks through host copies.
+	NoKernels bool
+	// NoCapture makes the driver lack stream capture.
+	NoCapture bool
+	// MemoryBytes is each GPU's memory; 1 GiB when 0 (the machine's own
+	// size is reported by NVML, not here: tests allocate for real).
+	MemoryBytes int64
+	// Timeout bounds every wait inside the machine (a collective waiting
+	// for its peers, a stream synchronize); 30 s when 0. A wait that runs
+	// out fails with an error naming who was waited for.
+	Timeout time.Duration
+	// Faults are planted failures.
+	Faults []Fault
+}
+
+// Fault is a failure planted in one call on one GPU.
+type Fault struct {
+	// Call is the API name: "ncclAllReduce", "ncclSend", "ncclCommInitRank",
+	// "ncclGroupEnd", "ncclCommRegister", "cuMemAlloc", "cuStreamSynchronize", ...
+	Call string
+	// Device is the GPU the call fails on; -1 every GPU.
+	Device int
+	// Skip is how many of those calls succeed first.
+	Skip int
+	// Code is the result returned: an ncclResult_t for nccl calls
+	// (internal error when 0), a CUresult for cu calls (999 when 0).
+	Code int
+	// Async makes an NCCL collective succeed, then the communicator report
+	// Code asynchronously.
+	Async bool
+	// Corrupt makes a collective succeed with one wrong element in the
+	// output on Device.
+	Corrupt bool
+}
+
+// Driver is the simulated machine; it implements driver.Driver.
+type Driver struct {
+	m    nvmlmock.Machine
+	opts Options
+
+	mu       sync.Mutex
+	current  map[int]*context // by OS thread id, as CUDA keeps it
+	contexts []*context
+	handles  map[unsafe.Pointer]any
+	mem      memory
+	cliques  map[driver.UniqueID]*clique
+	calls    map[string]int // by call and device: how many were made
+	depth    int            // NCCL group depth
+	loaded   bool
+}
+
+// New builds the machine m with opts.
+func New(m nvmlmock.Machine, opts Options) *Driver {
+	if opts.NCCLVersion == 0 {
+		opts.NCCLVersion = 22803
+	}
+	if opts.MemoryBytes == 0 {
+		opts.MemoryBytes = 1 << 30
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	d := &Driver{m: m, opts: opts, current: map[int]*context{}, handles: map[unsafe.Pointer]any{},
+		cliques: map[driver.UniqueID]*clique{}, calls: map[string]int{}}
+	d.mem.init(len(m.GPUs))
+	for i := range m.GPUs {
+		d.contexts = append(d.contexts, &context{dev: i})
+	}
+	return d
+}
+
+// HGX is an HGX board of model "H100" or "H200" with n of its 8 GPUs and
+// opts.
+func HGX(model string, n int, opts Options) *Driver {
+	m := nvmlmock.HGX(model)
+	m.GPUs = m.GPUs[:min(max(n, 0), len(m.GPUs))]
+	return New(m, opts)
+}
+
+type context struct {
+	dev      int
+	retained int
+}
+
+// fault returns the error a planted fault gives call on dev now, counting
+// the call; async and corrupt faults are returned for the caller to plant.
+func (d *Driver) fault(call string, dev int) *Fault {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := fmt.Sprintf("%s@%d", call, dev)
+	n := d.calls[key]
+	d.calls[key] = n + 1
+	for i := range d.opts.Faults {
+		f := &d.opts.Faults[i]
+		if f.Call == call && (f.Device < 0 || f.Device == dev) && n >= f.Skip {
+			return f
+		}
+	}
+	return nil
+}
+
+// failNow is a planted synchronous failure of call on dev, or nil.
+func (d *Driver) failNow(call string, dev int) error {
+	f := d.fault(call, dev)
+	if f == nil || f.Async || f.Corrupt {
+		return nil
+	}
+	if strings.HasPrefix(call, "nccl") {
+		return ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", dev))
+	}
+	return cudaErr(call, orInt(f.Code, 999))
+}
+
+func orInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// cudaNames are the CUresult names the fake returns.
+var cudaNames = map[int][2]string{
+	1:   {"CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+	2:   {"CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+	100: {"CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+	101: {"CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+	201: {"CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	209: {"CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+	400: {"CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+	500: {"CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+	600: {"CUDA_ERROR_NOT_READY", "device not ready"},
+	700: {"CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	801: {"CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+	900: {"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+	999: {"CUDA_ERROR_UNKNOWN", "unknown error"},
+}
+
+func cudaErr(call string, code int) error {
+	n := cudaNames[code]
+	return &cuda.Error{Call: call, Code: code, Name: n[0], Msg: n[1]}
+}
+
+// cudaErrf is a CUDA error whose message says more than the code's text.
+func cudaErrf(call string, code int, format string, args ...any) error {
+	n := cudaNames[code]
+	return &cuda.Error{Call: call, Code: code, Name: n[0], Msg: fmt.Sprintf(format, args...)}
+}
+
+var ncclTexts = map[int]string{
+	driver.UnhandledCudaError: "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+	driver.SystemError:        "unhandled system error (run with NCCL_DEBUG=INFO for details)",
+	driver.InternalError:      "internal error - please report this issue to the NCCL developers",
+	driver.InvalidArgument:    "invalid argument (run with NCCL_DEBUG=WARN for details)",
+	driver.InvalidUsage:       "invalid usage (run with NCCL_DEBUG=WARN for details)",
+	driver.RemoteError:        "remote process exited or there was a network error",
+	driver.InProgress:         "NCCL operation in progress",
+}
+
+func ncclErr(call string, code int, detail string) error {
+	return &driver.Error{Call: call, Code: code, Text: ncclTexts[code], Detail: detail}
+}
+
+// register makes a Go object an opaque driver handle.
+func register[T any](d *Driver, obj *T) unsafe.Pointer {
+	p := unsafe.Pointer(obj)
+	d.mu.Lock()
+	d.handles[p] = obj
+	d.mu.Unlock()
+	return p
+}
+
+func (d *Driver) release(p unsafe.Pointer) {
+	d.mu.Lock()
+	delete(d.handles, p)
+	d.mu.Unlock()
+}
+
+// lookup returns handle p's object of type *T, or CUDA_ERROR_INVALID_HANDLE.
+func lookup[T any](d *Driver, call string, p unsafe.Pointer) (*T, error) {
+	d.mu.Lock()
+	obj, ok := d.handles[p]
+	d.mu.Unlock()
+	t, isT := obj.(*T)
+	if !ok || !isT {
+		return nil, cudaErr(call, 400)
+	}
+	return t, nil
+}
+
+// thread is the calling OS thread's id: CUDA's current context is per thread.
+func thread() int { return syscall.Gettid() }
+
+// ctx is the calling thread's current context, or CUDA_ERROR_INVALID_CONTEXT.
+func (d *Driver) ctx(call string) (*context, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.current[thread()]
+	if c == nil {
+		return nil, cudaErrf(call, 201, "no current context on this thread (call cuCtxSetCurrent first)")
+	}
+	return c, nil
+}
+
+// newID is a fresh unique id.
+func newID() driver.UniqueID {
+	var id driver.UniqueID
+	if _, err := rand.Read(id[:16]); err != nil {
+		copy(id[:], time.Now().String()) // crypto/rand does not fail on Linux
+	}
+	return id
+}

@@ -1,0 +1,380 @@
+package fakegpu
+
+import (
+	"fmt"
+
+	"collbench/cuda"
+	"collbench/dtype"
+	"collbench/internal/reduce"
+	"collbench/nccl/driver"
+	"collbench/suites"
+)
+
+// part is one rank's share of a collective.
+type part struct {
+	op         driver.Op
+	send, recv []byte
+	bad        string // why its buffers could not be read, if they could not
+	corrupt    bool
+}
+
+// counts are op's send and receive lengths in elements on rank of n.
+func counts(o driver.Op, rank, n int) (send, recv int64) {
+	c, all := o.Count, o.Count*int64(n)
+	root := rank == o.Root
+	switch o.Kind {
+	case driver.Broadcast:
+		if root {
+			return c, c
+		}
+		return 0, c
+	case driver.Reduce:
+		if root {
+			return c, c
+		}
+		return c, 0
+	case driver.AllGather:
+		return c, all
+	case driver.ReduceScatter:
+		return all, c
+	case driver.AllToAll:
+		return all, all
+	case driver.Gather:
+		if root {
+			return c, all
+		}
+		return c, 0
+	case driver.Scatter:
+		if root {
+			return all, c
+		}
+		return 0, c
+	}
+	return c, c
+}
+
+func reduces(k driver.OpKind) bool {
+	return k == driver.AllReduce || k == driver.Reduce || k == driver.ReduceScatter
+}
+
+// validate checks op's arguments as NCCL does before it enqueues anything.
+func (c *comm) validate(call string, o driver.Op) error {
+	t := dtype.DType(o.DType)
+	switch {
+	case !t.Valid():
+		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid data type %d", o.DType))
+	case reduces(o.Kind) && (o.RedOp < 0 || o.RedOp >= len(suites.AllOps())):
+		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid reduction operation %d", o.RedOp))
+	case (o.Kind == driver.Broadcast || o.Kind == driver.Reduce || o.Kind == driver.Gather || o.Kind == driver.Scatter) && (o.Root < 0 || o.Root >= c.cl.n):
+		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid root %d (root should be in the 0..%d range)", o.Root, c.cl.n-1))
+	case o.Count < 0:
+		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid count %d", o.Count))
+	}
+	ns, nr := counts(o, c.rank, c.cl.n)
+	esz := int64(t.Size())
+	if err := c.buffer(call, "sendbuff", o.Send, ns*esz); err != nil {
+		return err
+	}
+	return c.buffer(call, "recvbuff", o.Recv, nr*esz)
+}
+
+// buffer checks that bytes at p are device memory on the rank's GPU.
+func (c *comm) buffer(call, name string, p cuda.DevPtr, bytes int64) error {
+	if bytes == 0 {
+		return nil
+	}
+	_, dev, ok := c.d.slice(p, bytes)
+	switch {
+	case !ok:
+		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("%s: %d bytes at %#x are not device memory", name, bytes, uint64(p)))
+	case dev != c.dev:
+		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("%s is on GPU %d, rank %d of the communicator on GPU %d", name, dev, c.rank, c.dev))
+	}
+	return nil
+}
+
+// supported says Missing when the library lacks the call.
+func (c *comm) supported(call string, k driver.OpKind) error {
+	f := c.d.features()
+	ok := true
+	switch k {
+	case driver.AllToAll:
+		ok = f.AllToAll
+	case driver.Gather, driver.Scatter:
+		ok = f.Gather
+	case driver.SendRecv:
+		ok = f.SendRecv
+	case driver.AllReduce, driver.Broadcast, driver.Reduce, driver.AllGather, driver.ReduceScatter:
+	default:
+		ok = false
+	}
+	if !ok {
+		return &driver.Error{Call: call, Code: driver.Missing}
+	}
+	return nil
+}
+
+func (d *Driver) features() driver.Features {
+	if d.opts.Features != nil {
+		return *d.opts.Features
+	}
+	return driver.Features{SendRecv: true, AllToAll: true, Split: true, Gather: true, Register: true, Windows: true, Abort: true, AsyncErrs: true}
+}
+
+func after(err error, k, n int) error {
+	if n > 1 {
+		return fmt.Errorf("%w (after %d of %d operations issued)", err, k, n)
+	}
+	return err
+}
+
+// Repeat enqueues op n times on the stream; each runs when every rank of
+// the communicator has reached it in its own stream.
+func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
+	if n <= 0 {
+		return nil
+	}
+	if op.Kind == driver.SendRecv {
+		pair := []driver.P2P{{Buf: op.Send, Count: op.Count, DType: op.DType, Peer: op.To, Send: true},
+			{Buf: op.Recv, Count: op.Count, DType: op.DType, Peer: op.From}}
+		for k := 0; k < n; k++ {
+			if err := c.GroupP2P(pair, h); err != nil {
+				return after(err, k, n)
+			}
+		}
+		return nil
+	}
+	call := op.Kind.Call()
+	if err := c.supported(call, op.Kind); err != nil {
+		return after(err, 0, n)
+	}
+	if err := c.usable(call); err != nil {
+		return err
+	}
+	s, err := c.streamFor(call, h)
+	if err != nil {
+		return err
+	}
+	o := *op
+	if err := c.validate(call, o); err != nil {
+		return err
+	}
+	for k := 0; k < n; k++ {
+		f := c.d.fault(call, c.dev)
+		if f != nil && !f.Async && !f.Corrupt {
+			return after(ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev)), k, n)
+		}
+		if err := s.enqueue(func() error { return c.collective(o, f) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collective runs on the rank's stream: it meets the other ranks, and the
+// last to arrive computes every rank's output.
+func (c *comm) collective(o driver.Op, f *Fault) error {
+	t := dtype.DType(o.DType)
+	esz := int64(t.Size())
+	ns, nr := counts(o, c.rank, c.cl.n)
+	p := &part{op: o, corrupt: f != nil && f.Corrupt}
+	var ok1, ok2 bool
+	p.send, _, ok1 = c.d.slice(o.Send, ns*esz)
+	p.recv, _, ok2 = c.d.slice(o.Recv, nr*esz)
+	if (!ok1 && ns > 0) || (!ok2 && nr > 0) {
+		p.bad = fmt.Sprintf("rank %d's buffers are no longer device memory", c.rank)
+	}
+	_, err := c.blocking("collective", p, func(vals []any) ([]any, error) { return nil, compute(vals) })
+	if err != nil {
+		c.fail(driver.RemoteError, fmt.Sprintf("%s: %v", o.Kind.Call(), err))
+	}
+	if f != nil && f.Async {
+		c.fail(orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev))
+	}
+	if p.bad != "" {
+		return cudaErrf(o.Kind.Call(), 700, "%s", p.bad)
+	}
+	return nil
+}
+
+// compute writes every rank's output of one collective.
+func compute(vals []any) error {
+	n := len(vals)
+	parts := make([]*part, n)
+	for r, v := range vals {
+		parts[r] = v.(*part)
+	}
+	o := parts[0].op
+	for r, p := range parts {
+		if p.bad != "" {
+			return fmt.Errorf("%s", p.bad)
+		}
+		q := p.op
+		if q.Kind != o.Kind || q.Count != o.Count || q.DType != o.DType || q.RedOp != o.RedOp || q.Root != o.Root {
+			return fmt.Errorf("ranks called different collectives: rank 0 %s, rank %d %s", describe(o), r, describe(q))
+		}
+	}
+	t, op := dtype.DType(o.DType), suites.ReduceOp(o.RedOp)
+	cb := o.Count * int64(t.Size())
+	seg := func(b []byte, i int) []byte { return b[int64(i)*cb : int64(i+1)*cb] }
+	// Inputs are copied first: an in-place rank's output overwrites them.
+	in := make([][]byte, n)
+	for r, p := range parts {
+		in[r] = append([]byte(nil), p.send...)
+	}
+	sum := func(pick func(r int) []byte) []byte {
+		acc := append([]byte(nil), pick(0)...)
+		for r := 1; r < n; r++ {
+			reduce.Into(acc, pick(r), t, op)
+		}
+		if op == suites.Avg {
+			reduce.Divide(acc, t, n)
+		}
+		return acc
+	}
+	switch o.Kind {
+	case driver.AllReduce:
+		acc := sum(func(r int) []byte { return in[r] })
+		for _, p := range parts {
+			copy(p.recv, acc)
+		}
+	case driver.Reduce:
+		copy(parts[o.Root].recv, sum(func(r int) []byte { return in[r] }))
+	case driver.Broadcast:
+		for _, p := range parts {
+			copy(p.recv, in[o.Root])
+		}
+	case driver.AllGather:
+		for _, p := range parts {
+			for q := range parts {
+				copy(seg(p.recv, q), in[q])
+			}
+		}
+	case driver.ReduceScatter:
+		for r, p := range parts {
+			copy(p.recv, sum(func(q int) []byte { return seg(in[q], r) }))
+		}
+	case driver.AllToAll:
+		for r, p := range parts {
+			for q := range parts {
+				copy(seg(p.recv, q), seg(in[q], r))
+			}
+		}
+	case driver.Gather:
+		for q := range parts {
+			copy(seg(parts[o.Root].recv, q), in[q])
+		}
+	case driver.Scatter:
+		for r, p := range parts {
+			copy(p.recv, seg(in[o.Root], r))
+		}
+	}
+	for _, p := range parts {
+		if p.corrupt && len(p.recv) >= t.Size() {
+			for i := 0; i < t.Size(); i++ {
+				p.recv[i] ^= 0xff
+			}
+		}
+	}
+	return nil
+}
+
+func describe(o driver.Op) string {
+	return fmt.Sprintf("%s of %d %s (op %d, root %d)", o.Kind.Call(), o.Count, dtype.DType(o.DType), o.RedOp, o.Root)
+}
+
+// GroupP2P enqueues sends and receives that run as one group: sends are
+// posted first, then each receive takes the oldest message from its peer.
+func (c *comm) GroupP2P(ops []driver.P2P, h cuda.Stream) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	for _, o := range ops {
+		call := "ncclRecv"
+		if o.Send {
+			call = "ncclSend"
+		}
+		if err := c.supported(call, driver.SendRecv); err != nil {
+			return err
+		}
+		if err := c.usable(call); err != nil {
+			return err
+		}
+		t := dtype.DType(o.DType)
+		switch {
+		case !t.Valid():
+			return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid data type %d", o.DType))
+		case o.Peer < 0 || o.Peer >= c.cl.n:
+			return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid peer %d (communicator of %d ranks)", o.Peer, c.cl.n))
+		case o.Count < 0:
+			return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid count %d", o.Count))
+		}
+		if err := c.buffer(call, "buff", o.Buf, o.Count*int64(t.Size())); err != nil {
+			return err
+		}
+		if err := c.d.failNow(call, c.dev); err != nil {
+			return err
+		}
+	}
+	s, err := c.streamFor("ncclGroupEnd", h)
+	if err != nil {
+		return err
+	}
+	if err := c.d.failNow("ncclGroupEnd", c.dev); err != nil {
+		return err
+	}
+	group := append([]driver.P2P(nil), ops...)
+	return s.enqueue(func() error { return c.exchange(group) })
+}
+
+// exchange runs one group of sends and receives on the rank's stream.
+func (c *comm) exchange(ops []driver.P2P) error {
+	cl := c.cl
+	bufs := make([][]byte, len(ops))
+	for i, o := range ops {
+		b, _, ok := c.d.slice(o.Buf, o.Count*int64(dtype.DType(o.DType).Size()))
+		if !ok {
+			return cudaErrf("ncclGroupEnd", 700, "rank %d's buffer is no longer device memory", c.rank)
+		}
+		bufs[i] = b
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for i, o := range ops {
+		if o.Send {
+			key := [2]int{c.rank, o.Peer}
+			cl.mail[key] = append(cl.mail[key], append([]byte(nil), bufs[i]...))
+		}
+	}
+	cl.cond.Broadcast()
+	for i, o := range ops {
+		if o.Send {
+			continue
+		}
+		key := [2]int{o.Peer, c.rank}
+		aborted, expired := cl.wait(func() bool { return len(cl.mail[key]) > 0 })
+		switch {
+		case aborted:
+			c.failLocked(driver.RemoteError, "ncclRecv: "+cl.aborted)
+			return nil
+		case expired:
+			c.failLocked(driver.RemoteError, fmt.Sprintf("ncclRecv: rank %d waited %v for a send from rank %d", c.rank, cl.d.opts.Timeout, o.Peer))
+			return nil
+		}
+		msg := cl.mail[key][0]
+		cl.mail[key] = cl.mail[key][1:]
+		if len(msg) != len(bufs[i]) {
+			c.failLocked(driver.InvalidUsage, fmt.Sprintf("rank %d receives %d bytes from rank %d, which sent %d", c.rank, len(bufs[i]), o.Peer, len(msg)))
+			return nil
+		}
+		copy(bufs[i], msg)
+	}
+	return nil
+}
+
+// failLocked is fail with cl.mu held.
+func (c *comm) failLocked(code int, detail string) {
+	if c.async == nil {
+		c.async = ncclErr("asynchronous NCCL error", code, detail)
+	}
+}

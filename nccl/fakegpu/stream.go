@@ -1,0 +1,121 @@
+package fakegpu
+
+import (
+	"sync"
+	"time"
+)
+
+// stream runs its work in order on its own goroutine, as a GPU stream
+// does; the first error sticks, as a faulted CUDA context's does.
+type stream struct {
+	d   *Driver
+	dev int
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	queue     []func() error
+	busy      bool
+	err       error
+	capturing bool
+	captured  []func() error
+	stopped   bool
+}
+
+func newStream(d *Driver, dev int) *stream {
+	s := &stream{d: d, dev: dev}
+	s.cond = sync.NewCond(&s.mu)
+	go s.run()
+	return s
+}
+
+func (s *stream) run() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		for len(s.queue) == 0 && !s.stopped {
+			s.cond.Wait()
+		}
+		if len(s.queue) == 0 {
+			return
+		}
+		op := s.queue[0]
+		s.queue = s.queue[1:]
+		s.busy = true
+		s.mu.Unlock()
+		err := op()
+		s.mu.Lock()
+		s.busy = false
+		if err != nil && s.err == nil {
+			s.err = err
+		}
+		s.cond.Broadcast()
+	}
+}
+
+// enqueue adds op to the stream's work, or to the graph being captured.
+func (s *stream) enqueue(op func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capturing {
+		s.captured = append(s.captured, op)
+		return nil
+	}
+	s.queue = append(s.queue, op)
+	s.cond.Broadcast()
+	return nil
+}
+
+// wait blocks until the stream's work is done, within the machine's
+// timeout, and returns its first error.
+func (s *stream) wait() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capturing {
+		return cudaErr("cuStreamSynchronize", 900)
+	}
+	expired := false
+	// Twice the machine's timeout: a wait inside the work (a collective,
+	// a receive) runs out first and says who it waited for.
+	t := time.AfterFunc(2*s.d.opts.Timeout, func() {
+		s.mu.Lock()
+		expired = true
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer t.Stop()
+	for (len(s.queue) > 0 || s.busy) && !expired {
+		s.cond.Wait()
+	}
+	if expired {
+		return cudaErrf("cuStreamSynchronize", 999, "the stream's work did not finish within %v", 2*s.d.opts.Timeout)
+	}
+	return s.err
+}
+
+func (s *stream) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+func (s *stream) beginCapture() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.capturing {
+		return cudaErr("cuStreamBeginCapture", 900)
+	}
+	s.capturing, s.captured = true, nil
+	return nil
+}
+
+func (s *stream) endCapture() ([]func() error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.capturing {
+		return nil, cudaErrf("cuStreamEndCapture", 1, "the stream is not capturing")
+	}
+	ops := s.captured
+	s.capturing, s.captured = false, nil
+	return ops, nil
+}
