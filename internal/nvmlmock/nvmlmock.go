@@ -188,6 +188,8 @@ func (m Machine) NVML() nvml.Interface {
 		}
 	}
 	return &mock.Interface{
+		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc:                   func() nvml.Return { return nvml.SUCCESS },
 		DeviceGetCountFunc:             func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
 		DeviceGetHandleByIndexFunc:     func(n int) (nvml.Device, nvml.Return) { return devs[n], nvml.SUCCESS },
 		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return m.Driver, nvml.SUCCESS },

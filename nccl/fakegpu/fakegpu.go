@@ -241,3 +241,7 @@ func newID() driver.UniqueID {
 	}
 	return id
 }
+
+// Machine is the machine the driver simulates, for an NVML of the same
+// GPUs (nvmlmock.Machine.NVML).
+func (d *Driver) Machine() nvmlmock.Machine { return d.m }

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"collbench/engine"
+	"collbench/nccl"
+	"collbench/nccl/driver"
+	"collbench/nccl/fakegpu"
+	"collbench/suites"
+)
+
+// The commands on the NCCL backend, over a fake HGX H100 (nccl/fakegpu)
+// whose NVML (internal/nvmlmock) describes the same GPUs: the path a GPU
+// machine takes, flags to exit code, without GPUs. The algorithm probe,
+// which starts a process of its own, is off.
+
+// fakeGPUFactory is testFactory with the NCCL backend over a fake HGX H100
+// of gpus GPUs with opts.
+func fakeGPUFactory(gpus int, opts fakegpu.Options) (*Factory, *bytes.Buffer, *bytes.Buffer) {
+	f, out, errOut := testFactory()
+	machine := fakegpu.HGX("H100", gpus, opts)
+	f.NCCL = func(lib string) (suites.Backend, error) {
+		return nccl.Open(nccl.Options{Lib: lib, Driver: machine})
+	}
+	f.NVML = func() nvml.Interface { return machine.Machine().NVML() }
+	env := f.Environ()
+	f.Environ = func() []string { return append(env, engine.EnvProbe+"=off") }
+	return f, out, errOut
+}
+
+func TestFakeGPUCollectiveTable(t *testing.T) {
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
+	if code := run(t, f, "allreduce", "--sizes", "8,4K", "-w", "1", "-n", "3"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"# backend:  nccl (2.28.3; libnccl.so.2; CUDA driver 13.0) [auto; GPUs and NCCL found]",
+		"# ranks:    4 on NVIDIA H100 80GB HBM3 [0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0]",
+		"4 KiB", "# wrong elements:    0 (OK)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFakeGPUSweepFeatures runs a sweep of every collective with the
+// features of NCCL's benchmark that take the backend's other paths
+// (groups of ops, blocking, CUDA graphs, registration, cycles) and reads
+// every row back verified.
+func TestFakeGPUSweepFeatures(t *testing.T) {
+	for _, extra := range [][]string{
+		{"--agg", "2"}, {"--blocking", "1"}, {"--cuda-graph", "2"}, {"--register", "1"}, {"--register", "2"}, {"--cycles", "2"},
+	} {
+		t.Run(strings.Join(extra, " "), func(t *testing.T) {
+			f, _, errOut := fakeGPUFactory(4, fakegpu.Options{})
+			path := filepath.Join(t.TempDir(), "r.json")
+			args := append([]string{"sweep", "--collectives", "all", "--backend", "nccl", "--sizes", "1K,64K", "-n", "2", "-w", "1", "-q", "-o", path}, extra...)
+			if code := run(t, f, args...); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			d := readRows(t, path)
+			if len(d.Results) < 2*len(suites.AllCollectives()) {
+				t.Fatalf("%d rows", len(d.Results))
+			}
+			for _, r := range d.Results {
+				for _, h := range r.Halves() {
+					if h.Wrong == nil || *h.Wrong != 0 {
+						t.Errorf("%s %d B: #wrong %v", r.Collective, r.SizeBytes, h.Wrong)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestFakeGPURunConfigAndVerifyGroups(t *testing.T) {
+	f, _, errOut := fakeGPUFactory(4, fakegpu.Options{})
+	cfg := filepath.Join(t.TempDir(), "suite.yaml")
+	if err := os.WriteFile(cfg, []byte("name: fake\nbackend: nccl\niterations: 2\nwarmup: 1\nsuites:\n  - collectives: [allreduce, alltoall, sendrecv]\n    sizes: \"1K:16K:x4\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(t, f, "run", "--config", cfg, "--quiet", "--output", filepath.Join(t.TempDir(), "out")); code != 0 {
+		t.Fatalf("run --config: exit %d: %s", code, errOut)
+	}
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
+	if code := run(t, f, "verify-groups", "--backend", "nccl", "--rank-list", "[[0,1],[2,3]]", "--sizes", "1K"); code != 0 {
+		t.Fatalf("verify-groups: exit %d: %s\n%s", code, errOut, out)
+	}
+}
+
+// TestFakeGPUFaults plants faults in the machine and checks what the
+// command says and how it exits: a failed call exits 3 naming the rank
+// and its GPU, with the rows measured before it kept; a corrupt result
+// exits 1 with its wrong elements counted; a machine without GPUs is a
+// usage error.
+func TestFakeGPUFaults(t *testing.T) {
+	for _, dev := range []int{1, 3} {
+		f, _, errOut := fakeGPUFactory(4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclAllReduce", Device: dev, Skip: 30, Code: driver.RemoteError}}})
+		path := filepath.Join(t.TempDir(), "r.json")
+		code := run(t, f, "allreduce", "--backend", "nccl", "--sizes", "1K,2K,4K,8K", "-n", "5", "-w", "0", "-q", "-o", path)
+		bus := []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"}[dev]
+		msg := strings.TrimSpace(errOut.String())
+		if code != 3 || !strings.Contains(msg, "ncclAllReduce: remote process exited") || !strings.Contains(msg, bus) {
+			t.Errorf("GPU %d: exit %d, stderr %q", dev, code, msg)
+		}
+		if d := readRows(t, path); len(d.Results) == 0 || len(d.Results) >= 4 {
+			t.Errorf("GPU %d: %d rows kept, want those measured before the fault", dev, len(d.Results))
+		}
+	}
+	f, out, _ := fakeGPUFactory(2, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclBroadcast", Device: 1, Corrupt: true}}})
+	if code := run(t, f, "broadcast", "--backend", "nccl", "--sizes", "1K", "-w", "0"); code != 1 || strings.Contains(out.String(), "# wrong elements:    0") {
+		t.Errorf("corrupt broadcast: exit %d\n%s", code, out)
+	}
+	f, _, errOut := fakeGPUFactory(0, fakegpu.Options{})
+	if code := run(t, f, "allreduce", "--backend", "nccl", "--sizes", "1K"); code != 2 || !strings.Contains(errOut.String(), "no usable GPU driver: cuInit: CUDA_ERROR_NO_DEVICE") {
+		t.Errorf("no GPUs: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestFakeGPUDoctor runs doctor on the fake machine, whose GPUs copy and
+// compute at host speed: every one is far below what an H100 should do,
+// and doctor fails the host for it, naming the expectation.
+func TestFakeGPUDoctor(t *testing.T) {
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
+	code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "1M", "--copy-size", "1M", "--world-size", "1M", "-n", "3")
+	if code != 1 || !strings.Contains(out.String(), "FAIL host testhost: every one of its 4 ranks is slow alone") ||
+		!strings.Contains(out.String(), "a healthy one of their model 1491.8") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"collbench/nccl"
+	"collbench/nccl/driver"
+	"collbench/nccl/fakegpu"
+	"collbench/suites"
+)
+
+// gpuSystem is testSystem on a fake HGX H100 of gpus GPUs (NCCL and NVML),
+// the algorithm probe off.
+func gpuSystem(gpus int, opts fakegpu.Options) *System {
+	sys, _ := testSystem(EnvProbe + "=off")
+	machine := fakegpu.HGX("H100", gpus, opts)
+	sys.NCCL = func(lib string) (suites.Backend, error) {
+		return nccl.Open(nccl.Options{Lib: lib, Driver: machine})
+	}
+	sys.NVML = func() nvml.Interface { return machine.Machine().NVML() }
+	return sys
+}
+
+// TestRunBenchOnGPUs runs the engine from Go on the NCCL backend: one rank
+// per GPU, every row verified, the GPUs named in the document; a failed
+// NCCL call is a run error naming the rank's GPU, with the rows before it
+// kept in the document.
+func TestRunBenchOnGPUs(t *testing.T) {
+	b := testBench(8, 4096, 64<<10)
+	b.Backend, b.Ranks = "nccl", 0
+	doc, err := gpuSystem(4, fakegpu.Options{}).RunBench(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Results) != 6 || doc.Summary.WrongTotal != 0 || doc.Environment.Backend.Name != "nccl" || len(doc.Environment.Backend.Devices) != 4 {
+		t.Fatalf("%d rows, %d wrong, backend %+v", len(doc.Results), doc.Summary.WrongTotal, doc.Environment.Backend)
+	}
+	fault := fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclBroadcast", Device: 2, Skip: 12, Code: driver.InternalError}}}
+	doc, err = gpuSystem(4, fault).RunBench(context.Background(), b)
+	var re *RunError
+	if !errors.As(err, &re) || ExitCode(err) != 3 || !strings.Contains(err.Error(), "rank 2 (GPU 2, 0000:3a:00.0): ncclBroadcast: internal error") {
+		t.Fatalf("exit %d: %v", ExitCode(err), err)
+	}
+	if doc == nil || len(doc.Results) == 0 || len(doc.Results) >= 6 {
+		t.Errorf("rows kept: %v", doc)
+	}
+}
