@@ -42,6 +42,12 @@ type Options struct {
 	Board *watchdog.Board
 	// Progress is told when each stage starts (rank 0 only); may be nil.
 	Progress func(string)
+	// Stage, if set, is told on every process when each stage starts, and
+	// "" when the stages are over (for a Sampler).
+	Stage func(string)
+	// Samples, if set, returns on rank 0 what NVML reported of every GPU
+	// while the stages ran; called once BeforeVerdict has run.
+	Samples func() []StageSample
 }
 
 // search is one run of the doctor on a world.
@@ -155,8 +161,14 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		if d.rank0 && o.Progress != nil {
 			o.Progress(s.name)
 		}
+		if o.Stage != nil {
+			o.Stage(s.name)
+		}
 		t0 := time.Now()
 		err := s.run()
+		if o.Stage != nil {
+			o.Stage("")
+		}
 		d.rep.Stages = append(d.rep.Stages, StageTime{Stage: s.name, Seconds: time.Since(t0).Seconds()})
 		if err != nil {
 			return stopped(s.name, fmt.Errorf("%s: %w", s.name, err))
@@ -169,6 +181,9 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		}
 	}
 	if d.rank0 {
+		if o.Samples != nil {
+			d.rep.Samples = o.Samples()
+		}
 		d.assemble()
 	}
 	d.rep.Seconds = time.Since(start).Seconds()

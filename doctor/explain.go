@@ -391,9 +391,24 @@ func sortedKeys[V any](m map[int]V) []int {
 }
 
 // causeOf names what NVML saw on the ranks' GPUs that explains a slow
-// figure (another process on a GPU, a clock slowdown), or else generic.
+// figure (another process on a GPU, a clock slowdown, a power or thermal
+// throttle or clocks held low while measured), or else generic. GPUs with
+// one cause are named together.
 func (d *search) causeOf(rs []int, generic string) string {
-	var seen []string
+	type group struct {
+		cause, detail string
+		gpus          []string
+	}
+	var groups []*group
+	add := func(gpu int, cause, detail string) {
+		for _, g := range groups {
+			if g.cause == cause {
+				g.gpus = append(g.gpus, fmt.Sprint(gpu))
+				return
+			}
+		}
+		groups = append(groups, &group{cause: cause, detail: detail, gpus: []string{fmt.Sprint(gpu)}})
+	}
 	for _, r := range rs {
 		g, ok := d.health(r)
 		if !ok {
@@ -404,14 +419,34 @@ func (d *search) causeOf(rs []int, generic string) string {
 			ours = f.Ours
 		}
 		if o := g.others(ours); o != "" {
-			seen = append(seen, fmt.Sprintf("GPU %d: %s", g.Index, o))
+			add(g.Index, o, "")
 		}
 		if len(g.Throttle) > 0 {
-			seen = append(seen, fmt.Sprintf("GPU %d: clocks held down (%s)", g.Index, strings.Join(g.Throttle, ", ")))
+			add(g.Index, "clocks held down ("+strings.Join(g.Throttle, ", ")+")", "")
+		}
+		var mine []StageSample
+		for _, s := range d.rep.Samples {
+			if s.Host == d.host(r) && s.GPU == g.Index {
+				mine = append(mine, s)
+			}
+		}
+		if cause, detail := seenWhileMeasured(mine, g.SMClockMaxMHz); cause != "" {
+			add(g.Index, cause, "while measured: "+detail)
 		}
 	}
-	if len(seen) == 0 {
+	if len(groups) == 0 {
 		return generic
 	}
-	return strings.Join(seen, "; ")
+	var out []string
+	for _, g := range groups {
+		s := "GPU " + g.gpus[0] + ": " + g.cause
+		if len(g.gpus) > 1 {
+			s = "GPUs " + strings.Join(g.gpus, ", ") + ": " + g.cause
+		}
+		if g.detail != "" {
+			s += " (GPU " + g.gpus[0] + " " + g.detail + ")"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "; ")
 }

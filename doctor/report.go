@@ -116,15 +116,18 @@ type PlanStep struct {
 
 // Report is what doctor found and the evidence.
 type Report struct {
-	Schema   string           `json:"schema"`
-	Healthy  bool             `json:"healthy"`
-	Findings []Finding        `json:"findings"`
-	Mode     string           `json:"mode"` // quick or full
-	Backend  string           `json:"backend"`
-	Ranks    int              `json:"ranks"`
-	Hosts    []string         `json:"hosts"`
-	Seconds  float64          `json:"seconds"`
-	Facts    []HostFacts      `json:"facts,omitempty"`
+	Schema   string      `json:"schema"`
+	Healthy  bool        `json:"healthy"`
+	Findings []Finding   `json:"findings"`
+	Mode     string      `json:"mode"` // quick or full
+	Backend  string      `json:"backend"`
+	Ranks    int         `json:"ranks"`
+	Hosts    []string    `json:"hosts"`
+	Seconds  float64     `json:"seconds"`
+	Facts    []HostFacts `json:"facts,omitempty"`
+	// Samples are NVML's clocks, power, temperature and clock event
+	// reasons of every GPU while each stage ran.
+	Samples  []StageSample    `json:"samples,omitempty"`
 	GPUs     []GPUFigure      `json:"gpus,omitempty"`
 	Pairs    []PairFigure     `json:"pairs,omitempty"`
 	Cross    []CrossFigure    `json:"cross_host_pairs,omitempty"`

@@ -128,9 +128,22 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		}
 	}
 	var transports map[string]string
+	var sampler *doctor.Sampler
+	var samples []doctor.StageSample
+	if gpu {
+		sampler = f.startSampler(world)
+		defer sampler.Stop()
+		opts.Stage = sampler.Stage
+		opts.Samples = func() []doctor.StageSample { return samples }
+	}
 	opts.BeforeVerdict = func() error {
 		var err error
-		transports, err = gatherTransports(world, logDir, local, ss.Hosts)
+		if transports, err = gatherTransports(world, logDir, local, ss.Hosts); err != nil {
+			return err
+		}
+		if sampler != nil {
+			samples, err = gatherSamples(world, sampler.Stop())
+		}
 		return err
 	}
 	opts.Transport = func(a, b int) string { return transports[fmt.Sprintf("%d-%d", a, b)] }
@@ -270,6 +283,47 @@ func (f *System) gatherFacts(w suites.World, ncclVersion string) ([]doctor.HostF
 		}
 		seen[hf.Host] = len(out)
 		out = append(out, hf)
+	}
+	return out, nil
+}
+
+// samplePeriod is how often doctor reads the clocks, power, temperature
+// and clock event reasons of the GPUs while a stage runs.
+const samplePeriod = 200 * time.Millisecond
+
+// startSampler samples this process's GPUs while doctor's stages run.
+func (f *System) startSampler(w suites.World) *doctor.Sampler {
+	var buses []string
+	for _, r := range w.Ranks() {
+		if b := r.Device().BusID; b != "" {
+			buses = append(buses, b)
+		}
+	}
+	lib := f.NVML()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return doctor.NewSampler(nil, f.HostIdentity(), nil, samplePeriod) // samples nothing: the report's facts say NVML is missing
+	}
+	s := doctor.NewSampler(lib, f.HostIdentity(), buses, samplePeriod)
+	return s.OnStop(func() { _ = lib.Shutdown() }) // the samples are read; nothing depends on the shutdown
+}
+
+// gatherSamples collects every process's samples on rank 0.
+func gatherSamples(w suites.World, mine []doctor.StageSample) ([]doctor.StageSample, error) {
+	d, ok := w.(suites.Distributed)
+	if !ok || d.Control() == nil {
+		return mine, nil
+	}
+	b, _ := json.Marshal(mine)
+	parts, err := d.Control().Gather(b)
+	if err != nil {
+		return nil, fmt.Errorf("gathering the GPUs' samples: %w", err)
+	}
+	var out []doctor.StageSample
+	for _, p := range parts {
+		var some []doctor.StageSample
+		if json.Unmarshal(p, &some) == nil {
+			out = append(out, some...)
+		}
 	}
 	return out, nil
 }

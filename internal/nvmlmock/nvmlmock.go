@@ -39,9 +39,13 @@ type GPU struct {
 	// highest clock; Processes the compute processes running on the GPU.
 	MemBusWidth    uint32
 	MemClockMaxMHz uint32
-	// Cores and SMClockMaxMHz are the CUDA cores and highest SM clock.
+	// Cores and SMClockMaxMHz are the CUDA cores and highest SM clock;
+	// SMClockMHz the SM clock now (the highest when 0).
 	Cores         int
 	SMClockMaxMHz uint32
+	SMClockMHz    uint32
+	// PowerW is the power drawn now; TempC the temperature.
+	PowerW, TempC uint32
 	Processes     []nvml.ProcessInfo
 	// ECC, MIG and persistence mode, application clocks (MHz) and the power
 	// limit (W): the settings hosts of one job share.
@@ -71,7 +75,7 @@ func HGX(model string) Machine {
 		m.GPUs = append(m.GPUs, GPU{Name: name, UUID: fmt.Sprintf("GPU-%s-%d", model, i), Bus: bus, MemoryBytes: mem,
 			CCMajor: 9, NUMA: i / 4, NVLinks: 18, ActiveLinks: 18, NVLinkVersion: 6,
 			PCIeGen: 5, PCIeGenMax: 5, PCIeWidth: 16, PCIeWidthMax: 16, MemBusWidth: width, MemClockMaxMHz: clock, Cores: 16896, SMClockMaxMHz: 1980,
-			ECC: true, Persistence: true, AppSMMHz: 1980, AppMemMHz: clock, PowerLimitW: 700})
+			ECC: true, Persistence: true, AppSMMHz: 1980, AppMemMHz: clock, PowerLimitW: 700, PowerW: 420, TempC: 52})
 	}
 	return m
 }
@@ -173,6 +177,20 @@ func (m Machine) NVML() nvml.Interface {
 			return g.AppMemMHz, nvml.SUCCESS
 		}
 		d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return g.PowerLimitW * 1000, nvml.SUCCESS }
+		d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return g.PowerLimitW * 1000, nvml.SUCCESS }
+		d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return g.PowerW * 1000, nvml.SUCCESS }
+		d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return g.TempC, nvml.SUCCESS }
+		d.GetClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+			switch {
+			case t == nvml.CLOCK_SM && g.SMClockMHz > 0:
+				return g.SMClockMHz, nvml.SUCCESS
+			case t == nvml.CLOCK_SM:
+				return g.SMClockMaxMHz, nvml.SUCCESS
+			case t == nvml.CLOCK_MEM:
+				return g.MemClockMaxMHz, nvml.SUCCESS
+			}
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
 		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return g.Processes, nvml.SUCCESS }
 		devs[i] = d
 	}

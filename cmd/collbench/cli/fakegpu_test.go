@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"collbench/engine"
+	"collbench/internal/nvmlmock"
 	"collbench/nccl"
 	"collbench/nccl/driver"
 	"collbench/nccl/fakegpu"
@@ -24,8 +25,12 @@ import (
 // fakeGPUFactory is testFactory with the NCCL backend over a fake HGX H100
 // of gpus GPUs with opts.
 func fakeGPUFactory(gpus int, opts fakegpu.Options) (*Factory, *bytes.Buffer, *bytes.Buffer) {
+	return fakeMachineFactory(fakegpu.HGX("H100", gpus, opts))
+}
+
+// fakeMachineFactory is testFactory on the fake machine given.
+func fakeMachineFactory(machine *fakegpu.Driver) (*Factory, *bytes.Buffer, *bytes.Buffer) {
 	f, out, errOut := testFactory()
-	machine := fakegpu.HGX("H100", gpus, opts)
 	f.NCCL = func(lib string) (suites.Backend, error) {
 		return nccl.Open(nccl.Options{Lib: lib, Driver: machine})
 	}
@@ -132,5 +137,37 @@ func TestFakeGPUDoctor(t *testing.T) {
 	if code != 1 || !strings.Contains(out.String(), "FAIL host testhost: every one of its 4 ranks is slow alone") ||
 		!strings.Contains(out.String(), "a healthy one of their model 1491.8") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestFakeGPUDoctorNamesWhatItSawWhileMeasuring runs doctor on hosts whose
+// GPUs NVML shows capped, hot or held to low clocks while the stages run:
+// the finding names the cause it saw, with the figures.
+func TestFakeGPUDoctorNamesWhatItSawWhileMeasuring(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(g *nvmlmock.GPU)
+		want string
+	}{
+		{"power cap", func(g *nvmlmock.GPU) {
+			g.PowerLimitW, g.PowerW, g.SMClockMHz, g.ClockReasons = 300, 300, 1200, nvml.ClocksEventReasonSwPowerCap
+		}, "GPUs 0, 1: a power cap: it draws all of its 300 W limit (GPU 0 while measured: SM clock up to 1200 MHz, power up to 300 W of 300 W"},
+		{"hot", func(g *nvmlmock.GPU) {
+			g.TempC, g.SMClockMHz, g.ClockReasons = 91, 1300, nvml.ClocksEventReasonSwThermalSlowdown
+		}, "GPUs 0, 1: a thermal throttle (GPU 0 while measured: SM clock up to 1300 MHz, power up to 420 W of 700 W, 91 °C"},
+		{"locked clocks", func(g *nvmlmock.GPU) { g.SMClockMHz = 990 }, "GPUs 0, 1: clocks locked or reduced below their 1980 MHz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := nvmlmock.HGX("H100")
+			m.GPUs = m.GPUs[:2]
+			for i := range m.GPUs {
+				tc.set(&m.GPUs[i])
+			}
+			f, out, errOut := fakeMachineFactory(fakegpu.New(m, fakegpu.Options{}))
+			code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "1M", "--copy-size", "1M", "--world-size", "1M", "-n", "3")
+			if code != 1 || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("exit %d, want a finding with %q\n%s\n%s", code, tc.want, out, errOut)
+			}
+		})
 	}
 }

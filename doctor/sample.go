@@ -1,0 +1,255 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// StageSample is what NVML reported of one GPU while one stage ran: the
+// range of its SM clock, its highest power draw and temperature, and every
+// clock event reason seen at least once.
+type StageSample struct {
+	Host          string   `json:"host"`
+	GPU           int      `json:"gpu"`
+	BusID         string   `json:"bus_id,omitempty"`
+	Stage         string   `json:"stage"`
+	Samples       int      `json:"samples"`
+	SMClockMinMHz int      `json:"sm_clock_min_mhz,omitempty"`
+	SMClockMaxMHz int      `json:"sm_clock_max_mhz,omitempty"`
+	PowerMaxW     int      `json:"power_max_w,omitempty"`
+	PowerLimitW   int      `json:"power_limit_w,omitempty"` // the enforced limit
+	TempMaxC      int      `json:"temp_max_c,omitempty"`
+	Reasons       []string `json:"reasons,omitempty"`
+}
+
+// clockReasons are NVML's clock event reasons a slow GPU is explained by
+// (idle, sync boost and the display clock explain nothing).
+var clockReasons = []struct {
+	bit  uint64
+	name string
+}{
+	{nvml.ClocksEventReasonApplicationsClocksSetting, "application clocks setting"},
+	{nvml.ClocksEventReasonSwPowerCap, "software power cap"},
+	{nvml.ClocksThrottleReasonHwSlowdown, "hardware slowdown"},
+	{nvml.ClocksEventReasonSwThermalSlowdown, "software thermal slowdown"},
+	{nvml.ClocksThrottleReasonHwThermalSlowdown, "hardware thermal slowdown"},
+	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "power brake"},
+}
+
+// Sampler reads some GPUs' clocks, power, temperature and clock event
+// reasons through NVML (initialised by the caller) at an interval, and
+// keeps each stage's range per GPU. Its methods are safe to call from any
+// goroutine.
+type Sampler struct {
+	host  string
+	every time.Duration
+	gpus  []sampled
+	stop  chan struct{}
+	done  chan struct{}
+
+	stopOnce sync.Once
+	onStop   func()
+
+	mu    sync.Mutex
+	stage string
+	by    map[string]*StageSample // stage and GPU index
+	order []string
+}
+
+type sampled struct {
+	index int
+	bus   string
+	dev   nvml.Device
+}
+
+// NewSampler samples the GPUs of lib whose bus ids are busIDs (all of them
+// when busIDs is empty) every interval until Stop; a nil lib samples none.
+func NewSampler(lib nvml.Interface, host string, busIDs []string, every time.Duration) *Sampler {
+	s := &Sampler{host: host, every: every, stop: make(chan struct{}), done: make(chan struct{}), by: map[string]*StageSample{}}
+	want := map[string]bool{}
+	for _, b := range busIDs {
+		want[normBus(b)] = true
+	}
+	n, ret := 0, nvml.ERROR_UNINITIALIZED
+	if lib != nil {
+		n, ret = lib.DeviceGetCount()
+	}
+	if ret == nvml.SUCCESS {
+		for i := 0; i < n; i++ {
+			d, ret := lib.DeviceGetHandleByIndex(i)
+			if ret != nvml.SUCCESS {
+				continue
+			}
+			bus := ""
+			if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
+				bus = normBus(string(trimNul(pci.BusId[:])))
+			}
+			if len(want) == 0 || want[bus] {
+				s.gpus = append(s.gpus, sampled{index: i, bus: bus, dev: d})
+			}
+		}
+	}
+	go s.run()
+	return s
+}
+
+func (s *Sampler) run() {
+	defer close(s.done)
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sample()
+		}
+	}
+}
+
+// Stage says which stage runs from now on ("" none); a stage gets a sample
+// at its start.
+func (s *Sampler) Stage(name string) {
+	s.mu.Lock()
+	s.stage = name
+	s.mu.Unlock()
+	if name != "" {
+		s.sample()
+	}
+}
+
+func (s *Sampler) sample() {
+	s.mu.Lock()
+	stage := s.stage
+	s.mu.Unlock()
+	if stage == "" {
+		return
+	}
+	for _, g := range s.gpus {
+		sm, ret1 := g.dev.GetClockInfo(nvml.CLOCK_SM)
+		power, ret2 := g.dev.GetPowerUsage()
+		limit, ret3 := g.dev.GetEnforcedPowerLimit()
+		temp, ret4 := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
+		reasons, ret5 := g.dev.GetCurrentClocksEventReasons()
+		s.mu.Lock()
+		key := fmt.Sprintf("%s/%d", stage, g.index)
+		ss := s.by[key]
+		if ss == nil {
+			ss = &StageSample{Host: s.host, GPU: g.index, BusID: g.bus, Stage: stage}
+			s.by[key] = ss
+			s.order = append(s.order, key)
+		}
+		ss.Samples++
+		if ret1 == nvml.SUCCESS {
+			if ss.SMClockMinMHz == 0 || int(sm) < ss.SMClockMinMHz {
+				ss.SMClockMinMHz = int(sm)
+			}
+			ss.SMClockMaxMHz = max(ss.SMClockMaxMHz, int(sm))
+		}
+		if ret2 == nvml.SUCCESS {
+			ss.PowerMaxW = max(ss.PowerMaxW, int(power/1000))
+		}
+		if ret3 == nvml.SUCCESS {
+			ss.PowerLimitW = int(limit / 1000)
+		}
+		if ret4 == nvml.SUCCESS {
+			ss.TempMaxC = max(ss.TempMaxC, int(temp))
+		}
+		if ret5 == nvml.SUCCESS {
+			for _, r := range clockReasons {
+				if reasons&r.bit != 0 && !slices.Contains(ss.Reasons, r.name) {
+					ss.Reasons = append(ss.Reasons, r.name)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// OnStop sets what runs once when the sampler stops (releasing NVML).
+func (s *Sampler) OnStop(f func()) *Sampler {
+	s.onStop = f
+	return s
+}
+
+// Stop ends the sampling (the first call) and returns every stage's
+// samples, in the order they began.
+func (s *Sampler) Stop() []StageSample {
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		if s.onStop != nil {
+			s.onStop()
+		}
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]StageSample, 0, len(s.order))
+	for _, k := range s.order {
+		out = append(out, *s.by[k])
+	}
+	return out
+}
+
+// seenWhileMeasured says what the samples of one GPU show that slows it,
+// across the stages it ran, with the highest SM clock it may reach: a
+// thermal or power throttle, a power cap it ran into, or clocks held
+// below their maximum; and, in detail, the figures it saw. It returns ""
+// when the samples show nothing.
+func seenWhileMeasured(samples []StageSample, smMaxMHz int) (cause, detail string) {
+	if len(samples) == 0 {
+		return "", ""
+	}
+	var reasons []string
+	top, power, limit, temp := 0, 0, 0, 0
+	for _, s := range samples {
+		for _, r := range s.Reasons {
+			if !slices.Contains(reasons, r) {
+				reasons = append(reasons, r)
+			}
+		}
+		top = max(top, s.SMClockMaxMHz)
+		power, limit, temp = max(power, s.PowerMaxW), max(limit, s.PowerLimitW), max(temp, s.TempMaxC)
+	}
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if slices.Contains(reasons, n) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("hardware thermal slowdown", "software thermal slowdown"):
+		cause = "a thermal throttle"
+	case has("power brake", "hardware slowdown"):
+		cause = "a hardware slowdown (power brake or an external signal)"
+	case has("software power cap") && limit > 0 && power*100 >= limit*95:
+		cause = fmt.Sprintf("a power cap: it draws all of its %d W limit", limit)
+	case smMaxMHz > 0 && top > 0 && top*100 < smMaxMHz*85:
+		cause = fmt.Sprintf("clocks locked or reduced below their %d MHz", smMaxMHz)
+	case has("application clocks setting"):
+		cause = "application clocks set below the maximum"
+	default:
+		return "", ""
+	}
+	var parts []string
+	if top > 0 {
+		parts = append(parts, fmt.Sprintf("SM clock up to %d MHz", top))
+	}
+	if power > 0 {
+		parts = append(parts, fmt.Sprintf("power up to %d W of %d W", power, limit))
+	}
+	if temp > 0 {
+		parts = append(parts, fmt.Sprintf("%d °C", temp))
+	}
+	if len(reasons) > 0 {
+		parts = append(parts, "NVML's reasons: "+strings.Join(reasons, ", "))
+	}
+	return cause, strings.Join(parts, ", ")
+}
