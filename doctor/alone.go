@@ -277,7 +277,7 @@ func (d *search) expectedFill(r int) (float64, string) {
 
 // expected asks rank r's GPU health for one expectation; on the cpu
 // backend there is none, for the reason cpuWhy.
-func (d *search) expected(r int, cpuWhy string, of func(GPUHealth) (float64, string)) (float64, string) {
+func (d *search) expected(r int, cpuWhy string, of func(GPUHealth, Expectations) (float64, string)) (float64, string) {
 	if d.o.Backend == "cpu" {
 		return 0, cpuWhy
 	}
@@ -285,7 +285,7 @@ func (d *search) expected(r int, cpuWhy string, of func(GPUHealth) (float64, str
 	if !ok {
 		return 0, "no NVML facts for its GPU"
 	}
-	return of(g)
+	return of(g, d.o.Expectations)
 }
 
 // ranksWord is "rank 3" or "ranks 0, 1, 2".

@@ -22,6 +22,9 @@ type Options struct {
 	BWSize, LatSize, CopySize, WorldSize int64
 	Iters, Warmup                        int
 	Thresholds                           Thresholds
+	// Expectations replace, by GPU model, the healthy shares GPUs alone
+	// are held to.
+	Expectations Expectations
 	// Backend names the backend, for the report.
 	Backend string
 	// Hosts is each world rank's host; Devices each world rank's device.

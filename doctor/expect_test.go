@@ -153,7 +153,7 @@ func TestGPUsAreJudgedAgainstWhatTheyShouldDo(t *testing.T) {
 // rather than that it met its expectation.
 func TestExpectationOfUnknownAndSilentModels(t *testing.T) {
 	g := GPUHealth{Name: "NVIDIA X1000", MemBusWidth: 4096, MemClockMaxMHz: 2000}
-	exp, why := g.ExpectedCopyGBps()
+	exp, why := g.ExpectedCopyGBps(nil)
 	if want := 4096.0 / 8 * 2000e6 * 2 / 1e9 / 2 * defaultCopyFraction; exp != want || !strings.Contains(why, "without a measured fraction") {
 		t.Errorf("unknown model: %.1f (%s), want %.1f", exp, why, want)
 	}

@@ -34,6 +34,8 @@ type Doctor struct {
 	BWSize, LatSize, CopySize, WorldSize int64
 	Iters                                int // 0: the backend's default
 	Thresholds                           *doctor.Thresholds
+	// Expectations replace, by GPU model, the healthy shares of GPUs alone.
+	Expectations doctor.Expectations
 	RunFlags
 	// OnReady, if set, runs once the backend is chosen, before any rank is
 	// opened; rank0 says whether this process writes the report.
@@ -88,6 +90,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		CopySize: def(d.CopySize, 256<<20, 4<<20), WorldSize: def(d.WorldSize, 1<<30, 4<<20)}
 	opts.Iters, opts.Warmup = int(def(int64(d.Iters), 10, 15)), int(def(0, 2, 1))
 	opts.Thresholds = doctor.Thresholds{Default: doctor.DefaultRules}
+	opts.Expectations = d.Expectations
 	if !gpu {
 		opts.Thresholds.Default = doctor.CPURules
 	}

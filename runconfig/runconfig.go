@@ -76,6 +76,9 @@ type Band struct {
 // rail, host-pair, world).
 type DoctorConfig struct {
 	Thresholds *doctor.Thresholds `yaml:"thresholds"`
+	// Expectations replace, by GPU model, the healthy shares each GPU is
+	// held to alone (docs/doctor.md, "Expectations").
+	Expectations doctor.Expectations `yaml:"expectations"`
 }
 
 // Acceptance requires rows of at least MinSize to reach PeakFraction of the
@@ -223,7 +226,7 @@ func yamlKind(tag, goType string) string {
 
 func (c *Config) check() error {
 	if len(c.Suites) == 0 && c.Doctor == nil {
-		return errors.New("no suites: list at least one under suites: (or give doctor: thresholds)")
+		return errors.New("no suites: list at least one under suites: (or give doctor: thresholds or expectations)")
 	}
 	if d := c.Doctor; d != nil && d.Thresholds != nil {
 		t := *d.Thresholds
@@ -231,6 +234,11 @@ func (c *Config) check() error {
 			t.Default = doctor.DefaultRules // only classes were given
 		}
 		if err := t.Validate(); err != nil {
+			return fmt.Errorf("doctor: %v", err)
+		}
+	}
+	if d := c.Doctor; d != nil {
+		if err := d.Expectations.Validate(); err != nil {
 			return fmt.Errorf("doctor: %v", err)
 		}
 	}

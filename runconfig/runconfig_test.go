@@ -48,6 +48,12 @@ func TestConfigErrorsNameLineAndKey(t *testing.T) {
 		{"name: x\n", "no suites"},
 		{"backend: tpu\nsuites:\n  - collectives: [allreduce]\n", `backend "tpu"`},
 		{"suites:\n  - collectives: [allreduce\n", "line"},
+		{"doctor:\n  expectations:\n    H100: {copy_share: -0.5}\n", "doctor: expectations H100: copy_share -0.5 must be in (0, 1]"},
+		{"doctor:\n  expectations:\n    H100: {copy_share: lots}\n", "line 3:"},
+		{"doctor:\n  expectations:\n    X9000: {copy_share: 0.8}\n", `doctor: expectations: unknown GPU model "X9000" (known: A100,`},
+		{"doctor:\n  expectations:\n    H200: {fill_per_core_cycle: 2}\n", "fill_per_core_cycle 2 must be in (0, 1)"},
+		{"doctor:\n  expectations:\n    H200: {}\n", "give copy_share, fill_per_core_cycle or both"},
+		{"doctor:\n  expectations:\n    H200: {copy_share: 0.9, speed: 3}\n", `unknown key "speed"`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
@@ -69,6 +75,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: q\nsuites:\n  - collectives: [all]\n    sizes: 8:1M\n"))
 	f.Add([]byte("suites:\n  - {collectives: [allreduce], groups: [pairs, \"[[0,1]]\"]}\nthresholds: {bands: [{min_size: 1M, metric: busbw, pct: 5}]}\n"))
 	f.Add([]byte("acceptance: {min_size: 1G, peak_fraction: 0.5}\n"))
+	f.Add([]byte("doctor: {expectations: {H100: {copy_share: 0.9, fill_per_core_cycle: 0.005}}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = Parse(data)
 	})

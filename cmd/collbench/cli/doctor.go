@@ -128,7 +128,7 @@ func doctorRun(o *DoctorOptions) error {
 			return &engine.UsageError{Err: err}
 		}
 		if cfg.Doctor != nil {
-			d.Thresholds = cfg.Doctor.Thresholds
+			d.Thresholds, d.Expectations = cfg.Doctor.Thresholds, cfg.Doctor.Expectations
 		}
 	}
 	targets := map[string]*outfile.Target{}

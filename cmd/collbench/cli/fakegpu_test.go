@@ -171,3 +171,38 @@ func TestFakeGPUDoctorNamesWhatItSawWhileMeasuring(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeGPUDoctorConfigExpectations sets, in a doctor config, the
+// healthy shares of an H100 to what the fake machine does on this host
+// (and no link peak): doctor then holds the GPUs to them and finds the
+// machine healthy; a config naming an unknown model is refused.
+func TestFakeGPUDoctorConfigExpectations(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "doctor.yaml")
+	yaml := "doctor:\n  thresholds:\n    default: {drop: 0.95, peak_fraction: 0}\n  expectations:\n    H100: {copy_share: 0.0001, fill_per_core_cycle: 0.0000001}\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, out, errOut := fakeGPUFactory(2, fakegpu.Options{})
+	js := filepath.Join(dir, "d.json")
+	code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "1M", "--copy-size", "1M", "--world-size", "1M", "-n", "3", "--config", cfg, "-o", js)
+	if code != 0 || !strings.Contains(out.String(), "healthy") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	raw, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 5120-bit memory at 2,619 MHz: half of 3,352 GB/s, times 0.0001.
+	if !strings.Contains(string(raw), `"copy_expected_gbps": 0.1676`) {
+		t.Errorf("the report's expectation is not the config's:\n%s", raw)
+	}
+	if err := os.WriteFile(cfg, []byte("doctor:\n  expectations:\n    Z80: {copy_share: 0.5}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, _, errOut = fakeGPUFactory(2, fakegpu.Options{})
+	if code := run(t, f, "doctor", "--backend", "nccl", "--config", cfg); code != 2 || !strings.Contains(errOut.String(), `unknown GPU model "Z80"`) ||
+		strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 {
+		t.Errorf("unknown model: exit %d, stderr %q", code, errOut)
+	}
+}
