@@ -77,6 +77,9 @@ type HostFacts struct {
 	// from which a pair's expected bandwidth follows.
 	Matrix   [][]string `json:"matrix,omitempty"`
 	LinkGBps []float64  `json:"nvlink_gbps,omitempty"`
+	// PCI is what the IOMMU and the bridges do to peer-to-peer traffic on
+	// the GPUs' and NICs' paths, and whether GPUDirect RDMA is loaded.
+	PCI topology.PCIPolicy `json:"pci,omitempty"`
 	// Unavailable says what could not be read, and why.
 	Unavailable []string `json:"unavailable,omitempty"`
 }
@@ -273,6 +276,12 @@ func HealthFindings(hosts []HostFacts) []Finding {
 			}
 		}
 	}
+	for _, h := range hosts {
+		if len(h.PCI.ACSRedirect) > 0 {
+			add("WARN", "acs", "host "+h.Host, "PCIe ACS redirects peer-to-peer traffic at "+strings.Join(h.PCI.ACSRedirect, ", ")+" on its GPUs' and NICs' paths",
+				"GPU-to-GPU and GPU-to-NIC traffic through those bridges detours through the root complex: disable ACS redirection there (BIOS, or setpci) for GPUDirect")
+		}
+	}
 	// Hosts with each other: GPU count, driver, NCCL.
 	if len(hosts) > 1 {
 		for _, f := range []struct {
@@ -294,6 +303,9 @@ func HealthFindings(hosts []HostFacts) []Finding {
 				return fmt.Sprintf("%d W", g.PowerLimitW)
 			})},
 			{"NCCL environment", func(h HostFacts) string { return envWords(h.NCCLEnv) }},
+			{"IOMMU", func(h HostFacts) string { iommu, _, _ := h.PCI.Words(); return iommu }},
+			{"PCIe ACS on the GPUs' and NICs' paths", func(h HostFacts) string { _, acs, _ := h.PCI.Words(); return acs }},
+			{"GPUDirect RDMA module", func(h HostFacts) string { _, _, rdma := h.PCI.Words(); return rdma }},
 		} {
 			count := map[string][]string{}
 			for _, h := range hosts {

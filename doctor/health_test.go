@@ -177,3 +177,44 @@ func TestHostsAreComparedOnTheirSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestHostsAreComparedOnPCIPolicy: a host whose IOMMU mode, ACS
+// redirection or GPUDirect RDMA module differs from the others' is named
+// with what differs; a host with ACS redirecting on its paths gets a
+// warning of its own; ACS that could not be read is not a difference.
+func TestHostsAreComparedOnPCIPolicy(t *testing.T) {
+	host := func(name string, p topology.PCIPolicy) HostFacts {
+		h := hostOf(name, hgx(nil))
+		h.PCI = p
+		return h
+	}
+	base := topology.PCIPolicy{IOMMU: "passthrough", GPUDirectRDMA: "nvidia_peermem"}
+	hosts := []HostFacts{
+		host("node-a", base),
+		host("node-b", base),
+		host("node-c", topology.PCIPolicy{IOMMU: "translated", GPUDirectRDMA: "nvidia_peermem"}),
+		host("node-d", topology.PCIPolicy{IOMMU: "passthrough", GPUDirectRDMA: "none", ACSRedirect: []string{"0000:15:01.0"}}),
+		host("node-e", topology.PCIPolicy{IOMMU: "passthrough", GPUDirectRDMA: "nvidia_peermem", ACSUnread: true}),
+	}
+	got := map[string][]string{}
+	for _, f := range HealthFindings(hosts) {
+		got[f.Part] = append(got[f.Part], f.Severity+" "+f.Msg)
+	}
+	for part, want := range map[string][]string{
+		"host node-c": {"FAIL IOMMU translated where the other hosts have passthrough"},
+		"host node-d": {"FAIL GPUDirect RDMA module none where the other hosts have nvidia_peermem",
+			"FAIL PCIe ACS on the GPUs' and NICs' paths redirecting at 1 bridge(s) where the other hosts have off",
+			"WARN PCIe ACS redirects peer-to-peer traffic at 0000:15:01.0"},
+	} {
+		for _, w := range want {
+			if !slices.ContainsFunc(got[part], func(m string) bool { return strings.HasPrefix(m, w) }) {
+				t.Errorf("%s: want %q among %q", part, w, got[part])
+			}
+		}
+	}
+	for _, part := range []string{"host node-a", "host node-b", "host node-e"} {
+		if len(got[part]) != 0 {
+			t.Errorf("%s named: %q", part, got[part])
+		}
+	}
+}

@@ -255,6 +255,20 @@ func (f *System) hostFacts(ncclVersion string) doctor.HostFacts {
 	}
 	t := topology.Build(in)
 	hf.Matrix, hf.NICs = t.Matrix, t.NICs
+	if in.Sysfs != nil {
+		var buses []string
+		rdma := false
+		for _, g := range hf.GPUs {
+			buses = append(buses, g.BusID)
+		}
+		for _, n := range t.NICs {
+			if n.BusID != "" {
+				buses = append(buses, n.BusID)
+			}
+			rdma = rdma || n.Kind == "infiniband" || n.Kind == "roce"
+		}
+		hf.PCI = in.Sysfs.PCIPolicy(buses, rdma)
+	}
 	for _, g := range t.GPUs {
 		hf.LinkGBps = append(hf.LinkGBps, g.LinkGBps)
 	}
