@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,12 @@ func (t *TCP) beat() {
 	var lag time.Duration
 	var lagAt time.Time
 	extended := map[int]bool{}
+	var sending atomic.Bool
+	// The first beat goes at once, so the watchers hear this process on
+	// the beat path from the world's start.
+	if time.Now().UnixNano() >= t.quietUntil.Load() {
+		t.beats.send()
+	}
 	for {
 		select {
 		case <-t.stopBeat:
@@ -83,10 +90,21 @@ func (t *TCP) beat() {
 		if f, ok := t.status.Load().(func() []byte); ok && f != nil {
 			payload = f()
 		}
-		for _, p := range t.peers {
-			if p != nil && time.Now().UnixNano() >= t.quietUntil.Load() {
-				// A failed write shows up as a lost connection or silence.
-				_ = p.send(frameBeat, payload, t.silence)
+		if time.Now().UnixNano() >= t.quietUntil.Load() {
+			// The beat's own path first: it never waits for the control
+			// connection. The progress the beat carries goes over the
+			// control connection, in the background, one round at a time.
+			t.beats.send()
+			if sending.CompareAndSwap(false, true) {
+				go func() {
+					defer sending.Store(false)
+					for _, p := range t.peers {
+						if p != nil {
+							// A failed write shows up as a lost connection or silence.
+							_ = p.send(frameBeat, payload, t.silence)
+						}
+					}
+				}()
 			}
 		}
 		now := time.Now()
@@ -95,13 +113,21 @@ func (t *TCP) beat() {
 				continue
 			}
 			quiet := now.Sub(time.Unix(0, t.seen[p.rank].Load()))
-			if quiet > t.silence+lag {
+			// A peer never heard on the beat path (a firewall drops its
+			// datagrams) is heard only through the control connection,
+			// where a beat may wait behind a control message: it gets
+			// three bounds.
+			silence := t.silence
+			if !t.beats.heardFrom(p.rank) {
+				silence = 3 * t.silence
+			}
+			if quiet > silence+lag {
 				select {
 				case <-t.closing:
 					return
 				default:
 				}
-				if !silentPast(quiet, t.silence, lag, t.runsHere(p.rank)) {
+				if !silentPast(quiet, silence, lag, t.runsHere(p.rank)) {
 					if !extended[p.rank] {
 						extended[p.rank] = true
 						if t.loadNote != nil {

@@ -165,6 +165,9 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 	}
 	defer ln.Close()
 	t.localIP = ln.Addr().(*net.TCPAddr).IP.String()
+	if t.beats, err = openBeatPath(t.localIP, o.Token, 0, o.Size); err != nil && o.Warn != nil {
+		o.Warn(fmt.Sprintf("warning: no heartbeat port on %s (%v): heartbeats ride the control connections, and a silent process is named later", t.localIP, err))
+	}
 	if o.Token == nil && !isLoopback(la) && o.Warn != nil {
 		o.Warn(fmt.Sprintf("warning: the rendezvous on %s has no job secret, so any process that reaches it can join; set %s for every rank", la, secret.EnvToken))
 	}
@@ -288,6 +291,7 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 			}
 			t.peers[h.Rank] = newPeer(h.Rank, a.c)
 			t.hosts[h.Rank], t.pids[h.Rank] = h.Host, h.PID
+			t.beats.watch(h.Rank, a.c.RemoteAddr(), h.BeatPort)
 			nonces[h.Rank] = [2][]byte{a.nonce, h.Nonce}
 			arrived++
 		}
@@ -296,7 +300,7 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 		if p == nil {
 			continue
 		}
-		w := welcome{Hosts: t.hosts, PIDs: t.pids}
+		w := welcome{Hosts: t.hosts, PIDs: t.pids, BeatPort: t.beats.port()}
 		if o.Token != nil {
 			w.Proof = secret.Proof(o.Token, "collbench/welcome", nonces[r][1], nonces[r][0], r, o.Size)
 		}
@@ -408,7 +412,12 @@ func (t *TCP) hello(ctx context.Context, o TCPOptions, deadline time.Time, cut *
 		case <-ctx.Done():
 		}
 	}
-	h := hello{Rank: o.Rank, Size: o.Size, Host: o.Host, PID: os.Getpid(), Args: o.Args, Nonce: secret.Nonce(), Secret: o.Token != nil}
+	if t.beats == nil {
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+			t.beats, _ = openBeatPath(a.IP.String(), o.Token, o.Rank, o.Size) // none: the beats ride the control connection
+		}
+	}
+	h := hello{Rank: o.Rank, Size: o.Size, Host: o.Host, PID: os.Getpid(), Args: o.Args, Nonce: secret.Nonce(), Secret: o.Token != nil, BeatPort: t.beats.port()}
 	if o.Token != nil {
 		h.Proof = secret.Proof(o.Token, "collbench/hello", challenge, h.Nonce, o.Rank, o.Size)
 	}
@@ -450,6 +459,7 @@ func (t *TCP) welcomed(o TCPOptions, c net.Conn, h hello, challenge []byte, typ 
 	}
 	t.peers = []*peer{newPeer(0, c)}
 	t.hosts, t.pids = w.Hosts, w.PIDs
+	t.beats.watch(0, c.RemoteAddr(), w.BeatPort)
 	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
 		t.localIP = a.IP.String()
 	}

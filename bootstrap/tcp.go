@@ -36,7 +36,7 @@ const (
 // Defaults of the heartbeat.
 const (
 	DefaultBeatEvery = time.Second
-	DefaultSilence   = 20 * time.Second
+	DefaultSilence   = 6 * time.Second
 )
 
 // TCPOptions configure Join.
@@ -70,12 +70,16 @@ type hello struct {
 	Nonce  []byte   `json:"nonce"`
 	Proof  []byte   `json:"proof,omitempty"`
 	Secret bool     `json:"secret"` // the newcomer has a secret
+	// BeatPort is the newcomer's heartbeat port (UDP, at the address its
+	// control connection comes from); 0 when it has none.
+	BeatPort int `json:"beat_port,omitempty"`
 }
 
 type welcome struct {
-	Hosts []string `json:"hosts"`
-	PIDs  []int    `json:"pids"`
-	Proof []byte   `json:"proof,omitempty"`
+	Hosts    []string `json:"hosts"`
+	PIDs     []int    `json:"pids"`
+	Proof    []byte   `json:"proof,omitempty"`
+	BeatPort int      `json:"beat_port,omitempty"` // rank 0's heartbeat port
 }
 
 // FaultKind classifies why a world stopped.
@@ -146,6 +150,10 @@ type TCP struct {
 	pids       []int
 	peers      []*peer // rank 0: index by rank (nil at 0); others: [0] is rank 0
 	localIP    string  // this host's address as the other processes reach it
+	// beats is the heartbeat path apart from the control connection; nil
+	// where it could not be opened (the beats then ride the control
+	// connection only).
+	beats *beatPath
 
 	beatEvery, silence time.Duration
 	seen               []atomic.Int64 // unix nanoseconds of the last frame from each rank
@@ -226,6 +234,7 @@ func Join(ctx context.Context, o TCPOptions) (*TCP, error) {
 			go t.read(p)
 		}
 	}
+	go t.beats.serve(func(r int) { t.seen[r].Store(time.Now().UnixNano()) })
 	go t.beat()
 	return t, nil
 }
@@ -351,6 +360,7 @@ func (t *TCP) Close() error {
 func (t *TCP) closeConns() {
 	t.closeOnce.Do(func() { close(t.closing) })
 	t.stopOnce.Do(func() { close(t.stopBeat) })
+	t.beats.close()
 	for _, p := range t.peers {
 		if p != nil {
 			p.conn.Close()
