@@ -403,6 +403,36 @@ sys.exit(0 if not r['healthy'] and f['kind'] in ('lost-rank', 'silent-rank', 'hu
   "$BIN" allreduce --sizes 1M -n 2 -w 1 -q -o /dev/stdout | python3 -c "import json,sys; d=json.load(sys.stdin); print('document on stdout:', len(d['results']), 'row(s)')" \
     && [ -L /dev/stdout ] && ok "-o /dev/stdout: the document on stdout, /dev/stdout still a link" || bad "-o /dev/stdout"
 fi
+# On any GPU count: ten clean quick runs must all be healthy; another
+# workload on GPU 0 must be named, with its pid; the host's PCI policy and
+# what NVML showed while measured are printed.
+healthy=0
+for i in $(seq 1 10); do
+  "$BIN" doctor --quick -o "$WORK/doctor-clean.json" > /tmp/doctor.txt 2>&1 && healthy=$((healthy + 1))
+done
+echo "doctor --quick on a clean machine: healthy in $healthy of 10 runs"
+python3 -c "
+import json
+r = json.load(open('$WORK/doctor-clean.json'))
+g = [x for f in r.get('facts', []) for x in f.get('gpus', [])]
+print('PCI policy:', [f.get('pci') for f in r.get('facts', [])])
+for s in r.get('samples', []): print('while measured:', s)
+for x in r.get('gpus', []): print('GPU alone: rank %d copy %.0f of %.0f GB/s, fill %.1f of %.1f Gelem/s' % (x['rank'], x['copy_gbps'], x.get('copy_expected_gbps', 0), x['fill_gelem'], x.get('fill_expected_gelem', 0)))
+"
+[ $healthy -eq 10 ] && ok "doctor --quick healthy in 10 of 10 clean runs" || bad "doctor --quick healthy in only $healthy of 10 clean runs"
+PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
+"$PY" -c "
+import time, torch
+a = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:0'); b = torch.empty_like(a)
+print('load on GPU 0 running', flush=True); t = time.time()
+while time.time() - t < 60: b.copy_(a)
+" > /tmp/load.txt 2>&1 &
+load=$!
+for i in $(seq 1 60); do grep -q running /tmp/load.txt && break; sleep 0.5; done
+"$BIN" doctor --quick -o "$WORK/doctor-loaded0.json" > /tmp/doctor.txt 2>&1; rc=$?
+kill $load 2>/dev/null; wait $load 2>/dev/null
+grep -E "^(FAIL|WARN|# collbench doctor)" /tmp/doctor.txt | head -4
+[ $rc -eq 1 ] && grep -qE "^FAIL .*another workload runs on it: pid [0-9]+" /tmp/doctor.txt && ok "another workload on GPU 0 is named, with its pid" || bad "workload on GPU 0: exit $rc"
 
 fi
 
