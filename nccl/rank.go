@@ -511,6 +511,32 @@ func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
 	return out, nil
 }
 
+// TimeOnDevice records an event before and after work on the rank's
+// stream and returns the time between them.
+func (r *rank) TimeOnDevice(work func() error) (float64, error) {
+	for len(r.events) < 2 {
+		e, err := r.drv.NewEvent()
+		if err != nil {
+			return 0, err
+		}
+		r.events = append(r.events, e)
+	}
+	if err := r.drv.Record(r.events[0], r.stream); err != nil {
+		return 0, err
+	}
+	if err := work(); err != nil {
+		return 0, err
+	}
+	if err := r.drv.Record(r.events[1], r.stream); err != nil {
+		return 0, err
+	}
+	if err := r.Sync(); err != nil {
+		return 0, err
+	}
+	ms, err := r.drv.Elapsed(r.events[0], r.events[1])
+	return float64(ms) / 1e3, err
+}
+
 type graph struct {
 	g driver.Graph
 	s cuda.Stream

@@ -87,6 +87,15 @@ func CallGeometry(c Call, n int) Geometry {
 
 // Rank is one member of a communicator, bound to one device and stream.
 // Its methods are called only from the goroutine World.Run gives it.
+// DeviceTimer is a rank that times work on its device itself (GPU events
+// around it), rather than by the host's clock around the work and a wait.
+type DeviceTimer interface {
+	// TimeOnDevice runs work, which enqueues on the rank's device, and
+	// returns how long the device took, in seconds.
+	TimeOnDevice(work func() error) (float64, error)
+}
+
+// Rank is one rank of a world: its buffers, collectives and timing.
 type Rank interface {
 	// Rank and Size are within the rank's communicator (its group).
 	Rank() int

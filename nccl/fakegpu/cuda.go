@@ -202,6 +202,9 @@ func (d *Driver) CopyAsync(dst, src cuda.DevPtr, bytes int64, h cuda.Stream) err
 			return cudaErr("cuMemcpyDtoDAsync", 700)
 		}
 		copy(to, from)
+		if d.clk != nil {
+			s.advance(d.clk.copyTime(s.dev, bytes))
+		}
 		return nil
 	})
 }
@@ -223,6 +226,9 @@ func (d *Driver) MemsetAsync(p cuda.DevPtr, v byte, bytes int64, h cuda.Stream) 
 		for i := range buf {
 			buf[i] = v
 		}
+		if d.clk != nil {
+			s.advance(d.clk.copyTime(s.dev, bytes/2)) // written only
+		}
 		return nil
 	})
 }
@@ -241,6 +247,7 @@ func (d *Driver) Synchronize(h cuda.Stream) error {
 
 type event struct {
 	at       time.Time
+	vt       float64 // the stream's virtual time in seconds, under a Model
 	recorded bool
 }
 
@@ -276,7 +283,7 @@ func (d *Driver) Record(h cuda.Event, sh cuda.Stream) error {
 	d.mu.Unlock()
 	return s.enqueue(func() error {
 		d.mu.Lock()
-		e.at, e.recorded = time.Now(), true
+		e.at, e.vt, e.recorded = time.Now(), s.vt, true
 		d.mu.Unlock()
 		return nil
 	})
@@ -296,6 +303,9 @@ func (d *Driver) Elapsed(start, end cuda.Event) (float32, error) {
 	defer d.mu.Unlock()
 	if !a.recorded || !b.recorded {
 		return 0, cudaErr("cuEventElapsedTime", 600)
+	}
+	if d.clk != nil {
+		return float32((b.vt - a.vt) * 1e3), nil
 	}
 	return float32(b.at.Sub(a.at).Seconds() * 1e3), nil
 }

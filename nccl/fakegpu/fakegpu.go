@@ -43,6 +43,9 @@ type Options struct {
 	Timeout time.Duration
 	// Faults are planted failures.
 	Faults []Fault
+	// Model, if set, times the machine's work on a virtual clock (see
+	// Model); nil times it by the host's clock.
+	Model *Model
 }
 
 // Fault is a failure planted in one call on one GPU.
@@ -79,6 +82,7 @@ type Driver struct {
 	calls    map[string]int // by call and device: how many were made
 	depth    int            // NCCL group depth
 	loaded   bool
+	clk      *clock // nil: the host's clock
 }
 
 // New builds the machine m with opts.
@@ -95,6 +99,9 @@ func New(m nvmlmock.Machine, opts Options) *Driver {
 	d := &Driver{m: m, opts: opts, current: map[int]*context{}, handles: map[unsafe.Pointer]any{},
 		cliques: map[driver.UniqueID]*clique{}, calls: map[string]int{}}
 	d.mem.init(len(m.GPUs))
+	if opts.Model != nil {
+		d.clk = newClock(d, opts.Model)
+	}
 	for i := range m.GPUs {
 		d.contexts = append(d.contexts, &context{dev: i})
 	}

@@ -94,11 +94,22 @@ func (d *Driver) Launch(h cuda.Function, grid, block uint32, sh cuda.Stream, arg
 	if err := d.failNow("cuLaunchKernel", s.dev); err != nil {
 		return err
 	}
+	run := func(kernel func([]any) error) func() error {
+		return func() error {
+			if err := kernel(args); err != nil {
+				return err
+			}
+			if d.clk != nil {
+				s.advance(d.clk.kernelTime(s.dev, int64(u64(args[1])))) //nolint:gosec // G115: a count the launch passed
+			}
+			return nil
+		}
+	}
 	switch f.name {
 	case "cb_fill":
-		return s.enqueue(func() error { return d.fill(args) })
+		return s.enqueue(run(d.fill))
 	case "cb_check":
-		return s.enqueue(func() error { return d.check(args) })
+		return s.enqueue(run(d.check))
 	}
 	return cudaErrf("cuLaunchKernel", 801, "the fake machine does not run kernel %s", f.name)
 }

@@ -66,13 +66,13 @@ type clique struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	members []*comm
-	meets   map[string]*meeting // calls every rank makes, by kind and number
-	mail    map[[2]int][][]byte // sends waiting for their receive, by (from, to)
-	aborted string              // why, once a member aborted
+	meets   map[string]*meeting  // calls every rank makes, by kind and number
+	mail    map[[2]int][]message // sends waiting for their receive, by (from, to)
+	aborted string               // why, once a member aborted
 }
 
 func newClique(d *Driver, n int) *clique {
-	cl := &clique{d: d, n: n, members: make([]*comm, n), meets: map[string]*meeting{}, mail: map[[2]int][][]byte{}}
+	cl := &clique{d: d, n: n, members: make([]*comm, n), meets: map[string]*meeting{}, mail: map[[2]int][]message{}}
 	cl.cond = sync.NewCond(&cl.mu)
 	return cl
 }

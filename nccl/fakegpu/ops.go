@@ -16,6 +16,8 @@ type part struct {
 	send, recv []byte
 	bad        string // why its buffers could not be read, if they could not
 	corrupt    bool
+	dev        int
+	vt, end    float64 // under a Model: when it arrived, when the collective ended (s)
 }
 
 // counts are op's send and receive lengths in elements on rank of n.
@@ -164,7 +166,7 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 		if f != nil && !f.Async && !f.Corrupt {
 			return after(ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev)), k, n)
 		}
-		if err := s.enqueue(func() error { return c.collective(o, f) }); err != nil {
+		if err := s.enqueue(func() error { return c.collective(s, o, f) }); err != nil {
 			return err
 		}
 	}
@@ -173,18 +175,40 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 
 // collective runs on the rank's stream: it meets the other ranks, and the
 // last to arrive computes every rank's output.
-func (c *comm) collective(o driver.Op, f *Fault) error {
+func (c *comm) collective(s *stream, o driver.Op, f *Fault) error {
 	t := dtype.DType(o.DType)
 	esz := int64(t.Size())
 	ns, nr := counts(o, c.rank, c.cl.n)
-	p := &part{op: o, corrupt: f != nil && f.Corrupt}
+	p := &part{op: o, corrupt: f != nil && f.Corrupt, dev: c.dev, vt: s.vt}
 	var ok1, ok2 bool
 	p.send, _, ok1 = c.d.slice(o.Send, ns*esz)
 	p.recv, _, ok2 = c.d.slice(o.Recv, nr*esz)
 	if (!ok1 && ns > 0) || (!ok2 && nr > 0) {
 		p.bad = fmt.Sprintf("rank %d's buffers are no longer device memory", c.rank)
 	}
-	_, err := c.blocking("collective", p, func(vals []any) ([]any, error) { return nil, compute(vals) })
+	_, err := c.blocking("collective", p, func(vals []any) ([]any, error) {
+		if err := compute(vals); err != nil {
+			return nil, err
+		}
+		if clk := c.d.clk; clk != nil {
+			// The collective starts when its last rank arrives and ends at
+			// once for all.
+			var start float64
+			devs := make([]int, len(vals))
+			for r, v := range vals {
+				q := v.(*part)
+				start, devs[r] = max(start, q.vt), q.dev
+			}
+			end := start + clk.collectiveTime(o.Kind, devs, o.Count, esz)
+			for _, v := range vals {
+				v.(*part).end = end
+			}
+		}
+		return nil, nil
+	})
+	if c.d.clk != nil && p.end > 0 {
+		s.vt = p.end
+	}
 	if err != nil {
 		c.fail(driver.RemoteError, fmt.Sprintf("%s: %v", o.Kind.Call(), err))
 	}
@@ -324,11 +348,18 @@ func (c *comm) GroupP2P(ops []driver.P2P, h cuda.Stream) error {
 		return err
 	}
 	group := append([]driver.P2P(nil), ops...)
-	return s.enqueue(func() error { return c.exchange(group) })
+	return s.enqueue(func() error { return c.exchange(s, group) })
+}
+
+// message is a send waiting for its receive: its bytes and, under a
+// Model, when it was sent.
+type message struct {
+	b  []byte
+	vt float64
 }
 
 // exchange runs one group of sends and receives on the rank's stream.
-func (c *comm) exchange(ops []driver.P2P) error {
+func (c *comm) exchange(s *stream, ops []driver.P2P) error {
 	cl := c.cl
 	bufs := make([][]byte, len(ops))
 	for i, o := range ops {
@@ -340,12 +371,17 @@ func (c *comm) exchange(ops []driver.P2P) error {
 	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
+	end := s.vt
 	for i, o := range ops {
 		if o.Send {
 			key := [2]int{c.rank, o.Peer}
-			cl.mail[key] = append(cl.mail[key], append([]byte(nil), bufs[i]...))
+			cl.mail[key] = append(cl.mail[key], message{b: append([]byte(nil), bufs[i]...), vt: s.vt})
+			if clk := c.d.clk; clk != nil {
+				end = max(end, s.vt+clk.sendTime(c.dev, cl.members[o.Peer].dev, int64(len(bufs[i]))))
+			}
 		}
 	}
+	defer func() { s.vt = end }()
 	cl.cond.Broadcast()
 	for i, o := range ops {
 		if o.Send {
@@ -363,11 +399,14 @@ func (c *comm) exchange(ops []driver.P2P) error {
 		}
 		msg := cl.mail[key][0]
 		cl.mail[key] = cl.mail[key][1:]
-		if len(msg) != len(bufs[i]) {
-			c.failLocked(driver.InvalidUsage, fmt.Sprintf("rank %d receives %d bytes from rank %d, which sent %d", c.rank, len(bufs[i]), o.Peer, len(msg)))
+		if len(msg.b) != len(bufs[i]) {
+			c.failLocked(driver.InvalidUsage, fmt.Sprintf("rank %d receives %d bytes from rank %d, which sent %d", c.rank, len(bufs[i]), o.Peer, len(msg.b)))
 			return nil
 		}
-		copy(bufs[i], msg)
+		copy(bufs[i], msg.b)
+		if clk := c.d.clk; clk != nil {
+			end = max(end, max(s.vt, msg.vt)+clk.sendTime(cl.members[o.Peer].dev, c.dev, int64(len(msg.b))))
+		}
 	}
 	return nil
 }

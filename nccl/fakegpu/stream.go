@@ -19,7 +19,14 @@ type stream struct {
 	capturing bool
 	captured  []func() error
 	stopped   bool
+	// vt is the stream's virtual time under a Model: the end of the work
+	// it ran. Only the stream's own goroutine reads or writes it.
+	vt float64 // seconds
 }
+
+// advance moves the stream's virtual time on by the work's duration (under
+// a Model; nothing without one).
+func (s *stream) advance(d float64) { s.vt += d }
 
 func newStream(d *Driver, dev int) *stream {
 	s := &stream{d: d, dev: dev}

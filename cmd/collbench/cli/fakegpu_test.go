@@ -206,3 +206,29 @@ func TestFakeGPUDoctorConfigExpectations(t *testing.T) {
 		t.Errorf("unknown model: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestFakeGPUModelDoctor runs doctor on a modeled 8-GPU HGX H100 whose
+// work takes the time a healthy one takes: healthy; then with faults
+// planted in the model, each named.
+func TestFakeGPUModelDoctor(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(m *fakegpu.Model)
+		want string
+	}{
+		{"healthy", func(m *fakegpu.Model) {}, "healthy"},
+		{"slow fill", func(m *fakegpu.Model) { m.FillFactor = map[int]float64{3: 0.14} }, "FAIL rank 3"},
+		{"slow link", func(m *fakegpu.Model) { m.LinkFactor = map[[2]int]float64{{1, 6}: 0.3} }, "GPU 1 (0000:2a:00.0) ↔ GPU 6 (0000:ba:00.0)"},
+		{"slow host", func(m *fakegpu.Model) { m.CopyFactor = map[int]float64{0: 0.6, 1: 0.6, 2: 0.6, 3: 0.6, 4: 0.6, 5: 0.6, 6: 0.6, 7: 0.6} }, "FAIL host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := fakegpu.HealthyModel(1)
+			tc.set(m)
+			f, out, errOut := fakeGPUFactory(8, fakegpu.Options{Model: m})
+			code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "256K", "--copy-size", "256K", "--world-size", "256K", "--latency-size", "4K")
+			if want := map[bool]int{true: 0, false: 1}[tc.want == "healthy"]; code != want || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("exit %d, want %d and %q\n%s\n%s", code, want, tc.want, out, errOut)
+			}
+		})
+	}
+}

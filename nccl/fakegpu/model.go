@@ -1,0 +1,142 @@
+package fakegpu
+
+import (
+	"math/rand"
+	"sync"
+
+	"collbench/nccl/driver"
+)
+
+// Model makes the machine's work take the time a modeled machine would
+// take, on a virtual clock per stream, instead of the host's: events read
+// the virtual clock (seconds, as a float: no rounding at any size), so doctor and the benchmarks measure the model (its
+// healthy rates, their spread and the faults planted in it) at any size,
+// whatever the host is doing. Data still moves and is verified.
+type Model struct {
+	// Seed drives the spread of every duration.
+	Seed int64
+	// Healthy rates, from the machine's own limits: a copy reaches
+	// CopyShare of half the memory bandwidth, the fill kernel
+	// FillPerCoreCycle elements per CUDA core and SM cycle, a pair of GPUs
+	// LinkShare of their NVLinks' peak (26.5625 GB/s per link and
+	// direction, the fewer active links of the two).
+	CopyShare, FillPerCoreCycle, LinkShare float64
+	// LatencyUS is the fixed time of every collective and exchange.
+	LatencyUS float64
+	// CopySpread, FillSpread and LinkSpread are the relative standard
+	// deviations of the copy, fill and link durations.
+	CopySpread, FillSpread, LinkSpread float64
+	// CopyFactor and FillFactor slow GPUs (0.5: half speed); LinkFactor a
+	// pair of GPUs' link (key: the lower GPU index first).
+	CopyFactor, FillFactor map[int]float64
+	LinkFactor             map[[2]int]float64
+}
+
+// HealthyModel is a model of healthy Hopper GPUs as measured on the lent
+// H100 and H200 (docs/doctor.md): copies at 0.89 of half the memory
+// bandwidth with 0.3% spread, the fill kernel at 0.00514 elements per core
+// and cycle with 0.5%, pairs at 72% of the NVLink peak with 2%.
+func HealthyModel(seed int64) *Model {
+	return &Model{Seed: seed, CopyShare: 0.89, FillPerCoreCycle: 0.00514, LinkShare: 0.72, LatencyUS: 0,
+		CopySpread: 0.003, FillSpread: 0.005, LinkSpread: 0.02}
+}
+
+// clock is the model's state in a running machine.
+type clock struct {
+	m   *Model
+	d   *Driver
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func newClock(d *Driver, m *Model) *clock {
+	return &clock{m: m, d: d, rng: rand.New(rand.NewSource(m.Seed))} //nolint:gosec // G404: a seeded model, not security
+}
+
+// spread is a factor around 1 with relative deviation sd.
+func (c *clock) spread(sd float64) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(0.5, 1+sd*c.rng.NormFloat64())
+}
+
+func factor(m map[int]float64, k int) float64 {
+	if f, ok := m[k]; ok && f > 0 {
+		return f
+	}
+	return 1
+}
+
+// copyGBps is GPU dev's copy rate.
+func (c *clock) copyGBps(dev int) float64 {
+	g := c.d.m.GPUs[dev]
+	bw := float64(g.MemBusWidth) / 8 * float64(g.MemClockMaxMHz) * 1e6 * 2 / 1e9
+	return bw / 2 * c.m.CopyShare * factor(c.m.CopyFactor, dev)
+}
+
+// fillGelem is GPU dev's fill (and check) kernel rate.
+func (c *clock) fillGelem(dev int) float64 {
+	g := c.d.m.GPUs[dev]
+	return float64(g.Cores) * float64(g.SMClockMaxMHz) * 1e6 * c.m.FillPerCoreCycle / 1e9 * factor(c.m.FillFactor, dev)
+}
+
+// linkGBps is the rate between GPUs a and b, one way.
+func (c *clock) linkGBps(a, b int) float64 {
+	if a == b {
+		return c.copyGBps(a)
+	}
+	ga, gb := c.d.m.GPUs[a], c.d.m.GPUs[b]
+	links := min(ga.ActiveLinks, gb.ActiveLinks)
+	key := [2]int{min(a, b), max(a, b)}
+	f := 1.0
+	if v, ok := c.m.LinkFactor[key]; ok && v > 0 {
+		f = v
+	}
+	return float64(links) * 26.5625 * c.m.LinkShare * f
+}
+
+// copyTime is bytes copied on dev (read and written).
+func (c *clock) copyTime(dev int, bytes int64) float64 {
+	return float64(bytes) / (c.copyGBps(dev) * 1e9) * c.spread(c.m.CopySpread)
+}
+
+// kernelTime is count elements through the fill or check kernel on dev.
+func (c *clock) kernelTime(dev int, count int64) float64 {
+	return float64(count) / (c.fillGelem(dev) * 1e9) * c.spread(c.m.FillSpread)
+}
+
+// sendTime is bytes from GPU a to GPU b.
+func (c *clock) sendTime(a, b int, bytes int64) float64 {
+	return c.m.LatencyUS*1e-6 + float64(bytes)/(c.linkGBps(a, b)*1e9)*c.spread(c.m.LinkSpread)
+}
+
+// collectiveTime is a collective of kind over the GPUs devs (in rank
+// order) of count elements of esz bytes: its bus bytes at the slowest link
+// of the ring; in a communicator of one, a copy.
+func (c *clock) collectiveTime(kind driver.OpKind, devs []int, count, esz int64) float64 {
+	k := int64(len(devs))
+	s := count * esz
+	if k == 1 {
+		if kind == driver.AllReduce || kind == driver.Broadcast || kind == driver.Reduce || kind == driver.AllGather ||
+			kind == driver.ReduceScatter || kind == driver.AllToAll || kind == driver.Gather || kind == driver.Scatter {
+			return c.copyTime(devs[0], s)
+		}
+	}
+	var bus float64
+	switch kind {
+	case driver.AllReduce:
+		bus = float64(2*(k-1)) / float64(k) * float64(s)
+	case driver.Broadcast, driver.Reduce:
+		bus = float64(s)
+	default: // allgather, reduce-scatter, alltoall, gather, scatter: count per rank
+		bus = float64(k-1) / float64(k) * float64(s*k)
+	}
+	rate := 0.0
+	for i := range devs {
+		r := c.linkGBps(devs[i], devs[(i+1)%len(devs)])
+		if rate == 0 || r < rate {
+			rate = r
+		}
+	}
+	return c.m.LatencyUS*1e-6 + bus/(rate*1e9)*c.spread(c.m.LinkSpread)
+}
