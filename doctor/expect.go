@@ -89,7 +89,7 @@ func (e Expectations) Validate() error {
 		case x.CopyShare < 0 || x.CopyShare > 1:
 			return fmt.Errorf("expectations %s: copy_share %v must be in (0, 1], e.g. 0.89", model, x.CopyShare)
 		case x.FillPerCoreCycle < 0 || x.FillPerCoreCycle >= 1:
-			return fmt.Errorf("expectations %s: fill_per_core_cycle %v must be in (0, 1), e.g. 0.00514", model, x.FillPerCoreCycle)
+			return fmt.Errorf("expectations %s: fill_per_core_cycle %v must be in (0, 1), e.g. 0.00521", model, x.FillPerCoreCycle)
 		}
 	}
 	return nil
@@ -129,13 +129,13 @@ func processName(pid uint32) string {
 // fillPerCoreCycle is how many elements doctor's fill kernel writes per
 // CUDA core and SM clock cycle on a healthy GPU of each model.
 var fillPerCoreCycle = map[string]float64{
-	"H100": 0.00514, // H100 80GB HBM3 (SXM): 170.4-172.3 Gelem/s on 16,896 cores at 1,980 MHz, 6 clean runs
-	"H200": 0.00514, // H200: 172.1-172.6 Gelem/s on the same cores and clock, 3 clean runs
+	"H100": 0.00521, // H100 80GB HBM3 (SXM): 173.3-174.8 Gelem/s on 16,896 cores at 1,980 MHz, 6 clean runs timed by the GPU's events
+	"H200": 0.00521, // H200: 172.5-175.2 Gelem/s on the same cores and clock, 6 clean runs timed by the GPU's events
 }
 
 // defaultFillPerCoreCycle holds a model without a measured rate to the
 // Hopper parts' rate.
-const defaultFillPerCoreCycle = 0.00514
+const defaultFillPerCoreCycle = 0.00521
 
 // ExpectedFillGelem is the fill kernel's rate (1e9 elements/s) a healthy
 // GPU of g's model reaches, from its CUDA cores and highest SM clock (over

@@ -34,10 +34,11 @@ type Model struct {
 
 // HealthyModel is a model of healthy Hopper GPUs as measured on the lent
 // H100 and H200 (docs/doctor.md): copies at 0.89 of half the memory
-// bandwidth with 0.3% spread, the fill kernel at 0.00514 elements per core
-// and cycle with 0.5%, pairs at 72% of the NVLink peak with 2%.
+// bandwidth with 0.3% spread, the fill kernel at 0.00521 elements per core
+// and cycle with 0.5%, pairs at 72% of the NVLink peak with 2%, no fixed
+// latency (the sizes a model runs at stand for large messages).
 func HealthyModel(seed int64) *Model {
-	return &Model{Seed: seed, CopyShare: 0.89, FillPerCoreCycle: 0.00514, LinkShare: 0.72, LatencyUS: 0,
+	return &Model{Seed: seed, CopyShare: 0.89, FillPerCoreCycle: 0.00521, LinkShare: 0.72, LatencyUS: 0,
 		CopySpread: 0.003, FillSpread: 0.005, LinkSpread: 0.02}
 }
 
