@@ -8,7 +8,7 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 export CGO_ENABLED := 1
 
-.PHONY: help build build-mpi install man run test unit smoke drills drills-soak mpi-check lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: help build build-mpi install man run test unit smoke drills drills-soak doctor-accuracy mpi-check lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -18,6 +18,7 @@ help:
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
 	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills and the MPI check (4-5 min on 2 cores)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
+	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 20 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
 	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
@@ -81,6 +82,13 @@ drills: build
 # each), one at a time, about 11 minutes on 2 cores.
 drills-soak: build
 	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test'
+
+# How often doctor is right: full doctor runs over 1,000 seeded modeled
+# 8-GPU hosts per kind (healthy, and one fault of each kind at a random
+# place); writes the table to doctor-accuracy.md. About 20 minutes on 2 cores.
+ACCURACY ?= 1000
+doctor-accuracy:
+	COLLBENCH_ACCURACY=$(ACCURACY) COLLBENCH_ACCURACY_OUT=$(CURDIR)/doctor-accuracy.md $(GO) test -count=1 -timeout 3h -run TestDoctorAccuracy -v ./engine | grep -vE '^=== (RUN|PAUSE|CONT)'
 
 # The MPI build under mpirun: forms a world, exchanges a payload, and runs a
 # verified collective on the CPU backend. Skipped (with a note) where Open MPI
