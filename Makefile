@@ -18,7 +18,7 @@ help:
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
 	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills and the MPI check (4-5 min on 2 cores)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
-	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 20 min)"
+	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
 	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
@@ -85,7 +85,7 @@ drills-soak: build
 
 # How often doctor is right: full doctor runs over 1,000 seeded modeled
 # 8-GPU hosts per kind (healthy, and one fault of each kind at a random
-# place); writes the table to doctor-accuracy.md. About 20 minutes on 2 cores.
+# place); writes the table to doctor-accuracy.md. About 30 minutes on 2 cores.
 ACCURACY ?= 1000
 doctor-accuracy:
 	COLLBENCH_ACCURACY=$(ACCURACY) COLLBENCH_ACCURACY_OUT=$(CURDIR)/doctor-accuracy.md $(GO) test -count=1 -timeout 3h -run TestDoctorAccuracy -v ./engine | grep -vE '^=== (RUN|PAUSE|CONT)'
