@@ -219,7 +219,9 @@ func TestFakeGPUModelDoctor(t *testing.T) {
 		{"healthy", func(m *fakegpu.Model) {}, "healthy"},
 		{"slow fill", func(m *fakegpu.Model) { m.FillFactor = map[int]float64{3: 0.14} }, "FAIL rank 3"},
 		{"slow link", func(m *fakegpu.Model) { m.LinkFactor = map[[2]int]float64{{1, 6}: 0.3} }, "GPU 1 (0000:2a:00.0) ↔ GPU 6 (0000:ba:00.0)"},
-		{"slow host", func(m *fakegpu.Model) { m.CopyFactor = map[int]float64{0: 0.6, 1: 0.6, 2: 0.6, 3: 0.6, 4: 0.6, 5: 0.6, 6: 0.6, 7: 0.6} }, "FAIL host"},
+		{"slow host", func(m *fakegpu.Model) {
+			m.CopyFactor = map[int]float64{0: 0.6, 1: 0.6, 2: 0.6, 3: 0.6, 4: 0.6, 5: 0.6, 6: 0.6, 7: 0.6}
+		}, "FAIL host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := fakegpu.HealthyModel(1)
