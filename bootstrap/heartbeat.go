@@ -69,11 +69,6 @@ func (t *TCP) beat() {
 	var lagAt time.Time
 	extended := map[int]bool{}
 	var sending atomic.Bool
-	// The first beat goes at once, so the watchers hear this process on
-	// the beat path from the world's start.
-	if time.Now().UnixNano() >= t.quietUntil.Load() {
-		t.beats.send()
-	}
 	for {
 		select {
 		case <-t.stopBeat:

@@ -235,6 +235,9 @@ func Join(ctx context.Context, o TCPOptions) (*TCP, error) {
 		}
 	}
 	go t.beats.serve(func(r int) { t.seen[r].Store(time.Now().UnixNano()) })
+	// The first beat goes before Join returns, so the watchers hear every
+	// process that joined on the beat path, however loaded its machine.
+	t.beats.send()
 	go t.beat()
 	return t, nil
 }
