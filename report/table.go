@@ -127,6 +127,9 @@ func devicesLine(devs []results.Device) string {
 	if len(devs) == 0 {
 		return ""
 	}
+	if len(devs) > maxListedDevices {
+		return devicesSummary(devs)
+	}
 	// Collapse identical device names into one entry.
 	same := true
 	for _, d := range devs {
@@ -155,6 +158,69 @@ func devicesLine(devs []results.Device) string {
 		parts = append(parts, s)
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// maxListedDevices is the most devices the header lists one by one.
+const maxListedDevices = 8
+
+// devicesSummary words many devices in one short line: each model with how
+// many ranks have it (and which, when there are several models), and the
+// distinct bus ids they sit at, the first few listed.
+func devicesSummary(devs []results.Device) string {
+	var names []string
+	ranks := map[string][]int{}
+	buses := map[string]bool{}
+	var busOrder []string
+	for _, d := range devs {
+		if _, ok := ranks[d.Name]; !ok {
+			names = append(names, d.Name)
+		}
+		ranks[d.Name] = append(ranks[d.Name], d.Rank)
+		if d.BusID != "" && !buses[d.BusID] {
+			buses[d.BusID] = true
+			busOrder = append(busOrder, d.BusID)
+		}
+	}
+	var parts []string
+	for _, n := range names {
+		s := fmt.Sprintf("%d× %s", len(ranks[n]), n)
+		if len(names) > 1 {
+			s += " (ranks " + rankRanges(ranks[n], 4) + ")"
+		}
+		parts = append(parts, s)
+	}
+	out := " on " + strings.Join(parts, ", ")
+	if len(busOrder) > 0 {
+		shown := busOrder[:min(len(busOrder), 4)]
+		more := ""
+		if len(busOrder) > len(shown) {
+			more = fmt.Sprintf(", %d more", len(busOrder)-len(shown))
+		}
+		out += fmt.Sprintf(" at %d bus id(s) [%s%s]", len(busOrder), strings.Join(shown, ", "), more)
+	}
+	return out
+}
+
+// rankRanges words sorted ranks as ranges ("0-7, 16-23"), the first limit
+// of them, then how many more.
+func rankRanges(rs []int, limit int) string {
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(rs[i]))
+		}
+		i = j + 1
+	}
+	if len(parts) > limit {
+		return strings.Join(parts[:limit], ", ") + fmt.Sprintf(" and %d more ranges", len(parts)-limit)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // WriteTable writes the header block and one bandwidth table per collective,
