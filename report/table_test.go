@@ -13,10 +13,10 @@ import (
 // the count and the bus ids, and a world of mixed models says which ranks
 // have which.
 func TestDevicesLineAtScale(t *testing.T) {
-	buses := []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0", "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"}
+	bus := func(r int) string { return fmt.Sprintf("0000:%02x:00.0", 0x18+0x10*(r%8)) }
 	var few, many, mixed []results.Device
 	for r := 0; r < 8192; r++ {
-		d := results.Device{Rank: r, Name: "NVIDIA H100 80GB HBM3", BusID: buses[r%8]}
+		d := results.Device{Rank: r, Name: "NVIDIA H100 80GB HBM3", BusID: bus(r)}
 		if r < 4 {
 			few = append(few, d)
 		}
@@ -26,10 +26,10 @@ func TestDevicesLineAtScale(t *testing.T) {
 		}
 		mixed = append(mixed, d)
 	}
-	if got, want := devicesLine(few), " on NVIDIA H100 80GB HBM3 [0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0]"; got != want {
+	if got, want := devicesLine(few), " on NVIDIA H100 80GB HBM3 [0000:18:00.0, 0000:28:00.0, 0000:38:00.0, 0000:48:00.0]"; got != want {
 		t.Errorf("4 devices: %q, want %q", got, want)
 	}
-	want := " on 8192× NVIDIA H100 80GB HBM3 at 8 bus id(s) [0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0, 4 more]"
+	want := " on 8192× NVIDIA H100 80GB HBM3 at 8 bus id(s) [0000:18:00.0, 0000:28:00.0, 0000:38:00.0, 0000:48:00.0, 4 more]"
 	if got := devicesLine(many); got != want {
 		t.Errorf("8,192 devices: %q, want %q", got, want)
 	}
