@@ -71,13 +71,17 @@ func (b *beatPath) watch(r int, ctl net.Addr, port int) {
 	b.mu.Unlock()
 }
 
-func (b *beatPath) sign(d []byte) {
-	if b.key == nil {
-		return
-	}
+// mac is the signature of a datagram's first 16 bytes.
+func (b *beatPath) mac(d []byte) []byte {
 	m := hmac.New(sha256.New, b.key)
 	m.Write(d[:16])
-	copy(d[16:], m.Sum(nil))
+	return m.Sum(nil)[:16]
+}
+
+func (b *beatPath) sign(d []byte) {
+	if b.key != nil {
+		copy(d[16:], b.mac(d))
+	}
 }
 
 // send sends one beat to every watched rank; a lost datagram is a missed
@@ -109,12 +113,8 @@ func (b *beatPath) accept(d []byte) int {
 	if r < 0 || r >= len(b.heard) || r == b.me {
 		return -1
 	}
-	if b.key != nil {
-		m := hmac.New(sha256.New, b.key)
-		m.Write(d[:16])
-		if !hmac.Equal(d[16:], m.Sum(nil)[:16]) {
-			return -1
-		}
+	if b.key != nil && !hmac.Equal(d[16:], b.mac(d)) {
+		return -1
 	}
 	for {
 		last := b.last[r].Load()

@@ -84,18 +84,6 @@ type HostFacts struct {
 	Unavailable []string `json:"unavailable,omitempty"`
 }
 
-// throttleFaults are the clock event reasons that mean something is wrong
-// (power capping under load and idling are normal).
-var throttleFaults = []struct {
-	bit  uint64
-	name string
-}{
-	{nvml.ClocksThrottleReasonHwSlowdown, "hardware slowdown"},
-	{nvml.ClocksThrottleReasonHwThermalSlowdown, "hardware thermal slowdown"},
-	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "power brake"},
-	{nvml.ClocksEventReasonSwThermalSlowdown, "software thermal slowdown"},
-}
-
 // ReadGPUHealth asks NVML (initialised by the caller) about every GPU.
 func ReadGPUHealth(lib nvml.Interface) ([]GPUHealth, string, []string) {
 	var missing []string
@@ -189,8 +177,8 @@ func ReadGPUHealth(lib nvml.Interface) ([]GPUHealth, string, []string) {
 			}
 		}
 		if reasons, ret := d.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
-			for _, t := range throttleFaults {
-				if reasons&t.bit != 0 {
+			for _, t := range clockReasons {
+				if t.fault && reasons&t.bit != 0 {
 					g.Throttle = append(g.Throttle, t.name)
 				}
 			}

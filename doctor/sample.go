@@ -28,17 +28,21 @@ type StageSample struct {
 }
 
 // clockReasons are NVML's clock event reasons a slow GPU is explained by
-// (idle, sync boost and the display clock explain nothing).
+// (idle, sync boost and the display clock explain nothing); fault marks
+// those that mean something is wrong whenever they are on (the health
+// facts' "clocks held down"): a power cap under load, or application
+// clocks as set, are normal.
 var clockReasons = []struct {
-	bit  uint64
-	name string
+	bit   uint64
+	name  string
+	fault bool
 }{
-	{nvml.ClocksEventReasonApplicationsClocksSetting, "application clocks setting"},
-	{nvml.ClocksEventReasonSwPowerCap, "software power cap"},
-	{nvml.ClocksThrottleReasonHwSlowdown, "hardware slowdown"},
-	{nvml.ClocksEventReasonSwThermalSlowdown, "software thermal slowdown"},
-	{nvml.ClocksThrottleReasonHwThermalSlowdown, "hardware thermal slowdown"},
-	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "power brake"},
+	{nvml.ClocksEventReasonApplicationsClocksSetting, "application clocks setting", false},
+	{nvml.ClocksEventReasonSwPowerCap, "software power cap", false},
+	{nvml.ClocksThrottleReasonHwSlowdown, "hardware slowdown", true},
+	{nvml.ClocksThrottleReasonHwThermalSlowdown, "hardware thermal slowdown", true},
+	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "power brake", true},
+	{nvml.ClocksEventReasonSwThermalSlowdown, "software thermal slowdown", true},
 }
 
 // Sampler reads some GPUs' clocks, power, temperature and clock event

@@ -10,13 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
-	"collbench/nccl"
 	"collbench/nccl/fakegpu"
-	"collbench/suites"
 )
 
 // How often doctor is right: it runs (full mode) over seeded modeled 8-GPU
@@ -172,12 +168,7 @@ func runKind(k int, pf plantedFault, n int) tally {
 		for _, g := range gpus {
 			buses = append(buses, all[g])
 		}
-		machine := fakegpu.New(hw, fakegpu.Options{Model: model})
-		sys, _ := testSystem(EnvProbe + "=off")
-		sys.NCCL = func(lib string) (suites.Backend, error) {
-			return nccl.Open(nccl.Options{Lib: lib, Driver: machine})
-		}
-		sys.NVML = func() nvml.Interface { return hw.NVML() }
+		sys := machineSystem(fakegpu.New(hw, fakegpu.Options{Model: model}))
 		d := Doctor{Backend: "nccl", BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 5, RunFlags: DefaultRunFlags()}
 		rep, err := sys.RunDoctor(context.Background(), d)
 		tl.runs++

@@ -277,23 +277,13 @@ func (f *System) hostFacts(ncclVersion string) doctor.HostFacts {
 
 // gatherFacts collects every host's facts on rank 0 (one per host).
 func (f *System) gatherFacts(w suites.World, ncclVersion string) ([]doctor.HostFacts, error) {
-	mine := f.hostFacts(ncclVersion)
-	d, ok := w.(suites.Distributed)
-	if !ok || d.Control() == nil {
-		return []doctor.HostFacts{mine}, nil
-	}
-	b, _ := json.Marshal(mine)
-	parts, err := d.Control().Gather(b)
+	all, err := gatherJSON(w, f.hostFacts(ncclVersion))
 	if err != nil {
 		return nil, fmt.Errorf("gathering health facts: %w", err)
 	}
 	var out []doctor.HostFacts
 	seen := map[string]int{}
-	for _, p := range parts {
-		var hf doctor.HostFacts
-		if json.Unmarshal(p, &hf) != nil {
-			continue
-		}
+	for _, hf := range all {
 		if i, ok := seen[hf.Host]; ok {
 			out[i].Ours = append(out[i].Ours, hf.Ours...) // every process of the world on that host
 			continue
@@ -326,20 +316,34 @@ func (f *System) startSampler(w suites.World) *doctor.Sampler {
 
 // gatherSamples collects every process's samples on rank 0.
 func gatherSamples(w suites.World, mine []doctor.StageSample) ([]doctor.StageSample, error) {
-	d, ok := w.(suites.Distributed)
-	if !ok || d.Control() == nil {
-		return mine, nil
-	}
-	b, _ := json.Marshal(mine)
-	parts, err := d.Control().Gather(b)
+	all, err := gatherJSON(w, mine)
 	if err != nil {
 		return nil, fmt.Errorf("gathering the GPUs' samples: %w", err)
 	}
 	var out []doctor.StageSample
+	for _, some := range all {
+		out = append(out, some...)
+	}
+	return out, nil
+}
+
+// gatherJSON collects every process's value on rank 0, in rank order (a
+// value that does not decode is left out); in one process, its own.
+func gatherJSON[T any](w suites.World, mine T) ([]T, error) {
+	d, ok := w.(suites.Distributed)
+	if !ok || d.Control() == nil {
+		return []T{mine}, nil
+	}
+	b, _ := json.Marshal(mine)
+	parts, err := d.Control().Gather(b)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
 	for _, p := range parts {
-		var some []doctor.StageSample
-		if json.Unmarshal(p, &some) == nil {
-			out = append(out, some...)
+		var v T
+		if json.Unmarshal(p, &v) == nil {
+			out = append(out, v)
 		}
 	}
 	return out, nil
@@ -394,20 +398,9 @@ func gatherTransports(w suites.World, dir string, local map[int]int, hosts []str
 			fh.Close()
 		}
 	}
-	all := []report{mine}
-	if d, ok := w.(suites.Distributed); ok && d.Control() != nil {
-		b, _ := json.Marshal(mine)
-		parts, err := d.Control().Gather(b)
-		if err != nil {
-			return nil, err
-		}
-		all = nil
-		for _, p := range parts {
-			var rp report
-			if json.Unmarshal(p, &rp) == nil {
-				all = append(all, rp)
-			}
-		}
+	all, err := gatherJSON(w, mine)
+	if err != nil {
+		return nil, err
 	}
 	devOf := map[int]int{}
 	via := map[string]string{}

@@ -17,8 +17,13 @@ import (
 // gpuSystem is testSystem on a fake HGX H100 of gpus GPUs (NCCL and NVML),
 // the algorithm probe off.
 func gpuSystem(gpus int, opts fakegpu.Options) *System {
+	return machineSystem(fakegpu.HGX("H100", gpus, opts))
+}
+
+// machineSystem is testSystem on the fake machine given (NCCL and NVML),
+// the algorithm probe off.
+func machineSystem(machine *fakegpu.Driver) *System {
 	sys, _ := testSystem(EnvProbe + "=off")
-	machine := fakegpu.HGX("H100", gpus, opts)
 	sys.NCCL = func(lib string) (suites.Backend, error) {
 		return nccl.Open(nccl.Options{Lib: lib, Driver: machine})
 	}

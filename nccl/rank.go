@@ -479,12 +479,8 @@ func (r *rank) Barrier() error { return r.w.barrier() }
 // TimeEach records a GPU event between consecutive operations and returns
 // each operation's time in µs.
 func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
-	for len(r.events) < iters+1 {
-		e, err := r.drv.NewEvent()
-		if err != nil {
-			return nil, err
-		}
-		r.events = append(r.events, e)
+	if err := r.eventsFor(iters + 1); err != nil {
+		return nil, err
 	}
 	if err := r.drv.Record(r.events[0], r.stream); err != nil {
 		return nil, err
@@ -511,15 +507,23 @@ func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
 	return out, nil
 }
 
+// eventsFor makes sure the rank has at least n events, kept for reuse.
+func (r *rank) eventsFor(n int) error {
+	for len(r.events) < n {
+		e, err := r.drv.NewEvent()
+		if err != nil {
+			return err
+		}
+		r.events = append(r.events, e)
+	}
+	return nil
+}
+
 // TimeOnDevice records an event before and after work on the rank's
 // stream and returns the time between them.
 func (r *rank) TimeOnDevice(work func() error) (float64, error) {
-	for len(r.events) < 2 {
-		e, err := r.drv.NewEvent()
-		if err != nil {
-			return 0, err
-		}
-		r.events = append(r.events, e)
+	if err := r.eventsFor(2); err != nil {
+		return 0, err
 	}
 	if err := r.drv.Record(r.events[0], r.stream); err != nil {
 		return 0, err

@@ -332,6 +332,20 @@ fi
 
 fi
 
+# start_load GPU SECONDS: another workload on GPU (PyTorch copies of 1 GiB
+# back to back) for SECONDS, in the background as $load, once it runs.
+start_load() {
+  local py=/opt/torch/.venv/bin/python; [ -x "$py" ] || py=python3
+  "$py" -c "
+import time, torch
+a = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:$1'); b = torch.empty_like(a)
+print('load on GPU $1 running', flush=True); t = time.time()
+while time.time() - t < $2: b.copy_(a)
+" > /tmp/load.txt 2>&1 &
+  load=$!
+  for _ in $(seq 1 60); do grep -q running /tmp/load.txt && break; sleep 0.5; done
+}
+
 if want doctor; then
 step "doctor: clean (quick and full), NCCL_P2P_DISABLE=1, and a GPU slowed by another workload"
 if [ "$ngpu" -ge 2 ]; then
@@ -349,15 +363,7 @@ if [ "$ngpu" -ge 2 ]; then
   [ $rc -eq 1 ] && grep -qE "(GPU 0 \(.*\) ↔ GPU 1 \(.*\)|every one of its [0-9]+ GPU pairs).*NCCL used SHM" /tmp/doctor.txt \
     && ok "NCCL_P2P_DISABLE=1 named on the pair, with the transport" || bad "NCCL_P2P_DISABLE=1: exit $rc"
   # Another workload on GPU 1: copies of 1 GiB back to back for two minutes.
-  PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
-  "$PY" -c "
-import time, torch
-a = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:1'); b = torch.empty_like(a)
-print('load on GPU 1 running', flush=True); t = time.time()
-while time.time() - t < 120: b.copy_(a)
-" > /tmp/load.txt 2>&1 &
-  load=$!
-  for i in $(seq 1 60); do grep -q running /tmp/load.txt && break; sleep 0.5; done
+  start_load 1 120
   "$BIN" doctor -o "$WORK/doctor-loaded.json" > /tmp/doctor.txt 2>&1; rc=$?
   kill $load 2>/dev/null; wait $load 2>/dev/null
   head -4 /tmp/doctor.txt; cat /tmp/load.txt | tail -2
@@ -420,15 +426,7 @@ for s in r.get('samples', []): print('while measured:', s)
 for x in r.get('gpus', []): print('GPU alone: rank %d copy %.0f of %.0f GB/s, fill %.1f of %.1f Gelem/s' % (x['rank'], x['copy_gbps'], x.get('copy_expected_gbps', 0), x['fill_gelem'], x.get('fill_expected_gelem', 0)))
 "
 [ $healthy -eq 10 ] && ok "doctor --quick healthy in 10 of 10 clean runs" || bad "doctor --quick healthy in only $healthy of 10 clean runs"
-PY=/opt/torch/.venv/bin/python; [ -x "$PY" ] || PY=python3
-"$PY" -c "
-import time, torch
-a = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:0'); b = torch.empty_like(a)
-print('load on GPU 0 running', flush=True); t = time.time()
-while time.time() - t < 60: b.copy_(a)
-" > /tmp/load.txt 2>&1 &
-load=$!
-for i in $(seq 1 60); do grep -q running /tmp/load.txt && break; sleep 0.5; done
+start_load 0 60
 "$BIN" doctor --quick -o "$WORK/doctor-loaded0.json" > /tmp/doctor.txt 2>&1; rc=$?
 kill $load 2>/dev/null; wait $load 2>/dev/null
 grep -E "^(FAIL|WARN|# collbench doctor)" /tmp/doctor.txt | head -4
