@@ -184,8 +184,65 @@ func gb(v float64) string {
 	return fmt.Sprintf("%.3g", v)
 }
 
-// WriteText writes the verdict first, one line per finding, then the evidence.
-func (r *Report) WriteText(w io.Writer) error {
+// Evidence says how much of the evidence the text report writes.
+type Evidence string
+
+// The amounts of evidence.
+const (
+	// EvidenceAuto writes every figure for a world of at most LargeWorld
+	// ranks and rolls them up above it.
+	EvidenceAuto Evidence = "auto"
+	// EvidenceSummary always rolls the figures up: distributions, the
+	// outliers first, and one row per stage of the plan.
+	EvidenceSummary Evidence = "summary"
+	// EvidenceAll writes every figure, one row per GPU, pair and round.
+	EvidenceAll Evidence = "all"
+)
+
+// ParseEvidence accepts auto, summary or all.
+func ParseEvidence(s string) (Evidence, error) {
+	switch e := Evidence(strings.ToLower(strings.TrimSpace(s))); e {
+	case EvidenceAuto, EvidenceSummary, EvidenceAll:
+		return e, nil
+	case "":
+		return EvidenceAuto, nil
+	}
+	return "", fmt.Errorf("unknown --evidence %q (valid: auto, summary, all)", s)
+}
+
+// LargeWorld is the most ranks whose evidence the text report writes in
+// full by default; above it the report rolls the figures up.
+const LargeWorld = 16
+
+// rolledUp says whether the text report rolls the evidence up.
+func (r *Report) rolledUp(e Evidence) bool {
+	switch e {
+	case EvidenceAll:
+		return false
+	case EvidenceSummary:
+		return true
+	}
+	return r.Ranks > LargeWorld
+}
+
+// WriteText writes the verdict first, one line per finding, then the
+// evidence: every figure for a small world, rolled up above LargeWorld
+// ranks (WriteTextWith chooses).
+func (r *Report) WriteText(w io.Writer) error { return r.WriteTextWith(w, EvidenceAuto) }
+
+// WriteTextWith writes the verdict, then as much evidence as e asks for.
+func (r *Report) WriteTextWith(w io.Writer, e Evidence) error {
+	rolled := r.rolledUp(e)
+	r.writeVerdict(w, rolled)
+	if rolled {
+		return r.writeRolledUp(w)
+	}
+	return r.writeEvidence(w)
+}
+
+// writeVerdict writes the title line, the findings (the first
+// maxFindingLines of them when rolled), the notes and the stages.
+func (r *Report) writeVerdict(w io.Writer, rolled bool) {
 	verdict := "healthy"
 	if !r.Healthy {
 		verdict = fmt.Sprintf("%d finding(s)", len(r.Findings))
@@ -195,8 +252,21 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "# collbench doctor (%s): %d ranks on %d host(s), %s backend, %.1f s: %s\n",
 		r.Mode, r.Ranks, len(r.Hosts), r.Backend, r.Seconds, verdict)
-	for _, f := range r.Findings {
+	shown := r.Findings
+	if rolled && len(shown) > maxFindingLines {
+		shown = shown[:maxFindingLines]
+	}
+	for _, f := range shown {
 		fmt.Fprintln(w, f.Line())
+	}
+	if rest := r.Findings[len(shown):]; len(rest) > 0 {
+		fails := 0
+		for _, f := range rest {
+			if f.Severity == "FAIL" {
+				fails++
+			}
+		}
+		fmt.Fprintf(w, "... and %s more finding(s), %s of them FAIL: every one is in the JSON report (-o) and with --evidence all\n", words.Count(len(rest)), words.Count(fails))
 	}
 	if r.Healthy && len(r.NoExpectation) == 0 {
 		fmt.Fprintln(w, "OK: every stage met its peers and its expectation, and every value was right")
@@ -227,6 +297,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "# note: the run stopped in stage %q; stages finished: %s; the figures below are what was measured\n", r.StoppedIn, done)
 	}
+}
+
+// writeEvidence writes every figure: one row per GPU, pair, host pair and
+// round of the plan.
+func (r *Report) writeEvidence(w io.Writer) error {
 	if len(r.GPUs) > 0 {
 		what := "device-to-device copy and the fill kernel"
 		if r.Backend == "cpu" {
@@ -279,20 +354,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if r.World != nil {
-		fmt.Fprintf(w, "\n## whole world: allreduce %d ranks, %s: busbw %s GB/s", r.World.Ranks, words.Bytes(r.World.Bytes), gb(r.World.BusBW))
-		if r.World.Expected > 0 {
-			fmt.Fprintf(w, " (expected %s)", gb(r.World.Expected))
-		}
-		fmt.Fprintln(w)
-		for _, b := range r.World.Bisect {
-			fmt.Fprintln(w, "  bisect: "+b)
-		}
+		r.writeWorld(w)
 	}
 	fmt.Fprintln(w, "\n## plan")
 	t := report.PlainTable(w)
 	t.Header("stage", "round", "groups", "what")
 	for _, p := range r.Plan {
-		_ = t.Append(p.Stage, fmt.Sprint(p.Round), p.Layout, p.What)
+		_ = t.Append(p.Stage, fmt.Sprint(p.Round), layoutWords(p.Layout), p.What)
 	}
 	return t.Render()
 }

@@ -67,3 +67,106 @@ func OrDash(s string) string {
 	}
 	return s
 }
+
+// Count writes n with thousands separated by commas: "8", "1,024",
+// "65,536".
+func Count(n int) string {
+	s := strconv.Itoa(n)
+	neg := ""
+	if n < 0 {
+		neg, s = "-", s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return neg + s
+}
+
+// Ranges writes a list of numbers with runs of consecutive ones as ranges,
+// in their own order: "0-7", "0-3, 8, 10-11". A run of two is written as
+// two numbers.
+func Ranges(xs []int) string {
+	var parts []string
+	for i := 0; i < len(xs); {
+		j := i
+		for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
+			j++
+		}
+		switch {
+		case j-i >= 2:
+			parts = append(parts, fmt.Sprintf("%d-%d", xs[i], xs[j]))
+		case j > i:
+			parts = append(parts, strconv.Itoa(xs[i]), strconv.Itoa(xs[j]))
+		default:
+			parts = append(parts, strconv.Itoa(xs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// Group writes one group of ranks in brackets, runs as ranges: "[0-7]",
+// "[1,6]".
+func Group(g []int) string { return "[" + Ranges(g) + "]" }
+
+// GroupsFull writes groups of ranks exactly as collbench reads them back:
+// "[[0,1],[2,3]]".
+func GroupsFull(gs [][]int) string {
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		s := make([]string, len(g))
+		for k, x := range g {
+			s[k] = strconv.Itoa(x)
+		}
+		parts[i] = "[" + strings.Join(s, ",") + "]"
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// MaxGroupsWidth is the widest a list of groups is written in a report
+// line before it is shortened.
+const MaxGroupsWidth = 72
+
+// Groups writes groups of ranks for a person: exactly when short
+// ("[[0,1],[2,3]]"), otherwise with runs as ranges ("[[0-7],[8-15]]"),
+// and past MaxGroupsWidth as a count with the first groups and the last:
+// "1,024 groups of 8: [[0-7],[8-15],[16-23],…,[8184-8191]]".
+func Groups(gs [][]int) string {
+	if s := GroupsFull(gs); len(s) <= MaxGroupsWidth {
+		return s
+	}
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = Group(g)
+	}
+	if s := "[" + strings.Join(parts, ",") + "]"; len(s) <= MaxGroupsWidth {
+		return s
+	}
+	head := fmt.Sprintf("%s groups %s: ", Count(len(gs)), groupSizes(gs))
+	shown := []string{}
+	width := len(head) + len(parts[len(parts)-1]) + 4
+	for _, p := range parts[:len(parts)-1] {
+		if width+len(p)+1 > MaxGroupsWidth && len(shown) > 0 {
+			break
+		}
+		shown = append(shown, p)
+		width += len(p) + 1
+	}
+	tail := ",…," + parts[len(parts)-1]
+	if len(shown) == len(parts)-1 {
+		tail = "," + parts[len(parts)-1]
+	}
+	return head + "[" + strings.Join(shown, ",") + tail + "]"
+}
+
+// groupSizes words the sizes of groups: "of 8", "of 2-8 ranks".
+func groupSizes(gs [][]int) string {
+	lo, hi := len(gs[0]), len(gs[0])
+	for _, g := range gs {
+		lo, hi = min(lo, len(g)), max(hi, len(g))
+	}
+	if lo == hi {
+		return "of " + strconv.Itoa(lo)
+	}
+	return fmt.Sprintf("of %d-%d ranks", lo, hi)
+}

@@ -15,3 +15,31 @@ func TestWords(t *testing.T) {
 		}
 	}
 }
+
+func TestLargeWorldWords(t *testing.T) {
+	eights := make([][]int, 1024)
+	for i := range eights {
+		for k := 0; k < 8; k++ {
+			eights[i] = append(eights[i], i*8+k)
+		}
+	}
+	pairs := make([][]int, 4096)
+	for i := range pairs {
+		pairs[i] = []int{i, i + 4096}
+	}
+	for _, c := range []struct{ got, want string }{
+		{Count(8), "8"}, {Count(1024), "1,024"}, {Count(65536), "65,536"}, {Count(1234567), "1,234,567"}, {Count(-1024), "-1,024"},
+		{Ranges([]int{0, 1, 2, 3, 8, 10, 11}), "0-3,8,10,11"}, {Ranges(nil), ""}, {Ranges([]int{5, 4, 3}), "5,4,3"},
+		{Group([]int{0, 1, 2, 3, 4, 5, 6, 7}), "[0-7]"},
+		{GroupsFull([][]int{{0, 1}, {2, 3}}), "[[0,1],[2,3]]"},
+		{Groups([][]int{{1, 2, 3}, {0}}), "[[1,2,3],[0]]"},
+		{Groups(eights[:4]), "[[0-7],[8-15],[16-23],[24-31]]"},
+		{Groups(eights), "1,024 groups of 8: [[0-7],[8-15],[16-23],[24-31],[32-39],…,[8184-8191]]"},
+		{Groups(pairs), "4,096 groups of 2: [[0,4096],[1,4097],[2,4098],[3,4099],…,[4095,8191]]"},
+		{Groups(append([][]int{{0}}, eights[1:]...)), "1,024 groups of 1-8 ranks: [[0],[8-15],[16-23],[24-31],…,[8184-8191]]"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/runconfig"
@@ -29,6 +30,9 @@ type DoctorOptions struct {
 	NCCLLib string
 	Ranks   int
 	Quiet   bool
+	// Evidence is how much evidence the text report writes: auto, summary
+	// or all.
+	Evidence string
 
 	BWSize, LatSize, CopySize, WorldSize string
 	Iters                                int
@@ -83,6 +87,7 @@ Exit 0: healthy. 1: findings. 2: bad input. 3: the run failed. 4: a rank hung.`,
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	fs.IntVarP(&o.Ranks, "ranks", "g", 0, "ranks in this process (default: every GPU, or 4 on the cpu backend)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no stage progress on stderr")
+	fs.StringVar(&o.Evidence, "evidence", "auto", "the text report's evidence: all (every GPU, pair and round), summary (distributions, the slowest first, a row per stage), or auto (all up to 16 ranks, summary above)")
 	fs.StringVar(&o.BWSize, "bw-size", "", "message size of the bandwidth tests (default 256M on GPUs, 1M on the cpu backend)")
 	fs.StringVar(&o.LatSize, "latency-size", "4K", "message size of the latency test")
 	fs.StringVar(&o.CopySize, "copy-size", "", "bytes each GPU copies alone (default 256M on GPUs, 4M on the cpu backend)")
@@ -108,6 +113,10 @@ func sizeFlag(name, v string, def int64) (int64, error) {
 func doctorRun(o *DoctorOptions) error {
 	if o.Format != "table" && o.Format != "json" {
 		return engine.UsageErrorf("unknown --format %q for doctor (valid: table, json)", o.Format)
+	}
+	evidence, err := doctor.ParseEvidence(o.Evidence)
+	if err != nil {
+		return &engine.UsageError{Err: err}
 	}
 	if o.Iters < 0 {
 		return engine.UsageErrorf("invalid --iters %d: must be at least 1", o.Iters)
@@ -164,11 +173,10 @@ func doctorRun(o *DoctorOptions) error {
 			}
 		}
 	}
-	var err error
 	if o.Format == "json" {
 		err = rep.WriteJSON(o.IO.Out)
 	} else {
-		err = rep.WriteText(o.IO.Out)
+		err = rep.WriteTextWith(o.IO.Out, evidence)
 	}
 	if err != nil {
 		return &engine.RunError{Err: err}
