@@ -150,9 +150,9 @@ func TestReportAtScale(t *testing.T) {
 	}
 	for _, want := range []string{
 		" 173 | node-0021 | 0000:68:00.0 |", // the GPU slow to copy, first among those that stand out
-		" node-0768 |    8 |",                 // the host slow alike, first among the slowest hosts
-		" node-0500 | 4000-4005 |",           // the slow pair
-		" node-0002 - node-0003 |",           // the slow host pair
+		" node-0768 |    8 |",               // the host slow alike, first among the slowest hosts
+		" node-0500 | 4000-4005 |",          // the slow pair
+		" node-0002 - node-0003 |",          // the slow host pair
 		"... and 18 more finding(s), 0 of them FAIL",
 		"4,096 groups of 2: [[0,7],[1,6],",
 	} {
