@@ -9,8 +9,53 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"collbench/internal/words"
 	"collbench/results"
 )
+
+// verify-groups' text limits: one row per rank up to maxRankRows ranks, and
+// at most maxFailLines mismatch lines; the JSON keeps every one.
+const (
+	maxRankRows  = 16
+	maxFailLines = 10
+)
+
+// rankRollup words a large layout's ranks: how many groups of which sizes
+// on how many hosts, how many ranks' allreduce came out right, and a row
+// for each rank that did not (the first maxFailLines of them).
+func rankRollup(w io.Writer, l results.LayoutVerify) error {
+	hosts := map[string]bool{}
+	for _, c := range l.Communicators {
+		hosts[c.Host] = true
+	}
+	var bad []results.BeforeAfter
+	for _, x := range l.AllReduce {
+		if x.After != x.Want {
+			bad = append(bad, x)
+		}
+	}
+	fmt.Fprintf(w, "# %s ranks on %s host(s) in %s groups; allreduce of r+1: %s of %s ranks got the expected sum",
+		words.Count(len(l.Communicators)), words.Count(len(hosts)), words.Count(len(l.Groups)), words.Count(len(l.AllReduce)-len(bad)), words.Count(len(l.AllReduce)))
+	if len(bad) == 0 {
+		fmt.Fprintln(w, " (one row per rank: the JSON, -o)")
+		return nil
+	}
+	fmt.Fprintf(w, "; the %s that did not:\n", words.Count(len(bad)))
+	comm := map[int]results.CommInfo{}
+	for _, c := range l.Communicators {
+		comm[c.WorldRank] = c
+	}
+	tb := PlainTable(w)
+	tb.Header("world rank", "host", "group", "rank/size", "local rank/size", "before", "allreduce after", "expected")
+	for _, x := range bad[:min(len(bad), maxFailLines)] {
+		c := comm[x.WorldRank]
+		if err := tb.Append(fmt.Sprint(x.WorldRank), c.Host, fmt.Sprintf("%d/%d", c.GroupID, c.GroupSize), fmt.Sprintf("%d/%d", c.Rank, c.Size),
+			fmt.Sprintf("%d/%d", c.LocalRank, c.LocalSize), num(x.Before), num(x.After), num(x.Want)); err != nil {
+			return err
+		}
+	}
+	return tb.Render()
+}
 
 // PlainTable returns a borderless, right-aligned ASCII table.
 func PlainTable(w io.Writer) *tablewriter.Table {
@@ -42,7 +87,13 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 	fmt.Fprintf(w, "# backend:  %s %s, %d ranks\n", b.Name, b.Version, v.Ranks)
 	fmt.Fprintln(w, "# checks:   every collective in every group; rank r contributes r+1, then random exact patterns (out-of-place and in-place)")
 	for _, l := range v.Layouts {
-		fmt.Fprintf(w, "#\n# layout %s: %s\n", l.Name, groupsString(l.Groups))
+		fmt.Fprintf(w, "#\n# layout %s: %s\n", l.Name, words.Groups(l.Groups))
+		if len(l.Communicators) > maxRankRows {
+			if err := rankRollup(w, l); err != nil {
+				return err
+			}
+			continue
+		}
 		tb := PlainTable(w)
 		tb.Header("world rank", "host", "group", "rank/size", "local rank/size", "before", "allreduce after", "expected")
 		after := map[int]results.BeforeAfter{}
@@ -75,7 +126,7 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 		}
 		tb.Header(header...)
 		for _, l := range v.Layouts {
-			cells := []any{l.Name, groupsString(l.Groups)}
+			cells := []any{l.Name, words.Groups(l.Groups)}
 			for _, c := range l.Collectives {
 				if c.Skipped != "" {
 					cells = append(cells, "skip")
@@ -110,6 +161,9 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 				fails = append(fails, fmt.Sprintf("# skip: layout %s, %s: %s", l.Name, c.Collective, c.Skipped))
 			}
 		}
+	}
+	if len(fails) > maxFailLines {
+		fails = append(fails[:maxFailLines], fmt.Sprintf("# ... and %s more mismatches, errors and skips: every one is in the JSON (-o)", words.Count(len(fails)-maxFailLines)))
 	}
 	if len(fails) > 0 {
 		fmt.Fprintln(w, strings.Join(fails, "\n"))

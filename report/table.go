@@ -2,7 +2,9 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"io"
 	"strings"
 
@@ -107,8 +109,12 @@ func WriteHeader(w io.Writer, d *results.Document) {
 		}
 	}
 	if len(c.Groups) > 1 {
-		fmt.Fprintf(w, "# groups:   %s -> %s (%d groups, run concurrently; busbw per group uses its own rank count, the sum line adds them)\n",
-			c.RankList, groupsString(c.Groups), len(c.Groups))
+		given := c.RankList
+		if len(given) > words.MaxGroupsWidth {
+			given = given[:words.MaxGroupsWidth-1] + "…"
+		}
+		fmt.Fprintf(w, "# groups:   %s -> %s (%s groups, run concurrently; busbw per group uses its own rank count, the sum line adds them)\n",
+			given, words.Groups(c.Groups), words.Count(len(c.Groups)))
 	}
 	for _, n := range d.Notes {
 		fmt.Fprintf(w, "# note:     %s\n", n)
@@ -388,8 +394,8 @@ func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) erro
 			}
 			continue
 		}
-		for _, g := range r.Groups {
-			if err := line(fmt.Sprintf("%d %s", g.ID, ranksString(g.Ranks)), g.SizeBytes, g.Count, g.OutOfPlace, g.InPlace, g.NoBandwidth); err != nil {
+		for _, g := range listedGroups(r.Groups) {
+			if err := line(fmt.Sprintf("%d %s", g.ID, words.Group(g.Ranks)), g.SizeBytes, g.Count, g.OutOfPlace, g.InPlace, g.NoBandwidth); err != nil {
 				return err
 			}
 		}
@@ -407,6 +413,10 @@ func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) erro
 		return err
 	}
 	if grouped {
+		if n := maxGroups(rows); n > maxListedGroups {
+			fmt.Fprintf(w, "# groups: %s per size; each size lists the %d that stand out (wrong elements first, then the slowest) and the sum; every group is in the JSON (-o)\n",
+				words.Count(n), standOut)
+		}
 		note := "# sum: the slowest group's time, bandwidths added over groups"
 		for _, r := range rows {
 			for _, g := range r.Groups {
@@ -418,6 +428,64 @@ func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) erro
 		fmt.Fprintln(w, note)
 	}
 	return nil
+}
+
+// maxListedGroups is the most groups a size lists one row each; past it
+// the table lists the standOut groups that stand out most.
+const (
+	maxListedGroups = 8
+	standOut        = 4
+)
+
+// maxGroups is the most groups any row has.
+func maxGroups(rows []results.Row) int {
+	n := 0
+	for _, r := range rows {
+		n = max(n, len(r.Groups))
+	}
+	return n
+}
+
+// listedGroups is every group of a row when there are few, otherwise the
+// maxListedGroups that stand out: those with wrong elements first, then the
+// slowest: standOut of them, each kept in group order.
+func listedGroups(gs []results.GroupResult) []results.GroupResult {
+	if len(gs) <= maxListedGroups {
+		return gs
+	}
+	wrongs := func(g results.GroupResult) int64 {
+		var n int64
+		for _, h := range g.Halves() {
+			if h.Wrong != nil {
+				n += *h.Wrong
+			}
+		}
+		return n
+	}
+	slowest := func(g results.GroupResult) float64 {
+		t := 0.0
+		for _, h := range g.Halves() {
+			t = max(t, h.TimeUS)
+		}
+		return t
+	}
+	order := make([]int, len(gs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if wa, wb := wrongs(gs[a]), wrongs(gs[b]); wa != wb {
+			return cmp.Compare(wb, wa)
+		}
+		return cmp.Compare(slowest(gs[b]), slowest(gs[a]))
+	})
+	keep := order[:standOut]
+	slices.Sort(keep)
+	out := make([]results.GroupResult, len(keep))
+	for i, k := range keep {
+		out[i] = gs[k]
+	}
+	return out
 }
 
 // withPeak inserts the %peak cell after busbw when a peak is known (peak
@@ -448,14 +516,6 @@ func ranksString(rs []int) string {
 	var parts []string
 	for _, r := range rs {
 		parts = append(parts, fmt.Sprint(r))
-	}
-	return "[" + strings.Join(parts, ",") + "]"
-}
-
-func groupsString(gs [][]int) string {
-	var parts []string
-	for _, g := range gs {
-		parts = append(parts, ranksString(g))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
 }

@@ -82,9 +82,8 @@ func Count(n int) string {
 	return neg + s
 }
 
-// Ranges writes a list of numbers with runs of consecutive ones as ranges,
-// in their own order: "0-7", "0-3, 8, 10-11". A run of two is written as
-// two numbers.
+// Ranges writes a list of numbers with runs of four or more consecutive
+// ones as ranges, in their own order: "0-7", "0-3,8,10,11".
 func Ranges(xs []int) string {
 	var parts []string
 	for i := 0; i < len(xs); {
@@ -92,13 +91,12 @@ func Ranges(xs []int) string {
 		for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
 			j++
 		}
-		switch {
-		case j-i >= 2:
+		if j-i >= 3 {
 			parts = append(parts, fmt.Sprintf("%d-%d", xs[i], xs[j]))
-		case j > i:
-			parts = append(parts, strconv.Itoa(xs[i]), strconv.Itoa(xs[j]))
-		default:
-			parts = append(parts, strconv.Itoa(xs[i]))
+		} else {
+			for _, x := range xs[i : j+1] {
+				parts = append(parts, strconv.Itoa(x))
+			}
 		}
 		i = j + 1
 	}

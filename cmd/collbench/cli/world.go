@@ -23,13 +23,6 @@ type WorldOptions struct {
 	BootstrapTimeout time.Duration
 }
 
-type worldMember struct {
-	Rank      int    `json:"rank"`
-	Host      string `json:"host"`
-	LocalRank int    `json:"local_rank"`
-	PID       int    `json:"pid"`
-}
-
 // NewCmdWorld builds `collbench world`.
 func NewCmdWorld(f *Factory, runF func(*WorldOptions) error) *cobra.Command {
 	o := &WorldOptions{IO: f.IO, Factory: f}
@@ -73,7 +66,7 @@ func worldRun(o *WorldOptions) error {
 		return err
 	}
 	defer pw.Ctl.Close()
-	me, _ := json.Marshal(worldMember{Rank: launch.Rank, Host: f.HostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
+	me, _ := json.Marshal(report.WorldMember{Rank: launch.Rank, Host: f.HostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
 	parts, err := pw.Ctl.AllGather(me)
 	if err != nil {
 		return &engine.RunError{Err: err}
@@ -84,18 +77,13 @@ func worldRun(o *WorldOptions) error {
 	w := o.IO.Out
 	fmt.Fprintf(w, "world of %d processes, launched by %s, joined over %s\n", launch.Size, launch.Source, transport(pw))
 	fmt.Fprintf(w, "detected from: %s\n", strings.Join(launch.Evidence, " "))
-	tb := report.PlainTable(w)
-	tb.Header("rank", "host", "local rank", "pid")
+	members := make([]report.WorldMember, len(parts))
 	for r, p := range parts {
-		var m worldMember
-		if err := json.Unmarshal(p, &m); err != nil || m.Rank != r {
+		if err := json.Unmarshal(p, &members[r]); err != nil || members[r].Rank != r {
 			return &engine.RunError{Err: fmt.Errorf("rank %d sent a malformed reply", r)}
 		}
-		if err := tb.Append(fmt.Sprint(m.Rank), m.Host, fmt.Sprint(m.LocalRank), fmt.Sprint(m.PID)); err != nil {
-			return err
-		}
 	}
-	return tb.Render()
+	return report.WriteWorld(w, members)
 }
 
 func transport(pw *engine.ProcessWorld) string {
