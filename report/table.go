@@ -4,8 +4,8 @@ package report
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"io"
+	"slices"
 	"strings"
 
 	"collbench/internal/words"
