@@ -140,6 +140,9 @@ func Groups(gs [][]int) string {
 	if s := "[" + strings.Join(parts, ",") + "]"; len(s) <= MaxGroupsWidth {
 		return s
 	}
+	for i, g := range gs {
+		parts[i] = groupShort(g)
+	}
 	head := fmt.Sprintf("%s groups %s: ", Count(len(gs)), groupSizes(gs))
 	shown := []string{}
 	width := len(head) + len(parts[len(parts)-1]) + 4
@@ -155,6 +158,16 @@ func Groups(gs [][]int) string {
 		tail = "," + parts[len(parts)-1]
 	}
 	return head + "[" + strings.Join(shown, ",") + tail + "]"
+}
+
+// groupShort writes one group with runs as ranges, and a long one as its
+// first ranks and its last: "[0,2,4,…,62]".
+func groupShort(g []int) string {
+	const width = 24
+	if s := Group(g); len(s) <= width || len(g) < 5 {
+		return s
+	}
+	return fmt.Sprintf("[%d,%d,%d,…,%d]", g[0], g[1], g[2], g[len(g)-1])
 }
 
 // groupSizes words the sizes of groups: "of 8", "of 2-8 ranks".

@@ -36,10 +36,20 @@ func TestLargeWorldWords(t *testing.T) {
 		{Groups(eights[:4]), "[[0-7],[8-15],[16-23],[24-31]]"},
 		{Groups(eights), "1,024 groups of 8: [[0-7],[8-15],[16-23],[24-31],[32-39],…,[8184-8191]]"},
 		{Groups(pairs), "4,096 groups of 2: [[0,4096],[1,4097],[2,4098],[3,4099],…,[4095,8191]]"},
+		{Groups([][]int{stride(0, 2, 32), stride(1, 2, 32)}), "2 groups of 32: [[0,2,4,…,62],[1,3,5,…,63]]"},
 		{Groups(append([][]int{{0}}, eights[1:]...)), "1,024 groups of 1-8 ranks: [[0],[8-15],[16-23],[24-31],…,[8184-8191]]"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
+}
+
+// stride is n ranks from first, step apart.
+func stride(first, step, n int) []int {
+	var g []int
+	for i := 0; i < n; i++ {
+		g = append(g, first+i*step)
+	}
+	return g
 }

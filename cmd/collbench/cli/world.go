@@ -61,12 +61,14 @@ func worldRun(o *WorldOptions) error {
 		fmt.Fprintf(o.IO.Out, "single process: no launcher variables found (host %s)\n", f.HostIdentity())
 		return nil
 	}
+	start := time.Now()
 	pw, err := f.JoinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout, bootstrap.DefaultSilence)
 	if err != nil {
 		return err
 	}
 	defer pw.Ctl.Close()
 	me, _ := json.Marshal(report.WorldMember{Rank: launch.Rank, Host: f.HostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
+	joined := time.Since(start)
 	parts, err := pw.Ctl.AllGather(me)
 	if err != nil {
 		return &engine.RunError{Err: err}
@@ -75,7 +77,8 @@ func worldRun(o *WorldOptions) error {
 		return nil
 	}
 	w := o.IO.Out
-	fmt.Fprintf(w, "world of %d processes, launched by %s, joined over %s\n", launch.Size, launch.Source, transport(pw))
+	fmt.Fprintf(w, "world of %d processes, launched by %s, joined over %s in %.2f s; every process's reply gathered in %.2f s\n",
+		launch.Size, launch.Source, transport(pw), joined.Seconds(), (time.Since(start) - joined).Seconds())
 	fmt.Fprintf(w, "detected from: %s\n", strings.Join(launch.Evidence, " "))
 	members := make([]report.WorldMember, len(parts))
 	for r, p := range parts {
