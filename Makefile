@@ -76,12 +76,12 @@ smoke: build
 # written. Three drills run side by side (DRILL_PARALLEL).
 DRILL_PARALLEL ?= 3
 drills: build
-	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test'
+	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
 
 # The drills as a soak: every case 6 times (its places two or three times
 # each), one at a time, about 11 minutes on 2 cores.
 drills-soak: build
-	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test'
+	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
 
 # How often doctor is right: full doctor runs over 1,000 seeded modeled
 # 8-GPU hosts per kind (healthy, and one fault of each kind at a random

@@ -51,14 +51,33 @@ func SizeArg(b int64) string {
 	return strconv.FormatInt(b, 10)
 }
 
-// Ints writes a list of numbers (ranks, GPUs): "0, 2, 5".
+// Ints writes a list of numbers (ranks, GPUs) with runs of four or more
+// as ranges, at most maxIntParts items and then how many more numbers:
+// "0, 2, 5", "0-42, 44-63".
 func Ints(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
+	parts := strings.Split(Ranges(xs), ",")
+	if len(xs) == 0 {
+		return ""
 	}
-	return strings.Join(s, ", ")
+	if len(parts) <= maxIntParts {
+		return strings.Join(parts, ", ")
+	}
+	shown := parts[:maxIntParts]
+	count := 0
+	for _, p := range shown {
+		if lo, hi, ok := strings.Cut(p, "-"); ok && lo != "" {
+			a, _ := strconv.Atoi(lo)
+			b, _ := strconv.Atoi(hi)
+			count += b - a + 1
+		} else {
+			count++
+		}
+	}
+	return strings.Join(shown, ", ") + fmt.Sprintf(" and %s more", Count(len(xs)-count))
 }
+
+// maxIntParts is the most numbers or ranges Ints writes.
+const maxIntParts = 24
 
 // OrDash writes s, or "-" when it is empty (a cell with nothing to say).
 func OrDash(s string) string {

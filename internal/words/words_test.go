@@ -7,7 +7,9 @@ func TestWords(t *testing.T) {
 		{Bytes(8), "8 B"}, {Bytes(1024), "1 KiB"}, {Bytes(1536), "1536 B"}, {Bytes(3 << 20), "3 MiB"}, {Bytes(2 << 40), "2 TiB"},
 		{BytesApprox(8), "8 B"}, {BytesApprox(1024), "1.0 KiB"}, {BytesApprox(1536), "1.5 KiB"}, {BytesApprox(1 << 30), "1.0 GiB"},
 		{SizeArg(8), "8"}, {SizeArg(1024), "1K"}, {SizeArg(64 << 20), "64M"}, {SizeArg(1536), "1536"},
-		{Ints([]int{0, 2, 5}), "0, 2, 5"}, {Ints(nil), ""},
+		{Ints([]int{0, 2, 5}), "0, 2, 5"}, {Ints(nil), ""}, {Ints([]int{0, 1, 2, 3, 5}), "0-3, 5"},
+		{Ints(stride(0, 2, 30)), "0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42, 44, 46 and 6 more"},
+		{Ints(append(stride(0, 1, 43), stride(44, 1, 20)...)), "0-42, 44-63"},
 		{OrDash(""), "-"}, {OrDash("NV18"), "NV18"},
 	} {
 		if c.got != c.want {
