@@ -90,4 +90,3 @@ func TestScaleDrill(t *testing.T) {
 		t.Logf("stopped rank named after %.1f s; %d rows kept; %s", took.Seconds(), len(d.Results), d.Error)
 	}
 }
-
