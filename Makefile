@@ -8,7 +8,7 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 export CGO_ENABLED := 1
 
-.PHONY: help build build-mpi install man run test unit smoke drills drills-soak doctor-accuracy mpi-check lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: rendezvous-scale scale help build build-mpi install man run test unit smoke drills drills-soak doctor-accuracy mpi-check lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -20,6 +20,8 @@ help:
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
+	@echo "make scale     worlds of 64, 128 and 256 processes on this machine: formation, sweep, verify-groups, doctor, a stopped rank, memory, rank 0's sockets"
+	@echo "make rendezvous-scale  the rendezvous of 1,024, 4,096 and 8,192 in-process members"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
 	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
 	@echo "make ptx       regenerate the embedded PTX from nccl/kernels/verify.cu (clang)"
@@ -144,3 +146,16 @@ ptx:
 
 clean:
 	rm -rf bin man
+
+# The rendezvous of in-process members at 1,024, 4,096 and 8,192 ranks: how
+# long it forms, the connections rank 0 holds, an allgather and the close.
+# 8,192 members in one process need about 25,000 file descriptors.
+RENDEZVOUS_SIZES ?= 1024,4096,8192
+rendezvous-scale:
+	COLLBENCH_RENDEZVOUS_SIZES=$(RENDEZVOUS_SIZES) $(GO) test -count=1 -timeout 30m -run TestRendezvousAtScale -v ./bootstrap | grep -E 'members:|^(ok|FAIL|---)'
+
+# Worlds of 64, 128 and 256 real processes on this machine: formation,
+# a sweep, verify-groups, doctor --quick, a stopped rank; memory per
+# process and rank 0's sockets (scripts/scale.sh).
+scale: build
+	scripts/scale.sh 64 128 256

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -482,5 +483,77 @@ func TestFloodOfIdleConnectionsCannotStopAWorld(t *testing.T) {
 	err := <-errc
 	if err == nil || !strings.Contains(err.Error(), "rank 1 never arrived") || !strings.Contains(err.Error(), "sent no hello and were dropped (a flood") {
 		t.Fatalf("the timeout does not name the flood: %v", err)
+	}
+}
+
+// TestRendezvousAtScale measures a world of in-process members for each
+// size in $COLLBENCH_RENDEZVOUS_SIZES (e.g. 1024,4096,8192; skipped when
+// unset; make rendezvous-scale): how long it takes to form, how many
+// connections rank 0 holds, and how long an allgather of 64 bytes from
+// every member and the closing barrier take. A star holds one connection
+// per member at rank 0, so a size needs about three descriptors per
+// member in this one process (two TCP ends and a heartbeat socket).
+func TestRendezvousAtScale(t *testing.T) {
+	spec := os.Getenv("COLLBENCH_RENDEZVOUS_SIZES")
+	if spec == "" {
+		t.Skip("set COLLBENCH_RENDEZVOUS_SIZES=1024,4096,8192 to measure the rendezvous at scale (make rendezvous-scale)")
+	}
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 {
+			t.Fatalf("COLLBENCH_RENDEZVOUS_SIZES: %q is not a world size", f)
+		}
+		addr := freeAddr(t)
+		worlds := make([]*TCP, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for r := 0; r < n; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				worlds[r], errs[r] = Join(context.Background(), TCPOptions{Rank: r, Size: n, Addr: addr, Host: fmt.Sprint("h", r/8),
+					Timeout: 5 * time.Minute, Token: []byte("k"), Silence: time.Minute})
+			}()
+		}
+		wg.Wait()
+		formed := time.Since(start)
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%d members: rank %d: %v", n, r, err)
+			}
+		}
+		held := 0
+		for _, p := range worlds[0].peers {
+			if p != nil {
+				held++
+			}
+		}
+		payload := make([]byte, 64)
+		start = time.Now()
+		for _, w := range worlds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := w.AllGather(payload); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		gathered := time.Since(start)
+		start = time.Now()
+		for _, w := range worlds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("%d members: formed in %.2f s; rank 0 holds %d connections; allgather of 64 B each %.2f s; close %.2f s",
+			n, formed.Seconds(), held, gathered.Seconds(), time.Since(start).Seconds())
 	}
 }
