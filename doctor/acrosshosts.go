@@ -70,6 +70,13 @@ func (d *search) acrossHosts() error {
 	if d.o.Quick {
 		rounds = rounds[:1]
 	}
+	// Each host pair's round is a round per local rank of the larger host
+	// (every GPU pair across them) and the pair's allreduce.
+	most := 0
+	for _, h := range d.hostList {
+		most = max(most, len(d.members[h]))
+	}
+	d.plan = len(rounds) * (most + 1)
 	ran := map[[2]int]bool{}
 	var seenPairs []HostPairFigure
 	var cross []crossFig

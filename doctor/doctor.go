@@ -68,6 +68,12 @@ type search struct {
 	devIndex map[int]int // world rank -> GPU index on its host (from the facts)
 	facts    map[string]*HostFacts
 
+	// The stage running, for progress: its name, start, rounds done and
+	// the rounds its first pass plans (0: not known).
+	stageName        string
+	stageT0          time.Time
+	roundsDone, plan int
+
 	wrong []wrongObs
 	// Agreed outcomes of the stages (every process knows them).
 	slowRanks map[int]suspect
@@ -168,6 +174,7 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 			o.Stage(s.name)
 		}
 		t0 := time.Now()
+		d.stageName, d.stageT0, d.roundsDone, d.plan = s.name, t0, 0, 0
 		err := s.run()
 		if o.Stage != nil {
 			o.Stage("")
@@ -334,6 +341,24 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 
 func (d *search) step(stage string, round int, l suites.Layout, what string) {
 	d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: stage, Round: round, Layout: l.Spec, What: what})
+	d.roundsDone++
+	if d.rank0 && d.o.Progress != nil && d.plan > 1 {
+		d.o.Progress(roundProgress(d.stageName, d.roundsDone, d.plan, time.Since(d.stageT0)))
+	}
+}
+
+// roundProgress says how far a stage of rounds is: the rounds done of
+// those its first pass plans, the time so far, and what is left at the
+// pace so far (suspects measured again add rounds past the plan).
+func roundProgress(stage string, done, plan int, took time.Duration) string {
+	s := fmt.Sprintf("%s: round %d of %d, %.0f s so far", stage, done, plan, took.Seconds())
+	if done < plan {
+		left := took / time.Duration(done) * time.Duration(plan-done)
+		s += fmt.Sprintf(", about %.0f s left", left.Seconds())
+	} else if done > plan {
+		s = fmt.Sprintf("%s: round %d (%d planned, then suspects measured again), %.0f s so far", stage, done, plan, took.Seconds())
+	}
+	return s
 }
 
 // deviceName is a world rank's device model (without the host that the

@@ -39,6 +39,7 @@ func (d *search) pairs() error {
 	if d.o.Quick {
 		rounds = rounds[:1]
 	}
+	d.plan = len(rounds)
 	figs := map[[2]int]PairFigure{}
 	for k, pairs := range rounds {
 		got, err := d.measurePairs(pairs, "pair", k)

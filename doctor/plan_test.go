@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"testing"
+	"time"
 )
 
 // TestPairRoundsCoverEveryPairOnce checks the circle method for 2 to 1024
@@ -151,5 +152,21 @@ func TestJudgeFlagsOutliersAndShortfalls(t *testing.T) {
 	}
 	if err := (Thresholds{Default: Rules{Drop: 1.5}}).Validate(); err == nil {
 		t.Error("a drop above 1 is accepted")
+	}
+}
+
+func TestRoundProgress(t *testing.T) {
+	for _, c := range []struct {
+		done, plan int
+		took       time.Duration
+		want       string
+	}{
+		{1, 4, 10 * time.Second, "across hosts: round 1 of 4, 10 s so far, about 30 s left"},
+		{4, 4, 40 * time.Second, "across hosts: round 4 of 4, 40 s so far"},
+		{6, 4, 61 * time.Second, "across hosts: round 6 (4 planned, then suspects measured again), 61 s so far"},
+	} {
+		if got := roundProgress("across hosts", c.done, c.plan, c.took); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
 	}
 }
