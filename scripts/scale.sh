@@ -37,7 +37,7 @@ sample() {
       [ -n "$r" ] || continue
       t=$((t + r))
       [ "$r" -gt "$rss" ] && rss=$r
-      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'COLLBENCH_RANK=0'; then
+      if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx 'COLLBENCH_RANK=0'; then
         local s
         s=$(find "/proc/$p/fd" -lname 'socket:*' 2>/dev/null | wc -l)
         [ "$s" -gt "$socks" ] && socks=$s
