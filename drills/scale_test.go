@@ -43,7 +43,7 @@ func launchScale(t *testing.T, bin string, env []string, args ...string) (string
 }
 
 // TestScaleDrill runs one world of 64 collbench processes over 8 simulated
-// hosts: it forms, a small sweep verifies every element, verify-groups
+// hosts: it forms, topo writes one host's topology and the hosts' shapes, a small sweep verifies every element, verify-groups
 // passes on three layouts, doctor --quick is healthy in under 80 lines, and
 // a rank well inside the world (43) that stops itself mid-sweep is named,
 // with the rows measured before it kept in the -o file. scripts/scale.sh
@@ -56,6 +56,10 @@ func TestScaleDrill(t *testing.T) {
 	out, errs, code, _ := launchScale(t, bin, nil, "world")
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d processes on %d hosts; %d of them hold 8 processes each", scaleProcs, scaleHosts, scaleHosts)) {
 		t.Fatalf("world: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code, _ = launchScale(t, bin, nil, "topo", "--no-nccl")
+	if code != 0 || strings.Count(out, "# topology of ") != 1 || !strings.Contains(out, fmt.Sprintf("%d hosts, %d processes", scaleHosts, scaleProcs)) {
+		t.Errorf("topo: exit %d, want one topology and the hosts rolled up\n%s%s", code, out, errs)
 	}
 	out, errs, code, _ = launchScale(t, bin, nil, "allreduce", "--backend", "cpu", "--sizes", "1K:64K:x4", "-n", "2", "-w", "1", "-q")
 	if code != 0 || !strings.Contains(out, "wrong elements:    0 (OK)") {

@@ -171,3 +171,36 @@ func TestWorldAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestHostTopologiesAtScale renders topo's roll-up of one host of 8
+// processes and of 1,024 hosts, two of them built differently.
+func TestHostTopologiesAtScale(t *testing.T) {
+	for _, c := range []struct {
+		hosts int
+		name  string
+	}{{1, "topo-hosts-8.golden"}, {1024, "topo-hosts-8192.golden"}} {
+		var hs []HostTopology
+		for h := 0; h < c.hosts; h++ {
+			x := HostTopology{Host: fmt.Sprintf("node-%04d", h), Fingerprint: "5e1f09a2c4d7",
+				Summary: "8x NVIDIA H200; NV18 between all pairs; NICs mlx5_0-mlx5_7 400 Gb/s, one per GPU"}
+			for k := 0; k < 8; k++ {
+				x.Ranks = append(x.Ranks, h*8+k)
+			}
+			switch h {
+			case 500:
+				x.Fingerprint, x.Summary = "77b0e1c3a9f2", "8x NVIDIA H200; NV18 between all pairs but GPU 3 (NV12); NICs mlx5_0-mlx5_7 400 Gb/s, one per GPU"
+			case 900:
+				x.Fingerprint, x.Summary = "0c4d2e8b1a66", "8x NVIDIA H200; NV18 between all pairs; NICs mlx5_0-mlx5_6 400 Gb/s (7 for 8 GPUs)"
+			}
+			hs = append(hs, x)
+		}
+		var b bytes.Buffer
+		if err := WriteHostTopologies(&b, hs); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, c.name, b.Bytes())
+		if c.hosts > 1 && (!strings.Contains(b.String(), "3 shapes of host") || !strings.Contains(b.String(), "node-0500")) {
+			t.Errorf("the odd hosts are not named:\n%s", b.String())
+		}
+	}
+}

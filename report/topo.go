@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -228,4 +229,61 @@ func numa(n int) string {
 		return "N/A"
 	}
 	return fmt.Sprint(n)
+}
+
+// HostTopology is one host of a world as `collbench topo` gathers it under
+// a launcher: its processes and its topology's fingerprint and summary.
+type HostTopology struct {
+	Host        string `json:"host"`
+	Ranks       []int  `json:"ranks"`
+	Fingerprint string `json:"fingerprint"`
+	Summary     string `json:"summary"`
+}
+
+// maxShapeHosts is the most hosts a shape of machine names.
+const maxShapeHosts = 4
+
+// WriteHostTopologies writes the hosts of a world by shape: one row per
+// distinct fingerprint, the most common first, with how many hosts and
+// processes have it and the first few hosts' names, so a host built
+// differently from the rest stands out at any size.
+func WriteHostTopologies(w io.Writer, hosts []HostTopology) error {
+	type shape struct {
+		fp, summary string
+		hosts       []string
+		procs       int
+	}
+	var order []string
+	by := map[string]*shape{}
+	procs := 0
+	for _, h := range hosts {
+		s := by[h.Fingerprint]
+		if s == nil {
+			s = &shape{fp: h.Fingerprint, summary: h.Summary}
+			by[h.Fingerprint] = s
+			order = append(order, h.Fingerprint)
+		}
+		s.hosts = append(s.hosts, h.Host)
+		s.procs += len(h.Ranks)
+		procs += len(h.Ranks)
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return len(by[b].hosts) - len(by[a].hosts) })
+	verdict := "every host has the same topology"
+	if len(order) > 1 {
+		verdict = fmt.Sprintf("%s shapes of host: the hosts below the first differ from most", words.Count(len(order)))
+	}
+	fmt.Fprintf(w, "#\n# hosts of this world: %s hosts, %s processes; %s\n", words.Count(len(hosts)), words.Count(procs), verdict)
+	tb := PlainTable(w)
+	tb.Header("fingerprint", "hosts", "processes", "which", "summary")
+	for _, fp := range order {
+		s := by[fp]
+		which := strings.Join(s.hosts[:min(len(s.hosts), maxShapeHosts)], ", ")
+		if len(s.hosts) > maxShapeHosts {
+			which += fmt.Sprintf(" and %s more", words.Count(len(s.hosts)-maxShapeHosts))
+		}
+		if err := tb.Append(words.OrDash(fp), words.Count(len(s.hosts)), words.Count(s.procs), which, s.summary); err != nil {
+			return err
+		}
+	}
+	return tb.Render()
 }
