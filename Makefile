@@ -16,7 +16,7 @@ help:
 	@echo "make install   install collbench, its man pages and bash/zsh/fish completion under PREFIX (default /usr/local)"
 	@echo "make man       write the man pages to man/ (one per command)"
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
-	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills and the MPI check (4-5 min on 2 cores)"
+	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills, a 64-process world and the MPI check (about 7 min on 2 cores)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
