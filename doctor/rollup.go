@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -140,7 +141,7 @@ func (r *Report) rolledGPUs(w io.Writer) error {
 		return min(ratioOr1(g.CopyGBps, m[0]), ratioOr1(g.FillGelem, m[1]))
 	}
 	slow := slices.Clone(r.GPUs)
-	slices.SortStableFunc(slow, func(a, b GPUFigure) int { return cmpF(score(a), score(b)) })
+	slices.SortStableFunc(slow, func(a, b GPUFigure) int { return cmp.Compare(score(a), score(b)) })
 	fmt.Fprintf(w, "\nthe %d %ss that stand out most from their host (the worse of copy and fill against the host's median):\n", min(outliers, len(slow)), Unit(r.Backend))
 	t = report.PlainTable(w)
 	t.Header("rank", "host", "bus id", "copy GB/s", "of host", "of expected", "fill Gelem/s", "of host", "of expected")
@@ -173,7 +174,7 @@ func (r *Report) rolledGPUs(w io.Writer) error {
 		rows = append(rows, hostRow{host: h, gpus: len(byHost[h]), copy: median(c), fill: median(f), copyExp: median(ce), fillExp: median(fe)})
 	}
 	hscore := func(h hostRow) float64 { return min(ratioOr1(h.copy, cs.median), ratioOr1(h.fill, fs.median)) }
-	slices.SortStableFunc(rows, func(a, b hostRow) int { return cmpF(hscore(a), hscore(b)) })
+	slices.SortStableFunc(rows, func(a, b hostRow) int { return cmp.Compare(hscore(a), hscore(b)) })
 	fmt.Fprintf(w, "\nthe %d slowest hosts (the median of their %ss against the median of all):\n", min(slowHosts, len(rows)), Unit(r.Backend))
 	t = report.PlainTable(w)
 	t.Header("host", Unit(r.Backend)+"s", "copy GB/s", "of median", "of expected", "fill Gelem/s", "of median", "of expected")
@@ -190,16 +191,6 @@ func ratioOr1(v, ref float64) float64 {
 		return 1
 	}
 	return v / ref
-}
-
-func cmpF(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // rolledPairs writes the pairs within hosts as one distribution per link
@@ -233,7 +224,7 @@ func (r *Report) rolledPairs(w io.Writer) error {
 	}
 	slow := slices.Clone(r.Pairs)
 	score := func(p PairFigure) float64 { return ratioOr1(p.oneWay(), medians[p.Class]) }
-	slices.SortStableFunc(slow, func(a, b PairFigure) int { return cmpF(score(a), score(b)) })
+	slices.SortStableFunc(slow, func(a, b PairFigure) int { return cmp.Compare(score(a), score(b)) })
 	fmt.Fprintf(w, "\nthe %d slowest pairs (one way against the median of their class):\n", min(outliers, len(slow)))
 	t = report.PlainTable(w)
 	t.Header("host", "pair", "class", "expected", "a->b", "b->a", "both", "of median", "latency us", "transport")
@@ -291,7 +282,7 @@ func (r *Report) rolledCross(w io.Writer) error {
 		}
 		return s
 	}
-	slices.SortStableFunc(rows, func(a, b crossRow) int { return cmpF(score(a), score(b)) })
+	slices.SortStableFunc(rows, func(a, b crossRow) int { return cmp.Compare(score(a), score(b)) })
 	fmt.Fprintf(w, "\nthe %d slowest host pairs:\n", min(outliers, len(rows)))
 	t = report.PlainTable(w)
 	t.Header("hosts", "GPU pairs", "slowest pair", "slowest", "median", "rails median", "allreduce busbw")
