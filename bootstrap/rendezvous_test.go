@@ -235,27 +235,12 @@ func TestWarnsWithoutSecretOffLoopback(t *testing.T) {
 // TestRendezvousOf1024Members forms a world of 1024 in-process members.
 func TestRendezvousOf1024Members(t *testing.T) {
 	const n = 1024
-	addr := freeAddr(t)
-	token := []byte("k")
 	start := time.Now()
-	worlds := make([]*TCP, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			worlds[r], errs[r] = Join(context.Background(), TCPOptions{Rank: r, Size: n, Addr: addr, Host: fmt.Sprint("h", r%64),
-				Timeout: 60 * time.Second, Token: token})
-		}()
-	}
-	wg.Wait()
+	worlds := formWorld(t, n, func(r int) TCPOptions {
+		return TCPOptions{Host: fmt.Sprint("h", r%64), Timeout: 60 * time.Second}
+	})
 	took := time.Since(start)
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	var wg sync.WaitGroup
 	t.Logf("1024 members formed a world in %v", took)
 	if took > 10*time.Second && !raceBuild {
 		t.Errorf("the rendezvous of %d members took %v (want under 10 s)", n, took)
@@ -503,26 +488,12 @@ func TestRendezvousAtScale(t *testing.T) {
 		if err != nil || n < 2 {
 			t.Fatalf("COLLBENCH_RENDEZVOUS_SIZES: %q is not a world size", f)
 		}
-		addr := freeAddr(t)
-		worlds := make([]*TCP, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
 		start := time.Now()
-		for r := 0; r < n; r++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				worlds[r], errs[r] = Join(context.Background(), TCPOptions{Rank: r, Size: n, Addr: addr, Host: fmt.Sprint("h", r/8),
-					Timeout: 5 * time.Minute, Token: []byte("k"), Silence: time.Minute})
-			}()
-		}
-		wg.Wait()
+		worlds := formWorld(t, n, func(r int) TCPOptions {
+			return TCPOptions{Host: fmt.Sprint("h", r/8), Timeout: 5 * time.Minute, Silence: time.Minute}
+		})
 		formed := time.Since(start)
-		for r, err := range errs {
-			if err != nil {
-				t.Fatalf("%d members: rank %d: %v", n, r, err)
-			}
-		}
+		var wg sync.WaitGroup
 		held := 0
 		for _, p := range worlds[0].peers {
 			if p != nil {
@@ -556,4 +527,31 @@ func TestRendezvousAtScale(t *testing.T) {
 		t.Logf("%d members: formed in %.2f s; rank 0 holds %d connections; allgather of 64 B each %.2f s; close %.2f s",
 			n, formed.Seconds(), held, gathered.Seconds(), time.Since(start).Seconds())
 	}
+}
+
+// formWorld joins n in-process members at a free address with one job
+// secret, each with the options opts gives its rank (rank, size, address
+// and token are set here), and fails the test if any could not join.
+func formWorld(t *testing.T, n int, opts func(r int) TCPOptions) []*TCP {
+	t.Helper()
+	addr := freeAddr(t)
+	worlds := make([]*TCP, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := opts(r)
+			o.Rank, o.Size, o.Addr, o.Token = r, n, addr, []byte("k")
+			worlds[r], errs[r] = Join(context.Background(), o)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("%d members: rank %d: %v", n, r, err)
+		}
+	}
+	return worlds
 }

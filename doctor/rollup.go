@@ -167,11 +167,12 @@ func (r *Report) rolledGPUs(w io.Writer) error {
 	}
 	rows := make([]hostRow, 0, len(hosts))
 	for _, h := range hosts {
-		var c, f, ce, fe []float64
+		var ce, fe []float64
 		for _, g := range byHost[h] {
-			c, f, ce, fe = append(c, g.CopyGBps), append(f, g.FillGelem), append(ce, g.CopyExpected), append(fe, g.FillExpected)
+			ce, fe = append(ce, g.CopyExpected), append(fe, g.FillExpected)
 		}
-		rows = append(rows, hostRow{host: h, gpus: len(byHost[h]), copy: median(c), fill: median(f), copyExp: median(ce), fillExp: median(fe)})
+		m := hostMedian[h]
+		rows = append(rows, hostRow{host: h, gpus: len(byHost[h]), copy: m[0], fill: m[1], copyExp: median(ce), fillExp: median(fe)})
 	}
 	hscore := func(h hostRow) float64 { return min(ratioOr1(h.copy, cs.median), ratioOr1(h.fill, fs.median)) }
 	slices.SortStableFunc(rows, func(a, b hostRow) int { return cmp.Compare(hscore(a), hscore(b)) })

@@ -137,7 +137,7 @@ func WriteHTML(w io.Writer, in HTMLInput) error {
 				}
 				t.Rows = append(t.Rows, htmlRows(r, "all", r.SizeBytes, r.Count, r.OutOfPlace, r.InPlace)...)
 				for _, g := range r.Groups {
-					t.Rows = append(t.Rows, htmlRows(r, fmt.Sprintf("%d %s", g.ID, ranksString(g.Ranks)), g.SizeBytes, g.Count, g.OutOfPlace, g.InPlace)...)
+					t.Rows = append(t.Rows, htmlRows(r, fmt.Sprintf("%d %s", g.ID, words.GroupExact(g.Ranks)), g.SizeBytes, g.Count, g.OutOfPlace, g.InPlace)...)
 				}
 			}
 			if len(t.Rows) > 0 {

@@ -145,7 +145,7 @@ func Plot(kind, coll string, series []Series) (*plot.Plot, error) {
 					v = g.OutOfPlace.BusBW
 				}
 				vals = append(vals, v)
-				names = append(names, fmt.Sprintf("g%d %s", g.ID, ranksString(g.Ranks)))
+				names = append(names, fmt.Sprintf("g%d %s", g.ID, words.GroupExact(g.Ranks)))
 			}
 			bars, err := plotter.NewBarChart(vals, w)
 			if err != nil {

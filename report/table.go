@@ -512,14 +512,6 @@ func halfCellsBW(h *results.Half, stats columns, noBW bool) []any {
 	return cells
 }
 
-func ranksString(rs []int) string {
-	var parts []string
-	for _, r := range rs {
-		parts = append(parts, fmt.Sprint(r))
-	}
-	return "[" + strings.Join(parts, ",") + "]"
-}
-
 func halfCells(h *results.Half, cols columns) []any {
 	extra := 0
 	if cols.cycles {

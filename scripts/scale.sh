@@ -10,6 +10,7 @@
 # many rows the -o file kept. While each command runs it samples every
 # process's resident memory and rank 0's open sockets (from /proc). Prints
 # one markdown table. Needs a built bin/collbench (make build); Linux only.
+# Each step is killed after STEP_LIMIT seconds (default 900).
 # Exits 1 when a step does not end as it should.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +26,22 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
+# descendants PID: every process below PID (timeout, then launch, then ranks).
+descendants() {
+  local c
+  for c in $(pgrep -P "$1"); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
 # sample FILE PID...: until the launch (first pid) ends, record the largest
 # resident set of any collbench process and rank 0's sockets.
 sample() {
   local out=$1 launch=$2 rss=0 socks=0 total=0
   while kill -0 "$launch" 2>/dev/null; do
     local t=0
-    for p in $(pgrep -P "$launch"); do
+    for p in $(descendants "$launch"); do
       local r
       r=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null) || continue
       [ -n "$r" ] || continue
@@ -58,7 +68,8 @@ run() {
   shift
   local start end
   start=$(date +%s.%N)
-  env "${env[@]}" "$BIN" launch -n "$n" --nodes $((n / 8)) -- "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  # Every step is bounded: a world that outlives STEP_LIMIT is killed (exit 124).
+  timeout -k 10 "${STEP_LIMIT:-900}" env "${env[@]}" "$BIN" launch -n "$n" --nodes $((n / 8)) -- "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
   local pid=$!
   sample "$tmp/$name.mem" "$pid" &
   local sampler=$!

@@ -55,25 +55,15 @@ func SizeArg(b int64) string {
 // as ranges, at most maxIntParts items and then how many more numbers:
 // "0, 2, 5", "0-42, 44-63".
 func Ints(xs []int) string {
-	parts := strings.Split(Ranges(xs), ",")
-	if len(xs) == 0 {
-		return ""
-	}
+	parts, counts := rangeParts(xs)
 	if len(parts) <= maxIntParts {
 		return strings.Join(parts, ", ")
 	}
-	shown := parts[:maxIntParts]
-	count := 0
-	for _, p := range shown {
-		if lo, hi, ok := strings.Cut(p, "-"); ok && lo != "" {
-			a, _ := strconv.Atoi(lo)
-			b, _ := strconv.Atoi(hi)
-			count += b - a + 1
-		} else {
-			count++
-		}
+	shown := 0
+	for _, c := range counts[:maxIntParts] {
+		shown += c
 	}
-	return strings.Join(shown, ", ") + fmt.Sprintf(" and %s more", Count(len(xs)-count))
+	return strings.Join(parts[:maxIntParts], ", ") + fmt.Sprintf(" and %s more", Count(len(xs)-shown))
 }
 
 // maxIntParts is the most numbers or ranges Ints writes.
@@ -104,38 +94,52 @@ func Count(n int) string {
 // Ranges writes a list of numbers with runs of four or more consecutive
 // ones as ranges, in their own order: "0-7", "0-3,8,10,11".
 func Ranges(xs []int) string {
+	parts, _ := rangeParts(xs)
+	return strings.Join(parts, ",")
+}
+
+// rangeParts splits a list of numbers into the items Ranges writes (a
+// number, or a run of four or more as "a-b") and how many numbers each
+// item stands for.
+func rangeParts(xs []int) ([]string, []int) {
 	var parts []string
+	var counts []int
 	for i := 0; i < len(xs); {
 		j := i
 		for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
 			j++
 		}
 		if j-i >= 3 {
-			parts = append(parts, fmt.Sprintf("%d-%d", xs[i], xs[j]))
+			parts, counts = append(parts, fmt.Sprintf("%d-%d", xs[i], xs[j])), append(counts, j-i+1)
 		} else {
 			for _, x := range xs[i : j+1] {
-				parts = append(parts, strconv.Itoa(x))
+				parts, counts = append(parts, strconv.Itoa(x)), append(counts, 1)
 			}
 		}
 		i = j + 1
 	}
-	return strings.Join(parts, ",")
+	return parts, counts
 }
 
 // Group writes one group of ranks in brackets, runs as ranges: "[0-7]",
 // "[1,6]".
 func Group(g []int) string { return "[" + Ranges(g) + "]" }
 
+// GroupExact writes one group of ranks exactly: "[1,2,3]".
+func GroupExact(g []int) string {
+	s := make([]string, len(g))
+	for k, x := range g {
+		s[k] = strconv.Itoa(x)
+	}
+	return "[" + strings.Join(s, ",") + "]"
+}
+
 // GroupsFull writes groups of ranks exactly as collbench reads them back:
 // "[[0,1],[2,3]]".
 func GroupsFull(gs [][]int) string {
 	parts := make([]string, len(gs))
 	for i, g := range gs {
-		s := make([]string, len(g))
-		for k, x := range g {
-			s[k] = strconv.Itoa(x)
-		}
-		parts[i] = "[" + strings.Join(s, ",") + "]"
+		parts[i] = GroupExact(g)
 	}
 	return "[" + strings.Join(parts, ",") + "]"
 }
