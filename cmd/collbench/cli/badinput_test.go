@@ -76,6 +76,7 @@ var badInputCases = []struct {
 	{"doctor -g 0", "", "invalid --ranks 0"},
 	{"doctor --bw-size 0", "", "invalid --bw-size"},
 	{"doctor --latency-size 0", "", "invalid --latency-size"},
+	{"doctor --evidence everything", "", "unknown --evidence \"everything\" (valid: auto, summary, all)"},
 	{"verify-groups -g 0", "", "invalid --ranks 0"},
 	{"verify-groups --sizes 0", "", "sizes must be positive"},
 	{"launch -n 0 -- allreduce", "", "invalid --procs 0: must be 1 or more"},
