@@ -22,6 +22,9 @@ const (
 	EnvRootAddr  = "COLLBENCH_ROOT_ADDR"
 	EnvPort      = "COLLBENCH_PORT"
 	EnvHost      = "COLLBENCH_HOST"
+	// EnvFanout sets how many children each process of the bootstrap tree
+	// serves (default 32); rank 0's value holds for the job.
+	EnvFanout = "COLLBENCH_BOOTSTRAP_FANOUT"
 	// EnvDevice names the GPU a launched process drives (the launcher's
 	// global rank, so simulated nodes on one host use different GPUs).
 	EnvDevice = "COLLBENCH_DEVICE"

@@ -29,7 +29,7 @@ func (t *TCP) read(p *peer) {
 				return
 			default:
 			}
-			t.lost(&PeerError{Kind: FaultDisconnected, Rank: p.rank, Host: t.hosts[p.rank],
+			t.lost(&PeerError{Kind: FaultDisconnected, Rank: p.rank, Host: t.hostOf(p.rank),
 				Msg: fmt.Sprintf("%s disconnected: it exited, was killed, or its host failed", t.who(p.rank))})
 			return
 		}
@@ -38,24 +38,38 @@ func (t *TCP) read(p *peer) {
 		case frameData:
 			p.q.push(payload)
 		case frameBeat:
+			if p != t.up {
+				t.takeStatus(payload)
+			}
+		case frameJoined:
+			if p == t.up {
+				continue
+			}
 			if t.rank == 0 {
-				t.statusMu.Lock()
-				t.peerStatus[p.rank] = payload
-				t.statusMu.Unlock()
+				t.joined(decodeRanks(payload))
+			} else {
+				t.sendUp(frameJoined, payload)
+			}
+		case frameWorld:
+			if p == t.up {
+				select {
+				case t.worldCh <- payload:
+				default:
+				}
 			}
 		case frameAbort:
 			var pe PeerError
 			if json.Unmarshal(payload, &pe) != nil || pe.Msg == "" {
 				pe = PeerError{Kind: FaultFailed, Rank: p.rank, Msg: string(payload)}
 			}
-			t.lost(&pe)
+			t.lostFrom(&pe, p.rank)
 			return
 		}
 	}
 }
 
-// beat sends heartbeats and names a process that went silent: rank 0
-// watches every rank, the others watch rank 0.
+// beat sends heartbeats and names a process that went silent: each
+// process watches its parent and its children.
 func (t *TCP) beat() {
 	tick := time.NewTicker(t.beatEvery)
 	defer tick.Stop()
@@ -81,10 +95,11 @@ func (t *TCP) beat() {
 			lag = 0
 		}
 		last = time.Now()
-		var payload []byte
+		var own []byte
 		if f, ok := t.status.Load().(func() []byte); ok && f != nil {
-			payload = f()
+			own = f()
 		}
+		links := t.links()
 		if time.Now().UnixNano() >= t.quietUntil.Load() {
 			// The beat's own path first: it never waits for the control
 			// connection. The progress the beat carries goes over the
@@ -93,20 +108,21 @@ func (t *TCP) beat() {
 			if sending.CompareAndSwap(false, true) {
 				go func() {
 					defer sending.Store(false)
-					for _, p := range t.peers {
-						if p != nil {
-							// A failed write shows up as a lost connection or silence.
-							_ = p.send(frameBeat, payload, t.silence)
+					for _, p := range links {
+						// Up the tree the beat carries the progress of this
+						// subtree; down it only says this process lives. A
+						// failed write shows up as a lost connection or silence.
+						var payload []byte
+						if p == t.up {
+							payload = t.bundle(own)
 						}
+						_ = p.send(frameBeat, payload, t.silence)
 					}
 				}()
 			}
 		}
 		now := time.Now()
-		for _, p := range t.peers {
-			if p == nil {
-				continue
-			}
+		for _, p := range links {
 			quiet := now.Sub(time.Unix(0, t.seen[p.rank].Load()))
 			// A peer never heard on the beat path (a firewall drops its
 			// datagrams) is heard only through the control connection,
@@ -131,7 +147,7 @@ func (t *TCP) beat() {
 					}
 					continue
 				}
-				t.lost(&PeerError{Kind: FaultSilent, Rank: p.rank, Host: t.hosts[p.rank],
+				t.lost(&PeerError{Kind: FaultSilent, Rank: p.rank, Host: t.hostOf(p.rank),
 					Msg: fmt.Sprintf("%s stopped answering: not heard from for %v (stopped, frozen or cut off from the network)",
 						t.who(p.rank), quiet.Round(time.Second))})
 				return
@@ -188,28 +204,38 @@ func (t *TCP) OnLoadedPeer(f func(rank int, quiet time.Duration)) { t.loadNote =
 // SetStatus sets what this process's heartbeats carry (its progress).
 func (t *TCP) SetStatus(f func() []byte) { t.status.Store(f) }
 
-// PeerStatus returns, on rank 0, the last heartbeat payload of rank r and
-// when rank r was last heard from.
+// PeerStatus returns, on rank 0, the last progress rank r reported (its
+// heartbeats carry it up the tree) and when rank r was last heard from.
 func (t *TCP) PeerStatus(r int) ([]byte, time.Time) {
 	t.statusMu.Lock()
 	defer t.statusMu.Unlock()
-	return t.peerStatus[r], time.Unix(0, t.seen[r].Load())
+	return t.peerStatus[r], time.Unix(0, max(t.seen[r].Load(), t.statusAt[r].Load()))
 }
 
-// lost records the first fault, tells every other process (rank 0 relays)
-// and calls the handler.
-func (t *TCP) lost(err error) {
+// lost records the first fault, tells every other process and calls the
+// handler.
+func (t *TCP) lost(err error) { t.lostFrom(err, -1) }
+
+// lostFrom records the first fault and floods it through the tree: to the
+// parent and every child but the link it came from (from) and a rank that
+// is gone. The subtree behind a gone rank hears of it from its own
+// watchers of that rank.
+func (t *TCP) lostFrom(err error, from int) {
 	t.lostOnce.Do(func() {
 		pe := asPeerError(err)
 		// Tell the others before waking this process's own callers, which
 		// may exit at once; a stopped peer must not hold this up.
-		if t.rank == 0 && pe != nil {
+		if pe != nil {
 			b, _ := json.Marshal(pe)
+			t.linkMu.Lock()
+			t.lostMsg = b
+			t.linkMu.Unlock()
+			close(t.lostCh)
 			var wg sync.WaitGroup
 			gone := pe.Kind == FaultDisconnected || pe.Kind == FaultSilent
-			for _, p := range t.peers {
+			for _, p := range t.links() {
 				// A hung rank is told too, so it stops; a gone one cannot be.
-				if p != nil && (!gone || p.rank != pe.Rank) {
+				if p.rank != from && (!gone || p.rank != pe.Rank) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
@@ -247,14 +273,11 @@ func (t *TCP) Abort(cause error) {
 		if errors.Is(cause, context.Canceled) {
 			kind = FaultInterrupted
 		}
-		pe = &PeerError{Kind: kind, Rank: t.rank, Host: t.hosts[t.rank], Msg: fmt.Sprintf("rank %d (%s) failed: %v", t.rank, t.hosts[t.rank], cause)}
+		host := t.hostOf(t.rank)
+		pe = &PeerError{Kind: kind, Rank: t.rank, Host: host, Msg: fmt.Sprintf("rank %d (%s) failed: %v", t.rank, host, cause)}
 		if kind == FaultInterrupted {
-			pe.Msg = fmt.Sprintf("rank %d (%s) was interrupted", t.rank, t.hosts[t.rank])
+			pe.Msg = fmt.Sprintf("rank %d (%s) was interrupted", t.rank, host)
 		}
-	}
-	if t.rank != 0 {
-		b, _ := json.Marshal(pe)
-		_ = t.peers[0].send(frameAbort, b, 2*time.Second)
 	}
 	t.lost(pe)
 }

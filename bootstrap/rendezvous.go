@@ -210,11 +210,25 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 			}()
 		}
 	}()
-	t.peers = make([]*peer, o.Size)
-	t.hosts = make([]string, o.Size)
+	t.fanout = o.Fanout
+	close(t.placed)
+	hosts := make([]string, o.Size)
 	t.pids = make([]int, o.Size)
-	t.hosts[0], t.pids[0] = o.Host, os.Getpid()
-	nonces := make([][2][]byte, o.Size)
+	hosts[0], t.pids[0] = o.Host, os.Getpid()
+	t.linkMu.Lock()
+	t.hosts = hosts
+	t.linkMu.Unlock()
+	setHost := func(r int, h string, pid int) {
+		t.linkMu.Lock()
+		t.hosts[r], t.pids[r] = h, pid
+		t.linkMu.Unlock()
+	}
+	arrivedAt := make([]bool, o.Size)
+	linked := make([]bool, o.Size)
+	arrivedAt[0], linked[0] = true, true
+	treeAddr := make([]string, o.Size)
+	nLinked := 1
+	waiting := map[int][]arrival{} // admitted ranks whose parent has not arrived, by parent
 	var refused []string
 	note := func(why string) {
 		if len(refused) < maxRefusals {
@@ -224,22 +238,37 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 			o.Warn("rendezvous: refused " + why)
 		}
 	}
-	// fail explains the failure to every admitted rank, and for a few
-	// seconds to ranks still arriving (not after a timeout: they are not
-	// coming), instead of leaving them to a reset connection.
+	refuseAll := func(cs []net.Conn, msg string) {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				refuse(c, msg)
+			}()
+		}
+		wg.Wait()
+	}
+	// fail explains the failure down the tree and to every rank waiting
+	// for its place, and for a few seconds to ranks still arriving (not
+	// after a timeout: they are not coming), instead of leaving them to a
+	// reset connection.
 	fail := func(msg string, grace bool) error {
-		for _, p := range t.peers {
-			if p != nil {
-				refuse(p.conn, msg)
+		t.lost(&PeerError{Kind: FaultFailed, Rank: -1, Msg: msg})
+		var cs []net.Conn
+		for _, ws := range waiting {
+			for _, a := range ws {
+				cs = append(cs, a.c)
 			}
 		}
+		refuseAll(cs, msg)
 		if grace {
 			end := time.After(min(5*time.Second, time.Until(deadline)+time.Second))
 		drain:
 			for {
 				select {
 				case a := <-arrivals:
-					refuse(a.c, msg)
+					go refuse(a.c, msg)
 				case <-end:
 					break drain
 				}
@@ -247,16 +276,69 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 		}
 		return errors.New(msg)
 	}
+	// place answers an admitted rank with its place in the tree: a child
+	// of rank 0 keeps this connection as its link; any other rank is sent
+	// to its parent once the parent has arrived.
+	place := func(a arrival, parentArrived bool) error {
+		r := a.h.Rank
+		p := parentOf(r, o.Fanout)
+		if p != 0 && !parentArrived {
+			waiting[p] = append(waiting[p], a)
+			return nil
+		}
+		w := welcome{Parent: p, Fanout: o.Fanout}
+		if p == 0 {
+			w.BeatPort = t.beats.port()
+		} else {
+			w.ParentHost, w.Addr = hosts[p], treeAddr[p]
+		}
+		if o.Token != nil {
+			w.Proof = secret.Proof(o.Token, "collbench/welcome", a.h.Nonce, a.nonce, r, o.Size, w.Parent, w.Addr, w.Fanout)
+		}
+		b, _ := json.Marshal(w)
+		_ = a.c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+		if err := writeFrameTo(a.c, frameWelcome, b); err != nil {
+			a.c.Close()
+			return fmt.Errorf("rank %d (%s) disconnected during the rendezvous", r, hosts[r])
+		}
+		if p != 0 {
+			go closeGently(a.c) // the rank closes it once it has read its place
+			return nil
+		}
+		_ = a.c.SetDeadline(time.Time{})
+		t.beats.watch(r, a.c.RemoteAddr(), a.h.BeatPort)
+		t.addDown(newPeer(r, a.c))
+		linked[r] = true
+		nLinked++
+		return nil
+	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for arrived := 1; arrived < o.Size; {
+	for nLinked < o.Size {
 		select {
 		case <-ctx.Done():
 			return fail("rendezvous interrupted on rank 0", true)
+		case err := <-t.lostErr:
+			// A rank that had joined disconnected, or failed, before the
+			// world formed.
+			return fail(err.Error(), true)
 		case why := <-refusals:
 			note(why)
+		case <-t.joinedCh:
+			for _, r := range t.takeJoined() {
+				if r > 0 && r < o.Size && arrivedAt[r] && !linked[r] {
+					linked[r] = true
+					nLinked++
+				}
+			}
 		case <-timer.C:
-			msg := fmt.Sprintf("rendezvous at %s timed out after %v: %s never arrived", o.Addr, o.Timeout, missingRanks(t.peers))
+			var msg string
+			if miss := missingRanks(arrivedAt); miss != "" {
+				msg = fmt.Sprintf("rendezvous at %s timed out after %v: %s never arrived", o.Addr, o.Timeout, miss)
+			} else {
+				msg = fmt.Sprintf("rendezvous at %s timed out after %v: every rank arrived, but %s never joined the bootstrap tree (check that the hosts of this job can reach each other)",
+					o.Addr, o.Timeout, t.unlinked(linked))
+			}
 			if n := pend.dropped.Load(); n > 0 {
 				msg += fmt.Sprintf("; %d connections to the rendezvous port sent no hello and were dropped (a flood or a port scan on %s: find what else connects to it)", n, o.Addr)
 			}
@@ -266,48 +348,62 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 			return fail(msg, false)
 		case a := <-arrivals:
 			h := a.h
+			var why string
 			switch {
 			case h.Size != o.Size:
-				why := fmt.Sprintf("rank %d (%s) was started for a world of %d processes, rank 0 for %d", h.Rank, orUnknown(h.Host), h.Size, o.Size)
-				refuse(a.c, "refused by rank 0: "+why)
-				note(why)
-				continue
+				why = fmt.Sprintf("rank %d (%s) was started for a world of %d processes, rank 0 for %d", h.Rank, orUnknown(h.Host), h.Size, o.Size)
 			case h.Rank <= 0 || h.Rank >= o.Size:
-				why := fmt.Sprintf("a process on %s says it is rank %d, outside the world of %d", orUnknown(h.Host), h.Rank, o.Size)
-				refuse(a.c, "refused by rank 0: "+why)
-				note(why)
-				continue
-			case t.peers[h.Rank] != nil:
-				why := fmt.Sprintf("a process on %s claims rank %d, already taken by a process on %s", orUnknown(h.Host), h.Rank, t.hosts[h.Rank])
-				refuse(a.c, "refused by rank 0: "+why)
-				note(why)
-				continue
+				why = fmt.Sprintf("a process on %s says it is rank %d, outside the world of %d", orUnknown(h.Host), h.Rank, o.Size)
+			case arrivedAt[h.Rank]:
+				why = fmt.Sprintf("a process on %s claims rank %d, already taken by a process on %s", orUnknown(h.Host), h.Rank, hosts[h.Rank])
 			case !reflect.DeepEqual(h.Args, o.Args):
 				// It proved the secret (or none is in use): a rank of this
 				// job started differently. The job cannot run.
-				t.peers[h.Rank] = newPeer(h.Rank, a.c)
-				return fail(fmt.Sprintf("rank %d (%s) was started with different arguments: %q; rank 0 has %q",
-					h.Rank, h.Host, strings.Join(h.Args, " "), strings.Join(o.Args, " ")), true)
+				msg := fmt.Sprintf("rank %d (%s) was started with different arguments: %q; rank 0 has %q",
+					h.Rank, h.Host, strings.Join(h.Args, " "), strings.Join(o.Args, " "))
+				go refuse(a.c, msg)
+				return fail(msg, true)
+			case h.TreePort <= 0 && len(childrenOf(h.Rank, o.Fanout, o.Size)) > 0:
+				msg := fmt.Sprintf("rank %d (%s) could not open a port for its children in the bootstrap tree", h.Rank, h.Host)
+				go refuse(a.c, msg)
+				return fail(msg, true)
 			}
-			t.peers[h.Rank] = newPeer(h.Rank, a.c)
-			t.hosts[h.Rank], t.pids[h.Rank] = h.Host, h.PID
-			t.beats.watch(h.Rank, a.c.RemoteAddr(), h.BeatPort)
-			nonces[h.Rank] = [2][]byte{a.nonce, h.Nonce}
-			arrived++
+			if why != "" {
+				go refuse(a.c, "refused by rank 0: "+why)
+				note(why)
+				continue
+			}
+			setHost(h.Rank, h.Host, h.PID)
+			arrivedAt[h.Rank] = true
+			if ip, ok := a.c.RemoteAddr().(*net.TCPAddr); ok && h.TreePort > 0 {
+				treeAddr[h.Rank] = net.JoinHostPort(ip.IP.String(), fmt.Sprint(h.TreePort))
+			}
+			if err := place(a, arrivedAt[parentOf(h.Rank, o.Fanout)]); err != nil {
+				return fail(err.Error(), true)
+			}
+			for _, c := range waiting[h.Rank] {
+				if err := place(c, true); err != nil {
+					return fail(err.Error(), true)
+				}
+			}
+			delete(waiting, h.Rank)
 		}
 	}
-	for r, p := range t.peers {
-		if p == nil {
+	b, _ := json.Marshal(worldMsg{Hosts: hosts, PIDs: t.pids})
+	if err := t.sendWorld(b); err != nil {
+		return fail(err.Error(), false)
+	}
+	return nil
+}
+
+// sendWorld tells the children that the world formed.
+func (t *TCP) sendWorld(b []byte) error {
+	for _, c := range t.links() {
+		if c == t.up {
 			continue
 		}
-		w := welcome{Hosts: t.hosts, PIDs: t.pids, BeatPort: t.beats.port()}
-		if o.Token != nil {
-			w.Proof = secret.Proof(o.Token, "collbench/welcome", nonces[r][1], nonces[r][0], r, o.Size)
-		}
-		b, _ := json.Marshal(w)
-		_ = p.conn.SetDeadline(time.Time{})
-		if err := p.send(frameWelcome, b, handshakeTimeout); err != nil {
-			return fail(fmt.Sprintf("rank %d (%s) disconnected during the rendezvous", r, t.hosts[r]), false)
+		if err := c.send(frameWorld, b, handshakeTimeout); err != nil {
+			return fmt.Errorf("%s disconnected during the rendezvous", t.who(c.rank))
 		}
 	}
 	return nil
@@ -324,17 +420,20 @@ func closeGently(c net.Conn) {
 	_ = c.Close()
 }
 
-func missingRanks(peers []*peer) string {
+func missingRanks(arrived []bool) string {
 	var miss []string
-	for r := 1; r < len(peers); r++ {
-		if peers[r] == nil {
+	for r := 1; r < len(arrived); r++ {
+		if !arrived[r] {
 			miss = append(miss, fmt.Sprint(r))
 		}
 	}
 	if len(miss) > 16 {
 		miss = append(miss[:16], fmt.Sprintf("and %d more", len(miss)-16))
 	}
-	if len(miss) == 1 {
+	switch len(miss) {
+	case 0:
+		return ""
+	case 1:
 		return "rank " + miss[0]
 	}
 	return "ranks " + strings.Join(miss, ", ")
@@ -357,10 +456,7 @@ func (t *TCP) connect(ctx context.Context, o TCPOptions) error {
 			cut++
 			continue
 		}
-		if err := t.welcomed(o, c, h, challenge, typ, payload); err != nil {
-			return err
-		}
-		return nil
+		return t.welcomed(ctx, o, c, h, challenge, typ, payload, deadline)
 	}
 }
 
@@ -412,12 +508,13 @@ func (t *TCP) hello(ctx context.Context, o TCPOptions, deadline time.Time, cut *
 		case <-ctx.Done():
 		}
 	}
-	if t.beats == nil {
-		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
-			t.beats, _ = openBeatPath(a.IP.String(), o.Token, o.Rank, o.Size) // none: the beats ride the control connection
-		}
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok && t.localIP == "" {
+		t.localIP = a.IP.String()
+		t.beats, _ = openBeatPath(t.localIP, o.Token, o.Rank, o.Size) // none: the beats ride the control connection
+		t.treePort = t.openTree(t.localIP, o, deadline)
 	}
-	h := hello{Rank: o.Rank, Size: o.Size, Host: o.Host, PID: os.Getpid(), Args: o.Args, Nonce: secret.Nonce(), Secret: o.Token != nil, BeatPort: t.beats.port()}
+	h := hello{Rank: o.Rank, Size: o.Size, Host: o.Host, PID: os.Getpid(), Args: o.Args, Nonce: secret.Nonce(), Secret: o.Token != nil,
+		BeatPort: t.beats.port(), TreePort: t.treePort}
 	if o.Token != nil {
 		h.Proof = secret.Proof(o.Token, "collbench/hello", challenge, h.Nonce, o.Rank, o.Size)
 	}
@@ -434,8 +531,8 @@ func (t *TCP) hello(ctx context.Context, o TCPOptions, deadline time.Time, cut *
 }
 
 // welcomed reads rank 0's answer to this rank's hello and, if it is a
-// welcome, joins the world.
-func (t *TCP) welcomed(o TCPOptions, c net.Conn, h hello, challenge []byte, typ byte, a answer) error {
+// place in the tree, links to the parent and waits for the world to form.
+func (t *TCP) welcomed(ctx context.Context, o TCPOptions, c net.Conn, h hello, challenge []byte, typ byte, a answer, deadline time.Time) error {
 	payload, err := a.b, a.err
 	switch {
 	case err != nil:
@@ -449,30 +546,55 @@ func (t *TCP) welcomed(o TCPOptions, c net.Conn, h hello, challenge []byte, typ 
 		return fmt.Errorf("rank %d: unexpected answer from rank 0", o.Rank)
 	}
 	var w welcome
-	if err := json.Unmarshal(payload, &w); err != nil || len(w.Hosts) != o.Size || len(w.PIDs) != o.Size {
+	if err := json.Unmarshal(payload, &w); err != nil {
 		c.Close()
 		return fmt.Errorf("rank %d: malformed answer from rank 0", o.Rank)
 	}
-	if o.Token != nil && !secret.Verify(o.Token, w.Proof, "collbench/welcome", h.Nonce, challenge, o.Rank, o.Size) {
+	if o.Token != nil && !secret.Verify(o.Token, w.Proof, "collbench/welcome", h.Nonce, challenge, o.Rank, o.Size, w.Parent, w.Addr, w.Fanout) {
 		c.Close()
 		return fmt.Errorf("rank %d: the process at %s does not hold this job's secret; it is not this job's rank 0", o.Rank, o.Addr)
 	}
-	t.peers = []*peer{newPeer(0, c)}
-	t.hosts, t.pids = w.Hosts, w.PIDs
-	t.beats.watch(0, c.RemoteAddr(), w.BeatPort)
-	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
-		t.localIP = a.IP.String()
+	if w.Fanout < 1 || w.Parent != parentOf(o.Rank, w.Fanout) || (w.Parent != 0 && w.Addr == "") {
+		c.Close()
+		return fmt.Errorf("rank %d: malformed answer from rank 0", o.Rank)
 	}
-	return nil
-}
-
-// who names a rank with its host and process id.
-func (t *TCP) who(r int) string {
-	if r < 0 || r >= len(t.hosts) {
-		return fmt.Sprintf("rank %d", r)
+	t.fanout = w.Fanout
+	close(t.placed)
+	if len(childrenOf(o.Rank, w.Fanout, o.Size)) == 0 {
+		t.closeTree()
 	}
-	if r < len(t.pids) && t.pids[r] > 0 {
-		return fmt.Sprintf("rank %d (%s, pid %d)", r, t.hosts[r], t.pids[r])
+	link, beatPort := c, w.BeatPort
+	if w.Parent != 0 {
+		c.Close()
+		if link, beatPort, err = t.linkParent(o, w, deadline); err != nil {
+			return err
+		}
 	}
-	return fmt.Sprintf("rank %d (%s)", r, t.hosts[r])
+	_ = link.SetDeadline(time.Time{})
+	t.beats.watch(w.Parent, link.RemoteAddr(), beatPort)
+	p := newPeer(w.Parent, link)
+	t.setUp(p)
+	go t.read(p)
+	wait := time.NewTimer(time.Until(deadline) + 10*time.Second)
+	defer wait.Stop()
+	var b []byte
+	select {
+	case b = <-t.worldCh:
+	case err := <-t.lostErr:
+		t.lostErr <- err
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("rendezvous interrupted on rank %d", o.Rank)
+	case <-wait.C:
+		return fmt.Errorf("rank %d: the world did not form within %v of its start: rank 0 never said it had (this rank's parent is %s)", o.Rank, o.Timeout, t.who(w.Parent))
+	}
+	var wm worldMsg
+	if err := json.Unmarshal(b, &wm); err != nil || len(wm.Hosts) != o.Size || len(wm.PIDs) != o.Size {
+		return fmt.Errorf("rank %d: malformed world message from its parent", o.Rank)
+	}
+	t.linkMu.Lock()
+	t.hosts, t.pids = wm.Hosts, wm.PIDs
+	t.linkMu.Unlock()
+	t.closeTree()
+	return t.sendWorld(b)
 }

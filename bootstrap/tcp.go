@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -17,8 +18,11 @@ const (
 	frameWelcome   = 3 // rank 0 -> rank: every rank arrived; the hosts; rank 0's proof
 	frameError     = 4 // rank 0 -> newcomer: refused or the rendezvous failed, and why
 	frameData      = 5
-	frameAbort     = 6 // a fault that stops the world (JSON PeerError)
-	frameBeat      = 7 // heartbeat, with the sender's progress as payload
+	frameAbort     = 6  // a fault that stops the world (JSON PeerError)
+	frameBeat      = 7  // heartbeat; up the tree it carries the subtree's progress
+	frameWorld     = 8  // parent -> child: the world formed; every rank's host and pid
+	frameTreeHello = 9  // child -> parent: who it is, with its proof
+	frameJoined    = 10 // child -> parent: ranks that joined the tree below it
 )
 
 const (
@@ -37,6 +41,9 @@ const (
 const (
 	DefaultBeatEvery = time.Second
 	DefaultSilence   = 6 * time.Second
+	// DefaultFanout is how many children a process of the bootstrap tree
+	// serves: 8,192 ranks are three levels below rank 0.
+	DefaultFanout = 32
 )
 
 // TCPOptions configure Join.
@@ -59,6 +66,9 @@ type TCPOptions struct {
 	BeatEvery, Silence time.Duration
 	// Warn receives one-line warnings (rank 0 only); nil discards them.
 	Warn func(string)
+	// Fanout is how many children each process of the bootstrap tree
+	// serves; rank 0's value holds for the world (0: DefaultFanout).
+	Fanout int
 }
 
 type hello struct {
@@ -73,13 +83,27 @@ type hello struct {
 	// BeatPort is the newcomer's heartbeat port (UDP, at the address its
 	// control connection comes from); 0 when it has none.
 	BeatPort int `json:"beat_port,omitempty"`
+	// TreePort is the port the newcomer serves its children of the
+	// bootstrap tree on (TCP, at the same address); 0 when it has none.
+	TreePort int `json:"tree_port,omitempty"`
 }
 
+// welcome is rank 0's answer to an admitted rank: its place in the tree.
+// Parent 0 keeps the rendezvous connection as the link to rank 0; any
+// other parent is reached at Addr.
 type welcome struct {
-	Hosts    []string `json:"hosts"`
-	PIDs     []int    `json:"pids"`
-	Proof    []byte   `json:"proof,omitempty"`
-	BeatPort int      `json:"beat_port,omitempty"` // rank 0's heartbeat port
+	Parent     int    `json:"parent"`
+	ParentHost string `json:"parent_host,omitempty"`
+	Addr       string `json:"addr,omitempty"`
+	Fanout     int    `json:"fanout"`
+	Proof      []byte `json:"proof,omitempty"`
+	BeatPort   int    `json:"beat_port,omitempty"` // rank 0's heartbeat port, when it is the parent
+}
+
+// worldMsg goes down the tree once every rank joined it.
+type worldMsg struct {
+	Hosts []string `json:"hosts"`
+	PIDs  []int    `json:"pids"`
 }
 
 // FaultKind classifies why a world stopped.
@@ -124,6 +148,7 @@ type peer struct {
 	w    *bufio.Writer
 	wmu  sync.Mutex
 	q    *queue
+	sent atomic.Int64 // bytes of payload sent
 }
 
 func newPeer(rank int, c net.Conn) *peer {
@@ -138,18 +163,38 @@ func (p *peer) send(typ byte, payload []byte, timeout time.Duration) error {
 	if err := writeFrameTo(p.w, typ, payload); err != nil {
 		return err
 	}
+	p.sent.Add(int64(len(payload)))
 	return p.w.Flush()
 }
 
-// TCP is a world of processes joined through rank 0 (a star): rank 0 holds
-// a connection to every other rank and relays every message. Every process
-// sends heartbeats carrying its progress; one that goes silent is named.
+// TCP is a world of processes joined in a tree: every rank says hello to
+// rank 0, which checks it and gives it its place; it then links to its
+// parent (rank (r-1)/fanout) and serves its own children. Control messages
+// travel along the tree, so no process holds more than fanout+1
+// connections and rank 0's work grows linearly with the world. Every
+// process watches its parent and children by heartbeat; a fault floods the
+// tree, and one that goes silent is named by its neighbours.
 type TCP struct {
 	rank, size int
-	hosts      []string
+	fanout     int
+	hosts      []string // every rank's host, guarded by linkMu while the world forms
 	pids       []int
-	peers      []*peer // rank 0: index by rank (nil at 0); others: [0] is rank 0
-	localIP    string  // this host's address as the other processes reach it
+	localIP    string // this host's address as the other processes reach it
+
+	linkMu   sync.Mutex
+	up       *peer   // the link to the parent; nil at rank 0
+	down     []*peer // the links to the children, by rank
+	pendUp   [][]byte
+	lostMsg  []byte       // the fault that ended the world, once known (JSON PeerError)
+	treeLn   net.Listener // where the children link; closed once the world formed
+	treePort int
+	placed   chan struct{} // closed once this rank knows the fanout
+	lostCh   chan struct{} // closed once the world is lost
+	told     atomic.Int64  // children refused with the fault that ended the world
+	worldCh  chan []byte   // the world message from the parent
+	joinedMu sync.Mutex
+	joinedQ  []int
+	joinedCh chan struct{}
 	// beats is the heartbeat path apart from the control connection; nil
 	// where it could not be opened (the beats then ride the control
 	// connection only).
@@ -159,7 +204,8 @@ type TCP struct {
 	seen               []atomic.Int64 // unix nanoseconds of the last frame from each rank
 	status             atomic.Value   // func() []byte
 	statusMu           sync.Mutex
-	peerStatus         [][]byte // rank 0: the last heartbeat payload of each rank
+	peerStatus         [][]byte       // the last progress of each rank below this one
+	statusAt           []atomic.Int64 // unix ns when that progress was current
 
 	lostOnce  sync.Once
 	lostErr   chan error
@@ -187,12 +233,14 @@ func (t *TCP) waiting(rank int) {
 	}
 }
 
-// Join forms the world: rank 0 serves the rendezvous at Addr and waits for
-// every other rank; the others connect, retrying until the timeout. With a
-// token every newcomer must prove it holds it; a connection that cannot, or
-// that claims a taken rank or a wrong world size, is refused on its own and
-// never stops the world. An error names the ranks that never arrived, or
-// the rank whose arguments differ.
+// Join forms the world: rank 0 serves the rendezvous at Addr and places
+// every other rank in the bootstrap tree; the others connect, retrying
+// until the timeout, then link to their parent. With a token every
+// newcomer must prove it holds it, to rank 0 and to its parent; a
+// connection that cannot, or that claims a taken rank or a wrong world
+// size, is refused on its own and never stops the world. An error names the
+// ranks that never arrived, or the rank whose arguments differ, or the
+// ranks that could not join their parent.
 func Join(ctx context.Context, o TCPOptions) (*TCP, error) {
 	if o.Size < 2 {
 		return nil, fmt.Errorf("a world of %d processes needs no rendezvous", o.Size)
@@ -212,14 +260,27 @@ func Join(ctx context.Context, o TCPOptions) (*TCP, error) {
 	if o.Silence < 2*o.BeatEvery {
 		o.Silence = 2 * o.BeatEvery
 	}
+	if o.Fanout <= 0 {
+		o.Fanout = DefaultFanout
+	}
 	t := &TCP{rank: o.Rank, size: o.Size, lostErr: make(chan error, 1), closing: make(chan struct{}),
 		stopBeat: make(chan struct{}), beatEvery: o.BeatEvery, silence: o.Silence,
-		seen: make([]atomic.Int64, o.Size), peerStatus: make([][]byte, o.Size)}
+		seen: make([]atomic.Int64, o.Size), peerStatus: make([][]byte, o.Size), statusAt: make([]atomic.Int64, o.Size),
+		placed: make(chan struct{}), lostCh: make(chan struct{}), worldCh: make(chan []byte, 1), joinedCh: make(chan struct{}, 1)}
 	var err error
 	if o.Rank == 0 {
 		err = t.serve(ctx, o)
 	} else {
 		err = t.connect(ctx, o)
+		if err != nil {
+			// The children hear why before their link closes.
+			pe := asPeerError(err)
+			if pe == nil {
+				pe = &PeerError{Kind: FaultFailed, Rank: -1, Msg: err.Error()}
+			}
+			t.lost(pe)
+			t.linger()
+		}
 	}
 	if err != nil {
 		t.closeConns()
@@ -228,11 +289,6 @@ func Join(ctx context.Context, o TCPOptions) (*TCP, error) {
 	now := time.Now().UnixNano()
 	for r := range t.seen {
 		t.seen[r].Store(now)
-	}
-	for _, p := range t.peers {
-		if p != nil {
-			go t.read(p)
-		}
 	}
 	go t.beats.serve(func(r int) { t.seen[r].Store(time.Now().UnixNano()) })
 	// The first beat goes before Join returns, so the watchers hear every
@@ -296,7 +352,7 @@ func (t *TCP) sendData(p *peer, data []byte) error {
 			return err
 		default:
 		}
-		pe := &PeerError{Kind: FaultDisconnected, Rank: p.rank, Host: t.hosts[p.rank],
+		pe := &PeerError{Kind: FaultDisconnected, Rank: p.rank, Host: t.hostOf(p.rank),
 			Msg: fmt.Sprintf("%s cannot be reached: %v", t.who(p.rank), err)}
 		t.lost(pe)
 		return pe
@@ -304,51 +360,89 @@ func (t *TCP) sendData(p *peer, data []byte) error {
 	return nil
 }
 
-// AllGather returns every rank's data, by rank.
+// AllGather returns every rank's data, by rank: the data is gathered up
+// the tree to rank 0, and the whole list goes back down.
 func (t *TCP) AllGather(data []byte) ([][]byte, error) {
-	if t.rank != 0 {
-		p := t.peers[0]
-		if err := t.sendData(p, data); err != nil {
-			return nil, err
-		}
-		b, err := t.recv(p)
-		if err != nil {
-			return nil, err
-		}
-		return decodeList(b)
-	}
-	all, err := t.collect(data)
+	all, err := t.gatherUp(data)
 	if err != nil {
 		return nil, err
 	}
-	enc := encodeList(all)
-	for _, p := range t.peers[1:] {
-		if err := t.sendData(p, enc); err != nil {
+	var enc []byte
+	if t.rank == 0 {
+		enc = encodeList(all)
+	} else {
+		if enc, err = t.recv(t.up); err != nil {
 			return nil, err
 		}
+		if all, err = decodeList(enc); err != nil || len(all) != t.size {
+			return nil, fmt.Errorf("malformed gather result from %s", t.who(t.up.rank))
+		}
+	}
+	if err := t.sendDown(enc); err != nil {
+		return nil, err
 	}
 	return all, nil
 }
 
 // Gather returns every rank's data, by rank, on rank 0; the others get nil.
 func (t *TCP) Gather(data []byte) ([][]byte, error) {
-	if t.rank != 0 {
-		return nil, t.sendData(t.peers[0], data)
-	}
-	return t.collect(data)
+	return t.gatherUp(data)
 }
 
-func (t *TCP) collect(data []byte) ([][]byte, error) {
-	all := make([][]byte, t.size)
-	all[0] = data
-	for r := 1; r < t.size; r++ {
-		b, err := t.recv(t.peers[r])
+// gatherUp collects this rank's subtree, children in rank order, and
+// sends it to the parent; on rank 0 it returns every rank's data.
+func (t *TCP) gatherUp(data []byte) ([][]byte, error) {
+	items := [][]byte{entry(t.rank, data)}
+	for _, c := range t.down {
+		b, err := t.recv(c)
 		if err != nil {
 			return nil, err
 		}
-		all[r] = b
+		sub, err := decodeList(b)
+		if err != nil {
+			return nil, fmt.Errorf("malformed gather message from %s", t.who(c.rank))
+		}
+		items = append(items, sub...)
+	}
+	if t.rank != 0 {
+		return nil, t.sendData(t.up, encodeList(items))
+	}
+	all := make([][]byte, t.size)
+	got := make([]bool, t.size)
+	for _, it := range items {
+		r, d, ok := parseEntry(it, t.size)
+		if !ok || got[r] {
+			return nil, errors.New("malformed gather: a rank is missing or twice")
+		}
+		all[r], got[r] = d, true
+	}
+	if len(items) != t.size {
+		return nil, fmt.Errorf("malformed gather: %d of %d ranks", len(items), t.size)
 	}
 	return all, nil
+}
+
+// sendDown sends enc to every child at once; the first failure is returned.
+func (t *TCP) sendDown(enc []byte) error {
+	if len(t.down) == 1 {
+		return t.sendData(t.down[0], enc)
+	}
+	errs := make([]error, len(t.down))
+	var wg sync.WaitGroup
+	for i, c := range t.down {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = t.sendData(c, enc)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close waits for every rank at a final barrier, then disconnects.
@@ -364,9 +458,12 @@ func (t *TCP) closeConns() {
 	t.closeOnce.Do(func() { close(t.closing) })
 	t.stopOnce.Do(func() { close(t.stopBeat) })
 	t.beats.close()
-	for _, p := range t.peers {
-		if p != nil {
-			p.conn.Close()
-		}
+	t.linkMu.Lock()
+	if t.treeLn != nil {
+		t.treeLn.Close()
+	}
+	t.linkMu.Unlock()
+	for _, p := range t.links() {
+		p.conn.Close()
 	}
 }

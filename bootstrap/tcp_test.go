@@ -33,9 +33,14 @@ func child() int {
 	size, _ := strconv.Atoi(os.Getenv("CB_SIZE"))
 	timeout, _ := time.ParseDuration(os.Getenv("CB_TIMEOUT"))
 	silence, _ := time.ParseDuration(os.Getenv("CB_SILENCE"))
+	fanout, _ := strconv.Atoi(os.Getenv("CB_FANOUT"))
+	victim := 2
+	if v := os.Getenv("CB_VICTIM"); v != "" {
+		victim, _ = strconv.Atoi(v)
+	}
 	t, err := Join(context.Background(), TCPOptions{Rank: rank, Size: size, Addr: os.Getenv("CB_ADDR"),
 		Host: fmt.Sprintf("host%d", rank/2), Args: strings.Fields(os.Getenv("CB_ARGS")), Timeout: timeout,
-		Token: []byte(os.Getenv("CB_TOKEN")), BeatEvery: silence / 5, Silence: silence})
+		Token: []byte(os.Getenv("CB_TOKEN")), BeatEvery: silence / 5, Silence: silence, Fanout: fanout})
 	if err != nil {
 		fmt.Println("ERR:", err)
 		return 3
@@ -49,7 +54,7 @@ func child() int {
 		return 3
 	}
 	fmt.Printf("hosts=%s data=%s\n", strings.Join(t.Hosts(), ","), bytes.Join(all, []byte(",")))
-	if os.Getenv("CB_MODE") == "die" && rank == 2 {
+	if os.Getenv("CB_MODE") == "die" && rank == victim {
 		os.Exit(7) // dies mid-run without saying goodbye
 	}
 	if os.Getenv("CB_MODE") == "mute" {
@@ -237,7 +242,7 @@ func TestListEncoding(t *testing.T) {
 func TestRecvPrefersQueuedDataOverLoss(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		p := &peer{rank: 0, q: newQueue()}
-		tc := &TCP{rank: 1, size: 2, peers: []*peer{p}, lostErr: make(chan error, 1)}
+		tc := &TCP{rank: 1, size: 2, up: p, lostErr: make(chan error, 1)}
 		p.q.push([]byte("answer"))
 		tc.lostErr <- fmt.Errorf("rank 0 left")
 		got, err := tc.recv(p)

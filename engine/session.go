@@ -83,8 +83,14 @@ func (f *System) JoinProcesses(ctx context.Context, l *bootstrap.Launch, args []
 		if err != nil {
 			return nil, &UsageError{err}
 		}
+		fanout := 0
+		if v := f.Getenv(bootstrap.EnvFanout); v != "" {
+			if fanout, err = strconv.Atoi(v); err != nil || fanout < 1 || fanout > 1024 {
+				return nil, &UsageError{fmt.Errorf("%s=%q is not a fanout (want a whole number from 1 to 1024; rank 0's holds for the job)", bootstrap.EnvFanout, v)}
+			}
+		}
 		t, err := bootstrap.Join(ctx, bootstrap.TCPOptions{Rank: l.Rank, Size: l.Size, Addr: l.RootAddr,
-			Host: f.HostIdentity(), Args: args, Timeout: timeout, Token: token, Silence: silence,
+			Host: f.HostIdentity(), Args: args, Timeout: timeout, Token: token, Silence: silence, Fanout: fanout,
 			Warn: func(s string) { fmt.Fprintln(f.Stderr, "collbench: "+s) }})
 		if err != nil {
 			return nil, &RunError{fmt.Errorf("forming the world of %d processes (%s): %w", l.Size, l.Source, err)}

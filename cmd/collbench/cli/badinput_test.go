@@ -156,6 +156,7 @@ var badInputCases = []struct {
 	{"world", "COLLBENCH_ROOT_ADDR=nohost", `invalid COLLBENCH_ROOT_ADDR="nohost": must be host:port`},
 	{"world", "COLLBENCH_WORLD_SIZE=0", `invalid COLLBENCH_WORLD_SIZE="0": must be 1 or more`},
 	{"world", "COLLBENCH_RANK=first", `invalid COLLBENCH_RANK="first"`},
+	{"world", "COLLBENCH_BOOTSTRAP_FANOUT=0", `invalid COLLBENCH_BOOTSTRAP_FANOUT="0": must be a whole number from 1 to 1024`},
 	{"doctor", "COLLBENCH_DEVICE=-3", `invalid COLLBENCH_DEVICE="-3"`},
 	{"allreduce", "COLLBENCH_PROBE_TIMEOUT=-1s", `invalid COLLBENCH_PROBE_TIMEOUT="-1s"`},
 	{"allreduce", "COLLBENCH_LOCAL_SIZE=0", `invalid COLLBENCH_LOCAL_SIZE="0"`},

@@ -191,6 +191,12 @@ var envRules = []envRule{
 	{bootstrap.EnvHost, envAny},
 	{bootstrap.EnvK8sService, envAny},
 	{bootstrap.EnvPodsPerJob, envInt(1)},
+	{bootstrap.EnvFanout, func(v string) error {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 1 || n > 1024 {
+			return fmt.Errorf("must be a whole number from 1 to 1024")
+		}
+		return nil
+	}},
 	{"COLLBENCH_NNODES", envInt(1)},
 	{"COLLBENCH_NODE_RANK", envInt(0)},
 	{"COLLBENCH_NCCL_LIB", envAny},
