@@ -74,23 +74,27 @@ func TestScaleDrill(t *testing.T) {
 		t.Errorf("doctor --quick: exit %d, %d lines\n%s%s", code, strings.Count(out, "\n"), out, errs)
 	}
 
-	// Rank 43 stops itself (SIGSTOP) at its 60th collective: the heartbeats
+	// A rank stops itself (SIGSTOP) at its 60th collective: the heartbeats
 	// name it, the run exits 4, and the rows before are in the -o file.
-	rows := t.TempDir() + "/rows.json"
-	out, errs, code, took := launchScale(t, bin, []string{"COLLBENCH_FAULTS=stop:43@60"},
-		"allreduce", "--backend", "cpu", "--sizes", "1K:64K:x4", "-n", "5", "-w", "1", "-q", "-o", rows)
-	if code != 4 || !strings.Contains(errs+out, "rank 43 (") {
-		t.Errorf("a stopped rank 43: exit %d after %.1f s, want 4 naming rank 43\n%s%s", code, took.Seconds(), out, errs)
-	}
-	b, err := os.ReadFile(rows)
-	if err != nil {
-		t.Fatalf("no -o file after the stop: %v", err)
-	}
-	d, err := results.Read(bytes.NewReader(b))
-	if err != nil || len(d.Results) == 0 || d.Error == "" {
-		t.Errorf("the -o file after the stop: %v, %d rows, error %q", err, len(d.Results), d.Error)
-	}
-	if d != nil {
-		t.Logf("stopped rank named after %.1f s; %d rows kept; %s", took.Seconds(), len(d.Results), d.Error)
+	// Rank 43 is a leaf of the bootstrap tree (its parent is rank 1); rank
+	// 1 relays for ranks 33-63, whose own watcher it is.
+	for _, victim := range []int{43, 1} {
+		rows := t.TempDir() + "/rows.json"
+		out, errs, code, took := launchScale(t, bin, []string{fmt.Sprintf("COLLBENCH_FAULTS=stop:%d@60", victim)},
+			"allreduce", "--backend", "cpu", "--sizes", "1K:64K:x4", "-n", "5", "-w", "1", "-q", "-o", rows)
+		if code != 4 || !strings.Contains(errs+out, fmt.Sprintf("rank %d (", victim)) {
+			t.Errorf("a stopped rank %d: exit %d after %.1f s, want 4 naming rank %d\n%s%s", victim, code, took.Seconds(), victim, out, errs)
+		}
+		b, err := os.ReadFile(rows)
+		if err != nil {
+			t.Fatalf("no -o file after the stop of rank %d: %v", victim, err)
+		}
+		d, err := results.Read(bytes.NewReader(b))
+		if err != nil || len(d.Results) == 0 || d.Error == "" {
+			t.Errorf("the -o file after the stop of rank %d: %v, %d rows, error %q", victim, err, len(d.Results), d.Error)
+		}
+		if d != nil {
+			t.Logf("stopped rank %d named after %.1f s; %d rows kept; %s", victim, took.Seconds(), len(d.Results), d.Error)
+		}
 	}
 }
