@@ -152,7 +152,7 @@ clean:
 # 8,192 members in one process need about 25,000 file descriptors.
 RENDEZVOUS_SIZES ?= 1024,4096,8192
 rendezvous-scale:
-	COLLBENCH_RENDEZVOUS_SIZES=$(RENDEZVOUS_SIZES) $(GO) test -count=1 -timeout 30m -run TestRendezvousAtScale -v ./bootstrap | grep -E 'members:|^(ok|FAIL|---)'
+	COLLBENCH_RENDEZVOUS_SIZES=$(RENDEZVOUS_SIZES) $(GO) test -count=1 -timeout 30m -run 'TestRendezvousAtScale|TestRendezvousRootCost' -v ./bootstrap | grep -E 'members:|^(ok|FAIL|---)'
 
 # Worlds of 64, 128 and 256 real processes on this machine: formation,
 # a sweep, verify-groups, doctor --quick, a stopped rank; memory per

@@ -539,6 +539,73 @@ func TestRendezvousAtScale(t *testing.T) {
 	}
 }
 
+// TestRendezvousRootCost runs rank 0 in a process of its own and the
+// other members of a world in this one, for each size in
+// $COLLBENCH_RENDEZVOUS_SIZES (make rendezvous-scale), and reports what
+// rank 0 alone spent: wall and CPU seconds to form the world and for an
+// allgather of 64 bytes from each member, and its peak memory.
+func TestRendezvousRootCost(t *testing.T) {
+	spec := os.Getenv("COLLBENCH_RENDEZVOUS_SIZES")
+	if spec == "" {
+		t.Skip("set COLLBENCH_RENDEZVOUS_SIZES=1024,4096,8192 to measure rank 0's cost (make rendezvous-scale)")
+	}
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 {
+			t.Fatalf("COLLBENCH_RENDEZVOUS_SIZES: %q is not a world size", f)
+		}
+		addr := freeAddr(t)
+		root := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // the test starts its own binary
+		root.Env = append(os.Environ(), "CB_TEST_CHILD=1", "CB_RANK=0", fmt.Sprint("CB_SIZE=", n), "CB_ADDR="+addr, "CB_TIMEOUT=5m", "CB_MODE=cost")
+		out := &syncBuffer{}
+		root.Stdout, root.Stderr = out, out
+		if err := root.Start(); err != nil {
+			t.Fatal(err)
+		}
+		beatPathOff = n > 4096
+		members := make([]*TCP, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r := 1; r < n; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				members[r], errs[r] = Join(context.Background(), TCPOptions{Rank: r, Size: n, Addr: addr, Host: fmt.Sprint("h", r/8),
+					Args: []string{"cost"}, Timeout: 5 * time.Minute, Token: []byte("k"), Silence: time.Minute})
+				if errs[r] == nil {
+					_, errs[r] = members[r].AllGather(make([]byte, 64))
+				}
+				if errs[r] == nil {
+					errs[r] = members[r].Close()
+				}
+			}()
+		}
+		wg.Wait()
+		beatPathOff = false
+		werr := root.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%d members: rank %d: %v", n, r, err)
+			}
+		}
+		if werr != nil {
+			t.Fatalf("%d members: rank 0: %v\n%s", n, werr, out.String())
+		}
+		var jw, jc, gw, gc float64
+		var rss int64
+		for _, line := range strings.Split(out.String(), "\n") {
+			_, _ = fmt.Sscanf(line, "COST joined %g %g", &jw, &jc)
+			_, _ = fmt.Sscanf(line, "COST gathered %g %g", &gw, &gc)
+			_, _ = fmt.Sscanf(line, "COST maxrss %d", &rss)
+		}
+		if rss == 0 {
+			t.Fatalf("%d members: rank 0 said %q", n, out.String())
+		}
+		t.Logf("%d members: rank 0 formed the world in %.2f s wall, %.2f s CPU; allgather of 64 B each %.2f s wall, %.2f s CPU; peak memory %.0f MiB",
+			n, jw, jc, gw, gc, float64(rss)/1024)
+	}
+}
+
 // formWorld joins n in-process members at a free address with one job
 // secret, each with the options opts gives its rank (rank, size, address
 // and token are set here), and fails the test if any could not join.

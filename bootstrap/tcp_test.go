@@ -38,6 +38,9 @@ func child() int {
 	if v := os.Getenv("CB_VICTIM"); v != "" {
 		victim, _ = strconv.Atoi(v)
 	}
+	if os.Getenv("CB_MODE") == "cost" {
+		return rootCost(size, timeout)
+	}
 	t, err := Join(context.Background(), TCPOptions{Rank: rank, Size: size, Addr: os.Getenv("CB_ADDR"),
 		Host: fmt.Sprintf("host%d", rank/2), Args: strings.Fields(os.Getenv("CB_ARGS")), Timeout: timeout,
 		Token: []byte(os.Getenv("CB_TOKEN")), BeatEvery: silence / 5, Silence: silence, Fanout: fanout})
@@ -90,6 +93,39 @@ func child() int {
 		fmt.Println("ERR:", err)
 		return 3
 	}
+	return 0
+}
+
+// rootCost runs rank 0 alone in this process and prints what forming the
+// world, one allgather of 64 bytes from each rank and the closing barrier
+// cost it: wall and CPU seconds, and its peak memory.
+func rootCost(size int, timeout time.Duration) int {
+	cpu := func() float64 {
+		var u syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &u)
+		return time.Duration(u.Utime.Nano() + u.Stime.Nano()).Seconds()
+	}
+	start, c0 := time.Now(), cpu()
+	t, err := Join(context.Background(), TCPOptions{Rank: 0, Size: size, Addr: os.Getenv("CB_ADDR"), Host: "h0",
+		Args: []string{"cost"}, Timeout: timeout, Token: []byte("k"), Silence: time.Minute})
+	if err != nil {
+		fmt.Println("ERR:", err)
+		return 3
+	}
+	fmt.Printf("COST joined %.3f %.3f\n", time.Since(start).Seconds(), cpu()-c0)
+	start, c0 = time.Now(), cpu()
+	if _, err := t.AllGather(make([]byte, 64)); err != nil {
+		fmt.Println("ERR:", err)
+		return 3
+	}
+	fmt.Printf("COST gathered %.3f %.3f\n", time.Since(start).Seconds(), cpu()-c0)
+	if err := t.Close(); err != nil {
+		fmt.Println("ERR:", err)
+		return 3
+	}
+	var u syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &u)
+	fmt.Printf("COST maxrss %d\n", u.Maxrss)
 	return 0
 }
 
