@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -221,9 +222,27 @@ func caseName(r CompareRow) string {
 		name += fmt.Sprintf(" root %d", r.Root)
 	}
 	if r.Layout != "" && r.Layout != "all" {
-		name += " groups " + r.Layout
+		name += " groups " + shortLayout(r.Layout)
 	}
 	return name
+}
+
+// shortLayout writes a rank list for a text report: a preset name as it
+// is, an explicit list of many ranks as ranges and a count ("1,024 groups
+// of 8: [[0-7],[8-15],…]"); JSON keeps the list as given.
+func shortLayout(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	var gs [][]int
+	if json.Unmarshal([]byte(s), &gs) == nil && len(gs) > 0 {
+		return words.Groups(gs)
+	}
+	r := []rune(s)
+	if len(r) > 60 {
+		return string(r[:59]) + "…"
+	}
+	return s
 }
 
 // ErrNothingInCommon is returned when no row of the current run matches the baseline.

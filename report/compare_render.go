@@ -68,7 +68,7 @@ func (r CompareRow) cells() []string {
 	if r.AllowedPct > 0 {
 		allowed = fmt.Sprintf("%.1f%%", r.AllowedPct)
 	}
-	return []string{r.Collective, r.DType, r.Op, root, r.Layout, words.Bytes(r.SizeBytes), r.Mode, r.Metric, b, k, d, allowed, string(r.Verdict)}
+	return []string{r.Collective, r.DType, r.Op, root, shortLayout(r.Layout), words.Bytes(r.SizeBytes), r.Mode, r.Metric, b, k, d, allowed, string(r.Verdict)}
 }
 
 var compareHeader = []string{"collective", "type", "op", "root", "groups", "size", "mode", "metric", "baseline", "current", "delta", "allowed", "verdict"}

@@ -204,3 +204,39 @@ func TestHostTopologiesAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestComparisonAtScale compares two grouped sweeps of 8 and 8,192 ranks,
+// the second slower at 64 MiB: the case names write the groups as ranges
+// ("1,024 groups of 8: [[0-7],…]"), not the rank list as given.
+func TestComparisonAtScale(t *testing.T) {
+	for _, c := range []struct {
+		n, per int
+		name   string
+	}{{8, 2, "compare-8.golden"}, {8192, 8, "compare-8192.golden"}} {
+		base, cur := groupedAtScale(c.n, c.per), groupedAtScale(c.n, c.per)
+		for i := range cur.Results {
+			if cur.Results[i].SizeBytes == 64<<20 {
+				h := cur.Results[i].OutOfPlace
+				h.TimeUS *= 1.3
+				h.AlgBW /= 1.3
+				h.BusBW /= 1.3
+			}
+		}
+		cmp, err := Compare(base, cur, "base.json", "new.json", DefaultThresholds())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		for _, format := range []string{"table", "markdown"} {
+			if err := WriteComparison(&b, cmp, format); err != nil {
+				t.Fatal(err)
+			}
+		}
+		golden(t, c.name, b.Bytes())
+		for _, line := range strings.Split(b.String(), "\n") {
+			if len(line) > 200 {
+				t.Errorf("%d ranks: a line of %d characters: %.120s…", c.n, len(line), line)
+			}
+		}
+	}
+}
