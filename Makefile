@@ -21,7 +21,7 @@ help:
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
 	@echo "make scale     worlds of 64, 128 and 256 processes on this machine: formation, sweep, verify-groups, doctor, a stopped rank, memory, rank 0's sockets"
-	@echo "make rendezvous-scale  the rendezvous of 1,024, 4,096 and 8,192 in-process members"
+	@echo "make rendezvous-scale  the bootstrap tree of 1,024, 4,096 and 8,192 in-process members, and rank 0's own cost"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
 	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
 	@echo "make ptx       regenerate the embedded PTX from nccl/kernels/verify.cu (clang)"

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -111,19 +112,25 @@ func handshake(c net.Conn, token []byte) (arrival, string, bool) {
 type pending struct {
 	mu      sync.Mutex
 	max     int
-	conns   []net.Conn
+	order   *list.List // of net.Conn, oldest first
+	at      map[net.Conn]*list.Element
 	dropped atomic.Int64
+}
+
+func newPending(max int) *pending {
+	return &pending{max: max, order: list.New(), at: map[net.Conn]*list.Element{}}
 }
 
 func (p *pending) add(c net.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.conns) >= p.max {
-		p.conns[0].Close() // its handshake fails and removes it
-		p.conns = p.conns[1:]
+	if p.order.Len() >= p.max {
+		old := p.order.Remove(p.order.Front()).(net.Conn)
+		delete(p.at, old)
+		old.Close() // its handshake fails and finds itself dropped
 		p.dropped.Add(1)
 	}
-	p.conns = append(p.conns, c)
+	p.at[c] = p.order.PushBack(c)
 }
 
 // remove takes c off the list, once its handshake is over; false when it
@@ -131,13 +138,12 @@ func (p *pending) add(c net.Conn) {
 func (p *pending) remove(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, x := range p.conns {
-		if x == c {
-			p.conns = append(p.conns[:i], p.conns[i+1:]...)
-			return true
-		}
+	e, ok := p.at[c]
+	if ok {
+		p.order.Remove(e)
+		delete(p.at, c)
 	}
-	return false
+	return ok
 }
 
 func orUnknown(s string) string {
@@ -180,7 +186,8 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 	// oldest is dropped to make room: a real rank answers its challenge
 	// within moments, so a flood of idle connections only pushes out its
 	// own members and can never keep a rank from joining.
-	pend := &pending{max: maxPending}
+	// A world of n ranks may have every one of them in a handshake at once.
+	pend := newPending(max(maxPending, 2*o.Size))
 	go func() {
 		for {
 			c, err := ln.Accept()

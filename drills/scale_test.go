@@ -97,4 +97,15 @@ func TestScaleDrill(t *testing.T) {
 			t.Logf("stopped rank %d named after %.1f s; %d rows kept; %s", victim, took.Seconds(), len(d.Results), d.Error)
 		}
 	}
+
+	// Rank 45 hangs in its 60th collective: the watchdog on rank 0 names
+	// it from the progress its heartbeats carry up through its parent,
+	// relay rank 1, and not a rank that waits for it.
+	out, errs, code, took := launchScale(t, bin, []string{"COLLBENCH_FAULTS=hang:45@60"},
+		"allreduce", "--backend", "cpu", "--sizes", "1K:64K:x4", "-n", "5", "-w", "1", "-q", "--timeout", "5s")
+	if code != 4 || !strings.Contains(errs+out, "watchdog: rank 45 (") {
+		t.Errorf("a hung rank 45: exit %d after %.1f s, want 4 with the watchdog naming rank 45\n%s%s", code, took.Seconds(), out, errs)
+	} else {
+		t.Logf("hung rank 45 named by the watchdog after %.1f s", took.Seconds())
+	}
 }
