@@ -240,21 +240,15 @@ func TestRendezvousOf1024Members(t *testing.T) {
 		return TCPOptions{Host: fmt.Sprint("h", r%64), Timeout: 60 * time.Second}
 	})
 	took := time.Since(start)
-	var wg sync.WaitGroup
 	t.Logf("1024 members formed a world in %v", took)
 	if took > 10*time.Second && !raceBuild {
 		t.Errorf("the rendezvous of %d members took %v (want under 10 s)", n, took)
 	}
-	for _, w := range worlds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Close(); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	eachMember(worlds, func(w *TCP) {
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 // waitListening waits until something accepts connections at addr.
@@ -481,15 +475,7 @@ func TestFloodOfIdleConnectionsCannotStopAWorld(t *testing.T) {
 // members the heartbeat sockets are left out (the beats ride the links),
 // so that 8,192 fit a limit of 20,000.
 func TestRendezvousAtScale(t *testing.T) {
-	spec := os.Getenv("COLLBENCH_RENDEZVOUS_SIZES")
-	if spec == "" {
-		t.Skip("set COLLBENCH_RENDEZVOUS_SIZES=1024,4096,8192 to measure the rendezvous at scale (make rendezvous-scale)")
-	}
-	for _, f := range strings.Split(spec, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 2 {
-			t.Fatalf("COLLBENCH_RENDEZVOUS_SIZES: %q is not a world size", f)
-		}
+	for _, n := range rendezvousSizes(t, "to measure the rendezvous at scale (make rendezvous-scale)") {
 		beatPathOff = n > 4096
 		start := time.Now()
 		worlds := formWorld(t, n, func(r int) TCPOptions {
@@ -497,7 +483,6 @@ func TestRendezvousAtScale(t *testing.T) {
 		})
 		beatPathOff = false
 		formed := time.Since(start)
-		var wg sync.WaitGroup
 		held, most := len(worlds[0].links()), 0
 		for _, w := range worlds {
 			most = max(most, len(w.links()))
@@ -511,29 +496,19 @@ func TestRendezvousAtScale(t *testing.T) {
 		before := sent()
 		payload := make([]byte, 64)
 		start = time.Now()
-		for _, w := range worlds {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := w.AllGather(payload); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
+		eachMember(worlds, func(w *TCP) {
+			if _, err := w.AllGather(payload); err != nil {
+				t.Error(err)
+			}
+		})
 		gathered := time.Since(start)
 		rootSent := sent() - before
 		start = time.Now()
-		for _, w := range worlds {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := w.Close(); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
+		eachMember(worlds, func(w *TCP) {
+			if err := w.Close(); err != nil {
+				t.Error(err)
+			}
+		})
 		t.Logf("%d members: formed in %.2f s; rank 0 holds %d connections, the busiest member %d; allgather of 64 B each %.2f s, rank 0 sent %.1f MB for it; close %.2f s",
 			n, formed.Seconds(), held, most, gathered.Seconds(), float64(rootSent)/1e6, time.Since(start).Seconds())
 	}
@@ -545,15 +520,7 @@ func TestRendezvousAtScale(t *testing.T) {
 // rank 0 alone spent: wall and CPU seconds to form the world and for an
 // allgather of 64 bytes from each member, and its peak memory.
 func TestRendezvousRootCost(t *testing.T) {
-	spec := os.Getenv("COLLBENCH_RENDEZVOUS_SIZES")
-	if spec == "" {
-		t.Skip("set COLLBENCH_RENDEZVOUS_SIZES=1024,4096,8192 to measure rank 0's cost (make rendezvous-scale)")
-	}
-	for _, f := range strings.Split(spec, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 2 {
-			t.Fatalf("COLLBENCH_RENDEZVOUS_SIZES: %q is not a world size", f)
-		}
+	for _, n := range rendezvousSizes(t, "to measure rank 0's cost (make rendezvous-scale)") {
 		addr := freeAddr(t)
 		root := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // the test starts its own binary
 		root.Env = append(os.Environ(), "CB_TEST_CHILD=1", "CB_RANK=0", fmt.Sprint("CB_SIZE=", n), "CB_ADDR="+addr, "CB_TIMEOUT=5m", "CB_MODE=cost")
@@ -631,4 +598,36 @@ func formWorld(t *testing.T, n int, opts func(r int) TCPOptions) []*TCP {
 		}
 	}
 	return worlds
+}
+
+// eachMember runs f for every member at once and waits for all of them.
+func eachMember(worlds []*TCP, f func(w *TCP)) {
+	var wg sync.WaitGroup
+	for _, w := range worlds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(w)
+		}()
+	}
+	wg.Wait()
+}
+
+// rendezvousSizes reads the world sizes of $COLLBENCH_RENDEZVOUS_SIZES,
+// skipping the test (saying why it would run) when it is unset.
+func rendezvousSizes(t *testing.T, why string) []int {
+	t.Helper()
+	spec := os.Getenv("COLLBENCH_RENDEZVOUS_SIZES")
+	if spec == "" {
+		t.Skip("set COLLBENCH_RENDEZVOUS_SIZES=1024,4096,8192 " + why)
+	}
+	var out []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 {
+			t.Fatalf("COLLBENCH_RENDEZVOUS_SIZES: %q is not a world size", f)
+		}
+		out = append(out, n)
+	}
+	return out
 }
