@@ -51,6 +51,21 @@ type Options struct {
 	// Samples, if set, returns on rank 0 what NVML reported of every GPU
 	// while the stages ran; called once BeforeVerdict has run.
 	Samples func() []StageSample
+	// Clock, if set, is the time in seconds that stages are timed by (a
+	// cluster model's time); wall time otherwise.
+	Clock func() float64
+	// Fabric, if set, is the switch network between the hosts.
+	Fabric *Fabric
+}
+
+// Fabric is the switch network between hosts, where a cluster file gives
+// it: the leaf switch of every host, and the spine that carries each rail
+// (local GPU index) between leaves. With it, the stage across hosts also
+// pairs hosts of different leaves, and names a slow uplink between a leaf
+// and a spine rather than the hosts behind it.
+type Fabric struct {
+	Leaf  map[string]string `json:"leaf"`  // host -> leaf switch
+	Spine []string          `json:"spine"` // rail -> spine switch
 }
 
 // search is one run of the doctor on a world.
@@ -94,7 +109,12 @@ type wrongObs struct {
 // rank 0). Every process of a distributed world calls it with the same
 // options; rank 0 judges and the others follow its decisions.
 func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
-	start := time.Now()
+	now := o.Clock
+	if now == nil {
+		t0 := time.Now()
+		now = func() float64 { return time.Since(t0).Seconds() }
+	}
+	start := now()
 	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{},
 		members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}}
 	if dist, ok := w.(suites.Distributed); ok && dist.Control() != nil {
@@ -155,7 +175,7 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 			d.assemble()
 		}
 		d.rep.Healthy = false
-		d.rep.Seconds = time.Since(start).Seconds()
+		d.rep.Seconds = now() - start
 		return d.rep, err
 	}
 	for _, s := range stages {
@@ -173,13 +193,13 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		if o.Stage != nil {
 			o.Stage(s.name)
 		}
-		t0 := time.Now()
-		d.stageName, d.stageT0, d.roundsDone, d.plan = s.name, t0, 0, 0
+		t0 := now()
+		d.stageName, d.stageT0, d.roundsDone, d.plan = s.name, time.Now(), 0, 0
 		err := s.run()
 		if o.Stage != nil {
 			o.Stage("")
 		}
-		d.rep.Stages = append(d.rep.Stages, StageTime{Stage: s.name, Seconds: time.Since(t0).Seconds()})
+		d.rep.Stages = append(d.rep.Stages, StageTime{Stage: s.name, Seconds: now() - t0, Rounds: d.roundsDone})
 		if err != nil {
 			return stopped(s.name, fmt.Errorf("%s: %w", s.name, err))
 		}
@@ -196,7 +216,8 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		}
 		d.assemble()
 	}
-	d.rep.Seconds = time.Since(start).Seconds()
+	d.rep.Seconds = now() - start
+	d.rep.Modelled = o.Clock != nil
 	return d.rep, nil
 }
 

@@ -144,13 +144,19 @@ type Report struct {
 	NoExpectation []string `json:"no_expectation,omitempty"`
 	// Stages say how long each stage took, or why it did not run.
 	Stages []StageTime `json:"stages,omitempty"`
+	// Modelled says the times are a cluster model's, not measured (a run
+	// of doctor --simulate).
+	Modelled bool `json:"modelled,omitempty"`
 }
 
 // StageTime is one stage of a run: its wall time, or why it was skipped.
 type StageTime struct {
 	Stage   string  `json:"stage"`
 	Seconds float64 `json:"seconds"`
-	Skipped string  `json:"skipped,omitempty"`
+	// Rounds is how many rounds of traffic the stage ran (each a layout of
+	// the world into groups), suspects measured again included.
+	Rounds  int    `json:"rounds"`
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // AddFault records the fault that ended the run as a finding, first among
@@ -250,8 +256,12 @@ func (r *Report) writeVerdict(w io.Writer, rolled bool) {
 	if r.StoppedIn != "" {
 		verdict += fmt.Sprintf(", stopped in stage %q", r.StoppedIn)
 	}
-	fmt.Fprintf(w, "# collbench doctor (%s): %d ranks on %d host(s), %s backend, %.1f s: %s\n",
-		r.Mode, r.Ranks, len(r.Hosts), r.Backend, r.Seconds, verdict)
+	modelled := ""
+	if r.Modelled {
+		modelled = " modelled"
+	}
+	fmt.Fprintf(w, "# collbench doctor (%s): %d ranks on %d host(s), %s backend, %.1f s%s: %s\n",
+		r.Mode, r.Ranks, len(r.Hosts), r.Backend, r.Seconds, modelled, verdict)
 	shown := r.Findings
 	if rolled && len(shown) > maxFindingLines {
 		shown = shown[:maxFindingLines]
@@ -285,10 +295,10 @@ func (r *Report) writeVerdict(w io.Writer, rolled bool) {
 			if s.Skipped != "" {
 				parts = append(parts, fmt.Sprintf("%s skipped (%s)", s.Stage, s.Skipped))
 			} else {
-				parts = append(parts, fmt.Sprintf("%s %.1f s", s.Stage, s.Seconds))
+				parts = append(parts, fmt.Sprintf("%s %.1f s%s", s.Stage, s.Seconds, roundsWord(s.Rounds)))
 			}
 		}
-		fmt.Fprintln(w, "# stages: "+strings.Join(parts, "; "))
+		fmt.Fprintln(w, "# stages"+map[bool]string{true: " (modelled time)"}[r.Modelled]+": "+strings.Join(parts, "; "))
 	}
 	if r.StoppedIn != "" {
 		done := "none"
@@ -598,3 +608,14 @@ var doctorPage = template.Must(template.New("doctor").Parse(`<!DOCTYPE html>
 <h2>Evidence</h2><pre>{{.Text}}</pre>
 </body></html>
 `))
+
+// roundsWord is ", 3 rounds" (nothing for a stage of no rounds).
+func roundsWord(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return ", 1 round"
+	}
+	return fmt.Sprintf(", %d rounds", n)
+}

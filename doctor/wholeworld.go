@@ -80,11 +80,11 @@ func (d *search) world() error {
 			sa, sb := short(bws[0]), short(bws[1])
 			switch {
 			case sa && !sb:
-				nx = next{Group: a, Note: fmt.Sprintf("%v short (%s GB/s), %v fine (%s GB/s)", a, gb(bws[0]), b, gb(bws[1]))}
+				nx = next{Group: a, Note: fmt.Sprintf("%s short (%s GB/s), %s fine (%s GB/s)", d.groupWord(a), gb(bws[0]), d.groupWord(b), gb(bws[1]))}
 			case sb && !sa:
-				nx = next{Group: b, Note: fmt.Sprintf("%v short (%s GB/s), %v fine (%s GB/s)", b, gb(bws[1]), a, gb(bws[0]))}
+				nx = next{Group: b, Note: fmt.Sprintf("%s short (%s GB/s), %s fine (%s GB/s)", d.groupWord(b), gb(bws[1]), d.groupWord(a), gb(bws[0]))}
 			default:
-				nx = next{Group: group, Stop: true, Note: fmt.Sprintf("halves %v (%s GB/s) and %v (%s GB/s): the shortfall needs the whole group", a, gb(bws[0]), b, gb(bws[1]))}
+				nx = next{Group: group, Stop: true, Note: fmt.Sprintf("halves %s (%s GB/s) and %s (%s GB/s): the shortfall needs the whole group", d.groupWord(a), gb(bws[0]), d.groupWord(b), gb(bws[1]))}
 			}
 			d.rep.World.Bisect = append(d.rep.World.Bisect, nx.Note)
 		}
@@ -97,11 +97,7 @@ func (d *search) world() error {
 		}
 	}
 	if d.rank0 {
-		names := make([]string, len(group))
-		for i, r := range group {
-			names[i] = d.o.Who(r)
-		}
-		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "world", Kind: "slow-world", Part: strings.Join(names, ", "), Ranks: group,
+		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "world", Kind: "slow-world", Part: d.groupWord(group), Ranks: group,
 			Value: bw[0], Expected: expected, Unit: "GB/s",
 			Msg:   fmt.Sprintf("the whole world's allreduce reached %s GB/s of %s expected; this is the smallest group that still falls short", gb(bw[0]), gb(expected)),
 			Cause: "no single GPU, pair or host stood out: a shared path (a switch, a PCIe root complex)"})
@@ -130,4 +126,24 @@ func (d *search) worldPeak() float64 {
 		}
 	}
 	return peak
+}
+
+// groupWord names a group of ranks in one short phrase: each rank with its
+// host and GPU up to four, else the ranks as ranges and the hosts they span.
+func (d *search) groupWord(group []int) string {
+	if len(group) <= 4 {
+		names := make([]string, len(group))
+		for i, r := range group {
+			names[i] = d.o.Who(r)
+		}
+		return strings.Join(names, ", ")
+	}
+	hosts := map[string]bool{}
+	for _, r := range group {
+		hosts[d.host(r)] = true
+	}
+	if len(group) == d.n {
+		return fmt.Sprintf("the world of %d ranks on %d host(s)", d.n, len(hosts))
+	}
+	return fmt.Sprintf("ranks %s (%d ranks on %d host(s))", words.Ints(group), len(group), len(hosts))
 }

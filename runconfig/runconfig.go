@@ -5,11 +5,11 @@ package runconfig
 
 import (
 	"bytes"
+	"collbench/internal/yamlwords"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -105,17 +105,6 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-type lineError struct {
-	line int
-	err  error
-}
-
-func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
-
-func lineErr(n *yaml.Node, err error) error { return &lineError{n.Line, err} }
-
-var yamlLineRE = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
-
 // Load reads and checks a suite file.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -181,48 +170,9 @@ func Parse(data []byte) (*Config, error) {
 }
 
 // tidy rewrites yaml's messages as one line: "line 7: unknown key sizez".
-func tidy(err error) error {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("line %s: unknown key %q", m[1], m[2])
-	}
-	var le *lineError
-	if errors.As(err, &le) {
-		return le
-	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
-	msg = yamlTypeRE.ReplaceAllStringFunc(msg, func(s string) string {
-		m := yamlTypeRE.FindStringSubmatch(s)
-		return fmt.Sprintf("%q is not %s", m[2], yamlKind(m[1], m[3]))
-	})
-	return errors.New(strings.Join(strings.Fields(msg), " "))
-}
+func tidy(err error) error { return yamlwords.Tidy(err, "docs/compare.md, suites") }
 
-// yamlTypeRE matches yaml's "cannot unmarshal !!str `abc` into int", whose
-// tags and Go type names mean nothing to a user.
-var yamlTypeRE = regexp.MustCompile("cannot unmarshal !!(\\w+) `([^`]*)` into (\\S+)")
-
-// yamlKind says in words what a value of Go type goType should have been.
-func yamlKind(tag, goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "a list"
-	case strings.HasPrefix(goType, "map[") || strings.Contains(goType, "."):
-		return "a section of keys"
-	case strings.HasPrefix(goType, "uint"):
-		return "a whole number, 0 or more"
-	case strings.HasPrefix(goType, "int"):
-		return "a whole number"
-	case strings.HasPrefix(goType, "float"):
-		return "a number"
-	case goType == "bool":
-		return "true or false"
-	case goType == "string":
-		return "text"
-	}
-	return "of the right kind (see docs/compare.md, suites)"
-}
+func lineErr(n *yaml.Node, err error) error { return yamlwords.At(n, err) }
 
 func (c *Config) check() error {
 	if len(c.Suites) == 0 && c.Doctor == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/cluster"
 	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/outfile"
@@ -36,6 +37,8 @@ type DoctorOptions struct {
 
 	BWSize, LatSize, CopySize, WorldSize string
 	Iters                                int
+	// Simulate is a cluster file to run the search on instead of GPUs.
+	Simulate string
 
 	engine.RunFlags
 }
@@ -93,6 +96,7 @@ Exit 0: healthy. 1: findings. 2: bad input. 3: the run failed. 4: a rank hung.`,
 	fs.StringVar(&o.CopySize, "copy-size", "", "bytes each GPU copies alone (default 256M on GPUs, 4M on the cpu backend)")
 	fs.StringVar(&o.WorldSize, "world-size", "", "message size of the whole-world allreduce (default 1G on GPUs, 4M on the cpu backend)")
 	fs.IntVarP(&o.Iters, "iters", "n", 0, "timed iterations per test; the best one counts (default 10 on GPUs, 15 on the cpu backend)")
+	fs.StringVar(&o.Simulate, "simulate", "", "run the search on the cluster model in FILE (docs/simulate.md): its plan, rounds, modelled time and verdict on the planted faults")
 	addRunFlags(fs, &o.RunFlags)
 	atLeast(fs, "1", "ranks", "iters")
 	return cmd
@@ -120,6 +124,12 @@ func doctorRun(o *DoctorOptions) error {
 	}
 	if o.Iters < 0 {
 		return engine.UsageErrorf("invalid --iters %d: must be at least 1", o.Iters)
+	}
+	var model *cluster.Model
+	if o.Simulate != "" {
+		if model, err = cluster.Load(o.Simulate); err != nil {
+			return &engine.UsageError{Err: err}
+		}
 	}
 	d := engine.Doctor{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Quick: o.Quick, Iters: o.Iters, RunFlags: o.RunFlags}
 	for _, sz := range []struct {
@@ -159,7 +169,14 @@ func doctorRun(o *DoctorOptions) error {
 	if !o.Quiet {
 		d.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench doctor: %s\n", s) }
 	}
-	rep, runErr := o.Factory.RunDoctor(o.Ctx, d)
+	var rep *doctor.Report
+	var runErr error
+	if model != nil {
+		rep, runErr = engine.Simulate(o.Ctx, engine.Simulation{Model: model, Quick: d.Quick, BWSize: d.BWSize, LatSize: d.LatSize,
+			CopySize: d.CopySize, WorldSize: d.WorldSize, Iters: d.Iters, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
+	} else {
+		rep, runErr = o.Factory.RunDoctor(o.Ctx, d)
+	}
 	if rep == nil {
 		return runErr
 	}

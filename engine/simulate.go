@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"collbench/backend/sim"
+	"collbench/cluster"
+	"collbench/doctor"
+	"collbench/topology"
+	"collbench/watchdog"
+)
+
+// Simulation is a doctor run on a cluster model instead of a cluster.
+type Simulation struct {
+	Model *cluster.Model
+	Quick bool
+	// BWSize, LatSize, CopySize, WorldSize and Iters as for Doctor; 0
+	// takes a GPU run's defaults.
+	BWSize, LatSize, CopySize, WorldSize int64
+	Iters                                int
+	Thresholds                           *doctor.Thresholds
+	Expectations                         doctor.Expectations
+	Progress                             func(string)
+}
+
+// Simulate runs doctor on every modelled GPU of s.Model, in this process,
+// and returns its report: the plan, the rounds and modelled time of every
+// stage and the verdict on the planted faults. An unhealthy verdict is a
+// *CheckFailedError, as for a real run.
+func Simulate(ctx context.Context, s Simulation) (*doctor.Report, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	m := s.Model
+	b := sim.New(m)
+	world, err := b.Open(ctx, m.Ranks())
+	if err != nil {
+		return nil, &RunError{Err: err}
+	}
+	defer world.Close()
+	sw := world.(*sim.World)
+	def := func(given, d int64) int64 {
+		if given > 0 {
+			return given
+		}
+		return d
+	}
+	o := doctor.Options{Quick: s.Quick, Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
+		BWSize: def(s.BWSize, 256<<20), LatSize: def(s.LatSize, 4<<10), CopySize: def(s.CopySize, 256<<20), WorldSize: def(s.WorldSize, 1<<30),
+		Iters: int(def(int64(s.Iters), 10)), Warmup: 2, Expectations: s.Expectations, Clock: sw.Elapsed}
+	o.Thresholds = doctor.Thresholds{Default: doctor.DefaultRules}
+	if th := s.Thresholds; th != nil {
+		if th.Default != (doctor.Rules{}) {
+			o.Thresholds.Default = th.Default
+		}
+		o.Thresholds.Class = th.Class
+	}
+	g := m.GPUsPerHost
+	fab := &doctor.Fabric{Leaf: map[string]string{}}
+	for r := 0; r < g; r++ {
+		fab.Spine = append(fab.Spine, m.SpineName(m.SpineOf(r)))
+	}
+	for h := 0; h < m.Hosts; h++ {
+		name := m.HostName(h)
+		fab.Leaf[name] = m.LeafName(m.LeafOf(h))
+		o.Facts = append(o.Facts, modelFacts(m, name))
+		for x := 0; x < g; x++ {
+			o.Hosts = append(o.Hosts, name)
+		}
+	}
+	if m.Leaves() > 1 {
+		o.Fabric = fab
+	}
+	for _, r := range world.Ranks() {
+		o.Devices = append(o.Devices, r.Device())
+	}
+	o.Who = func(r int) string {
+		if r < 0 || r >= m.Ranks() {
+			return fmt.Sprintf("rank %d", r)
+		}
+		return fmt.Sprintf("rank %d (%s, GPU %d)", r, m.HostName(r/g), r%g)
+	}
+	rep, err := doctor.Run(ctx, world, o)
+	if err != nil {
+		return rep, &RunError{Err: err}
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("a cluster model, not a measurement: %d hosts x %d GPUs, %d leaves, %d spines; times are modelled (docs/simulate.md)",
+		m.Hosts, g, m.Leaves(), m.Fabric.Spines))
+	if !rep.Healthy {
+		return rep, &CheckFailedError{Msg: fmt.Sprintf("doctor: %d finding(s) on the model; the verdict is above", len(rep.Findings))}
+	}
+	return rep, nil
+}
+
+// modelFacts are the health facts NVML and sysfs would report on a
+// healthy host of model m: doctor's expectations follow from them.
+func modelFacts(m *cluster.Model, host string) doctor.HostFacts {
+	g := m.GPUsPerHost
+	f := doctor.HostFacts{Host: host, Driver: "model", NCCL: "model"}
+	for x := 0; x < g; x++ {
+		f.GPUs = append(f.GPUs, doctor.GPUHealth{Index: x, Name: m.GPU.Model, BusID: m.BusID(x),
+			MemBusWidth: m.GPU.MemBusBits, MemClockMaxMHz: m.GPU.MemClockMHz, Cores: m.GPU.Cores, SMClockMaxMHz: m.GPU.SMClockMHz,
+			NVLinks: m.NVLink.Links, NVLinksActive: m.NVLink.Links})
+		f.LinkGBps = append(f.LinkGBps, m.NVLink.LinkPeakGBps)
+		row := make([]string, g)
+		for y := range row {
+			row[y] = fmt.Sprintf("NV%d", m.NVLink.Links)
+		}
+		row[x] = "X"
+		f.Matrix = append(f.Matrix, row)
+		loc := make([]string, g)
+		for y := range loc {
+			loc[y] = "SYS"
+		}
+		loc[x] = "PIX"
+		f.NICs = append(f.NICs, topology.NIC{Name: fmt.Sprintf("mlx5_%d:1", x), Kind: "infiniband", State: "ACTIVE", RateGbps: m.NIC.GBps * 8, Locality: loc})
+	}
+	return f
+}
