@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -157,9 +158,18 @@ func (d *search) acrossHosts() error {
 		}
 	}
 	for attempt := 0; attempt < confirmAttempts && len(ids) > 0; attempt++ {
+		// A rank in several slow pairs (its NIC, most likely) would need a
+		// round per pair, as pairs of a round are disjoint: it is measured
+		// again with one of them, a different one each attempt, and its
+		// other pairs follow that one's outcome. The rounds stay few
+		// however many pairs one bad part slows.
+		repOf := representatives(ids, attempt, d.crossRank)
 		var again [][]int // indexes into ids, per round of disjoint pairs
 		var placed [][][2]int
 		for i, c := range ids {
+			if repOf[i] != i {
+				continue
+			}
 			p := [2]int{d.crossRank(c, 0), d.crossRank(c, 1)}
 			k := 0
 			for k < len(placed) && touches(placed[k], p) {
@@ -192,6 +202,9 @@ func (d *search) acrossHosts() error {
 				}
 			}
 		}
+		for i := range ids {
+			slow[i] = slow[repOf[i]]
+		}
 		type kept struct {
 			IDs   []crossID `json:"c"`
 			Why   []string  `json:"w"`
@@ -210,6 +223,11 @@ func (d *search) acrossHosts() error {
 		}
 		ids, why, peers = k.IDs, k.Why, k.Peers
 	}
+	if d.o.Fabric != nil {
+		if err := d.acrossLeaves(&step); err != nil {
+			return err
+		}
+	}
 	if !d.rank0 {
 		return nil
 	}
@@ -217,11 +235,17 @@ func (d *search) acrossHosts() error {
 		explained[pairKey(c.HA, c.HB)] = true
 	}
 	triage()
-	// Name hosts slow with two different partners; otherwise the link.
+	// Name hosts slow with two different partners; otherwise the link. A
+	// host with slow GPUs or slow pairs inside it is slow with every
+	// partner for that reason, which the earlier stages name.
+	inside := d.hostsSlowInside()
 	culprits, _ := Triage(nh, slowWith, fine)
 	named := map[int]bool{}
 	for _, h := range culprits {
 		named[h] = true
+		if inside[h] {
+			continue
+		}
 		ps := sortedKeys(slowWith[h])
 		var names []string
 		for _, p := range ps {
@@ -232,7 +256,7 @@ func (d *search) acrossHosts() error {
 			Cause: "this host's network path (NICs, cables, switch ports) or its GPUs"})
 	}
 	for _, p := range res.Slow {
-		if named[p[0]] || named[p[1]] {
+		if named[p[0]] || named[p[1]] || inside[p[0]] || inside[p[1]] {
 			continue
 		}
 		a, b := d.hostList[p[0]], d.hostList[p[1]]
@@ -243,8 +267,125 @@ func (d *search) acrossHosts() error {
 		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host-link", Part: "hosts " + a + " ↔ " + b,
 			Msg: msg, Cause: "the network path between these hosts"})
 	}
-	d.nameCross(ids, why, peers, cross, named)
+	nic := d.nameCross(ids, why, peers, cross, named)
+	d.nameFlapping(cross, nic)
 	return nil
+}
+
+// tailRatio is how much slower than its best an iteration must be to count
+// as a slow one: well past what noise spreads, well short of a stall.
+const tailRatio = 1.5
+
+// falseAlarms is the chance the doctor accepts, over all the figures it
+// judges at once, of naming a healthy part.
+const falseAlarms = 0.01
+
+// nameFlapping names ranks whose measurements across hosts had slow
+// iterations far more often than chance allows: a NIC or cable that
+// flaps is slow some of the time, so the best iteration hides it, but
+// its measurements keep having slow ones. The rate of such measurements
+// over all ranks is the chance; a rank is named when the binomial chance
+// of its count, times the number of ranks judged, is below falseAlarms.
+func (d *search) nameFlapping(all []crossFig, named map[int]bool) {
+	type count struct{ slow, n int }
+	per := map[int]*count{}
+	total, tails := 0, 0
+	for _, c := range all {
+		if c.Tail == 0 {
+			continue
+		}
+		t := c.Tail > tailRatio
+		total++
+		if t {
+			tails++
+		}
+		for _, r := range []int{c.A, c.B} {
+			if per[r] == nil {
+				per[r] = &count{}
+			}
+			per[r].n++
+			if t {
+				per[r].slow++
+			}
+		}
+	}
+	if total == 0 {
+		return
+	}
+	p := max(float64(tails)/float64(total), 1e-3)
+	for _, r := range sortedKeys(per) {
+		c := per[r]
+		if named[r] || c.slow < 3 || binomialTail(c.n, c.slow, p)*float64(len(per)) >= falseAlarms {
+			continue
+		}
+		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "flapping-nic", Part: d.o.Who(r) + " network path",
+			Host: d.host(r), Ranks: []int{r},
+			Msg: fmt.Sprintf("%d of its %d measurements across hosts had iterations over %.1fx slower than its best (%.1f%% of all measurements did), while its best was as fast as its peers'",
+				c.slow, c.n, tailRatio, p*100),
+			Cause: "a NIC, cable or switch port that flaps: read the port's error and retransmit counters"})
+	}
+}
+
+// binomialTail is the chance of k or more successes in n tries of chance p.
+func binomialTail(n, k int, p float64) float64 {
+	sum := 0.0
+	for i := k; i <= n; i++ {
+		lc, _ := math.Lgamma(float64(n + 1))
+		a, _ := math.Lgamma(float64(i + 1))
+		b, _ := math.Lgamma(float64(n - i + 1))
+		sum += math.Exp(lc - a - b + float64(i)*math.Log(p) + float64(n-i)*math.Log1p(-p))
+	}
+	return sum
+}
+
+// hostsSlowInside are the hosts (by index) with a GPU found slow alone or
+// a slow pair of GPUs within them.
+func (d *search) hostsSlowInside() map[int]bool {
+	idx := map[string]int{}
+	for i, h := range d.hostList {
+		idx[h] = i
+	}
+	out := map[int]bool{}
+	for r := range d.slowRanks {
+		out[idx[d.host(r)]] = true
+	}
+	for key := range d.slowPairs {
+		var a, b int
+		if _, err := fmt.Sscanf(key, "%d-%d", &a, &b); err == nil {
+			out[idx[d.host(a)]] = true
+		}
+	}
+	return out
+}
+
+// representatives maps each slow pair to the pair measured again in its
+// stead (itself, for most): the pairs of a rank in several slow pairs all
+// map to one of them, the attempt-th (cyclically).
+func representatives(ids []crossID, attempt int, rank func(crossID, int) int) []int {
+	of := map[int][]int{} // rank -> indexes of its slow pairs
+	for i, c := range ids {
+		for side := 0; side < 2; side++ {
+			r := rank(c, side)
+			of[r] = append(of[r], i)
+		}
+	}
+	rep := make([]int, len(ids))
+	for i, c := range ids {
+		rep[i] = i
+		for side := 0; side < 2; side++ {
+			if ps := of[rank(c, side)]; len(ps) > 1 {
+				rep[i] = ps[attempt%len(ps)]
+				break
+			}
+		}
+	}
+	// A representative must stand for itself.
+	for i := range rep {
+		if rep[rep[i]] != rep[i] {
+			rep[i] = i
+		}
+	}
+	return rep
 }
 
 // crossRank is the world rank of one side (0 or 1) of a cross pair.
@@ -260,7 +401,7 @@ func (d *search) crossRank(c crossID, side int) int {
 // at least) is named by its own network path (its NIC, cable, switch port);
 // the rest are named as the path between the two GPUs: a rail, or a cross
 // pair of different local ranks.
-func (d *search) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) {
+func (d *search) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) map[int]bool {
 	met, slowWith := map[int]map[int]bool{}, map[int]map[int]bool{}
 	add := func(m map[int]map[int]bool, a, b int) {
 		if m[a] == nil {
@@ -310,6 +451,7 @@ func (d *search) nameCross(ids []crossID, why []string, peers []float64, all []c
 		}
 		d.found = append(d.found, f)
 	}
+	return nic
 }
 
 // crossFig is one pair across hosts as measured (every process has the
@@ -318,6 +460,8 @@ type crossFig struct {
 	crossID
 	A, B int // world ranks
 	Both float64
+	// Tail is the slowest iteration's time over the fastest one's.
+	Tail float64
 }
 
 // measureHostPairs measures, for each host pair of round, every pair of
@@ -359,6 +503,9 @@ func (d *search) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, 
 		for i := range figs {
 			if h := hs[0][i]; h != nil {
 				figs[i].Both = h.BusBW
+				if h.Iter != nil && h.Iter.MinUS > 0 {
+					figs[i].Tail = h.Iter.MaxUS / h.Iter.MinUS
+				}
 			}
 		}
 		cross = append(cross, figs...)

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -119,11 +120,12 @@ func judge(samples []sample, th Thresholds) []suspect {
 		if len(ss) == 2 {
 			m = max(vals[0], vals[1])
 		}
+		drop := classDrop(r.Drop, vals, m)
 		var flagged []suspect
 		var healthy []float64
 		for _, s := range ss {
 			var why []string
-			if len(ss) > 1 && s.Value < m*(1-r.Drop) {
+			if len(ss) > 1 && s.Value < m*(1-drop) {
 				why = append(why, fmt.Sprintf("%.0f%% below its %d peers' median", (1-s.Value/m)*100, len(ss)-1))
 			}
 			if s.Expected > 0 && r.PeakFraction > 0 && s.Value < r.PeakFraction*s.Expected {
@@ -145,4 +147,26 @@ func judge(samples []sample, th Thresholds) []suspect {
 		out = append(out, flagged...)
 	}
 	return out
+}
+
+// classDrop is how far below its peers' median a figure of a class must
+// fall to be flagged: the rule's drop, widened where the class is noisy
+// and large, so that the chance of flagging any healthy figure of the
+// class stays under falseAlarms however many figures it has. Healthy
+// figures spread around the median with a robust deviation (1.4826 times
+// the median absolute deviation); with n figures, a healthy one falls
+// below z of those deviations with chance falseAlarms/n at most, where z
+// is the normal quantile of 1 - falseAlarms/n (a Bonferroni bound).
+func classDrop(rule float64, vals []float64, m float64) float64 {
+	n := len(vals)
+	if n < 8 || m <= 0 {
+		return rule
+	}
+	dev := make([]float64, n)
+	for i, v := range vals {
+		dev[i] = math.Abs(v-m) / m
+	}
+	sigma := 1.4826 * median(dev)
+	z := math.Sqrt2 * math.Erfinv(1-2*falseAlarms/float64(n))
+	return min(max(rule, z*sigma), 0.9)
 }

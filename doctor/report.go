@@ -132,9 +132,12 @@ type Report struct {
 	Pairs    []PairFigure     `json:"pairs,omitempty"`
 	Cross    []CrossFigure    `json:"cross_host_pairs,omitempty"`
 	HostPair []HostPairFigure `json:"host_pairs,omitempty"`
-	World    *WorldFigure     `json:"world,omitempty"`
-	Plan     []PlanStep       `json:"plan"`
-	Notes    []string         `json:"notes,omitempty"`
+	// Leaves are the rails measured between hosts of different leaves,
+	// where a cluster file gives the fabric.
+	Leaves []CrossFigure `json:"between_leaves,omitempty"`
+	World  *WorldFigure  `json:"world,omitempty"`
+	Plan   []PlanStep    `json:"plan"`
+	Notes  []string      `json:"notes,omitempty"`
 	// Completed are the stages that ran to the end; StoppedIn is the stage
 	// a fault (a hung, stopped or lost rank, a signal) ended the run in.
 	Completed []string `json:"completed"`
