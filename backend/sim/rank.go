@@ -216,7 +216,7 @@ func (r *rank) issue(c suites.Call, n int) ([]float64, error) {
 		total := 0.0
 		for k := range g.times {
 			w.ops[lead]++
-			g.times[k] = m.Draw(t.US[g.idx], t.FlapUS[g.idx], t.Flaps[g.idx], uint64(lead), w.ops[lead])
+			g.times[k] = m.Draw(t.US[g.idx], t.FlapUS[g.idx], t.Flaps[g.idx], uint64(lead), w.ops[lead]) //nolint:gosec // G115: a rank, never negative
 			total += g.times[k]
 		}
 		for _, x := range g.members {

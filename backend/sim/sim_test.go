@@ -1,0 +1,154 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"collbench/cluster"
+	"collbench/dtype"
+	"collbench/suites"
+)
+
+func newWorld(t *testing.T, faults ...cluster.Fault) (*World, *cluster.Model) {
+	t.Helper()
+	m := cluster.Defaults()
+	m.Hosts, m.GPUsPerHost, m.Fabric.HostsPerLeaf, m.Faults = 4, 4, 2, faults
+	w, err := New(&m).Open(context.Background(), m.Ranks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.(*World), &m
+}
+
+// run measures c on l with every element checked and returns the wrong
+// elements of each group.
+func run(t *testing.T, w *World, l suites.Layout, c suites.Collective, size int64) []int64 {
+	t.Helper()
+	op, root := suites.Sum, -1
+	if !c.Reduces() {
+		op = suites.NoOp
+	}
+	if c.Rooted() {
+		root = 0
+	}
+	rn := &suites.Runner{World: w, Layout: l, Plan: suites.Plan{Collectives: []suites.Collective{c}, DTypes: []dtype.DType{dtype.Float32},
+		Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{size}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, Average: suites.AvgMean, Seed: 3, IterStats: true},
+		Cases: []suites.Case{{Coll: c, DType: dtype.Float32, Op: op, Root: root}}}
+	rows, err := rn.Run(context.Background())
+	if err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	var out []int64
+	if len(rows[0].Groups) == 0 {
+		return []int64{*rows[0].OutOfPlace.Wrong}
+	}
+	for _, g := range rows[0].Groups {
+		out = append(out, *g.OutOfPlace.Wrong)
+	}
+	return out
+}
+
+// TestDataIsRight: every collective the model runs computes its held
+// elements for real, on the world and on groups; a 64 MiB message holds
+// 256 bytes of each buffer.
+func TestDataIsRight(t *testing.T) {
+	w, _ := newWorld(t)
+	pairs := suites.Layout{Spec: "pairs", Groups: [][]int{{0, 4}, {1, 5}, {2, 3}, {6, 7}, {8, 12}, {9, 13}, {10, 11}, {14, 15}}}
+	for _, c := range []suites.Collective{suites.AllReduce, suites.Broadcast, suites.SendRecv} {
+		for _, l := range []suites.Layout{{}, pairs} {
+			for gi, wrong := range run(t, w, l, c, 64<<20) {
+				if wrong != 0 {
+					t.Errorf("%s on %q group %d: %d wrong elements", c, l.Spec, gi, wrong)
+				}
+			}
+		}
+	}
+	if _, err := w.Ranks()[0].Alloc(1 << 40); err != nil {
+		t.Errorf("a 1 TiB modelled buffer: %v", err)
+	}
+}
+
+// TestWrongData: a rank that returns wrong data is caught at the ranks it
+// delivers to, in each group it is in, and nowhere else.
+func TestWrongData(t *testing.T) {
+	h, g := 1, 2 // rank 6
+	w, _ := newWorld(t, cluster.Fault{Kind: cluster.WrongData, Host: &h, GPU: &g})
+	pairs := suites.Layout{Spec: "pairs", Groups: [][]int{{6, 7}, {0, 1}, {2, 3}, {4, 5}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}}
+	got := run(t, w, pairs, suites.SendRecv, 4096)
+	if got[0] == 0 {
+		t.Error("the pair with rank 6: no wrong element")
+	}
+	for gi, wrong := range got[1:] {
+		if wrong != 0 {
+			t.Errorf("group %d without rank 6: %d wrong", gi+1, wrong)
+		}
+	}
+	if got := run(t, w, suites.Layout{}, suites.AllReduce, 4096); got[0] == 0 {
+		t.Error("the world's allreduce with rank 6: no wrong element")
+	}
+}
+
+// TestModelledTime: time is the model's, not the host's, and splitting
+// the world costs the model's split time.
+func TestModelledTime(t *testing.T) {
+	w, m := newWorld(t)
+	took := func(size int64) float64 {
+		t0 := w.Elapsed()
+		run(t, w, suites.Layout{}, suites.AllReduce, size)
+		return w.Elapsed() - t0
+	}
+	small, big := took(4096), took(256<<20)
+	if small < m.Costs.MeasureS || big <= small {
+		t.Errorf("allreduce measurements took %v s (4 KiB) and %v s (256 MiB) modelled: want at least the measurement's cost %v s, and longer for more bytes",
+			small, big, m.Costs.MeasureS)
+	}
+	before := w.Elapsed()
+	sw, err := w.Split(suites.Layout{Groups: [][]int{{0, 1}, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Close()
+	if d := w.Elapsed() - before; math.Abs(d-m.Costs.SplitS) > 1e-9 {
+		t.Errorf("a split cost %v s modelled, want %v", d, m.Costs.SplitS)
+	}
+}
+
+// TestWaitsEnd: a rank waiting for a member that never comes returns
+// when the context ends, and when another rank fails.
+func TestWaitsEnd(t *testing.T) {
+	m := cluster.Defaults()
+	m.Hosts = 1
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	w, err := New(&m).Open(ctx, m.Ranks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(r suites.Rank) suites.Call {
+		b, _ := r.Alloc(64)
+		return suites.Call{Coll: suites.AllReduce, DType: dtype.Float32, Op: suites.Sum, Count: 16, Send: suites.View{Buf: b}, Recv: suites.View{Buf: b}}
+	}
+	err = w.Run(func(r suites.Rank) error {
+		if r.Rank() == 3 {
+			return nil // never joins
+		}
+		return r.Launch(call(r))
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting for a rank that never came: %v, want the context's deadline", err)
+	}
+	w2, _ := New(&m).Open(context.Background(), m.Ranks())
+	boom := errors.New("rank 5 failed")
+	err = w2.Run(func(r suites.Rank) error {
+		if r.Rank() == 5 {
+			return boom
+		}
+		return r.Launch(call(r))
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("a rank failed: %v, want its error", err)
+	}
+}
