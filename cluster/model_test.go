@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,6 +50,19 @@ func TestParseBadInput(t *testing.T) {
 		msg := err.Error()
 		if !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") || strings.Contains(msg, "cluster.") {
 			t.Errorf("%q: %q, want one line with %q", c.yaml, msg, c.want)
+		}
+	}
+}
+
+// TestShippedClustersLoad: every cluster file in configs/clusters parses.
+func TestShippedClustersLoad(t *testing.T) {
+	paths, err := filepath.Glob("../configs/clusters/*.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no cluster files in configs/clusters (%v)", err)
+	}
+	for _, p := range paths {
+		if _, err := Load(p); err != nil {
+			t.Error(err)
 		}
 	}
 }
