@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -273,7 +274,7 @@ func (m *Model) check(doc *yaml.Node) error {
 			}
 		}
 		for k, g := range given {
-			if g && !contains(keys, k) {
+			if g && !slices.Contains(keys, k) {
 				return bad(where(k), "fault %s takes no %s: (it takes %s)", f.Kind, k, strings.Join(keys, ", "))
 			}
 		}
@@ -298,15 +299,6 @@ func (m *Model) check(doc *yaml.Node) error {
 		}
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // Ranks is the number of GPUs, one rank each.

@@ -89,17 +89,12 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		BWSize: def(d.BWSize, 256<<20, 1<<20), LatSize: def(d.LatSize, 4<<10, 4<<10),
 		CopySize: def(d.CopySize, 256<<20, 4<<20), WorldSize: def(d.WorldSize, 1<<30, 4<<20)}
 	opts.Iters, opts.Warmup = int(def(int64(d.Iters), 10, 15)), int(def(0, 2, 1))
-	opts.Thresholds = doctor.Thresholds{Default: doctor.DefaultRules}
 	opts.Expectations = d.Expectations
+	rules := doctor.DefaultRules
 	if !gpu {
-		opts.Thresholds.Default = doctor.CPURules
+		rules = doctor.CPURules
 	}
-	if th := d.Thresholds; th != nil {
-		if th.Default != (doctor.Rules{}) {
-			opts.Thresholds.Default = th.Default
-		}
-		opts.Thresholds.Class = th.Class
-	}
+	opts.Thresholds = thresholds(d.Thresholds, rules)
 	if d.OnReady != nil {
 		if err := d.OnReady(ss.Choice, pw.Rank0()); err != nil {
 			return nil, err
@@ -426,4 +421,17 @@ func gatherTransports(w suites.World, dir string, local map[int]int, hosts []str
 		}
 	}
 	return out, nil
+}
+
+// thresholds are the rules a config gives (th, nil for none) over the
+// backend's default rules def.
+func thresholds(th *doctor.Thresholds, def doctor.Rules) doctor.Thresholds {
+	out := doctor.Thresholds{Default: def}
+	if th != nil {
+		if th.Default != (doctor.Rules{}) {
+			out.Default = th.Default
+		}
+		out.Class = th.Class
+	}
+	return out
 }

@@ -49,13 +49,7 @@ func Simulate(ctx context.Context, s Simulation) (*doctor.Report, error) {
 	o := doctor.Options{Quick: s.Quick, Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
 		BWSize: def(s.BWSize, 256<<20), LatSize: def(s.LatSize, 4<<10), CopySize: def(s.CopySize, 256<<20), WorldSize: def(s.WorldSize, 1<<30),
 		Iters: int(def(int64(s.Iters), 10)), Warmup: 2, Expectations: s.Expectations, Clock: sw.Elapsed}
-	o.Thresholds = doctor.Thresholds{Default: doctor.DefaultRules}
-	if th := s.Thresholds; th != nil {
-		if th.Default != (doctor.Rules{}) {
-			o.Thresholds.Default = th.Default
-		}
-		o.Thresholds.Class = th.Class
-	}
+	o.Thresholds = thresholds(s.Thresholds, doctor.DefaultRules)
 	g := m.GPUsPerHost
 	fab := &doctor.Fabric{Leaf: map[string]string{}}
 	for r := 0; r < g; r++ {
