@@ -3,12 +3,16 @@
 package bootstrap
 
 import (
+	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"runtime"
-	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	mpi "github.com/sbromberger/gompi"
 )
@@ -16,58 +20,69 @@ import (
 // HasMPI reports whether this build can join an MPI world.
 const HasMPI = true
 
-// MPI is a world of processes joined by MPI. Every MPI call runs on one
-// locked OS thread.
+// MPI is this process's membership of an MPI job. MPI is initialised
+// without thread support, so every MPI call runs on one locked OS thread
+// (Do). MPI only starts the world: the control connection is collbench's
+// TCP tree, with its heartbeats, whose rendezvous address rank 0 shares
+// over MPI (JoinOverMPI). The mpi backend moves collective data over MPI.
 type MPI struct {
 	tasks chan func()
+	tid   int
 	comm  *mpi.Communicator
 	rank  int
 	size  int
-	hosts []string
+	once  sync.Once
 }
 
-// JoinMPI initialises MPI, shares every rank's host and checks that every
-// rank runs the same arguments.
-func JoinMPI(host string, args []string) (*MPI, error) {
+var (
+	current   *MPI
+	currentMu sync.Mutex
+)
+
+// JoinMPI initialises MPI (once per process).
+func JoinMPI() (*MPI, error) {
+	currentMu.Lock()
+	defer currentMu.Unlock()
+	if current != nil {
+		return current, nil
+	}
 	m := &MPI{tasks: make(chan func())}
+	started := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
+		m.tid = syscall.Gettid()
+		close(started)
 		for f := range m.tasks {
 			f()
 		}
 	}()
-	m.do(func() {
-		mpi.Start(false)
+	<-started
+	m.Do(func() {
+		mpi.Start(false) // gompi: MPI_Init
 		m.comm = mpi.NewCommunicator(nil)
 		m.rank, m.size = m.comm.Rank(), m.comm.Size()
 	})
-	type ident struct {
-		Host string   `json:"host"`
-		Args []string `json:"args"`
-	}
-	me, _ := json.Marshal(ident{host, args})
-	all, err := m.AllGather(me)
-	if err != nil {
-		return nil, err
-	}
-	var first ident
-	for r, b := range all {
-		var id ident
-		if err := json.Unmarshal(b, &id); err != nil {
-			return nil, fmt.Errorf("malformed MPI handshake from rank %d", r)
-		}
-		if r == 0 {
-			first = id
-		} else if !reflect.DeepEqual(id.Args, first.Args) {
-			return nil, fmt.Errorf("rank %d (%s) was started with different arguments: %q; rank 0 has %q",
-				r, id.Host, strings.Join(id.Args, " "), strings.Join(first.Args, " "))
-		}
-		m.hosts = append(m.hosts, id.Host)
-	}
+	current = m
 	return m, nil
 }
 
-func (m *MPI) do(f func()) {
+// CurrentMPI is the process's MPI membership, once JoinMPI has run.
+func CurrentMPI() (*MPI, error) {
+	currentMu.Lock()
+	defer currentMu.Unlock()
+	if current == nil {
+		return nil, errors.New("MPI is not initialised: this process was not started by mpirun (run it as mpirun -np N bin/collbench-mpi ...)")
+	}
+	return current, nil
+}
+
+// Do runs f on the MPI thread and waits for it. Called from the MPI thread
+// itself (f of an earlier Do), it runs f at once.
+func (m *MPI) Do(f func()) {
+	if syscall.Gettid() == m.tid {
+		f()
+		return
+	}
 	done := make(chan struct{})
 	m.tasks <- func() { f(); close(done) }
 	<-done
@@ -79,101 +94,99 @@ func (m *MPI) Rank() int { return m.rank }
 // Size is the number of MPI processes.
 func (m *MPI) Size() int { return m.size }
 
-// LocalIP is the address the other processes reach this one at.
-func (m *MPI) LocalIP() string { return dataIP(m.hosts, m.rank) }
-
-// Hosts lists each rank's host.
-func (m *MPI) Hosts() []string { return m.hosts }
-
-// AllGather gathers every rank's bytes at rank 0, which sends the whole
-// list back to each rank; point-to-point messages only. Every message
-// carries a leading marker byte so none is empty.
-func (m *MPI) AllGather(data []byte) ([][]byte, error) {
-	const up, down = 77, 78
-	var blob []byte
-	m.do(func() {
-		if m.rank == 0 {
-			all := make([][]byte, m.size)
-			all[0] = append([]byte{1}, data...)
-			for r := 1; r < m.size; r++ {
-				all[r], _ = m.comm.RecvBytes(r, up)
-			}
-			blob = append([]byte{1}, encodeList(all)...)
-			for r := 1; r < m.size; r++ {
-				m.comm.SendBytes(blob, r, down)
-			}
-		} else {
-			m.comm.SendBytes(append([]byte{1}, data...), 0, up)
-			blob, _ = m.comm.RecvBytes(0, down)
-		}
-	})
-	if len(blob) < 1 {
-		return nil, fmt.Errorf("malformed MPI message")
+// JoinOverMPI forms collbench's TCP world of the MPI job's processes: rank
+// 0 listens on a free port of the address its peers reach it at (the first
+// address of an interface that is up, loopback when every process runs on
+// this host) and broadcasts it with a fresh job secret over MPI; then every
+// process joins the rendezvous as under any other launcher.
+func JoinOverMPI(ctx context.Context, m *MPI, o TCPOptions) (*TCP, error) {
+	o.Rank, o.Size = m.rank, m.size
+	type invite struct {
+		Addr  string `json:"addr"`
+		Token []byte `json:"token"`
+		Err   string `json:"err,omitempty"`
 	}
-	all, err := decodeList(blob[1:])
+	var in invite
+	if m.rank == 0 {
+		ip := outwardIP()
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			in.Err = fmt.Sprintf("rank 0 cannot listen on %s: %v", ip, err)
+		} else {
+			in.Addr = ln.Addr().String()
+			in.Token = make([]byte, 32)
+			_, _ = rand.Read(in.Token)
+			o.Listener = ln
+		}
+	}
+	blob, _ := json.Marshal(in)
+	blob, err := m.bcast(blob)
 	if err != nil {
 		return nil, err
 	}
-	for r := range all {
-		if len(all[r]) > 0 {
-			all[r] = all[r][1:]
-		}
+	if err := json.Unmarshal(blob, &in); err != nil {
+		return nil, fmt.Errorf("malformed rendezvous invitation from MPI rank 0")
 	}
-	return all, nil
+	if in.Err != "" {
+		return nil, errors.New(in.Err)
+	}
+	o.Addr, o.Token = in.Addr, in.Token
+	return Join(ctx, o)
 }
 
-// Gather returns every rank's bytes, by rank, on rank 0; the others get nil.
-// It uses the same point-to-point messages as AllGather, without the answer.
-func (m *MPI) Gather(data []byte) ([][]byte, error) {
-	const up = 79
-	var all [][]byte
-	m.do(func() {
-		if m.rank == 0 {
-			all = make([][]byte, m.size)
-			all[0] = append([]byte{1}, data...)
-			for r := 1; r < m.size; r++ {
-				all[r], _ = m.comm.RecvBytes(r, up)
-			}
-		} else {
-			m.comm.SendBytes(append([]byte{1}, data...), 0, up)
-		}
-	})
-	for r := range all {
-		if len(all[r]) < 1 {
-			return nil, fmt.Errorf("malformed MPI message from rank %d", r)
-		}
-		all[r] = all[r][1:]
+// bcastMax bounds the invitation rank 0 broadcasts.
+const bcastMax = 1024
+
+// bcast sends rank 0's bytes (at most bcastMax) to every rank: one
+// MPI_Bcast of a fixed-size frame, a length first.
+func (m *MPI) bcast(data []byte) ([]byte, error) {
+	if len(data) > bcastMax-4 {
+		return nil, fmt.Errorf("MPI broadcast of %d bytes is over %d", len(data), bcastMax-4)
 	}
-	return all, nil
+	buf := make([]byte, bcastMax)
+	if m.rank == 0 {
+		n := len(data)
+		buf[0], buf[1], buf[2], buf[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+		copy(buf[4:], data)
+	}
+	m.Do(func() { m.comm.BcastBytes(buf, 0) }) // gompi: MPI_Bcast
+	n := int(buf[0])<<24 | int(buf[1])<<16 | int(buf[2])<<8 | int(buf[3])
+	if n > bcastMax-4 {
+		return nil, errors.New("malformed MPI broadcast")
+	}
+	return buf[4 : 4+n], nil
 }
 
 // Abort ends every process of the MPI job.
-func (m *MPI) Abort(cause error) {
-	fmt.Printf("collbench: rank %d failed, aborting the MPI job: %v\n", m.rank, cause)
-	m.comm.Abort(3)
+func (m *MPI) Abort(code int) {
+	m.comm.Abort(code) // gompi: MPI_Abort, from any thread
 }
 
-// Close waits at a barrier and finalises MPI.
-func (m *MPI) Close() error {
-	m.do(func() {
-		m.comm.Barrier()
-		mpi.Stop()
+// Finalize ends MPI: a barrier of every process, then MPI_Finalize. A
+// process that another one's fault left alone would wait for ever, so it
+// waits at most bound and then leaves MPI to end with the process.
+func (m *MPI) Finalize(bound time.Duration) error {
+	var err error
+	m.once.Do(func() {
+		done := make(chan struct{})
+		go m.Do(func() {
+			m.comm.Barrier()
+			mpi.Stop()
+			close(done)
+		})
+		select {
+		case <-done:
+		case <-time.After(bound):
+			err = fmt.Errorf("MPI did not finalise within %v (another process has stopped)", bound)
+		}
 	})
-	close(m.tasks)
-	return nil
+	return err
 }
 
-// dataIP picks the address this process's peers reach it at when no
-// rendezvous connection says (MPI): loopback when every process is on this
-// host, else the first address of an interface that is up and not loopback.
-func dataIP(hosts []string, me int) string {
-	same := true
-	for _, h := range hosts {
-		same = same && h == hosts[me]
-	}
-	if same {
-		return "127.0.0.1"
-	}
+// outwardIP is the address the other processes reach this one at: the
+// first IPv4 address of an interface that is up and not loopback, else
+// loopback.
+func outwardIP() string {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return "127.0.0.1"

@@ -2,7 +2,11 @@
 
 package bootstrap
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"time"
+)
 
 // HasMPI reports whether this build can join an MPI world.
 const HasMPI = false
@@ -10,10 +14,16 @@ const HasMPI = false
 // MPI is unavailable in builds without the mpi tag.
 type MPI struct{}
 
+var errNoMPI = errors.New("this collbench was built without MPI (build it with make build-mpi and run bin/collbench-mpi)")
+
 // JoinMPI fails: this build has no MPI.
-func JoinMPI(host string, args []string) (*MPI, error) {
-	return nil, errors.New("this collbench was built without MPI (build with make build-mpi)")
-}
+func JoinMPI() (*MPI, error) { return nil, errNoMPI }
+
+// CurrentMPI fails: this build has no MPI.
+func CurrentMPI() (*MPI, error) { return nil, errNoMPI }
+
+// JoinOverMPI fails: this build has no MPI.
+func JoinOverMPI(ctx context.Context, m *MPI, o TCPOptions) (*TCP, error) { return nil, errNoMPI }
 
 // Rank is unavailable without MPI.
 func (m *MPI) Rank() int { return 0 }
@@ -21,21 +31,11 @@ func (m *MPI) Rank() int { return 0 }
 // Size is unavailable without MPI.
 func (m *MPI) Size() int { return 1 }
 
-// Hosts is unavailable without MPI.
-func (m *MPI) Hosts() []string { return nil }
-
-// AllGather is unavailable without MPI.
-func (m *MPI) AllGather(data []byte) ([][]byte, error) {
-	return nil, errors.New("no MPI in this build")
-}
-
-// Gather is unavailable without MPI.
-func (m *MPI) Gather(data []byte) ([][]byte, error) {
-	return nil, errors.New("no MPI in this build")
-}
+// Do runs f: without MPI there is no MPI thread.
+func (m *MPI) Do(f func()) { f() }
 
 // Abort does nothing without MPI.
-func (m *MPI) Abort(cause error) {}
+func (m *MPI) Abort(code int) {}
 
-// Close does nothing without MPI.
-func (m *MPI) Close() error { return nil }
+// Finalize does nothing without MPI.
+func (m *MPI) Finalize(bound time.Duration) error { return nil }

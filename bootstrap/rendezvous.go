@@ -161,15 +161,19 @@ func refuse(c net.Conn, msg string) {
 }
 
 func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
-	la, err := listenAddr(o.Addr)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", la)
-	if err != nil {
-		return fmt.Errorf("rank 0 cannot serve the rendezvous on %s: %v", la, err)
+	ln := o.Listener
+	la := o.Addr
+	if ln == nil {
+		var err error
+		if la, err = listenAddr(o.Addr); err != nil {
+			return err
+		}
+		if ln, err = net.Listen("tcp", la); err != nil {
+			return fmt.Errorf("rank 0 cannot serve the rendezvous on %s: %v", la, err)
+		}
 	}
 	defer ln.Close()
+	var err error
 	t.localIP = ln.Addr().(*net.TCPAddr).IP.String()
 	if t.beats, err = openBeatPath(t.localIP, o.Token, 0, o.Size); err != nil && o.Warn != nil {
 		o.Warn(fmt.Sprintf("warning: no heartbeat port on %s (%v): heartbeats ride the control connections, and a silent process is named later", t.localIP, err))

@@ -69,6 +69,9 @@ type TCPOptions struct {
 	// Fanout is how many children each process of the bootstrap tree
 	// serves; rank 0's value holds for the world (0: DefaultFanout).
 	Fanout int
+	// Listener, on rank 0, is already listening at Addr (JoinOverMPI
+	// picks a free port); nil: rank 0 listens on Addr itself.
+	Listener net.Listener
 }
 
 type hello struct {

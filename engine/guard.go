@@ -26,6 +26,9 @@ type RunFlags struct {
 	// HeartbeatTimeout is how long a process may go unheard before it is
 	// named as stopped.
 	HeartbeatTimeout time.Duration
+	// Mem is the memory asked for with --mem: "host", "device", or "" for
+	// the backend's own.
+	Mem string
 }
 
 func (o RunFlags) Validate() error {
@@ -34,6 +37,8 @@ func (o RunFlags) Validate() error {
 		return UsageErrorf("invalid --bootstrap-timeout %v: must be positive (e.g. 2m)", o.BootstrapTimeout)
 	case o.Timeout < 0:
 		return UsageErrorf("invalid --timeout %v: must be positive, or 0 to turn the watchdog off", o.Timeout)
+	case o.Mem != "" && o.Mem != "host" && o.Mem != "device":
+		return UsageErrorf("invalid --mem %q (valid: host, device)", o.Mem)
 	case o.HeartbeatTimeout < 2*bootstrap.DefaultBeatEvery:
 		return UsageErrorf("invalid --heartbeat-timeout %v: must be at least %v", o.HeartbeatTimeout, 2*bootstrap.DefaultBeatEvery)
 	}

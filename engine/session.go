@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"collbench/backend/cpu"
+	mpib "collbench/backend/mpi"
 	"collbench/bootstrap"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
@@ -20,6 +21,24 @@ import (
 type ProcessWorld struct {
 	Launch *bootstrap.Launch
 	Ctl    suites.Control
+	// MPI is the process's MPI membership when mpirun started the world
+	// (MPI builds only); nil otherwise.
+	MPI *bootstrap.MPI
+}
+
+// mpiFinalizeBound is how long a process waits for the others at
+// MPI_Finalize before it leaves MPI to end with the process.
+const mpiFinalizeBound = 10 * time.Second
+
+// Close ends the control connection, then MPI where the world has it.
+func (p *ProcessWorld) Close() {
+	if !p.Multi() {
+		return
+	}
+	_ = p.Ctl.Close()
+	if p.MPI != nil {
+		_ = p.MPI.Finalize(mpiFinalizeBound)
+	}
 }
 
 func (p *ProcessWorld) Multi() bool { return p != nil && p.Ctl != nil }
@@ -97,14 +116,23 @@ func (f *System) JoinProcesses(ctx context.Context, l *bootstrap.Launch, args []
 		}
 		pw.Ctl = t
 	case bootstrap.HasMPI:
-		m, err := bootstrap.JoinMPI(f.HostIdentity(), args)
+		// MPI starts the world and shares rank 0's rendezvous address; the
+		// control connection is the same TCP tree, with heartbeats, as
+		// under any launcher.
+		m, err := bootstrap.JoinMPI()
 		if err != nil {
 			return nil, &RunError{err}
 		}
 		if m.Size() != l.Size || m.Rank() != l.Rank {
 			return nil, &RunError{fmt.Errorf("MPI says rank %d of %d, the %s environment rank %d of %d", m.Rank(), m.Size(), l.Source, l.Rank, l.Size)}
 		}
-		pw.Ctl = m
+		pw.MPI = m
+		t, err := bootstrap.JoinOverMPI(ctx, m, bootstrap.TCPOptions{Host: f.HostIdentity(), Args: args, Timeout: timeout, Silence: silence,
+			Warn: func(s string) { fmt.Fprintln(f.Stderr, "collbench: "+s) }})
+		if err != nil {
+			return nil, &RunError{fmt.Errorf("forming the world of %d processes (%s, rendezvous shared over MPI): %w", l.Size, l.Source, err)}
+		}
+		pw.Ctl = t
 	default:
 		return nil, UsageErrorf("started by %s as rank %d of %d (%s), but this collbench has no MPI and no rendezvous address: "+
 			"build it with make build-mpi, or set %s=<rank-0 host>:<port> for every rank (refusing to run %d unconnected copies)",
@@ -113,10 +141,28 @@ func (f *System) JoinProcesses(ctx context.Context, l *bootstrap.Launch, args []
 	return pw, nil
 }
 
+// checkMem refuses memory a backend does not run on: the cpu and mpi
+// backends use host memory, NCCL device memory.
+func checkMem(backend, mem string) error {
+	switch {
+	case mem == "device" && backend == "cpu":
+		return UsageErrorf("--mem device: the cpu backend runs on host memory only; use --backend nccl for GPU memory")
+	case mem == "device" && backend == mpib.Name:
+		return UsageErrorf("--mem device with --backend mpi: %s", mpib.DeviceNote())
+	case mem == "host" && backend == "nccl":
+		return UsageErrorf("--mem host: the nccl backend runs on GPU memory; use --backend mpi or cpu for host memory")
+	}
+	return nil
+}
+
 // WorldSize checks the backend against the launch and returns the number of
 // ranks: the launcher's world size, or ranks (0: the backend's default).
 func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 	if !l.MultiProcess() {
+		if b.Name() == mpib.Name {
+			return 0, UsageErrorf("--backend mpi runs one rank per process, started by mpirun: mpirun -np N bin/collbench-mpi %s ... --backend mpi (no MPI launcher was found)",
+				"<command>")
+		}
 		if ranks == 0 {
 			return b.DefaultRanks(), nil
 		}
@@ -181,7 +227,7 @@ type Session struct {
 // Close ends the connection to the other processes, if any.
 func (s *Session) Close() {
 	if s.PW.Multi() {
-		s.PW.Ctl.Close()
+		s.PW.Close()
 	}
 }
 
@@ -194,6 +240,9 @@ func (f *System) StartSession(ctx context.Context, backend, ncclLib string, rank
 	}
 	choice, err := f.ChooseBackend(backend, ncclLib)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMem(choice.Backend.Name(), rf.Mem); err != nil {
 		return nil, err
 	}
 	launch, err := f.DetectLaunch()

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"collbench/backend/cpu"
+	mpib "collbench/backend/mpi"
 	"collbench/internal/faults"
 	"collbench/results"
 	"collbench/suites"
@@ -61,6 +62,20 @@ func (f *System) CPUBackend() (*cpu.Backend, error) {
 	return cpu.New(opts), nil
 }
 
+// MPIBackend returns the mpi backend with the faults $COLLBENCH_FAULTS
+// plants; in a build without MPI, a usage error naming the MPI build.
+func (f *System) MPIBackend() (suites.Backend, error) {
+	fs, err := faults.Parse(f.Getenv(faults.EnvFaults))
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	b, err := mpib.New(mpib.Options{MemoryLimit: f.CPUOptions.MemoryLimit, Faults: fs})
+	if err != nil {
+		return nil, UsageErrorf("--backend mpi: %v", err)
+	}
+	return b, nil
+}
+
 // ChooseBackend resolves --backend auto|cpu|nccl without printing anything.
 func (f *System) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 	name = strings.ToLower(strings.TrimSpace(name))
@@ -96,6 +111,15 @@ func (f *System) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 			return BackendChoice{}, &UsageError{fmt.Errorf("the nccl backend is not available: %v", err)}
 		}
 		return BackendChoice{Backend: b, Reason: "asked for with --backend nccl"}, nil
+	case mpib.Name:
+		if ncclLib != "" {
+			return BackendChoice{}, UsageErrorf("--nccl-lib has no use with --backend mpi: leave one of them out")
+		}
+		b, err := f.MPIBackend()
+		if err != nil {
+			return BackendChoice{}, err
+		}
+		return BackendChoice{Backend: b, Reason: "asked for with --backend mpi"}, nil
 	case "auto", "":
 		b, err := f.OpenNCCL(ncclLib)
 		if err == nil {
@@ -107,7 +131,7 @@ func (f *System) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 		}
 		return BackendChoice{Backend: cb, Reason: "auto; NCCL unavailable: " + err.Error(), Auto: true}, nil
 	}
-	return BackendChoice{}, UsageErrorf("unknown --backend %q (valid: auto, cpu, nccl)", name)
+	return BackendChoice{}, UsageErrorf("unknown --backend %q (valid: auto, cpu, nccl, mpi)", name)
 }
 
 // CheckSharedLibrary says why path cannot be a shared library: missing, a
@@ -174,7 +198,7 @@ func RelevantEnv(k string) bool {
 	if k == "NVIDIA_VISIBLE_DEVICES" || k == "COLLBENCH_NCCL_LIB" {
 		return true
 	}
-	for _, p := range []string{"NCCL_", "CUDA_", "UCX_"} {
+	for _, p := range []string{"NCCL_", "CUDA_", "UCX_", "OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "OMPI_MCA_coll", "OMPI_MCA_osc"} {
 		if strings.HasPrefix(k, p) {
 			return true
 		}

@@ -614,3 +614,13 @@ func (w *world) UsedMemory() int64 {
 	}
 	return most
 }
+
+// NewestSupports is what the newest NCCL runs on GPUs of compute capability
+// 9.0 and up, for a support matrix where no NCCL is loaded: everything but
+// products and averages of 8-bit floats.
+func NewestSupports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
+	if c.Reduces() && t.IsFP8() && (op == suites.Prod || op == suites.Avg) {
+		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
+	}
+	return nil
+}

@@ -55,6 +55,9 @@ func WriteHeader(w io.Writer, d *results.Document) {
 			bits = append(bits, s)
 		}
 	}
+	if b.Transport != "" {
+		bits = append(bits, "over "+b.Transport)
+	}
 	line := b.Name
 	if len(bits) > 0 {
 		line += " (" + strings.Join(bits, "; ") + ")"

@@ -122,13 +122,16 @@ type Environment struct {
 
 // Backend describes the backend that ran the collectives.
 type Backend struct {
-	Name        string   `json:"name"`
-	Reason      string   `json:"reason,omitempty"` // why auto chose it
-	Version     string   `json:"version,omitempty"`
-	VersionCode int      `json:"version_code,omitempty"`
-	Library     string   `json:"library,omitempty"`
-	Driver      string   `json:"driver,omitempty"`
-	Devices     []Device `json:"devices,omitempty"`
+	Name        string `json:"name"`
+	Reason      string `json:"reason,omitempty"` // why auto chose it
+	Version     string `json:"version,omitempty"`
+	VersionCode int    `json:"version_code,omitempty"`
+	Library     string `json:"library,omitempty"`
+	Driver      string `json:"driver,omitempty"`
+	// Transport is what the library moves data with (the mpi backend:
+	// Open MPI's pml/btl components and UCX).
+	Transport string   `json:"transport,omitempty"`
+	Devices   []Device `json:"devices,omitempty"`
 }
 
 // Device is what one local rank runs on.

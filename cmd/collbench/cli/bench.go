@@ -116,7 +116,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.BoolVar(&o.Explain, "explain", false, "show which algorithm each row ran with: NCCL's algorithm, protocol and channels (from its tuning log, in a separate probe), or the cpu backend's")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
-	fs.StringVar(&o.Backend, "backend", d.Backend, "auto, cpu or nccl")
+	fs.StringVar(&o.Backend, "backend", d.Backend, "auto, cpu, nccl or mpi (bin/collbench-mpi under mpirun)")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load (default: $COLLBENCH_NCCL_LIB, then the dynamic linker's search)")
 	addRunFlags(fs, &o.RunFlags)
 	atLeast(fs, "1", "ranks", "iters", "agg", "cycles")

@@ -86,7 +86,7 @@ Exit 0: healthy. 1: findings. 2: bad input. 3: the run failed. 4: a rank hung.`,
 	fs.StringVar(&o.Prom, "prom", "", "also write the verdict and figures for node-exporter's textfile collector to FILE")
 	fs.StringVar(&o.HTML, "html", "", "also write an HTML report with a heat map of the pairs to FILE")
 	fs.StringVar(&o.Config, "config", "", "a YAML file whose doctor: section sets thresholds by hardware class")
-	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
+	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu, nccl or mpi (bin/collbench-mpi under mpirun)")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	fs.IntVarP(&o.Ranks, "ranks", "g", 0, "ranks in this process (default: every GPU, or 4 on the cpu backend)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no stage progress on stderr")

@@ -10,9 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	mpib "collbench/backend/mpi"
 	"collbench/engine"
 	"collbench/report"
 	"collbench/results"
+	"collbench/suites"
 )
 
 // EnvOptions are the flags of `collbench env`.
@@ -33,6 +35,12 @@ type EnvReport struct {
 	NCCLError    string              `json:"nccl_error,omitempty"`
 	Environment  results.Environment `json:"environment"`
 	CPUs         int                 `json:"cpus"`
+	// MPI is the MPI library this build runs with (bin/collbench-mpi);
+	// MPIError says why there is none.
+	MPI      string `json:"mpi,omitempty"`
+	MPIError string `json:"mpi_error,omitempty"`
+	// Support is what each backend runs, per buffer, collective and dtype.
+	Support []suites.SupportMatrix `json:"support"`
 }
 
 // NewCmdEnv builds `collbench env`.
@@ -49,7 +57,7 @@ func NewCmdEnv(f *Factory, runF func(*EnvOptions) error) *cobra.Command {
 			return envRun(o)
 		},
 	}
-	cmd.Flags().StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
+	cmd.Flags().StringVar(&o.Backend, "backend", "auto", "auto, cpu, nccl or mpi (bin/collbench-mpi under mpirun)")
 	cmd.Flags().StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	cmd.Flags().StringVar(&o.Format, "format", "table", "table or json")
 	return cmd
@@ -78,6 +86,12 @@ func envRun(o *EnvOptions) error {
 		info := nb.Info()
 		rep.NCCL = &info
 	}
+	if lib, err := mpib.Describe(); err != nil {
+		rep.MPIError = err.Error()
+	} else {
+		rep.MPI = lib
+	}
+	rep.Support = f.SupportMatrices(o.NCCLLib)
 	if format == report.FormatJSON {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
@@ -99,6 +113,11 @@ func envRun(o *EnvOptions) error {
 	} else {
 		fmt.Fprintf(w, "nccl:          unavailable: %s\n", rep.NCCLError)
 	}
+	if rep.MPI != "" {
+		fmt.Fprintf(w, "mpi:           %s\n", rep.MPI)
+	} else {
+		fmt.Fprintf(w, "mpi:           unavailable: %s\n", rep.MPIError)
+	}
 	e := rep.Environment
 	fmt.Fprintf(w, "host:          %s (%s/%s, %d CPUs, %s)\n", e.Host, e.OS, e.Arch, rep.CPUs, e.GoVersion)
 	if len(e.Env) == 0 {
@@ -110,7 +129,8 @@ func envRun(o *EnvOptions) error {
 		}
 		fmt.Fprintf(w, "environment:   %s\n", strings.Join(sortedList(kv), " "))
 	}
-	return nil
+	fmt.Fprintln(w)
+	return report.WriteSupport(w, rep.Support)
 }
 
 func sortedList(s []string) []string {

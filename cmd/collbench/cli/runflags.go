@@ -12,6 +12,7 @@ func addRunFlags(fs *pflag.FlagSet, o *engine.RunFlags) {
 	fs.DurationVar(&o.BootstrapTimeout, "bootstrap-timeout", d.BootstrapTimeout, "under a launcher: how long the processes may take to find each other")
 	fs.DurationVar(&o.Timeout, "timeout", d.Timeout, "watchdog: stop the run when no rank makes progress for this long, naming the stuck ranks (0 = off)")
 	fs.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", d.HeartbeatTimeout, "under a launcher: name a process that sends no heartbeat for this long (stopped, frozen or cut off)")
+	fs.StringVar(&o.Mem, "mem", "", "the memory collectives run on: host or device (default: the backend's own: host for cpu and mpi, device for nccl)")
 	atLeast(fs, "-1", "device")
 	atLeast(fs, "1ns", "bootstrap-timeout")
 	atLeast(fs, "0s", "timeout")

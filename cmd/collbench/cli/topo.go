@@ -192,7 +192,7 @@ func gatherTopologies(ctx context.Context, f *Factory, launch *bootstrap.Launch,
 	if err != nil {
 		return nil, false, err
 	}
-	defer pw.Ctl.Close()
+	defer pw.Close()
 	me, _ := json.Marshal(report.HostTopology{Host: t.Host, Ranks: []int{launch.Rank}, Fingerprint: t.Fingerprint, Summary: t.Summary})
 	parts, err := pw.Ctl.AllGather(me)
 	if err != nil {

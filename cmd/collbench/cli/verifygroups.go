@@ -59,7 +59,7 @@ the ranks span several hosts. --rank-list (repeatable) replaces them.
 	fs.StringArrayVar(&o.RankList, "rank-list", nil, "a layout to check (repeatable); default: the layouts listed above")
 	fs.StringVar(&o.Sizes, "sizes", "1K,1M", "sizes of the random-pattern check")
 	fs.StringVar(&o.Format, "format", "table", "table or json")
-	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu or nccl")
+	fs.StringVar(&o.Backend, "backend", "auto", "auto, cpu, nccl or mpi (bin/collbench-mpi under mpirun)")
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the random patterns")
 	addRunFlags(fs, &o.RunFlags)

@@ -66,7 +66,7 @@ func worldRun(o *WorldOptions) error {
 	if err != nil {
 		return err
 	}
-	defer pw.Ctl.Close()
+	defer pw.Close()
 	me, _ := json.Marshal(report.WorldMember{Rank: launch.Rank, Host: f.HostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
 	joined := time.Since(start)
 	parts, err := pw.Ctl.AllGather(me)
@@ -93,5 +93,5 @@ func transport(pw *engine.ProcessWorld) string {
 	if pw.Launch.RootAddr != "" {
 		return "TCP (rank 0 at " + pw.Launch.RootAddr + ")"
 	}
-	return "MPI"
+	return "TCP (rank 0's address shared over MPI)"
 }
