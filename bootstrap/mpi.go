@@ -11,6 +11,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,8 @@ type MPI struct {
 	rank  int
 	size  int
 	once  sync.Once
+	// busy counts calls handed to the MPI thread that have not returned.
+	busy atomic.Int32
 }
 
 var (
@@ -83,6 +86,8 @@ func (m *MPI) Do(f func()) {
 		f()
 		return
 	}
+	m.busy.Add(1)
+	defer m.busy.Add(-1)
 	done := make(chan struct{})
 	m.tasks <- func() { f(); close(done) }
 	<-done
@@ -168,6 +173,12 @@ func (m *MPI) Abort(code int) {
 func (m *MPI) Finalize(bound time.Duration) error {
 	var err error
 	m.once.Do(func() {
+		if m.busy.Load() > 0 {
+			// A call another process's fault left waiting holds the MPI
+			// thread: MPI ends with the process.
+			err = errors.New("MPI is still inside a call that will not return; it ends with the process")
+			return
+		}
 		done := make(chan struct{})
 		go m.Do(func() {
 			m.comm.Barrier()

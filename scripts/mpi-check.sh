@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The MPI build under mpirun, 4 processes (make mpi-check): the world forms;
+# every collective on --backend mpi from 8 B to 64 MiB, every row verified;
+# groups (verify-groups, and [[1,2,3],[0]]); a hung rank and a stopped rank
+# named exactly, with the -o file keeping every finished row and the
+# verdict; and the cpu backend under mpirun. Usage: scripts/mpi-check.sh BIN
+set -euo pipefail
+bin=${1:-bin/collbench-mpi}
+mpirun=(mpirun --oversubscribe -np 4)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+# mpirun ends the job at once when a process dies; a few seconds let the
+# others write their verdict first.
+mpirun+=(--mca odls_base_sigkill_timeout 10)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+SECONDS=0
+fail() { echo "mpi-check: FAIL: $*"; exit 1; }
+
+"${mpirun[@]}" "$bin" world | tee "$tmp/world.txt"
+grep -q "world of 4 processes, launched by open mpi, joined over TCP (rank 0's address shared over MPI)" "$tmp/world.txt" || fail "world"
+
+"${mpirun[@]}" "$bin" sweep --backend mpi --collectives all --sizes 8:64M -n 2 -w 1 -o "$tmp/sweep.json" > "$tmp/sweep.txt"
+ok=$(grep -c "wrong elements:    0 (OK)" "$tmp/sweep.txt")
+[ "$ok" = 11 ] || fail "sweep --backend mpi: $ok of 11 collectives verified"
+grep -q '"name": "mpi"' "$tmp/sweep.json" && grep -q '"transport": "pml/' "$tmp/sweep.json" || fail "the results file does not name the mpi backend and its transport"
+echo "mpi-check: every collective on --backend mpi, 8 B to 64 MiB, every row verified ($(grep -o 'Open MPI v[0-9.]*' "$tmp/sweep.txt" | head -1)) [${SECONDS}s]"
+
+"${mpirun[@]}" "$bin" verify-groups --backend mpi > "$tmp/groups.txt" || { cat "$tmp/groups.txt"; fail "verify-groups --backend mpi"; }
+grep -q "PASS: every value matched" "$tmp/groups.txt" || fail "verify-groups --backend mpi"
+ok=$("${mpirun[@]}" "$bin" sweep --backend mpi --collectives all --sizes 1K,1M -n 2 --rank-list '[[1,2,3],[0]]' | grep -c "wrong elements:    0 (OK)")
+[ "$ok" = 10 ] || fail "--rank-list [[1,2,3],[0]] on --backend mpi: $ok of 10 collectives verified"
+echo "mpi-check: verify-groups and --rank-list [[1,2,3],[0]] on --backend mpi pass [${SECONDS}s]"
+
+# Planted faults: the rank must be named, the rows before it kept.
+fault() { # spec, expected words, file
+  local rc=0
+  COLLBENCH_FAULTS="$1" timeout 180 "${mpirun[@]}" -x COLLBENCH_FAULTS "$bin" allreduce --backend mpi --sizes 1K:1M -n 5 -w 1 \
+    -o "$3" --timeout 8s --heartbeat-timeout 6s > "$3.txt" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || fail "$1: the run did not fail"
+  python3 - "$3" "$2" <<'PY' || fail "$1: the results file does not name it"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["results"]) >= 1, "no rows kept"
+assert sys.argv[2] in d.get("error", ""), d.get("error")
+print("mpi-check: %s named in the results file (%d rows kept): %s" % (sys.argv[2].split(" (")[0], len(d["results"]), d["error"][:100]))
+PY
+}
+fault "hang:1@40" "rank 1 (" "$tmp/hang.json"
+fault "stop:2@40" "rank 2 (" "$tmp/stop.json"
+fault "kill:3@40" "rank 3 (" "$tmp/kill.json"
+
+ok=$("${mpirun[@]}" "$bin" sweep --backend cpu --collectives allreduce,alltoall --sizes 1K,64K -n 2 | grep -c "wrong elements:    0 (OK)")
+[ "$ok" = 2 ] || fail "the cpu backend under mpirun"
+echo "mpi-check: ok [${SECONDS}s]"
