@@ -162,11 +162,6 @@ func (m *MPI) bcast(data []byte) ([]byte, error) {
 	return buf[4 : 4+n], nil
 }
 
-// Abort ends every process of the MPI job.
-func (m *MPI) Abort(code int) {
-	m.comm.Abort(code) // gompi: MPI_Abort, from any thread
-}
-
 // Finalize ends MPI: a barrier of every process, then MPI_Finalize. A
 // process that another one's fault left alone would wait for ever, so it
 // waits at most bound and then leaves MPI to end with the process.

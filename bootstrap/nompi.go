@@ -19,9 +19,6 @@ var errNoMPI = errors.New("this collbench was built without MPI (build it with m
 // JoinMPI fails: this build has no MPI.
 func JoinMPI() (*MPI, error) { return nil, errNoMPI }
 
-// CurrentMPI fails: this build has no MPI.
-func CurrentMPI() (*MPI, error) { return nil, errNoMPI }
-
 // JoinOverMPI fails: this build has no MPI.
 func JoinOverMPI(ctx context.Context, m *MPI, o TCPOptions) (*TCP, error) { return nil, errNoMPI }
 
@@ -30,12 +27,6 @@ func (m *MPI) Rank() int { return 0 }
 
 // Size is unavailable without MPI.
 func (m *MPI) Size() int { return 1 }
-
-// Do runs f: without MPI there is no MPI thread.
-func (m *MPI) Do(f func()) { f() }
-
-// Abort does nothing without MPI.
-func (m *MPI) Abort(code int) {}
 
 // Finalize does nothing without MPI.
 func (m *MPI) Finalize(bound time.Duration) error { return nil }

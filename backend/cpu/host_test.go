@@ -1,0 +1,64 @@
+package cpu
+
+import (
+	"errors"
+	"testing"
+
+	"collbench/dtype"
+	"collbench/suites"
+	"collbench/watchdog"
+)
+
+// TestHost checks the host memory other backends borrow: a filled buffer
+// passes a check of a one-rank broadcast, a poisoned one fails every
+// element, the budget counts the buffer, and an abort stops the loops
+// (and says why) while Bytes refuses a view past the buffer.
+func TestHost(t *testing.T) {
+	h := NewHost(0, 1, 1<<20, watchdog.NewBoard().For(0))
+	const n = 1024
+	b, err := h.Alloc(n * 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Used(); got != n*4 {
+		t.Fatalf("used %d bytes, want %d", got, n*4)
+	}
+	if free, _ := h.Budget(); free != 1<<20-n*4 {
+		t.Fatalf("budget %d, want %d", free, 1<<20-n*4)
+	}
+	c, ty := suites.Broadcast, dtype.Float32
+	dom := suites.DomainFor(c, ty, suites.NoOp, 1)
+	p := suites.Pattern{DType: ty, Domain: dom, Seed: 7, Rank: 0, Ranks: 1}
+	v := suites.View{Buf: b}
+	if err := h.Fill(v, n, p); err != nil {
+		t.Fatal(err)
+	}
+	e := suites.Expectation{Coll: c, DType: ty, Op: suites.NoOp, Ranks: 1, Geom: suites.Geometry{Count: n, SendCount: n, RecvCount: n}, Domain: dom, Seed: 7}
+	if wrong, err := h.Check(v, e); err != nil || wrong != 0 {
+		t.Fatalf("check after fill: %d wrong, %v", wrong, err)
+	}
+	if err := h.Poison(v, n, ty); err != nil {
+		t.Fatal(err)
+	}
+	if wrong, _ := h.Check(v, e); wrong != n {
+		t.Fatalf("check after poison: %d wrong, want %d", wrong, n)
+	}
+	if ms, err := h.FindMismatches(v, e, 3); err != nil || len(ms) != 3 {
+		t.Fatalf("mismatches: %v, %v", ms, err)
+	}
+	if raw, err := h.ReadHost(v, 8); err != nil || len(raw) != 8 {
+		t.Fatalf("read: %v, %v", raw, err)
+	}
+	if _, err := Bytes(suites.View{Buf: b, Off: 4}, n*4); err == nil {
+		t.Fatal("Bytes took a view past the buffer")
+	}
+	cause := errors.New("planted")
+	h.Abort(cause)
+	<-h.Done()
+	if err := h.Fill(v, n, p); err == nil || h.Stopped() == nil {
+		t.Fatalf("fill after abort: %v", err)
+	}
+	if err := h.Free(b); err != nil || h.Used() != 0 {
+		t.Fatalf("free: %v, %d used", err, h.Used())
+	}
+}

@@ -1,0 +1,50 @@
+/* The reference for the mpi backend's figures (scripts/mpi-bench.sh): the
+ * same MPI calls in a plain C loop, timed as collbench times a size (a
+ * barrier, then iters calls back to back, the mean over ranks).
+ * Usage: mpirun -np N ref COLLECTIVE BYTES... (float elements; iters and
+ * warmup from REF_ITERS, REF_WARMUP). Prints "bytes busbw_GBps" lines. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+	MPI_Init(&argc, &argv);
+	int me, n;
+	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	MPI_Comm_size(MPI_COMM_WORLD, &n);
+	int iters = getenv("REF_ITERS") ? atoi(getenv("REF_ITERS")) : 20;
+	int warmup = getenv("REF_WARMUP") ? atoi(getenv("REF_WARMUP")) : 5;
+	const char *coll = argv[1];
+	for (int a = 2; a < argc; a++) {
+		long bytes = atol(argv[a]);
+		long count = bytes / 4; /* collbench's count: the size over the element */
+		long per = count / n;   /* per rank where the size is the whole */
+		double factor = 1;
+		long sendb = bytes, recvb = bytes;
+		if (!strcmp(coll, "allreduce")) factor = 2.0 * (n - 1) / n;
+		else if (!strcmp(coll, "allgather")) { factor = (double)(n - 1) / n; sendb = per * 4; }
+		else if (!strcmp(coll, "reduce-scatter")) { factor = (double)(n - 1) / n; recvb = per * 4; }
+		else if (!strcmp(coll, "alltoall")) factor = (double)(n - 1) / n;
+		char *s = malloc(sendb), *r = malloc(recvb);
+		memset(s, 1, sendb);
+		memset(r, 0, recvb);
+		double t = 0;
+		for (int i = -warmup; i < iters; i++) {
+			if (i == 0) { MPI_Barrier(MPI_COMM_WORLD); t = MPI_Wtime(); }
+			if (!strcmp(coll, "allreduce")) MPI_Allreduce(s, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+			else if (!strcmp(coll, "allgather")) MPI_Allgather(s, per, MPI_FLOAT, r, per, MPI_FLOAT, MPI_COMM_WORLD);
+			else if (!strcmp(coll, "reduce-scatter")) MPI_Reduce_scatter_block(s, r, per, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+			else if (!strcmp(coll, "alltoall")) MPI_Alltoall(s, per, MPI_FLOAT, r, per, MPI_FLOAT, MPI_COMM_WORLD);
+			else if (!strcmp(coll, "broadcast")) MPI_Bcast(r, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+		}
+		double mine = (MPI_Wtime() - t) / iters, worst;
+		MPI_Reduce(&mine, &worst, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+		worst /= n; /* the mean over ranks, as collbench averages by default */
+		if (me == 0) printf("%ld %.3f\n", bytes, (double)bytes / worst / 1e9 * factor);
+		free(s);
+		free(r);
+	}
+	MPI_Finalize();
+	return 0;
+}
