@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
 		else if (!strcmp(coll, "reduce-scatter")) { factor = (double)(n - 1) / n; recvb = per * 4; }
 		else if (!strcmp(coll, "alltoall")) factor = (double)(n - 1) / n;
 		char *s = malloc(sendb), *r = malloc(recvb);
-		memset(s, 1, sendb);
+		for (long i = 0; i < sendb / 4; i++) ((float *)s)[i] = (float)(i % 1000 + me); /* ordinary values: no denormals */
 		memset(r, 0, recvb);
 		double t = 0;
 		for (int i = -warmup; i < iters; i++) {
@@ -36,7 +36,11 @@ int main(int argc, char **argv) {
 			else if (!strcmp(coll, "allgather")) MPI_Allgather(s, per, MPI_FLOAT, r, per, MPI_FLOAT, MPI_COMM_WORLD);
 			else if (!strcmp(coll, "reduce-scatter")) MPI_Reduce_scatter_block(s, r, per, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 			else if (!strcmp(coll, "alltoall")) MPI_Alltoall(s, per, MPI_FLOAT, r, per, MPI_FLOAT, MPI_COMM_WORLD);
-			else if (!strcmp(coll, "broadcast")) MPI_Bcast(r, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+			else if (!strcmp(coll, "broadcast")) {
+				/* out of place, as collbench's: the root's output gets its input too */
+				if (me == 0) memcpy(r, s, bytes);
+				MPI_Bcast(r, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+			}
 		}
 		double mine = (MPI_Wtime() - t) / iters, worst;
 		MPI_Reduce(&mine, &worst, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
