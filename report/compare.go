@@ -284,7 +284,12 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	if b, k := c.Baseline.Fingerprint, c.Current.Fingerprint; b != "" && k != "" && b != k {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("machine shape differs: baseline %s (%s), current %s (%s)", b, c.Baseline.Machine, k, c.Current.Machine))
 	}
-	if b, k := c.Baseline.Backend, c.Current.Backend; b != "" && k != "" && b != k {
+	if bn, kn := base.Environment.Backend.Name, cur.Environment.Backend.Name; bn != "" && kn != "" && bn != kn {
+		// Two backends side by side (MPI against NCCL, the TCP engine
+		// against MPI): say which side's rows came from which.
+		c.Warnings = append(c.Warnings, fmt.Sprintf("two backends side by side: the baseline column's rows came from the %s backend (%s), the current column's from the %s backend (%s)",
+			bn, c.Baseline.Backend, kn, c.Current.Backend))
+	} else if b, k := c.Baseline.Backend, c.Current.Backend; b != "" && k != "" && b != k {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("backend or library version differs: baseline %s, current %s", b, k))
 	}
 	baseRows := map[string]results.Row{}
