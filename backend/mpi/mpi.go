@@ -156,6 +156,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -308,18 +309,20 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		}
 	}
 	track := watchdog.BoardFrom(ctx).For(me)
-	w := &world{m: m, ctl: ctl, host: cpu.NewHost(me, local, b.opts.MemoryLimit, track), opts: b.opts}
+	w := &world{transport: sync.OnceValue(Transport), m: m, ctl: ctl, host: cpu.NewHost(me, local, b.opts.MemoryLimit, track), opts: b.opts}
 	w.rank = &rank{w: w, comm: C.cb_world(), me: me, size: ctl.Size(), hostName: hosts[me], track: track, ops: new(int64)}
 	return w, nil
 }
 
 type world struct {
-	m     *bootstrap.MPI
-	ctl   suites.Control
-	host  *cpu.Host
-	opts  Options
-	rank  *rank
-	child bool
+	// transport is Transport, read once per world (not once per row).
+	transport func() string
+	m         *bootstrap.MPI
+	ctl       suites.Control
+	host      *cpu.Host
+	opts      Options
+	rank      *rank
+	child     bool
 }
 
 func (w *world) Size() int                            { return w.ctl.Size() }
@@ -348,7 +351,7 @@ func (w *world) Algorithm(c suites.Collective, bytes int64, ranks int) *results.
 	if ranks < 2 {
 		return nil
 	}
-	return &results.AlgoChoice{Algo: "MPI", Proto: Transport(), Source: "mpi backend (the library's collective component chooses)"}
+	return &results.AlgoChoice{Algo: "MPI", Proto: w.transport(), Source: "mpi backend (the library's collective component chooses)"}
 }
 
 // call runs f on the MPI thread and waits for it, or for the world's
@@ -399,7 +402,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 	if gid < 0 {
 		return nil, fmt.Errorf("rank %d is in no group of %s", me, l.String())
 	}
-	sw := &world{m: w.m, ctl: w.ctl, host: w.host, opts: w.opts, child: true}
+	sw := &world{transport: w.transport, m: w.m, ctl: w.ctl, host: w.host, opts: w.opts, child: true}
 	sw.rank = &rank{w: sw, comm: comm, me: idx, size: len(l.Groups[gid]), hostName: w.rank.hostName, track: w.rank.track, ops: w.rank.ops}
 	return sw, nil
 }
