@@ -51,6 +51,12 @@ type Options struct {
 	// Samples, if set, returns on rank 0 what NVML reported of every GPU
 	// while the stages ran; called once BeforeVerdict has run.
 	Samples func() []StageSample
+	// Growth, if set, returns on rank 0 every error counter that grew on
+	// any host while each stage ran, and the XID events; called once
+	// BeforeVerdict has run.
+	Growth func() []CounterGrowth
+	// Counters are the rules for the counters' growth by hardware class.
+	Counters CounterThresholds
 	// Clock, if set, is the time in seconds that stages are timed by (a
 	// cluster model's time); wall time otherwise.
 	Clock func() float64
@@ -90,6 +96,9 @@ type search struct {
 	roundsDone, plan int
 
 	wrong []wrongObs
+	// moved is doctor's own tally of the bytes each world rank sent and
+	// received, by stage, for the error counters' rates.
+	moved map[string]map[int]*traffic
 	// Agreed outcomes of the stages (every process knows them).
 	slowRanks map[int]suspect
 	slowPairs map[string]suspect // by "a-b", a < b
@@ -214,6 +223,9 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		if o.Samples != nil {
 			d.rep.Samples = o.Samples()
 		}
+		if o.Growth != nil {
+			d.rep.Counters = o.Growth()
+		}
 		d.assemble()
 	}
 	d.rep.Seconds = now() - start
@@ -324,6 +336,7 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 	if len(l.Groups) > 1 {
 		rn.Grouped = gw
 	}
+	d.tally(l, c, sizes)
 	rows, err := rn.Run(d.ctx)
 	if err != nil {
 		return nil, err
@@ -358,6 +371,60 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 		}
 	}
 	return out, nil
+}
+
+// traffic is what one rank sent and received in one stage: over links
+// within its host, across hosts, and within its own memory (a group of one).
+type traffic struct {
+	Link, Net, Local float64
+}
+
+// tally adds to each rank's traffic in the running stage what measuring c
+// at sizes on every group of l sends and receives: for each execution
+// (warm-up, timed and checked), the bus bytes (NCCL's busbw convention:
+// the bytes each rank puts on its link) each way it carries them, and for
+// a group of one, the copy's read and write.
+func (d *search) tally(l suites.Layout, c suites.Collective, sizes []int64) {
+	if d.moved == nil {
+		d.moved = map[string]map[int]*traffic{}
+	}
+	m := d.moved[d.stageName]
+	if m == nil {
+		m = map[int]*traffic{}
+		d.moved[d.stageName] = m
+	}
+	execs := float64(d.o.Iters + d.o.Warmup + 1)
+	// Each rank both sends and receives, except in a rooted one-way
+	// collective, where each byte is either sent or received.
+	dirs := 2.0
+	if c == suites.Broadcast || c == suites.Reduce {
+		dirs = 1
+	}
+	for _, g := range l.Groups {
+		k := len(g)
+		cross := false
+		for _, r := range g {
+			cross = cross || d.host(r) != d.host(g[0])
+		}
+		for _, sz := range sizes {
+			bytes := float64(suites.GeometryFor(c, sz, 4, k, 0).Bytes)
+			for _, r := range g {
+				t := m[r]
+				if t == nil {
+					t = &traffic{}
+					m[r] = t
+				}
+				switch {
+				case k == 1:
+					t.Local += 2 * bytes * execs
+				case cross:
+					t.Net += dirs * bytes * c.BusFactor(k) * execs
+				default:
+					t.Link += dirs * bytes * c.BusFactor(k) * execs
+				}
+			}
+		}
+	}
 }
 
 func (d *search) step(stage string, round int, l suites.Layout, what string) {

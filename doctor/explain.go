@@ -146,6 +146,7 @@ func (d *search) assemble() {
 		}
 		fs = append(fs, f)
 	}
+	fs = d.counterFindings(fs)
 	// Transports beside every pair figure.
 	for i := range d.rep.Pairs {
 		if tr := d.transport(d.rep.Pairs[i].A, d.rep.Pairs[i].B); tr != "" {

@@ -127,7 +127,13 @@ type Report struct {
 	Facts    []HostFacts `json:"facts,omitempty"`
 	// Samples are NVML's clocks, power, temperature and clock event
 	// reasons of every GPU while each stage ran.
-	Samples  []StageSample    `json:"samples,omitempty"`
+	Samples []StageSample `json:"samples,omitempty"`
+	// Counters are the error counters that grew while each stage ran, with
+	// the traffic over their parts meanwhile, and the XID events.
+	Counters []CounterGrowth `json:"counter_growth,omitempty"`
+	// History is every host's figures against its own past runs
+	// (doctor --history).
+	History  []HistoryChange  `json:"history,omitempty"`
 	GPUs     []GPUFigure      `json:"gpus,omitempty"`
 	Pairs    []PairFigure     `json:"pairs,omitempty"`
 	Cross    []CrossFigure    `json:"cross_host_pairs,omitempty"`
@@ -171,7 +177,7 @@ func (r *Report) AddFault(f Finding) {
 }
 
 var severityOrder = map[string]int{"FAIL": 0, "WARN": 1}
-var stageOrder = map[string]int{"run": -1, "data": 0, "health": 1, "host": 2, "gpu": 3, "pair": 4, "world": 5}
+var stageOrder = map[string]int{"run": -1, "data": 0, "health": 1, "host": 2, "gpu": 3, "pair": 4, "world": 5, "history": 6}
 
 // sortFindings puts the most severe first: failures, then by stage.
 func sortFindings(fs []Finding) {
@@ -525,6 +531,47 @@ func (r *Report) WriteProm(w io.Writer) error {
 			if s.Skipped == "" {
 				fmt.Fprintf(w, "collbench_doctor_stage_seconds{stage=\"%s\"} %g\n", esc(s.Stage), s.Seconds)
 			}
+		}
+	}
+	if len(r.Counters) > 0 {
+		type key struct{ host, part, counter string }
+		growth, bytes := map[key]uint64{}, map[key]float64{}
+		var keys []key
+		for _, c := range r.Counters {
+			k := key{c.Host, c.Part.Name(), c.Counter}
+			if _, ok := growth[k]; !ok {
+				keys = append(keys, k)
+			}
+			growth[k] += c.Growth()
+			bytes[k] += c.GB()
+		}
+		fmt.Fprintln(w, "# HELP collbench_doctor_counter_growth How much each error counter grew while doctor ran, by part (the stages summed; XIDs count events).")
+		fmt.Fprintln(w, "# TYPE collbench_doctor_counter_growth gauge")
+		for _, k := range keys {
+			fmt.Fprintf(w, "collbench_doctor_counter_growth{host=\"%s\",part=\"%s\",counter=\"%s\"} %d\n", esc(k.host), esc(k.part), k.counter, growth[k])
+		}
+		fmt.Fprintln(w, "# HELP collbench_doctor_counter_traffic_gb The traffic over the part while its counter grew, in GB.")
+		fmt.Fprintln(w, "# TYPE collbench_doctor_counter_traffic_gb gauge")
+		for _, k := range keys {
+			fmt.Fprintf(w, "collbench_doctor_counter_traffic_gb{host=\"%s\",part=\"%s\",counter=\"%s\"} %g\n", esc(k.host), esc(k.part), k.counter, bytes[k])
+		}
+	}
+	if len(r.History) > 0 {
+		fmt.Fprintln(w, "# HELP collbench_doctor_history_ratio Each figure now over its baseline in the node's own past runs (the median; for counters, the highest rate per GB).")
+		fmt.Fprintln(w, "# TYPE collbench_doctor_history_ratio gauge")
+		for _, c := range r.History {
+			if c.Baseline > 0 {
+				fmt.Fprintf(w, "collbench_doctor_history_ratio{host=\"%s\",part=\"%s\",metric=\"%s\",runs=\"%d\"} %g\n", esc(c.Host), esc(c.Part), esc(c.Metric), c.Runs, c.Ratio())
+			}
+		}
+		fmt.Fprintln(w, "# HELP collbench_doctor_history_flagged 1 where the figure crossed the history rules.")
+		fmt.Fprintln(w, "# TYPE collbench_doctor_history_flagged gauge")
+		for _, c := range r.History {
+			v := 0
+			if c.Flagged {
+				v = 1
+			}
+			fmt.Fprintf(w, "collbench_doctor_history_flagged{host=\"%s\",part=\"%s\",metric=\"%s\"} %d\n", esc(c.Host), esc(c.Part), esc(c.Metric), v)
 		}
 	}
 	fmt.Fprintln(w, "# HELP collbench_doctor_seconds How long the doctor ran, from the start of the command.")

@@ -63,6 +63,19 @@ type Sampler struct {
 	stage string
 	by    map[string]*StageSample // stage and GPU index
 	order []string
+
+	// The error counters: the sysfs root whose InfiniBand ports are read
+	// ("" none), the stage whose counters were read at its start, when it
+	// started and what they were, and what grew in the stages so far
+	// (XID events included).
+	cmu         sync.Mutex // the counters' state below
+	ports       string
+	countStage  string
+	countT0     time.Time
+	countBefore snapshot
+	growth      []CounterGrowth
+	events      nvml.EventSet
+	eventsDone  chan struct{}
 }
 
 type sampled struct {
@@ -98,8 +111,92 @@ func NewSampler(lib nvml.Interface, host string, busIDs []string, every time.Dur
 			}
 		}
 	}
+	if lib != nil && len(s.gpus) > 0 {
+		s.watchXIDs(lib)
+	}
 	go s.run()
 	return s
+}
+
+// WithPorts makes the sampler also read the error counters of the
+// InfiniBand/RoCE ports under the sysfs root (e.g. "/") at each stage's
+// start and end.
+func (s *Sampler) WithPorts(root string) *Sampler {
+	s.ports = root
+	return s
+}
+
+// watchXIDs registers every sampled GPU for NVML's critical XID events
+// and records each one, with the stage it arrived in, until Stop.
+func (s *Sampler) watchXIDs(lib nvml.Interface) {
+	set, ret := lib.EventSetCreate()
+	if ret != nvml.SUCCESS || set == nil {
+		return
+	}
+	registered := 0
+	for _, g := range s.gpus {
+		if g.dev.RegisterEvents(nvml.EventTypeXidCriticalError, set) == nvml.SUCCESS {
+			registered++
+		}
+	}
+	if registered == 0 {
+		_ = set.Free() // nothing to wait for; the set is unused
+		return
+	}
+	s.events, s.eventsDone = set, make(chan struct{})
+	go func() {
+		defer close(s.eventsDone)
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			// A bounded wait, so Stop is seen within xidPoll.
+			ev, ret := set.Wait(uint32(xidPoll / time.Millisecond))
+			if ret != nvml.SUCCESS || ev.EventType&nvml.EventTypeXidCriticalError == 0 {
+				continue
+			}
+			part := CounterPart{GPU: -1, Link: -1}
+			for _, g := range s.gpus {
+				if g.dev == ev.Device {
+					part.GPU, part.BusID = g.index, g.bus
+				}
+			}
+			s.mu.Lock()
+			s.growth = append(s.growth, CounterGrowth{Host: s.host, Stage: s.stage, Part: part, Counter: CtrXID, After: 1, Detail: fmt.Sprint(ev.EventData)})
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// xidPoll bounds each wait for an XID event.
+const xidPoll = 100 * time.Millisecond
+
+// readCounters reads every error counter of the sampled GPUs and ports.
+func (s *Sampler) readCounters() snapshot {
+	snap := snapshot{vals: map[counterKey]uint64{}, bytes: map[CounterPart]uint64{}}
+	for _, g := range s.gpus {
+		readGPUCounters(&snap, g.index, g.bus, g.dev)
+	}
+	if s.ports != "" {
+		readPortCounters(&snap, s.ports)
+	}
+	return snap
+}
+
+// closeCounts reads the counters at the end of the stage whose counters
+// were read at its start, and keeps what grew (cmu held).
+func (s *Sampler) closeCounts() snapshot {
+	after := s.readCounters()
+	if s.countStage != "" {
+		g := grown(s.host, s.countStage, time.Since(s.countT0).Seconds(), s.countBefore, after)
+		s.mu.Lock()
+		s.growth = append(s.growth, g...)
+		s.mu.Unlock()
+		s.countStage = ""
+	}
+	return after
 }
 
 func (s *Sampler) run() {
@@ -118,11 +215,23 @@ func (s *Sampler) run() {
 
 // Stage says which stage runs from now on ("" none); a stage gets a sample
 // at its start.
+// The error counters are read at every stage's start and end. Stage is
+// called from one goroutine.
 func (s *Sampler) Stage(name string) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	var snap snapshot
+	counting := len(s.gpus) > 0 || s.ports != ""
+	if counting {
+		snap = s.closeCounts()
+	}
 	s.mu.Lock()
 	s.stage = name
 	s.mu.Unlock()
 	if name != "" {
+		if counting {
+			s.countStage, s.countT0, s.countBefore = name, time.Now(), snap
+		}
 		s.sample()
 	}
 }
@@ -185,8 +294,17 @@ func (s *Sampler) OnStop(f func()) *Sampler {
 // samples, in the order they began.
 func (s *Sampler) Stop() []StageSample {
 	s.stopOnce.Do(func() {
+		s.cmu.Lock()
+		if s.countStage != "" {
+			s.closeCounts() // a run that stopped inside a stage: what grew so far
+		}
+		s.cmu.Unlock()
 		close(s.stop)
 		<-s.done
+		if s.eventsDone != nil {
+			<-s.eventsDone
+			_ = s.events.Free() // the events are read; nothing depends on the release
+		}
 		if s.onStop != nil {
 			s.onStop()
 		}
@@ -197,6 +315,16 @@ func (s *Sampler) Stop() []StageSample {
 	for _, k := range s.order {
 		out = append(out, *s.by[k])
 	}
+	return out
+}
+
+// Growth returns the error counters that grew in each stage, and the XID
+// events (complete once Stop has run).
+func (s *Sampler) Growth() []CounterGrowth {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append([]CounterGrowth(nil), s.growth...)
+	sortGrowth(out)
 	return out
 }
 

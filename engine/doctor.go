@@ -36,6 +36,8 @@ type Doctor struct {
 	Thresholds                           *doctor.Thresholds
 	// Expectations replace, by GPU model, the healthy shares of GPUs alone.
 	Expectations doctor.Expectations
+	// Counters are the rules for error counters that grow during the run.
+	Counters doctor.CounterThresholds
 	RunFlags
 	// OnReady, if set, runs once the backend is chosen, before any rank is
 	// opened; rank0 says whether this process writes the report.
@@ -89,7 +91,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		BWSize: def(d.BWSize, 256<<20, 1<<20), LatSize: def(d.LatSize, 4<<10, 4<<10),
 		CopySize: def(d.CopySize, 256<<20, 4<<20), WorldSize: def(d.WorldSize, 1<<30, 4<<20)}
 	opts.Iters, opts.Warmup = int(def(int64(d.Iters), 10, 15)), int(def(0, 2, 1))
-	opts.Expectations = d.Expectations
+	opts.Expectations, opts.Counters = d.Expectations, d.Counters
 	rules := doctor.DefaultRules
 	if !gpu {
 		rules = doctor.CPURules
@@ -128,11 +130,13 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	var transports map[string]string
 	var sampler *doctor.Sampler
 	var samples []doctor.StageSample
+	var growth []doctor.CounterGrowth
 	if gpu {
-		sampler = f.startSampler(world)
+		sampler = f.startSampler(world, ss.Hosts)
 		defer sampler.Stop()
 		opts.Stage = sampler.Stage
 		opts.Samples = func() []doctor.StageSample { return samples }
+		opts.Growth = func() []doctor.CounterGrowth { return growth }
 	}
 	opts.BeforeVerdict = func() error {
 		var err error
@@ -140,7 +144,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 			return err
 		}
 		if sampler != nil {
-			samples, err = gatherSamples(world, sampler.Stop())
+			samples, growth, err = gatherSamples(world, sampler)
 		}
 		return err
 	}
@@ -294,7 +298,7 @@ func (f *System) gatherFacts(w suites.World, ncclVersion string) ([]doctor.HostF
 const samplePeriod = 200 * time.Millisecond
 
 // startSampler samples this process's GPUs while doctor's stages run.
-func (f *System) startSampler(w suites.World) *doctor.Sampler {
+func (f *System) startSampler(w suites.World, hosts []string) *doctor.Sampler {
 	var buses []string
 	for _, r := range w.Ranks() {
 		if b := r.Device().BusID; b != "" {
@@ -306,20 +310,50 @@ func (f *System) startSampler(w suites.World) *doctor.Sampler {
 		return doctor.NewSampler(nil, f.HostIdentity(), nil, samplePeriod) // samples nothing: the report's facts say NVML is missing
 	}
 	s := doctor.NewSampler(lib, f.HostIdentity(), buses, samplePeriod)
+	// One process per host reads its InfiniBand/RoCE ports: the first
+	// local rank's.
+	if st, err := os.Stat("/sys/class/infiniband"); err == nil && st.IsDir() && firstOnHost(w, hosts) {
+		s.WithPorts("/")
+	}
 	return s.OnStop(func() { _ = lib.Shutdown() }) // the samples are read; nothing depends on the shutdown
 }
 
-// gatherSamples collects every process's samples on rank 0.
-func gatherSamples(w suites.World, mine []doctor.StageSample) ([]doctor.StageSample, error) {
+// firstOnHost says whether this process drives the lowest world rank of
+// its host (hosts: each world rank's host).
+func firstOnHost(w suites.World, hosts []string) bool {
+	rs := w.Ranks()
+	if len(rs) == 0 {
+		return false
+	}
+	me := rs[0].WorldRank()
+	for r := 0; r < me && me < len(hosts); r++ {
+		if hosts[r] == hosts[me] {
+			return false
+		}
+	}
+	return true
+}
+
+// gatherSamples stops this process's sampler and collects every process's
+// samples and counter growth on rank 0.
+func gatherSamples(w suites.World, s *doctor.Sampler) ([]doctor.StageSample, []doctor.CounterGrowth, error) {
+	type both struct {
+		Samples []doctor.StageSample   `json:"s"`
+		Growth  []doctor.CounterGrowth `json:"g"`
+	}
+	mine := both{Samples: s.Stop()}
+	mine.Growth = s.Growth()
 	all, err := gatherJSON(w, mine)
 	if err != nil {
-		return nil, fmt.Errorf("gathering the GPUs' samples: %w", err)
+		return nil, nil, fmt.Errorf("gathering the GPUs' samples: %w", err)
 	}
 	var out []doctor.StageSample
+	var growth []doctor.CounterGrowth
 	for _, some := range all {
-		out = append(out, some...)
+		out = append(out, some.Samples...)
+		growth = append(growth, some.Growth...)
 	}
-	return out, nil
+	return out, growth, nil
 }
 
 // gatherJSON collects every process's value on rank 0, in rank order (a

@@ -79,6 +79,11 @@ type DoctorConfig struct {
 	// Expectations replace, by GPU model, the healthy shares each GPU is
 	// held to alone (docs/doctor.md, "Expectations").
 	Expectations doctor.Expectations `yaml:"expectations"`
+	// Counters set how much each error counter may grow during a stage,
+	// by hardware class (docs/doctor.md, "Error counters").
+	Counters *doctor.CounterThresholds `yaml:"counters"`
+	// History sets how the node's history judges today's figures.
+	History *doctor.HistoryRules `yaml:"history"`
 }
 
 // Acceptance requires rows of at least MinSize to reach PeakFraction of the
@@ -190,6 +195,16 @@ func (c *Config) check() error {
 	if d := c.Doctor; d != nil {
 		if err := d.Expectations.Validate(); err != nil {
 			return fmt.Errorf("doctor: %v", err)
+		}
+		if d.Counters != nil {
+			if err := d.Counters.Validate(); err != nil {
+				return fmt.Errorf("doctor: %v", err)
+			}
+		}
+		if d.History != nil {
+			if err := d.History.Validate(); err != nil {
+				return fmt.Errorf("doctor: %v", err)
+			}
 		}
 	}
 	switch strings.ToLower(c.Backend) {

@@ -5,7 +5,10 @@
 package nvmlmock
 
 import (
+	"encoding/binary"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -52,6 +55,77 @@ type GPU struct {
 	ECC, MIG, Persistence bool
 	AppSMMHz, AppMemMHz   uint32
 	PowerLimitW           uint32
+	// Live, if set, holds counters a test grows between reads; they
+	// replace CRCErrors and ECCErrors.
+	Live *Counters
+}
+
+// Counters are a mock GPU's error counters that grow while a test runs,
+// and the data its NVLinks carried. Safe for concurrent use.
+type Counters struct {
+	mu            sync.Mutex
+	nvlink        map[[2]int]uint64 // (link, NVML counter) -> count
+	kib           map[int]uint64    // link -> KiB carried each way
+	eccCorrected  uint64
+	eccUncorr     uint64
+	remapped      int
+	pcieReplay    int
+	unsupportedFV bool
+}
+
+// NewCounters returns counters at zero.
+func NewCounters() *Counters {
+	return &Counters{nvlink: map[[2]int]uint64{}, kib: map[int]uint64{}}
+}
+
+// AddNVLink grows counter c of link l by n.
+func (c *Counters) AddNVLink(l int, ctr nvml.NvLinkErrorCounter, n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nvlink[[2]int{l, int(ctr)}] += n
+}
+
+// Carry adds bytes carried by link l (each way).
+func (c *Counters) Carry(l int, bytes uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kib[l] += bytes >> 10
+}
+
+// NoThroughput makes NVML's NVLink throughput fields unsupported, as on
+// GPUs and drivers without them.
+func (c *Counters) NoThroughput() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unsupportedFV = true
+}
+
+// AddECC grows the volatile corrected and uncorrected ECC counts.
+func (c *Counters) AddECC(corrected, uncorrected uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.eccCorrected += corrected
+	c.eccUncorr += uncorrected
+}
+
+// AddRemaps grows the remapped rows; AddPCIeReplays the PCIe replays.
+func (c *Counters) AddRemaps(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.remapped += n
+}
+
+// AddPCIeReplays grows the PCIe replay counter.
+func (c *Counters) AddPCIeReplays(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pcieReplay += n
+}
+
+// XID is one critical XID event on a GPU of the machine.
+type XID struct {
+	GPU  int
+	Code uint64
 }
 
 // Machine is one host's GPUs and driver.
@@ -59,6 +133,9 @@ type Machine struct {
 	GPUs   []GPU
 	Driver string // e.g. "580.159.04"
 	CUDA   int    // the CUDA driver version, e.g. 12040 for 12.4
+	// XIDs, if set, delivers XID events to whoever waits on an event set
+	// of the machine.
+	XIDs chan XID
 }
 
 // HGX is an 8-GPU HGX board of model "H100" or "H200": 18 NVLink 4.0
@@ -129,19 +206,69 @@ func (m Machine) NVML() nvml.Interface {
 		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return g.PCIeGenMax, nvml.SUCCESS }
 		d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidth, nvml.SUCCESS }
 		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidthMax, nvml.SUCCESS }
+		live := g.Live
 		d.GetNvLinkErrorCounterFunc = func(l int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+			if live != nil {
+				live.mu.Lock()
+				defer live.mu.Unlock()
+				return live.nvlink[[2]int{l, int(c)}], nvml.SUCCESS
+			}
 			if c == nvml.NVLINK_ERROR_DL_CRC_DATA && l == 0 {
 				return g.CRCErrors, nvml.SUCCESS
 			}
 			return 0, nvml.SUCCESS
 		}
-		d.GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+		d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+			if live != nil {
+				live.mu.Lock()
+				defer live.mu.Unlock()
+				if t == nvml.MEMORY_ERROR_TYPE_CORRECTED {
+					return live.eccCorrected, nvml.SUCCESS
+				}
+				return live.eccUncorr, nvml.SUCCESS
+			}
 			return g.ECCErrors, nvml.SUCCESS
 		}
+		d.GetPcieReplayCounterFunc = func() (int, nvml.Return) {
+			if live == nil {
+				return 0, nvml.SUCCESS
+			}
+			live.mu.Lock()
+			defer live.mu.Unlock()
+			return live.pcieReplay, nvml.SUCCESS
+		}
+		d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+			if live == nil {
+				return nvml.ERROR_NOT_SUPPORTED
+			}
+			live.mu.Lock()
+			defer live.mu.Unlock()
+			if live.unsupportedFV {
+				return nvml.ERROR_NOT_SUPPORTED
+			}
+			for i := range fv {
+				switch fv[i].FieldId {
+				case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+					binary.NativeEndian.PutUint64(fv[i].Value[:], live.kib[int(fv[i].ScopeId)])
+					fv[i].NvmlReturn = uint32(nvml.SUCCESS)
+				default:
+					fv[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+				}
+			}
+			return nvml.SUCCESS
+		}
+		d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 		d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
 			return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
 		}
-		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, g.RemapPending, false, nvml.SUCCESS }
+		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+			if live != nil {
+				live.mu.Lock()
+				defer live.mu.Unlock()
+				return live.remapped, 0, g.RemapPending, false, nvml.SUCCESS
+			}
+			return 0, 0, g.RemapPending, false, nvml.SUCCESS
+		}
 		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return g.ClockReasons, nvml.SUCCESS }
 		d.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { return g.MemBusWidth, nvml.SUCCESS }
 		d.GetMaxClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
@@ -205,7 +332,24 @@ func (m Machine) NVML() nvml.Interface {
 			return nvml.P2P_STATUS_OK, nvml.SUCCESS
 		}
 	}
+	events := func() (nvml.EventSet, nvml.Return) {
+		set := &mock.EventSet{FreeFunc: func() nvml.Return { return nvml.SUCCESS }}
+		set.WaitFunc = func(ms uint32) (nvml.EventData, nvml.Return) {
+			if m.XIDs == nil {
+				time.Sleep(time.Duration(ms) * time.Millisecond)
+				return nvml.EventData{}, nvml.ERROR_TIMEOUT
+			}
+			select {
+			case x := <-m.XIDs:
+				return nvml.EventData{Device: devs[x.GPU], EventType: nvml.EventTypeXidCriticalError, EventData: x.Code}, nvml.SUCCESS
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+				return nvml.EventData{}, nvml.ERROR_TIMEOUT
+			}
+		}
+		return set, nvml.SUCCESS
+	}
 	return &mock.Interface{
+		EventSetCreateFunc:             events,
 		InitFunc:                       func() nvml.Return { return nvml.SUCCESS },
 		ShutdownFunc:                   func() nvml.Return { return nvml.SUCCESS },
 		DeviceGetCountFunc:             func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },

@@ -41,6 +41,23 @@ func TestBadInputEveryCommand(t *testing.T) {
 		"cluster-key.yaml":   "hosts: 4\nnic:\n  speed: 50\n",
 		"cluster-host.yaml":  "hosts: 4\nfaults:\n  - kind: slow-nic\n    host: 7\n    gpu: 0\n    factor: 0.5\n",
 		"cluster-speed.yaml": "hosts: 4\nnvlink:\n  gbytes_per_s: -340\n",
+		"counters.yaml":      "doctor:\n  counters:\n    default:\n      nvlink_crc: {per_gb: 1}\n",
+		"counters-neg.yaml":  "doctor:\n  counters:\n    classes:\n      gpu:NVIDIA H200:\n        nvlink_crc_data: {per_gb: -1}\n",
+		"history.yaml":       "doctor:\n  history:\n    drop: 2\n",
+	}
+	// Node histories holding a record of a newer collbench, and one from
+	// another host.
+	for name, body := range map[string]string{
+		"hist-new/node-1/abc/20260101T000000Z.json":   `{"kind": "collbench/node-history", "schema": 99, "host": "node-1", "fingerprint": "abc"}`,
+		"hist-other/node-1/abc/20260101T000000Z.json": `{"kind": "collbench/node-history", "schema": 1, "host": "node-2", "fingerprint": "abc"}`,
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+			t.Fatal(err)
+		}
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory

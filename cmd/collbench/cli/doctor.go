@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,6 +40,8 @@ type DoctorOptions struct {
 	Iters                                int
 	// Simulate is a cluster file to run the search on instead of GPUs.
 	Simulate string
+	// History is a directory that keeps each node's figures run after run.
+	History string
 
 	engine.RunFlags
 }
@@ -96,6 +99,7 @@ Exit 0: healthy. 1: findings. 2: bad input. 3: the run failed. 4: a rank hung.`,
 	fs.StringVar(&o.CopySize, "copy-size", "", "bytes each GPU copies alone (default 256M on GPUs, 4M on the cpu backend)")
 	fs.StringVar(&o.WorldSize, "world-size", "", "message size of the whole-world allreduce (default 1G on GPUs, 4M on the cpu backend)")
 	fs.IntVarP(&o.Iters, "iters", "n", 0, "timed iterations per test; the best one counts (default 10 on GPUs, 15 on the cpu backend)")
+	fs.StringVar(&o.History, "history", "", "keep each node's figures in DIR, under its host and topology fingerprint, and judge today's against its own past runs")
 	fs.StringVar(&o.Simulate, "simulate", "", "run the search on the cluster model in FILE (docs/simulate.md): its plan, rounds, modelled time and verdict on the planted faults")
 	addRunFlags(fs, &o.RunFlags)
 	atLeast(fs, "1", "ranks", "iters")
@@ -141,6 +145,7 @@ func doctorRun(o *DoctorOptions) error {
 			return err
 		}
 	}
+	var historyRules doctor.HistoryRules
 	if o.Config != "" {
 		cfg, err := runconfig.Load(o.Config)
 		if err != nil {
@@ -148,6 +153,12 @@ func doctorRun(o *DoctorOptions) error {
 		}
 		if cfg.Doctor != nil {
 			d.Thresholds, d.Expectations = cfg.Doctor.Thresholds, cfg.Doctor.Expectations
+			if cfg.Doctor.Counters != nil {
+				d.Counters = *cfg.Doctor.Counters
+			}
+			if cfg.Doctor.History != nil {
+				historyRules = *cfg.Doctor.History
+			}
 		}
 	}
 	targets := map[string]*outfile.Target{}
@@ -164,7 +175,19 @@ func doctorRun(o *DoctorOptions) error {
 		if choice.Auto && rank0 && !o.Quiet {
 			fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", choice.Backend.Name(), choice.Reason)
 		}
+		// The history is rank 0's: it is checked before any traffic, so a
+		// directory it cannot keep costs no run.
+		if rank0 && o.History != "" {
+			if err := doctor.CheckHistoryDir(o.History); err != nil {
+				return &engine.UsageError{Err: err}
+			}
+		}
 		return nil
+	}
+	if model != nil && o.History != "" {
+		if err := doctor.CheckHistoryDir(o.History); err != nil {
+			return &engine.UsageError{Err: err}
+		}
 	}
 	if !o.Quiet {
 		d.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench doctor: %s\n", s) }
@@ -179,6 +202,17 @@ func doctorRun(o *DoctorOptions) error {
 	}
 	if rep == nil {
 		return runErr
+	}
+	var historyErr error
+	if o.History != "" {
+		var paths []string
+		paths, historyErr = rep.ApplyHistory(o.History, historyRules, time.Now(), Version)
+		if historyErr != nil {
+			historyErr = &engine.UsageError{Err: historyErr}
+		}
+		for _, p := range paths {
+			sayWrote(o.IO.ErrOut, "the node's history record", p)
+		}
 	}
 	for _, w := range []struct {
 		flag  string
@@ -197,6 +231,12 @@ func doctorRun(o *DoctorOptions) error {
 	}
 	if err != nil {
 		return &engine.RunError{Err: err}
+	}
+	if historyErr != nil {
+		if runErr == nil {
+			return historyErr
+		}
+		fmt.Fprintf(o.IO.ErrOut, "collbench: %v\n", historyErr)
 	}
 	return runErr
 }

@@ -1,0 +1,243 @@
+package doctor
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"collbench/internal/nvmlmock"
+	"collbench/results"
+)
+
+// TestSamplerCountsWhatGrowsInEachStage plants growing counters on two GPUs
+// of a mock HGX, at different stages, and an XID on a third: each growth is
+// found in the stage it happened in, on its link or GPU, with the bytes the
+// link counted meanwhile; nothing else grows.
+func TestSamplerCountsWhatGrowsInEachStage(t *testing.T) {
+	m := nvmlmock.HGX("H200")
+	for i := range m.GPUs {
+		m.GPUs[i].Live = nvmlmock.NewCounters()
+	}
+	m.XIDs = make(chan nvmlmock.XID, 1)
+	g1, g2 := m.GPUs[1].Live, m.GPUs[2].Live
+	s := NewSampler(m.NVML(), "node-1", nil, time.Hour)
+
+	s.Stage("each GPU alone")
+	g1.AddNVLink(3, nvml.NVLINK_ERROR_DL_CRC_DATA, 96)
+	g1.Carry(3, 6e9)
+	g1.Carry(4, 1e9) // another link's traffic is not link 3's
+	s.Stage("")
+	s.Stage("every GPU pair within a host")
+	g2.AddECC(0, 2)
+	g2.AddPCIeReplays(20)
+	g2.AddNVLink(0, nvml.NVLINK_ERROR_DL_REPLAY, 1)
+	m.XIDs <- nvmlmock.XID{GPU: 5, Code: 79}
+	waitFor(t, func() bool {
+		for _, g := range s.Growth() {
+			if g.Counter == CtrXID {
+				return true
+			}
+		}
+		return false
+	})
+	s.Stage("")
+	s.Stop()
+
+	got := map[string]CounterGrowth{}
+	for _, g := range s.Growth() {
+		got[g.Stage+"|"+g.Part.Name()+"|"+g.Counter] = g
+	}
+	if len(got) != 5 {
+		t.Errorf("%d counters grew, want 5: %+v", len(got), s.Growth())
+	}
+	crc, ok := got["each GPU alone|GPU 1 (0000:2a:00.0) NVLink 3|nvlink_crc_data"]
+	if !ok || crc.Growth() != 96 || crc.Bytes != 12e9/1024*1024 || crc.Host != "node-1" {
+		t.Errorf("GPU 1's link 3: %+v", crc)
+	}
+	if crc.PerGB() < 7.9 || crc.PerGB() > 8.1 {
+		t.Errorf("GPU 1's link 3 grew %.2f per GB, want 8", crc.PerGB())
+	}
+	for _, k := range []string{
+		"every GPU pair within a host|GPU 2 (0000:3a:00.0)|ecc_uncorrected",
+		"every GPU pair within a host|GPU 2 (0000:3a:00.0)|pcie_replay",
+		"every GPU pair within a host|GPU 2 (0000:3a:00.0) NVLink 0|nvlink_replay",
+	} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("missing %s", k)
+		}
+	}
+	if x := got["every GPU pair within a host|GPU 5 (0000:ab:00.0)|xid"]; x.Detail != "79" || x.Growth() != 1 {
+		t.Errorf("the XID: %+v", x)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatal("timed out")
+}
+
+// TestSamplerStoppedInsideAStage keeps what grew in a stage a fault ended:
+// Stop reads the counters of the stage that never closed.
+func TestSamplerStoppedInsideAStage(t *testing.T) {
+	m := nvmlmock.HGX("H100")
+	m.GPUs[7].Live = nvmlmock.NewCounters()
+	s := NewSampler(m.NVML(), "node-9", []string{"0000:db:00.0"}, time.Hour)
+	s.Stage("the whole world")
+	m.GPUs[7].Live.AddECC(3, 0)
+	s.Stop()
+	g := s.Growth()
+	if len(g) != 1 || g[0].Counter != CtrECCCorrected || g[0].Growth() != 3 || g[0].Stage != "the whole world" {
+		t.Errorf("growth %+v", g)
+	}
+}
+
+// writePort writes one InfiniBand port's counters under root.
+func writePort(t *testing.T, root, dev string, port int, vals map[string]int) {
+	t.Helper()
+	dir := filepath.Join(root, "sys", "class", "infiniband", dev, "ports", strconv.Itoa(port), "counters")
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // a test fixture
+		t.Fatal(err)
+	}
+	for k, v := range vals {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(strconv.Itoa(v)+"\n"), 0o644); err != nil { //nolint:gosec // a test fixture
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPortCountersFromSysfs grows the error counters of InfiniBand ports in
+// a sysfs fixture between a stage's start and end, on two ports of two
+// devices: each port's growth is found with the bytes its data counters
+// counted (4-byte words), and a port that did not grow is not named.
+func TestPortCountersFromSysfs(t *testing.T) {
+	root := t.TempDir()
+	clean := map[string]int{"symbol_error": 0, "link_downed": 0, "port_rcv_errors": 0, "port_xmit_discards": 0, "link_error_recovery": 0, "port_xmit_data": 0, "port_rcv_data": 0}
+	for _, dev := range []string{"mlx5_0", "mlx5_1", "mlx5_2"} {
+		writePort(t, root, dev, 1, clean)
+	}
+	s := NewSampler(nil, "node-3", nil, time.Hour).WithPorts(root)
+	s.Stage("across hosts")
+	writePort(t, root, "mlx5_0", 1, map[string]int{"symbol_error": 12, "port_xmit_data": 250_000_000, "port_rcv_data": 250_000_000})
+	writePort(t, root, "mlx5_2", 1, map[string]int{"link_downed": 1, "port_xmit_discards": 40})
+	s.Stage("")
+	s.Stop()
+	got := map[string]CounterGrowth{}
+	for _, g := range s.Growth() {
+		got[g.Part.Name()+"|"+g.Counter] = g
+	}
+	if len(got) != 3 {
+		t.Errorf("%d counters grew, want 3: %+v", len(got), s.Growth())
+	}
+	if g := got["NIC mlx5_0 port 1|symbol_error"]; g.Growth() != 12 || g.Bytes != 2e9 || g.Stage != "across hosts" {
+		t.Errorf("mlx5_0: %+v", g)
+	}
+	if g := got["NIC mlx5_2 port 1|link_downed"]; g.Growth() != 1 {
+		t.Errorf("mlx5_2: %+v", g)
+	}
+	if g := got["NIC mlx5_2 port 1|port_xmit_discards"]; g.Growth() != 40 {
+		t.Errorf("mlx5_2 discards: %+v", g)
+	}
+}
+
+// counterSearch is a search of one host with two GPUs (ranks 0 and 1 on
+// GPUs 0 and 1 of an H200 HGX) whose report holds growth.
+func counterSearch(growth []CounterGrowth, rules CounterThresholds) *search {
+	m := nvmlmock.HGX("H200")
+	gpus, _, _ := ReadGPUHealth(m.NVML())
+	d := &search{n: 2, rank0: true, facts: map[string]*HostFacts{}, devIndex: map[int]int{0: 0, 1: 1}, rep: &Report{Counters: growth}}
+	d.o = Options{Hosts: []string{"node-1", "node-1"}, Counters: rules,
+		Devices: []results.Device{{Name: "NVIDIA H200", BusID: "0000:18:00.0"}, {Name: "NVIDIA H200", BusID: "0000:2a:00.0"}}}
+	d.o.Who = func(r int) string { return "rank " + strconv.Itoa(r) }
+	d.facts["node-1"] = &HostFacts{Host: "node-1", GPUs: gpus}
+	d.moved = map[string]map[int]*traffic{"pairs": {0: {Link: 36e9}, 1: {Link: 36e9}}, "hosts": {0: {Net: 10e9}, 1: {Net: 10e9}}}
+	return d
+}
+
+// TestCounterRules judges growth by the rules: any growth of an NVLink
+// counter is a WARN naming the link; one on a part that a bandwidth FAIL
+// names joins that FAIL; lost data and links are FAILs; PCIe replays pass
+// up to 8 a minute; a class's rules replace the defaults; doctor's own
+// tally stands in where the hardware counts no bytes.
+func TestCounterRules(t *testing.T) {
+	link := CounterPart{GPU: 1, BusID: "0000:2a:00.0", Link: 3}
+	gpu := CounterPart{GPU: 1, BusID: "0000:2a:00.0", Link: -1}
+	nic := CounterPart{GPU: -1, Link: -1, NIC: "mlx5_0 port 1"}
+	grow := func(p CounterPart, c string, n, bytes uint64, secs float64) CounterGrowth {
+		return CounterGrowth{Host: "node-1", Stage: "pairs", Part: p, Counter: c, Before: 10, After: 10 + n, Bytes: bytes, Seconds: secs}
+	}
+	slowPair := Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: "ranks 0 and 1", Host: "node-1", Ranks: []int{0, 1}, Msg: "40 GB/s one way"}
+	h200 := CounterThresholds{Class: map[string]map[string]CounterRule{"gpu:NVIDIA H200": {CtrNVLinkCRCData: {PerGB: 10}}}}
+	for _, tc := range []struct {
+		name   string
+		g      CounterGrowth
+		rules  CounterThresholds
+		before []Finding
+		sev    string // "" none
+		want   string // in the new finding's or the joined FAIL's words
+	}{
+		{"crc on a healthy link", grow(link, CtrNVLinkCRCData, 96, 12e9, 20), CounterThresholds{}, nil, "WARN",
+			"nvlink_crc_data grew by 96 during the run while 12 GB crossed it (counted by the hardware): 8 per GB"},
+		{"crc on a slow link", grow(link, CtrNVLinkCRCData, 96, 12e9, 20), CounterThresholds{}, []Finding{slowPair}, "joined",
+			"40 GB/s one way; GPU 1 (0000:2a:00.0) NVLink 3 nvlink_crc_data grew by 96"},
+		{"crc within the class's rule", grow(link, CtrNVLinkCRCData, 96, 12e9, 20), h200, nil, "", ""},
+		{"crc past the class's rule", grow(link, CtrNVLinkCRCData, 960, 12e9, 20), h200, nil, "WARN", "gpu:NVIDIA H200 allows 120"},
+		{"doctor's tally without hardware bytes", grow(link, CtrNVLinkReplay, 4, 0, 20), CounterThresholds{}, nil, "WARN",
+			"while 2 GB crossed it (by doctor's tally)"},
+		{"uncorrectable ECC", grow(gpu, CtrECCUncorrected, 1, 0, 20), CounterThresholds{}, []Finding{slowPair}, "FAIL", "uncorrectable memory errors"},
+		{"PCIe replays within 8 a minute", grow(gpu, CtrPCIeReplay, 7, 0, 60), CounterThresholds{}, nil, "", ""},
+		{"PCIe replays past 8 a minute", grow(gpu, CtrPCIeReplay, 20, 0, 60), CounterThresholds{}, nil, "WARN", "allows 8"},
+		{"a port that went down", grow(nic, CtrLinkDowned, 1, 0, 20), CounterThresholds{}, nil, "FAIL", "the port went down"},
+		{"symbol errors", grow(nic, CtrSymbolError, 12, 2e9, 20), CounterThresholds{}, nil, "WARN", "6 per GB"},
+		{"an XID", CounterGrowth{Host: "node-1", Stage: "pairs", Part: gpu, Counter: CtrXID, After: 1, Detail: "79"}, CounterThresholds{}, nil, "FAIL", "XID 79"},
+	} {
+		d := counterSearch([]CounterGrowth{tc.g}, tc.rules)
+		before := append([]Finding(nil), tc.before...)
+		fs := d.counterFindings(before)
+		added := fs[len(tc.before):]
+		switch tc.sev {
+		case "":
+			if len(added) != 0 || (len(fs) > 0 && fs[0].Msg != slowPair.Msg && len(tc.before) > 0) {
+				t.Errorf("%s: findings %+v, want none", tc.name, fs)
+			}
+		case "joined":
+			if len(added) != 0 || !strings.Contains(fs[0].Msg, tc.want) {
+				t.Errorf("%s: %+v, want the FAIL to say %q", tc.name, fs, tc.want)
+			}
+		default:
+			if len(added) != 1 || added[0].Severity != tc.sev || !strings.Contains(added[0].Msg+"; "+added[0].Cause, tc.want) {
+				t.Errorf("%s: %+v, want one %s saying %q", tc.name, added, tc.sev, tc.want)
+				continue
+			}
+			if !strings.HasPrefix(added[0].Part, "node-1 ") || added[0].Kind != "counter-growth" {
+				t.Errorf("%s: part %q kind %q", tc.name, added[0].Part, added[0].Kind)
+			}
+		}
+	}
+}
+
+// TestCounterThresholdsValidate refuses unknown counters and negative rules.
+func TestCounterThresholdsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		t    CounterThresholds
+		want string
+	}{
+		{CounterThresholds{Default: map[string]CounterRule{"crc": {}}}, `unknown counter "crc"`},
+		{CounterThresholds{Class: map[string]map[string]CounterRule{"gpu:X": {CtrPCIeReplay: {PerMinute: -1}}}}, "must be 0 or more"},
+		{CounterThresholds{Default: map[string]CounterRule{CtrSymbolError: {PerGB: 0.5}}}, ""},
+	} {
+		err := tc.t.Validate()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", tc.t, err, tc.want)
+		}
+	}
+}
