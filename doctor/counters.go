@@ -156,7 +156,7 @@ func readGPUCounters(snap *snapshot, index int, bus string, d counterGPU) {
 			var kib uint64
 			ok := true
 			for _, f := range fv {
-				ok = ok && nvml.Return(f.NvmlReturn) == nvml.SUCCESS
+				ok = ok && f.NvmlReturn == uint32(nvml.SUCCESS)
 				kib += binary.NativeEndian.Uint64(f.Value[:])
 			}
 			if ok {

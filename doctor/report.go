@@ -375,6 +375,9 @@ func (r *Report) writeEvidence(w io.Writer) error {
 	if r.World != nil {
 		r.writeWorld(w)
 	}
+	if err := r.writeCounters(w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "\n## plan")
 	t := report.PlainTable(w)
 	t.Header("stage", "round", "groups", "what")
@@ -668,4 +671,73 @@ func roundsWord(n int) string {
 		return ", 1 round"
 	}
 	return fmt.Sprintf(", %d rounds", n)
+}
+
+// countersShown bounds the counter table of the text report; the JSON
+// keeps every row.
+const countersShown = 20
+
+// writeCounters writes the error counters that grew, each part and counter
+// once (the stages summed), the fastest growth per GB first.
+func (r *Report) writeCounters(w io.Writer) error {
+	if len(r.Counters) == 0 {
+		return nil
+	}
+	type row struct {
+		host, part, counter string
+		growth              uint64
+		gb                  float64
+		stages              []string
+	}
+	var rows []*row
+	by := map[string]*row{}
+	for _, c := range r.Counters {
+		k := c.Host + "|" + c.Part.Name() + "|" + c.Counter
+		x := by[k]
+		if x == nil {
+			x = &row{host: c.Host, part: c.Part.Name(), counter: c.Counter}
+			by[k] = x
+			rows = append(rows, x)
+		}
+		x.growth += c.Growth()
+		x.gb += c.GB()
+		if !slices.Contains(x.stages, c.Stage) {
+			x.stages = append(x.stages, c.Stage)
+		}
+	}
+	rate := func(x *row) float64 {
+		if x.gb > 0 {
+			return float64(x.growth) / x.gb
+		}
+		return math.Inf(1)
+	}
+	slices.SortStableFunc(rows, func(a, b *row) int {
+		if ra, rb := rate(a), rate(b); ra != rb {
+			if ra > rb {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	fmt.Fprintln(w, "\n## error counters that grew during the run (the stages summed; GB: traffic over the part meanwhile)")
+	t := report.PlainTable(w)
+	t.Header("host", "part", "counter", "growth", "GB", "per GB", "stages")
+	for i, x := range rows {
+		if i == countersShown {
+			break
+		}
+		per := "-"
+		if x.gb > 0 {
+			per = fmt.Sprintf("%.3g", rate(x))
+		}
+		_ = t.Append(x.host, x.part, x.counter, fmt.Sprint(x.growth), fmt.Sprintf("%.3g", x.gb), per, strings.Join(x.stages, ", "))
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if len(rows) > countersShown {
+		fmt.Fprintf(w, "... and %d more in the JSON report (counter_growth)\n", len(rows)-countersShown)
+	}
+	return nil
 }

@@ -47,6 +47,15 @@ func sampleReport() *Report {
 			Ranks: []int{0, 1}, Value: 40.7, Peers: 370, Expected: 478.1, Unit: "GB/s",
 			Msg:   "40.7 GB/s one way and 38.9 GB/s both ways, peers 370 GB/s (-89%), expected 478 GB/s over NV18",
 			Cause: "NCCL used SHM/direct/direct over this pair although it has NV18 (peer-to-peer disabled or unavailable)"}},
+		Counters: []CounterGrowth{
+			{Host: "node-a", Stage: "every GPU pair within a host", Part: CounterPart{GPU: 1, BusID: "0000:07:00.0", Link: 3}, Counter: CtrNVLinkCRCData, Before: 554, After: 650, Bytes: 12_400_000_000, Seconds: 12.5},
+			{Host: "node-a", Stage: "the whole world", Part: CounterPart{GPU: 1, BusID: "0000:07:00.0", Link: 3}, Counter: CtrNVLinkCRCData, Before: 650, After: 671, Moved: 3_000_000_000, Seconds: 4},
+			{Host: "node-b", Stage: "across hosts", Part: CounterPart{GPU: -1, Link: -1, NIC: "mlx5_0 port 1"}, Counter: CtrSymbolError, Before: 0, After: 12, Bytes: 2_000_000_000, Seconds: 18.1},
+		},
+		History: []HistoryChange{
+			{Host: "node-a", Part: "GPU 0000:06:00.0", Metric: "copy GB/s", Now: 2011.5, Baseline: 2190, Runs: 5, Since: "2026-11-18T09:00:00Z"},
+			{Host: "node-a", Part: "GPU 1 (0000:07:00.0) NVLink 3", Metric: "nvlink_crc_data per GB", Now: 7.6, Baseline: 2.1, Runs: 5, Since: "2026-11-18T09:00:00Z", Flagged: true},
+		},
 	}
 	return r
 }

@@ -164,7 +164,11 @@ func (s *Sampler) watchXIDs(lib nvml.Interface) {
 				}
 			}
 			s.mu.Lock()
-			s.growth = append(s.growth, CounterGrowth{Host: s.host, Stage: s.stage, Part: part, Counter: CtrXID, After: 1, Detail: fmt.Sprint(ev.EventData)})
+			stage := s.stage
+			if stage == "" {
+				stage = "between stages"
+			}
+			s.growth = append(s.growth, CounterGrowth{Host: s.host, Stage: stage, Part: part, Counter: CtrXID, After: 1, Detail: fmt.Sprint(ev.EventData)})
 			s.mu.Unlock()
 		}
 	}()

@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"collbench/bootstrap"
+	"collbench/doctor"
+	"collbench/internal/nvmlmock"
+	"collbench/nccl/fakegpu"
 )
 
 // TestFaultFindingNamesThePart: each fault that can end a doctor run
@@ -62,5 +68,63 @@ func TestDoctorSkipsWhatCannotRunHere(t *testing.T) {
 	}
 	if len(rep.Stages) != 4 || rep.Seconds < rep.Stages[0].Seconds || rep.Seconds <= 0 {
 		t.Errorf("stages %+v, run %.3f s", rep.Stages, rep.Seconds)
+	}
+}
+
+// TestDoctorNamesCountersThatGrow runs doctor on a fake 4-GPU HGX whose
+// counters grow under its traffic, at several places: a marginal NVLink of
+// GPU 2 (its CRC counter grows at every read), PCIe replays on GPU 0 far
+// under the 8 a minute allowed, and a critical XID on GPU 3. The link is a
+// WARN that names it with the traffic doctor moved, the XID a FAIL naming
+// GPU 3, the replays pass; every stage's growth is in the report and the
+// Prometheus file.
+func TestDoctorNamesCountersThatGrow(t *testing.T) {
+	hw := nvmlmock.HGX("H100")
+	hw.GPUs = hw.GPUs[:4]
+	for i := range hw.GPUs {
+		hw.GPUs[i].Live = nvmlmock.NewCounters()
+	}
+	hw.GPUs[2].Live.DriftNVLink(5, nvml.NVLINK_ERROR_DL_CRC_DATA, 7)
+	hw.GPUs[0].Live.AddPCIeReplays(0)
+	hw.XIDs = make(chan nvmlmock.XID, 1)
+	hw.XIDs <- nvmlmock.XID{GPU: 3, Code: 79}
+	sys := machineSystem(fakegpu.New(hw, fakegpu.Options{Model: fakegpu.HealthyModel(1)}))
+	d := Doctor{Backend: "nccl", BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 3, Quick: true, RunFlags: DefaultRunFlags()}
+	rep, err := sys.RunDoctor(context.Background(), d)
+	if rep == nil {
+		t.Fatal(err)
+	}
+	var link, xid *doctor.Finding
+	for i, f := range rep.Findings {
+		switch {
+		case f.Kind == "counter-growth" && strings.Contains(f.Part, "GPU 2 (0000:3a:00.0) NVLink 5"):
+			link = &rep.Findings[i]
+		case f.Kind == "counter-growth" && strings.Contains(f.Part, "GPU 3 (0000:5d:00.0)"):
+			xid = &rep.Findings[i]
+		case f.Kind == "counter-growth":
+			t.Errorf("unexpected %s", f.Line())
+		}
+	}
+	if link == nil || link.Severity != "WARN" || !strings.Contains(link.Msg, "nvlink_crc_data grew by") || !strings.Contains(link.Msg, "by doctor's tally") {
+		t.Errorf("the marginal link: %+v", link)
+	}
+	if xid == nil || xid.Severity != "FAIL" || !strings.Contains(xid.Msg, "XID 79") || rep.Healthy {
+		t.Errorf("the XID: %+v (healthy %v)", xid, rep.Healthy)
+	}
+	stages := map[string]bool{}
+	for _, g := range rep.Counters {
+		if g.Counter == doctor.CtrNVLinkCRCData {
+			stages[g.Stage] = true
+			if g.Moved <= 0 && g.Stage != "each GPU alone" {
+				t.Errorf("no traffic tallied over the link in %q", g.Stage)
+			}
+		}
+	}
+	if len(stages) < 3 {
+		t.Errorf("the link grew in %d stage(s), want every stage that ran: %v", len(stages), stages)
+	}
+	var prom strings.Builder
+	if err := rep.WriteProm(&prom); err != nil || !strings.Contains(prom.String(), `collbench_doctor_counter_growth{host="`) {
+		t.Errorf("prom: %v\n%s", err, prom.String())
 	}
 }

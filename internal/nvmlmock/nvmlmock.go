@@ -65,6 +65,7 @@ type GPU struct {
 type Counters struct {
 	mu            sync.Mutex
 	nvlink        map[[2]int]uint64 // (link, NVML counter) -> count
+	drift         map[[2]int]uint64 // grown by this much at every read
 	kib           map[int]uint64    // link -> KiB carried each way
 	eccCorrected  uint64
 	eccUncorr     uint64
@@ -75,7 +76,15 @@ type Counters struct {
 
 // NewCounters returns counters at zero.
 func NewCounters() *Counters {
-	return &Counters{nvlink: map[[2]int]uint64{}, kib: map[int]uint64{}}
+	return &Counters{nvlink: map[[2]int]uint64{}, drift: map[[2]int]uint64{}, kib: map[int]uint64{}}
+}
+
+// DriftNVLink makes counter c of link l grow by n at every read, as a
+// marginal link's does under traffic.
+func (c *Counters) DriftNVLink(l int, ctr nvml.NvLinkErrorCounter, n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drift[[2]int{l, int(ctr)}] = n
 }
 
 // AddNVLink grows counter c of link l by n.
@@ -211,7 +220,9 @@ func (m Machine) NVML() nvml.Interface {
 			if live != nil {
 				live.mu.Lock()
 				defer live.mu.Unlock()
-				return live.nvlink[[2]int{l, int(c)}], nvml.SUCCESS
+				k := [2]int{l, int(c)}
+				live.nvlink[k] += live.drift[k]
+				return live.nvlink[k], nvml.SUCCESS
 			}
 			if c == nvml.NVLINK_ERROR_DL_CRC_DATA && l == 0 {
 				return g.CRCErrors, nvml.SUCCESS

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/outfile"
 	"collbench/report"
@@ -59,6 +60,8 @@ type ReportOptions struct {
 	IO                      *IOStreams
 	Runs                    []string
 	Output, Baseline, Title string
+	// History and Node plot one node's doctor history instead of runs.
+	History, Node string
 }
 
 // NewCmdReport builds `collbench report RESULTS... -o report.html`. runF
@@ -71,10 +74,16 @@ func NewCmdReport(f *Factory, runF func(*ReportOptions) error) *cobra.Command {
 		Long: `report writes one HTML file with no scripts and no network access: each run's
 header and topology, bus bandwidth and small-message time plots per collective
 (with --baseline overlaid and compared), per-group bars, and the result tables.`,
-		Example: "  collbench report today.json -o report.html\n  collbench report today.json --baseline baseline.json -o report.html",
+		Example: "  collbench report today.json -o report.html\n  collbench report today.json --baseline baseline.json -o report.html\n  collbench report --history /var/lib/collbench/history --node node-17 -o node-17.html",
 		Args: func(cmd *cobra.Command, args []string) error {
+			if h, _ := cmd.Flags().GetString("history"); h != "" {
+				if len(args) > 0 {
+					return engine.UsageErrorf("report --history plots a node's doctor history: give no results files with it")
+				}
+				return nil
+			}
 			if len(args) == 0 {
-				return engine.UsageErrorf("report needs at least one results file")
+				return engine.UsageErrorf("report needs at least one results file (or --history DIR)")
 			}
 			return nil
 		},
@@ -89,7 +98,40 @@ header and topology, bus bandwidth and small-message time plots per collective
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "the HTML file to write")
 	cmd.Flags().StringVar(&o.Baseline, "baseline", "", "a baseline to overlay and compare with")
 	cmd.Flags().StringVar(&o.Title, "title", "", "the report's title")
+	cmd.Flags().StringVar(&o.History, "history", "", "plot a node's doctor history kept in DIR (doctor --history DIR) instead of results files")
+	cmd.Flags().StringVar(&o.Node, "node", "", "with --history: the host to plot (default: the only one kept)")
 	return cmd
+}
+
+// historyReportRun writes one node's doctor history as a page.
+func historyReportRun(o *ReportOptions) error {
+	node := o.Node
+	if node == "" {
+		hosts, err := doctor.HistoryHosts(o.History)
+		if err != nil {
+			return &engine.UsageError{Err: err}
+		}
+		switch len(hosts) {
+		case 0:
+			return engine.UsageErrorf("--history %s keeps no node yet: run collbench doctor --history %s first", o.History, o.History)
+		case 1:
+			node = hosts[0]
+		default:
+			if len(hosts) > 8 {
+				hosts = append(hosts[:8], "...")
+			}
+			return engine.UsageErrorf("--history %s keeps several nodes: name one with --node (%s)", o.History, strings.Join(hosts, ", "))
+		}
+	}
+	h, err := doctor.LoadNodeHistory(o.History, node)
+	if err != nil {
+		return &engine.UsageError{Err: err}
+	}
+	if err := writeTo(o.IO.Out, "--output", o.Output, h.WriteHTML); err != nil {
+		return err
+	}
+	sayWrote(o.IO.ErrOut, fmt.Sprintf("the history of node %s (%d run(s))", node, len(h.Records)), o.Output)
+	return nil
 }
 
 // PlotOptions are the arguments of `collbench plot`.
@@ -155,6 +197,12 @@ func baselineRun(o *BaselineOptions) error {
 func reportRun(o *ReportOptions) error {
 	if o.Output == "" {
 		return engine.UsageErrorf("report needs -o FILE.html")
+	}
+	if o.History != "" {
+		return historyReportRun(o)
+	}
+	if o.Node != "" {
+		return engine.UsageErrorf("--node names a host of --history DIR; give --history too")
 	}
 	if err := notAnInput(o.Output, append([]string{o.Baseline}, o.Runs...)...); err != nil {
 		return err
