@@ -55,6 +55,9 @@ type Options struct {
 	// any host while each stage ran, and the XID events; called once
 	// BeforeVerdict has run.
 	Growth func() []CounterGrowth
+	// Watched, if set, says on rank 0 which error counters each host's
+	// processes could read.
+	Watched func() []string
 	// Counters are the rules for the counters' growth by hardware class.
 	Counters CounterThresholds
 	// Clock, if set, is the time in seconds that stages are timed by (a
@@ -225,6 +228,9 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 		}
 		if o.Growth != nil {
 			d.rep.Counters = o.Growth()
+		}
+		if o.Watched != nil {
+			d.rep.Watched = o.Watched()
 		}
 		d.assemble()
 	}

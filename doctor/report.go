@@ -131,6 +131,9 @@ type Report struct {
 	// Counters are the error counters that grew while each stage ran, with
 	// the traffic over their parts meanwhile, and the XID events.
 	Counters []CounterGrowth `json:"counter_growth,omitempty"`
+	// Watched says which error counters doctor could read on each host
+	// (hosts alike share a line).
+	Watched []string `json:"counters_watched,omitempty"`
 	// History is every host's figures against its own past runs
 	// (doctor --history).
 	History  []HistoryChange  `json:"history,omitempty"`
@@ -681,8 +684,19 @@ const countersShown = 20
 // once (the stages summed), the fastest growth per GB first.
 func (r *Report) writeCounters(w io.Writer) error {
 	if len(r.Counters) == 0 {
+		if len(r.Watched) > 0 {
+			fmt.Fprintln(w, "\n## error counters: none grew during the run")
+			for _, x := range r.Watched {
+				fmt.Fprintln(w, "watched on "+x)
+			}
+		}
 		return nil
 	}
+	defer func() {
+		for _, x := range r.Watched {
+			fmt.Fprintln(w, "watched on "+x)
+		}
+	}()
 	type row struct {
 		host, part, counter string
 		growth              uint64

@@ -74,6 +74,7 @@ type Sampler struct {
 	countT0     time.Time
 	countBefore snapshot
 	growth      []CounterGrowth
+	watched     string // what the first reading found, in words
 	events      nvml.EventSet
 	eventsDone  chan struct{}
 }
@@ -186,7 +187,46 @@ func (s *Sampler) readCounters() snapshot {
 	if s.ports != "" {
 		readPortCounters(&snap, s.ports)
 	}
+	if s.watched == "" {
+		s.watched = watchedWords(snap, len(s.gpus), s.events != nil)
+	}
 	return snap
+}
+
+// watchedWords says which counters a reading found: on how many GPUs,
+// NVLinks and ports, and their names.
+func watchedWords(snap snapshot, gpus int, xids bool) string {
+	names := map[string]bool{}
+	links, ports := map[CounterPart]bool{}, map[string]bool{}
+	for k := range snap.vals {
+		names[k.Counter] = true
+		switch {
+		case k.Part.NIC != "":
+			ports[k.Part.NIC] = true
+		case k.Part.Link >= 0:
+			links[k.Part] = true
+		}
+	}
+	if xids {
+		names[CtrXID+" events"] = true
+	}
+	list := make([]string, 0, len(names))
+	for n := range names {
+		list = append(list, n)
+	}
+	slices.Sort(list)
+	if len(list) == 0 {
+		return fmt.Sprintf("no error counter readable on %d GPU(s)", gpus)
+	}
+	return fmt.Sprintf("%d GPU(s), %d NVLink(s), %d port(s): %s", gpus, len(links), len(ports), strings.Join(list, ", "))
+}
+
+// Watched says which error counters the sampler reads ("" before the first
+// stage).
+func (s *Sampler) Watched() string {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	return s.watched
 }
 
 // closeCounts reads the counters at the end of the stage whose counters
@@ -389,3 +429,6 @@ func seenWhileMeasured(samples []StageSample, smMaxMHz int) (cause, detail strin
 	}
 	return cause, strings.Join(parts, ", ")
 }
+
+// Host is the host the sampler reads.
+func (s *Sampler) Host() string { return s.host }

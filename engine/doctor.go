@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -131,12 +132,14 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	var sampler *doctor.Sampler
 	var samples []doctor.StageSample
 	var growth []doctor.CounterGrowth
+	var watched []string
 	if gpu {
 		sampler = f.startSampler(world, ss.Hosts)
 		defer sampler.Stop()
 		opts.Stage = sampler.Stage
 		opts.Samples = func() []doctor.StageSample { return samples }
 		opts.Growth = func() []doctor.CounterGrowth { return growth }
+		opts.Watched = func() []string { return watched }
 	}
 	opts.BeforeVerdict = func() error {
 		var err error
@@ -144,7 +147,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 			return err
 		}
 		if sampler != nil {
-			samples, growth, err = gatherSamples(world, sampler)
+			samples, growth, watched, err = gatherSamples(world, sampler)
 		}
 		return err
 	}
@@ -336,24 +339,47 @@ func firstOnHost(w suites.World, hosts []string) bool {
 
 // gatherSamples stops this process's sampler and collects every process's
 // samples and counter growth on rank 0.
-func gatherSamples(w suites.World, s *doctor.Sampler) ([]doctor.StageSample, []doctor.CounterGrowth, error) {
+func gatherSamples(w suites.World, s *doctor.Sampler) ([]doctor.StageSample, []doctor.CounterGrowth, []string, error) {
 	type both struct {
 		Samples []doctor.StageSample   `json:"s"`
 		Growth  []doctor.CounterGrowth `json:"g"`
+		Host    string                 `json:"h"`
+		Watched string                 `json:"w"`
 	}
-	mine := both{Samples: s.Stop()}
-	mine.Growth = s.Growth()
+	mine := both{Samples: s.Stop(), Host: s.Host()}
+	mine.Growth, mine.Watched = s.Growth(), s.Watched()
 	all, err := gatherJSON(w, mine)
 	if err != nil {
-		return nil, nil, fmt.Errorf("gathering the GPUs' samples: %w", err)
+		return nil, nil, nil, fmt.Errorf("gathering the GPUs' samples: %w", err)
 	}
 	var out []doctor.StageSample
 	var growth []doctor.CounterGrowth
+	// What each host's processes could read, hosts alike in one line.
+	hostsOf := map[string][]string{}
+	var order []string
 	for _, some := range all {
 		out = append(out, some.Samples...)
 		growth = append(growth, some.Growth...)
+		if some.Watched == "" {
+			continue
+		}
+		if _, ok := hostsOf[some.Watched]; !ok {
+			order = append(order, some.Watched)
+		}
+		if hs := hostsOf[some.Watched]; !slices.Contains(hs, some.Host) {
+			hostsOf[some.Watched] = append(hs, some.Host)
+		}
 	}
-	return out, growth, nil
+	var watched []string
+	for _, w := range order {
+		hs := hostsOf[w]
+		who := strings.Join(hs, ", ")
+		if len(hs) > 3 {
+			who = fmt.Sprintf("%s and %d more host(s)", strings.Join(hs[:3], ", "), len(hs)-3)
+		}
+		watched = append(watched, who+": "+w)
+	}
+	return out, growth, watched, nil
 }
 
 // gatherJSON collects every process's value on rank 0, in rank order (a

@@ -123,6 +123,9 @@ func TestDoctorNamesCountersThatGrow(t *testing.T) {
 	if len(stages) < 3 {
 		t.Errorf("the link grew in %d stage(s), want every stage that ran: %v", len(stages), stages)
 	}
+	if len(rep.Watched) != 1 || !strings.Contains(rep.Watched[0], "4 GPU(s), 72 NVLink(s), 0 port(s): ecc_corrected, ecc_uncorrected, nvlink_crc_data") || !strings.Contains(rep.Watched[0], "xid events") {
+		t.Errorf("watched %q", rep.Watched)
+	}
 	var prom strings.Builder
 	if err := rep.WriteProm(&prom); err != nil || !strings.Contains(prom.String(), `collbench_doctor_counter_growth{host="`) {
 		t.Errorf("prom: %v\n%s", err, prom.String())
