@@ -142,10 +142,7 @@ func (d *search) counterFindings(fs []Finding) []Finding {
 		k := key{g.Host, g.Part, g.Counter}
 		s := sum[k]
 		if s == nil {
-			c := g
-			c.Stage, c.Before, c.After = "", 0, 0
-			s = &c
-			s.Bytes, s.Moved, s.Seconds = 0, 0, 0
+			s = &CounterGrowth{Host: g.Host, Part: g.Part, Counter: g.Counter}
 			sum[k] = s
 			order = append(order, k)
 		}
@@ -174,7 +171,7 @@ func (d *search) counterFindings(fs []Finding) []Finding {
 			if g.Bytes == 0 {
 				how = "by doctor's tally"
 			}
-			msg += fmt.Sprintf(" while %s GB crossed it (%s): %.3g per GB", words3(gb), how, g.PerGB())
+			msg += fmt.Sprintf(" while %.3g GB crossed it (%s): %.3g per GB", gb, how, g.PerGB())
 		}
 		if r := rule; r.PerGB > 0 || r.PerMinute > 0 {
 			msg += fmt.Sprintf("; %s allows %.3g", class, r.Allowed(g.GB(), g.Seconds/60))
@@ -194,9 +191,6 @@ func (d *search) counterFindings(fs []Finding) []Finding {
 	}
 	return fs
 }
-
-// words3 writes a GB figure with three significant digits.
-func words3(gb float64) string { return fmt.Sprintf("%.3g", gb) }
 
 // counterClass is the hardware class whose rules judge g.
 func (d *search) counterClass(g CounterGrowth) string {

@@ -13,8 +13,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"collbench/internal/atomicfile"
 )
@@ -265,7 +266,7 @@ func CheckHistoryDir(dir string) error {
 		return fmt.Errorf("--history %s: %v; give a directory this user can write", dir, err)
 	}
 	// Asked, not tried: a probe file would change the directory.
-	if err := syscall.Access(dir, 2|1); err != nil { // W_OK|X_OK
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return fmt.Errorf("--history %s is not writable (%v); give a directory this user can write", dir, err)
 	}
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
