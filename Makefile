@@ -8,7 +8,11 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 
 export CGO_ENABLED := 1
 
-.PHONY: rendezvous-scale scale help build build-mpi install man run test unit smoke drills drills-soak simulate doctor-accuracy mpi-check lint fmt bench test-gpu gpu-bins ptx clean
+# A test piped through grep fails the target when the test fails.
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
+.PHONY: rendezvous-scale scale help build build-mpi install man run test unit pages smoke drills drills-soak simulate doctor-accuracy mpi-check lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -53,11 +57,20 @@ install: build man
 run: build
 	./$(BIN) allreduce --sizes 8:32M
 
-test: lint unit smoke drills simulate mpi-check
+test: lint unit pages smoke drills simulate mpi-check
 
 unit:
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'TestRendezvousOf1024Members' -v ./bootstrap | grep -E 'formed a world|^(ok|FAIL|---)'
+
+# The report pages in headless Chromium (internal/pagecheck): every kind of
+# page opened at 1,280 x 900, with a screenshot of each in $(SCREENSHOTS)
+# for a person to look at. Skipped with one line where no Chromium is
+# installed (apt-get install chromium), unless REQUIRE_BROWSER=1 (CI).
+SCREENSHOTS ?= $(CURDIR)/page-screenshots
+pages:
+	COLLBENCH_SCREENSHOTS=$(SCREENSHOTS) $(GO) test -count=1 -run TestReportPagesInABrowser -v ./internal/pagecheck | grep -E 'pages_test|^(ok|FAIL|---|panic)|skipped'
+	@echo "pages: screenshots in $(SCREENSHOTS)"
 
 # The binary must start and run on a machine without NCCL or a GPU driver.
 smoke: build

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
-	"image/color"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +14,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
+
+	"collbench/internal/plotstyle"
 )
 
 // NodeHistory is one node's records, by topology fingerprint.
@@ -81,36 +81,15 @@ func LoadNodeHistory(dir, host string) (*NodeHistory, error) {
 	return h, nil
 }
 
-// historyPalette is told apart without colour too: each series also has
-// its own marker shape.
-var historyPalette = []color.Color{
-	color.RGBA{0, 114, 178, 255}, color.RGBA{213, 94, 0, 255}, color.RGBA{0, 158, 115, 255}, color.RGBA{204, 121, 167, 255},
-	color.RGBA{86, 180, 233, 255}, color.RGBA{230, 159, 0, 255}, color.RGBA{0, 0, 0, 255}, color.RGBA{240, 228, 66, 255},
-}
-
-var historyShapes = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CrossGlyph{},
-	draw.PlusGlyph{}, draw.RingGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}}
-
-// historySymbols are the shapes above as text, for the legend the page
-// writes below each plot (outside the data).
-var historySymbols = []string{"●", "□", "△", "×", "+", "○", "■", "▲"}
-
-// legendEntry is one series of a plot as the page's legend shows it.
-type legendEntry struct {
-	Name, Symbol string
-	Color        template.CSS
-}
-
-func legendOf(series map[string]plotter.XYs) []legendEntry {
+func legendOf(series map[string]plotter.XYs) []plotstyle.Entry {
 	names := make([]string, 0, len(series))
 	for n := range series {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	out := make([]legendEntry, len(names))
+	out := make([]plotstyle.Entry, len(names))
 	for i, n := range names {
-		r, g, b, _ := historyPalette[i%len(historyPalette)].RGBA()
-		out[i] = legendEntry{n, historySymbols[i%len(historySymbols)], template.CSS(fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8))} //nolint:gosec // G203: a colour we format
+		out[i] = plotstyle.EntryOf(i, n, false)
 	}
 	return out
 }
@@ -149,9 +128,9 @@ func historyPlotPlot(title, ylabel string, series map[string]plotter.XYs) (*plot
 		if err != nil {
 			return nil, err
 		}
-		c := historyPalette[i%len(historyPalette)]
+		c := plotstyle.Color(i)
 		line.Color, dots.Color = c, c
-		dots.Shape = historyShapes[i%len(historyShapes)]
+		dots.Shape = plotstyle.Shape(i)
 		dots.Radius = vg.Points(3)
 		p.Add(line, dots)
 	}
@@ -165,7 +144,7 @@ func (h *NodeHistory) WriteHTML(w io.Writer) error {
 	type plotted struct {
 		Title  string
 		SVG    template.HTML
-		Legend []legendEntry
+		Legend []plotstyle.Entry
 	}
 	type run struct {
 		Time, Mode, Verdict string

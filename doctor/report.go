@@ -2,19 +2,23 @@ package doctor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 	"slices"
 	"strings"
 
+	"collbench/internal/jsonwords"
 	"collbench/internal/words"
-	"collbench/report"
 )
 
 // Schema names the doctor's JSON report.
 const Schema = "collbench/doctor"
+
+// SchemaVersion is the version of the JSON report this collbench writes
+// and the newest it reads.
+const SchemaVersion = 1
 
 // Finding is one part doctor names, with the figure that condemns it.
 type Finding struct {
@@ -116,7 +120,10 @@ type PlanStep struct {
 
 // Report is what doctor found and the evidence.
 type Report struct {
-	Schema   string      `json:"schema"`
+	Schema string `json:"schema"`
+	// Version is the report's SchemaVersion (0 in reports written before
+	// it was kept: read as 1).
+	Version  int         `json:"schema_version,omitempty"`
 	Healthy  bool        `json:"healthy"`
 	Findings []Finding   `json:"findings"`
 	Mode     string      `json:"mode"` // quick or full
@@ -330,7 +337,7 @@ func (r *Report) writeEvidence(w io.Writer) error {
 			what = "memory copy and the fill loop"
 		}
 		fmt.Fprintf(w, "\n## each %s alone (all at once): %s\n", Unit(r.Backend), what)
-		t := report.PlainTable(w)
+		t := newTable(w)
 		t.Header("rank", "host", "device", "bus id", "copy GB/s", "expected", "%", "fill Gelem/s", "expected", "%")
 		ofExp := func(v, exp float64) (string, string) {
 			if exp <= 0 {
@@ -349,7 +356,7 @@ func (r *Report) writeEvidence(w io.Writer) error {
 	}
 	if len(r.Pairs) > 0 {
 		fmt.Fprintln(w, "\n## every pair within a host (GB/s per direction; both = both ways at once)")
-		t := report.PlainTable(w)
+		t := newTable(w)
 		t.Header("host", "pair", "class", "expected", "a->b", "b->a", "both", "latency us", "transport")
 		for _, p := range r.Pairs {
 			_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, gb(p.Expected), gb(p.AB), gb(p.BA), gb(p.Both),
@@ -359,6 +366,9 @@ func (r *Report) writeEvidence(w io.Writer) error {
 			return err
 		}
 		for _, h := range r.Hosts {
+			if _, page := w.(*htmlEvidence); page {
+				break // the page draws the matrices as heat maps
+			}
 			if m := r.pairMatrix(h); m != "" {
 				fmt.Fprintf(w, "\n%s: one-way GB/s (row sends to column)\n%s", h, m)
 			}
@@ -366,7 +376,7 @@ func (r *Report) writeEvidence(w io.Writer) error {
 	}
 	if len(r.Cross) > 0 || len(r.HostPair) > 0 {
 		fmt.Fprintln(w, "\n## across hosts: every GPU pair of two hosts (sendrecv both ways, GB/s) and the host pair's allreduce")
-		t := report.PlainTable(w)
+		t := newTable(w)
 		t.Header("hosts", "GPU pairs", "slowest pair", "slowest", "median", "rails median", "allreduce busbw")
 		for _, s := range r.crossSummary() {
 			_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, gb(s.min), gb(s.median), gb(s.rails), gb(s.allreduce))
@@ -382,7 +392,7 @@ func (r *Report) writeEvidence(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w, "\n## plan")
-	t := report.PlainTable(w)
+	t := newTable(w)
 	t.Header("stage", "round", "groups", "what")
 	for _, p := range r.Plan {
 		_ = t.Append(p.Stage, fmt.Sprint(p.Round), layoutWords(p.Layout), p.What)
@@ -478,7 +488,37 @@ func (r *Report) pairMatrix(host string) string {
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	out := *r
+	out.Version = SchemaVersion
+	return enc.Encode(&out)
+}
+
+// ErrNotReport says a file is not a doctor report.
+var ErrNotReport = errors.New("not a collbench doctor report")
+
+// IsReport says whether data is a doctor JSON report (by its schema
+// name), without reading it whole.
+func IsReport(data []byte) bool {
+	var probe struct {
+		Schema string `json:"schema"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.Schema == Schema
+}
+
+// ReadReport reads a doctor JSON report, refusing one of a newer schema
+// than this collbench reads.
+func ReadReport(data []byte) (*Report, error) {
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotReport, jsonwords.Problem(err))
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("%w: its schema is %q", ErrNotReport, r.Schema)
+	}
+	if r.Version > SchemaVersion {
+		return nil, fmt.Errorf("a doctor report of a newer collbench (schema version %d; this one reads %d): open it with that version", r.Version, SchemaVersion)
+	}
+	return &r, nil
 }
 
 // WriteProm writes the report in Prometheus' text exposition format, for
@@ -586,85 +626,6 @@ func (r *Report) WriteProm(w io.Writer) error {
 	return err
 }
 
-// WriteHTML writes a self-contained page: the verdict, a heat map of each
-// host's pair matrix, and the tables.
-func (r *Report) WriteHTML(w io.Writer) error {
-	type cell struct {
-		Text  string
-		Color template.CSS
-	}
-	type matrix struct {
-		Host   string
-		Header []string
-		Rows   [][]cell
-	}
-	var ms []matrix
-	top := 0.0
-	for _, p := range r.Pairs {
-		top = max(top, p.AB, p.BA)
-	}
-	for _, h := range r.Hosts {
-		var ranks []int
-		val := map[[2]int]float64{}
-		for _, p := range r.Pairs {
-			if p.Host == h {
-				for _, x := range []int{p.A, p.B} {
-					if !slices.Contains(ranks, x) {
-						ranks = append(ranks, x)
-					}
-				}
-				val[[2]int{p.A, p.B}], val[[2]int{p.B, p.A}] = p.AB, p.BA
-			}
-		}
-		if len(ranks) < 2 {
-			continue
-		}
-		slices.Sort(ranks)
-		m := matrix{Host: h, Header: []string{""}}
-		for _, c := range ranks {
-			m.Header = append(m.Header, fmt.Sprintf("rank %d", c))
-		}
-		for _, a := range ranks {
-			row := []cell{{Text: fmt.Sprintf("rank %d", a)}}
-			for _, c := range ranks {
-				if a == c {
-					row = append(row, cell{Text: "X", Color: "#eee"})
-					continue
-				}
-				v := val[[2]int{a, c}]
-				f := 0.0
-				if top > 0 {
-					f = math.Max(0, math.Min(1, v/top))
-				}
-				// Red (slow) through yellow to green (as fast as the best pair).
-				color := fmt.Sprintf("hsl(%.0f, 70%%, 75%%)", 120*f)
-				row = append(row, cell{Text: gb(v), Color: template.CSS(color)}) //nolint:gosec // SVG made by collbench from numbers, no user text
-			}
-			m.Rows = append(m.Rows, row)
-		}
-		ms = append(ms, m)
-	}
-	var text strings.Builder
-	if err := r.WriteText(&text); err != nil {
-		return err
-	}
-	return doctorPage.Execute(w, map[string]any{"R": r, "Matrices": ms, "Text": text.String()})
-}
-
-var doctorPage = template.Must(template.New("doctor").Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>collbench doctor</title>
-<style>body{font-family:sans-serif;margin:2em}td,th{padding:4px 8px;text-align:right}table{border-collapse:collapse}
-.fail{color:#b00}.warn{color:#a60}.ok{color:#070}pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head><body>
-<h1>collbench doctor</h1>
-<p>{{.R.Mode}} search, {{.R.Ranks}} ranks on {{len .R.Hosts}} host(s), {{.R.Backend}} backend, {{printf "%.1f" .R.Seconds}} s</p>
-{{if .R.Healthy}}<p class="ok">Healthy: every stage met its peers and its expectation, and every value was right.</p>{{end}}
-<ul>{{range .R.Findings}}<li class="{{if eq .Severity "FAIL"}}fail{{else}}warn{{end}}">{{.Line}}</li>{{end}}</ul>
-{{range .Matrices}}<h2>{{.Host}}: one-way GB/s between GPUs (row sends to column)</h2>
-<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>{{range .Rows}}<tr>{{range .}}<td style="background:{{.Color}}">{{.Text}}</td>{{end}}</tr>{{end}}</table>{{end}}
-<h2>Evidence</h2><pre>{{.Text}}</pre>
-</body></html>
-`))
-
 // roundsWord is ", 3 rounds" (nothing for a stage of no rounds).
 func roundsWord(n int) string {
 	switch n {
@@ -735,7 +696,7 @@ func (r *Report) writeCounters(w io.Writer) error {
 		return 0
 	})
 	fmt.Fprintln(w, "\n## error counters that grew during the run (the stages summed; GB: traffic over the part meanwhile)")
-	t := report.PlainTable(w)
+	t := newTable(w)
 	t.Header("host", "part", "counter", "growth", "GB", "per GB", "stages")
 	for i, x := range rows {
 		if i == countersShown {

@@ -78,13 +78,40 @@ func TestReportFormats(t *testing.T) {
 	if !strings.HasPrefix(txt.String(), "# collbench doctor (full)") || !strings.Contains(strings.Split(txt.String(), "\n")[1], "FAIL node-a GPU 0") {
 		t.Error("the verdict must come first")
 	}
-	var html bytes.Buffer
-	if err := r.WriteHTML(&html); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"<table>", "hsl(", "FAIL node-a GPU 0", "rank 1"} {
-		if !strings.Contains(html.String(), want) {
-			t.Errorf("HTML lacks %q", want)
-		}
+}
+
+// TestReportHTML checks the page: the verdict and the culprit before any
+// map or evidence, the culprit outlined on the map, evidence as tables
+// without columns no row fills; the pages are golden.
+func TestReportHTML(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    *Report
+	}{
+		{"report.html.golden", sampleReport()},
+		{"report-64.html.golden", clusterReport(8, 8)},
+		{"report-8192.html.golden", clusterReport(1024, 8)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := tc.r.WriteHTML(&b); err != nil {
+				t.Fatal(err)
+			}
+			page := b.String()
+			golden(t, tc.name, b.Bytes())
+			v, m := strings.Index(page, `id="verdict"`), strings.Index(page, "<h2")
+			if v < 0 || m < 0 || v > m {
+				t.Errorf("the verdict must come before the maps and the evidence (verdict at %d, first h2 at %d)", v, m)
+			}
+			if !tc.r.Healthy && !strings.Contains(page, `class="culprit"`) {
+				t.Error("the culprit is not outlined on any map")
+			}
+			if strings.Contains(page, "<pre>") {
+				t.Error("evidence must be tables, not preformatted text")
+			}
+			if n := strings.Count(page, "<tr"); n > 6000 {
+				t.Errorf("the page has %d table rows: it must stay bounded at 1,024 hosts", n)
+			}
+		})
 	}
 }

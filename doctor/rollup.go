@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"collbench/internal/words"
-	"collbench/report"
 )
 
 // The rolled-up text report's limits: it stays a screen or two at any
@@ -39,7 +38,7 @@ func (r *Report) writeRolledUp(w io.Writer) error {
 		r.writeWorld(w)
 	}
 	fmt.Fprintln(w, "\n## plan (one row per stage; every round is in the JSON report)")
-	t := report.PlainTable(w)
+	t := newTable(w)
 	t.Header("stage", "rounds", "groups of its first round", "what")
 	for _, s := range planByStage(r.Plan) {
 		_ = t.Append(s.stage, words.Count(s.rounds), layoutWords(s.first.Layout), s.what)
@@ -118,7 +117,7 @@ func (r *Report) rolledGPUs(w io.Writer) error {
 	}
 	cs, fs := spreadOf(copies, copyExp), spreadOf(fills, fillExp)
 	fmt.Fprintf(w, "\n## each %s alone (all at once): %s %ss on %s host(s)\n", Unit(r.Backend), words.Count(len(r.GPUs)), Unit(r.Backend), words.Count(len(hosts)))
-	t := report.PlainTable(w)
+	t := newTable(w)
 	t.Header("figure", Unit(r.Backend)+"s", "min", "median", "max", "expected", "median/expected", "below 75% of expected")
 	_ = t.Append(cs.cells("copy GB/s")...)
 	_ = t.Append(fs.cells("fill Gelem/s")...)
@@ -143,7 +142,7 @@ func (r *Report) rolledGPUs(w io.Writer) error {
 	slow := slices.Clone(r.GPUs)
 	slices.SortStableFunc(slow, func(a, b GPUFigure) int { return cmp.Compare(score(a), score(b)) })
 	fmt.Fprintf(w, "\nthe %d %ss that stand out most from their host (the worse of copy and fill against the host's median):\n", min(outliers, len(slow)), Unit(r.Backend))
-	t = report.PlainTable(w)
+	t = newTable(w)
 	t.Header("rank", "host", "bus id", "copy GB/s", "of host", "of expected", "fill Gelem/s", "of host", "of expected")
 	for _, g := range slow[:min(outliers, len(slow))] {
 		m := hostMedian[g.Host]
@@ -177,7 +176,7 @@ func (r *Report) rolledGPUs(w io.Writer) error {
 	hscore := func(h hostRow) float64 { return min(ratioOr1(h.copy, cs.median), ratioOr1(h.fill, fs.median)) }
 	slices.SortStableFunc(rows, func(a, b hostRow) int { return cmp.Compare(hscore(a), hscore(b)) })
 	fmt.Fprintf(w, "\nthe %d slowest hosts (the median of their %ss against the median of all):\n", min(slowHosts, len(rows)), Unit(r.Backend))
-	t = report.PlainTable(w)
+	t = newTable(w)
 	t.Header("host", Unit(r.Backend)+"s", "copy GB/s", "of median", "of expected", "fill Gelem/s", "of median", "of expected")
 	for _, h := range rows[:min(slowHosts, len(rows))] {
 		_ = t.Append(h.host, fmt.Sprint(h.gpus), gb(h.copy), pct(ratio(h.copy, cs.median)), pct(ratio(h.copy, h.copyExp)),
@@ -212,7 +211,7 @@ func (r *Report) rolledPairs(w io.Writer) error {
 		hosts[p.Host] = true
 	}
 	fmt.Fprintf(w, "\n## every pair within a host: %s pairs on %s host(s) (one-way GB/s, the slower direction)\n", words.Count(len(r.Pairs)), words.Count(len(hosts)))
-	t := report.PlainTable(w)
+	t := newTable(w)
 	t.Header("class", "pairs", "min", "median", "max", "expected", "median/expected", "below 75% of expected")
 	medians := map[string]float64{}
 	for _, c := range classes {
@@ -227,7 +226,7 @@ func (r *Report) rolledPairs(w io.Writer) error {
 	score := func(p PairFigure) float64 { return ratioOr1(p.oneWay(), medians[p.Class]) }
 	slices.SortStableFunc(slow, func(a, b PairFigure) int { return cmp.Compare(score(a), score(b)) })
 	fmt.Fprintf(w, "\nthe %d slowest pairs (one way against the median of their class):\n", min(outliers, len(slow)))
-	t = report.PlainTable(w)
+	t = newTable(w)
 	t.Header("host", "pair", "class", "expected", "a->b", "b->a", "both", "of median", "latency us", "transport")
 	for _, p := range slow[:min(outliers, len(slow))] {
 		_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, gb(p.Expected), gb(p.AB), gb(p.BA), gb(p.Both),
@@ -258,7 +257,7 @@ func (r *Report) rolledCross(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\n## across hosts: %s host pair(s), %s GPU pairs (sendrecv both ways, GB/s) and the host pairs' allreduce\n",
 		words.Count(len(rows)), words.Count(len(r.Cross)))
-	t := report.PlainTable(w)
+	t := newTable(w)
 	t.Header("figure", "host pairs", "min", "median", "max")
 	for _, d := range []struct {
 		name string
@@ -285,7 +284,7 @@ func (r *Report) rolledCross(w io.Writer) error {
 	}
 	slices.SortStableFunc(rows, func(a, b crossRow) int { return cmp.Compare(score(a), score(b)) })
 	fmt.Fprintf(w, "\nthe %d slowest host pairs:\n", min(outliers, len(rows)))
-	t = report.PlainTable(w)
+	t = newTable(w)
 	t.Header("hosts", "GPU pairs", "slowest pair", "slowest", "median", "rails median", "allreduce busbw")
 	for _, s := range rows[:min(outliers, len(rows))] {
 		_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, gb(s.min), gb(s.median), gb(s.rails), gb(s.allreduce))

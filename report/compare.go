@@ -90,6 +90,9 @@ type CompareRow struct {
 	DeltaPct   float64 `json:"delta_pct"`   // the metric's change, current against baseline: a rise in time or busbw is positive
 	AllowedPct float64 `json:"allowed_pct"` // the threshold applied, noise included
 	Verdict    Verdict `json:"verdict"`
+	// Why says what decided the verdict: the threshold, the measured
+	// noise that widened it, or the absolute floor for small times.
+	Why string `json:"why,omitempty"`
 	// BaselineAlgorithm and CurrentAlgorithm are what the library ran the
 	// row with on each side, where the runs recorded it.
 	BaselineAlgorithm string `json:"baseline_algorithm,omitempty"`
@@ -322,9 +325,11 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		case k == nil:
 			cr.Verdict = Missing
 			cr.Baseline = metric(b, band.Metric)
+			cr.Why = "not in the current run"
 		case b == nil:
 			cr.Verdict = New
 			cr.Current = metric(k, band.Metric)
+			cr.Why = "not in the baseline"
 		default:
 			cr.Baseline, cr.Current = metric(b, band.Metric), metric(k, band.Metric)
 			cr.AllowedPct = math.Max(band.Pct, 200*noise(b, k))
@@ -344,6 +349,9 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 				case gain > cr.AllowedPct && floorOK:
 					cr.Verdict = Improved
 				}
+				cr.Why = why(band, cr, gain, floorOK)
+			} else {
+				cr.Why = "the baseline is 0: nothing to compare against"
 			}
 		}
 		c.Rows = append(c.Rows, cr)
@@ -385,7 +393,8 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	}
 	c.AlgorithmNotes = algorithmNotes(c.Rows)
 	if common == 0 {
-		return nil, ErrNothingInCommon
+		return nil, fmt.Errorf("%w: the baseline holds %s; the current run holds %s; compare runs of the same collective, type and sizes",
+			ErrNothingInCommon, Cases(base), Cases(cur))
 	}
 	if n := c.Counts[Regressed]; n > 0 {
 		c.Reasons = append(c.Reasons, fmt.Sprintf("%d regressed", n))
@@ -526,4 +535,70 @@ func algorithmNotes(rows []CompareRow) []string {
 		}
 	}
 	return notes
+}
+
+// why says in words what decided a compared row's verdict.
+func why(band Band, cr CompareRow, gain float64, floorOK bool) string {
+	change := "rose"
+	if cr.DeltaPct < 0 {
+		change = "fell"
+	}
+	what := "time"
+	if band.Metric == "busbw" {
+		what = "busbw"
+	}
+	limit := fmt.Sprintf("the %s %% threshold", trimPct(band.Pct))
+	if cr.AllowedPct > band.Pct {
+		limit = fmt.Sprintf("measured noise ±%s %%", trimPct(cr.AllowedPct))
+	}
+	switch {
+	case math.Abs(gain) > cr.AllowedPct && !floorOK:
+		return fmt.Sprintf("within the %s µs floor (%s %s by %.2f µs)", trimPct(band.FloorUS), what, change, math.Abs(cr.Current-cr.Baseline))
+	case cr.Verdict == OK:
+		return "within " + limit
+	case band.Metric == "time":
+		return fmt.Sprintf("%s %s %s %% (beyond %s and the %s µs floor)", what, change, trimPct(math.Abs(cr.DeltaPct)), limit, trimPct(band.FloorUS))
+	}
+	return fmt.Sprintf("%s %s %s %% (beyond %s)", what, change, trimPct(math.Abs(cr.DeltaPct)), limit)
+}
+
+// trimPct writes a percentage with at most one decimal, none when whole.
+func trimPct(v float64) string {
+	s := fmt.Sprintf("%.1f", v)
+	return strings.TrimSuffix(s, ".0")
+}
+
+// Cases says what a document measured, case by case with its sizes:
+// "allreduce float sum 8 B-4 MiB, allgather float 8 B-4 MiB".
+func Cases(d *results.Document) string {
+	type span struct{ lo, hi int64 }
+	var order []string
+	spans := map[string]*span{}
+	for _, r := range d.Results {
+		k := caseName(CompareRow{Collective: r.Collective, DType: r.DType, Op: r.Op, Root: r.Root, Layout: layoutOf(d, r)})
+		x := spans[k]
+		if x == nil {
+			x = &span{r.SizeBytes, r.SizeBytes}
+			spans[k] = x
+			order = append(order, k)
+		}
+		x.lo, x.hi = min(x.lo, r.SizeBytes), max(x.hi, r.SizeBytes)
+	}
+	if len(order) == 0 {
+		return "no rows"
+	}
+	var parts []string
+	for i, k := range order {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(order)-3))
+			break
+		}
+		x := spans[k]
+		sz := words.Bytes(x.lo)
+		if x.hi != x.lo {
+			sz += "-" + words.Bytes(x.hi)
+		}
+		parts = append(parts, k+" "+sz)
+	}
+	return strings.Join(parts, ", ")
 }

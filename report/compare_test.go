@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -98,7 +99,7 @@ func TestCompareNoiseAllowedMissingAndStrict(t *testing.T) {
 	for i := range other.Results {
 		other.Results[i].DType = "half"
 	}
-	if _, err := Compare(base, other, "b", "x", DefaultThresholds()); err != ErrNothingInCommon {
+	if _, err := Compare(base, other, "b", "x", DefaultThresholds()); !errors.Is(err, ErrNothingInCommon) {
 		t.Fatalf("nothing in common: %v", err)
 	}
 	if _, err := Compare(base, cur, "b", "c", Thresholds{}); err == nil {
@@ -118,7 +119,7 @@ func svgTexts(svg string) []string {
 
 func TestPlotsHaveTheExpectedSeries(t *testing.T) {
 	base, cur := cmpDoc("b", 1, 0, "f"), cmpDoc("c", 1.1, 0, "f")
-	series := []Series{{"today", cur}, {"baseline", base}}
+	series := []Series{{Label: "today", Doc: cur}, {Label: "baseline", Doc: base}}
 	texts := strings.Join(svgTexts(PlotSVG("busbw", "allreduce", series)), "|")
 	for _, want := range []string{"today in-place", "today out-of-place", "baseline in-place", "baseline out-of-place", "allreduce: bus bandwidth", "busbw (GB/s)"} {
 		if !strings.Contains(texts, want) {
@@ -131,11 +132,11 @@ func TestPlotsHaveTheExpectedSeries(t *testing.T) {
 	g := sampleDocument()
 	g.Results = []results.Row{{Collective: "allreduce", SizeBytes: 1 << 20, Groups: []results.GroupResult{
 		{ID: 0, Ranks: []int{0, 1}, OutOfPlace: &results.Half{BusBW: 70}}, {ID: 1, Ranks: []int{2, 3}, OutOfPlace: &results.Half{BusBW: 72}}}}}
-	texts = strings.Join(svgTexts(PlotSVG("groups", "allreduce", []Series{{"run", g}})), "|")
+	texts = strings.Join(svgTexts(PlotSVG("groups", "allreduce", []Series{{Label: "run", Doc: g}})), "|")
 	if !strings.Contains(texts, "g0 [0,1]") || !strings.Contains(texts, "g1 [2,3]") {
 		t.Errorf("group bars: %s", texts)
 	}
-	if PlotSVG("groups", "allgather", []Series{{"run", g}}) != "" {
+	if PlotSVG("groups", "allgather", []Series{{Label: "run", Doc: g}}) != "" {
 		t.Error("no groups, no bars")
 	}
 	if _, err := Plot("pie", "allreduce", series); err == nil {
@@ -152,7 +153,7 @@ func TestHTMLReportStructure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	err = WriteHTML(&b, HTMLInput{Title: "nightly", Runs: []Series{{"today", cur}}, Baseline: &Series{"baseline", base}, Comparison: c})
+	err = WriteHTML(&b, HTMLInput{Title: "nightly", Runs: []Series{{Label: "today", Doc: cur}}, Baseline: &Series{Label: "baseline", Doc: base}, Comparison: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"collbench/internal/plotstyle"
 	"collbench/internal/words"
 	"collbench/results"
 )
@@ -20,11 +20,9 @@ import (
 type Series struct {
 	Label string
 	Doc   *results.Document
-}
-
-var palette = []color.Color{
-	color.RGBA{31, 119, 180, 255}, color.RGBA{214, 39, 40, 255}, color.RGBA{44, 160, 44, 255},
-	color.RGBA{255, 127, 14, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
+	// Path is the file the document was read from, shown in full where a
+	// page names its runs (Label is the short name).
+	Path string
 }
 
 // PlotKinds are the plots collbench draws.
@@ -67,19 +65,69 @@ func (log2Ticks) Ticks(min, max float64) []plot.Tick {
 }
 
 // Plot draws one kind of plot of one collective over several documents
-// (baseline and current overlaid). Kinds: busbw (bus bandwidth vs size,
-// log x), time (time vs size up to 1 MiB), groups (per-group busbw bars at
-// the largest size).
+// (baseline and current overlaid), with its legend drawn in the picture.
+// Kinds: busbw (bus bandwidth vs size, log x; algorithm bandwidth when
+// every row is of one rank, where bus bandwidth means nothing), time (time
+// vs size up to 1 MiB), groups (per-group busbw bars at the largest size).
 func Plot(kind, coll string, series []Series) (*plot.Plot, error) {
+	d, err := drawPlot(kind, coll, series)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range d.entries {
+		d.plot.Legend.Add(e.Name, d.thumbs[i]...)
+	}
+	return d.plot, nil
+}
+
+// drawn is a plot with its legend kept apart, for a page that writes the
+// legend outside the data, and a note on what the plot shows instead.
+type drawn struct {
+	plot    *plot.Plot
+	entries []plotstyle.Entry
+	thumbs  [][]plot.Thumbnailer
+	note    string
+}
+
+// oneRank says whether every row of coll is of one rank.
+func oneRank(series []Series, coll string) bool {
+	n := 0
+	for _, s := range series {
+		for _, r := range s.Doc.Results {
+			if r.Collective != coll {
+				continue
+			}
+			ranks := r.Ranks
+			if ranks == 0 {
+				ranks = s.Doc.Config.Ranks
+			}
+			if ranks != 1 {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+func drawPlot(kind, coll string, series []Series) (*drawn, error) {
 	p := plot.New()
 	p.Legend.Top = true
 	p.Legend.Left = true
+	d := &drawn{plot: p}
 	switch kind {
 	case "busbw", "time":
 		maxSize := int64(0)
 		value := func(h *results.Half) float64 { return h.BusBW }
 		p.Title.Text = coll + ": bus bandwidth"
 		p.Y.Label.Text = "busbw (GB/s)"
+		p.Y.Min = 0 // a drop shows in proportion
+		if kind == "busbw" && oneRank(series, coll) {
+			value = func(h *results.Half) float64 { return h.AlgBW }
+			p.Title.Text = coll + ": algorithm bandwidth (one rank)"
+			p.Y.Label.Text = "algbw (GB/s)"
+			d.note = "One rank: bus bandwidth has no meaning (nothing crosses a link), so this plot shows algorithm bandwidth, the bytes over the time."
+		}
 		if kind == "time" {
 			maxSize = 1 << 20
 			value = func(h *results.Half) float64 { return h.TimeUS }
@@ -107,13 +155,17 @@ func Plot(kind, coll string, series []Series) (*plot.Plot, error) {
 				if err != nil {
 					return nil, err
 				}
-				c := palette[n%len(palette)]
+				c := plotstyle.Color(n)
 				line.Color, dots.Color = c, c
-				if m == "in-place" {
+				dots.Shape = plotstyle.Shape(n)
+				dots.Radius = vg.Points(3)
+				dashed := m == "in-place"
+				if dashed {
 					line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 				}
 				p.Add(line, dots)
-				p.Legend.Add(s.Label+" "+m, line, dots)
+				d.entries = append(d.entries, plotstyle.EntryOf(n, s.Label+" "+m, dashed))
+				d.thumbs = append(d.thumbs, []plot.Thumbnailer{line, dots})
 				n++
 			}
 		}
@@ -151,10 +203,11 @@ func Plot(kind, coll string, series []Series) (*plot.Plot, error) {
 			if err != nil {
 				return nil, err
 			}
-			bars.Color = palette[si%len(palette)]
+			bars.Color = plotstyle.Color(si)
 			bars.Offset = vg.Length(si) * w
 			p.Add(bars)
-			p.Legend.Add(fmt.Sprintf("%s %s", s.Label, words.Bytes(last.SizeBytes)), bars)
+			d.entries = append(d.entries, plotstyle.EntryOf(si, fmt.Sprintf("%s %s", s.Label, words.Bytes(last.SizeBytes)), false))
+			d.thumbs = append(d.thumbs, []plot.Thumbnailer{bars})
 			n++
 		}
 		if n == 0 {
@@ -164,15 +217,21 @@ func Plot(kind, coll string, series []Series) (*plot.Plot, error) {
 	default:
 		return nil, fmt.Errorf("unknown plot kind %q (valid: busbw, time, groups)", kind)
 	}
-	return p, nil
+	return d, nil
 }
+
+// The size of a plot on a page: the page scales it to its width.
+const (
+	plotWidth  = 7 * vg.Inch
+	plotHeight = 4 * vg.Inch
+)
 
 // WritePlot renders p as svg or png.
 func WritePlot(w io.Writer, p *plot.Plot, format string) error {
 	if format != "svg" && format != "png" {
 		return fmt.Errorf("unknown plot format %q (valid: svg, png)", format)
 	}
-	wt, err := p.WriterTo(7*vg.Inch, 4*vg.Inch, format)
+	wt, err := p.WriterTo(plotWidth, plotHeight, format)
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"collbench/backend/cpu"
+	"collbench/doctor"
 	"collbench/engine"
 	"collbench/results"
 	"collbench/suites"
@@ -99,8 +102,14 @@ func TestBaselineReportAndPlotCommands(t *testing.T) {
 		t.Fatalf("report: %d %s", code, errOut)
 	}
 	page, _ := os.ReadFile(html)
-	if !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "Comparison") {
+	if !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "Every compared row") {
 		t.Fatalf("report lacks plots or comparison")
+	}
+	if !strings.Contains(string(page), "<title>collbench report: b.json against base.json</title>") {
+		t.Errorf("the title names the runs by their short names: %s", regexp.MustCompile(`<title>.*</title>`).FindString(string(page)))
+	}
+	if !strings.Contains(string(page), filepath.Join(dir, "b.json")) {
+		t.Error("the page does not give the run's full path")
 	}
 	for _, ext := range []string{"svg", "png"} {
 		f, _, errOut = testFactory()
@@ -200,5 +209,37 @@ thresholds:
 	}
 	if !strings.Contains(errOut.String(), "run: compare:") {
 		t.Errorf("stderr %q", errOut)
+	}
+}
+
+// TestReportOfADoctorReport: report renders a doctor's JSON report as the
+// doctor's page, verdict first.
+func TestReportOfADoctorReport(t *testing.T) {
+	dir := t.TempDir()
+	rep := &doctor.Report{Schema: doctor.Schema, Mode: "quick", Backend: "cpu", Ranks: 2, Hosts: []string{"h1"},
+		Findings: []doctor.Finding{{Severity: "FAIL", Stage: "gpu", Part: "rank 1 (h1)", Ranks: []int{1}, Msg: "slow alone"}},
+		Pairs:    []doctor.PairFigure{{A: 0, B: 1, Host: "h1", AB: 10, BA: 4}}}
+	in, out := filepath.Join(dir, "doctor.json"), filepath.Join(dir, "doctor.html")
+	var b bytes.Buffer
+	if err := rep.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, _, errOut := testFactory()
+	if code := run(t, f, "report", in, "-o", out); code != 0 {
+		t.Fatalf("report of a doctor report: exit %d: %s", code, errOut)
+	}
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := string(page)
+	if v, m := strings.Index(p, "FAIL rank 1 (h1): slow alone"), strings.Index(p, "<h2"); v < 0 || v > m {
+		t.Errorf("the verdict must come first (at %d, first heading at %d)", v, m)
+	}
+	if !strings.Contains(p, `class="culprit"`) {
+		t.Error("the culprit is not outlined")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"collbench/engine"
+	"collbench/results"
 )
 
 // TestBadInputEveryCommand walks the bad-input table through every command:
@@ -44,6 +45,11 @@ func TestBadInputEveryCommand(t *testing.T) {
 		"counters.yaml":      "doctor:\n  counters:\n    default:\n      nvlink_crc: {per_gb: 1}\n",
 		"counters-neg.yaml":  "doctor:\n  counters:\n    classes:\n      gpu:NVIDIA H200:\n        nvlink_crc_data: {per_gb: -1}\n",
 		"history.yaml":       "doctor:\n  history:\n    drop: 2\n",
+		"norows.json":        variant(t, good, func(d *results.Document) { d.Results = nil }),
+		"gather.json":        variant(t, good, func(d *results.Document) { setRows(d, func(r *results.Row) { r.Collective = "allgather" }) }),
+		"double.json":        variant(t, good, func(d *results.Document) { setRows(d, func(r *results.Row) { r.DType = "double" }) }),
+		"doctor.json":        `{"schema": "collbench/doctor", "schema_version": 1, "healthy": true, "mode": "quick", "ranks": 1, "hosts": ["h"], "findings": [], "plan": [], "completed": []}`,
+		"doctor-new.json":    `{"schema": "collbench/doctor", "schema_version": 7, "healthy": true}`,
 	}
 	// Node histories holding a record of a newer collbench, and one from
 	// another host.
@@ -127,6 +133,27 @@ func writeGoodResult(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// variant is the good results file changed by edit.
+func variant(t *testing.T, good string, edit func(*results.Document)) string {
+	t.Helper()
+	d, err := results.Read(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(d)
+	var b strings.Builder
+	if err := results.Write(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func setRows(d *results.Document, f func(*results.Row)) {
+	for i := range d.Results {
+		f(&d.Results[i])
+	}
 }
 
 // listTree is every path under dir with its size, mode and time.

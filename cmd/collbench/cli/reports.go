@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -207,27 +209,52 @@ func reportRun(o *ReportOptions) error {
 	if err := notAnInput(o.Output, append([]string{o.Baseline}, o.Runs...)...); err != nil {
 		return err
 	}
+	if rep, path, err := doctorInput(o.Runs); err != nil || rep != nil {
+		if err != nil {
+			return err
+		}
+		if len(o.Runs) > 1 || o.Baseline != "" {
+			return engine.UsageErrorf("%s is a doctor report: give it alone, with no baseline (collbench report %s -o doctor.html)", path, path)
+		}
+		if err := writeTo(o.IO.Out, "--output", o.Output, rep.WriteHTML); err != nil {
+			return err
+		}
+		sayWrote(o.IO.ErrOut, "the doctor's page", o.Output)
+		return nil
+	}
 	in := report.HTMLInput{Title: o.Title}
-	for _, p := range o.Runs {
+	labels := shortLabels(append(slices.Clone(o.Runs), o.Baseline))
+	for i, p := range o.Runs {
 		d, err := readResults(p)
 		if err != nil {
 			return err
 		}
-		in.Runs = append(in.Runs, report.Series{Label: filepath.Base(p), Doc: d})
+		if len(d.Results) == 0 {
+			return engine.UsageErrorf("%s has no result rows: nothing to report (a run stopped before its first row writes none); give a results file with rows", p)
+		}
+		in.Runs = append(in.Runs, report.Series{Label: labels[i], Doc: d, Path: p})
 	}
 	if o.Baseline != "" {
 		b, err := readResults(o.Baseline)
 		if err != nil {
 			return err
 		}
-		in.Baseline = &report.Series{Label: "baseline " + filepath.Base(o.Baseline), Doc: b}
-		c, err := report.Compare(b, in.Runs[0].Doc, o.Baseline, o.Runs[0], report.DefaultThresholds())
-		if err == nil {
-			in.Comparison = c
+		if len(b.Results) == 0 {
+			return engine.UsageErrorf("baseline %s has no result rows: give a baseline with rows", o.Baseline)
 		}
+		label := labels[len(labels)-1]
+		in.Baseline = &report.Series{Label: "baseline " + label, Doc: b, Path: o.Baseline}
+		c, err := report.Compare(b, in.Runs[0].Doc, label, in.Runs[0].Label, report.DefaultThresholds())
+		if err != nil {
+			return engine.UsageErrorf("baseline %s and %s: %v", o.Baseline, o.Runs[0], err)
+		}
+		in.Comparison = c
 	}
 	if in.Title == "" {
-		in.Title = "collbench report: " + strings.Join(o.Runs, ", ")
+		in.Title = "collbench report: " + strings.Join(labels[:len(o.Runs)], ", ")
+		if o.Baseline != "" {
+			in.Title += " against " + labels[len(labels)-1]
+		}
 	}
 	if err := writeTo(o.IO.Out, "--output", o.Output, func(w io.Writer) error { return report.WriteHTML(w, in) }); err != nil {
 		return err
@@ -290,4 +317,54 @@ func plotRun(o *PlotOptions) error {
 	}
 	sayWrote(o.IO.ErrOut, fmt.Sprintf("the %s plot of %s (%s)", kind, coll, format), out)
 	return nil
+}
+
+// doctorInput reads the one input that is a doctor JSON report, if any:
+// a report of a newer schema is refused by name.
+func doctorInput(paths []string) (*doctor.Report, string, error) {
+	for _, p := range paths {
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+			continue // read once, as results, where it is a pipe or a device
+		}
+		data, err := os.ReadFile(p) //nolint:gosec // G304: a file the user named on the command line
+		if err != nil {
+			return nil, p, engine.UsageErrorf("cannot read %s: %v", p, errors.Unwrap(err))
+		}
+		if !doctor.IsReport(data) {
+			continue
+		}
+		r, err := doctor.ReadReport(data)
+		if err != nil {
+			return nil, p, engine.UsageErrorf("%s: %v", p, err)
+		}
+		return r, p, nil
+	}
+	return nil, "", nil
+}
+
+// shortLabels names each file by its base name, with as many parent
+// folders as it takes to tell files of one base name apart; "" stays "".
+func shortLabels(paths []string) []string {
+	out := make([]string, len(paths))
+	for depth := 1; depth < 8; depth++ {
+		seen := map[string]int{}
+		for i, p := range paths {
+			if p == "" {
+				continue
+			}
+			parts := strings.Split(filepath.ToSlash(filepath.Clean(p)), "/")
+			out[i] = strings.Join(parts[max(0, len(parts)-depth):], "/")
+			seen[out[i]]++
+		}
+		clash := false
+		for i, p := range paths {
+			if p != "" && seen[out[i]] > 1 && filepath.Clean(p) != out[i] {
+				clash = true
+			}
+		}
+		if !clash {
+			break
+		}
+	}
+	return out
 }
