@@ -241,3 +241,35 @@ func TestCounterThresholdsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterGrowthJoinsOnlyItsOwnFail: a part's counter growth is added
+// to a bandwidth FAIL only where that FAIL's traffic crossed the part: a
+// NIC's only to a FAIL between hosts, a GPU's to any FAIL naming its rank.
+func TestCounterGrowthJoinsOnlyItsOwnFail(t *testing.T) {
+	gpuFail := Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Host: "h1", Ranks: []int{2}}
+	pairFail := Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Host: "h1", Ranks: []int{1, 2}}
+	hostFail := Finding{Severity: "FAIL", Stage: "host", Kind: "slow-nic", Host: "h1", Ranks: []int{3}}
+	slowHost := Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-host", Host: "h1"}
+	warn := Finding{Severity: "WARN", Stage: "host", Kind: "slow-nic", Host: "h1", Ranks: []int{3}}
+	for _, tc := range []struct {
+		name  string
+		fs    []Finding
+		ranks []int
+		nic   bool
+		want  int
+	}{
+		{"a NIC and a slow GPU on its host", []Finding{gpuFail}, []int{0, 1, 2, 3}, true, -1},
+		{"a NIC and a slow NVLink pair on its host", []Finding{pairFail}, []int{0, 1, 2, 3}, true, -1},
+		{"a NIC and a whole host slow in compute", []Finding{slowHost}, []int{0, 1, 2, 3}, true, -1},
+		{"a NIC and a slow path between hosts", []Finding{gpuFail, hostFail}, []int{0, 1, 2, 3}, true, 1},
+		{"a NIC and a warning only", []Finding{warn}, []int{0, 1, 2, 3}, true, -1},
+		{"a GPU and its own slow copy", []Finding{gpuFail}, []int{2}, false, 0},
+		{"a GPU and a slow pair it is in", []Finding{hostFail, pairFail}, []int{1}, false, 1},
+		{"a GPU and another GPU's FAIL", []Finding{gpuFail}, []int{5}, false, -1},
+		{"a GPU on a host slow alike", []Finding{slowHost}, []int{5}, false, 0},
+	} {
+		if got := failNaming(tc.fs, "h1", tc.ranks, tc.nic); got != tc.want {
+			t.Errorf("%s: joins finding %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

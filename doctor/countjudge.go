@@ -178,7 +178,7 @@ func (d *search) counterFindings(fs []Finding) []Finding {
 		}
 		ranks := d.ranksOfPart(g)
 		// Low bandwidth on the same part: the growth is that FAIL's evidence.
-		if i := failNaming(fs, g.Host, ranks); i >= 0 && counterFails[g.Counter] == "" {
+		if i := failNaming(fs, g.Host, ranks, g.Part.NIC != ""); i >= 0 && counterFails[g.Counter] == "" {
 			fs[i].Msg += "; " + g.Part.Name() + " " + msg
 			continue
 		}
@@ -271,10 +271,15 @@ func (d *search) movedOver(g CounterGrowth) float64 {
 }
 
 // failNaming is the index of a bandwidth FAIL in fs on host that names one
-// of ranks (-1: none).
-func failNaming(fs []Finding, host string, ranks []int) int {
+// of ranks (-1: none). A NIC's growth joins only a FAIL of traffic between
+// hosts, the only traffic that crossed it: a slow GPU or NVLink on the same
+// host is another part's fault.
+func failNaming(fs []Finding, host string, ranks []int, nic bool) int {
 	for i, f := range fs {
 		if f.Severity != "FAIL" || f.Stage == "health" || f.Stage == "data" || f.Stage == "run" {
+			continue
+		}
+		if nic && f.Stage != "host" {
 			continue
 		}
 		if f.Host == host && f.Kind == "slow-host" {

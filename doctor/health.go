@@ -247,7 +247,7 @@ func HealthFindings(hosts []HostFacts) []Finding {
 			}
 			if e := g.NVLinkErrors; e["crc_data"] > 0 || e["recovery"] > 0 {
 				add("WARN", "nvlink-errors", p, fmt.Sprintf("NVLink errors since boot: %s", counters(e)),
-					"a marginal NVLink: watch whether the counts grow")
+					"a marginal NVLink: the error counters section (counter_growth in the JSON) says whether they grew during this run")
 			}
 			if g.ECCUncorrected > 0 {
 				add("FAIL", "ecc", p, fmt.Sprintf("%d uncorrectable ECC errors since the driver loaded", g.ECCUncorrected),

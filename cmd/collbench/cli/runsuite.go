@@ -196,9 +196,9 @@ func runSuite(o *RunOptions) error {
 	if wrong || merged.Summary.WrongTotal > 0 {
 		failures = append(failures, fmt.Sprintf("%d wrong elements", merged.Summary.WrongTotal))
 	}
-	html := report.HTMLInput{Title: "collbench " + cmp.Or(cfg.Name, filepath.Base(o.Config)), Runs: []report.Series{{Label: "current", Doc: merged}}}
+	html := report.HTMLInput{Title: "collbench " + cmp.Or(cfg.Name, filepath.Base(o.Config)), Runs: []report.Series{{Label: "current", Doc: merged, Path: resultsPath}}}
 	if baseDoc != nil {
-		html.Baseline = &report.Series{Label: "baseline", Doc: baseDoc}
+		html.Baseline = &report.Series{Label: "baseline", Doc: baseDoc, Path: baseline}
 		th := report.DefaultThresholds()
 		if t := cfg.Thresholds; t != nil {
 			th.AllowMissing, th.Strict = t.AllowMissing, t.Strict
