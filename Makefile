@@ -67,9 +67,10 @@ unit:
 # page opened at 1,280 x 900, with a screenshot of each in $(SCREENSHOTS)
 # for a person to look at. Skipped with one line where no Chromium is
 # installed (apt-get install chromium), unless REQUIRE_BROWSER=1 (CI).
+# PAGES="a.html b.html" checks those pages too (reports of real runs).
 SCREENSHOTS ?= $(CURDIR)/page-screenshots
 pages:
-	COLLBENCH_SCREENSHOTS=$(SCREENSHOTS) $(GO) test -count=1 -run TestReportPagesInABrowser -v ./internal/pagecheck | grep -E 'pages_test|^(ok|FAIL|---|panic)|skipped'
+	COLLBENCH_SCREENSHOTS=$(SCREENSHOTS) COLLBENCH_PAGES="$(PAGES)" $(GO) test -count=1 -run 'TestReportPagesInABrowser|TestGivenPages' -v ./internal/pagecheck | grep -E 'pages_test|^(ok|FAIL|---|panic)|skipped'
 	@echo "pages: screenshots in $(SCREENSHOTS)"
 
 # The binary must start and run on a machine without NCCL or a GPU driver.

@@ -39,8 +39,9 @@ func shotsDir(t *testing.T) string {
 	return dir
 }
 
-// bench runs a short verified sweep on the cpu backend in this process.
-func bench(t *testing.T, ranks int) *results.Document {
+// bench runs a short verified sweep on the cpu backend in this process,
+// from 8 B to maxSize.
+func bench(t *testing.T, ranks int, maxSize int64) *results.Document {
 	t.Helper()
 	sys := &engine.System{Stderr: &bytes.Buffer{}, Args: []string{"collbench", "sweep"},
 		Hostname: func() (string, error) { return "testhost", nil },
@@ -50,7 +51,12 @@ func bench(t *testing.T, ranks int) *results.Document {
 	b := engine.DefaultBench()
 	b.Backend, b.Ranks, b.Tool = "cpu", ranks, "test"
 	b.Plan.Collectives = []suites.Collective{suites.AllReduce, suites.AllGather}
-	b.Plan.Sizes = []int64{8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20}
+	b.Plan.Sizes = nil
+	for _, size := range []int64{8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20} {
+		if size <= maxSize {
+			b.Plan.Sizes = append(b.Plan.Sizes, size)
+		}
+	}
 	b.Plan.Iters, b.Plan.Warmup = 3, 1
 	doc, err := sys.RunBench(context.Background(), b)
 	if err != nil {
@@ -121,13 +127,16 @@ func TestReportPagesInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
 	}
-	one, eight := bench(t, 1), bench(t, 8)
+	one, eight, many := bench(t, 1, 4<<20), bench(t, 8, 4<<20), bench(t, 64, 256<<10)
 	pages := []page{
 		{name: "bench-1-rank", verdict: "verified", write: func(t *testing.T, w *bytes.Buffer) error {
 			return report.WriteHTML(w, report.HTMLInput{Title: "collbench report: one.json", Runs: []report.Series{{Label: "one.json", Doc: one, Path: "/data/runs/one.json"}}})
 		}},
 		{name: "bench-8-ranks", verdict: "verified", write: func(t *testing.T, w *bytes.Buffer) error {
 			return report.WriteHTML(w, report.HTMLInput{Title: "collbench report: eight.json", Runs: []report.Series{{Label: "eight.json", Doc: eight, Path: "/data/runs/eight.json"}}})
+		}},
+		{name: "bench-64-ranks", verdict: "verified", write: func(t *testing.T, w *bytes.Buffer) error {
+			return report.WriteHTML(w, report.HTMLInput{Title: "collbench report: many.json", Runs: []report.Series{{Label: "many.json", Doc: many, Path: "/data/runs/many.json"}}})
 		}},
 		{name: "compare-regression", verdict: "FAIL", write: func(t *testing.T, w *bytes.Buffer) error {
 			cur := slower(eight)
@@ -170,25 +179,7 @@ func TestReportPagesInABrowser(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, pg.name+".png"), p.Screenshot, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range p.Errors {
-				t.Errorf("console error: %s", e)
-			}
-			for i, box := range p.Plots {
-				if box.Width <= 0 || box.Height <= 0 || p.Shapes[i] == 0 {
-					t.Errorf("plot %d drawn at %.0f x %.0f px with %d shapes", i, box.Width, box.Height, p.Shapes[i])
-				}
-			}
-			if strings.HasPrefix(pg.name, "bench") || strings.HasPrefix(pg.name, "compare") {
-				if len(p.Plots) == 0 {
-					t.Error("no plot on the page")
-				}
-			}
-			if p.PageWidth > p.Window || p.Widest != "" {
-				t.Errorf("the page is %.0f px wide in a %.0f px window (widest: %s)", p.PageWidth, p.Window, p.Widest)
-			}
-			if p.Verdict.Height == 0 || p.Verdict.Bottom() > verdictBy {
-				t.Errorf("the verdict is at %.0f-%.0f px; it must be within the first %d px", p.Verdict.Top, p.Verdict.Bottom(), verdictBy)
-			}
+			checkPage(t, p, strings.HasPrefix(pg.name, "bench") || strings.HasPrefix(pg.name, "compare"))
 			if !strings.Contains(p.VerdictText, pg.verdict) {
 				t.Errorf("the verdict reads %q; want it to say %q", p.VerdictText, pg.verdict)
 			}
@@ -245,5 +236,58 @@ func TestCheckerSeesWhatIsWrong(t *testing.T) {
 	}
 	if p.Culprits != 0 {
 		t.Errorf("%d culprits on a page with none", p.Culprits)
+	}
+}
+
+// checkPage fails t on what no page may show: a console error, a plot of
+// no size, anything wider than the window, a verdict below the first
+// verdictBy px; plots says the page must have a plot.
+func checkPage(t *testing.T, p *Page, plots bool) {
+	t.Helper()
+	for _, e := range p.Errors {
+		t.Errorf("console error: %s", e)
+	}
+	for i, box := range p.Plots {
+		if box.Width <= 0 || box.Height <= 0 || p.Shapes[i] == 0 {
+			t.Errorf("plot %d drawn at %.0f x %.0f px with %d shapes", i, box.Width, box.Height, p.Shapes[i])
+		}
+	}
+	if plots && len(p.Plots) == 0 {
+		t.Error("no plot on the page")
+	}
+	if p.PageWidth > p.Window || p.Widest != "" {
+		t.Errorf("the page is %.0f px wide in a %.0f px window (widest: %s)", p.PageWidth, p.Window, p.Widest)
+	}
+	if p.Verdict.Height == 0 || p.Verdict.Bottom() > verdictBy {
+		t.Errorf("the verdict is at %.0f-%.0f px; it must be within the first %d px", p.Verdict.Top, p.Verdict.Bottom(), verdictBy)
+	}
+}
+
+// TestGivenPages checks the pages named in $COLLBENCH_PAGES (separated by
+// spaces; make pages PAGES="a.html b.html"), such as reports of real runs,
+// and writes their screenshots beside the others.
+func TestGivenPages(t *testing.T) {
+	given := strings.Fields(os.Getenv("COLLBENCH_PAGES"))
+	if len(given) == 0 {
+		t.Skip("no pages given in COLLBENCH_PAGES")
+	}
+	browser, err := FindBrowser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := shotsDir(t)
+	for _, path := range given {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			p, err := Open(context.Background(), path, Options{Browser: browser, Width: windowWidth, Height: windowHeight})
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+			if err := os.WriteFile(filepath.Join(dir, name+".png"), p.Screenshot, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			checkPage(t, p, false)
+			t.Logf("%s: %d plot(s), verdict at %.0f px, %d culprit cell(s), page %.0f px wide: %s", path, len(p.Plots), p.Verdict.Top, p.Culprits, p.PageWidth, p.VerdictText)
+		})
 	}
 }
