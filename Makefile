@@ -91,7 +91,7 @@ smoke: build
 # kind once at each of its 2-3 places (ranks, pairs, hosts) in worlds of 8
 # processes over 2 simulated hosts and 6 over 3, clean runs at 2 places; and
 # a rank that hangs, stops or dies at 8 places, whose verdict must still be
-# written. Two drills run side by side (DRILL_PARALLEL): with three, the 5 ms delayed-link drill was missed in 2 of 3 runs on 2 cores.
+# written. Two drills run side by side (DRILL_PARALLEL). The delayed link is 20 ms: at 5 ms a clean-clone CI run on 2 cores missed it in 1 of 3 runs.
 DRILL_PARALLEL ?= 2
 drills: build
 	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
