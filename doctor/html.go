@@ -235,23 +235,10 @@ func heat(v, top float64) (template.CSS, bool) {
 
 // hostMap is one host's pairs as a heat map, row sends to column.
 func (r *Report) hostMap(host string, c culprits, top float64) (heatMap, bool) {
-	var ranks []int
-	val := map[[2]int]float64{}
-	for _, p := range r.Pairs {
-		if p.Host != host {
-			continue
-		}
-		for _, x := range []int{p.A, p.B} {
-			if !slices.Contains(ranks, x) {
-				ranks = append(ranks, x)
-			}
-		}
-		val[[2]int{p.A, p.B}], val[[2]int{p.B, p.A}] = p.AB, p.BA
-	}
+	ranks, val := r.hostPairs(host)
 	if len(ranks) < 2 {
 		return heatMap{}, false
 	}
-	slices.Sort(ranks)
 	m := heatMap{ID: "map-" + host, Title: host + ": one-way GB/s between GPUs (row sends to column)"}
 	head := []mapCell{{Head: true}}
 	for _, x := range ranks {
@@ -458,15 +445,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	if n := len(r.Findings) - len(fs); n > 0 {
 		data["More"] = fmt.Sprintf("... and %s more finding(s): every one is in the JSON report", words.Count(n))
 	}
-	var stages []string
-	for _, s := range r.Stages {
-		if s.Skipped != "" {
-			stages = append(stages, fmt.Sprintf("%s skipped (%s)", s.Stage, s.Skipped))
-		} else {
-			stages = append(stages, fmt.Sprintf("%s %.1f s%s", s.Stage, s.Seconds, roundsWord(s.Rounds)))
-		}
-	}
-	data["Stages"] = strings.Join(stages, "; ")
+	data["Stages"] = r.stagesLine()
 	within, between := r.hostWorst()
 	hosts := r.shownHosts(c, within, between)
 	var maps []heatMap

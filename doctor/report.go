@@ -309,15 +309,7 @@ func (r *Report) writeVerdict(w io.Writer, rolled bool) {
 		fmt.Fprintln(w, "# note: "+n)
 	}
 	if len(r.Stages) > 0 {
-		var parts []string
-		for _, s := range r.Stages {
-			if s.Skipped != "" {
-				parts = append(parts, fmt.Sprintf("%s skipped (%s)", s.Stage, s.Skipped))
-			} else {
-				parts = append(parts, fmt.Sprintf("%s %.1f s%s", s.Stage, s.Seconds, roundsWord(s.Rounds)))
-			}
-		}
-		fmt.Fprintln(w, "# stages"+map[bool]string{true: " (modelled time)"}[r.Modelled]+": "+strings.Join(parts, "; "))
+		fmt.Fprintln(w, "# stages"+map[bool]string{true: " (modelled time)"}[r.Modelled]+": "+r.stagesLine())
 	}
 	if r.StoppedIn != "" {
 		done := "none"
@@ -445,8 +437,9 @@ func (r *Report) crossSummary() []crossRow {
 	return out
 }
 
-// pairMatrix renders one host's one-way figures as a matrix.
-func (r *Report) pairMatrix(host string) string {
+// hostPairs are the ranks of host's measured pairs, sorted, and each
+// pair's one-way figure keyed by (sender, receiver).
+func (r *Report) hostPairs(host string) ([]int, map[[2]int]float64) {
 	var ranks []int
 	val := map[[2]int]float64{}
 	for _, p := range r.Pairs {
@@ -460,10 +453,16 @@ func (r *Report) pairMatrix(host string) string {
 		}
 		val[[2]int{p.A, p.B}], val[[2]int{p.B, p.A}] = p.AB, p.BA
 	}
+	slices.Sort(ranks)
+	return ranks, val
+}
+
+// pairMatrix renders one host's one-way figures as a matrix.
+func (r *Report) pairMatrix(host string) string {
+	ranks, val := r.hostPairs(host)
 	if len(ranks) < 2 {
 		return ""
 	}
-	slices.Sort(ranks)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%8s", "")
 	for _, c := range ranks {
@@ -624,6 +623,19 @@ func (r *Report) WriteProm(w io.Writer) error {
 	fmt.Fprintln(w, "# TYPE collbench_doctor_seconds gauge")
 	_, err := fmt.Fprintf(w, "collbench_doctor_seconds %g\n", r.Seconds)
 	return err
+}
+
+// stagesLine is each stage's time and rounds, or why it was skipped.
+func (r *Report) stagesLine() string {
+	var parts []string
+	for _, s := range r.Stages {
+		if s.Skipped != "" {
+			parts = append(parts, fmt.Sprintf("%s skipped (%s)", s.Stage, s.Skipped))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %.1f s%s", s.Stage, s.Seconds, roundsWord(s.Rounds)))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // roundsWord is ", 3 rounds" (nothing for a stage of no rounds).

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html/template"
 	"io"
@@ -280,7 +281,7 @@ func comparisonVerdict(c *Comparison) htmlVerdict {
 				worst = append(worst, r)
 			}
 		}
-		slices.SortStableFunc(worst, func(a, b CompareRow) int { return cmpFloat(math.Abs(gain(b)), math.Abs(gain(a))) })
+		slices.SortStableFunc(worst, func(a, b CompareRow) int { return cmp.Compare(math.Abs(gain(b)), math.Abs(gain(a))) })
 	} else {
 		// Missing rows first (nothing to measure), then the largest loss.
 		slices.SortStableFunc(worst, func(a, b CompareRow) int {
@@ -290,7 +291,7 @@ func comparisonVerdict(c *Comparison) htmlVerdict {
 				}
 				return 1
 			}
-			return cmpFloat(gain(a), gain(b))
+			return cmp.Compare(gain(a), gain(b))
 		})
 	}
 	if len(worst) > worstShown {
@@ -304,16 +305,6 @@ func comparisonVerdict(c *Comparison) htmlVerdict {
 			Cells: []string{caseName(r), words.Bytes(r.SizeBytes), r.Mode, cells[8], cells[9], cells[10], r.Why}})
 	}
 	return v
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // runVerdict is the first screen of a page without a baseline: were the

@@ -102,6 +102,20 @@ func simulated(t *testing.T, hosts int, faults ...cluster.Fault) *doctor.Report 
 
 func ip(v int) *int { return &v }
 
+// browserOrSkip is the Chromium to drive; without one the test is skipped
+// with one line, or fails where REQUIRE_BROWSER=1 (CI).
+func browserOrSkip(t *testing.T) string {
+	t.Helper()
+	browser, err := FindBrowser()
+	if err != nil {
+		if os.Getenv("REQUIRE_BROWSER") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip("browser test skipped: " + err.Error())
+	}
+	return browser
+}
+
 // page is one report as a person opens it.
 type page struct {
 	name string
@@ -117,13 +131,7 @@ type page struct {
 // every plot drawn with a size, nothing wider than the window, the verdict
 // within the first 800 px, and the culprit marked where there is one.
 func TestReportPagesInABrowser(t *testing.T) {
-	browser, err := FindBrowser()
-	if err != nil {
-		if os.Getenv("REQUIRE_BROWSER") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip("browser test skipped: " + err.Error())
-	}
+	browser := browserOrSkip(t)
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
 	}
@@ -200,13 +208,7 @@ func TestReportPagesInABrowser(t *testing.T) {
 // TestCheckerSeesWhatIsWrong: the checker itself must see each defect it
 // is there to catch, on a page built to have them all.
 func TestCheckerSeesWhatIsWrong(t *testing.T) {
-	browser, err := FindBrowser()
-	if err != nil {
-		if os.Getenv("REQUIRE_BROWSER") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip("browser test skipped: " + err.Error())
-	}
+	browser := browserOrSkip(t)
 	bad := `<!DOCTYPE html><html><head><title>bad</title></head><body>
 <div style="width:2000px;height:1000px">too wide, and the verdict below the fold</div>
 <p class="verdict">FAIL</p>
