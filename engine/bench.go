@@ -212,6 +212,12 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		doc.Topology = f.CPUTopology(ss)
 	}
 	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
+	if rec, ok := world.(suites.Recorder); ok && probe == nil && b.Name() == "nccl" {
+		if on, why := rec.Recording(); !on && why != "" && probeNote == "" {
+			doc.Notes = append(doc.Notes, "no algorithm per row: "+why)
+		}
+	}
+	rn.OnNote = func(s string) { doc.Notes = append(doc.Notes, s) }
 	meter, metered := world.(suites.MemoryMeter)
 	var used0, usedPeak int64 = -1, -1
 	if o.Memory && metered {

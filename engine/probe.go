@@ -41,30 +41,57 @@ func (f *System) probeAlgorithms(ctx context.Context, ss *Session, rf RunFlags, 
 	mode := strings.ToLower(f.Getenv(EnvProbe))
 	want := (b.Name() == "nccl" && mode != "off") || mode == "always"
 	note := ""
+	// A backend whose library reports its algorithms from inside the
+	// measuring process (NCCL's profiler plugin) needs no probe.
+	records, why := false, ""
+	if rb, ok := b.(suites.RecordingBackend); ok && mode != "always" {
+		records, why = rb.Records()
+	}
+	if records {
+		want = false
+	}
 	if want && b.Name() == "nccl" {
-		if ok, why := nccl.TuningLogUsable(b.Info().VersionCode); !ok {
-			want, note = false, "no algorithm per row: "+why
+		if ok, tuneWhy := nccl.TuningLogUsable(b.Info().VersionCode); !ok {
+			want, note = false, "no algorithm per row: "+tuneWhy
 		}
 	}
 	if ss.PW.Multi() {
-		// Every process probes, or none: a host with another NCCL may say no.
-		flag := []byte{0}
-		if want {
-			flag[0] = 1
+		// Every process probes, or none: a host with another NCCL may say
+		// no. A process that records needs no probe, but joins one.
+		const cannot, probes, recordsOnly = 0, 1, 2
+		flag := []byte{cannot}
+		switch {
+		case records:
+			flag[0] = recordsOnly
+		case want:
+			flag[0] = probes
 		}
 		all, err := ss.PW.Ctl.AllGather(flag)
 		if err != nil {
 			return nil, "", &RunError{Err: err}
 		}
+		allRecord := true
+		for _, v := range all {
+			allRecord = allRecord && len(v) == 1 && v[0] == recordsOnly
+		}
+		want = !allRecord
 		for r, v := range all {
-			if len(v) != 1 || v[0] != 1 {
-				if want {
+			if len(v) != 1 || v[0] == cannot {
+				if want && note == "" {
 					note = fmt.Sprintf("no algorithm per row: rank %d cannot probe (another NCCL version, or %s=off there)", r, EnvProbe)
 				}
 				want = false
 				break
 			}
 		}
+		if want && records {
+			// This process records, but another does not: the probe's
+			// choices stand for every row.
+			why = "another rank's NCCL does not load collbench's profiler plugin"
+		}
+	}
+	if want && why != "" && b.Name() == "nccl" {
+		note = "algorithms from the tuning-log probe (a second NCCL start): " + why
 	}
 	if !want {
 		return nil, note, nil
@@ -107,7 +134,10 @@ func (f *System) probeAlgorithms(ctx context.Context, ss *Session, rf RunFlags, 
 	if res == nil { // a rank other than 0
 		return nil, "", nil
 	}
-	return res, res.Note, nil
+	if res.Note != "" {
+		note = strings.TrimPrefix(note+"; "+res.Note, "; ")
+	}
+	return res, note, nil
 }
 
 // attachAlgorithms puts the probe's choices (group -> choice) on a row;

@@ -13,6 +13,7 @@ import (
 	"collbench/internal/syncx"
 	"collbench/internal/words"
 	"collbench/nccl/driver"
+	"collbench/nccl/profiler"
 	"collbench/results"
 	"collbench/suites"
 )
@@ -34,6 +35,10 @@ type Backend struct {
 	lib     driver.Library
 	driver  int
 	devices []gpu
+	// profOn says whether NCCL is to load collbench's profiler plugin;
+	// profWhy says why not.
+	profOn  bool
+	profWhy string
 }
 
 type gpu struct {
@@ -71,6 +76,7 @@ func Open(opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{drv: drv, lib: lib}
+	b.profOn, b.profWhy = profiler.Prepare(lib.Version, os.Getenv, os.Setenv)
 	b.driver, _ = drv.DriverVersion()
 	for i := 0; i < n; i++ {
 		d, err := drv.Device(i)
@@ -143,11 +149,11 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	if n > len(b.devices) {
 		return nil, fmt.Errorf("asked for %d ranks but only %d GPUs are visible (one rank per GPU)", n, len(b.devices))
 	}
-	w := &world{b: b, bar: syncx.NewSpinBarrier(n), size: n}
+	w := &world{b: b, bar: syncx.NewSpinBarrier(n), size: n, profInits: profiler.Inits()}
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
-		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk}
+		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}}
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
@@ -231,13 +237,16 @@ type world struct {
 	// aborts their communicators too.
 	childMu  sync.Mutex
 	children []*world
+	// profInits is the profiler plugin's init count before this world's
+	// communicators were created (see Recording).
+	profInits int
 }
 
 // Split creates one communicator per group: with ncclCommSplit where the
 // library has it (each rank on its own thread), otherwise with a new unique
 // id per group and every communicator created in one group call.
 func (w *world) Split(l suites.Layout) (suites.World, error) {
-	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl}
+	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl, profInits: w.profInits}
 	w.childMu.Lock()
 	w.children = append(w.children, sw)
 	w.childMu.Unlock()
@@ -396,10 +405,10 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		return nil, fmt.Errorf("local device %d does not exist: %d GPUs are visible (set --device or CUDA_VISIBLE_DEVICES)", device, len(b.devices))
 	}
 	n, me := ctl.Size(), ctl.Rank()
-	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl}
+	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits()}
 	wk := &worker{tasks: make(chan func())}
 	go wk.loop()
-	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk}
+	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}}
 	w.ranks = []*rank{r}
 	if err := wk.do(r.setup); err != nil {
 		w.Close()

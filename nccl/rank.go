@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"collbench/cuda"
 	"collbench/dtype"
@@ -45,6 +46,15 @@ type rank struct {
 	// freeBefore and freeAfter are the GPU's free memory around the
 	// communicator's creation (the memory report).
 	freeBefore, freeAfter int64
+	// owned are the buffers allocated through this rank and not yet
+	// freed: the profiler's records are matched to ranks by address.
+	owned *bufList
+}
+
+// bufList is a rank's buffers; a split world's rank shares its parent's.
+type bufList struct {
+	mu   sync.Mutex
+	bufs []*devBuf
 }
 
 type devBuf struct {
@@ -141,11 +151,44 @@ func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
 		}
 		return nil, err
 	}
-	return &devBuf{ptr: p, n: bytes}, nil
+	b := &devBuf{ptr: p, n: bytes}
+	r.keep(b)
+	return b, nil
+}
+
+// keep remembers a buffer of the rank's; forget drops it.
+func (r *rank) keep(b *devBuf) {
+	r.owned.mu.Lock()
+	r.owned.bufs = append(r.owned.bufs, b)
+	r.owned.mu.Unlock()
+}
+
+func (r *rank) forget(b *devBuf) {
+	r.owned.mu.Lock()
+	defer r.owned.mu.Unlock()
+	for i, x := range r.owned.bufs {
+		if x == b {
+			r.owned.bufs = append(r.owned.bufs[:i], r.owned.bufs[i+1:]...)
+			return
+		}
+	}
+}
+
+// owns says whether the device address p lies in one of the rank's buffers.
+func (r *rank) owns(p uint64) bool {
+	r.owned.mu.Lock()
+	defer r.owned.mu.Unlock()
+	for _, b := range r.owned.bufs {
+		if p >= uint64(b.ptr) && p < uint64(b.ptr)+uint64(max(b.n, 256)) { //nolint:gosec // G115: buffer sizes are positive
+			return true
+		}
+	}
+	return false
 }
 
 func (r *rank) Free(sb suites.Buffer) error {
 	b := sb.(*devBuf)
+	r.forget(b)
 	if b.reg != nil {
 		err := r.comm.Deregister(b.reg)
 		return errors.Join(err, r.drv.MemFree(b.ptr))
@@ -173,7 +216,9 @@ func (r *rank) AllocRegistered(bytes int64, symmetric bool) (suites.Buffer, erro
 		_ = r.drv.MemFree(p)
 		return nil, err
 	}
-	return &devBuf{ptr: p, n: bytes, reg: reg}, nil
+	b := &devBuf{ptr: p, n: bytes, reg: reg}
+	r.keep(b)
+	return b, nil
 }
 
 func (r *rank) addr(v suites.View, bytes int64) (cuda.DevPtr, error) {

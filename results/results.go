@@ -250,10 +250,56 @@ type Half struct {
 	Cycles *CycleStats `json:"cycles,omitempty"`
 	// Mismatches lists the first wrong elements found, for diagnosis.
 	Mismatches []Mismatch `json:"mismatches,omitempty"`
+	// Kernels is what the library said about each rank's operation in one
+	// untimed iteration of this half (NCCL's profiler plugin), in rank
+	// order; nil where nothing was recorded.
+	Kernels *KernelTimes `json:"kernels,omitempty"`
 	// Spread and Runs are set in baselines: the relative half-range of the
 	// runs' values around their median, and how many runs there were.
 	Spread float64 `json:"spread,omitempty"`
 	Runs   int     `json:"runs,omitempty"`
+}
+
+// KernelTimes are the ranks' kernel times on their GPUs' own clocks, for
+// one operation, from the library (NCCL's profiler plugin): which rank's
+// kernel started late, which ran long. Starts compare only as well as the
+// GPUs' clocks agree: well within one host, roughly across hosts.
+type KernelTimes struct {
+	// DurationUS is each rank's kernel time, first channel's start to last
+	// channel's stop; -1 where the rank recorded nothing.
+	DurationUS []float64 `json:"duration_us"`
+	// StartUS is each rank's start after the earliest rank's; -1 where
+	// nothing was recorded.
+	StartUS []float64 `json:"start_us"`
+	// Channels is how many channels each rank's kernel ran on.
+	Channels []int `json:"channels"`
+	// Net is each rank's network steps per peer, through NCCL's proxy
+	// (between hosts); omitted when no rank had any.
+	Net    [][]NetSteps `json:"net,omitempty"`
+	Source string       `json:"source"`
+}
+
+// NetSteps sums one rank's network steps with one peer in one direction
+// during one operation.
+type NetSteps struct {
+	Peer  int   `json:"peer"` // rank in the communicator
+	Send  bool  `json:"send"`
+	Steps int   `json:"steps"`
+	Bytes int64 `json:"bytes"`
+	// BusyUS is the steps' summed time, MaxStepUS the longest (host clock).
+	BusyUS    float64 `json:"busy_us"`
+	MaxStepUS float64 `json:"max_step_us"`
+}
+
+// OpRecord is what a library recorded of one rank's operation.
+type OpRecord struct {
+	Algorithm *AlgoChoice `json:"a,omitempty"`
+	// StartNS and StopNS are on the rank's GPU clock; Channels counts the
+	// channels that reported.
+	StartNS  uint64     `json:"s,omitempty"`
+	StopNS   uint64     `json:"e,omitempty"`
+	Channels int        `json:"c,omitempty"`
+	Net      []NetSteps `json:"n,omitempty"`
 }
 
 // Mismatch is one output element that differed from its expected value.

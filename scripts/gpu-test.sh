@@ -10,8 +10,8 @@
 #   SECTIONS="machine unit correct ..." scripts/gpu-test.sh   run only those
 #
 # Sections, in order: machine unit correct sweep latency groups multiproc
-# suites diag memory badinput fault doctor features explain register parity
-# cycles. Without SECTIONS every section runs. The parity section takes
+# suites diag memory badinput fault doctor features explain profiler register
+# parity cycles. Without SECTIONS every section runs. The parity section takes
 # PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
 # (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS).
 # The log and a few result files go to $OUT (when set) or ./gpu-logs; the rest
@@ -485,6 +485,76 @@ sys.exit(1 if miss else 0)"; then
   COLLBENCH_ALGORITHM_PROBE=off wall "$BIN" sweep --backend nccl --nccl-lib "$lib" --collectives allreduce,allgather,broadcast,alltoall --sizes 8:1G:x8 -q > /dev/null
 done
 ls "$WORK"/tuning-*.log
+fi
+
+if want profiler; then
+step "NCCL's view from inside: collbench's profiler plugin against the tuning-log probe, wall time against NCCL's benchmark, timed loops with the plugin on and off"
+# Two processes on GPU 0 as two simulated hosts (different NCCL_HOSTID): a
+# communicator of 2 ranks over NCCL's network transport, so every row has an
+# algorithm, kernel channels and proxy network steps, on one GPU too.
+for mode in plugin probe; do
+  env=""; [ $mode = probe ] && env="COLLBENCH_NCCL_PROFILER=off"
+  env $env "$BIN" launch -n 2 --nodes 2 -- sweep --device 0 --collectives allreduce,allgather,reduce-scatter,broadcast,reduce,sendrecv \
+    --sizes 8:256M:x4 -n 5 -w 2 -o "$WORK/prof-$mode.json" -q > "$WORK/prof-$mode.txt" 2>&1 || { echo "$mode run: exit $?"; tail -3 "$WORK/prof-$mode.txt"; }
+done
+if python3 - "$WORK/prof-plugin.json" "$WORK/prof-probe.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+print("notes with the plugin:", a.get("notes")); print("notes with the probe:", b.get("notes"))
+def algo(r):
+    x = r.get("algorithm") or {}
+    return (x.get("algo"), x.get("proto")), x.get("source")
+rows = same = withk = 0; diff = []
+for ra, rb in zip(a["results"], b["results"]):
+    if ra["collective"] == "sendrecv":
+        k = (ra.get("out_of_place") or {}).get("kernels")
+        withk += bool(k); continue
+    rows += 1
+    (pa, sa), (pb, sb) = algo(ra), algo(rb)
+    if pa == pb and pa[0]: same += 1
+    else: diff.append((ra["collective"], ra["size_bytes"], pa, sa, pb, sb))
+    withk += bool((ra.get("out_of_place") or {}).get("kernels"))
+print("collective rows: %d; same algorithm and protocol from the plugin and the probe: %d; rows with kernel times: %d of %d" % (rows, same, withk, len(a["results"])))
+for d in diff[:10]: print("differs:", d)
+for r in a["results"][:: max(1, len(a["results"]) // 6)]:
+    h = r.get("out_of_place") or {}
+    print(r["collective"], r["size_bytes"], (r.get("algorithm") or {}), json.dumps(h.get("kernels"))[:300])
+sys.exit(0 if rows and same == rows and withk == len(a["results"]) else 1)
+PY
+then ok "profiler plugin: every row's algorithm matches the tuning-log probe, every row has kernel times"; else bad "profiler plugin against the probe"; fi
+build_nccl_tests
+if [ -x "$nt/all_reduce_perf" ]; then
+  echo "wall time, alternating, 3 rounds: NCCL's all_reduce_perf; collbench allreduce (plugin); collbench allreduce with the probe (COLLBENCH_NCCL_PROFILER=off)"
+  for round in 1 2 3; do
+    echo "round $round, -b 8 -e 1G -f 2 -n 20 -w 5 -c 1:"
+    wall "$nt/all_reduce_perf" -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 > /dev/null
+    wall "$BIN" allreduce -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 -q > /dev/null
+    COLLBENCH_NCCL_PROFILER=off wall "$BIN" allreduce -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 -q > /dev/null
+    echo "round $round, defaults (all_reduce_perf; collbench allreduce; with the probe):"
+    wall "$nt/all_reduce_perf" > /dev/null
+    wall "$BIN" allreduce -q > /dev/null
+    COLLBENCH_NCCL_PROFILER=off wall "$BIN" allreduce -q > /dev/null
+  done
+fi
+echo "timed loops with the plugin loaded and off, allreduce 8 B - 64 KiB, 3 alternating passes, out-of-place time (us):"
+for pass in 1 2 3; do
+  for p in on off; do
+    env=""; [ $p = off ] && env="COLLBENCH_NCCL_PROFILER=off COLLBENCH_ALGORITHM_PROBE=off"
+    env $env "$BIN" allreduce --sizes 8:64K -n 200 -w 20 -c 0 --mode out-of-place -q -o "$WORK/ovh-$p-$pass.json" > /dev/null 2>&1
+  done
+done
+python3 - "$WORK" <<'PY'
+import json, sys, statistics as st
+w = sys.argv[1]
+t = {p: {} for p in ("on", "off")}
+for p in t:
+    for k in (1, 2, 3):
+        for r in json.load(open("%s/ovh-%s-%d.json" % (w, p, k)))["results"]:
+            t[p].setdefault(r["size_bytes"], []).append(r["out_of_place"]["time_us"])
+print("%8s %28s %28s" % ("bytes", "plugin loaded (3 passes)", "plugin off (3 passes)"))
+for s in sorted(t["on"]):
+    print("%8d %28s %28s" % (s, " ".join("%.2f" % x for x in t["on"][s]), " ".join("%.2f" % x for x in t["off"][s])))
+PY
 fi
 
 if want register; then

@@ -308,3 +308,23 @@ type Explainer interface {
 	// for a row of bytes bytes.
 	Algorithm(c Collective, bytes int64, ranks int) *results.AlgoChoice
 }
+
+// Recorder is implemented by worlds whose library reports, from inside
+// the measuring process, what it did for an operation: the algorithm, and
+// each rank's kernel time on its GPU (NCCL's profiler plugin).
+type Recorder interface {
+	// Recording says whether Record records anything, and if not, why.
+	Recording() (bool, string)
+	// Record runs fn, which issues operations on every local rank and
+	// waits for them, with the library's recorder on. It returns what
+	// each local rank's operations were, by position in Ranks() (nil
+	// where nothing was recorded), and a note ("" or what is missing).
+	Record(fn func() error) ([]*results.OpRecord, string, error)
+}
+
+// RecordingBackend is implemented by backends whose worlds may record
+// (see Recorder); Records says, before any world is open, whether they
+// will, and if not, why.
+type RecordingBackend interface {
+	Records() (bool, string)
+}

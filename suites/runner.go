@@ -46,6 +46,9 @@ type Runner struct {
 	// SkipWorldWarmup leaves out the untimed operations before the first
 	// row (for callers that run many short plans on a warm world).
 	SkipWorldWarmup bool
+	// OnNote, if set, receives each distinct note about what a row lacks
+	// (the library's recorder missing events, say), once.
+	OnNote func(string)
 
 	cycle   int   // the cycle being measured
 	bufHave int64 // the largest buffer size allocated
@@ -53,6 +56,8 @@ type Runner struct {
 	layout  Layout
 	index   map[int]int // world rank -> position in w.Ranks()
 	group   []int       // position -> group id
+	rec     Recorder    // the world's recorder, nil when it records nothing
+	noted   map[string]bool
 }
 
 // Run measures every case at every size. It returns the rows measured so far
@@ -80,6 +85,11 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	}
 	if err := CheckGroups(colls, rn.layout.Groups); err != nil {
 		return nil, err
+	}
+	if r, ok := rn.w.(Recorder); ok {
+		if on, _ := r.Recording(); on {
+			rn.rec = r
+		}
 	}
 	local := rn.w.Ranks()
 	rn.index = map[int]int{}
@@ -192,9 +202,14 @@ func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (resu
 		if (inPlace && (!rn.Plan.InPlace || !c.Coll.InPlaceDefined())) || (!inPlace && !rn.Plan.OutOfPlace) {
 			continue
 		}
-		hs, all, err := rn.half(ci, c, size, inPlace, send, recv)
+		hs, all, algos, err := rn.half(ci, c, size, inPlace, send, recv)
 		if err != nil {
 			return row, err
+		}
+		for gi, a := range algos {
+			if a != nil && grs[gi].Algorithm == nil {
+				grs[gi].Algorithm = a
+			}
 		}
 		for gi := range grs {
 			if inPlace {
@@ -216,9 +231,11 @@ func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (resu
 	if ex, ok := rn.w.(Explainer); ok {
 		for gi, g := range groups {
 			grs[gi].Algorithm = ex.Algorithm(c.Coll, grs[gi].SizeBytes, len(g))
-			if row.Algorithm == nil {
-				row.Algorithm = grs[gi].Algorithm
-			}
+		}
+	}
+	for gi := range grs {
+		if row.Algorithm == nil {
+			row.Algorithm = grs[gi].Algorithm
 		}
 	}
 	if len(groups) > 1 {
@@ -263,9 +280,10 @@ func (p Plan) seedFor(ci int, size int64, inPlace bool, k int) uint64 {
 	return mix(mix(p.Seed, ci, size), m, int64(k))
 }
 
-// half measures one mode on every rank and returns each group's half and
-// every rank's time in world-rank order.
-func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Buffer) ([]*results.Half, []float64, error) {
+// half measures one mode on every rank and returns each group's half,
+// every rank's time in world-rank order, and each group's algorithm where
+// the library's recorder gave one.
+func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Buffer) ([]*results.Half, []float64, []*results.AlgoChoice, error) {
 	p := rn.Plan
 	esz := c.DType.Size()
 	local := rn.w.Ranks()
@@ -276,26 +294,32 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	sent := make([]int64, len(local))
 	recvd := make([]int64, len(local))
 	cpus := make([]float64, len(local))
+	var recs []*results.OpRecord
 	base := int64(p.Misalign * esz)
 	now := rn.Now
 	if now == nil {
 		now = time.Now
 	}
-	err := rn.w.Run(func(r Rank) error {
+	what := describeCase(c, size, inPlace)
+	// callOf is rank r's operation in this half.
+	callOf := func(r Rank) (int, Call, Geometry) {
 		i := rn.index[r.WorldRank()]
-		n := r.Size()
-		g := GeometryFor(c.Coll, size, esz, n, r.Rank())
-		dom := DomainFor(c.Coll, c.DType, c.Op, n)
+		g := GeometryFor(c.Coll, size, esz, r.Size(), r.Rank())
 		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
 			Send: View{send[i], base}, Recv: View{recv[i], base}}
 		if inPlace {
 			call.Send = View{recv[i], base}.At(g.SendInPlace, esz)
 			call.Recv = View{recv[i], base}.At(g.RecvInPlace, esz)
 		}
+		return i, call, g
+	}
+	// prepare verifies the output and warms up.
+	prepare := func(r Rank) error {
+		i, call, g := callOf(r)
+		dom := DomainFor(c.Coll, c.DType, c.Op, r.Size())
 		tr := rn.Board.For(r.WorldRank())
-		what := describeCase(c, size, inPlace)
 		for k := 0; k < p.Check; k++ {
-			e := Expectation{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Ranks: n,
+			e := Expectation{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Ranks: r.Size(),
 				Rank: r.Rank(), Geom: g, Domain: dom, Seed: p.seedFor(ci, size, inPlace, k+rn.cycle*p.Check)}
 			w, ms, err := checkOnce(r, tr, what, call, e, inPlace, View{recv[i], base}, mismatchLimit-len(bad[i]))
 			if err != nil {
@@ -308,9 +332,12 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		if err := issue(r, tr, call, p.Warmup); err != nil {
 			return err
 		}
-		if err := r.Sync(); err != nil {
-			return err
-		}
+		return r.Sync()
+	}
+	// measure times the operation.
+	measure := func(r Rank) error {
+		i, call, _ := callOf(r)
+		tr := rn.Board.For(r.WorldRank())
 		tc, counts := r.(TrafficCounter)
 		var s0, r0 int64
 		if counts {
@@ -347,23 +374,61 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		}
 		tr.SetPhase(watchdog.Idle)
 		return nil
-	})
-	if err != nil {
-		return nil, nil, err
+	}
+	// The library records one untimed operation of the row's first half,
+	// after the warm-up and before the timed loop, with every local rank
+	// past its warm-up, so nothing else is recorded.
+	if rn.rec != nil && inPlace == !p.OutOfPlace {
+		if err := rn.w.Run(prepare); err != nil {
+			return nil, nil, nil, err
+		}
+		var note string
+		var err error
+		recs, note, err = rn.rec.Record(func() error {
+			return rn.w.Run(func(r Rank) error {
+				_, call, _ := callOf(r)
+				tr := rn.Board.For(r.WorldRank())
+				tr.Begin(what+" (recorded by the library)", watchdog.Timed, 1)
+				tr.Op(1)
+				if err := r.Launch(call); err != nil {
+					return err
+				}
+				return r.Sync()
+			})
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		rn.note(note)
+		if err := rn.w.Run(measure); err != nil {
+			return nil, nil, nil, err
+		}
+	} else if err := rn.w.Run(func(r Rank) error {
+		if err := prepare(r); err != nil {
+			return err
+		}
+		return measure(r)
+	}); err != nil {
+		return nil, nil, nil, err
 	}
 	// Every rank's results, by world rank (gathered from every process).
 	n := rn.World.Size()
 	var mine []rankResult
 	for i, r := range local {
-		mine = append(mine, rankResult{WorldRank: r.WorldRank(), Time: times[i], Wrong: wrongs[i], Samples: samples[i], Bad: bad[i],
-			Sent: sent[i], Recv: recvd[i], CPU: cpus[i]})
+		rr := rankResult{WorldRank: r.WorldRank(), Time: times[i], Wrong: wrongs[i], Samples: samples[i], Bad: bad[i],
+			Sent: sent[i], Recv: recvd[i], CPU: cpus[i]}
+		if i < len(recs) {
+			rr.Rec = recs[i]
+		}
+		mine = append(mine, rr)
 	}
 	all, err := rn.gather(mine, n)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var hs []*results.Half
-	for _, members := range rn.layout.Groups {
+	algos := make([]*results.AlgoChoice, len(rn.layout.Groups))
+	for gi, members := range rn.layout.Groups {
 		var gt []float64
 		var gs [][]float64
 		h := &results.Half{}
@@ -401,13 +466,74 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		if p.Check > 0 {
 			h.Wrong = &wrong
 		}
+		h.Kernels, algos[gi] = kernelTimes(all, members)
 		hs = append(hs, h)
 	}
 	worldTimes := make([]float64, n)
 	for wr := range all {
 		worldTimes[wr] = all[wr].Time
 	}
-	return hs, worldTimes, nil
+	return hs, worldTimes, algos, nil
+}
+
+// kernelTimes puts the members' recorded operations together: their kernel
+// times, starts after the earliest, channels and network steps, and the
+// group's algorithm (its first member's that has one). Both are nil when no
+// member recorded anything.
+func kernelTimes(all []rankResult, members []int) (*results.KernelTimes, *results.AlgoChoice) {
+	var algo *results.AlgoChoice
+	var first uint64
+	have, net := false, false
+	for _, wr := range members {
+		rec := all[wr].Rec
+		if rec == nil {
+			continue
+		}
+		if algo == nil && rec.Algorithm != nil {
+			algo = rec.Algorithm
+		}
+		if rec.Channels > 0 && (!have || rec.StartNS < first) {
+			first = rec.StartNS
+		}
+		have = have || rec.Channels > 0
+		net = net || len(rec.Net) > 0
+	}
+	if !have {
+		return nil, algo
+	}
+	k := &results.KernelTimes{Source: "NCCL profiler plugin"}
+	for _, wr := range members {
+		rec := all[wr].Rec
+		if rec == nil || rec.Channels == 0 || rec.StopNS < rec.StartNS {
+			k.DurationUS = append(k.DurationUS, -1)
+			k.StartUS = append(k.StartUS, -1)
+			k.Channels = append(k.Channels, 0)
+		} else {
+			k.DurationUS = append(k.DurationUS, float64(rec.StopNS-rec.StartNS)/1e3)
+			k.StartUS = append(k.StartUS, float64(rec.StartNS-first)/1e3)
+			k.Channels = append(k.Channels, rec.Channels)
+		}
+		if net {
+			var steps []results.NetSteps
+			if rec != nil {
+				steps = rec.Net
+			}
+			k.Net = append(k.Net, steps)
+		}
+	}
+	return k, algo
+}
+
+// note passes a note on once.
+func (rn *Runner) note(s string) {
+	if s == "" || rn.OnNote == nil || rn.noted[s] {
+		return
+	}
+	if rn.noted == nil {
+		rn.noted = map[string]bool{}
+	}
+	rn.noted[s] = true
+	rn.OnNote(s)
 }
 
 // rankResult is what one rank measured in one half.
@@ -420,6 +546,7 @@ type rankResult struct {
 	Sent      int64              `json:"bs,omitempty"`
 	Recv      int64              `json:"br,omitempty"`
 	CPU       float64            `json:"c,omitempty"`
+	Rec       *results.OpRecord  `json:"k,omitempty"`
 }
 
 // rankBytes lists the members' bytes per operation, in group-rank order.

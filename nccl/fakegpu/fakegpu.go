@@ -46,6 +46,12 @@ type Options struct {
 	// Model, if set, times the machine's work on a virtual clock (see
 	// Model); nil times it by the host's clock.
 	Model *Model
+	// RejectProfiler plays an NCCL that finds no profiler interface
+	// version it knows in the plugin: it runs without one.
+	RejectProfiler bool
+	// ProxySteps sends point-to-point traffic through the proxy, as
+	// between hosts: the profiler plugin then sees its network steps.
+	ProxySteps bool
 }
 
 // Fault is a failure planted in one call on one GPU.
@@ -83,6 +89,10 @@ type Driver struct {
 	depth    int            // NCCL group depth
 	loaded   bool
 	clk      *clock // nil: the host's clock
+	// prof is the profiler plugin NCCL loaded (nil: none); profTried says
+	// whether the first communicator looked for it.
+	prof      *profiler
+	profTried bool
 }
 
 // New builds the machine m with opts.

@@ -166,6 +166,8 @@ type comm struct {
 	async     error
 	destroyed bool
 	aborted   bool
+	profCtx   unsafe.Pointer // the profiler plugin's context, nil without one
+	profSeq   uint64
 }
 
 // InitRank joins the communicator id as rank of n, on the current GPU.
@@ -202,6 +204,7 @@ func (d *Driver) InitRank(n int, id driver.UniqueID, rank int) (driver.Comm, err
 	}
 	cm := &comm{d: d, cl: cl, rank: rank, dev: c.dev, meetSeq: map[string]uint64{}}
 	cl.members[rank] = cm
+	cm.profInit()
 	return cm, nil
 }
 
@@ -225,6 +228,7 @@ func (c *comm) Destroy() error {
 	c.cl.mu.Lock()
 	c.destroyed = true
 	c.cl.mu.Unlock()
+	c.profFinalize()
 	return nil
 }
 
@@ -281,6 +285,7 @@ func (c *comm) Split(color, key int) (driver.Comm, error) {
 			cl := newClique(c.d, len(rs))
 			for i, r := range rs {
 				m := &comm{d: c.d, cl: cl, rank: i, dev: c.cl.members[r].dev, meetSeq: map[string]uint64{}}
+				m.profInit()
 				cl.members[i] = m
 				res[r] = m
 			}

@@ -166,7 +166,9 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 		if f != nil && !f.Async && !f.Corrupt {
 			return after(ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev)), k, n)
 		}
-		if err := s.enqueue(func() error { return c.collective(s, o, f) }); err != nil {
+		c.profSeq++
+		po := c.profCollective(o, c.profSeq)
+		if err := s.enqueue(func() error { return c.collective(s, o, f, po) }); err != nil {
 			return err
 		}
 	}
@@ -175,11 +177,15 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 
 // collective runs on the rank's stream: it meets the other ranks, and the
 // last to arrive computes every rank's output.
-func (c *comm) collective(s *stream, o driver.Op, f *Fault) error {
+func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp) error {
 	t := dtype.DType(o.DType)
 	esz := int64(t.Size())
 	ns, nr := counts(o, c.rank, c.cl.n)
 	p := &part{op: o, corrupt: f != nil && f.Corrupt, dev: c.dev, vt: s.vt}
+	var kstart uint64
+	if po != nil {
+		kstart = c.gpuClock(s.vt)
+	}
 	var ok1, ok2 bool
 	p.send, _, ok1 = c.d.slice(o.Send, ns*esz)
 	p.recv, _, ok2 = c.d.slice(o.Recv, nr*esz)
@@ -211,6 +217,8 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault) error {
 	}
 	if err != nil {
 		c.fail(driver.RemoteError, fmt.Sprintf("%s: %v", o.Kind.Call(), err))
+	} else if po != nil {
+		c.profRan(po, kstart, c.gpuClock(s.vt))
 	}
 	if f != nil && f.Async {
 		c.fail(orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev))
@@ -348,7 +356,25 @@ func (c *comm) GroupP2P(ops []driver.P2P, h cuda.Stream) error {
 		return err
 	}
 	group := append([]driver.P2P(nil), ops...)
-	return s.enqueue(func() error { return c.exchange(s, group) })
+	var pos []*profOp
+	for _, o := range group {
+		if po := c.profP2P(o); po != nil {
+			pos = append(pos, po)
+		}
+	}
+	return s.enqueue(func() error {
+		var kstart uint64
+		if len(pos) > 0 {
+			kstart = c.gpuClock(s.vt)
+		}
+		err := c.exchange(s, group)
+		if err == nil {
+			for _, po := range pos {
+				c.profRan(po, kstart, c.gpuClock(s.vt))
+			}
+		}
+		return err
+	})
 }
 
 // message is a send waiting for its receive: its bytes and, under a

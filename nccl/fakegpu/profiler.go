@@ -1,0 +1,345 @@
+package fakegpu
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/types.h>
+
+// The machine's side of NCCL's profiler plugin interface, versions 4 and 5,
+// declared here on their own (not shared with collbench's plugin), so the
+// plugin is called as NCCL calls it.
+typedef int (*fp_logger)(void);
+typedef struct {
+	uint64_t seqNumber; const char *func; const void *sendBuff; void *recvBuff; size_t count; int root;
+	const char *datatype; uint8_t nChannels; uint8_t nWarps; const char *algo; const char *proto; void *parentGroup;
+} fp_coll;
+typedef struct { const char *func; void *buff; const char *datatype; size_t count; int peer; uint8_t nChannels; void *parentGroup; } fp_p2p;
+typedef struct { uint8_t channelId; uint64_t pTimer; } fp_kernel;
+typedef struct { pid_t pid; uint8_t channelId; int peer; int nSteps; int chunkSize; int isSend; } fp_proxy_op;
+typedef struct { int step; } fp_proxy_step;
+typedef union { fp_coll coll; fp_p2p p2p; fp_kernel kernelCh; fp_proxy_op proxyOp; fp_proxy_step proxyStep; } fp_union;
+typedef struct { uint8_t type; void *parentObj; int rank; fp_union u; } fp_descr4;
+typedef struct { uint64_t type; void *parentObj; int rank; fp_union u; } fp_descr5;
+typedef union { struct { size_t transSize; } proxyStep; struct { uint64_t pTimer; } kernelCh; } fp_state;
+typedef struct {
+	const char *name;
+	int (*init)(void **, int *, const char *, uint64_t, int, int, int, void *);
+	int (*startEvent)(void *, void **, fp_descr4 *);
+	int (*stopEvent)(void *);
+	int (*recordEventState)(void *, int, fp_state *);
+	int (*finalize)(void *);
+} fp_v4;
+typedef struct {
+	const char *name;
+	int (*init)(void **, uint64_t, int *, const char *, int, int, int, void *);
+	int (*startEvent)(void *, void **, fp_descr5 *);
+	int (*stopEvent)(void *);
+	int (*recordEventState)(void *, int, fp_state *);
+	int (*finalize)(void *);
+} fp_v5;
+
+static int fp_version;
+static void *fp_plugin;
+static int fp_mask; // NCCL's activation mask: the plugin writes it
+
+static int fp_load(int want) {
+	void *h = dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
+	if (!h) return 0;
+	if (want >= 5 && (fp_plugin = dlsym(h, "ncclProfiler_v5")) != NULL) { fp_version = 5; return 5; }
+	if (want >= 4 && (fp_plugin = dlsym(h, "ncclProfiler_v4")) != NULL) { fp_version = 4; return 4; }
+	return 0;
+}
+
+static int fp_get_mask(void) { return __atomic_load_n(&fp_mask, __ATOMIC_RELAXED); }
+
+static void *fp_init(uint64_t hash, int nodes, int ranks, int rank, int *err) {
+	void *ctx = NULL;
+	if (fp_version == 5) *err = ((fp_v5 *)fp_plugin)->init(&ctx, hash, &fp_mask, "", nodes, ranks, rank, NULL);
+	else *err = ((fp_v4 *)fp_plugin)->init(&ctx, &fp_mask, "", hash, nodes, ranks, rank, NULL);
+	return ctx;
+}
+
+static void fp_finalize(void *ctx) {
+	if (fp_version == 5) ((fp_v5 *)fp_plugin)->finalize(ctx); else ((fp_v4 *)fp_plugin)->finalize(ctx);
+}
+
+static void *fp_start(void *ctx, int type, void *parent, int rank, fp_union *u) {
+	void *handle = NULL;
+	if (fp_version == 5) {
+		fp_descr5 d; memset(&d, 0, sizeof d);
+		d.type = type; d.parentObj = parent; d.rank = rank; d.u = *u;
+		((fp_v5 *)fp_plugin)->startEvent(ctx, &handle, &d);
+	} else {
+		fp_descr4 d; memset(&d, 0, sizeof d);
+		d.type = (uint8_t)type; d.parentObj = parent; d.rank = rank; d.u = *u;
+		((fp_v4 *)fp_plugin)->startEvent(ctx, &handle, &d);
+	}
+	return handle;
+}
+
+static void fp_stop(void *h) {
+	if (h == NULL) return;
+	if (fp_version == 5) ((fp_v5 *)fp_plugin)->stopEvent(h); else ((fp_v4 *)fp_plugin)->stopEvent(h);
+}
+
+static void fp_record(void *h, int state, fp_state *a) {
+	if (h == NULL) return;
+	if (fp_version == 5) ((fp_v5 *)fp_plugin)->recordEventState(h, state, a); else ((fp_v4 *)fp_plugin)->recordEventState(h, state, a);
+}
+
+static void *fp_coll_event(void *ctx, int rank, uint64_t seq, const char *func, uint64_t send, uint64_t recv, size_t count, int root,
+		const char *dtype, int channels, const char *algo, const char *proto) {
+	fp_union u; memset(&u, 0, sizeof u);
+	u.coll.seqNumber = seq; u.coll.func = func; u.coll.sendBuff = (const void *)(uintptr_t)send; u.coll.recvBuff = (void *)(uintptr_t)recv;
+	u.coll.count = count; u.coll.root = root; u.coll.datatype = dtype; u.coll.nChannels = (uint8_t)channels; u.coll.nWarps = 16;
+	u.coll.algo = algo; u.coll.proto = proto;
+	return fp_start(ctx, 1 << 1, NULL, rank, &u);
+}
+
+static void *fp_p2p_event(void *ctx, int rank, const char *func, uint64_t buf, size_t count, const char *dtype, int peer, int channels) {
+	fp_union u; memset(&u, 0, sizeof u);
+	u.p2p.func = func; u.p2p.buff = (void *)(uintptr_t)buf; u.p2p.count = count; u.p2p.datatype = dtype; u.p2p.peer = peer;
+	u.p2p.nChannels = (uint8_t)channels;
+	return fp_start(ctx, 1 << 2, NULL, rank, &u);
+}
+
+// fp_kernel_channel delivers one channel's kernel start and stop, as NCCL's
+// proxy does once the kernel has run.
+static void fp_kernel_channel(void *ctx, void *parent, int rank, int channel, uint64_t start, uint64_t stop) {
+	fp_union u; memset(&u, 0, sizeof u);
+	u.kernelCh.channelId = (uint8_t)channel; u.kernelCh.pTimer = start;
+	void *h = fp_start(ctx, 1 << 6, parent, rank, &u);
+	fp_state a; memset(&a, 0, sizeof a);
+	a.kernelCh.pTimer = stop;
+	fp_record(h, 22, &a);
+	fp_stop(h);
+}
+
+// fp_proxy delivers a proxy operation of steps network steps with peer.
+static void fp_proxy(void *ctx, void *parent, int rank, int peer, int isSend, int steps, size_t stepBytes) {
+	fp_union u; memset(&u, 0, sizeof u);
+	u.proxyOp.peer = peer; u.proxyOp.isSend = isSend; u.proxyOp.nSteps = steps; u.proxyOp.chunkSize = (int)stepBytes;
+	void *op = fp_start(ctx, 1 << 3, parent, rank, &u);
+	for (int s = 0; s < steps; s++) {
+		fp_union su; memset(&su, 0, sizeof su);
+		su.proxyStep.step = s;
+		void *h = fp_start(ctx, 1 << 4, op, rank, &su);
+		fp_state a; memset(&a, 0, sizeof a);
+		a.proxyStep.transSize = stepBytes;
+		fp_record(h, isSend ? 9 : 10, &a);
+		fp_stop(h);
+	}
+	fp_stop(op);
+}
+*/
+import "C"
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"collbench/dtype"
+	"collbench/nccl/driver"
+)
+
+// Profiler event bits the machine acts on.
+const (
+	profColl     = 1 << 1
+	profP2P      = 1 << 2
+	profProxyOp  = 1 << 3
+	profKernelCh = 1 << 6
+)
+
+// profiler is the machine's NCCL side of the profiler plugin interface:
+// loaded at the first communicator when NCCL_PROFILER_PLUGIN is
+// STATIC_PLUGIN and the library is 2.27+ (2.28+ looks up version 5 first).
+type profiler struct {
+	version int
+	start   time.Time
+	mu      sync.Mutex
+	strs    map[string]*C.char
+	ops     atomic.Int64 // collective and point-to-point events started
+}
+
+// loadProfiler looks the plugin up as NCCL does; nil when none is used.
+// Options.RejectProfiler plays a library that finds no version it knows.
+func (d *Driver) loadProfiler() *profiler {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.profTried {
+		return d.prof
+	}
+	d.profTried = true
+	v := d.opts.NCCLVersion
+	if os.Getenv("NCCL_PROFILER_PLUGIN") != "STATIC_PLUGIN" || v < 22600 || d.opts.RejectProfiler {
+		return nil
+	}
+	want := 3
+	switch {
+	case v >= 22800:
+		want = 5
+	case v >= 22700:
+		want = 4
+	}
+	if got := int(C.fp_load(C.int(want))); got > 0 {
+		d.prof = &profiler{version: got, start: time.Now(), strs: map[string]*C.char{}}
+	}
+	return d.prof
+}
+
+// str is a C string that lives as long as the machine (NCCL passes static names).
+func (p *profiler) str(s string) *C.char {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.strs[s]; ok {
+		return c
+	}
+	c := C.CString(s)
+	p.strs[s] = c
+	return c
+}
+
+// ProfiledOps is how many collective and point-to-point events the
+// machine's NCCL gave the profiler plugin; -1 when it loaded none.
+func (d *Driver) ProfiledOps() int64 {
+	d.mu.Lock()
+	p := d.prof
+	d.mu.Unlock()
+	if p == nil {
+		return -1
+	}
+	return p.ops.Load()
+}
+
+// profInit introduces a new communicator rank to the plugin.
+func (c *comm) profInit() {
+	p := c.d.loadProfiler()
+	if p == nil {
+		return
+	}
+	var errc C.int
+	ctx := C.fp_init(C.uint64_t(uintptr(unsafe.Pointer(c.cl))), 1, C.int(c.cl.n), C.int(c.rank), &errc)
+	if errc == 0 {
+		c.profCtx = ctx
+	}
+}
+
+// profFinalize tells the plugin the communicator rank is gone.
+func (c *comm) profFinalize() {
+	if c.profCtx != nil {
+		C.fp_finalize(c.profCtx)
+		c.profCtx = nil
+	}
+}
+
+// profMask is the activation mask an operation enqueued now gets.
+func (c *comm) profMask() int {
+	if c.profCtx == nil {
+		return 0
+	}
+	return int(C.fp_get_mask())
+}
+
+// fakeChoice is the machine's algorithm: trees and LL for small messages.
+func fakeChoice(k driver.OpKind, bytes int64) (algo, proto string, channels int) {
+	algo, proto, channels = "RING", "SIMPLE", 4
+	if bytes <= 64<<10 {
+		proto, channels = "LL", 2
+		if k == driver.AllReduce {
+			algo = "TREE"
+		}
+	}
+	return algo, proto, channels
+}
+
+var profFuncs = map[driver.OpKind]string{driver.AllReduce: "AllReduce", driver.AllGather: "AllGather",
+	driver.ReduceScatter: "ReduceScatter", driver.Broadcast: "Broadcast", driver.Reduce: "Reduce",
+	driver.AllToAll: "AlltoAll", driver.Gather: "Gather", driver.Scatter: "Scatter"}
+
+// profOp is an operation's event, started at enqueue and stopped at once
+// (as NCCL stops it after the launch); its kernel and proxy events come
+// when the operation runs.
+type profOp struct {
+	handle   unsafe.Pointer
+	channels int
+	mask     int
+	peer     int // point-to-point: the peer; -1 for a collective
+	send     bool
+	bytes    int64
+}
+
+// profCollective starts and stops a collective's event.
+func (c *comm) profCollective(o driver.Op, seq uint64) *profOp {
+	mask := c.profMask()
+	if mask&(profColl|profKernelCh) == 0 {
+		return nil
+	}
+	p := c.d.prof
+	t := dtype.DType(o.DType)
+	bytes := o.Count * int64(t.Size())
+	algo, proto, ch := fakeChoice(o.Kind, bytes)
+	h := C.fp_coll_event(c.profCtx, C.int(c.rank), C.uint64_t(seq), p.str(profFuncs[o.Kind]), C.uint64_t(o.Send), C.uint64_t(o.Recv),
+		C.size_t(o.Count), C.int(o.Root), p.str(t.String()), C.int(ch), p.str(algo), p.str(proto))
+	C.fp_stop(h)
+	p.ops.Add(1)
+	return &profOp{handle: h, channels: ch, mask: mask, peer: -1, bytes: bytes}
+}
+
+// profP2P starts and stops a send's or receive's event.
+func (c *comm) profP2P(o driver.P2P) *profOp {
+	mask := c.profMask()
+	if mask&(profP2P|profKernelCh) == 0 {
+		return nil
+	}
+	p := c.d.prof
+	t := dtype.DType(o.DType)
+	fn := "Recv"
+	if o.Send {
+		fn = "Send"
+	}
+	h := C.fp_p2p_event(c.profCtx, C.int(c.rank), p.str(fn), C.uint64_t(o.Buf), C.size_t(o.Count), p.str(t.String()), C.int(o.Peer), 1)
+	C.fp_stop(h)
+	p.ops.Add(1)
+	return &profOp{handle: h, channels: 1, mask: mask, peer: o.Peer, send: o.Send, bytes: o.Count * int64(t.Size())}
+}
+
+// profRan delivers an operation's kernel channels, which ran from start to
+// stop (ns on the machine's GPU clock), and, for point-to-point operations
+// with a peer on another host, its proxy steps.
+func (c *comm) profRan(po *profOp, start, stop uint64) {
+	if po == nil || po.handle == nil {
+		return
+	}
+	if po.mask&profKernelCh != 0 {
+		for ch := 0; ch < po.channels; ch++ {
+			C.fp_kernel_channel(c.profCtx, po.handle, C.int(c.rank), C.int(ch), C.uint64_t(start), C.uint64_t(stop))
+		}
+	}
+	if po.mask&profProxyOp != 0 && po.peer >= 0 && c.d.opts.ProxySteps {
+		const step = 512 << 10
+		steps := int(max((po.bytes+step-1)/step, 1))
+		C.fp_proxy(c.profCtx, po.handle, C.int(c.rank), C.int(po.peer), C.int(b2i(po.send)), C.int(steps), C.size_t(min(po.bytes, step)))
+	}
+}
+
+// gpuClock is the machine's GPU clock in ns: virtual time under a Model,
+// else the time since the plugin was loaded.
+func (c *comm) gpuClock(vt float64) uint64 {
+	if c.d.clk != nil {
+		return uint64(vt * 1e9)
+	}
+	return uint64(time.Since(c.d.prof.start).Nanoseconds())
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

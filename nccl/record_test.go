@@ -1,0 +1,197 @@
+package nccl
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"collbench/dtype"
+	"collbench/nccl/fakegpu"
+	"collbench/nccl/profiler"
+	"collbench/results"
+	"collbench/suites"
+)
+
+// The profiler plugin, called by the fake machine's NCCL through its
+// exported interface (version 5 for 2.28, version 4 for 2.27) exactly as
+// NCCL calls it: every row gets its algorithm and every rank's kernel time
+// from one recorded operation, and nothing else is recorded.
+
+// recordedSweep runs colls at sizes on n ranks in the given groups.
+func recordedSweep(t *testing.T, d *fakegpu.Driver, n int, groups [][]int, colls ...suites.Collective) ([]results.Row, *Backend) {
+	t.Helper()
+	b, err := Open(Options{Driver: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Open(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p := suites.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		Sizes: []int64{1024, 1 << 20}, Iters: 5, Warmup: 2, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
+	cases, err := p.Cases(b, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+	if groups != nil {
+		rn.Layout = suites.Layout{Groups: groups}
+	}
+	var notes []string
+	rn.OnNote = func(s string) { notes = append(notes, s) }
+	rows, err := rn.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) > 0 {
+		t.Errorf("notes: %q", notes)
+	}
+	return rows, b
+}
+
+func TestRecordedAlgorithmAndKernelTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version int
+	}{{"interface v5 (NCCL 2.28)", 22803}, {"interface v4 (NCCL 2.27)", 22703}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := fakegpu.HGX("H100", 4, fakegpu.Options{NCCLVersion: tc.version})
+			rows, b := recordedSweep(t, d, 4, nil, suites.AllReduce, suites.AllGather, suites.SendRecv)
+			if on, why := b.Records(); !on {
+				t.Fatalf("the backend does not record: %s", why)
+			}
+			if got, want := profiler.Version(), tc.version/100%100-23; got != want {
+				t.Errorf("NCCL loaded interface version %d, want %d", got, want)
+			}
+			for _, row := range rows {
+				h := row.OutOfPlace
+				k := h.Kernels
+				if k == nil || len(k.DurationUS) != 4 {
+					t.Fatalf("%s %d: kernel times %+v, want 4 ranks", row.Collective, row.SizeBytes, k)
+				}
+				for r := range 4 {
+					if k.DurationUS[r] < 0 || k.StartUS[r] < 0 || k.Channels[r] < 1 {
+						t.Errorf("%s %d rank %d: duration %v start %v channels %d", row.Collective, row.SizeBytes, r, k.DurationUS[r], k.StartUS[r], k.Channels[r])
+					}
+				}
+				if row.InPlace != nil && row.InPlace.Kernels != nil {
+					t.Errorf("%s %d: the in-place half was recorded too", row.Collective, row.SizeBytes)
+				}
+				if row.Collective == "sendrecv" {
+					if row.Algorithm != nil {
+						t.Errorf("sendrecv %d: algorithm %v; NCCL gives none for sends and receives", row.SizeBytes, row.Algorithm)
+					}
+					continue
+				}
+				want := "RING/SIMPLE/4ch"
+				if row.SizeBytes <= 64<<10 {
+					want = "RING/LL/2ch"
+					if row.Collective == "allreduce" {
+						want = "TREE/LL/2ch"
+					}
+				}
+				if got := row.Algorithm.String(); got != want || row.Algorithm.Source != "NCCL profiler plugin" {
+					t.Errorf("%s %d: algorithm %s from %q, want %s from the plugin", row.Collective, row.SizeBytes, got, row.Algorithm.Source, want)
+				}
+			}
+			// One recorded operation per rank and row: the checks, warm-ups
+			// and timed loops ran with the plugin disarmed. A send/recv is
+			// two operations (a send and a receive) per rank.
+			want := int64(4 * (2 + 2 + 2*2))
+			if got := d.ProfiledOps(); got != want {
+				t.Errorf("NCCL gave the plugin %d operations, want %d (one per rank and row)", got, want)
+			}
+		})
+	}
+}
+
+func TestRecordedGroupsEachGetTheirOwn(t *testing.T) {
+	d := fakegpu.HGX("H100", 4, fakegpu.Options{})
+	rows, _ := recordedSweep(t, d, 4, [][]int{{0, 1}, {2, 3}}, suites.AllReduce)
+	for _, row := range rows {
+		if len(row.Groups) != 2 {
+			t.Fatalf("row %d: %d groups", row.SizeBytes, len(row.Groups))
+		}
+		for _, g := range row.Groups {
+			if g.Algorithm == nil || g.Algorithm.Source != "NCCL profiler plugin" {
+				t.Errorf("row %d group %d: algorithm %v", row.SizeBytes, g.ID, g.Algorithm)
+			}
+			if k := g.OutOfPlace.Kernels; k == nil || len(k.DurationUS) != 2 || k.Channels[0] < 1 || k.Channels[1] < 1 {
+				t.Errorf("row %d group %d: kernels %+v, want its 2 ranks", row.SizeBytes, g.ID, k)
+			}
+		}
+	}
+}
+
+func TestRecordedNetworkSteps(t *testing.T) {
+	d := fakegpu.HGX("H100", 4, fakegpu.Options{ProxySteps: true})
+	rows, _ := recordedSweep(t, d, 4, nil, suites.SendRecv)
+	for _, row := range rows {
+		k := row.OutOfPlace.Kernels
+		if k == nil || len(k.Net) != 4 {
+			t.Fatalf("sendrecv %d: network steps %+v, want 4 ranks", row.SizeBytes, k)
+		}
+		for r, steps := range k.Net {
+			// Each rank sends to the next and receives from the previous.
+			next, prev := (r+1)%4, (r+3)%4
+			var sent, got bool
+			for _, s := range steps {
+				sent = sent || (s.Send && s.Peer == next && s.Bytes == row.SizeBytes && s.Steps >= 1)
+				got = got || (!s.Send && s.Peer == prev && s.Bytes == row.SizeBytes && s.Steps >= 1)
+			}
+			if !sent || !got {
+				t.Errorf("sendrecv %d rank %d: steps %+v, want a send to %d and a receive from %d of %d bytes", row.SizeBytes, r, steps, next, prev, row.SizeBytes)
+			}
+		}
+	}
+}
+
+func TestNoRecorderSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts fakegpu.Options
+		env  map[string]string
+		want string
+	}{
+		{"NCCL 2.26", fakegpu.Options{NCCLVersion: 22605}, nil, "predates the profiler interface"},
+		{"switched off", fakegpu.Options{}, map[string]string{profiler.EnvSwitch: "off"}, profiler.EnvSwitch + "=off"},
+		{"the user's own plugin", fakegpu.Options{}, map[string]string{profiler.EnvPlugin: "/opt/site/libnccl-profiler-site.so"}, "the user's own plugin and is kept"},
+		{"NCCL rejects the plugin", fakegpu.Options{RejectProfiler: true}, nil, "NCCL did not load collbench's profiler plugin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			d := fakegpu.HGX("H100", 2, tc.opts)
+			b, err := Open(Options{Driver: d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := b.Open(context.Background(), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			on, why := w.(suites.Recorder).Recording()
+			if on || !strings.Contains(why, tc.want) {
+				t.Errorf("recording %v, why %q; want off because %q", on, why, tc.want)
+			}
+			if v := tc.env[profiler.EnvPlugin]; v != "" && os.Getenv(profiler.EnvPlugin) != v {
+				t.Errorf("%s is %q after opening, want the user's %q kept", profiler.EnvPlugin, os.Getenv(profiler.EnvPlugin), v)
+			}
+			p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+				Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{4096}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, Roots: []int{0}}
+			cases, _ := p.Cases(b, 2)
+			rows, err := (&suites.Runner{World: w, Plan: p, Cases: cases}).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rows[0].Algorithm != nil || rows[0].OutOfPlace.Kernels != nil {
+				t.Errorf("a row without a recorder has algorithm %v and kernels %+v", rows[0].Algorithm, rows[0].OutOfPlace.Kernels)
+			}
+		})
+	}
+}
