@@ -163,6 +163,7 @@ var badInputCases = []struct {
 	{"allreduce", "COLLBENCH_NNODE=2", "unknown variable COLLBENCH_NNODE: collbench does not read it; did you mean COLLBENCH_NNODES?"},
 	{"allreduce", "COLLBENCH_FAULTS=bogus", `invalid COLLBENCH_FAULTS="bogus": "bogus": unknown fault`},
 	{"allreduce", "COLLBENCH_ALGORITHM_PROBE=maybe", `invalid COLLBENCH_ALGORITHM_PROBE="maybe": must be one of`},
+	{"allreduce", "COLLBENCH_NCCL_PROFILER=maybe", `invalid COLLBENCH_NCCL_PROFILER="maybe": must be one of`},
 	{"allreduce", "COLLBENCH_CUDA_SYNC=spin", `unknown variable COLLBENCH_CUDA_SYNC: collbench does not read it`},
 	// COLLBENCH_* variables, checked like their flags
 	{"launch -- allreduce", "COLLBENCH_NNODES=x", `invalid COLLBENCH_NNODES="x": is not a whole number`},

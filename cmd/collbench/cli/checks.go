@@ -14,6 +14,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/engine"
+	"collbench/nccl/profiler"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
 	"collbench/launch"
@@ -204,6 +205,7 @@ var envRules = []envRule{
 	{secret.EnvTokenFile, envAny},
 	{faults.EnvFaults, func(v string) error { _, err := faults.Parse(v); return err }},
 	{engine.EnvProbe, envOneOf("on", "off", "always", "auto")},
+	{profiler.EnvSwitch, envOneOf("on", "off")},
 	{engine.EnvProbeTimeout, envDuration},
 	{launch.EnvReports, envAny},
 	{"COLLBENCH_BIN", envAny},           // the drills' binary
