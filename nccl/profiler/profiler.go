@@ -120,15 +120,6 @@ type Op struct {
 	Net []PeerSteps `json:"net,omitempty"`
 }
 
-// KernelNS is the kernel's time on the GPU, first channel start to last
-// channel stop, in ns; 0 when unknown.
-func (o *Op) KernelNS() uint64 {
-	if o.KernelChannels == 0 || o.KernelStop < o.KernelStart {
-		return 0
-	}
-	return o.KernelStop - o.KernelStart
-}
-
 // PeerSteps sums the proxy's steps with one peer in one direction.
 type PeerSteps struct {
 	Peer  int   `json:"peer"`

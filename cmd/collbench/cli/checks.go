@@ -14,10 +14,10 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/engine"
-	"collbench/nccl/profiler"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
 	"collbench/launch"
+	"collbench/nccl/profiler"
 )
 
 // The rules every flag and COLLBENCH_* variable follows, in one place:
