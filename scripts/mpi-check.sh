@@ -27,7 +27,11 @@ echo "mpi-check: every collective on --backend mpi, 8 B to 64 MiB, every row ver
 
 "${mpirun[@]}" "$bin" verify-groups --backend mpi > "$tmp/groups.txt" || { cat "$tmp/groups.txt"; fail "verify-groups --backend mpi"; }
 grep -q "PASS: every value matched" "$tmp/groups.txt" || fail "verify-groups --backend mpi"
-ok=$("${mpirun[@]}" "$bin" sweep --backend mpi --collectives all --sizes 1K,1M -n 2 --rank-list '[[1,2,3],[0]]' | grep -c "wrong elements:    0 (OK)")
+# (Output to a file first: a failed mpirun inside $(...) would end the
+# script under set -e without showing why.)
+"${mpirun[@]}" "$bin" sweep --backend mpi --collectives all --sizes 1K,1M -n 2 --rank-list '[[1,2,3],[0]]' > "$tmp/reversed.txt" 2>&1 \
+  || { rc=$?; cat "$tmp/reversed.txt"; fail "--rank-list [[1,2,3],[0]] on --backend mpi: mpirun exited $rc"; }
+ok=$(grep -c "wrong elements:    0 (OK)" "$tmp/reversed.txt" || true)
 [ "$ok" = 10 ] || fail "--rank-list [[1,2,3],[0]] on --backend mpi: $ok of 10 collectives verified"
 echo "mpi-check: verify-groups and --rank-list [[1,2,3],[0]] on --backend mpi pass [${SECONDS}s]"
 
