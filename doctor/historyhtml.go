@@ -124,14 +124,10 @@ func historyPlotPlot(title, ylabel string, series map[string]plotter.XYs) (*plot
 	}
 	slices.Sort(names)
 	for i, n := range names {
-		line, dots, err := plotter.NewLinePoints(series[n])
+		line, dots, err := plotstyle.Series(series[n], i)
 		if err != nil {
 			return nil, err
 		}
-		c := plotstyle.Color(i)
-		line.Color, dots.Color = c, c
-		dots.Shape = plotstyle.Shape(i)
-		dots.Radius = vg.Points(3)
 		p.Add(line, dots)
 	}
 	return p, nil

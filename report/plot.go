@@ -151,14 +151,10 @@ func drawPlot(kind, coll string, series []Series) (*drawn, error) {
 				for i, pt := range pts[m] {
 					xy[i].X, xy[i].Y = pt.size, pt.v
 				}
-				line, dots, err := plotter.NewLinePoints(xy)
+				line, dots, err := plotstyle.Series(xy, n)
 				if err != nil {
 					return nil, err
 				}
-				c := plotstyle.Color(n)
-				line.Color, dots.Color = c, c
-				dots.Shape = plotstyle.Shape(n)
-				dots.Radius = vg.Points(3)
 				dashed := m == "in-place"
 				if dashed {
 					line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}

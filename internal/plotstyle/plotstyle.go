@@ -9,6 +9,8 @@ import (
 	"html/template"
 	"image/color"
 
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
 
@@ -44,4 +46,18 @@ func EntryOf(i int, name string, dashed bool) Entry {
 	r, g, b, _ := Color(i).RGBA()
 	sym := Symbols[(i+i/len(Colors))%len(Symbols)]
 	return Entry{Name: name, Symbol: sym, Color: template.CSS(fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8)), Dashed: dashed} //nolint:gosec // G203: a colour we format from numbers
+}
+
+// Series is the i-th series of a plot through xys: a line and its markers
+// in the i-th colour and shape.
+func Series(xys plotter.XYer, i int) (*plotter.Line, *plotter.Scatter, error) {
+	line, dots, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := Color(i)
+	line.Color, dots.Color = c, c
+	dots.Shape = Shape(i)
+	dots.Radius = vg.Points(3)
+	return line, dots, nil
 }
