@@ -130,10 +130,11 @@ func (n *Net) path(links []int, a, b int) ([]int, float64) {
 	return append(links, n.nicIn+b), lat
 }
 
-// flow is bytes over a path, for one group.
+// flow is bytes over a path from rank a to rank b, for one group.
 type flow struct {
 	links []int
 	bytes float64
+	a, b  int
 }
 
 // flows lists a group's flows for one operation of bytes, its steps and
@@ -142,11 +143,11 @@ func (n *Net) flows(p Pattern, group []int, bytes float64) (fs []flow, steps int
 	k := len(group)
 	if k == 1 {
 		// A communicator of one copies within its GPU's memory.
-		return []flow{{links: []int{n.hbm + group[0]}, bytes: bytes}}, 1, 0
+		return []flow{{links: []int{n.hbm + group[0]}, bytes: bytes, a: group[0], b: group[0]}}, 1, 0
 	}
 	add := func(a, b int, by float64) {
 		links, l := n.path(nil, a, b)
-		fs = append(fs, flow{links, by})
+		fs = append(fs, flow{links, by, a, b})
 		lat = math.Max(lat, l)
 	}
 	switch p {
@@ -251,4 +252,50 @@ func (n *Net) OpTimes(p Pattern, groups [][]int, bytes int64) Times {
 		}
 	}
 	return t
+}
+
+// Wire is one flow between hosts in an operation, as NCCL's proxy would
+// report it: rank From handed Bytes to the network for rank To, which was
+// busy with them for US µs (the flow's slowest link, shared with every
+// flow of the round; no stalls, which a step's sum over a large message
+// smooths away).
+type Wire struct {
+	From, To int
+	Bytes    float64
+	US       float64
+}
+
+// Wires lists, per group, the flows between hosts of one operation of
+// bytes run by every group at once (the paths and loads of OpTimes).
+func (n *Net) Wires(p Pattern, groups [][]int, bytes int64) [][]Wire {
+	load := make(map[int]float64)
+	all := make([][]flow, len(groups))
+	for i, g := range groups {
+		all[i], _, _ = n.flows(p, g, float64(bytes))
+		for _, f := range all[i] {
+			for _, l := range f.links {
+				load[l] += f.bytes
+			}
+		}
+	}
+	out := make([][]Wire, len(groups))
+	for i, fs := range all {
+		for _, f := range fs {
+			if f.a/n.g == f.b/n.g {
+				continue
+			}
+			busy := 0.0
+			for _, l := range f.links {
+				busy = math.Max(busy, load[l]/n.cap[l])
+			}
+			us := busy / 1e3
+			if sd := n.m.Noise.Spread; sd > 0 {
+				key := uint64(f.a)<<32 | uint64(f.b)                                                                                                       //nolint:gosec // G115: ranks, never negative
+				z := math.Sqrt(-2*math.Log(unit(n.m.Noise.Seed, key, uint64(bytes), 5))) * math.Cos(2*math.Pi*unit(n.m.Noise.Seed, key, uint64(bytes), 6)) //nolint:gosec // G115: a size, never negative
+				us *= math.Exp(sd*z - sd*sd/2)
+			}
+			out[i] = append(out[i], Wire{From: f.a, To: f.b, Bytes: f.bytes, US: us})
+		}
+	}
+	return out
 }

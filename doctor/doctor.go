@@ -99,6 +99,9 @@ type search struct {
 	roundsDone, plan int
 
 	wrong []wrongObs
+	// paths are the network paths between hosts that NCCL's proxy showed
+	// inside doctor's collectives, by stage (rank 0's, from the plugin).
+	paths map[pathKey]*pathSum
 	// moved is doctor's own tally of the bytes each world rank sent and
 	// received, by stage, for the error counters' rates.
 	moved map[string]map[int]*traffic
@@ -362,6 +365,9 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 				h.TimeUS = h.Iter.MinUS
 				h.AlgBW = float64(suites.GeometryFor(c, sizes[si], 4, k, 0).Bytes) / (h.TimeUS * 1e3)
 				h.BusBW = h.AlgBW * c.BusFactor(k)
+			}
+			if h != nil && d.rank0 {
+				d.notePaths(stage, l.Groups[gi], h.Kernels)
 			}
 			if h == nil || h.Wrong == nil || *h.Wrong == 0 {
 				continue

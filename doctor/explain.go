@@ -146,6 +146,41 @@ func (d *search) assemble() {
 		}
 		fs = append(fs, f)
 	}
+	// Paths NCCL's proxy showed slow inside doctor's collectives, where
+	// nothing above names their ends already.
+	// A path is covered by a finding that names either end's rank, or
+	// both its hosts (a slow link between two hosts).
+	named := map[int]bool{}
+	var hostParts []string
+	for _, f := range fs {
+		for _, r := range f.Ranks {
+			named[r] = true
+		}
+		if f.Stage == "host" {
+			hostParts = append(hostParts, f.Part)
+		}
+	}
+	uplink := false
+	for _, f := range fs {
+		uplink = uplink || f.Kind == "slow-uplink"
+	}
+	covered := func(from, to int) bool {
+		if named[from] || named[to] || explained(from, to) {
+			return true
+		}
+		// A slow uplink slows paths between leaves: it is named already.
+		if fab := d.o.Fabric; uplink && fab != nil && fab.Leaf[d.host(from)] != fab.Leaf[d.host(to)] {
+			return true
+		}
+		for _, p := range hostParts {
+			words := strings.Fields(p)
+			if slices.Contains(words, d.host(from)) && slices.Contains(words, d.host(to)) {
+				return true
+			}
+		}
+		return false
+	}
+	fs = append(fs, d.pathFindings(covered)...)
 	fs = d.counterFindings(fs)
 	// Transports beside every pair figure.
 	for i := range d.rep.Pairs {

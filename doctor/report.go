@@ -152,8 +152,13 @@ type Report struct {
 	// where a cluster file gives the fabric.
 	Leaves []CrossFigure `json:"between_leaves,omitempty"`
 	World  *WorldFigure  `json:"world,omitempty"`
-	Plan   []PlanStep    `json:"plan"`
-	Notes  []string      `json:"notes,omitempty"`
+	// PathsSeen says, by stage, how many paths between hosts NCCL's proxy
+	// showed inside doctor's own collectives (collbench's profiler
+	// plugin); SlowPaths are those judged slow.
+	PathsSeen []PathsSeen  `json:"paths_seen,omitempty"`
+	SlowPaths []PathFigure `json:"slow_paths,omitempty"`
+	Plan      []PlanStep   `json:"plan"`
+	Notes     []string     `json:"notes,omitempty"`
 	// Completed are the stages that ran to the end; StoppedIn is the stage
 	// a fault (a hung, stopped or lost rank, a signal) ended the run in.
 	Completed []string `json:"completed"`
@@ -380,6 +385,7 @@ func (r *Report) writeEvidence(w io.Writer) error {
 	if r.World != nil {
 		r.writeWorld(w)
 	}
+	r.writePaths(w)
 	if err := r.writeCounters(w); err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ func (r *Report) writeRolledUp(w io.Writer) error {
 	if r.World != nil {
 		r.writeWorld(w)
 	}
+	r.writePaths(w)
 	fmt.Fprintln(w, "\n## plan (one row per stage; every round is in the JSON report)")
 	t := newTable(w)
 	t.Header("stage", "rounds", "groups of its first round", "what")
@@ -353,4 +354,22 @@ func layoutWords(layout string) string {
 		return layout
 	}
 	return words.Groups(gs)
+}
+
+// writePaths writes, per stage, the paths between hosts NCCL's proxy
+// showed inside doctor's collectives, and the slowest few of those judged
+// slow (all are in the JSON report).
+func (r *Report) writePaths(w io.Writer) {
+	if len(r.PathsSeen) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\n## paths between hosts, on the wire inside doctor's collectives (NCCL's proxy, through collbench's profiler plugin)")
+	for _, p := range r.PathsSeen {
+		fmt.Fprintf(w, "  %s: %s paths, median %s GB/s, %s slow\n", p.Stage, words.Count(p.Paths), gb(p.Median), words.Count(p.Slow))
+	}
+	slow := slices.Clone(r.SlowPaths)
+	slices.SortStableFunc(slow, func(a, b PathFigure) int { return cmp.Compare(a.GBps, b.GBps) })
+	for _, p := range slow[:min(outliers, len(slow))] {
+		fmt.Fprintf(w, "  slow: %s rank %d (%s) → rank %d (%s): %s GB/s, %s\n", p.Stage, p.From, p.FromHost, p.To, p.ToHost, gb(p.GBps), p.Why)
+	}
 }

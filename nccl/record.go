@@ -65,7 +65,8 @@ func merge(rec *results.OpRecord, op *profiler.Op) {
 	}
 	for _, ps := range op.Net {
 		add := results.NetSteps{Peer: ps.Peer, Send: ps.Send, Steps: ps.Steps, Bytes: ps.Bytes,
-			BusyUS: float64(ps.BusyNS) / 1e3, MaxStepUS: float64(ps.MaxStepNS) / 1e3}
+			BusyUS: float64(ps.BusyNS) / 1e3, MaxStepUS: float64(ps.MaxStepNS) / 1e3,
+			WireUS: float64(ps.WireNS) / 1e3, PeerWaitUS: float64(ps.PeerWaitNS) / 1e3}
 		merged := false
 		for j := range rec.Net {
 			n := &rec.Net[j]
@@ -73,6 +74,8 @@ func merge(rec *results.OpRecord, op *profiler.Op) {
 				n.Steps += add.Steps
 				n.Bytes += add.Bytes
 				n.BusyUS += add.BusyUS
+				n.WireUS += add.WireUS
+				n.PeerWaitUS += add.PeerWaitUS
 				n.MaxStepUS = max(n.MaxStepUS, add.MaxStepUS)
 				merged = true
 				break

@@ -2,9 +2,11 @@ package nccl
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"collbench/dtype"
 	"collbench/nccl/fakegpu"
@@ -191,6 +193,46 @@ func TestNoRecorderSaysWhy(t *testing.T) {
 			}
 			if rows[0].Algorithm != nil || rows[0].OutOfPlace.Kernels != nil {
 				t.Errorf("a row without a recorder has algorithm %v and kernels %+v", rows[0].Algorithm, rows[0].OutOfPlace.Kernels)
+			}
+		})
+	}
+}
+
+// TestRecordedWireTime: a send step's time on the wire is the plugin's
+// WireUS, so a slow path shows on the one edge it slows, wherever it is
+// planted.
+func TestRecordedWireTime(t *testing.T) {
+	for _, edge := range [][2]int{{0, 1}, {2, 3}, {3, 0}} {
+		t.Run(fmt.Sprintf("%d to %d", edge[0], edge[1]), func(t *testing.T) {
+			const delay = 3 * time.Millisecond
+			d := fakegpu.HGX("H100", 4, fakegpu.Options{ProxySteps: true, WireDelay: map[[2]int]time.Duration{edge: delay}})
+			rows, _ := recordedSweep(t, d, 4, nil, suites.SendRecv)
+			for _, row := range rows {
+				k := row.OutOfPlace.Kernels
+				if k == nil || len(k.Net) != 4 {
+					t.Fatalf("sendrecv %d: network steps %+v, want 4 ranks", row.SizeBytes, k)
+				}
+				for r, steps := range k.Net {
+					for _, s := range steps {
+						if !s.Send {
+							if s.WireUS != 0 {
+								t.Errorf("rank %d receive from %d: wire %.0f us, want none", r, s.Peer, s.WireUS)
+							}
+							continue
+						}
+						slow := r == edge[0] && s.Peer == edge[1]
+						floor := float64(s.Steps) * float64(delay.Microseconds())
+						if slow && s.WireUS < floor {
+							t.Errorf("rank %d to %d: wire %.0f us over %d steps, want at least %.0f", r, s.Peer, s.WireUS, s.Steps, floor)
+						}
+						if !slow && s.WireUS >= floor/2 {
+							t.Errorf("rank %d to %d: wire %.0f us, as slow as the planted edge %v", r, s.Peer, s.WireUS, edge)
+						}
+						if s.WireUS > s.BusyUS {
+							t.Errorf("rank %d to %d: wire %.0f us above the steps' whole time %.0f", r, s.Peer, s.WireUS, s.BusyUS)
+						}
+					}
+				}
 			}
 		})
 	}

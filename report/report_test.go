@@ -256,3 +256,23 @@ func TestSlowestRankLine(t *testing.T) {
 		}
 	}
 }
+
+// TestTableOfRealRecords renders a run recorded by collbench's profiler
+// plugin inside NCCL 2.28.3 (two processes as two hosts on one H200): the
+// late-kernel column and line come from NCCL's own GPU clocks.
+func TestTableOfRealRecords(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "doctor", "testdata", "nccl-2.28.3-two-processes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := results.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "recorded.table.golden", b.Bytes())
+}

@@ -267,6 +267,9 @@ func WriteTable(w io.Writer, d *results.Document) error {
 				if line := stragglerLine(rows, d.Communicators); line != "" {
 					fmt.Fprintln(w, line)
 				}
+				if line := lateLine(rows); line != "" {
+					fmt.Fprintln(w, line)
+				}
 			}
 		}
 	}
@@ -331,9 +334,19 @@ func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) erro
 	for _, r := range rows {
 		grouped = grouped || len(r.Groups) > 0
 	}
+	late := false
+	for _, r := range rows {
+		late = late || lateKernel(r.OutOfPlace, r.InPlace, nil) != ""
+		for _, g := range r.Groups {
+			late = late || lateKernel(g.OutOfPlace, g.InPlace, g.Ranks) != ""
+		}
+	}
 	header := []any{"\nsize", "\ncount", "\ntype", "\nredop", "\nroot"}
 	if algo {
 		header = append(header, "\nalgorithm\n")
+	}
+	if late {
+		header = append(header, "late\nkernel\n(us)")
 	}
 	if grouped {
 		header = append([]any{"\ngroup"}, header...)
@@ -372,6 +385,15 @@ func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) erro
 			cells := []any{words.Bytes(size), fmt.Sprint(count), r.DType, r.Op, root}
 			if algo {
 				cells = append(cells, r.Algorithm.String())
+			}
+			if late {
+				k := "-"
+				if label != "sum" {
+					if v := lateKernel(o, i, ranksOf(r, label)); v != "" {
+						k = v
+					}
+				}
+				cells = append(cells, k)
 			}
 			if grouped {
 				cells = append([]any{label}, cells...)
@@ -662,4 +684,83 @@ func movesData(rows []results.Row) bool {
 		}
 	}
 	return false
+}
+
+// lateKernel names the rank whose kernel started last in the recorded
+// half and by how much after the earliest, from the library's own clocks
+// ("3 +12.5": rank 3, 12.5 µs late); "" when nothing was recorded. ranks
+// maps the half's rank order to world ranks (nil: the same).
+func lateKernel(o, i *results.Half, ranks []int) string {
+	for _, h := range []*results.Half{o, i} {
+		if h == nil || h.Kernels == nil || len(h.Kernels.StartUS) < 2 {
+			continue
+		}
+		at, most := -1, 0.0
+		for r, s := range h.Kernels.StartUS {
+			if s >= 0 && (at < 0 || s > most) {
+				at, most = r, s
+			}
+		}
+		if at < 0 {
+			continue
+		}
+		if at < len(ranks) {
+			at = ranks[at]
+		}
+		return fmt.Sprintf("%d +%s", at, trimFloat(most))
+	}
+	return ""
+}
+
+// ranksOf is the world ranks of the group a table line stands for ("" or
+// "sum": nil, the row's own order).
+func ranksOf(r results.Row, label string) []int {
+	for _, g := range r.Groups {
+		if label == fmt.Sprintf("%d %s", g.ID, words.Group(g.Ranks)) {
+			return g.Ranks
+		}
+	}
+	return nil
+}
+
+// trimFloat writes a time in µs to a tenth, or whole above 100.
+func trimFloat(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// lateLine says which rank's kernel started last most often over the
+// rows the library recorded, and by how much at most: one line, whatever
+// the ranks.
+func lateLine(rows []results.Row) string {
+	count := map[int]int{}
+	recorded := 0
+	most := 0.0
+	for _, r := range rows {
+		v := lateKernel(r.OutOfPlace, r.InPlace, nil)
+		if v == "" {
+			continue
+		}
+		var rank int
+		var by float64
+		if _, err := fmt.Sscanf(v, "%d +%g", &rank, &by); err != nil {
+			continue
+		}
+		recorded++
+		count[rank]++
+		most = max(most, by)
+	}
+	if recorded == 0 {
+		return ""
+	}
+	top, n := -1, 0
+	for r, c := range count {
+		if c > n || (c == n && r < top) {
+			top, n = r, c
+		}
+	}
+	return fmt.Sprintf("# late kernel:       rank %d started last in %d of %d recorded rows (the library's own GPU clocks), at most %s us after the earliest rank",
+		top, n, recorded, trimFloat(most))
 }

@@ -289,6 +289,12 @@ type NetSteps struct {
 	// BusyUS is the steps' summed time, MaxStepUS the longest (host clock).
 	BusyUS    float64 `json:"busy_us"`
 	MaxStepUS float64 `json:"max_step_us"`
+	// WireUS is how long at least one send step was on the wire (handed
+	// to the network until it said done): Bytes/WireUS is the path's rate
+	// as this collective saw it. PeerWaitUS is their time ready but waiting
+	// for the peer's buffer. Both 0 for receives.
+	WireUS     float64 `json:"wire_us,omitempty"`
+	PeerWaitUS float64 `json:"peer_wait_us,omitempty"`
 }
 
 // OpRecord is what a library recorded of one rank's operation.

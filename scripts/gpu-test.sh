@@ -522,6 +522,26 @@ for r in a["results"][:: max(1, len(a["results"]) // 6)]:
 sys.exit(0 if rows and same == rows and withk == len(a["results"]) else 1)
 PY
 then ok "profiler plugin: every row's algorithm matches the tuning-log probe, every row has kernel times"; else bad "profiler plugin against the probe"; fi
+# The network steps' time on the wire: every send with a peer on the other
+# (simulated) host has it at 1 MiB and more, and it is part of the steps' time.
+if python3 - "$WORK/prof-plugin.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+rows = good = 0
+for r in a["results"]:
+    if r["size_bytes"] < 1 << 20: continue
+    k = (r.get("out_of_place") or {}).get("kernels") or {}
+    rows += 1
+    sends = [s for steps in (k.get("net") or []) for s in (steps or []) if s.get("send")]
+    ok = bool(sends) and all(0 < s.get("wire_us", 0) <= s["busy_us"] * 1.001 for s in sends)
+    good += ok
+    rate = ", ".join("rank->%d %.2f GB/s on the wire (%.0f%% of the steps' time)" % (s["peer"], s["bytes"] / s["wire_us"] / 1e3, 100 * s["wire_us"] / s["busy_us"]) for s in sends if s.get("wire_us"))
+    print(r["collective"], r["size_bytes"], rate if ok else "MISSING " + json.dumps(k.get("net"))[:200])
+print("rows >= 1 MiB with every send's wire time:", good, "of", rows)
+sys.exit(0 if rows and good == rows else 1)
+PY
+then ok "profiler plugin: every send between the hosts has its time on the wire"; else bad "profiler plugin: wire times"; fi
+cp "$WORK/prof-plugin.json" "$OUT/prof-plugin.json" 2>/dev/null || true
 build_nccl_tests
 if [ -x "$nt/all_reduce_perf" ]; then
   echo "wall time, alternating, 3 rounds: NCCL's all_reduce_perf; collbench allreduce (plugin); collbench allreduce with the probe (COLLBENCH_NCCL_PROFILER=off)"
@@ -536,11 +556,12 @@ if [ -x "$nt/all_reduce_perf" ]; then
     COLLBENCH_NCCL_PROFILER=off wall "$BIN" allreduce -q > /dev/null
   done
 fi
-echo "timed loops with the plugin loaded and off, allreduce 8 B - 64 KiB, 3 alternating passes, out-of-place time (us):"
+echo "timed loops with the plugin loaded and off, allreduce 8 B - 64 KiB on a recording communicator of 2 ranks (two processes as two hosts), 3 alternating passes, out-of-place time (us):"
 for pass in 1 2 3; do
   for p in on off; do
     env=""; [ $p = off ] && env="COLLBENCH_NCCL_PROFILER=off COLLBENCH_ALGORITHM_PROBE=off"
-    env $env "$BIN" allreduce --sizes 8:64K -n 200 -w 20 -c 0 --mode out-of-place -q -o "$WORK/ovh-$p-$pass.json" > /dev/null 2>&1
+    env $env "$BIN" launch -n 2 --nodes 2 -- sweep --device 0 --collectives allreduce --sizes 8:64K -n 200 -w 20 -c 0 --mode out-of-place -q \
+      -o "$WORK/ovh-$p-$pass.json" > "$WORK/ovh.txt" 2>&1 || { echo "pass $pass $p: exit $?"; tail -3 "$WORK/ovh.txt"; }
   done
 done
 python3 - "$WORK" <<'PY'

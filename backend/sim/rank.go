@@ -223,6 +223,7 @@ func (r *rank) issue(c suites.Call, n int) ([]float64, error) {
 			w.clock[x] = start + total
 			w.dev[x] += total
 		}
+		w.recordOp(g, c, bytes, start, total)
 	})
 	if err != nil {
 		return nil, err

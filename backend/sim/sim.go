@@ -92,6 +92,12 @@ type World struct {
 
 	top    *split
 	splits int
+
+	// While recMu's recording is on, each operation's members get what
+	// NCCL's proxy would report of it (Record).
+	recMu     sync.Mutex
+	recording bool
+	recs      map[int]*results.OpRecord
 }
 
 // split is the world seen through one layout: a group per member list.
@@ -102,6 +108,7 @@ type split struct {
 
 	mu    sync.Mutex
 	costs map[costKey]cluster.Times
+	wires map[costKey][][]cluster.Wire
 }
 
 type costKey struct {
@@ -122,7 +129,7 @@ type group struct {
 }
 
 func (w *World) view(l suites.Layout) *split {
-	s := &split{w: w, costs: map[costKey]cluster.Times{}}
+	s := &split{w: w, costs: map[costKey]cluster.Times{}, wires: map[costKey][][]cluster.Wire{}}
 	owner := make([]*rank, w.n)
 	for gi, members := range l.Groups {
 		g := &group{s: s, idx: gi, members: members, gate: newGate(len(members)), calls: make([]suites.Call, len(members))}
@@ -224,7 +231,82 @@ func (w *World) Algorithm(c suites.Collective, bytes int64, ranks int) *results.
 	return &results.AlgoChoice{Algo: name, Source: "the cluster model"}
 }
 
+// Recording: the model reports each operation as collbench's profiler
+// plugin inside NCCL would: the members' times on their clocks and the
+// flows between hosts, each with its time on the wire.
+func (w *World) Recording() (bool, string) { return true, "" }
+
+// Record runs fn with the records on (see Recording).
+func (w *World) Record(fn func() error) ([]*results.OpRecord, string, error) {
+	return w.record(w.top.ranks, fn)
+}
+
+func (w *World) record(ranks []suites.Rank, fn func() error) ([]*results.OpRecord, string, error) {
+	w.recMu.Lock()
+	w.recording, w.recs = true, map[int]*results.OpRecord{}
+	w.recMu.Unlock()
+	err := fn()
+	w.recMu.Lock()
+	recs := w.recs
+	w.recording, w.recs = false, nil
+	w.recMu.Unlock()
+	out := make([]*results.OpRecord, len(ranks))
+	for i, r := range ranks {
+		out[i] = recs[r.WorldRank()]
+	}
+	return out, "", err
+}
+
+// recordOp gives each member of g the record of the operation c of bytes
+// that ran from start for us (µs on the model's clock), if recording.
+func (w *World) recordOp(g *group, c suites.Call, bytes int64, start, us float64) {
+	w.recMu.Lock()
+	defer w.recMu.Unlock()
+	if !w.recording {
+		return
+	}
+	pos := make(map[int]int, len(g.members))
+	for i, r := range g.members {
+		pos[r] = i
+		w.recs[r] = &results.OpRecord{StartNS: uint64(start * 1e3), StopNS: uint64((start + us) * 1e3), Channels: 1} //nolint:gosec // G115: model times, never negative
+	}
+	for _, x := range g.s.flows(c, bytes)[g.idx] {
+		from, to := w.recs[x.From], w.recs[x.To]
+		if from == nil || to == nil {
+			continue
+		}
+		b := int64(x.Bytes)
+		from.Net = append(from.Net, results.NetSteps{Peer: pos[x.To], Send: true, Steps: 1, Bytes: b, BusyUS: x.US, MaxStepUS: x.US, WireUS: x.US})
+		to.Net = append(to.Net, results.NetSteps{Peer: pos[x.From], Steps: 1, Bytes: b, BusyUS: x.US, MaxStepUS: x.US})
+	}
+}
+
+// flows is what each group's operation of c moves between hosts.
+func (s *split) flows(c suites.Call, bytes int64) [][]cluster.Wire {
+	key := costKey{pattern(c.Coll), bytes}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f, ok := s.wires[key]; ok {
+		return f
+	}
+	groups := make([][]int, len(s.groups))
+	for i, g := range s.groups {
+		groups[i] = g.members
+	}
+	f := s.w.b.Net.Wires(key.p, groups, bytes)
+	s.wires[key] = f
+	return f
+}
+
 type splitWorld struct{ s *split }
+
+// Recording: as the world's.
+func (sw *splitWorld) Recording() (bool, string) { return true, "" }
+
+// Record runs fn with the records on, for the split's ranks.
+func (sw *splitWorld) Record(fn func() error) ([]*results.OpRecord, string, error) {
+	return sw.s.w.record(sw.s.ranks, fn)
+}
 
 func (sw *splitWorld) Size() int                                   { return sw.s.w.n }
 func (sw *splitWorld) Ranks() []suites.Rank                        { return sw.s.ranks }

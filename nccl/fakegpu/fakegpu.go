@@ -52,6 +52,9 @@ type Options struct {
 	// ProxySteps sends point-to-point traffic through the proxy, as
 	// between hosts: the profiler plugin then sees its network steps.
 	ProxySteps bool
+	// WireDelay holds each of those send steps on the wire this long,
+	// by {sending GPU, receiving GPU}: a slow path between them.
+	WireDelay map[[2]int]time.Duration
 }
 
 // Fault is a failure planted in one call on one GPU.

@@ -7,6 +7,7 @@ package fakegpu
 #include <stddef.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 
 // The machine's side of NCCL's profiler plugin interface, versions 4 and 5,
 // declared here on their own (not shared with collbench's plugin), so the
@@ -118,8 +119,9 @@ static void fp_kernel_channel(void *ctx, void *parent, int rank, int channel, ui
 	fp_stop(h);
 }
 
-// fp_proxy delivers a proxy operation of steps network steps with peer.
-static void fp_proxy(void *ctx, void *parent, int rank, int peer, int isSend, int steps, size_t stepBytes) {
+// fp_proxy delivers a proxy operation of steps network steps with peer;
+// each send step is on the wire for wire_ns.
+static void fp_proxy(void *ctx, void *parent, int rank, int peer, int isSend, int steps, size_t stepBytes, uint64_t wire_ns) {
 	fp_union u; memset(&u, 0, sizeof u);
 	u.proxyOp.peer = peer; u.proxyOp.isSend = isSend; u.proxyOp.nSteps = steps; u.proxyOp.chunkSize = (int)stepBytes;
 	void *op = fp_start(ctx, 1 << 3, parent, rank, &u);
@@ -129,7 +131,18 @@ static void fp_proxy(void *ctx, void *parent, int rank, int peer, int isSend, in
 		void *h = fp_start(ctx, 1 << 4, op, rank, &su);
 		fp_state a; memset(&a, 0, sizeof a);
 		a.proxyStep.transSize = stepBytes;
-		fp_record(h, isSend ? 9 : 10, &a);
+		if (isSend) {
+			fp_record(h, 8, &a);  // waiting for the GPU's data
+			fp_record(h, 20, &a); // ready, waiting for the peer's buffer
+			fp_record(h, 9, &a);  // on the wire
+			if (wire_ns > 0) {
+				struct timespec ts = {(time_t)(wire_ns / 1000000000ull), (long)(wire_ns % 1000000000ull)};
+				nanosleep(&ts, NULL);
+			}
+		} else {
+			fp_record(h, 10, &a); // receive posted
+			fp_record(h, 11, &a); // data arrived
+		}
 		fp_stop(h);
 	}
 	fp_stop(op);
@@ -324,7 +337,12 @@ func (c *comm) profRan(po *profOp, start, stop uint64) {
 	if po.mask&profProxyOp != 0 && po.peer >= 0 && c.d.opts.ProxySteps {
 		const step = 512 << 10
 		steps := int(max((po.bytes+step-1)/step, 1))
-		C.fp_proxy(c.profCtx, po.handle, C.int(c.rank), C.int(po.peer), C.int(b2i(po.send)), C.int(steps), C.size_t(min(po.bytes, step)))
+		var wire time.Duration
+		if po.send {
+			wire = c.d.opts.WireDelay[[2]int{c.dev, c.peerDevice(po.peer)}]
+		}
+		C.fp_proxy(c.profCtx, po.handle, C.int(c.rank), C.int(po.peer), C.int(b2i(po.send)), C.int(steps), C.size_t(min(po.bytes, step)),
+			C.uint64_t(wire.Nanoseconds())) //nolint:gosec // G115: a planted delay, never negative
 	}
 }
 
@@ -342,4 +360,14 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// peerDevice is the GPU of the communicator's rank peer; -1 if unknown.
+func (c *comm) peerDevice(peer int) int {
+	c.cl.mu.Lock()
+	defer c.cl.mu.Unlock()
+	if peer < 0 || peer >= len(c.cl.members) || c.cl.members[peer] == nil {
+		return -1
+	}
+	return c.cl.members[peer].dev
 }

@@ -182,8 +182,15 @@ static cbp_result record_state(void *handle, int state, cbp_state_args *args) {
 	}
 	if (e->kind == CBP_KIND_KERNEL_CH && state == CBP_STATE_KERNEL_CH_STOP) {
 		e->gpu_stop = args->kernelCh.gpuTimer;
-	} else if (e->kind == CBP_KIND_PROXY_STEP && args->proxyStep.transSize > e->trans_size) {
-		e->trans_size = args->proxyStep.transSize;
+	} else if (e->kind == CBP_KIND_PROXY_STEP) {
+		if (args->proxyStep.transSize > e->trans_size) {
+			e->trans_size = args->proxyStep.transSize;
+		}
+		if (state == CBP_STATE_STEP_SEND_PEER_WAIT && e->peer_wait_at == 0) {
+			e->peer_wait_at = host_ns();
+		} else if (state == CBP_STATE_STEP_SEND_WAIT) {
+			e->wire_at = host_ns();
+		}
 	}
 	return 0;
 }

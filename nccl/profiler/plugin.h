@@ -25,6 +25,9 @@ typedef struct {
 	// proxy operations and steps: the host's monotonic clock (ns)
 	int is_send, steps, chunk, step;
 	uint64_t host_start, host_stop, trans_size;
+	// a send step: when its data was ready and it waited for the peer's
+	// buffer, and when it went on the wire (0: not reported)
+	uint64_t peer_wait_at, wire_at;
 } cbp_event;
 
 typedef struct {

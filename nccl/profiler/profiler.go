@@ -130,6 +130,12 @@ type PeerSteps struct {
 	// the host's clock.
 	BusyNS    uint64 `json:"busy_ns"`
 	MaxStepNS uint64 `json:"max_step_ns"`
+	// WireNS is how long at least one send step was on the wire (handed
+	// to the network until it said done; steps in flight together count
+	// once), PeerWaitNS the steps' summed time ready but waiting for the
+	// peer's buffer; 0 for receives and where NCCL did not report.
+	WireNS     uint64 `json:"wire_ns,omitempty"`
+	PeerWaitNS uint64 `json:"peer_wait_ns,omitempty"`
 }
 
 var mu sync.Mutex
@@ -262,6 +268,7 @@ func assemble(evs []C.cbp_event, comm func(int) Comm) []Op {
 	}
 	proxyOf := map[int]key{}
 	net := map[key]*PeerSteps{}
+	wire := map[key][][2]uint64{} // each send step's time on the wire
 	for i := range evs {
 		e := &evs[i]
 		switch int(e.kind) {
@@ -305,8 +312,15 @@ func assemble(evs []C.cbp_event, comm func(int) Comm) []Op {
 			ps.BusyNS += d
 			ps.MaxStepNS = max(ps.MaxStepNS, d)
 		}
+		if e.wire_at > 0 && e.host_stop > e.wire_at {
+			wire[k] = append(wire[k], [2]uint64{uint64(e.wire_at), uint64(e.host_stop)})
+			if e.peer_wait_at > 0 && e.wire_at > e.peer_wait_at {
+				ps.PeerWaitNS += uint64(e.wire_at - e.peer_wait_at)
+			}
+		}
 	}
 	for k, ps := range net {
+		ps.WireNS = covered(wire[k])
 		ops[k.op].Net = append(ops[k.op].Net, *ps)
 	}
 	for i := range ops {
@@ -319,4 +333,21 @@ func assemble(evs []C.cbp_event, comm func(int) Comm) []Op {
 		})
 	}
 	return ops
+}
+
+// covered is the length of the union of the intervals [start, stop).
+func covered(iv [][2]uint64) uint64 {
+	sort.Slice(iv, func(a, b int) bool { return iv[a][0] < iv[b][0] })
+	var total, end uint64
+	for _, x := range iv {
+		if x[1] <= end {
+			continue
+		}
+		if x[0] > end {
+			end = x[0]
+		}
+		total += x[1] - end
+		end = x[1]
+	}
+	return total
 }

@@ -1,0 +1,229 @@
+package doctor
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"collbench/internal/words"
+	"collbench/results"
+)
+
+// minPathBytes is the least a path must carry in one stage to be judged:
+// below it, a step's fixed cost outweighs the path's rate.
+const minPathBytes = 1 << 20
+
+// PathRules judge a path's rate on the wire when the thresholds name no
+// "path" class: 40% below the stage's other paths, or 35% of the NICs'
+// rate. A path's rate inside one collective wobbles more than a timed
+// pair's: on TCP sockets between two processes of one host the two
+// directions of the same allreduce differed by up to 2x (docs/doctor.md).
+var PathRules = Rules{Drop: 0.4, PeakFraction: 0.35}
+
+// minPathPeers is how many paths a stage needs before a path is judged
+// against the others; with fewer only the NICs' rate judges.
+const minPathPeers = 4
+
+// maxSlowPaths bounds the slow paths the report lists when most of a
+// stage's paths are slow (the network, one finding).
+const maxSlowPaths = 64
+
+// PathFigure is one network path between hosts as doctor's own
+// collectives used it, from NCCL's proxy through collbench's profiler
+// plugin: rank From handed Bytes to the network for rank To, which was
+// busy with them for WireUS. The report keeps the paths judged slow.
+type PathFigure struct {
+	Stage    string  `json:"stage"`
+	From     int     `json:"from"`
+	To       int     `json:"to"`
+	FromHost string  `json:"from_host"`
+	ToHost   string  `json:"to_host"`
+	Bytes    int64   `json:"bytes"`
+	WireUS   float64 `json:"wire_us"`
+	GBps     float64 `json:"gbps"`
+	// Peers is the median of the stage's other paths that were not
+	// flagged; Expected the NIC's rate (0 when unknown).
+	Peers    float64 `json:"peers"`
+	Expected float64 `json:"expected,omitempty"`
+	Why      string  `json:"why,omitempty"`
+}
+
+// PathsSeen says how many paths between hosts a stage's collectives
+// showed through NCCL's proxy, and their median rate.
+type PathsSeen struct {
+	Stage  string  `json:"stage"`
+	Paths  int     `json:"paths"`
+	Median float64 `json:"median_gbps"`
+	Slow   int     `json:"slow"`
+}
+
+// pathKey is one directed path within one stage.
+type pathKey struct {
+	stage    string
+	from, to int
+}
+
+// pathSum is what a stage's collectives moved over one path.
+type pathSum struct {
+	bytes  int64
+	wireUS float64
+}
+
+// notePaths adds the network steps a half recorded (rank 0 has every
+// member's) to the stage's paths between hosts: sends only, by world rank.
+func (d *search) notePaths(stage string, group []int, k *results.KernelTimes) {
+	if k == nil || len(k.Net) == 0 {
+		return
+	}
+	if d.paths == nil {
+		d.paths = map[pathKey]*pathSum{}
+	}
+	for i, steps := range k.Net {
+		if i >= len(group) {
+			break
+		}
+		for _, s := range steps {
+			if !s.Send || s.WireUS <= 0 || s.Bytes <= 0 || s.Peer < 0 || s.Peer >= len(group) {
+				continue
+			}
+			from, to := group[i], group[s.Peer]
+			if d.host(from) == d.host(to) {
+				continue
+			}
+			key := pathKey{stage, from, to}
+			p := d.paths[key]
+			if p == nil {
+				p = &pathSum{}
+				d.paths[key] = p
+			}
+			p.bytes += s.Bytes
+			p.wireUS += s.WireUS
+		}
+	}
+}
+
+// pathFindings judges every stage's paths between hosts against the
+// stage's other paths and the NIC's rate, on rank 0. A rank at an end of
+// two or more slow paths is named by its own network path; the other slow
+// paths are named end to end. Paths a finding already covers are left
+// out of the findings (and kept in the report's slow paths).
+func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
+	byStage := map[string][]sample{}
+	var stages []string
+	for key, p := range d.paths {
+		if p.bytes < minPathBytes || p.wireUS <= 0 {
+			continue
+		}
+		if _, ok := byStage[key.stage]; !ok {
+			stages = append(stages, key.stage)
+		}
+		byStage[key.stage] = append(byStage[key.stage], sample{Key: fmt.Sprintf("%d>%d", key.from, key.to), Class: "path",
+			Value: float64(p.bytes) / (p.wireUS * 1e3), Expected: d.nicPeak()})
+	}
+	slices.Sort(stages)
+	var fs []Finding
+	d.rep.PathsSeen, d.rep.SlowPaths = nil, nil
+	for _, stage := range stages {
+		ss := byStage[stage]
+		slices.SortFunc(ss, func(a, b sample) int { return strings.Compare(a.Key, b.Key) })
+		th := d.o.Thresholds
+		if _, ok := th.Class["path"]; !ok {
+			th.Class = maps.Clone(th.Class)
+			if th.Class == nil {
+				th.Class = map[string]Rules{}
+			}
+			th.Class["path"] = PathRules
+		}
+		var flagged []suspect
+		if len(ss) >= minPathPeers {
+			flagged = judge(ss, th)
+		} else {
+			r := th.For("path")
+			for _, s := range ss {
+				if s.Expected > 0 && r.PeakFraction > 0 && s.Value < r.PeakFraction*s.Expected {
+					flagged = append(flagged, suspect{sample: s, Peers: s.Value,
+						Why: fmt.Sprintf("%.0f%% of the %.0f GB/s its NIC's port runs at (too few paths to compare with each other)", s.Value/s.Expected*100, s.Expected)})
+				}
+			}
+		}
+		vals := make([]float64, len(ss))
+		for i, s := range ss {
+			vals[i] = s.Value
+		}
+		d.rep.PathsSeen = append(d.rep.PathsSeen, PathsSeen{Stage: stage, Paths: len(ss), Median: median(vals), Slow: len(flagged)})
+		// Most paths slow alike is the network, not any one part of it:
+		// one finding, never one per path.
+		if len(ss) >= 4 && 2*len(flagged) > len(ss) {
+			m, peak := median(vals), d.nicPeak()
+			fs = append(fs, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-network", Part: fmt.Sprintf("the network between hosts (%d paths)", len(ss)),
+				Value: m, Expected: peak, Unit: "GB/s",
+				Msg: fmt.Sprintf("NCCL's proxy saw %d of the %d paths between hosts slow inside one collective: median %s GB/s on the wire, %.0f%% of the %s GB/s the NICs' ports run at",
+					len(flagged), len(ss), gb(m), m/peak*100, gb(peak)),
+				Cause: "every host alike: the NICs' firmware or settings (GPUDirect RDMA off, the wrong transport), or the fabric"})
+			for _, s := range flagged {
+				var from, to int
+				if _, err := fmt.Sscanf(s.Key, "%d>%d", &from, &to); err == nil && len(d.rep.SlowPaths) < maxSlowPaths {
+					p := d.paths[pathKey{stage, from, to}]
+					d.rep.SlowPaths = append(d.rep.SlowPaths, PathFigure{Stage: stage, From: from, To: to, FromHost: d.host(from), ToHost: d.host(to),
+						Bytes: p.bytes, WireUS: p.wireUS, GBps: s.Value, Peers: s.Peers, Expected: s.Expected, Why: s.Why})
+				}
+			}
+			continue
+		}
+		ends := map[int][]PathFigure{}
+		var figs []PathFigure
+		for _, s := range flagged {
+			var from, to int
+			if _, err := fmt.Sscanf(s.Key, "%d>%d", &from, &to); err != nil {
+				continue
+			}
+			p := d.paths[pathKey{stage, from, to}]
+			f := PathFigure{Stage: stage, From: from, To: to, FromHost: d.host(from), ToHost: d.host(to), Bytes: p.bytes,
+				WireUS: p.wireUS, GBps: s.Value, Peers: s.Peers, Expected: s.Expected, Why: s.Why}
+			d.rep.SlowPaths = append(d.rep.SlowPaths, f)
+			if covered(from, to) {
+				continue
+			}
+			figs = append(figs, f)
+			ends[from] = append(ends[from], f)
+			ends[to] = append(ends[to], f)
+		}
+		nic := map[int]bool{}
+		for _, r := range sortedKeys(ends) {
+			ps := ends[r]
+			if len(ps) < 2 {
+				continue
+			}
+			nic[r] = true
+			var others []int
+			var vals, peers []float64
+			for _, p := range ps {
+				other := p.From
+				if other == r {
+					other = p.To
+				}
+				others = append(others, other)
+				vals, peers = append(vals, p.GBps), append(peers, p.Peers)
+			}
+			slices.Sort(others)
+			v, pm := median(vals), median(peers)
+			fs = append(fs, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-nic", Part: d.o.Who(r) + " network path", Host: d.host(r),
+				Ranks: []int{r}, Value: v, Peers: pm, Expected: ps[0].Expected, Unit: "GB/s",
+				Msg: fmt.Sprintf("NCCL's proxy saw %d of its paths to other hosts slow inside one collective (with ranks %s): %s GB/s on the wire, the stage's other paths %s GB/s%s",
+					len(ps), words.Ints(others), gb(v), gb(pm), drop(v, pm)),
+				Cause: "this GPU's NIC, cable or switch port"})
+		}
+		for _, f := range figs {
+			if nic[f.From] || nic[f.To] {
+				continue
+			}
+			fs = append(fs, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-path", Part: fmt.Sprintf("%s → %s", d.o.Who(f.From), d.o.Who(f.To)),
+				Host: f.FromHost, Ranks: []int{f.From, f.To}, Value: f.GBps, Peers: f.Peers, Expected: f.Expected, Unit: "GB/s",
+				Msg: fmt.Sprintf("NCCL's proxy moved %s over it in %.0f µs on the wire inside one collective: %s GB/s, %s",
+					words.Bytes(f.Bytes), f.WireUS, gb(f.GBps), f.Why),
+				Cause: "the NIC of either end, or a cable or switch port on the way"})
+		}
+	}
+	return fs
+}
