@@ -356,17 +356,19 @@ func layoutWords(layout string) string {
 	return words.Groups(gs)
 }
 
-// writePaths writes, per stage, the paths between hosts NCCL's proxy
-// showed inside doctor's collectives, and the slowest few of those judged
-// slow (all are in the JSON report).
+// writePaths writes, on one line, the paths between hosts NCCL's proxy
+// showed inside doctor's collectives by stage, then the slowest few of
+// those judged slow (all are in the JSON report).
 func (r *Report) writePaths(w io.Writer) {
 	if len(r.PathsSeen) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\n## paths between hosts, on the wire inside doctor's collectives (NCCL's proxy, through collbench's profiler plugin)")
+	var stages []string
 	for _, p := range r.PathsSeen {
-		fmt.Fprintf(w, "  %s: %s paths, median %s GB/s, %s slow\n", p.Stage, words.Count(p.Paths), gb(p.Median), words.Count(p.Slow))
+		stages = append(stages, fmt.Sprintf("%s %s paths (median %s GB/s, %s slow)", p.Stage, words.Count(p.Paths), gb(p.Median), words.Count(p.Slow)))
 	}
+	fmt.Fprintln(w, "  "+strings.Join(stages, "; "))
 	slow := slices.Clone(r.SlowPaths)
 	slices.SortStableFunc(slow, func(a, b PathFigure) int { return cmp.Compare(a.GBps, b.GBps) })
 	for _, p := range slow[:min(outliers, len(slow))] {

@@ -102,6 +102,17 @@ func clusterReport(hosts, gpus int) *Report {
 	r.Plan = append(r.Plan, PlanStep{Stage: "world", Layout: words.GroupsFull([][]int{all}), What: "allreduce at 1 GiB"})
 	r.World = &WorldFigure{Ranks: n, Bytes: 1 << 30, BusBW: 351.2, Expected: 360}
 	if hosts > 1 {
+		// The world's allreduce on rails: every GPU sends to its rail on
+		// the next host; host 2's GPU 3 has a slow NIC, both ways.
+		r.PathsSeen = []PathsSeen{{Stage: "host", Paths: 2 * hosts * gpus, Median: 46.2, Slow: 2}, {Stage: "world", Paths: n, Median: 45.8, Slow: 2}}
+		for _, p := range [][2]int{{gpus + 3, 2*gpus + 3}, {2*gpus + 3, 3*gpus + 3}} {
+			if p[1] < n {
+				r.SlowPaths = append(r.SlowPaths, PathFigure{Stage: "world", From: p[0], To: p[1], FromHost: host(p[0] / gpus), ToHost: host(p[1] / gpus),
+					Bytes: 1 << 28, WireUS: 11460, GBps: 23.4, Peers: 45.8, Expected: 50, Why: "49% below its peers' median"})
+			}
+		}
+	}
+	if hosts > 1 {
 		r.World.BusBW, r.World.Expected = 39.8, 45
 	}
 	r.Stages = []StageTime{{Stage: "health facts", Seconds: 1.2}, {Stage: "each GPU alone", Seconds: 3.1}, {Stage: "every GPU pair within a host", Seconds: 14.2},
