@@ -21,9 +21,9 @@ help:
 	@echo "make install   install collbench, its man pages and bash/zsh/fish completion under PREFIX (default /usr/local)"
 	@echo "make man       write the man pages to man/ (one per command)"
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
-	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills, doctor on the cluster model at 1,024 hosts, a 64-process world and the MPI check (about 13 min on 2 cores)"
+	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills, doctor on the cluster model at 1,024 hosts, a 64-process world and the MPI check (about 19 min on 2 cores)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
-	@echo "make simulate  doctor on the cluster model: every fault kind at 1,024 hosts x 8 GPUs, 10 seeds; clean seeds; the scale table to 4,096 hosts (about 6 min)"
+	@echo "make simulate  doctor on the cluster model: every fault kind at 1,024 hosts x 8 GPUs, 10 seeds; clean seeds; the scale table to 4,096 hosts (about 10 min)"
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
 	@echo "make scale     worlds of 64, 128 and 256 processes on this machine: formation, sweep, verify-groups, doctor, a stopped rank, memory, rank 0's sockets"
@@ -104,7 +104,7 @@ drills-soak: build
 # doctor on the cluster model (docs/simulate.md): every fault kind planted
 # at once on 1,024 hosts x 8 GPUs for 10 seeds, 10 clean seeded clusters,
 # and the table of rounds and modelled time from 16 to 4,096 hosts
-# (engine/testdata/simulate-scale.golden; UPDATE=1 rewrites it). About 6
+# (engine/testdata/simulate-scale.golden; UPDATE=1 rewrites it). About 10
 # minutes on 2 cores.
 simulate:
 	COLLBENCH_SIMULATE=1 $(GO) test -count=1 -timeout 30m -run 'TestSimulate' -v ./engine $(if $(UPDATE),-args -update-simulate) | grep -E 'simulate_test|^(ok|FAIL|---|panic)'
