@@ -110,6 +110,7 @@ func (d *search) notePaths(stage string, group []int, k *results.KernelTimes) {
 // out of the findings (and kept in the report's slow paths).
 func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 	byStage := map[string][]sample{}
+	keyOf := map[string]pathKey{} // a sample's key -> its path
 	var stages []string
 	for key, p := range d.paths {
 		if p.bytes < minPathBytes || p.wireUS <= 0 {
@@ -118,7 +119,9 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 		if _, ok := byStage[key.stage]; !ok {
 			stages = append(stages, key.stage)
 		}
-		byStage[key.stage] = append(byStage[key.stage], sample{Key: fmt.Sprintf("%d>%d", key.from, key.to), Class: "path",
+		id := fmt.Sprintf("%s %d>%d", key.stage, key.from, key.to)
+		keyOf[id] = key
+		byStage[key.stage] = append(byStage[key.stage], sample{Key: id, Class: "path",
 			Value: float64(p.bytes) / (p.wireUS * 1e3), Expected: d.nicPeak()})
 	}
 	slices.Sort(stages)
@@ -161,33 +164,22 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 				Msg: fmt.Sprintf("NCCL's proxy saw %d of the %d paths between hosts slow inside one collective: median %s GB/s on the wire, %.0f%% of the %s GB/s the NICs' ports run at",
 					len(flagged), len(ss), gb(m), m/peak*100, gb(peak)),
 				Cause: "every host alike: the NICs' firmware or settings (GPUDirect RDMA off, the wrong transport), or the fabric"})
-			for _, s := range flagged {
-				var from, to int
-				if _, err := fmt.Sscanf(s.Key, "%d>%d", &from, &to); err == nil && len(d.rep.SlowPaths) < maxSlowPaths {
-					p := d.paths[pathKey{stage, from, to}]
-					d.rep.SlowPaths = append(d.rep.SlowPaths, PathFigure{Stage: stage, From: from, To: to, FromHost: d.host(from), ToHost: d.host(to),
-						Bytes: p.bytes, WireUS: p.wireUS, GBps: s.Value, Peers: s.Peers, Expected: s.Expected, Why: s.Why})
-				}
+			for _, s := range flagged[:min(len(flagged), maxSlowPaths)] {
+				d.rep.SlowPaths = append(d.rep.SlowPaths, d.pathFigure(keyOf[s.Key], s))
 			}
 			continue
 		}
 		ends := map[int][]PathFigure{}
 		var figs []PathFigure
 		for _, s := range flagged {
-			var from, to int
-			if _, err := fmt.Sscanf(s.Key, "%d>%d", &from, &to); err != nil {
-				continue
-			}
-			p := d.paths[pathKey{stage, from, to}]
-			f := PathFigure{Stage: stage, From: from, To: to, FromHost: d.host(from), ToHost: d.host(to), Bytes: p.bytes,
-				WireUS: p.wireUS, GBps: s.Value, Peers: s.Peers, Expected: s.Expected, Why: s.Why}
+			f := d.pathFigure(keyOf[s.Key], s)
 			d.rep.SlowPaths = append(d.rep.SlowPaths, f)
-			if covered(from, to) {
+			if covered(f.From, f.To) {
 				continue
 			}
 			figs = append(figs, f)
-			ends[from] = append(ends[from], f)
-			ends[to] = append(ends[to], f)
+			ends[f.From] = append(ends[f.From], f)
+			ends[f.To] = append(ends[f.To], f)
 		}
 		nic := map[int]bool{}
 		for _, r := range sortedKeys(ends) {
@@ -226,4 +218,11 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 		}
 	}
 	return fs
+}
+
+// pathFigure is the report's figure of a path judged slow.
+func (d *search) pathFigure(k pathKey, s suspect) PathFigure {
+	p := d.paths[k]
+	return PathFigure{Stage: k.stage, From: k.from, To: k.to, FromHost: d.host(k.from), ToHost: d.host(k.to), Bytes: p.bytes,
+		WireUS: p.wireUS, GBps: s.Value, Peers: s.Peers, Expected: s.Expected, Why: s.Why}
 }

@@ -182,11 +182,7 @@ func (s *split) times(c suites.Call, bytes int64) cluster.Times {
 	if t, ok := s.costs[key]; ok {
 		return t
 	}
-	groups := make([][]int, len(s.groups))
-	for i, g := range s.groups {
-		groups[i] = g.members
-	}
-	t := s.w.b.Net.OpTimes(key.p, groups, bytes)
+	t := s.w.b.Net.OpTimes(key.p, s.memberLists(), bytes)
 	s.costs[key] = t
 	return t
 }
@@ -295,4 +291,13 @@ func (g *group) compute() {
 			copy(recv(j), out(i, j))
 		}
 	}
+}
+
+// memberLists is every group's members by world rank.
+func (s *split) memberLists() [][]int {
+	groups := make([][]int, len(s.groups))
+	for i, g := range s.groups {
+		groups[i] = g.members
+	}
+	return groups
 }

@@ -289,11 +289,7 @@ func (s *split) flows(c suites.Call, bytes int64) [][]cluster.Wire {
 	if f, ok := s.wires[key]; ok {
 		return f
 	}
-	groups := make([][]int, len(s.groups))
-	for i, g := range s.groups {
-		groups[i] = g.members
-	}
-	f := s.w.b.Net.Wires(key.p, groups, bytes)
+	f := s.w.b.Net.Wires(key.p, s.memberLists(), bytes)
 	s.wires[key] = f
 	return f
 }
