@@ -276,19 +276,19 @@ func (d *search) health(r int) (GPUHealth, bool) {
 // expectedCopy is the copy rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
 func (d *search) expectedCopy(r int) (float64, string) {
-	return d.expected(r, "the cpu backend's ranks share the host's memory, with no limit of their own to expect", GPUHealth.ExpectedCopyGBps)
+	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's memory, with no limit of their own to expect", GPUHealth.ExpectedCopyGBps)
 }
 
 // expectedFill is the fill rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
 func (d *search) expectedFill(r int) (float64, string) {
-	return d.expected(r, "the cpu backend's ranks share the host's cores", GPUHealth.ExpectedFillGelem)
+	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's cores", GPUHealth.ExpectedFillGelem)
 }
 
-// expected asks rank r's GPU health for one expectation; on the cpu
+// expected asks rank r's GPU health for one expectation; on a host-memory
 // backend there is none, for the reason cpuWhy.
 func (d *search) expected(r int, cpuWhy string, of func(GPUHealth, Expectations) (float64, string)) (float64, string) {
-	if d.o.Backend == "cpu" {
+	if HostMemory(d.o.Backend) {
 		return 0, cpuWhy
 	}
 	g, ok := d.health(r)

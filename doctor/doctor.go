@@ -470,10 +470,14 @@ func (d *search) deviceName(r int) string {
 	return "device"
 }
 
+// HostMemory reports whether a backend's ranks run on host memory (the cpu
+// and mpi backends), with no GPU of their own.
+func HostMemory(backend string) bool { return backend == "cpu" || backend == "mpi" }
+
 // Unit is what one rank drives on a backend, for the report's words: a GPU,
-// or on the cpu backend a rank (its memory and its thread).
+// or on a host-memory backend a rank (its memory and its thread).
 func Unit(backend string) string {
-	if backend == "cpu" {
+	if HostMemory(backend) {
 		return "rank"
 	}
 	return "GPU"

@@ -397,8 +397,8 @@ func CompareNode(now NodeRecord, past []NodeRecord, rules HistoryRules) ([]Histo
 // that stopped on a fault is compared but not kept: its figures are
 // partial). It returns the paths written.
 func (r *Report) ApplyHistory(dir string, rules HistoryRules, t time.Time, version string) ([]string, error) {
-	if r.Backend == "cpu" && rules.Drop == 0 {
-		// The cpu backend's ranks share a host's cores: its figures vary
+	if HostMemory(r.Backend) && rules.Drop == 0 {
+		// A host-memory backend's ranks share a host's cores: its figures vary
 		// from run to run as much as between peers.
 		rules.Drop = CPURules.Drop
 	}

@@ -22,7 +22,7 @@ type Rules struct {
 // differ by a few percent; a pair through shared memory reaches under 10 %.
 var DefaultRules = Rules{Drop: 0.25, PeakFraction: 0.35}
 
-// CPURules for the cpu backend, whose ranks share a host's cores: the best
+// CPURules for the host-memory backends (cpu, mpi), whose ranks share a host's cores: the best
 // iteration of healthy peers still varies by a factor of two or three when
 // eight processes share two cores, so only a drop below 30 % of the peers
 // counts, and there is no link peak to compare with on one host.

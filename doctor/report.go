@@ -330,7 +330,7 @@ func (r *Report) writeVerdict(w io.Writer, rolled bool) {
 func (r *Report) writeEvidence(w io.Writer) error {
 	if len(r.GPUs) > 0 {
 		what := "device-to-device copy and the fill kernel"
-		if r.Backend == "cpu" {
+		if HostMemory(r.Backend) {
 			what = "memory copy and the fill loop"
 		}
 		fmt.Fprintf(w, "\n## each %s alone (all at once): %s\n", Unit(r.Backend), what)

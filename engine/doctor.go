@@ -59,7 +59,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	// NCCL's own log says which transport it used between each pair; send
 	// it to a file of ours unless the user collects it already.
 	logDir := ""
-	if d.Backend != "cpu" && f.Getenv("NCCL_DEBUG") == "" && f.Getenv("NCCL_DEBUG_FILE") == "" && f.OwnsProcess {
+	if !doctor.HostMemory(d.Backend) && f.Getenv("NCCL_DEBUG") == "" && f.Getenv("NCCL_DEBUG_FILE") == "" && f.OwnsProcess {
 		if dir, release, err := tempdir.Make("collbench-doctor-"); err == nil {
 			logDir = dir
 			defer release()
@@ -177,7 +177,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		return nil, nil
 	}
 	if !gpu {
-		rep.Notes = append(rep.Notes, "health facts skipped: the cpu backend has no GPUs to ask NVML about")
+		rep.Notes = append(rep.Notes, "health facts skipped: the "+b.Name()+" backend runs on host memory, with no GPUs to ask NVML about")
 	}
 	if runErr != nil {
 		return rep, runErr

@@ -40,6 +40,11 @@ func (f *System) probeAlgorithms(ctx context.Context, ss *Session, rf RunFlags, 
 	b := ss.Choice.Backend
 	mode := strings.ToLower(f.Getenv(EnvProbe))
 	want := (b.Name() == "nccl" && mode != "off") || mode == "always"
+	if b.Name() != "nccl" && !want {
+		// Every process runs the same backend: none has NCCL's choices
+		// to probe, and there is nothing to agree on.
+		return nil, "", nil
+	}
 	note := ""
 	// A backend whose library reports its algorithms from inside the
 	// measuring process (NCCL's profiler plugin) needs no probe.

@@ -13,7 +13,7 @@ mpirun=(mpirun --oversubscribe -np "$NP")
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mpicc -O2 -o "$tmp/ref" "$(dirname "$0")/mpiref/ref.c"
+mpicc -O2 -pthread -o "$tmp/ref" "$(dirname "$0")/mpiref/ref.c"
 bytes() { python3 -c "import sys; s=sys.argv[1]; m={'K':1<<10,'M':1<<20,'G':1<<30}; print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))" "$1"; }
 csvbw() { # collective backend sizes -> "bytes busbw" lines
   "${mpirun[@]}" "$bin" "$1" --backend "$2" --sizes "$3" --mode out-of-place -n "$ITERS" -w "$WARMUP" --format csv 2>/dev/null |

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The MPI build under mpirun, 4 processes (make mpi-check): the world forms;
 # every collective on --backend mpi from 8 B to 64 MiB, every row verified;
-# groups (verify-groups, and [[1,2,3],[0]]); a hung rank and a stopped rank
-# named exactly, with the -o file keeping every finished row and the
-# verdict; and the cpu backend under mpirun. Usage: scripts/mpi-check.sh BIN
+# groups (verify-groups, and [[1,2,3],[0]]); a hung, a stopped and a killed
+# rank named exactly, with the -o file keeping every finished row and the
+# verdict; doctor healthy, then with a hung rank named; and the cpu backend
+# under mpirun. Usage: scripts/mpi-check.sh BIN
 set -euo pipefail
 bin=${1:-bin/collbench-mpi}
 mpirun=(mpirun --oversubscribe -np 4)
@@ -52,6 +53,22 @@ PY
 fault "hang:1@40" "rank 1 (" "$tmp/hang.json"
 fault "stop:2@40" "rank 2 (" "$tmp/stop.json"
 fault "kill:3@40" "rank 3 (" "$tmp/kill.json"
+
+# doctor on --backend mpi: a healthy run, then a rank hung in the last
+# stage, named in the report that the run still writes.
+"${mpirun[@]}" "$bin" doctor --backend mpi --quick -o "$tmp/doctor.json" > "$tmp/doctor.txt" 2>&1 || { cat "$tmp/doctor.txt"; fail "doctor --backend mpi on a healthy world"; }
+grep -q "mpi backend.*: healthy" "$tmp/doctor.txt" || { cat "$tmp/doctor.txt"; fail "doctor --backend mpi did not say healthy"; }
+rc=0
+COLLBENCH_FAULTS="hang:3@30" timeout 180 "${mpirun[@]}" -x COLLBENCH_FAULTS "$bin" doctor --backend mpi --quick \
+  -o "$tmp/doctor-hang.json" --timeout 8s --heartbeat-timeout 6s > "$tmp/doctor-hang.txt" 2>&1 || rc=$?
+[ "$rc" != 0 ] || fail "doctor --backend mpi with a hung rank exited 0"
+python3 - "$tmp/doctor-hang.json" <<'PY' || { cat "$tmp/doctor-hang.txt"; fail "doctor --backend mpi: the hung rank is not named in the report"; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+hung = [f for f in d["findings"] if f["kind"] == "hung-rank"]
+assert not d["healthy"] and hung and hung[0]["ranks"] == [3], d["findings"]
+print("mpi-check: doctor --backend mpi healthy, then its hung rank named (%s, stopped in %s)" % (hung[0]["part"], d["stopped_in"]))
+PY
 
 ok=$("${mpirun[@]}" "$bin" sweep --backend cpu --collectives allreduce,alltoall --sizes 1K,64K -n 2 | grep -c "wrong elements:    0 (OK)")
 [ "$ok" = 2 ] || fail "the cpu backend under mpirun"

@@ -45,6 +45,23 @@ func TestAlgorithmProbeAcrossProcesses(t *testing.T) {
 	noneLeft(t)
 }
 
+// TestNoProbeOffNCCL: across processes on the cpu backend nothing is
+// probed and no note blames a rank for it (every process has no NCCL).
+func TestNoProbeOffNCCL(t *testing.T) {
+	t.Parallel()
+	p := startSelf(t, nil, "launch", "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "1", "-w", "0")
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, p.out, p.errb)
+	}
+	if !strings.Contains(p.out.String(), "wrong elements:    0 (OK)") {
+		t.Fatalf("no verified table:\n%s", p.out)
+	}
+	if strings.Contains(p.out.String()+p.errb.String(), "algorithm per row") {
+		t.Errorf("a note about the algorithm probe on the cpu backend:\n%s%s", p.out, p.errb)
+	}
+	noneLeft(t)
+}
+
 // TestAlgorithmProbeFaults plants a probe that exits and one that hangs, in
 // one process and under a launcher: the run goes on without algorithms,
 // says why and names the rank, within the probe's bound.
