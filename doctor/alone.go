@@ -35,7 +35,7 @@ func (d *search) alone() error {
 		if err != nil {
 			return nil, err
 		}
-		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and the fill kernel", words.Bytes(d.o.CopySize), Unit(d.o.Backend)))
+		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and %s", words.Bytes(d.o.CopySize), Unit(d.o.Backend), fillName(d.o.Backend)))
 		out := map[int]GPUFigure{}
 		for r := 0; r < d.n; r++ {
 			g := GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r]}
@@ -144,6 +144,15 @@ func (d *search) judgeAlone(figs map[int]GPUFigure) []suspect {
 	return out
 }
 
+// fillName is the compute probe's name in the report's words: a kernel on
+// a GPU, a loop on a host-memory backend.
+func fillName(backend string) string {
+	if HostMemory(backend) {
+		return "the fill loop"
+	}
+	return "the fill kernel"
+}
+
 // fillProbe times the fill kernel on every rank and returns 1e9 elements/s
 // by world rank (on rank 0).
 func (d *search) fillProbe(gw suites.World) (map[int]float64, error) {
@@ -240,7 +249,8 @@ func (d *search) recordGPUs(figs map[int]GPUFigure) {
 		if exp, why := d.expectedFill(r); exp > 0 {
 			f.FillExpected = exp
 		} else {
-			unexpected["the fill kernel: "+why] = append(unexpected["the fill kernel: "+why], r)
+			key := fillName(d.o.Backend) + ": " + why
+			unexpected[key] = append(unexpected[key], r)
 		}
 		d.rep.GPUs = append(d.rep.GPUs, f)
 	}

@@ -3,7 +3,8 @@
 # (scripts/mpiref/ref.c), and collbench's TCP engine (--backend cpu) against
 # MPI, on NP processes of this machine, out of place, float. Each cell is
 # the median of REPS runs, the three tools taking turns. Prints a Markdown
-# table. Usage: scripts/mpi-bench.sh [BIN] (needs mpicc: libopenmpi-dev).
+# table. Usage: scripts/mpi-bench.sh [BIN] (needs mpicc: libopenmpi-dev, or
+# REF_BIN, the reference loop built elsewhere).
 set -euo pipefail
 bin=${1:-bin/collbench-mpi}
 NP=${NP:-4} REPS=${REPS:-3} ITERS=${ITERS:-10} WARMUP=${WARMUP:-2}
@@ -13,7 +14,8 @@ mpirun=(mpirun --oversubscribe -np "$NP")
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mpicc -O2 -pthread -o "$tmp/ref" "$(dirname "$0")/mpiref/ref.c"
+if [ -n "${REF_BIN:-}" ]; then cp "$REF_BIN" "$tmp/ref" # built elsewhere (a machine without mpicc)
+else mpicc -O2 -pthread -o "$tmp/ref" "$(dirname "$0")/mpiref/ref.c"; fi
 bytes() { python3 -c "import sys; s=sys.argv[1]; m={'K':1<<10,'M':1<<20,'G':1<<30}; print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))" "$1"; }
 csvbw() { # collective backend sizes -> "bytes busbw" lines
   "${mpirun[@]}" "$bin" "$1" --backend "$2" --sizes "$3" --mode out-of-place -n "$ITERS" -w "$WARMUP" --format csv 2>/dev/null |

@@ -26,6 +26,20 @@ ok=$(grep -c "wrong elements:    0 (OK)" "$tmp/sweep.txt")
 grep -q '"name": "mpi"' "$tmp/sweep.json" && grep -q '"transport": "pml/' "$tmp/sweep.json" || fail "the results file does not name the mpi backend and its transport"
 echo "mpi-check: every collective on --backend mpi, 8 B to 64 MiB, every row verified ($(grep -o 'Open MPI v[0-9.]*' "$tmp/sweep.txt" | head -1)) [${SECONDS}s]"
 
+# A forced algorithm is what the rows say (Open MPI's settings, read through
+# MPI_T), and its results are verified like any other.
+"${mpirun[@]}" --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4 "$bin" allreduce --backend mpi \
+  --sizes 1K,1M -n 2 -o "$tmp/ring.json" > "$tmp/ring.txt" 2>&1 || { cat "$tmp/ring.txt"; fail "allreduce with a forced ring"; }
+python3 - "$tmp/ring.json" <<'PY' || fail "the rows do not name the forced algorithm"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["results"], "no rows"
+for r in d["results"]:
+    assert r["algorithm"]["algo"] == "ring", r["algorithm"]
+    assert r["out_of_place"]["wrong"] == 0 and r["in_place"]["wrong"] == 0, r
+print("mpi-check: a forced algorithm named in every row: %s" % d["results"][0]["algorithm"]["source"])
+PY
+
 "${mpirun[@]}" "$bin" verify-groups --backend mpi > "$tmp/groups.txt" || { cat "$tmp/groups.txt"; fail "verify-groups --backend mpi"; }
 grep -q "PASS: every value matched" "$tmp/groups.txt" || fail "verify-groups --backend mpi"
 # (Output to a file first: a failed mpirun inside $(...) would end the

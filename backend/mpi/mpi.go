@@ -156,7 +156,6 @@ import (
 	"math"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"unsafe"
 
@@ -297,7 +296,11 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		return nil, fmt.Errorf("MPI says rank %d of %d, the control connection rank %d of %d", m.Rank(), m.Size(), ctl.Rank(), ctl.Size())
 	}
 	var rc C.int
-	m.Do(func() { rc = C.cb_errors_return(C.cb_world()) })
+	var coll collSettings
+	m.Do(func() {
+		rc = C.cb_errors_return(C.cb_world())
+		coll = readCollSettings()
+	})
 	if rc != C.MPI_SUCCESS {
 		return nil, mpiError(rc, "MPI_Comm_set_errhandler", ctl.Rank())
 	}
@@ -309,20 +312,20 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		}
 	}
 	track := watchdog.BoardFrom(ctx).For(me)
-	w := &world{transport: sync.OnceValue(Transport), m: m, ctl: ctl, host: cpu.NewHost(me, local, b.opts.MemoryLimit, track), opts: b.opts}
+	w := &world{coll: coll, m: m, ctl: ctl, host: cpu.NewHost(me, local, b.opts.MemoryLimit, track), opts: b.opts}
 	w.rank = &rank{w: w, comm: C.cb_world(), me: me, size: ctl.Size(), hostName: hosts[me], track: track, ops: new(int64)}
 	return w, nil
 }
 
 type world struct {
-	// transport is Transport, read once per world (not once per row).
-	transport func() string
-	m         *bootstrap.MPI
-	ctl       suites.Control
-	host      *cpu.Host
-	opts      Options
-	rank      *rank
-	child     bool
+	// coll are the settings that choose MPI's collective algorithms.
+	coll  collSettings
+	m     *bootstrap.MPI
+	ctl   suites.Control
+	host  *cpu.Host
+	opts  Options
+	rank  *rank
+	child bool
 }
 
 func (w *world) Size() int                            { return w.ctl.Size() }
@@ -345,13 +348,14 @@ func (w *world) UsedMemory() int64 { return w.host.Used() }
 // memory is not counted).
 func (w *world) LibraryMemory() int64 { return 0 }
 
-// Algorithm names where MPI's choice of algorithm comes from: Open MPI's
-// collective component decides per call and does not say which.
+// Algorithm says what is known of MPI's algorithm for c: the one Open
+// MPI's settings force, or that the library chooses per call (MPI does not
+// say which it ran).
 func (w *world) Algorithm(c suites.Collective, bytes int64, ranks int) *results.AlgoChoice {
 	if ranks < 2 {
 		return nil
 	}
-	return &results.AlgoChoice{Algo: "MPI", Proto: w.transport(), Source: "mpi backend (the library's collective component chooses)"}
+	return w.coll.choice(c)
 }
 
 // call runs f on the MPI thread and waits for it, or for the world's
@@ -402,7 +406,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 	if gid < 0 {
 		return nil, fmt.Errorf("rank %d is in no group of %s", me, l.String())
 	}
-	sw := &world{transport: w.transport, m: w.m, ctl: w.ctl, host: w.host, opts: w.opts, child: true}
+	sw := &world{coll: w.coll, m: w.m, ctl: w.ctl, host: w.host, opts: w.opts, child: true}
 	sw.rank = &rank{w: sw, comm: comm, me: idx, size: len(l.Groups[gid]), hostName: w.rank.hostName, track: w.rank.track, ops: w.rank.ops}
 	return sw, nil
 }

@@ -25,6 +25,15 @@ func TestDoctorHealthyOnCPUWritesEveryFormat(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "# collbench doctor (quick): 4 ranks on 1 host(s), cpu backend") || !strings.Contains(out.String(), "healthy") {
 		t.Errorf("verdict line: %q", strings.SplitN(out.String(), "\n", 2)[0])
 	}
+	// Host memory in the report's words: no kernel, no GPU, no NCCL.
+	for _, gpuWord := range []string{"fill kernel", "GPU alone", "NVML facts for its GPU"} {
+		if strings.Contains(out.String(), gpuWord) {
+			t.Errorf("the cpu backend's report says %q:\n%s", gpuWord, out)
+		}
+	}
+	if !strings.Contains(out.String(), "the fill loop") {
+		t.Errorf("no fill loop in the report:\n%s", out)
+	}
 	var rep doctor.Report
 	b, _ := os.ReadFile(js)
 	if err := json.Unmarshal(b, &rep); err != nil || !rep.Healthy || len(rep.GPUs) != 4 || len(rep.Pairs) != 2 || rep.World == nil {
