@@ -75,19 +75,9 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		ln.Close()
 		return nil, fmt.Errorf("rank 0 sent no data key")
 	}
-	local := 0
-	for _, hst := range hosts {
-		if hst == hosts[me] {
-			local++
-		}
-	}
-	limit := b.opts.MemoryLimit
-	if limit == 0 {
-		limit = memAvailable() * 3 / 4 / int64(max(local, 1))
-	}
 	track := watchdog.BoardFrom(ctx).For(me)
 	m := newMesh(me, hosts, ln, addrs, key, b.opts.Faults, track)
-	w := &distWorld{ctl: ctl, opts: b.opts, mem: &memory{limit: limit, shared: local, set: b.opts.MemoryLimit > 0}, m: m, splits: new(atomic.Int32)}
+	w := &distWorld{ctl: ctl, opts: b.opts, mem: processMemory(me, hosts, b.opts.MemoryLimit), m: m, splits: new(atomic.Int32)}
 	all2 := make([]int, n)
 	for i := range all2 {
 		all2[i] = i

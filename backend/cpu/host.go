@@ -17,16 +17,30 @@ type Host struct {
 	r *rank
 }
 
-// NewHost returns host memory for world rank me, one of sharers collbench
-// processes on this host, under limit bytes (0: three quarters of what the
-// system reports available, shared by those processes).
-func NewHost(me, sharers int, limit int64, track *watchdog.Tracker) *Host {
+// NewHost returns host memory for world rank me (hosts: each world rank's
+// host) under limit bytes (0: a share of what the host has, see
+// processLimit).
+func NewHost(me int, hosts []string, limit int64, track *watchdog.Tracker) *Host {
+	w := &world{mem: processMemory(me, hosts, limit), stop: make(chan struct{}), stopOnce: new(sync.Once), all: &hubList{}}
+	return &Host{r: &rank{w: w, worldRank: me, track: track}}
+}
+
+// processMemory is the memory account of world rank me's process, one of
+// the collbench processes on its host: limit bytes if given, or else three
+// quarters of what the system reports available, shared by the processes
+// of that host.
+func processMemory(me int, hosts []string, limit int64) *memory {
+	sharers := 0
+	for _, h := range hosts {
+		if h == hosts[me] {
+			sharers++
+		}
+	}
 	set := limit > 0
 	if !set {
 		limit = memAvailable() * 3 / 4 / int64(max(sharers, 1))
 	}
-	w := &world{mem: &memory{limit: limit, shared: sharers, set: set}, stop: make(chan struct{}), stopOnce: new(sync.Once), all: &hubList{}}
-	return &Host{r: &rank{w: w, worldRank: me, track: track}}
+	return &memory{limit: limit, shared: sharers, set: set}
 }
 
 // Abort stops every loop over this memory and makes Stopped say why.

@@ -14,7 +14,7 @@ import (
 // element, the budget counts the buffer, and an abort stops the loops
 // (and says why) while Bytes refuses a view past the buffer.
 func TestHost(t *testing.T) {
-	h := NewHost(0, 1, 1<<20, watchdog.NewBoard().For(0))
+	h := NewHost(0, []string{"h"}, 1<<20, watchdog.NewBoard().For(0))
 	const n = 1024
 	b, err := h.Alloc(n * 4)
 	if err != nil {
@@ -60,5 +60,21 @@ func TestHost(t *testing.T) {
 	}
 	if err := h.Free(b); err != nil || h.Used() != 0 {
 		t.Fatalf("free: %v, %d used", err, h.Used())
+	}
+}
+
+// TestProcessMemoryShare: without a limit, a process's share of the host's
+// memory is divided among the processes of its own host only.
+func TestProcessMemoryShare(t *testing.T) {
+	hosts := []string{"a", "b", "a", "a"}
+	onA, onB := processMemory(2, hosts, 0), processMemory(1, hosts, 0)
+	if onA.shared != 3 || onB.shared != 1 || onA.set || onB.set {
+		t.Fatalf("sharers a %d (set %v), b %d (set %v); want 3 and 1, not set", onA.shared, onA.set, onB.shared, onB.set)
+	}
+	if onA.limit <= 0 || onB.limit < 2*onA.limit {
+		t.Errorf("limits: a %d, b %d; b alone on its host should get about three times a's", onA.limit, onB.limit)
+	}
+	if m := processMemory(0, hosts, 1<<20); !m.set || m.limit != 1<<20 {
+		t.Errorf("a given limit: %+v", m)
 	}
 }

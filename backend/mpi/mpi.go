@@ -305,14 +305,8 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		return nil, mpiError(rc, "MPI_Comm_set_errhandler", ctl.Rank())
 	}
 	hosts, me := ctl.Hosts(), ctl.Rank()
-	local := 0
-	for _, h := range hosts {
-		if h == hosts[me] {
-			local++
-		}
-	}
 	track := watchdog.BoardFrom(ctx).For(me)
-	w := &world{coll: coll, m: m, ctl: ctl, host: cpu.NewHost(me, local, b.opts.MemoryLimit, track), opts: b.opts}
+	w := &world{coll: coll, m: m, ctl: ctl, host: cpu.NewHost(me, hosts, b.opts.MemoryLimit, track), opts: b.opts}
 	w.rank = &rank{w: w, comm: C.cb_world(), me: me, size: ctl.Size(), hostName: hosts[me], track: track, ops: new(int64)}
 	return w, nil
 }
