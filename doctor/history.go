@@ -12,12 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"collbench/internal/atomicfile"
+	"collbench/internal/words"
 )
 
 // HistorySchema is the version of a node history record; a record of a
@@ -259,9 +261,13 @@ func readRecord(path, host, fp string) (NodeRecord, error) {
 }
 
 // CheckHistoryDir makes sure dir can keep a history: it exists or can be
-// made, can be written, and every record already in it belongs where it
-// lies and is of a version this collbench reads. Nothing in it is changed.
-func CheckHistoryDir(dir string) error {
+// made, can be written, and the records doctor will read (each node's
+// newest runs, see HistoryRules.Runs; 0 for the default) belong where
+// they lie and are of a version this collbench reads. Older records are
+// never read by doctor, so a history of many runs on many hosts costs the
+// same to check as one of a few runs. Nothing in it is changed.
+func CheckHistoryDir(dir string, runs int) error {
+	runs = HistoryRules{Runs: runs}.withDefaults().Runs
 	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: a history for others to read, as reports are
 		return fmt.Errorf("--history %s: %v; give a directory this user can write", dir, err)
 	}
@@ -269,23 +275,59 @@ func CheckHistoryDir(dir string) error {
 	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return fmt.Errorf("--history %s is not writable (%v); give a directory this user can write", dir, err)
 	}
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	nodes, err := filepath.Glob(filepath.Join(dir, "*", "*"))
+	if err != nil {
+		return fmt.Errorf("--history %s: %v", dir, err)
+	}
+	for _, d := range nodes {
+		host, fp := filepath.Base(filepath.Dir(d)), filepath.Base(d)
+		for _, f := range newestFiles(d, runs) {
+			if _, err := readRecord(f, host, fp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// newestFiles lists the newest k record files of one node directory,
+// oldest first (k 0: all). A record's name is its run's time (UTC), with
+// -2, -3... for later runs in the same second, so names sort by time.
+func newestFiles(d string, k int) []string {
+	files, _ := filepath.Glob(filepath.Join(d, "*.json"))
+	key := func(f string) (string, int) {
+		base := strings.TrimSuffix(filepath.Base(f), ".json")
+		stamp, n, ok := strings.Cut(base, "-")
+		if !ok {
+			return stamp, 1
+		}
+		i, err := strconv.Atoi(n)
 		if err != nil {
-			return fmt.Errorf("--history %s: %v", dir, err)
+			return base, 0
 		}
-		rel, _ := filepath.Rel(dir, path)
-		parts := strings.Split(rel, string(filepath.Separator))
-		if d.IsDir() || !strings.HasSuffix(path, ".json") || len(parts) != 3 {
-			return nil
+		return stamp, i
+	}
+	slices.SortStableFunc(files, func(a, b string) int {
+		sa, na := key(a)
+		sb, nb := key(b)
+		if c := strings.Compare(sa, sb); c != 0 {
+			return c
 		}
-		_, err = readRecord(path, parts[0], parts[1])
-		return err
+		return na - nb
 	})
+	if k > 0 && len(files) > k {
+		files = files[len(files)-k:]
+	}
+	return files
 }
 
 // LoadNode reads a node's records under one fingerprint, oldest first.
-func LoadNode(dir, host, fp string) ([]NodeRecord, error) {
-	files, _ := filepath.Glob(filepath.Join(nodeDir(dir, host, fp), "*.json"))
+func LoadNode(dir, host, fp string) ([]NodeRecord, error) { return loadNewest(dir, host, fp, 0) }
+
+// loadNewest reads a node's newest k records under one fingerprint (k 0:
+// all), oldest first.
+func loadNewest(dir, host, fp string, k int) ([]NodeRecord, error) {
+	files := newestFiles(nodeDir(dir, host, fp), k)
 	var out []NodeRecord
 	for _, f := range files {
 		rec, err := readRecord(f, safeName(host), safeName(fp))
@@ -402,20 +444,23 @@ func (r *Report) ApplyHistory(dir string, rules HistoryRules, t time.Time, versi
 		// from run to run as much as between peers.
 		rules.Drop = CPURules.Drop
 	}
+	runs := rules.withDefaults().Runs
 	var written []string
+	var fresh []string // hosts with no past runs
+	compared, fewest, most := 0, runs, 0
 	for _, rec := range r.NodeRecords(t, version) {
-		past, err := LoadNode(dir, rec.Host, rec.Fingerprint)
+		past, err := loadNewest(dir, rec.Host, rec.Fingerprint, runs)
 		if err != nil {
 			return written, err
 		}
 		changes, fs := CompareNode(rec, past, rules)
 		r.History = append(r.History, changes...)
 		r.Findings = append(r.Findings, fs...)
-		note := fmt.Sprintf("history of %s (fingerprint %s): ", rec.Host, rec.Fingerprint)
 		if len(past) == 0 {
-			note += "no past runs yet; this run starts it"
+			fresh = append(fresh, rec.Host)
 		} else {
-			note += fmt.Sprintf("compared with its last %d run(s)", min(len(past), rules.withDefaults().Runs))
+			compared++
+			fewest, most = min(fewest, len(past)), max(most, len(past))
 		}
 		if r.StoppedIn == "" {
 			path, err := SaveNode(dir, rec)
@@ -423,11 +468,46 @@ func (r *Report) ApplyHistory(dir string, rules HistoryRules, t time.Time, versi
 				return written, err
 			}
 			written = append(written, path)
-		} else {
-			note += "; not kept: the run stopped in " + r.StoppedIn
 		}
-		r.Notes = append(r.Notes, note)
 	}
+	// One note for every host: a cluster's report has no line per host.
+	var parts []string
+	if compared > 0 {
+		each := fmt.Sprintf("%d to %d runs", fewest, most)
+		switch {
+		case fewest == 1 && most == 1:
+			each = "1 run"
+		case fewest == most:
+			each = fmt.Sprintf("%d runs", most)
+		}
+		parts = append(parts, fmt.Sprintf("%s compared with their own past (%s each)", hostsWord(compared), each))
+	}
+	if len(fresh) > 0 {
+		parts = append(parts, fmt.Sprintf("%s with no past runs yet (%s)", hostsWord(len(fresh)), someHosts(fresh, 3)))
+	}
+	note := "history in " + dir + ": " + strings.Join(parts, "; ")
+	if r.StoppedIn == "" {
+		note += fmt.Sprintf("; this run kept for each (%s)", words.Count(len(written)))
+	} else {
+		note += "; not kept: the run stopped in " + r.StoppedIn
+	}
+	r.Notes = append(r.Notes, note)
 	sortFindings(r.Findings)
 	return written, nil
+}
+
+// someHosts names the first k hosts, and how many more.
+func someHosts(hs []string, k int) string {
+	if len(hs) <= k {
+		return strings.Join(hs, ", ")
+	}
+	return strings.Join(hs[:k], ", ") + fmt.Sprintf(" and %s more", words.Count(len(hs)-k))
+}
+
+// hostsWord is "1 host" or "1,024 hosts".
+func hostsWord(n int) string {
+	if n == 1 {
+		return "1 host"
+	}
+	return words.Count(n) + " hosts"
 }

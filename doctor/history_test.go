@@ -72,7 +72,7 @@ func TestHistoryDirBadInput(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckHistoryDir(filepath.Join(file, "h")); err == nil || !strings.Contains(err.Error(), "give a directory this user can write") {
+	if err := CheckHistoryDir(filepath.Join(file, "h"), 0); err == nil || !strings.Contains(err.Error(), "give a directory this user can write") {
 		t.Errorf("a path under a file: %v", err)
 	}
 	write := func(root, rel, body string) string {
@@ -93,7 +93,7 @@ func TestHistoryDirBadInput(t *testing.T) {
 	} {
 		root := t.TempDir()
 		p := write(root, "node-1/f1/20261101T000000Z.json", tc.body)
-		err := CheckHistoryDir(root)
+		err := CheckHistoryDir(root, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Count(err.Error(), "\n") > 0 {
 			t.Errorf("%s: %v, want one line saying %q", tc.body, err, tc.want)
 		}
@@ -157,3 +157,62 @@ func TestApplyHistoryKeepsEveryRun(t *testing.T) {
 }
 
 func gpus2fp(g []GPUHealth) string { return HostFacts{Host: "node-1", GPUs: g}.Fingerprint() }
+
+// TestHistoryReadsNewestRuns: doctor reads and checks only each node's
+// newest runs, in time order (two runs in one second included), so an old
+// record is never parsed; at many hosts the report keeps one note.
+func TestHistoryReadsNewestRuns(t *testing.T) {
+	dir := t.TempDir()
+	d := filepath.Join(dir, "node-1", "f1")
+	if err := os.MkdirAll(d, 0o755); err != nil { //nolint:gosec // a test fixture
+		t.Fatal(err)
+	}
+	names := []string{"20261101T000000Z.json", "20261101T000000Z-2.json", "20261101T000000Z-10.json", "20261031T235959Z.json", "20261102T000000Z.json"}
+	for _, n := range names {
+		body := `{"kind": "collbench/node-history", "schema": 1, "host": "node-1", "fingerprint": "f1"}`
+		if n == "20261031T235959Z.json" {
+			body = `{"kind": "collbench/node-history", "schema": 9, "host": "node-1", "fingerprint": "f1"}` // old, of a newer collbench
+		}
+		if err := os.WriteFile(filepath.Join(d, n), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, f := range newestFiles(d, 0) {
+		got = append(got, filepath.Base(f))
+	}
+	want := []string{"20261031T235959Z.json", "20261101T000000Z.json", "20261101T000000Z-2.json", "20261101T000000Z-10.json", "20261102T000000Z.json"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	if n := len(newestFiles(d, 3)); n != 3 {
+		t.Errorf("newest 3: %d files", n)
+	}
+	if err := CheckHistoryDir(dir, 4); err != nil {
+		t.Errorf("the newest 4 runs are good, yet: %v", err)
+	}
+	if err := CheckHistoryDir(dir, 5); err == nil || !strings.Contains(err.Error(), "of a newer collbench") {
+		t.Errorf("the newest 5 runs hold a record of a newer collbench: %v", err)
+	}
+
+	// 64 hosts, half with a past: one note, naming a few new hosts.
+	hist := t.TempDir()
+	r := scaleReport(64, 2)
+	r.Hosts = r.Hosts[:32]
+	if _, err := r.ApplyHistory(hist, HistoryRules{}, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), "test"); err != nil {
+		t.Fatal(err)
+	}
+	r = scaleReport(64, 2)
+	paths, err := r.ApplyHistory(hist, HistoryRules{}, time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), "test")
+	if err != nil || len(paths) != 64 {
+		t.Fatalf("%d records kept, %v", len(paths), err)
+	}
+	if len(r.Notes) != 1 {
+		t.Fatalf("%d notes, want one for every host: %q", len(r.Notes), r.Notes)
+	}
+	for _, w := range []string{"32 hosts compared with their own past (1 run each)", "32 hosts with no past runs yet (node-0032, node-0033, node-0034 and 29 more)", "this run kept for each (64)"} {
+		if !strings.Contains(r.Notes[0], w) {
+			t.Errorf("note %q lacks %q", r.Notes[0], w)
+		}
+	}
+}

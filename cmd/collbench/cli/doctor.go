@@ -178,14 +178,14 @@ func doctorRun(o *DoctorOptions) error {
 		// The history is rank 0's: it is checked before any traffic, so a
 		// directory it cannot keep costs no run.
 		if rank0 && o.History != "" {
-			if err := doctor.CheckHistoryDir(o.History); err != nil {
+			if err := doctor.CheckHistoryDir(o.History, historyRules.Runs); err != nil {
 				return &engine.UsageError{Err: err}
 			}
 		}
 		return nil
 	}
 	if model != nil && o.History != "" {
-		if err := doctor.CheckHistoryDir(o.History); err != nil {
+		if err := doctor.CheckHistoryDir(o.History, historyRules.Runs); err != nil {
 			return &engine.UsageError{Err: err}
 		}
 	}
