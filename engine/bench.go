@@ -331,6 +331,9 @@ func (f *System) newDocument(o Bench, p suites.Plan, n int, choice BackendChoice
 	if p.Agg > 1 {
 		cfg.Agg = p.Agg
 	}
+	if t, ok := choice.Backend.(suites.Threaded); ok {
+		cfg.Threads = t.Threads()
+	}
 	if p.Cycles > 1 {
 		cfg.Cycles = p.Cycles
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,9 @@ type RunFlags struct {
 	// Mem is the memory asked for with --mem: "host", "device", or "" for
 	// the backend's own.
 	Mem string
+	// Threads is how a process with several GPUs issues their operations
+	// (--threads: suites.ThreadModes), "" for the backend's default.
+	Threads string
 }
 
 func (o RunFlags) Validate() error {
@@ -39,6 +44,8 @@ func (o RunFlags) Validate() error {
 		return UsageErrorf("invalid --timeout %v: must be positive, or 0 to turn the watchdog off", o.Timeout)
 	case o.Mem != "" && o.Mem != "host" && o.Mem != "device":
 		return UsageErrorf("invalid --mem %q (valid: host, device)", o.Mem)
+	case o.Threads != "" && !slices.Contains(suites.ThreadModes(), o.Threads):
+		return UsageErrorf("invalid --threads %q (valid: %s)", o.Threads, strings.Join(suites.ThreadModes(), ", "))
 	case o.HeartbeatTimeout < 2*bootstrap.DefaultBeatEvery:
 		return UsageErrorf("invalid --heartbeat-timeout %v: must be at least %v", o.HeartbeatTimeout, 2*bootstrap.DefaultBeatEvery)
 	}

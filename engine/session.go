@@ -155,6 +155,22 @@ func checkMem(backend, mem string) error {
 	return nil
 }
 
+// setThreads gives the backend the issuing mode asked for; a backend
+// without GPUs refuses one.
+func setThreads(b suites.Backend, mode string) error {
+	t, ok := b.(suites.Threaded)
+	if !ok {
+		if mode != "" {
+			return UsageErrorf("--threads %s: the %s backend has no GPUs to issue for; --threads applies to --backend nccl", mode, b.Name())
+		}
+		return nil
+	}
+	if err := t.SetThreads(mode); err != nil {
+		return &UsageError{err}
+	}
+	return nil
+}
+
 // WorldSize checks the backend against the launch and returns the number of
 // ranks: the launcher's world size, or ranks (0: the backend's default).
 func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
@@ -243,6 +259,9 @@ func (f *System) StartSession(ctx context.Context, backend, ncclLib string, rank
 		return nil, err
 	}
 	if err := checkMem(choice.Backend.Name(), rf.Mem); err != nil {
+		return nil, err
+	}
+	if err := setThreads(choice.Backend, rf.Threads); err != nil {
 		return nil, err
 	}
 	launch, err := f.DetectLaunch()

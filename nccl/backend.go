@@ -27,6 +27,9 @@ type Options struct {
 	// Driver is the machine's CUDA driver and NCCL; nil means this
 	// machine's own libraries (tests pass a fakegpu machine).
 	Driver driver.Driver
+	// SysRoot is where sysfs is read from to place each GPU's thread on
+	// the CPUs local to it; "/" when empty.
+	SysRoot string
 }
 
 // Backend runs collectives with NCCL on this process's GPUs, one thread per GPU.
@@ -39,6 +42,10 @@ type Backend struct {
 	// profWhy says why not.
 	profOn  bool
 	profWhy string
+	// threads is how a world's local GPUs issue their operations
+	// (SetThreads); "" is suites.ThreadsPerGPU.
+	threads string
+	sysRoot string
 }
 
 type gpu struct {
@@ -75,7 +82,10 @@ func Open(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{drv: drv, lib: lib}
+	b := &Backend{drv: drv, lib: lib, sysRoot: opts.SysRoot}
+	if b.sysRoot == "" {
+		b.sysRoot = "/"
+	}
 	b.profOn, b.profWhy = profiler.Prepare(lib.Version, os.Getenv, os.Setenv)
 	b.driver, _ = drv.DriverVersion()
 	for i := 0; i < n; i++ {
@@ -205,6 +215,8 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 			return nil
 		})
 	}
+	w.place()
+	w.formGangs([][]*rank{w.ranks})
 	return w, nil
 }
 
@@ -240,6 +252,9 @@ type world struct {
 	// profInits is the profiler plugin's init count before this world's
 	// communicators were created (see Recording).
 	profInits int
+	// gangs are the world's local ranks by communicator when one thread
+	// issues for each communicator's local GPUs (--threads one).
+	gangs []*gang
 }
 
 // Split creates one communicator per group: with ncclCommSplit where the
@@ -266,7 +281,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 			p := w.rankOf(wr)
 			nr := *p
 			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, false
-			nr.events = nil
+			nr.events, nr.gang, nr.gi = nil, nil, 0
 			byWorld[wr] = &nr
 		}
 	}
@@ -298,6 +313,17 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 		sw.Close()
 		return nil, fmt.Errorf("creating the group communicators: %w", err)
 	}
+	var byGroup [][]*rank
+	for _, g := range l.Groups {
+		var members []*rank
+		for _, wr := range g {
+			if r, ok := byWorld[wr]; ok {
+				members = append(members, r)
+			}
+		}
+		byGroup = append(byGroup, members)
+	}
+	sw.formGangs(byGroup)
 	return sw, nil
 }
 
@@ -439,6 +465,7 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		w.Close()
 		return nil, fmt.Errorf("joining the NCCL communicator as rank %d of %d: %w", me, n, err)
 	}
+	w.place()
 	return w, nil
 }
 
@@ -491,6 +518,9 @@ func (w *world) Run(fn func(suites.Rank) error) error {
 func (w *world) abort(cause error) {
 	w.abortOne.Do(func() {
 		w.bar.Abort(cause)
+		for _, g := range w.gangs {
+			g.abort(cause)
+		}
 		w.childMu.Lock()
 		children := append([]*world(nil), w.children...)
 		w.childMu.Unlock()
@@ -577,8 +607,18 @@ func (w *world) MemoryBudget() (int64, string) {
 		words.BytesApprox(got[best].bytes), r.dev.index, r.dev.busID, words.BytesApprox(memoryReserve))
 }
 
-// LaunchGroup issues c n times as one NCCL group.
+// LaunchGroup issues c n times as one NCCL group; with one thread issuing
+// for every local GPU, one group holds every GPU's n operations.
 func (r *rank) LaunchGroup(c suites.Call, n int) error {
+	if g := r.issuingGang(); g != nil {
+		single, _, _, err := r.prepare(c)
+		if err != nil {
+			return err
+		}
+		if single {
+			return g.step(r, share{op: &r.rep, per: n, n: 1})
+		}
+	}
 	return r.grouped(func() error {
 		for k := 0; k < n; k++ {
 			if err := r.Launch(c); err != nil {

@@ -152,25 +152,55 @@ static nb_gres nb_GroupP2P(const nb_p2p *ops, int n, ncclComm_t c, cudaStream_t 
 enum { NB_ALLREDUCE = 1, NB_BROADCAST, NB_REDUCE, NB_ALLGATHER, NB_REDUCESCATTER, NB_ALLTOALL, NB_GATHER, NB_SCATTER, NB_SENDRECV };
 typedef struct { int kind; devptr send; devptr recv; size_t count; int dt; int op; int root; int to; int from; } nb_call;
 typedef struct { nb_gres g; int done; } nb_rres;
+// nb_one issues k once on c and st.
+static nb_gres nb_one(const nb_call *k, ncclComm_t c, cudaStream_t st) {
+	nb_gres g = {0, 0, 0};
+	void *s = VP(k->send), *r = VP(k->recv);
+	ncclResult_t *e = &g.r;
+	switch (k->kind) {
+	case NB_ALLREDUCE: *e = p_AllReduce(s, r, k->count, k->dt, k->op, c, st); break;
+	case NB_BROADCAST: *e = p_Broadcast(s, r, k->count, k->dt, k->root, c, st); break;
+	case NB_REDUCE: *e = p_Reduce(s, r, k->count, k->dt, k->op, k->root, c, st); break;
+	case NB_ALLGATHER: *e = p_AllGather(s, r, k->count, k->dt, c, st); break;
+	case NB_REDUCESCATTER: *e = p_ReduceScatter(s, r, k->count, k->dt, k->op, c, st); break;
+	case NB_ALLTOALL: *e = p_AlltoAll ? p_AlltoAll(s, r, k->count, k->dt, c, st) : CB_MISSING; break;
+	case NB_GATHER: *e = p_Gather ? p_Gather(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
+	case NB_SCATTER: *e = p_Scatter ? p_Scatter(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
+	case NB_SENDRECV: {
+		const nb_p2p pair[2] = {{k->send, k->count, k->dt, k->to, 1}, {k->recv, k->count, k->dt, k->from, 0}};
+		g = nb_GroupP2P(pair, 2, c, st);
+		break;
+	}
+	default: *e = CB_MISSING;
+	}
+	return g;
+}
 static nb_rres nb_Repeat(const nb_call *k, int n, ncclComm_t c, cudaStream_t st) {
 	nb_rres res = {{0, 0, 0}, 0};
-	void *s = VP(k->send), *r = VP(k->recv);
-	const nb_p2p pair[2] = {{k->send, k->count, k->dt, k->to, 1}, {k->recv, k->count, k->dt, k->from, 0}};
-	ncclResult_t *e = &res.g.r;
 	for (; res.done < n; res.done++) {
-		switch (k->kind) {
-		case NB_ALLREDUCE: *e = p_AllReduce(s, r, k->count, k->dt, k->op, c, st); break;
-		case NB_BROADCAST: *e = p_Broadcast(s, r, k->count, k->dt, k->root, c, st); break;
-		case NB_REDUCE: *e = p_Reduce(s, r, k->count, k->dt, k->op, k->root, c, st); break;
-		case NB_ALLGATHER: *e = p_AllGather(s, r, k->count, k->dt, c, st); break;
-		case NB_REDUCESCATTER: *e = p_ReduceScatter(s, r, k->count, k->dt, k->op, c, st); break;
-		case NB_ALLTOALL: *e = p_AlltoAll ? p_AlltoAll(s, r, k->count, k->dt, c, st) : CB_MISSING; break;
-		case NB_GATHER: *e = p_Gather ? p_Gather(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
-		case NB_SCATTER: *e = p_Scatter ? p_Scatter(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
-		case NB_SENDRECV: res.g = nb_GroupP2P(pair, 2, c, st); break;
-		default: *e = CB_MISSING;
-		}
+		res.g = nb_one(k, c, st);
 		if (res.g.r != 0 || res.g.end != 0) return res;
+	}
+	return res;
+}
+// nb_RepeatGroup issues n groups from the calling thread, each holding
+// per[i] times calls[i] on comms[i] and streams[i] for every part i: one
+// thread issuing for several GPUs. The result says how many groups were
+// issued whole, which part failed (-1: the group call itself) and how.
+typedef struct { nb_gres g; int done; int part; ncclResult_t start; ncclResult_t end; } nb_mres;
+static nb_mres nb_RepeatGroup(const nb_call *calls, const int *per, const ncclComm_t *comms, const cudaStream_t *streams, int m, int n) {
+	nb_mres res = {{0, 0, 0}, 0, -1, 0, 0};
+	for (; res.done < n; res.done++) {
+		res.start = p_GroupStart();
+		if (res.start != 0) return res;
+		for (int i = 0; i < m && res.part < 0; i++) {
+			for (int j = 0; j < per[i]; j++) {
+				nb_gres g = nb_one(&calls[i], comms[i], streams[i]);
+				if (g.r != 0 || g.end != 0) { res.g = g; res.part = i; break; }
+			}
+		}
+		res.end = p_GroupEnd();
+		if (res.part >= 0 || res.end != 0) return res;
 	}
 	return res;
 }
@@ -378,6 +408,48 @@ func (c *comm) Repeat(k *driver.Op, n int, s cuda.Stream) error {
 		err = fmt.Errorf("%w (after %d of %d operations issued)", err, int(res.done), n)
 	}
 	return err
+}
+
+// RepeatGroup issues n groups, each with every part's operation, in a
+// single call into C (see driver.NCCL).
+func (system) RepeatGroup(parts []driver.Part, n int) error {
+	if n <= 0 || len(parts) == 0 {
+		return nil
+	}
+	calls := make([]C.nb_call, len(parts))
+	per := make([]C.int, len(parts))
+	comms := make([]C.ncclComm_t, len(parts))
+	streams := make([]C.cudaStream_t, len(parts))
+	for i, p := range parts {
+		k := p.Op
+		calls[i] = C.nb_call{kind: C.int(k.Kind), send: C.devptr(k.Send), recv: C.devptr(k.Recv), count: C.size_t(k.Count),
+			dt: C.int(k.DType), op: C.int(k.RedOp), root: C.int(k.Root), to: C.int(k.To), from: C.int(k.From)}
+		per[i] = C.int(max(p.Per, 1))
+		c, ok := p.Comm.(*comm)
+		if !ok {
+			return fmt.Errorf("part %d: a communicator this library did not create", i)
+		}
+		comms[i], streams[i] = c.c, stream(p.Stream)
+	}
+	res := C.nb_RepeatGroup(&calls[0], &per[0], &comms[0], &streams[0], C.int(len(parts)), C.int(n))
+	if res.part < 0 && res.start == driver.Success && res.end == driver.Success {
+		return nil
+	}
+	var err error
+	part := int(res.part)
+	if part >= 0 {
+		k := parts[part].Op
+		if k.Kind == driver.SendRecv {
+			err = groupError(res.g, func(i int) bool { return i == 0 }, comms[part])
+		} else {
+			err = ncclCheck(k.Kind.Call(), res.g.r, comms[part])
+		}
+	}
+	err = errors.Join(err, ncclCheck("ncclGroupStart", res.start, nil), ncclCheck("ncclGroupEnd", res.end, nil))
+	if n > 1 {
+		err = fmt.Errorf("%w (after %d of %d groups issued)", err, int(res.done), n)
+	}
+	return &driver.PartError{Part: part, Err: err}
 }
 
 // groupError names the failed call of a group of sends and receives that

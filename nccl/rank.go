@@ -40,6 +40,17 @@ type rank struct {
 	events  []cuda.Event
 	p2p     []driver.P2P // the sends and receives of the exchange being issued
 	rep     driver.Op    // the operation Repeat is issuing
+	// gang is the local ranks of the rank's communicator when one thread
+	// issues for all of them (--threads one), nil otherwise; gi is the
+	// rank's place in it (0: the thread that issues).
+	gang *gang
+	gi   int
+	// cpus are the CPUs the rank's thread is bound to (local to its GPU),
+	// "" where it was not bound.
+	cpus string
+	// capturing is set while the rank captures a CUDA graph on its own
+	// thread.
+	capturing bool
 	// kernelErr is why the fill/check kernels could not load; the rank then
 	// fills and checks through bounded host copies.
 	kernelErr error
@@ -136,7 +147,7 @@ func (r *rank) Size() int      { return r.size }
 func (r *rank) WorldRank() int { return r.worldRank }
 
 func (r *rank) Device() results.Device {
-	return results.Device{Rank: r.worldRank, Name: r.dev.name, BusID: r.dev.busID}
+	return results.Device{Rank: r.worldRank, Name: r.dev.name, BusID: r.dev.busID, CPUs: r.cpus}
 }
 
 func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
@@ -376,17 +387,46 @@ func (r *rank) Launch(c suites.Call) error { return r.Repeat(c, 1) }
 // Repeat issues c n times back to back on the rank's stream. A collective
 // that is one NCCL call, or one send/recv pair, is issued from C in a
 // single crossing for all n (as NCCL's benchmark's loop issues them); the
-// exchanges with many peers and the hypercube are issued from Go.
+// exchanges with many peers and the hypercube are issued from Go. With one
+// thread issuing for every local GPU (--threads one), the rank's gang
+// issues each of the n operations in one group with the other GPUs'.
 func (r *rank) Repeat(c suites.Call, n int) error {
-	esz := int64(c.DType.Size())
-	g := suites.CallGeometry(c, r.Size())
-	send, err := r.addr(c.Send, g.SendCount*esz)
+	single, send, recv, err := r.prepare(c)
 	if err != nil {
 		return err
 	}
-	recv, err := r.addr(c.Recv, g.RecvCount*esz)
-	if err != nil {
-		return err
+	if single {
+		if g := r.issuingGang(); g != nil {
+			return g.step(r, share{op: &r.rep, per: 1, n: n})
+		}
+		return r.comm.Repeat(&r.rep, n, r.stream)
+	}
+	esz := int64(c.DType.Size())
+	for k := 0; k < n; k++ {
+		if err := r.launchExchange(c, send, recv, esz); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buffers are c's send and receive addresses on the rank.
+func (r *rank) buffers(c suites.Call) (send, recv cuda.DevPtr, err error) {
+	esz := int64(c.DType.Size())
+	g := suites.CallGeometry(c, r.Size())
+	if send, err = r.addr(c.Send, g.SendCount*esz); err != nil {
+		return 0, 0, err
+	}
+	recv, err = r.addr(c.Recv, g.RecvCount*esz)
+	return send, recv, err
+}
+
+// prepare sets r.rep to c when c is one NCCL call (or one send/recv pair)
+// and says whether it is; the other collectives are exchanges issued from
+// Go (launchExchange). It returns c's buffers' addresses.
+func (r *rank) prepare(c suites.Call) (single bool, send, recv cuda.DevPtr, err error) {
+	if send, recv, err = r.buffers(c); err != nil {
+		return false, 0, 0, err
 	}
 	var kind driver.OpKind
 	to, from := 0, 0
@@ -416,16 +456,11 @@ func (r *rank) Repeat(c suites.Call, n int) error {
 			}
 		}
 	}
-	if kind != 0 {
-		r.rep = driver.Op{Kind: kind, Send: send, Recv: recv, Count: c.Count, DType: int(c.DType), RedOp: int(c.Op), Root: c.Root, To: to, From: from}
-		return r.comm.Repeat(&r.rep, n, r.stream)
+	if kind == 0 {
+		return false, send, recv, nil
 	}
-	for k := 0; k < n; k++ {
-		if err := r.launchExchange(c, send, recv, esz); err != nil {
-			return err
-		}
-	}
-	return nil
+	r.rep = driver.Op{Kind: kind, Send: send, Recv: recv, Count: c.Count, DType: int(c.DType), RedOp: int(c.Op), Root: c.Root, To: to, From: from}
+	return true, send, recv, nil
 }
 
 // launchExchange issues once the collectives that Repeat cannot hand to C
@@ -497,6 +532,9 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 // storage for the next exchange, so that issuing one allocates nothing.
 func (r *rank) exchange(ops []driver.P2P) error {
 	r.p2p = ops
+	if g := r.issuingGang(); g != nil {
+		return g.step(r, share{p2p: ops, n: 1})
+	}
 	return r.comm.GroupP2P(ops, r.stream)
 }
 
@@ -599,10 +637,14 @@ func (r *rank) Capture(c suites.Call, ops int) (suites.Graph, error) {
 	if err := r.drv.BeginCapture(r.stream); err != nil {
 		return nil, err
 	}
+	// Each GPU's thread captures its own stream, in both issuing modes:
+	// a graph is replayed with one launch per GPU either way.
 	var launchErr error
+	r.capturing = true
 	for k := 0; k < ops && launchErr == nil; k++ {
 		launchErr = r.Launch(c)
 	}
+	r.capturing = false
 	g, err := r.drv.EndCapture(r.stream)
 	if launchErr != nil || err != nil {
 		if g != nil {

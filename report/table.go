@@ -79,6 +79,9 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	if c.IterStats {
 		extra += ", iter-stats"
 	}
+	if c.Threads == "one" && c.Ranks > 1 && c.Processes == 0 {
+		extra += ", one thread issuing for every GPU"
+	}
 	if c.Agg > 1 {
 		extra += fmt.Sprintf(", agg %d", c.Agg)
 	}

@@ -102,6 +102,9 @@ type Config struct {
 	Register string `json:"register,omitempty"`
 	// Explain asks for the algorithm column (--explain).
 	Explain bool `json:"explain,omitempty"`
+	// Threads is how the process's GPUs issued their operations (the nccl
+	// backend): per-gpu, a thread each, or one thread for all.
+	Threads string `json:"threads,omitempty"`
 	// Processes and Launcher are set when the ranks ran as separate processes.
 	Processes int    `json:"processes,omitempty"`
 	Launcher  string `json:"launcher,omitempty"`
@@ -139,6 +142,9 @@ type Device struct {
 	Rank  int    `json:"rank"`
 	Name  string `json:"name"`
 	BusID string `json:"bus_id,omitempty"`
+	// CPUs are the CPUs the rank's thread was bound to, those local to its
+	// GPU (nccl backend), as a Linux CPU list.
+	CPUs string `json:"cpus,omitempty"`
 }
 
 // Row is one size of one collective, type, op and root, with its

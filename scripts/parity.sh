@@ -4,14 +4,17 @@
 # bands (docs/parity.md). For each collective, PASSES alternating passes run
 # the 8 B - 64 KiB sweep CYCLES times in one process (NCCL's benchmark -N,
 # collbench --cycles), out-of-place and in-place, 50 iterations, 10 warm-up,
-# on GPUs 0 and 1 (CUDA_VISIBLE_DEVICES), with NVLink SHARP off. Even passes
+# on GPUs 0 and 1 (CUDA_VISIBLE_DEVICES; N GPUs, as many as it lists), with
+# NVLink SHARP off. Even passes
 # run the variants in reverse order, so no tool always follows the other.
 #
 #   PASSES=4 CYCLES=10 scripts/parity.sh OUTDIR
 #
 # Variants (VARIANTS, default "ref cb ref2"):
-#   ref    NCCL's benchmark, one thread per GPU (-t 2 -g 1), from $NCCL_TESTS/build
+#   ref    NCCL's benchmark, one thread per GPU (-t N -g 1), from $NCCL_TESTS/build
+#   refg   NCCL's benchmark, one thread for every GPU (-t 1 -g N)
 #   cb     collbench ($BIN), with its host time (-C)
+#   cb1    collbench with one thread issuing for every GPU (--threads one)
 #   ref2   NCCL's benchmark again: how far one program lands from itself here
 #   cb~N   the collbench binary bin/N (an earlier build, to compare builds)
 # Then scripts/parity-report.py prints, per collective and size, the medians
@@ -30,20 +33,21 @@ CYCLES=${CYCLES:-10}
 COLLS=${COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv}
 VARIANTS=${VARIANTS:-"ref cb ref2"}
 BACKEND=${BACKEND:-nccl}
+NGPU=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
 die() { echo "parity.sh: $*" >&2; exit 2; }
 case $PASSES$CYCLES in *[!0-9]*|'') die "PASSES and CYCLES take whole numbers (got PASSES=$PASSES CYCLES=$CYCLES)";; esac
 command -v python3 > /dev/null || die "needs python3 for the report"
 [ -x "$BIN" ] || die "no collbench at $BIN: run make build, or set BIN"
 for v in $VARIANTS; do
   case $v in
-    ref|ref2) [ -x "$NT/all_reduce_perf" ] || [ "$BACKEND" = cpu ] || die "no NCCL benchmark under $NT: build it (make MPI=0 NCCL_HOME=/usr) and set NCCL_TESTS" ;;
-    cb) ;;
+    ref|ref2|refg) [ -x "$NT/all_reduce_perf" ] || [ "$BACKEND" = cpu ] || die "no NCCL benchmark under $NT: build it (make MPI=0 NCCL_HOME=/usr) and set NCCL_TESTS" ;;
+    cb|cb1) ;;
     cb~*) [ -x "bin/${v#cb~}" ] || die "variant $v: no executable bin/${v#cb~} (copy an earlier build there)" ;;
-    *) die "unknown variant $v: use ref, ref2, cb or cb~NAME" ;;
+    *) die "unknown variant $v: use ref, ref2, refg, cb, cb1 or cb~NAME" ;;
   esac
 done
 ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
-ref_small() { local c=$1; shift; "$NT/$(ref_name "$c")_perf" -t 2 -g 1 -b 8 -e 64K -f 2 -n 50 -w 10 "$@"; }
+ref_small() { local c=$1; shift; "$NT/$(ref_name "$c")_perf" -b 8 -e 64K -f 2 -n 50 -w 10 "$@"; }
 cb_small() { local b=$1 c=$2; shift 2; "$b" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 -q "$@"; }
 mkdir -p "$W" || die "cannot make $W"
 for pass in $(seq 1 "$PASSES"); do
@@ -52,13 +56,18 @@ for pass in $(seq 1 "$PASSES"); do
   for c in $COLLS; do
     for v in $order; do
       case $v in
-        ref|ref2) [ "$BACKEND" = cpu ] || ref_small "$c" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+        ref|ref2) [ "$BACKEND" = cpu ] || ref_small "$c" -t "$NGPU" -g 1 -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+        refg) ref_small "$c" -t 1 -g "$NGPU" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
         cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb1) cb_small "$BIN" "$c" --threads one --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
         cb~*) cb_small "bin/${v#cb~}" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
       esac
     done
   done
 done
+# Without both ref and cb the caller compares the pairs it ran (--pair).
+case " $VARIANTS " in *" ref "*) ;; *) exit 0 ;; esac
+case " $VARIANTS " in *" cb "*) ;; *) exit 0 ;; esac
 python3 scripts/parity-report.py "$W" "$COLLS" | tee "$W/report.txt" || exit 2
 case " $VARIANTS " in *" ref2 "*) python3 scripts/parity-report.py --pair ref,ref2 "$W" "$COLLS" ;; esac
 grep -q "^PARITY OK" "$W/report.txt" && grep -q "^WITHIN-BAND OK" "$W/report.txt"

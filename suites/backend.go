@@ -328,3 +328,27 @@ type Recorder interface {
 type RecordingBackend interface {
 	Records() (bool, string)
 }
+
+// How a process with several GPUs issues their operations (--threads).
+const (
+	// ThreadsPerGPU issues each GPU's operations from an OS thread of its
+	// own, the threads started together at each step (NCCL's benchmark's
+	// -t N -g 1). The default.
+	ThreadsPerGPU = "per-gpu"
+	// ThreadsOne issues every local GPU's operations from one thread, one
+	// NCCL group per step (NCCL's benchmark's -t 1 -g N).
+	ThreadsOne = "one"
+)
+
+// ThreadModes are the issuing modes, the default first.
+func ThreadModes() []string { return []string{ThreadsPerGPU, ThreadsOne} }
+
+// Threaded is implemented by backends whose ranks in one process can issue
+// their operations each from its own thread or all from one (NCCL).
+type Threaded interface {
+	// SetThreads sets the mode of the worlds opened from now on: one of
+	// ThreadModes, or "" for the default.
+	SetThreads(mode string) error
+	// Threads is the mode in force.
+	Threads() string
+}

@@ -89,6 +89,11 @@ type NCCL interface {
 	InitRank(n int, id UniqueID, rank int) (Comm, error)
 	GroupStart() error
 	GroupEnd() error
+	// RepeatGroup issues n groups from the calling thread, each holding
+	// every part's operation Per times on the part's communicator and
+	// stream (one thread issuing for several GPUs, as NCCL's benchmark does
+	// with -g). A failed call's error is a *PartError naming its part.
+	RepeatGroup(parts []Part, n int) error
 	// MemAlloc allocates device memory NCCL can register (ncclMemAlloc).
 	MemAlloc(bytes int64) (cuda.DevPtr, error)
 	MemFree(p cuda.DevPtr) error
@@ -200,6 +205,26 @@ type P2P struct {
 	Peer  int
 	Send  bool
 }
+
+// Part is one GPU's share of the groups RepeatGroup issues: Op, Per times
+// in each group, on Comm and Stream.
+type Part struct {
+	Comm   Comm
+	Op     *Op
+	Per    int
+	Stream cuda.Stream
+}
+
+// PartError is a failed call of a group that one thread issued for several
+// GPUs: Part is the index of the part whose call failed, or -1 when the
+// group itself failed (ncclGroupStart or ncclGroupEnd).
+type PartError struct {
+	Part int
+	Err  error
+}
+
+func (e *PartError) Error() string { return e.Err.Error() }
+func (e *PartError) Unwrap() error { return e.Err }
 
 // NCCL result codes.
 const (

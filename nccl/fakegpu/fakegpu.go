@@ -12,6 +12,7 @@ package fakegpu
 import (
 	"crypto/rand"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,8 +91,10 @@ type Driver struct {
 	cliques  map[driver.UniqueID]*clique
 	calls    map[string]int // by call and device: how many were made
 	depth    int            // NCCL group depth
-	loaded   bool
-	clk      *clock // nil: the host's clock
+	// issuers are the OS threads that enqueued NCCL operations, by GPU.
+	issuers map[int]map[int]bool
+	loaded  bool
+	clk     *clock // nil: the host's clock
 	// prof is the profiler plugin NCCL loaded (nil: none); profTried says
 	// whether the first communicator looked for it.
 	prof      *profiler
@@ -110,7 +113,7 @@ func New(m nvmlmock.Machine, opts Options) *Driver {
 		opts.Timeout = 30 * time.Second
 	}
 	d := &Driver{m: m, opts: opts, current: map[int]*context{}, handles: map[unsafe.Pointer]any{},
-		cliques: map[driver.UniqueID]*clique{}, calls: map[string]int{}}
+		cliques: map[driver.UniqueID]*clique{}, calls: map[string]int{}, issuers: map[int]map[int]bool{}}
 	d.mem.init(len(m.GPUs))
 	if opts.Model != nil {
 		d.clk = newClock(d, opts.Model)
@@ -237,6 +240,33 @@ func lookup[T any](d *Driver, call string, p unsafe.Pointer) (*T, error) {
 		return nil, cudaErr(call, 400)
 	}
 	return t, nil
+}
+
+// noteIssuer records that the calling thread enqueued an NCCL operation
+// for GPU dev.
+func (d *Driver) noteIssuer(dev int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.issuers[dev] == nil {
+		d.issuers[dev] = map[int]bool{}
+	}
+	d.issuers[dev][thread()] = true
+}
+
+// Issuers lists, by GPU, the OS threads (by id) that have enqueued NCCL
+// operations for it: one thread for every GPU when one thread issues for
+// them all, a thread of its own per GPU otherwise.
+func (d *Driver) Issuers() map[int][]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[int][]int{}
+	for dev, ts := range d.issuers {
+		for t := range ts {
+			out[dev] = append(out[dev], t)
+		}
+		sort.Ints(out[dev])
+	}
+	return out
 }
 
 // thread is the calling OS thread's id: CUDA's current context is per thread.

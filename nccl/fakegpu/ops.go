@@ -130,6 +130,38 @@ func after(err error, k, n int) error {
 	return err
 }
 
+// RepeatGroup issues n groups from the calling thread, each with every
+// part's operation Per times (see driver.NCCL).
+func (d *Driver) RepeatGroup(parts []driver.Part, n int) error {
+	for k := 0; k < n; k++ {
+		if err := d.GroupStart(); err != nil {
+			return &driver.PartError{Part: -1, Err: err}
+		}
+		for i, p := range parts {
+			c, ok := p.Comm.(*comm)
+			if !ok {
+				_ = d.GroupEnd()
+				return &driver.PartError{Part: i, Err: fmt.Errorf("part %d: not a communicator of this machine", i)}
+			}
+			if err := c.Repeat(p.Op, max(p.Per, 1), p.Stream); err != nil {
+				_ = d.GroupEnd()
+				return &driver.PartError{Part: i, Err: afterGroups(err, k, n)}
+			}
+		}
+		if err := d.GroupEnd(); err != nil {
+			return &driver.PartError{Part: -1, Err: afterGroups(err, k, n)}
+		}
+	}
+	return nil
+}
+
+func afterGroups(err error, k, n int) error {
+	if n > 1 {
+		return fmt.Errorf("%w (after %d of %d groups issued)", err, k, n)
+	}
+	return err
+}
+
 // Repeat enqueues op n times on the stream; each runs when every rank of
 // the communicator has reached it in its own stream.
 func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
@@ -161,6 +193,7 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 	if err := c.validate(call, o); err != nil {
 		return err
 	}
+	c.d.noteIssuer(c.dev)
 	for k := 0; k < n; k++ {
 		f := c.d.fault(call, c.dev)
 		if f != nil && !f.Async && !f.Corrupt {
@@ -355,6 +388,7 @@ func (c *comm) GroupP2P(ops []driver.P2P, h cuda.Stream) error {
 	if err := c.d.failNow("ncclGroupEnd", c.dev); err != nil {
 		return err
 	}
+	c.d.noteIssuer(c.dev)
 	group := append([]driver.P2P(nil), ops...)
 	var pos []*profOp
 	for _, o := range group {

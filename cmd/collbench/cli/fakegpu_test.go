@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +62,8 @@ func TestFakeGPUCollectiveTable(t *testing.T) {
 func TestFakeGPUSweepFeatures(t *testing.T) {
 	for _, extra := range [][]string{
 		{"--agg", "2"}, {"--blocking", "1"}, {"--cuda-graph", "2"}, {"--register", "1"}, {"--register", "2"}, {"--cycles", "2"},
+		{"--threads", "one"}, {"--threads", "one", "--agg", "2"}, {"--threads", "one", "--blocking", "1"}, {"--threads", "one", "--cuda-graph", "2"},
+		{"--threads", "one", "--register", "2"},
 	} {
 		t.Run(strings.Join(extra, " "), func(t *testing.T) {
 			f, _, errOut := fakeGPUFactory(4, fakegpu.Options{})
@@ -72,6 +75,9 @@ func TestFakeGPUSweepFeatures(t *testing.T) {
 			d := readRows(t, path)
 			if len(d.Results) < 2*len(suites.AllCollectives()) {
 				t.Fatalf("%d rows", len(d.Results))
+			}
+			if want := map[bool]string{true: "one", false: "per-gpu"}[slices.Contains(extra, "one")]; d.Config.Threads != want {
+				t.Errorf("config threads %q, want %q", d.Config.Threads, want)
 			}
 			for _, r := range d.Results {
 				for _, h := range r.Halves() {
@@ -96,6 +102,10 @@ func TestFakeGPURunConfigAndVerifyGroups(t *testing.T) {
 	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
 	if code := run(t, f, "verify-groups", "--backend", "nccl", "--rank-list", "[[0,1],[2,3]]", "--sizes", "1K"); code != 0 {
 		t.Fatalf("verify-groups: exit %d: %s\n%s", code, errOut, out)
+	}
+	f, out, errOut = fakeGPUFactory(4, fakegpu.Options{})
+	if code := run(t, f, "verify-groups", "--backend", "nccl", "--threads", "one", "--rank-list", "[[1,2,3],[0]]", "--sizes", "1K"); code != 0 {
+		t.Fatalf("verify-groups --threads one: exit %d: %s\n%s", code, errOut, out)
 	}
 }
 
