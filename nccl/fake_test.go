@@ -61,8 +61,9 @@ func sweep(t *testing.T, b *Backend, n int, colls ...suites.Collective) ([]resul
 }
 
 // TestFakeFailedCallIsNamed fails one NCCL call on one GPU after some
-// succeed: the sweep ends (the other ranks are aborted, not left waiting)
-// with an error naming the call, its result and the rank.
+// succeed, with a thread per GPU and with one thread issuing for all: the
+// sweep ends (the other ranks are aborted, not left waiting) with an error
+// naming the call, its result and the rank whose call failed.
 func TestFakeFailedCallIsNamed(t *testing.T) {
 	for _, tc := range []struct {
 		call string
@@ -76,18 +77,20 @@ func TestFakeFailedCallIsNamed(t *testing.T) {
 		{"ncclRecv", 3, suites.AllToAllV},
 		{"ncclGroupEnd", 2, suites.HyperCube},
 	} {
-		t.Run(tc.call, func(t *testing.T) {
-			b := openFake(t, 4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: tc.call, Device: tc.dev, Skip: 3, Code: driver.SystemError}}})
-			_, err := sweep(t, b, 4, tc.coll)
-			if err == nil {
-				t.Fatal("the sweep passed over a failed call")
-			}
-			for _, want := range []string{tc.call, "unhandled system error", fmt.Sprintf("rank %d (GPU %d, 0000:", tc.dev, tc.dev)} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q lacks %q", err, want)
+		for _, mode := range suites.ThreadModes() {
+			t.Run(fmt.Sprintf("%s@%d/%s", tc.call, tc.dev, mode), func(t *testing.T) {
+				b, _ := openMode(t, 4, mode, fakegpu.Options{Faults: []fakegpu.Fault{{Call: tc.call, Device: tc.dev, Skip: 3, Code: driver.SystemError}}})
+				_, err := sweep(t, b, 4, tc.coll)
+				if err == nil {
+					t.Fatal("the sweep passed over a failed call")
 				}
-			}
-		})
+				for _, want := range []string{tc.call, "unhandled system error", fmt.Sprintf("rank %d (GPU %d, 0000:", tc.dev, tc.dev)} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q lacks %q", err, want)
+					}
+				}
+			})
+		}
 	}
 }
 

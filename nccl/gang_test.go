@@ -12,7 +12,6 @@ import (
 	"collbench/internal/syncx"
 	"collbench/nccl/driver"
 	"collbench/nccl/fakegpu"
-	"collbench/results"
 	"collbench/suites"
 )
 
@@ -34,20 +33,6 @@ func openMode(t *testing.T, gpus int, mode string, opts fakegpu.Options) (*Backe
 		t.Fatal(err)
 	}
 	return b, m
-}
-
-func checkRows(t *testing.T, rows []results.Row) {
-	t.Helper()
-	if len(rows) == 0 {
-		t.Fatal("no rows")
-	}
-	for _, r := range rows {
-		for _, h := range r.Halves() {
-			if h.Wrong == nil || *h.Wrong != 0 {
-				t.Errorf("%s %d B: #wrong %v", r.Collective, r.SizeBytes, h.Wrong)
-			}
-		}
-	}
 }
 
 // TestThreadModesIssuers sweeps every collective in both modes: each is
@@ -95,24 +80,11 @@ func TestOneThreadFeatures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := openMode(t, 3, suites.ThreadsOne, fakegpu.Options{})
-			w, err := b.Open(context.Background(), 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
 			p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.AllToAllV, suites.SendRecv},
 				DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
 				Sizes: []int64{1024}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, Roots: []int{0}}
 			tc.set(&p)
-			cases, err := p.Cases(b, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, err := (&suites.Runner{World: w, Plan: p, Cases: cases}).Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkRows(t, rows)
+			runOn(t, b, 3, p)
 		})
 	}
 }
@@ -131,15 +103,7 @@ func TestOneThreadGroups(t *testing.T) {
 			p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.AllToAllV, suites.Broadcast},
 				DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
 				Sizes: []int64{4096}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
-			cases, err := p.Cases(b, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, err := (&suites.Runner{World: w, Plan: p, Cases: cases, Layout: suites.Layout{Groups: groups}}).Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkRows(t, rows)
+			runIn(t, b, w, 2, p, suites.Layout{Groups: groups})
 			// One thread per group: its first rank's.
 			issuers := m.Issuers()
 			for _, g := range groups {
@@ -154,37 +118,6 @@ func TestOneThreadGroups(t *testing.T) {
 }
 
 func same(a, b []int) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
-
-// TestOneThreadFailedCallIsNamed plants a failed call on one GPU while one
-// thread issues for all: the error names that GPU's rank, not the thread's
-// own, and no rank is left waiting.
-func TestOneThreadFailedCallIsNamed(t *testing.T) {
-	for _, tc := range []struct {
-		call string
-		dev  int
-		coll suites.Collective
-	}{
-		{"ncclAllReduce", 2, suites.AllReduce},
-		{"ncclAllReduce", 0, suites.AllReduce},
-		{"ncclBroadcast", 3, suites.Broadcast},
-		{"ncclSend", 1, suites.SendRecv},
-		{"ncclRecv", 3, suites.AllToAllV},
-		{"ncclGroupEnd", 2, suites.HyperCube},
-	} {
-		t.Run(fmt.Sprintf("%s@%d", tc.call, tc.dev), func(t *testing.T) {
-			b, _ := openMode(t, 4, suites.ThreadsOne, fakegpu.Options{Faults: []fakegpu.Fault{{Call: tc.call, Device: tc.dev, Skip: 3, Code: driver.SystemError}}})
-			_, err := sweep(t, b, 4, tc.coll)
-			if err == nil {
-				t.Fatal("the sweep passed over a failed call")
-			}
-			for _, want := range []string{tc.call, "unhandled system error", fmt.Sprintf("rank %d (GPU %d, 0000:", tc.dev, tc.dev)} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q lacks %q", err, want)
-				}
-			}
-		})
-	}
-}
 
 // TestGangErrors checks who returns what from a failed step: the failed
 // part's rank its error, the others an abandonment naming it; a failed
@@ -250,15 +183,7 @@ func TestGPUThreadModes(t *testing.T) {
 						p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
 							Sizes: big(b, 8, 4096, 1<<20), Iters: 5, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{n - 1}, SkipUnsupported: true}
 						set(&p)
-						cases, err := p.Cases(b, n)
-						if err != nil {
-							t.Fatal(err)
-						}
-						rows, err := (&suites.Runner{World: w, Plan: p, Cases: cases}).Run(context.Background())
-						if err != nil {
-							t.Fatal(err)
-						}
-						checkRows(t, rows)
+						runIn(t, b, w, n, p, suites.Layout{})
 					}
 				})
 			}

@@ -9,6 +9,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/nccl/fakegpu"
+	"collbench/results"
 	"collbench/suites"
 )
 
@@ -73,14 +74,32 @@ func runOn(t *testing.T, b *Backend, n int, p suites.Plan) {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	rows := runIn(t, b, w, n, p, suites.Layout{})
+	t.Logf("%d ranks: %d rows verified", n, len(rows))
+}
+
+// runIn runs plan p (its cases for n ranks) on w, split by l, and checks
+// that every row was verified with no wrong element.
+func runIn(t *testing.T, b *Backend, w suites.World, n int, p suites.Plan, l suites.Layout) []results.Row {
+	t.Helper()
 	cases, err := p.Cases(b, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rn := &suites.Runner{World: w, Plan: p, Cases: cases}
-	rows, err := rn.Run(context.Background())
+	rows, err := (&suites.Runner{World: w, Plan: p, Cases: cases, Layout: l}).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	checkRows(t, rows)
+	return rows
+}
+
+// checkRows fails the test where a row was not verified or has wrong
+// elements.
+func checkRows(t *testing.T, rows []results.Row) {
+	t.Helper()
+	if len(rows) == 0 {
+		t.Fatal("no rows")
 	}
 	bad := 0
 	for _, r := range rows {
@@ -97,7 +116,6 @@ func runOn(t *testing.T, b *Backend, n int, p suites.Plan) {
 			}
 		}
 	}
-	t.Logf("%d ranks: %d rows over %d cases verified", n, len(rows), len(cases))
 }
 
 // TestGPUEveryCollectiveDTypeOp verifies every collective, dtype and op in
