@@ -16,6 +16,7 @@ import (
 	"collbench/nccl/profiler"
 	"collbench/results"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
 // Options configure the NCCL backend.
@@ -160,10 +161,11 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 		return nil, fmt.Errorf("asked for %d ranks but only %d GPUs are visible (one rank per GPU)", n, len(b.devices))
 	}
 	w := &world{b: b, bar: syncx.NewSpinBarrier(n), size: n, profInits: profiler.Inits()}
+	board := watchdog.BoardFrom(ctx)
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
-		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}}
+		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}, track: board.For(i)}
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
@@ -434,7 +436,8 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits()}
 	wk := &worker{tasks: make(chan func())}
 	go wk.loop()
-	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}}
+	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{},
+		track: watchdog.BoardFrom(ctx).For(me)}
 	w.ranks = []*rank{r}
 	if err := wk.do(r.setup); err != nil {
 		w.Close()
@@ -493,6 +496,10 @@ func (w *world) Run(fn func(suites.Rank) error) error {
 		wg.Add(1)
 		r.wk.tasks <- func() {
 			defer wg.Done()
+			// A rank that has finished its part waits for the world's
+			// other ranks (those of other groups too) until the next.
+			defer r.track.Awaits(watchdog.WaitingAll)
+			r.track.Awaits(watchdog.NotWaiting)
 			if errs[i] = fn(r); errs[i] != nil {
 				mu.Lock()
 				if cause < 0 && !errors.Is(errs[i], syncx.ErrAborted) {

@@ -8,6 +8,7 @@ import (
 	"collbench/internal/syncx"
 	"collbench/nccl/driver"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
 // gang is the local ranks of one communicator when one thread issues for
@@ -25,6 +26,9 @@ type gang struct {
 	in, out *syncx.SpinBarrier
 	shares  []share
 	err     error // the leader's, for the step being released
+	// ranks are the members' world ranks, for the watchdog's record of
+	// the leader while it issues.
+	ranks []int
 }
 
 // share is one rank's part of a step: op Per times in each of N groups, or
@@ -41,6 +45,7 @@ func newGang(drv driver.Driver, members []*rank) *gang {
 		shares: make([]share, len(members))}
 	for i, r := range members {
 		r.gang, r.gi = g, i
+		g.ranks = append(g.ranks, r.worldRank)
 	}
 	return g
 }
@@ -58,15 +63,28 @@ func (r *rank) issuingGang() *gang {
 // has issued the whole step. A failed call is its own rank's error; the
 // other ranks return an error that names that rank and wraps
 // syncx.ErrAborted, so that the world names the rank at fault.
+//
+// For the watchdog, a member waits for the whole gang to hand in its
+// shares, then for the leader; the leader, while it issues, is marked as
+// issuing for every member, so that a thread stuck in the library names
+// every GPU it issues for and no other.
 func (g *gang) step(r *rank, s share) error {
 	g.shares[r.gi] = s
+	r.track.Awaits(watchdog.WaitingAll)
 	if err := g.in.Wait(); err != nil {
 		return err
 	}
 	if r.gi == 0 {
+		r.track.Awaits(watchdog.NotWaiting)
+		r.track.Issuing(&g.ranks)
 		g.err = g.issue()
+		r.track.Issuing(nil)
+	} else {
+		r.track.Awaits(g.ranks[0])
 	}
-	if err := g.out.Wait(); err != nil {
+	err := g.out.Wait()
+	r.track.Awaits(watchdog.NotWaiting)
+	if err != nil {
 		return err
 	}
 	return g.errFor(r.gi)

@@ -13,6 +13,7 @@ import (
 	"collbench/nccl/kernels"
 	"collbench/results"
 	"collbench/suites"
+	"collbench/watchdog"
 )
 
 // hostChunk bounds the host memory the copy-back fallback uses per rank.
@@ -45,6 +46,9 @@ type rank struct {
 	// rank's place in it (0: the thread that issues).
 	gang *gang
 	gi   int
+	// track is the rank's progress record (nil without a watchdog): the
+	// rank marks on it what its thread waits for.
+	track *watchdog.Tracker
 	// cpus are the CPUs the rank's thread is bound to (local to its GPU),
 	// "" where it was not bound.
 	cpus string
@@ -275,7 +279,7 @@ func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 }
 
 func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error {
-	if err := r.drv.Synchronize(r.stream); err != nil {
+	if err := r.syncStream(); err != nil {
 		return err
 	}
 	esz := int64(p.DType.Size())
@@ -328,7 +332,7 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := r.drv.Synchronize(r.stream); err != nil {
+	if err := r.syncStream(); err != nil {
 		return 0, err
 	}
 	var out [8]byte
@@ -346,7 +350,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 	if err != nil {
 		return nil, err
 	}
-	if err := r.drv.Synchronize(r.stream); err != nil {
+	if err := r.syncStream(); err != nil {
 		return nil, err
 	}
 	esz := int64(e.DType.Size())
@@ -364,7 +368,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 }
 
 func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) (int64, error) {
-	if err := r.drv.Synchronize(r.stream); err != nil {
+	if err := r.syncStream(); err != nil {
 		return 0, err
 	}
 	esz := int64(e.DType.Size())
@@ -548,13 +552,24 @@ func (r *rank) grouped(calls func() error) error {
 }
 
 func (r *rank) Sync() error {
-	if err := r.drv.Synchronize(r.stream); err != nil {
+	if err := r.syncStream(); err != nil {
 		if aerr := r.comm.AsyncError(); aerr != nil {
 			return fmt.Errorf("%w (%v)", aerr, err)
 		}
 		return err
 	}
 	return r.comm.AsyncError()
+}
+
+// syncStream waits for the rank's stream. For the watchdog the rank waits
+// for every rank of its communicator meanwhile: a collective on the GPU
+// ends only when every rank has issued its part, so a rank whose thread
+// is stuck before it issues is told from those whose GPUs wait for it.
+func (r *rank) syncStream() error {
+	r.track.Awaits(watchdog.WaitingAll)
+	err := r.drv.Synchronize(r.stream)
+	r.track.Awaits(watchdog.NotWaiting)
+	return err
 }
 
 func (r *rank) Barrier() error { return r.w.barrier() }
@@ -661,7 +676,7 @@ func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.drv.Synchronize(r.stream); err != nil {
+	if err := r.syncStream(); err != nil {
 		return nil, err
 	}
 	out := make([]byte, bytes)

@@ -62,6 +62,10 @@ type Record struct {
 	Wait  int    `json:"a"`
 	// QuietMS is how long the record has not changed, in milliseconds.
 	QuietMS int64 `json:"q"`
+	// IssuingFor is set while the rank's thread is inside the library
+	// issuing the operations of these world ranks as well as its own (one
+	// thread issuing for several GPUs, --threads one).
+	IssuingFor []int `json:"f,omitempty"`
 }
 
 // Quiet is how long the record has not changed.
@@ -79,6 +83,9 @@ type Tracker struct {
 	phase   atomic.Int32
 	changed atomic.Int64 // unix nanoseconds
 	what    atomic.Pointer[string]
+	// issuing is the ranks whose operations this rank's thread is issuing
+	// now, nil when it is not inside such a call.
+	issuing atomic.Pointer[[]int]
 }
 
 // NewTracker returns an idle tracker for a world rank.
@@ -145,6 +152,28 @@ func (t *Tracker) Waiting(peer int) {
 	t.touch()
 }
 
+// Issuing records that the rank's thread enters the library to issue the
+// operations of the given world ranks (its own among them) in one call,
+// or, with nil, that it has left it; like Awaits, it is not progress. The
+// list is the caller's, made once and never changed, so that a step
+// allocates nothing.
+func (t *Tracker) Issuing(ranks *[]int) {
+	if t == nil {
+		return
+	}
+	t.issuing.Store(ranks)
+}
+
+// Awaits records whom the rank now waits for (a world rank, WaitingAll or
+// NotWaiting) without counting it as progress: a backend marks it around
+// each wait of a step, where Waiting would cost a clock read.
+func (t *Tracker) Awaits(peer int) {
+	if t == nil {
+		return
+	}
+	t.wait.Store(int32(peer)) //nolint:gosec // G115: a rank number, far below 2^31
+}
+
 // Moved records progress inside an operation (data arrived or was reduced).
 func (t *Tracker) Moved() {
 	if t == nil {
@@ -159,6 +188,9 @@ func (t *Tracker) Snapshot(now time.Time) Record {
 		Iters: int(t.iters.Load()), Wait: int(t.wait.Load())}
 	if w := t.what.Load(); w != nil {
 		r.What = *w
+	}
+	if rs := t.issuing.Load(); rs != nil {
+		r.IssuingFor = *rs
 	}
 	r.QuietMS = max(now.Sub(time.Unix(0, t.changed.Load())).Milliseconds(), 0)
 	return r
@@ -294,6 +326,13 @@ func Judge(recs []Record, timeout time.Duration, who func(rank int) string) *Ver
 			v.Stuck = append(v.Stuck, r.Rank)
 		}
 	}
+	// A thread stuck inside the library while it issues for several GPUs
+	// cannot say which of them holds it: every one of them is named.
+	for _, q := range first.IssuingFor {
+		if _, ok := byRank[q]; ok && !slices.Contains(v.Stuck, q) {
+			v.Stuck = append(v.Stuck, q)
+		}
+	}
 	for _, r := range live {
 		if !slices.Contains(v.Stuck, r.Rank) {
 			v.Waiting = append(v.Waiting, r.Rank)
@@ -364,6 +403,10 @@ func describe(v *Verdict, r Record, who func(int) string) string {
 	}
 	if len(v.Stuck) > 1 {
 		msg = strings.Replace(msg, "waiting for it", "waiting for them", 1)
+	}
+	if len(r.IssuingFor) > 1 {
+		msg += fmt.Sprintf("; one thread, rank %d's, issues the operations of ranks %s and has not returned from the communication library",
+			r.Rank, words.Ints(r.IssuingFor))
 	}
 	return msg
 }

@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,11 @@ import (
 func rec(rank int, ops int64, p Phase, wait int, quiet time.Duration) Record {
 	return Record{Rank: rank, Ops: ops, What: "allreduce float sum 1 GiB out-of-place", Phase: p, Iter: 412, Iters: 1000,
 		Wait: wait, QuietMS: quiet.Milliseconds()}
+}
+
+func issuing(r Record, ranks ...int) Record {
+	r.IssuingFor = ranks
+	return r
 }
 
 func who(r int) string {
@@ -38,6 +44,13 @@ func TestJudge(t *testing.T) {
 		{"a cycle names its members", []Record{rec(0, 5, Timed, 1, long), rec(1, 5, Timed, 0, long)}, []int{0, 1}, nil, "have not finished"},
 		{"a rank others wait for that sent no record is stuck", []Record{rec(0, 5, Idle, 3, long), rec(1, 6, Timed, 0, long),
 			rec(2, 6, Idle, NotWaiting, long)}, []int{3}, []int{0, 1, 2}, "rank 3 (b) sent no record of its progress in 1m1s; ranks 0, 1, 2 are waiting for it"},
+		{"a rank stuck issuing names no GPU waiting on the stream", []Record{rec(0, 5, Timed, WaitingAll, long), rec(1, 5, Timed, WaitingAll, long),
+			rec(2, 5, Timed, NotWaiting, long), rec(3, 5, Timed, WaitingAll, long)}, []int{2}, []int{0, 1, 3}, "rank 2 (b, GPU 0000:07:00.0) has not finished"},
+		{"every GPU on streams: all named", []Record{rec(0, 5, Timed, WaitingAll, long), rec(1, 5, Timed, WaitingAll, long)},
+			[]int{0, 1}, nil, "rank 0 (a), rank 1 (a) have not finished"},
+		{"one thread issuing for several GPUs names them all", []Record{issuing(rec(1, 5, Check, NotWaiting, long), 1, 2, 3),
+			rec(2, 5, Check, 1, long), rec(3, 5, Check, 1, long), rec(0, 6, Barrier, WaitingAll, long)}, []int{1, 2, 3}, []int{0},
+			"rank 1 (a), rank 2 (b, GPU 0000:07:00.0), rank 3 (b) have not finished the check of allreduce float sum 1 GiB out-of-place after 1m1s; rank 0 is waiting for them; one thread, rank 1's, issues the operations of ranks 1, 2, 3 and has not returned from the communication library"},
 		{"finished ranks are not judged", []Record{rec(0, 5, Done, NotWaiting, long)}, nil, nil, ""},
 	}
 	for _, c := range cases {
@@ -84,7 +97,24 @@ func TestTrackerAndHeartbeatPayload(t *testing.T) {
 	if r.Rank != 3 || r.Ops != 1 || r.Iter != 7 || r.Iters != 20 || r.Wait != 1 || r.Phase != Timed || r.Quiet() < 5*time.Second {
 		t.Fatalf("record %+v", r)
 	}
+	// A backend's marks of a step: whom it waits for, and the ranks its
+	// thread issues for, travel in the payload but are not progress.
+	before := tr.Snapshot(time.Now()).Quiet()
+	ranks := []int{3, 4}
+	tr.Awaits(WaitingAll)
+	tr.Issuing(&ranks)
+	recs, err = Decode(b.Encode(time.Now()), 0)
+	if err != nil || recs[0].Wait != WaitingAll || !slices.Equal(recs[0].IssuingFor, ranks) || recs[0].Quiet() < before {
+		t.Fatalf("marked record %+v (quiet before %v), %v", recs[0], before, err)
+	}
+	tr.Issuing(nil)
+	tr.Awaits(NotWaiting)
+	if r := tr.Snapshot(time.Now()); r.IssuingFor != nil || r.Wait != NotWaiting {
+		t.Fatalf("marks not cleared: %+v", r)
+	}
 	var nilTracker *Tracker
+	nilTracker.Awaits(1)
+	nilTracker.Issuing(&ranks)
 	nilTracker.Op(1) // a run without a watchdog tracks nothing, and does not fail
 	if BoardFrom(WithBoard(t.Context(), b)) != b {
 		t.Fatal("board lost in the context")

@@ -76,6 +76,10 @@ type Fault struct {
 	// Corrupt makes a collective succeed with one wrong element in the
 	// output on Device.
 	Corrupt bool
+	// Hang makes the call block in the thread that issues it, as a blocking
+	// communicator does while it waits for a peer that never comes, until
+	// the communicator is aborted (or the machine's Timeout runs out).
+	Hang bool
 }
 
 // Driver is the simulated machine; it implements driver.Driver.
@@ -99,6 +103,10 @@ type Driver struct {
 	// whether the first communicator looked for it.
 	prof      *profiler
 	profTried bool
+	// anyAbort is closed when the first communicator is aborted: it ends
+	// the calls that a planted fault holds (Fault.Hang).
+	anyAbort  chan struct{}
+	abortOnce sync.Once
 }
 
 // New builds the machine m with opts.
@@ -113,7 +121,8 @@ func New(m nvmlmock.Machine, opts Options) *Driver {
 		opts.Timeout = 30 * time.Second
 	}
 	d := &Driver{m: m, opts: opts, current: map[int]*context{}, handles: map[unsafe.Pointer]any{},
-		cliques: map[driver.UniqueID]*clique{}, calls: map[string]int{}, issuers: map[int]map[int]bool{}}
+		cliques: map[driver.UniqueID]*clique{}, calls: map[string]int{}, issuers: map[int]map[int]bool{},
+		anyAbort: make(chan struct{})}
 	d.mem.init(len(m.GPUs))
 	if opts.Model != nil {
 		d.clk = newClock(d, opts.Model)
@@ -160,10 +169,26 @@ func (d *Driver) failNow(call string, dev int) error {
 	if f == nil || f.Async || f.Corrupt {
 		return nil
 	}
+	if f.Hang {
+		return d.hang(call, dev)
+	}
 	if strings.HasPrefix(call, "nccl") {
 		return ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", dev))
 	}
 	return cudaErr(call, orInt(f.Code, 999))
+}
+
+// hang holds call on dev, as a planted Fault.Hang, until a communicator is
+// aborted or the machine's timeout runs out.
+func (d *Driver) hang(call string, dev int) error {
+	t := time.NewTimer(d.opts.Timeout)
+	defer t.Stop()
+	select {
+	case <-d.anyAbort:
+		return ncclErr(call, driver.InvalidUsage, fmt.Sprintf("the communicator was aborted while the call hung (fault planted on GPU %d)", dev))
+	case <-t.C:
+		return ncclErr(call, driver.InternalError, fmt.Sprintf("the call hung for %v (fault planted on GPU %d)", d.opts.Timeout, dev))
+	}
 }
 
 func orInt(v, def int) int {

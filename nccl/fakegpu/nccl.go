@@ -237,6 +237,7 @@ func (c *comm) Abort() error {
 	c.aborted = true
 	c.cl.mu.Unlock()
 	c.cl.abort(fmt.Sprintf("rank %d aborted the communicator", c.rank))
+	c.d.abortOnce.Do(func() { close(c.d.anyAbort) })
 	return nil
 }
 

@@ -196,6 +196,9 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 	c.d.noteIssuer(c.dev)
 	for k := 0; k < n; k++ {
 		f := c.d.fault(call, c.dev)
+		if f != nil && f.Hang {
+			return after(c.d.hang(call, c.dev), k, n)
+		}
 		if f != nil && !f.Async && !f.Corrupt {
 			return after(ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev)), k, n)
 		}

@@ -244,3 +244,69 @@ func TestFakeGPUModelDoctor(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeGPUHangNamesTheStuckGPU plants a call that never returns on one
+// GPU, at several GPUs and places of the sweep (the first timed operation,
+// a check, an exchange, a group of a split world), in both issuing modes.
+// With a thread per GPU the watchdog names that GPU alone and the others
+// as waiting for it; with one thread issuing for all, it names every GPU
+// that thread issues for, and says so. Either way the rows measured
+// before the hang are kept.
+func TestFakeGPUHangNamesTheStuckGPU(t *testing.T) {
+	bus := []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"}
+	cases := []struct {
+		name string
+		call string
+		dev  int
+		skip int
+		args []string
+		rows bool     // rows are measured before the hang
+		gang []int    // with --threads one: the GPUs named together
+		also []string // more words of the verdict
+	}{
+		{"first timed op", "ncclAllReduce", 1, 0, []string{"allreduce", "--sizes", "1K,2K"}, false, []int{0, 1, 2, 3}, []string{"allreduce float sum 1K out-of-place"}},
+		{"a check", "ncclAllReduce", 2, 30, []string{"allreduce", "--sizes", "1K,2K,4K,8K"}, true, []int{0, 1, 2, 3}, []string{"the check of allreduce"}},
+		{"an exchange", "ncclSend", 3, 40, []string{"alltoallv", "--sizes", "1K,2K,4K,8K"}, true, []int{0, 1, 2, 3}, []string{"alltoallv"}},
+		{"a group of a split world", "ncclAllReduce", 3, 30, []string{"allreduce", "--rank-list", "[[0,2],[1,3]]", "--sizes", "1K,2K,4K,8K"}, true, []int{1, 3}, nil},
+	}
+	for _, c := range cases {
+		for _, mode := range []string{"per-gpu", "one"} {
+			t.Run(c.name+" "+mode, func(t *testing.T) {
+				f, _, errOut := fakeGPUFactory(4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: c.call, Device: c.dev, Skip: c.skip, Hang: true}}})
+				path := filepath.Join(t.TempDir(), "r.json")
+				args := append(append([]string{}, c.args...), "--backend", "nccl", "--threads", mode, "-n", "5", "-w", "0", "-q", "-o", path, "--timeout", "1s")
+				code := run(t, f, args...)
+				msg := strings.TrimSpace(errOut.String())
+				if code != engine.ExitHung || strings.Count(msg, "\n") > 0 {
+					t.Fatalf("exit %d, want %d and one line:\n%s", code, engine.ExitHung, msg)
+				}
+				stuck := []int{c.dev}
+				if mode == "one" {
+					stuck = c.gang
+				}
+				for _, w := range c.also {
+					if !strings.Contains(msg, w) {
+						t.Errorf("verdict lacks %q: %s", w, msg)
+					}
+				}
+				// The stuck GPUs are named before "not finished", the others
+				// only as waiting.
+				head, _, ok := strings.Cut(msg, "not finished")
+				if !ok {
+					t.Fatalf("no verdict: %s", msg)
+				}
+				for g, b := range bus {
+					if named := strings.Contains(head, b); named != slices.Contains(stuck, g) {
+						t.Errorf("GPU %d (%s) named as stuck: %v, want %v: %s", g, b, named, !named, msg)
+					}
+				}
+				if one := strings.Contains(msg, "one thread"); one != (mode == "one") {
+					t.Errorf("the verdict says one thread issues: %v: %s", one, msg)
+				}
+				if d := readRows(t, path); (len(d.Results) > 0) != c.rows {
+					t.Errorf("%d rows kept, want rows: %v", len(d.Results), c.rows)
+				}
+			})
+		}
+	}
+}
