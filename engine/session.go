@@ -281,7 +281,7 @@ func (f *System) StartSession(ctx context.Context, backend, ncclLib string, rank
 	if err != nil {
 		return nil, err
 	}
-	if spec := f.Getenv(faults.EnvFaults); spec != "" && pw.Rank0() && choice.Backend.Name() == "cpu" {
+	if spec := f.Getenv(faults.EnvFaults); spec != "" && pw.Rank0() {
 		fmt.Fprintf(f.Stderr, "collbench: planted faults (%s, a testing option): %s\n", faults.EnvFaults, spec)
 	}
 	s := &Session{Choice: choice, Launch: launch, N: n, PW: pw, Hosts: f.LocalHosts(n)}

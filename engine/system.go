@@ -155,11 +155,29 @@ func CheckSharedLibrary(path string) error {
 	return nil
 }
 
+// OpenNCCL opens the NCCL backend from lib ("" searches), with the faults
+// $COLLBENCH_FAULTS plants in it (a testing option: hangs only).
 func (f *System) OpenNCCL(lib string) (suites.Backend, error) {
 	if f.NCCL == nil {
 		return nil, errors.New("this build has no NCCL backend")
 	}
-	return f.NCCL(lib)
+	fs, err := faults.Parse(f.Getenv(faults.EnvFaults))
+	if err != nil {
+		return nil, &UsageError{err}
+	}
+	b, err := f.NCCL(lib)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := b.(FaultPlanter); ok && fs != nil {
+		p.PlantFaults(fs)
+	}
+	return b, nil
+}
+
+// FaultPlanter is a backend that takes planted faults after it is opened.
+type FaultPlanter interface {
+	PlantFaults(fs *faults.Set)
 }
 
 // Environment captures where a run happens. NCCL's and CUDA's variables

@@ -7,9 +7,11 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"collbench/cuda"
 	"collbench/dtype"
+	"collbench/internal/faults"
 	"collbench/internal/syncx"
 	"collbench/internal/words"
 	"collbench/nccl/driver"
@@ -47,7 +49,19 @@ type Backend struct {
 	// (SetThreads); "" is suites.ThreadsPerGPU.
 	threads string
 	sysRoot string
+	// faults are planted for tests and drills (PlantFaults); nil plants
+	// nothing.
+	faults *faults.Set
 }
+
+// PlantFaults plants the hangs, kills and stops of fs ($COLLBENCH_FAULTS,
+// a testing option). A hang: rank R's Nth operation, and every later one,
+// is never issued until the world is aborted, as a thread stuck before its
+// call would be; its peers' GPUs wait for it inside NCCL. A kill or stop
+// (a rank with a process of its own): the process signals itself before
+// it issues its Nth operation. The faults of links, ranks' rates and
+// corruption are the CPU backend's only.
+func (b *Backend) PlantFaults(fs *faults.Set) { b.faults = fs }
 
 type gpu struct {
 	index   int
@@ -165,7 +179,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
-		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}, track: board.For(i)}
+		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}, track: board.For(i), ops: new(atomic.Int64)}
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
@@ -245,6 +259,7 @@ type world struct {
 	ranks    []*rank
 	bar      *syncx.SpinBarrier
 	abortOne sync.Once
+	stopOnce sync.Once
 	closed   bool
 	derived  bool // a split world: closing it stops no worker
 	// children are the worlds split from this one; aborting this world
@@ -257,6 +272,21 @@ type world struct {
 	// gangs are the world's local ranks by communicator when one thread
 	// issues for each communicator's local GPUs (--threads one).
 	gangs []*gang
+	// stopped is closed when the world is aborted, with stopCause: it
+	// ends a planted hang.
+	stopped   chan struct{}
+	stopCause error
+}
+
+// stopChan is the channel closed when the world (or the world it was
+// split from) is aborted.
+func (w *world) stopChan() chan struct{} {
+	w.stopOnce.Do(func() {
+		if w.stopped == nil {
+			w.stopped = make(chan struct{})
+		}
+	})
+	return w.stopped
 }
 
 // Split creates one communicator per group: with ncclCommSplit where the
@@ -436,7 +466,7 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits()}
 	wk := &worker{tasks: make(chan func())}
 	go wk.loop()
-	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{},
+	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}, ops: new(atomic.Int64),
 		track: watchdog.BoardFrom(ctx).For(me)}
 	w.ranks = []*rank{r}
 	if err := wk.do(r.setup); err != nil {
@@ -524,6 +554,9 @@ func (w *world) Run(fn func(suites.Rank) error) error {
 
 func (w *world) abort(cause error) {
 	w.abortOne.Do(func() {
+		ch := w.stopChan()
+		w.stopCause = cause
+		close(ch)
 		w.bar.Abort(cause)
 		for _, g := range w.gangs {
 			g.abort(cause)
@@ -623,6 +656,9 @@ func (r *rank) LaunchGroup(c suites.Call, n int) error {
 			return err
 		}
 		if single {
+			if err := r.plantedHang(n); err != nil {
+				return err
+			}
 			return g.step(r, share{op: &r.rep, per: n, n: 1})
 		}
 	}

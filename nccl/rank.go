@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"collbench/cuda"
 	"collbench/dtype"
+	"collbench/internal/faults"
+	"collbench/internal/syncx"
 	"collbench/internal/words"
 	"collbench/nccl/driver"
 	"collbench/nccl/kernels"
@@ -46,6 +49,9 @@ type rank struct {
 	// rank's place in it (0: the thread that issues).
 	gang *gang
 	gi   int
+	// ops counts the operations the rank has issued, for planted faults;
+	// a split world's rank shares its parent's count.
+	ops *atomic.Int64
 	// track is the rank's progress record (nil without a watchdog): the
 	// rank marks on it what its thread waits for.
 	track *watchdog.Tracker
@@ -395,6 +401,9 @@ func (r *rank) Launch(c suites.Call) error { return r.Repeat(c, 1) }
 // thread issuing for every local GPU (--threads one), the rank's gang
 // issues each of the n operations in one group with the other GPUs'.
 func (r *rank) Repeat(c suites.Call, n int) error {
+	if err := r.plantedHang(n); err != nil {
+		return err
+	}
 	single, send, recv, err := r.prepare(c)
 	if err != nil {
 		return err
@@ -412,6 +421,30 @@ func (r *rank) Repeat(c suites.Call, n int) error {
 		}
 	}
 	return nil
+}
+
+// plantedHang counts the n operations the rank is about to issue and acts
+// out a fault planted at one of them (Backend.PlantFaults): a hang holds
+// the rank's thread until the world is aborted; a kill or stop, in a
+// process of its own, signals the process.
+func (r *rank) plantedHang(n int) error {
+	fs := r.w.b.faults
+	if fs == nil {
+		return nil
+	}
+	done := r.ops.Add(int64(n))
+	if r.w.ctl != nil {
+		// A rank with a process of its own: a planted kill or stop at
+		// one of these n operations happens before they are issued.
+		for k := done - int64(n) + 1; k <= done; k++ {
+			fs.ActOnProcess(r.worldRank, k)
+		}
+	}
+	if at, ok := fs.HangAt(r.worldRank); !ok || done < at {
+		return nil
+	}
+	<-r.w.stopChan()
+	return fmt.Errorf("%w: %v (a hang planted with %s)", syncx.ErrAborted, r.w.stopCause, faults.EnvFaults)
 }
 
 // buffers are c's send and receive addresses on the rank.

@@ -330,6 +330,55 @@ if [ "$ngpu" -ge 2 ]; then
     && ok "stopped rank named, exit 4, no process left" || bad "stopped rank: exit $rc, $left processes left"
 fi
 
+# hang_check NAME STUCK_RANK CMD...: runs CMD (a run with a planted hang,
+# results in $WORK/hang.json) and checks that the watchdog named the GPU of
+# STUCK_RANK alone, the run ended with exit 4 (every thread returned after
+# the communicators were aborted) and rows were kept.
+hang_check() {
+  local name=$1 stuck=$2; shift 2
+  rm -f "$WORK/hang.json"
+  local t0; t0=$(date +%s.%N)
+  timeout 180 "$@" > /tmp/hang.txt 2>&1; local rc=$?
+  python3 -c "print('%s: ended %.1f s after the start (watchdog bound 5 s), exit $rc' % ('$name', $(date +%s.%N) - $t0))"
+  grep -E 'planted|watchdog:' /tmp/hang.txt | sort -u | head -3
+  python3 - "$WORK/hang.json" "$stuck" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1])); stuck = int(sys.argv[2])
+buses = {dev['rank']: dev.get('bus_id', '') for dev in d['environment']['backend'].get('devices', [])}
+verdict = re.search(r'watchdog: (.*)', open('/tmp/hang.txt').read())
+head = verdict.group(1).split('not finished')[0] if verdict else ''
+named = sorted(r for r, b in buses.items() if b and b in head)
+print('rows kept:', len(d['results']), '| named as stuck:', named, '| GPUs:', buses)
+sys.exit(0 if named == [stuck] and len(d['results']) > 0 else 1)
+PY
+  local good=$?
+  local left; left=$(pgrep -f 'collbench allreduce' | wc -l)
+  [ $rc -eq 4 ] && [ $good -eq 0 ] && [ "$left" -eq 0 ] && ok "$name: GPU of rank $stuck named alone, exit 4, rows kept" \
+    || bad "$name: exit $rc, named right: $([ $good -eq 0 ] && echo yes || echo no), $left processes left"
+}
+
+step "faults: a planted hang (COLLBENCH_FAULTS=hang:R@40, the rank's thread never issues its 40th operation) on the last GPU, in both issuing modes: the watchdog names that GPU alone; its peers' GPUs, waiting inside NCCL, are released by ncclCommAbort"
+last=$((ngpu - 1))
+for mode in per-gpu one; do
+  COLLBENCH_FAULTS="hang:$last@40" hang_check "one process, --threads $mode" "$last" \
+    "$BIN" allreduce --backend nccl --threads $mode --sizes 1K:1M -n 5 -w 1 --timeout 5s -q -o "$WORK/hang.json"
+done
+if [ "$ngpu" -ge 2 ]; then
+  COLLBENCH_FAULTS="hang:1@40" hang_check "launch -n 2" 1 \
+    "$BIN" launch -n 2 -- allreduce --backend nccl --sizes 1K:1M -n 5 -w 1 --timeout 5s -q -o "$WORK/hang.json"
+  step "faults: a planted kill (COLLBENCH_FAULTS=kill:1@40) under launch -n 2: rank 1 named in the results file, rank 0's GPU released, rows kept"
+  rm -f "$WORK/kill.json"
+  t0=$(date +%s.%N)
+  COLLBENCH_FAULTS="kill:1@40" timeout 180 "$BIN" launch -n 2 -- allreduce --backend nccl --sizes 1K:1M -n 5 -w 1 --timeout 30s -q \
+    -o "$WORK/kill.json" > /tmp/kill.txt 2>&1; rc=$?
+  python3 -c "print('ended %.1f s after the start, exit $rc' % ($(date +%s.%N) - $t0))"
+  grep -E 'rank 1|launch:' /tmp/kill.txt | sort -u | head -4
+  named=$(python3 -c "import json; d=json.load(open('$WORK/kill.json')); print(len(d['results']) if 'rank 1 (' in d.get('error', '') else 0)" 2>/dev/null || echo 0)
+  left=$(pgrep -f 'collbench allreduce' | wc -l)
+  [ $rc -ne 0 ] && [ "$named" -gt 0 ] && [ "$left" -eq 0 ] \
+    && ok "killed rank named in the results file, exit $rc, $named rows kept, no process left" || bad "killed rank: exit $rc, named with rows: $named, $left processes left"
+fi
+
 fi
 
 # start_load GPU SECONDS: another workload on GPU (PyTorch copies of 1 GiB

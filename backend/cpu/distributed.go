@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"sync/atomic"
-	"syscall"
 
 	"collbench/dtype"
 	"collbench/internal/faults"
@@ -196,15 +194,7 @@ func (r *distRank) Launch(c suites.Call) error {
 		<-r.w.m.aborted
 		return r.w.m.abortErr
 	}
-	if action, at := r.w.opts.Faults.ProcessFault(r.WorldRank()); action != "" && r.ops == at {
-		// Planted: this rank's process dies or stops here, as a killed or
-		// frozen process would, without a word to anyone.
-		sig := syscall.SIGKILL
-		if action == "stop" {
-			sig = syscall.SIGSTOP
-		}
-		_ = syscall.Kill(os.Getpid(), sig)
-	}
+	r.w.opts.Faults.ActOnProcess(r.WorldRank(), r.ops)
 	esz := int64(c.DType.Size())
 	g := suites.CallGeometry(c, r.Size())
 	send, err := span(c.Send, g.SendCount*esz)

@@ -156,7 +156,6 @@ import (
 	"math"
 	"os"
 	"strings"
-	"syscall"
 	"unsafe"
 
 	"collbench/backend/cpu"
@@ -592,13 +591,7 @@ func (r *rank) planted() error {
 		<-r.w.host.Done()
 		return r.w.host.Stopped()
 	}
-	if action, at := r.w.opts.Faults.ProcessFault(me); action != "" && *r.ops == at {
-		sig := syscall.SIGKILL
-		if action == "stop" {
-			sig = syscall.SIGSTOP
-		}
-		_ = syscall.Kill(os.Getpid(), sig)
-	}
+	r.w.opts.Faults.ActOnProcess(me, *r.ops)
 	return nil
 }
 

@@ -1,14 +1,17 @@
-// Package faults plants faults in the CPU backend for tests and drills:
-// a rank whose collective never returns, a slow or delayed link between
-// two ranks, a slow rank or host, a rank that corrupts what it sends. The
+// Package faults plants faults in the backends for tests and drills: a
+// rank whose collective never returns, a process that dies or stops (these
+// on every backend), a slow or delayed link between two ranks, a slow rank
+// or host, a rank that corrupts what it sends (the CPU backend's). The
 // spec comes from $COLLBENCH_FAULTS so it reaches every process a launcher
 // starts. It is a testing option: never set it on a real run.
 package faults
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -242,6 +245,22 @@ func (s *Set) ProcessFault(rank int) (action string, at int64) {
 	}
 	f := s.process[rank]
 	return f.Action, f.At
+}
+
+// ActOnProcess carries out rank's planted process fault, if its ops-th
+// collective is where it is planted: the process kills (SIGKILL) or stops
+// (SIGSTOP) itself there, as a killed or frozen process would, without a
+// word to anyone. Only a rank with a process of its own may call it.
+func (s *Set) ActOnProcess(rank int, ops int64) {
+	action, at := s.ProcessFault(rank)
+	if action == "" || ops != at {
+		return
+	}
+	sig := syscall.SIGKILL
+	if action == "stop" {
+		sig = syscall.SIGSTOP
+	}
+	_ = syscall.Kill(os.Getpid(), sig)
 }
 
 // ProbeFault says what rank's algorithm probe is to do wrong: "hang",

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"collbench/engine"
+	"collbench/internal/faults"
 	"collbench/internal/nvmlmock"
 	"collbench/nccl"
 	"collbench/nccl/driver"
@@ -308,5 +310,53 @@ func TestFakeGPUHangNamesTheStuckGPU(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFakeGPUPlantedHang plants $COLLBENCH_FAULTS hangs in the NCCL
+// backend (a rank whose thread never issues its Nth operation) at several
+// ranks, in both issuing modes and in a group of a split world: the
+// watchdog names that rank's GPU alone, every thread returns (the peers'
+// GPUs wait inside NCCL until the communicators are aborted), the planted
+// fault is announced, and the rows before the hang are kept.
+func TestFakeGPUPlantedHang(t *testing.T) {
+	bus := []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"}
+	for _, c := range []struct {
+		rank  int
+		at    int
+		extra []string
+	}{
+		{0, 1, nil},
+		{3, 30, nil},
+		{1, 30, []string{"--threads", "one"}},
+		{2, 20, []string{"--threads", "one", "--rank-list", "[[0,2],[1,3]]"}},
+		{2, 20, []string{"--collectives", "alltoallv,allreduce"}},
+	} {
+		name := fmt.Sprintf("hang:%d@%d %s", c.rank, c.at, strings.Join(c.extra, " "))
+		t.Run(name, func(t *testing.T) {
+			f, _, errOut := fakeGPUFactory(4, fakegpu.Options{})
+			env := f.Environ()
+			f.Environ = func() []string { return append(env, fmt.Sprintf("%s=hang:%d@%d", faults.EnvFaults, c.rank, c.at)) }
+			path := filepath.Join(t.TempDir(), "r.json")
+			args := append([]string{"sweep", "--backend", "nccl", "--sizes", "1K,2K,4K,8K", "-n", "5", "-w", "0", "-q", "-o", path, "--timeout", "1s"}, c.extra...)
+			code := run(t, f, args...)
+			msg := errOut.String()
+			if code != engine.ExitHung || !strings.Contains(msg, "planted faults") {
+				t.Fatalf("exit %d, want %d:\n%s", code, engine.ExitHung, msg)
+			}
+			if testing.Verbose() {
+				t.Log(msg)
+			}
+			verdict := msg[strings.Index(msg, "watchdog:"):]
+			head, _, _ := strings.Cut(verdict, "not finished")
+			for g, b := range bus {
+				if named := strings.Contains(head, b); named != (g == c.rank) {
+					t.Errorf("GPU %d named as stuck: %v: %s", g, named, verdict)
+				}
+			}
+			if d := readRows(t, path); (len(d.Results) > 0) != (c.at > 1) {
+				t.Errorf("%d rows kept", len(d.Results))
+			}
+		})
 	}
 }
