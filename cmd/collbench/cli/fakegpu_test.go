@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -356,6 +357,49 @@ func TestFakeGPUPlantedHang(t *testing.T) {
 			}
 			if d := readRows(t, path); (len(d.Results) > 0) != (c.at > 1) {
 				t.Errorf("%d rows kept", len(d.Results))
+			}
+		})
+	}
+}
+
+// TestFakeGPUDoctorPlantedHang: doctor on the NCCL backend with a rank
+// whose thread stops issuing, in different stages: the run still writes
+// its report, whose hung-rank finding names that rank's GPU.
+func TestFakeGPUDoctorPlantedHang(t *testing.T) {
+	bus := []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"}
+	for _, c := range []struct{ rank, at int }{{2, 60}, {1, 5}, {3, 80}} {
+		t.Run(fmt.Sprintf("hang:%d@%d", c.rank, c.at), func(t *testing.T) {
+			f, _, errOut := fakeGPUFactory(4, fakegpu.Options{})
+			env := f.Environ()
+			f.Environ = func() []string { return append(env, fmt.Sprintf("%s=hang:%d@%d", faults.EnvFaults, c.rank, c.at)) }
+			path := filepath.Join(t.TempDir(), "d.json")
+			code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "1M", "--copy-size", "1M", "--world-size", "1M", "-n", "3",
+				"-o", path, "--timeout", "1s")
+			if code != engine.ExitHung {
+				t.Fatalf("exit %d, want %d: %s", code, engine.ExitHung, errOut)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				Findings []struct{ Kind, Part, Stage, Msg string }
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatalf("the report is not valid: %v", err)
+			}
+			found := false
+			for _, fd := range rep.Findings {
+				if fd.Kind == "hung-rank" {
+					found = strings.Contains(fd.Part, fmt.Sprintf("rank %d (", c.rank)) && strings.Contains(fd.Part, bus[c.rank])
+					t.Logf("%s: %s", fd.Part, fd.Msg)
+					if !found {
+						t.Errorf("hung-rank finding names %q", fd.Part)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no hung-rank finding for rank %d: %s", c.rank, b)
 			}
 		})
 	}
