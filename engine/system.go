@@ -53,21 +53,31 @@ type BackendChoice struct {
 func (f *System) CPUBackend() (*cpu.Backend, error) {
 	opts := f.CPUOptions
 	if opts.Faults == nil {
-		fs, err := faults.Parse(f.Getenv(faults.EnvFaults))
+		fs, err := f.plantedFaults()
 		if err != nil {
-			return nil, &UsageError{err}
+			return nil, err
 		}
 		opts.Faults = fs
 	}
 	return cpu.New(opts), nil
 }
 
-// MPIBackend returns the mpi backend with the faults $COLLBENCH_FAULTS
-// plants; in a build without MPI, a usage error naming the MPI build.
-func (f *System) MPIBackend() (suites.Backend, error) {
+// plantedFaults are the faults $COLLBENCH_FAULTS plants (a testing
+// option), nil for none; a malformed spec is a usage error.
+func (f *System) plantedFaults() (*faults.Set, error) {
 	fs, err := faults.Parse(f.Getenv(faults.EnvFaults))
 	if err != nil {
 		return nil, &UsageError{err}
+	}
+	return fs, nil
+}
+
+// MPIBackend returns the mpi backend with the faults $COLLBENCH_FAULTS
+// plants; in a build without MPI, a usage error naming the MPI build.
+func (f *System) MPIBackend() (suites.Backend, error) {
+	fs, err := f.plantedFaults()
+	if err != nil {
+		return nil, err
 	}
 	b, err := mpib.New(mpib.Options{MemoryLimit: f.CPUOptions.MemoryLimit, Faults: fs})
 	if err != nil {
@@ -155,28 +165,28 @@ func CheckSharedLibrary(path string) error {
 	return nil
 }
 
-// OpenNCCL opens the NCCL backend from lib ("" searches), with the faults
-// $COLLBENCH_FAULTS plants in it (a testing option: hangs only).
+// OpenNCCL opens the NCCL backend from lib ("" searches), with the hangs,
+// kills and stops $COLLBENCH_FAULTS plants in it (a testing option).
 func (f *System) OpenNCCL(lib string) (suites.Backend, error) {
 	if f.NCCL == nil {
 		return nil, errors.New("this build has no NCCL backend")
 	}
-	fs, err := faults.Parse(f.Getenv(faults.EnvFaults))
+	fs, err := f.plantedFaults()
 	if err != nil {
-		return nil, &UsageError{err}
+		return nil, err
 	}
 	b, err := f.NCCL(lib)
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := b.(FaultPlanter); ok && fs != nil {
+	if p, ok := b.(faultPlanter); ok && fs != nil {
 		p.PlantFaults(fs)
 	}
 	return b, nil
 }
 
-// FaultPlanter is a backend that takes planted faults after it is opened.
-type FaultPlanter interface {
+// faultPlanter is a backend that takes planted faults after it is opened.
+type faultPlanter interface {
 	PlantFaults(fs *faults.Set)
 }
 

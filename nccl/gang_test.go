@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ func TestOneThreadGroups(t *testing.T) {
 			issuers := m.Issuers()
 			for _, g := range groups {
 				for _, dev := range g {
-					if len(issuers[dev]) != 1 || !same(issuers[dev], issuers[g[0]]) {
+					if len(issuers[dev]) != 1 || !slices.Equal(issuers[dev], issuers[g[0]]) {
 						t.Errorf("GPU %d issued from %v, its group's first GPU %d from %v", dev, issuers[dev], g[0], issuers[g[0]])
 					}
 				}
@@ -116,8 +117,6 @@ func TestOneThreadGroups(t *testing.T) {
 		})
 	}
 }
-
-func same(a, b []int) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
 // TestGangErrors checks who returns what from a failed step: the failed
 // part's rank its error, the others an abandonment naming it; a failed

@@ -433,12 +433,10 @@ func (r *rank) plantedHang(n int) error {
 		return nil
 	}
 	done := r.ops.Add(int64(n))
-	if r.w.ctl != nil {
+	if _, at := fs.ProcessFault(r.worldRank); r.w.ctl != nil && at > done-int64(n) && at <= done {
 		// A rank with a process of its own: a planted kill or stop at
 		// one of these n operations happens before they are issued.
-		for k := done - int64(n) + 1; k <= done; k++ {
-			fs.ActOnProcess(r.worldRank, k)
-		}
+		fs.ActOnProcess(r.worldRank, at)
 	}
 	if at, ok := fs.HangAt(r.worldRank); !ok || done < at {
 		return nil
