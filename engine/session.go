@@ -183,13 +183,13 @@ func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 			return b.DefaultRanks(), nil
 		}
 		if b.Name() == "cpu" && ranks > cpu.MaxRanks {
-			return 0, UsageErrorf("-g %d: the cpu backend runs at most %d ranks in one process (each is a goroutine on this host's %d cores; "+
+			return 0, UsageErrorf("--ranks %d: the cpu backend runs at most %d ranks in one process (each is a goroutine on this host's %d cores; "+
 				"a sweep past that takes hours); use fewer ranks, or processes: collbench launch -n N", ranks, cpu.MaxRanks, runtime.NumCPU())
 		}
 		return ranks, nil
 	}
 	if ranks > 1 {
-		return 0, UsageErrorf("-g %d: under %s every process drives one rank (this world has %d); leave -g out", ranks, l.Source, l.Size)
+		return 0, UsageErrorf("--ranks %d: under %s every process drives one rank (this world has %d); leave --ranks out", ranks, l.Source, l.Size)
 	}
 	if _, ok := b.(suites.DistributedBackend); !ok {
 		return 0, UsageErrorf("the %s backend cannot run across processes", b.Name())

@@ -65,7 +65,7 @@ func TestNewcomerBadInputIsOneLine(t *testing.T) {
 		{"launch of an unknown command", []string{"launch", "-n", "2", "--", "allreduse"}, nil, engine.ExitUsage, []string{`"allreduse" is not a collbench command`}},
 		{"launch with a bad flag", []string{"launch", "-n", "2", "--", "allreduce", "--sizez", "8"}, nil, engine.ExitUsage, []string{"unknown flag: --sizez", "collbench allreduce --help"}},
 		{"MASTER_PORT not a number", []string{"allreduce", "--sizes", "8"}, append(torchrun, "MASTER_PORT=abc"), engine.ExitUsage, []string{"MASTER_PORT=abc is not a port number", "1-65535", "torchrun"}},
-		{"too many cpu ranks", []string{"allreduce", "-g", "100000"}, nil, engine.ExitUsage, []string{"-g 100000", "at most 1024 ranks", "collbench launch"}},
+		{"too many cpu ranks", []string{"allreduce", "-g", "100000"}, nil, engine.ExitUsage, []string{"--ranks 100000", "at most 1024 ranks", "collbench launch"}},
 		{"negative compare threshold", []string{"compare", "--time-threshold", "-5", p("a.json"), p("b.json")}, nil, engine.ExitUsage, []string{"invalid --time-threshold -5"}},
 		{"zero busbw threshold", []string{"compare", "--busbw-threshold", "0", p("a.json"), p("b.json")}, nil, engine.ExitUsage, []string{"invalid --busbw-threshold 0"}},
 		{"record into a missing directory", []string{"topo", "--record", p("no/dir/f.json")}, nil, engine.ExitUsage, []string{"--record", "does not exist"}},
