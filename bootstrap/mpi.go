@@ -9,10 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	mpi "github.com/sbromberger/gompi"
@@ -27,14 +24,11 @@ const HasMPI = true
 // TCP tree, with its heartbeats, whose rendezvous address rank 0 shares
 // over MPI (JoinOverMPI). The mpi backend moves collective data over MPI.
 type MPI struct {
-	tasks chan func()
-	tid   int
-	comm  *mpi.Communicator
-	rank  int
-	size  int
-	once  sync.Once
-	// busy counts calls handed to the MPI thread that have not returned.
-	busy atomic.Int32
+	thread *osThread
+	comm   *mpi.Communicator
+	rank   int
+	size   int
+	once   sync.Once
 }
 
 var (
@@ -49,17 +43,7 @@ func JoinMPI() (*MPI, error) {
 	if current != nil {
 		return current, nil
 	}
-	m := &MPI{tasks: make(chan func())}
-	started := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		m.tid = syscall.Gettid()
-		close(started)
-		for f := range m.tasks {
-			f()
-		}
-	}()
-	<-started
+	m := &MPI{thread: startOSThread()}
 	m.Do(func() {
 		mpi.Start(false) // gompi: MPI_Init
 		m.comm = mpi.NewCommunicator(nil)
@@ -81,17 +65,7 @@ func CurrentMPI() (*MPI, error) {
 
 // Do runs f on the MPI thread and waits for it. Called from the MPI thread
 // itself (f of an earlier Do), it runs f at once.
-func (m *MPI) Do(f func()) {
-	if syscall.Gettid() == m.tid {
-		f()
-		return
-	}
-	m.busy.Add(1)
-	defer m.busy.Add(-1)
-	done := make(chan struct{})
-	m.tasks <- func() { f(); close(done) }
-	<-done
-}
+func (m *MPI) Do(f func()) { m.thread.Do(f) }
 
 // Rank is this process's MPI rank.
 func (m *MPI) Rank() int { return m.rank }
@@ -162,13 +136,20 @@ func (m *MPI) bcast(data []byte) ([]byte, error) {
 	return buf[4 : 4+n], nil
 }
 
+// finalizeGrace is how long Finalize waits for a call still on the MPI
+// thread before it takes that call for one a fault left waiting.
+const finalizeGrace = time.Second
+
 // Finalize ends MPI: a barrier of every process, then MPI_Finalize. A
 // process that another one's fault left alone would wait for ever, so it
 // waits at most bound and then leaves MPI to end with the process.
 func (m *MPI) Finalize(bound time.Duration) error {
 	var err error
 	m.once.Do(func() {
-		if m.busy.Load() > 0 {
+		// A call that has just handed back its result may not have left
+		// the MPI thread yet (it was once taken for a stuck call, and MPI
+		// was left unfinalised after a clean run).
+		if !m.thread.idle(min(finalizeGrace, bound)) {
 			// A call another process's fault left waiting holds the MPI
 			// thread: MPI ends with the process.
 			err = errors.New("MPI is still inside a call that will not return; it ends with the process")

@@ -360,12 +360,16 @@ func (w *world) call(f func()) error {
 		return err
 	}
 	done := make(chan struct{})
-	go w.m.Do(func() {
+	go func() {
+		// done closes once Do has returned, so a call that returned here
+		// is no longer counted on the MPI thread (Finalize looks there).
 		defer close(done)
-		if w.host.Stopped() == nil {
-			f()
-		}
-	})
+		w.m.Do(func() {
+			if w.host.Stopped() == nil {
+				f()
+			}
+		})
+	}()
 	select {
 	case <-done:
 		return w.host.Stopped()
