@@ -167,11 +167,7 @@ func TestNoRecorderSaysWhy(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			d := fakegpu.HGX("H100", 2, tc.opts)
-			b, err := Open(Options{Driver: d})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := openFake(t, 2, tc.opts)
 			w, err := b.Open(context.Background(), 2)
 			if err != nil {
 				t.Fatal(err)
