@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	"collbench/bootstrap"
@@ -122,4 +123,22 @@ func (c *SignalCause) Error() string { return "stopped by " + c.Sig.String() }
 func ExitNow(code int) {
 	tempdir.RunExitCleanups()
 	os.Exit(code)
+}
+
+// exitReason is why the process is exiting through ExitBecause.
+var exitReason atomic.Pointer[string]
+
+// ExitBecause exits at once, as ExitNow, after telling the exit cleanups
+// (ExitReason) why: a results file can still record it.
+func ExitBecause(code int, reason string) {
+	exitReason.Store(&reason)
+	ExitNow(code)
+}
+
+// ExitReason is the reason given to ExitBecause, "" otherwise.
+func ExitReason() string {
+	if r := exitReason.Load(); r != nil {
+		return *r
+	}
+	return ""
 }

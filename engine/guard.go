@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"collbench/backend/cpu"
@@ -124,8 +125,9 @@ func (f *System) StartGuard(ctx context.Context, cancel context.CancelFunc, ss *
 		}
 	})
 	judge := !ss.PW.Multi() || ss.PW.Ctl.Rank() == 0 || tcp == nil
+	records := func() []watchdog.Record { return board.Snapshot(time.Now()) }
+	setStuckNow(records, who)
 	if judge && timeout > 0 {
-		records := func() []watchdog.Record { return board.Snapshot(time.Now()) }
 		if tcp != nil {
 			records = func() []watchdog.Record {
 				now := time.Now()
@@ -139,6 +141,7 @@ func (f *System) StartGuard(ctx context.Context, cancel context.CancelFunc, ss *
 				return recs
 			}
 		}
+		setStuckNow(records, who)
 		go watchdog.Watch(wctx, watchdog.Interval(timeout), timeout, records, who, func(v *watchdog.Verdict) {
 			pe := &bootstrap.PeerError{Kind: bootstrap.FaultHung, Rank: v.Stuck[0], Msg: "watchdog: " + v.Msg}
 			if tcp != nil && v.Stuck[0] != tcp.Rank() {
@@ -175,15 +178,18 @@ func (g *Guard) OnFault(err error) {
 	if !first {
 		return
 	}
+	// The bound starts before anything that could block: an abort that
+	// never returns must not keep the process.
+	if g.f.OwnsProcess {
+		time.AfterFunc(HardExitGrace, func() {
+			msg := fmt.Sprintf("%v (the run did not stop within %v of the abort; exiting)", err, HardExitGrace)
+			fmt.Fprintf(g.f.Stderr, "collbench: %s\n", msg)
+			ExitBecause(ExitCode(err), msg)
+		})
+	}
 	g.cancel()
 	if a, ok := g.world.(suites.Aborter); ok {
 		a.Abort(err)
-	}
-	if g.f.OwnsProcess {
-		time.AfterFunc(HardExitGrace, func() {
-			fmt.Fprintf(g.f.Stderr, "collbench: %v (the run did not stop within %v of the abort; exiting)\n", err, HardExitGrace)
-			ExitNow(ExitCode(err))
-		})
 	}
 }
 
@@ -284,3 +290,43 @@ func (f *System) openWatched(ctx context.Context, cancel context.CancelFunc, ss 
 	}
 	return world, devices, f.StartGuard(ctx, cancel, ss, world, board, rf.Timeout, devices), nil
 }
+
+// stuckNow describes what the ranks of the run in progress are doing; set
+// by StartGuard, read by a process that exits on a signal (StuckNow).
+var stuckNow atomic.Pointer[func() string]
+
+func setStuckNow(records func() []watchdog.Record, who func(int) string) {
+	f := func() string {
+		recs := records()
+		quiet := time.Duration(-1)
+		for _, r := range recs {
+			if r.Phase != watchdog.Done && (quiet < 0 || r.Quiet() < quiet) {
+				quiet = r.Quiet()
+			}
+		}
+		if quiet < 0 {
+			return ""
+		}
+		// Judged with the bound the ranks have already been quiet for,
+		// the verdict names who is stuck and on what, and for how long.
+		if v := watchdog.Judge(recs, max(quiet, time.Millisecond), who); v != nil {
+			return v.Msg
+		}
+		return ""
+	}
+	stuckNow.Store(&f)
+}
+
+// StuckNow says what the ranks of the run in progress are stuck in, ""
+// when no run is guarded.
+func StuckNow() string {
+	if f := stuckNow.Load(); f != nil {
+		return (*f)()
+	}
+	return ""
+}
+
+// SignalGrace is how long a process started by Main may take to stop after
+// SIGINT or SIGTERM before it exits anyway: the rows measured are on disk
+// already, and a library call stuck on a GPU cannot be waited for.
+const SignalGrace = 4 * time.Second

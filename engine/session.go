@@ -186,6 +186,10 @@ func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 			return 0, UsageErrorf("--ranks %d: the cpu backend runs at most %d ranks in one process (each is a goroutine on this host's %d cores; "+
 				"a sweep past that takes hours); use fewer ranks, or processes: collbench launch -n N", ranks, cpu.MaxRanks, runtime.NumCPU())
 		}
+		if b.Name() == "nccl" && ranks > b.DefaultRanks() {
+			return 0, UsageErrorf("--ranks %d: the nccl backend runs one rank per GPU and this process sees %d GPU(s); use --ranks %d or fewer (CUDA_VISIBLE_DEVICES chooses which)",
+				ranks, b.DefaultRanks(), b.DefaultRanks())
+		}
 		return ranks, nil
 	}
 	if ranks > 1 {

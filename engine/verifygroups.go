@@ -71,6 +71,9 @@ func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.
 	runErr = g.Settle(runErr, 0)
 	res := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: v.Tool},
 		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
 	for _, l := range lvs {
 		for _, c := range l.Collectives {
 			res.OK = res.OK && c.Pass

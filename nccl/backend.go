@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"collbench/cuda"
 	"collbench/dtype"
@@ -59,8 +61,9 @@ type Backend struct {
 // is never issued until the world is aborted, as a thread stuck before its
 // call would be; its peers' GPUs wait for it inside NCCL. A kill or stop
 // (a rank with a process of its own): the process signals itself before
-// it issues its Nth operation. The faults of links, ranks' rates and
-// corruption are the CPU backend's only.
+// it issues its Nth operation. A late rank waits before it issues each
+// operation. The faults of links, ranks' rates and corruption are the CPU
+// backend's only.
 func (b *Backend) PlantFaults(fs *faults.Set) { b.faults = fs }
 
 type gpu struct {
@@ -174,12 +177,12 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	if n > len(b.devices) {
 		return nil, fmt.Errorf("asked for %d ranks but only %d GPUs are visible (one rank per GPU)", n, len(b.devices))
 	}
-	w := &world{b: b, bar: syncx.NewSpinBarrier(n), size: n, profInits: profiler.Inits()}
+	w := &world{b: b, bar: syncx.NewSpinBarrier(n), size: n, profInits: profiler.Inits(), wedged: new(atomic.Bool)}
 	board := watchdog.BoardFrom(ctx)
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
-		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}, track: board.For(i), ops: new(atomic.Int64)}
+		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}, track: board.For(i), ops: new(atomic.Int64), aborted: new(atomic.Bool)}
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
@@ -276,6 +279,11 @@ type world struct {
 	// ends a planted hang.
 	stopped   chan struct{}
 	stopCause error
+	// wedged is set, for a world and every world split from it, when NCCL
+	// never ended the events of a recorded operation (its proxy thread is
+	// stuck): nothing more is recorded, and the communicators are aborted
+	// rather than destroyed at the end.
+	wedged *atomic.Bool
 }
 
 // stopChan is the channel closed when the world (or the world it was
@@ -293,7 +301,7 @@ func (w *world) stopChan() chan struct{} {
 // library has it (each rank on its own thread), otherwise with a new unique
 // id per group and every communicator created in one group call.
 func (w *world) Split(l suites.Layout) (suites.World, error) {
-	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl, profInits: w.profInits}
+	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl, profInits: w.profInits, wedged: w.wedged}
 	w.childMu.Lock()
 	w.children = append(w.children, sw)
 	w.childMu.Unlock()
@@ -312,7 +320,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 			}
 			p := w.rankOf(wr)
 			nr := *p
-			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, false
+			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, new(atomic.Bool)
 			nr.events, nr.gang, nr.gi = nil, nil, 0
 			byWorld[wr] = &nr
 		}
@@ -463,10 +471,10 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 		return nil, fmt.Errorf("local device %d does not exist: %d GPUs are visible (set --device or CUDA_VISIBLE_DEVICES)", device, len(b.devices))
 	}
 	n, me := ctl.Size(), ctl.Rank()
-	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits()}
+	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits(), wedged: new(atomic.Bool)}
 	wk := &worker{tasks: make(chan func())}
 	go wk.loop()
-	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}, ops: new(atomic.Int64),
+	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}, ops: new(atomic.Int64), aborted: new(atomic.Bool),
 		track: watchdog.BoardFrom(ctx).For(me)}
 	w.ranks = []*rank{r}
 	if err := wk.do(r.setup); err != nil {
@@ -567,42 +575,80 @@ func (w *world) abort(cause error) {
 		for _, c := range children {
 			c.abort(cause)
 		}
+		// ncclCommAbort can itself block (a proxy thread that never
+		// returns): each runs on a goroutine of its own, so that no
+		// caller (the watchdog, a signal, a failed rank) waits on it. The
+		// ranks blocked in NCCL return once it has.
 		for _, r := range w.ranks {
-			if r != nil && r.comm != nil {
-				_ = r.comm.Abort()
-				r.aborted = true
+			if r != nil && r.comm != nil && !r.aborted.Swap(true) {
+				go func(c driver.Comm) { _ = c.Abort() }(r.comm)
 			}
 		}
 	})
 }
 
+// closeBound bounds how long the communicators and device resources may
+// take to be released when a world closes. NCCL's destroy waits for its
+// proxy thread; one that never returns must not hold the process.
+var closeBound = 10 * time.Second
+
+// Close releases every rank's communicator and device resources, each on
+// its rank's thread. A rank whose release has not returned within
+// closeBound is left behind: the error names it and its GPU, and the
+// process can exit (what was measured is kept).
 func (w *world) Close() error {
 	if w.closed {
 		return nil
 	}
 	w.closed = true
-	if w.derived {
-		return w.Run(func(sr suites.Rank) error { return sr.(*rank).teardown() })
-	}
 	var errs []error
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, r := range w.ranks {
-		wg.Add(1)
+	done := make([]chan struct{}, len(w.ranks))
+	for i, r := range w.ranks {
+		done[i] = make(chan struct{})
 		r.wk.tasks <- func() {
-			defer wg.Done()
+			defer close(done[i])
 			if err := r.teardown(); err != nil {
 				mu.Lock()
-				errs = append(errs, err)
+				errs = append(errs, fmt.Errorf("%s: %w", r.label(), err))
 				mu.Unlock()
 			}
 		}
 	}
-	wg.Wait()
-	for _, r := range w.ranks {
-		close(r.wk.tasks)
+	deadline := time.NewTimer(closeBound)
+	defer deadline.Stop()
+	var stuck []string
+	for i, r := range w.ranks {
+		select {
+		case <-done[i]:
+		case <-deadline.C:
+			stuck = append(stuck, r.label())
+			// Every later rank gets the time left, which is none.
+			deadline.Reset(0)
+		}
+	}
+	if !w.derived {
+		for _, r := range w.ranks {
+			close(r.wk.tasks)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stuck) > 0 {
+		errs = append(errs, &StuckCloseError{Ranks: stuck, After: closeBound})
 	}
 	return errors.Join(errs...)
+}
+
+// StuckCloseError reports communicators NCCL did not release in time.
+type StuckCloseError struct {
+	Ranks []string
+	After time.Duration
+}
+
+func (e *StuckCloseError) Error() string {
+	return fmt.Sprintf("NCCL did not release the communicator of %s within %v (ncclCommDestroy or ncclCommAbort did not return); left behind",
+		strings.Join(e.Ranks, ", "), e.After)
 }
 
 // CanCaptureGraphs reports whether the driver offers stream capture.

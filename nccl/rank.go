@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"collbench/cuda"
 	"collbench/dtype"
@@ -36,7 +37,9 @@ type rank struct {
 	ctx     cuda.Context
 	stream  cuda.Stream
 	comm    driver.Comm
-	aborted bool
+	// aborted is set once ncclCommAbort was called on comm (from any
+	// goroutine): the communicator is then not destroyed.
+	aborted *atomic.Bool
 	mod     cuda.Module
 	fill    cuda.Function
 	check   cuda.Function
@@ -118,7 +121,14 @@ func (r *rank) setup() error {
 
 func (r *rank) teardown() error {
 	var errs []error
-	if r.comm != nil && !r.aborted {
+	switch {
+	case r.comm == nil || r.aborted.Load():
+	case r.w.wedged.Load():
+		// NCCL's proxy thread never ended the events of a recorded
+		// operation: ncclCommDestroy would wait for it for ever, so the
+		// communicator is aborted instead.
+		errs = append(errs, r.comm.Abort())
+	default:
 		errs = append(errs, r.comm.Destroy())
 	}
 	r.comm = nil
@@ -437,6 +447,9 @@ func (r *rank) plantedHang(n int) error {
 		// A rank with a process of its own: a planted kill or stop at
 		// one of these n operations happens before they are issued.
 		fs.ActOnProcess(r.worldRank, at)
+	}
+	if d := fs.Late(r.worldRank); d > 0 {
+		time.Sleep(d) // a straggling host: the rank issues late
 	}
 	if at, ok := fs.HangAt(r.worldRank); !ok || done < at {
 		return nil

@@ -169,7 +169,32 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 		fmt.Fprintln(w, strings.Join(fails, "\n"))
 	}
 	status := "PASS: every value matched"
-	if !v.OK {
+	mismatched := false
+	for _, l := range v.Layouts {
+		for _, c := range l.Collectives {
+			mismatched = mismatched || !c.Pass
+		}
+	}
+	switch {
+	case mismatched:
+		status = "FAIL: some values did not match"
+	case v.Error != "":
+		// Every value checked matched; the check did not finish.
+		status = "FAIL: not every layout was checked: " + v.Error
+		most := 0
+		for _, l := range v.Layouts {
+			most = max(most, len(l.Collectives))
+		}
+		var short []string
+		for _, l := range v.Layouts {
+			if len(l.Collectives) < most || most == 0 {
+				short = append(short, l.Name)
+			}
+		}
+		if len(short) > 0 {
+			status = fmt.Sprintf("FAIL: not every layout was checked: layout %s stopped: %s", strings.Join(short, ", "), v.Error)
+		}
+	case !v.OK:
 		status = "FAIL: some values did not match"
 	}
 	fmt.Fprintf(w, "# %s\n", status)

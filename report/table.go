@@ -690,29 +690,66 @@ func movesData(rows []results.Row) bool {
 }
 
 // lateKernel names the rank whose kernel started last in the recorded
-// half and by how much after the earliest, from the library's own clocks
-// ("3 +12.5": rank 3, 12.5 µs late); "" when nothing was recorded. ranks
-// maps the half's rank order to world ranks (nil: the same).
+// half and by how much after the earliest, on GPU timers aligned to the
+// host's clock ("3 +12.5": rank 3, 12.5 µs late), or, where no rank is
+// later than the alignment's error, that error ("±2.1"); "" when nothing
+// was recorded or the clocks could not be compared. ranks maps the half's
+// rank order to world ranks (nil: the same).
 func lateKernel(o, i *results.Half, ranks []int) string {
+	l, ok := lateOf(o, i, ranks)
+	switch {
+	case !ok:
+		return ""
+	case l.late:
+		return fmt.Sprintf("%d +%s", l.rank, trimFloat(l.by))
+	}
+	return "±" + trimFloat(l.err)
+}
+
+// lateness is a recorded half's latest kernel start.
+type lateness struct {
+	rank    int
+	by, err float64 // µs after the earliest; the clocks' error on that
+	late    bool    // by exceeds err
+}
+
+// lateOf finds the half's latest kernel start (the first half recorded of
+// o and i), where the ranks' clocks were aligned.
+func lateOf(o, i *results.Half, ranks []int) (lateness, bool) {
 	for _, h := range []*results.Half{o, i} {
-		if h == nil || h.Kernels == nil || len(h.Kernels.StartUS) < 2 {
+		if h == nil || h.Kernels == nil || len(h.Kernels.StartUS) < 2 || len(h.Kernels.ClockErrorUS) != len(h.Kernels.StartUS) {
 			continue
 		}
-		at, most := -1, 0.0
-		for r, s := range h.Kernels.StartUS {
-			if s >= 0 && (at < 0 || s > most) {
-				at, most = r, s
+		k := h.Kernels
+		at, first := -1, -1
+		for r, s := range k.StartUS {
+			if s < 0 {
+				continue
+			}
+			if at < 0 || s > k.StartUS[at] {
+				at = r
+			}
+			if first < 0 || s < k.StartUS[first] {
+				first = r
 			}
 		}
 		if at < 0 {
 			continue
 		}
-		if at < len(ranks) {
-			at = ranks[at]
+		l := lateness{rank: at, by: k.StartUS[at] - k.StartUS[first], err: k.ClockErrorUS[at] + k.ClockErrorUS[first]}
+		l.late = l.by > l.err
+		if !l.late {
+			// No rank stands out: the error of the least certain pair.
+			for _, e := range k.ClockErrorUS {
+				l.err = max(l.err, e+k.ClockErrorUS[first])
+			}
 		}
-		return fmt.Sprintf("%d +%s", at, trimFloat(most))
+		if at < len(ranks) {
+			l.rank = ranks[at]
+		}
+		return l, true
 	}
-	return ""
+	return lateness{}, false
 }
 
 // ranksOf is the world ranks of the group a table line stands for ("" or
@@ -735,28 +772,32 @@ func trimFloat(v float64) string {
 }
 
 // lateLine says which rank's kernel started last most often over the
-// rows the library recorded, and by how much at most: one line, whatever
-// the ranks.
+// rows the library recorded, beyond the clocks' alignment error, and by
+// how much at most: one line, whatever the ranks.
 func lateLine(rows []results.Row) string {
 	count := map[int]int{}
-	recorded := 0
-	most := 0.0
+	recorded, late := 0, 0
+	most, errMax := 0.0, 0.0
 	for _, r := range rows {
-		v := lateKernel(r.OutOfPlace, r.InPlace, nil)
-		if v == "" {
-			continue
-		}
-		var rank int
-		var by float64
-		if _, err := fmt.Sscanf(v, "%d +%g", &rank, &by); err != nil {
+		l, ok := lateOf(r.OutOfPlace, r.InPlace, nil)
+		if !ok {
 			continue
 		}
 		recorded++
-		count[rank]++
-		most = max(most, by)
+		errMax = max(errMax, l.err)
+		if !l.late {
+			continue
+		}
+		late++
+		count[l.rank]++
+		most = max(most, l.by)
 	}
 	if recorded == 0 {
 		return ""
+	}
+	if late == 0 {
+		return fmt.Sprintf("# late kernel:       none in %d recorded rows: every rank's kernel started within the clocks' alignment error (at most ±%s us; GPU timers aligned to the host clock)",
+			recorded, trimFloat(errMax))
 	}
 	top, n := -1, 0
 	for r, c := range count {
@@ -764,6 +805,6 @@ func lateLine(rows []results.Row) string {
 			top, n = r, c
 		}
 	}
-	return fmt.Sprintf("# late kernel:       rank %d started last in %d of %d recorded rows (the library's own GPU clocks), at most %s us after the earliest rank",
-		top, n, recorded, trimFloat(most))
+	return fmt.Sprintf("# late kernel:       rank %d started last in %d of %d recorded rows, at most %s us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±%s us)",
+		top, n, recorded, trimFloat(most), trimFloat(errMax))
 }

@@ -274,9 +274,15 @@ type KernelTimes struct {
 	// DurationUS is each rank's kernel time, first channel's start to last
 	// channel's stop; -1 where the rank recorded nothing.
 	DurationUS []float64 `json:"duration_us"`
-	// StartUS is each rank's start after the earliest rank's; -1 where
-	// nothing was recorded.
+	// StartUS is each rank's start after the earliest rank's, every GPU's
+	// timer aligned to its host's clock; -1 where nothing was recorded or
+	// the clocks cannot be compared (ranks on different hosts, a timer that
+	// could not be aligned).
 	StartUS []float64 `json:"start_us"`
+	// ClockErrorUS is how far each rank's aligned start may be off (half
+	// the width of the bounds its GPU timer's offset is known within);
+	// absent where no start could be aligned.
+	ClockErrorUS []float64 `json:"clock_error_us,omitempty"`
 	// Channels is how many channels each rank's kernel ran on.
 	Channels []int `json:"channels"`
 	// Net is each rank's network steps per peer, through NCCL's proxy
@@ -308,10 +314,17 @@ type OpRecord struct {
 	Algorithm *AlgoChoice `json:"a,omitempty"`
 	// StartNS and StopNS are on the rank's GPU clock; Channels counts the
 	// channels that reported.
-	StartNS  uint64     `json:"s,omitempty"`
-	StopNS   uint64     `json:"e,omitempty"`
-	Channels int        `json:"c,omitempty"`
-	Net      []NetSteps `json:"n,omitempty"`
+	StartNS  uint64 `json:"s,omitempty"`
+	StopNS   uint64 `json:"e,omitempty"`
+	Channels int    `json:"c,omitempty"`
+	// ClockLoNS and ClockHiNS bound the GPU clock's offset from the host's
+	// (host minus GPU, ns), both 0 where unknown; Clock names the host
+	// clock they refer to (its boot id): offsets on different clocks do
+	// not compare.
+	ClockLoNS int64      `json:"lo,omitempty"`
+	ClockHiNS int64      `json:"hi,omitempty"`
+	Clock     string     `json:"k,omitempty"`
+	Net       []NetSteps `json:"n,omitempty"`
 }
 
 // Mismatch is one output element that differed from its expected value.
@@ -515,6 +528,8 @@ type GroupVerification struct {
 	Ranks   int            `json:"ranks"`
 	Layouts []LayoutVerify `json:"layouts"`
 	OK      bool           `json:"ok"`
+	// Error is why the check stopped before every layout was checked.
+	Error string `json:"error,omitempty"`
 }
 
 // LayoutVerify is one layout's checks.

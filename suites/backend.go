@@ -320,6 +320,9 @@ type Recorder interface {
 	// each local rank's operations were, by position in Ranks() (nil
 	// where nothing was recorded), and a note ("" or what is missing).
 	Record(fn func() error) ([]*results.OpRecord, string, error)
+	// Recordable says why an operation of c at a row of size bytes is
+	// not recorded (the library cannot record it safely), or "".
+	Recordable(c Collective, size int64) string
 }
 
 // RecordingBackend is implemented by backends whose worlds may record

@@ -71,6 +71,9 @@ type Plan struct {
 	// SkipUnsupported drops combinations the backend cannot run (for "all"
 	// lists) instead of failing on them.
 	SkipUnsupported bool
+	// NoRecord runs no operation with the library's recorder on (see
+	// Recorder): for checks that want no timing, such as verify-groups.
+	NoRecord bool
 	// IterStats adds per-iteration timing (another Iters operations, each
 	// timed on its own) and its statistics to every half.
 	IterStats bool

@@ -57,7 +57,14 @@ type Runner struct {
 	index   map[int]int // world rank -> position in w.Ranks()
 	group   []int       // position -> group id
 	rec     Recorder    // the world's recorder, nil when it records nothing
-	noted   map[string]bool
+	// recorder is the world as a Recorder, nil if it is none: such a
+	// world issues an untimed operation per row whether it records it
+	// or not.
+	recorder Recorder
+	// clocks are the world ranks' GPU timer offsets from the host's clock,
+	// as the recorded operations bound them so far.
+	clocks map[int]clockBound
+	noted  map[string]bool
 }
 
 // Run measures every case at every size. It returns the rows measured so far
@@ -87,6 +94,7 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 		return nil, err
 	}
 	if r, ok := rn.w.(Recorder); ok {
+		rn.recorder = r
 		if on, _ := r.Recording(); on {
 			rn.rec = r
 		}
@@ -377,17 +385,28 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	}
 	// The library records one untimed operation of the row's first half,
 	// after the warm-up and before the timed loop, with every local rank
-	// past its warm-up, so nothing else is recorded.
-	if rn.rec != nil && inPlace == !p.OutOfPlace {
+	// past its warm-up, so nothing else is recorded. A world that can
+	// record issues that operation whether it records it or not: the
+	// ranks of every process issue the same operations, though one
+	// process may record and another not (a library that stopped
+	// recording in one of them).
+	if rn.recorder != nil && inPlace == !p.OutOfPlace {
 		if err := rn.w.Run(prepare); err != nil {
 			return nil, nil, nil, err
 		}
 		var note string
 		var err error
-		recs, note, err = rn.rec.Record(func() error {
+		recs, note, err = rn.record(rn.recording(c, size), func() error {
 			return rn.w.Run(func(r Rank) error {
 				_, call, _ := callOf(r)
 				tr := rn.Board.For(r.WorldRank())
+				// Issued together, as the timed loop's are (align): the
+				// kernels' starts then differ by what the ranks do, not
+				// by when their threads woke up.
+				tr.SetPhase(watchdog.Barrier)
+				if err := r.Barrier(); err != nil {
+					return err
+				}
 				tr.Begin(what+" (recorded by the library)", watchdog.Timed, 1)
 				tr.Op(1)
 				if err := r.Launch(call); err != nil {
@@ -426,6 +445,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	rn.narrowClocks(all)
 	var hs []*results.Half
 	algos := make([]*results.AlgoChoice, len(rn.layout.Groups))
 	for gi, members := range rn.layout.Groups {
@@ -466,7 +486,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		if p.Check > 0 {
 			h.Wrong = &wrong
 		}
-		h.Kernels, algos[gi] = kernelTimes(all, members)
+		h.Kernels, algos[gi] = kernelTimes(all, members, rn.clocks)
 		hs = append(hs, h)
 	}
 	worldTimes := make([]float64, n)
@@ -476,13 +496,40 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	return hs, worldTimes, algos, nil
 }
 
+// record runs fn, which issues operations, with the library's recorder on
+// if on; either way fn runs once.
+func (rn *Runner) record(on bool, fn func() error) ([]*results.OpRecord, string, error) {
+	if !on {
+		return nil, "", fn()
+	}
+	return rn.rec.Record(fn)
+}
+
+// recording says whether the row of c at size is recorded: the world
+// records, still (a library can stop recording partway), and can record
+// this operation. Why not is noted once.
+func (rn *Runner) recording(c Case, size int64) bool {
+	if rn.rec == nil || rn.Plan.NoRecord {
+		return false
+	}
+	if on, why := rn.rec.Recording(); !on {
+		rn.note(why)
+		rn.rec = nil
+		return false
+	}
+	if why := rn.rec.Recordable(c.Coll, size); why != "" {
+		rn.note(why)
+		return false
+	}
+	return true
+}
+
 // kernelTimes puts the members' recorded operations together: their kernel
 // times, starts after the earliest, channels and network steps, and the
 // group's algorithm (its first member's that has one). Both are nil when no
 // member recorded anything.
-func kernelTimes(all []rankResult, members []int) (*results.KernelTimes, *results.AlgoChoice) {
+func kernelTimes(all []rankResult, members []int, clocks map[int]clockBound) (*results.KernelTimes, *results.AlgoChoice) {
 	var algo *results.AlgoChoice
-	var first uint64
 	have, net := false, false
 	for _, wr := range members {
 		rec := all[wr].Rec
@@ -491,9 +538,6 @@ func kernelTimes(all []rankResult, members []int) (*results.KernelTimes, *result
 		}
 		if algo == nil && rec.Algorithm != nil {
 			algo = rec.Algorithm
-		}
-		if rec.Channels > 0 && (!have || rec.StartNS < first) {
-			first = rec.StartNS
 		}
 		have = have || rec.Channels > 0
 		net = net || len(rec.Net) > 0
@@ -510,7 +554,7 @@ func kernelTimes(all []rankResult, members []int) (*results.KernelTimes, *result
 			k.Channels = append(k.Channels, 0)
 		} else {
 			k.DurationUS = append(k.DurationUS, float64(rec.StopNS-rec.StartNS)/1e3)
-			k.StartUS = append(k.StartUS, float64(rec.StartNS-first)/1e3)
+			k.StartUS = append(k.StartUS, -1)
 			k.Channels = append(k.Channels, rec.Channels)
 		}
 		if net {
@@ -521,7 +565,74 @@ func kernelTimes(all []rankResult, members []int) (*results.KernelTimes, *result
 			k.Net = append(k.Net, steps)
 		}
 	}
+	alignStarts(k, all, members, clocks)
 	return k, algo
+}
+
+// clockBound is what is known of one rank's GPU timer: its offset from
+// the host's clock (host minus GPU, ns) lies in [lo, hi]; clock names the
+// host clock.
+type clockBound struct {
+	lo, hi int64
+	clock  string
+}
+
+// narrowClocks intersects each rank's clock bounds with those its latest
+// record shows. A record that does not overlap what is known (the timers
+// drifted apart) starts the bounds anew from itself.
+func (rn *Runner) narrowClocks(all []rankResult) {
+	for wr, rr := range all {
+		rec := rr.Rec
+		if rec == nil || rec.Clock == "" || rec.ClockLoNS > rec.ClockHiNS {
+			continue
+		}
+		if rn.clocks == nil {
+			rn.clocks = map[int]clockBound{}
+		}
+		b, ok := rn.clocks[wr]
+		nb := clockBound{lo: max(b.lo, rec.ClockLoNS), hi: min(b.hi, rec.ClockHiNS), clock: rec.Clock}
+		if !ok || b.clock != rec.Clock || nb.lo > nb.hi {
+			nb = clockBound{lo: rec.ClockLoNS, hi: rec.ClockHiNS, clock: rec.Clock}
+		}
+		rn.clocks[wr] = nb
+	}
+}
+
+// alignStarts sets k's starts on the host's clock, each rank's GPU timer
+// moved by the middle of its offset bounds, with half their width as the
+// error. Where a member's timer has no bounds, or the members' host
+// clocks differ (ranks on several hosts), the starts stay unknown (-1).
+func alignStarts(k *results.KernelTimes, all []rankResult, members []int, clocks map[int]clockBound) {
+	host := make([]float64, len(members))
+	errs := make([]float64, len(members))
+	clock := ""
+	first, have := 0.0, false
+	for i, wr := range members {
+		rec := all[wr].Rec
+		if rec == nil || rec.Channels == 0 {
+			host[i] = -1
+			continue
+		}
+		b, ok := clocks[wr]
+		if !ok || (clock != "" && b.clock != clock) {
+			return
+		}
+		clock = b.clock
+		host[i] = float64(rec.StartNS) + (float64(b.lo)+float64(b.hi))/2
+		errs[i] = float64(b.hi-b.lo) / 2 / 1e3
+		if !have || host[i] < first {
+			first, have = host[i], true
+		}
+	}
+	if !have {
+		return
+	}
+	for i := range members {
+		if host[i] >= 0 {
+			k.StartUS[i] = (host[i] - first) / 1e3
+		}
+	}
+	k.ClockErrorUS = errs
 }
 
 // note passes a note on once.
@@ -679,22 +790,34 @@ func (rn *Runner) warmWorld(bufs *buffers) error {
 	if err := bufs.ensure(need); err != nil {
 		return err
 	}
-	return rn.w.Run(func(r Rank) error {
-		i := bufs.index[r.WorldRank()]
-		g := GeometryFor(c.Coll, size, c.DType.Size(), r.Size(), r.Rank())
-		call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
-			Send: View{bufs.send[i], 0}, Recv: View{bufs.recv[i], 0}}
-		tr := rn.Board.For(r.WorldRank())
-		tr.Begin("warm-up of "+describeCase(c, size, false), watchdog.Warmup, warmupOps)
-		defer tr.SetPhase(watchdog.Idle)
-		for k := 0; k < warmupOps; k++ {
-			tr.Op(k + 1)
-			if err := r.Launch(call); err != nil {
-				return err
+	warm := func(ops int) func(r Rank) error {
+		return func(r Rank) error {
+			i := bufs.index[r.WorldRank()]
+			g := GeometryFor(c.Coll, size, c.DType.Size(), r.Size(), r.Rank())
+			call := Call{Coll: c.Coll, DType: c.DType, Op: c.Op, Root: c.Root, Count: g.Count,
+				Send: View{bufs.send[i], 0}, Recv: View{bufs.recv[i], 0}}
+			tr := rn.Board.For(r.WorldRank())
+			tr.Begin("warm-up of "+describeCase(c, size, false), watchdog.Warmup, ops)
+			defer tr.SetPhase(watchdog.Idle)
+			for k := 0; k < ops; k++ {
+				tr.Op(k + 1)
+				if err := r.Launch(call); err != nil {
+					return err
+				}
 			}
+			return r.Sync()
 		}
-		return r.Sync()
-	})
+	}
+	// The library's first recorded operation sets its recorder up (on 4x
+	// H200 with NCCL 2.28.3 it took 40-110 ms, and the timed loop after
+	// it ran 28 us an op instead of 11): one recorded, thrown away, so
+	// the first row costs what it costs when measured later.
+	if rn.recorder != nil {
+		if _, _, err := rn.record(rn.recording(c, size), func() error { return rn.w.Run(warm(1)) }); err != nil {
+			return err
+		}
+	}
+	return rn.w.Run(warm(warmupOps))
 }
 
 // mismatchLimit bounds the wrong elements listed per rank and half.

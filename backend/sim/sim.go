@@ -236,6 +236,9 @@ func (w *World) Algorithm(c suites.Collective, bytes int64, ranks int) *results.
 // flows between hosts, each with its time on the wire.
 func (w *World) Recording() (bool, string) { return true, "" }
 
+// Recordable records every operation.
+func (w *World) Recordable(suites.Collective, int64) string { return "" }
+
 // Record runs fn with the records on (see Recording).
 func (w *World) Record(fn func() error) ([]*results.OpRecord, string, error) {
 	return w.record(w.top.ranks, fn)
@@ -298,6 +301,9 @@ type splitWorld struct{ s *split }
 
 // Recording: as the world's.
 func (sw *splitWorld) Recording() (bool, string) { return true, "" }
+
+// Recordable records every operation.
+func (sw *splitWorld) Recordable(suites.Collective, int64) string { return "" }
 
 // Record runs fn with the records on, for the split's ranks.
 func (sw *splitWorld) Record(fn func() error) ([]*results.OpRecord, string, error) {

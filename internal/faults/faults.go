@@ -26,6 +26,7 @@ const Syntax = `items separated by ';':
   slow-link:A-B:RATE   bytes between ranks A and B move at RATE (e.g. 20MB/s), both ways
   delay-link:A-B:DUR   every message between ranks A and B is delayed by DUR (e.g. 5ms)
   slow-rank:R:RATE     everything rank R sends, and its local copies, move at RATE
+  late-rank:R:DUR      rank R's thread waits DUR before it issues each operation (a straggling host; NCCL backend)
   slow-host:H:RATE     the same for every rank on host H
   corrupt:R            rank R flips a bit in every message it sends (and in its outputs)
   probe-hang:R         rank R's algorithm probe stops answering once its world is open
@@ -43,6 +44,7 @@ type Set struct {
 	linkRate  map[link]float64
 	linkDelay map[link]time.Duration
 	rankRate  map[int]float64
+	rankLate  map[int]time.Duration
 	hostRate  map[string]float64
 	corrupt   map[int]bool
 	probe     map[int]string // rank -> "hang" or "exit"
@@ -55,7 +57,7 @@ func Parse(spec string) (*Set, error) {
 		return nil, nil
 	}
 	s := &Set{spec: spec, hang: map[int]int64{}, process: map[int]procFault{}, linkRate: map[link]float64{}, linkDelay: map[link]time.Duration{},
-		rankRate: map[int]float64{}, hostRate: map[string]float64{}, corrupt: map[int]bool{}, probe: map[int]string{}}
+		rankRate: map[int]float64{}, rankLate: map[int]time.Duration{}, hostRate: map[string]float64{}, corrupt: map[int]bool{}, probe: map[int]string{}}
 	for _, item := range strings.Split(spec, ";") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -129,6 +131,19 @@ func (s *Set) add(item string) error {
 		if s.rankRate[r], err = ParseRate(f[2]); err != nil {
 			return err
 		}
+	case "late-rank":
+		if err := want(3); err != nil {
+			return err
+		}
+		r, err := parseRank(f[1])
+		if err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(f[2])
+		if err != nil || d <= 0 {
+			return fmt.Errorf("bad delay %q", f[2])
+		}
+		s.rankLate[r] = d
 	case "slow-host":
 		if err := want(3); err != nil {
 			return err
@@ -308,6 +323,14 @@ func (s *Set) RankRate(rank int, host string) float64 {
 		rate = h
 	}
 	return rate
+}
+
+// Late is how long rank waits before it issues each operation.
+func (s *Set) Late(rank int) time.Duration {
+	if s == nil {
+		return 0
+	}
+	return s.rankLate[rank]
 }
 
 // Delay is the delay of every message between ranks a and b.

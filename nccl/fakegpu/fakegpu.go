@@ -56,6 +56,17 @@ type Options struct {
 	// WireDelay holds each of those send steps on the wire this long,
 	// by {sending GPU, receiving GPU}: a slow path between them.
 	WireDelay map[[2]int]time.Duration
+	// ProfilerStall plays NCCL 2.28.3's profiler stall: a recorded group
+	// of sends and receives with more than two peers' operations that
+	// moves at least this many bytes on one rank runs, but its kernel
+	// events are never ended (the proxy thread is stuck on them), and
+	// ncclCommDestroy of that communicator then waits until it is aborted.
+	// Seen on 4x H200 from 1 GiB (alltoall of 512 MiB); that is the
+	// default on a 2.28 library, and negative turns it off.
+	ProfilerStall int64
+	// ClockOffsets sets each GPU's timer apart from the host's clock, in
+	// ns by GPU index, as real GPUs' global timers are (tens of ms).
+	ClockOffsets []int64
 }
 
 // Fault is a failure planted in one call on one GPU.
@@ -120,6 +131,9 @@ func New(m nvmlmock.Machine, opts Options) *Driver {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
+	if opts.ProfilerStall == 0 && opts.NCCLVersion >= 22800 && opts.NCCLVersion < 22900 {
+		opts.ProfilerStall = 1 << 30
+	}
 	d := &Driver{m: m, opts: opts, current: map[int]*context{}, handles: map[unsafe.Pointer]any{},
 		cliques: map[driver.UniqueID]*clique{}, calls: map[string]int{}, issuers: map[int]map[int]bool{},
 		anyAbort: make(chan struct{})}
@@ -168,6 +182,11 @@ func (d *Driver) failNow(call string, dev int) error {
 	f := d.fault(call, dev)
 	if f == nil || f.Async || f.Corrupt {
 		return nil
+	}
+	if f.Hang && (call == "ncclCommAbort" || call == "ncclCommDestroy") {
+		// A teardown that never returns: no abort releases it.
+		time.Sleep(d.opts.Timeout)
+		return ncclErr(call, driver.InternalError, fmt.Sprintf("the call hung for %v (fault planted on GPU %d)", d.opts.Timeout, dev))
 	}
 	if f.Hang {
 		return d.hang(call, dev)

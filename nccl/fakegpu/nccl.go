@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -168,6 +169,9 @@ type comm struct {
 	aborted   bool
 	profCtx   unsafe.Pointer // the profiler plugin's context, nil without one
 	profSeq   uint64
+	// wedged is set once the profiler stall (Options.ProfilerStall) left
+	// the proxy thread stuck: destroy then waits for an abort.
+	wedged atomic.Bool
 }
 
 // InitRank joins the communicator id as rank of n, on the current GPU.
@@ -225,6 +229,16 @@ func (c *comm) Destroy() error {
 	if err := c.usable("ncclCommDestroy"); err != nil {
 		return err
 	}
+	if err := c.d.failNow("ncclCommDestroy", c.dev); err != nil {
+		return err
+	}
+	if c.wedged.Load() {
+		// ncclCommDestroy waits for the proxy thread, which waits for
+		// events that never end.
+		if err := c.d.hang("ncclCommDestroy", c.dev); err != nil {
+			return err
+		}
+	}
 	c.cl.mu.Lock()
 	c.destroyed = true
 	c.cl.mu.Unlock()
@@ -233,6 +247,9 @@ func (c *comm) Destroy() error {
 }
 
 func (c *comm) Abort() error {
+	if err := c.d.failNow("ncclCommAbort", c.dev); err != nil {
+		return err
+	}
 	c.cl.mu.Lock()
 	c.aborted = true
 	c.cl.mu.Unlock()

@@ -253,6 +253,8 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp) error {
 	}
 	if err != nil {
 		c.fail(driver.RemoteError, fmt.Sprintf("%s: %v", o.Kind.Call(), err))
+	} else if po != nil && c.profCollectiveStalls(o, po) {
+		c.profStuck(po, kstart)
 	} else if po != nil {
 		c.profRan(po, kstart, c.gpuClock(s.vt))
 	}
@@ -399,6 +401,7 @@ func (c *comm) GroupP2P(ops []driver.P2P, h cuda.Stream) error {
 			pos = append(pos, po)
 		}
 	}
+	stall := c.profStalls(group, pos)
 	return s.enqueue(func() error {
 		var kstart uint64
 		if len(pos) > 0 {
@@ -407,6 +410,10 @@ func (c *comm) GroupP2P(ops []driver.P2P, h cuda.Stream) error {
 		err := c.exchange(s, group)
 		if err == nil {
 			for _, po := range pos {
+				if stall {
+					c.profStuck(po, kstart)
+					continue
+				}
 				c.profRan(po, kstart, c.gpuClock(s.vt))
 			}
 		}

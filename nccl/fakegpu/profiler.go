@@ -119,6 +119,14 @@ static void fp_kernel_channel(void *ctx, void *parent, int rank, int channel, ui
 	fp_stop(h);
 }
 
+// fp_kernel_stuck starts one channel's kernel event that never ends, as
+// NCCL 2.28.3's proxy does when it stalls.
+static void fp_kernel_stuck(void *ctx, void *parent, int rank, int channel, uint64_t start) {
+	fp_union u; memset(&u, 0, sizeof u);
+	u.kernelCh.channelId = (uint8_t)channel; u.kernelCh.pTimer = start;
+	(void)fp_start(ctx, 1 << 6, parent, rank, &u);
+}
+
 // fp_proxy delivers a proxy operation of steps network steps with peer;
 // each send step is on the wire for wire_ns.
 static void fp_proxy(void *ctx, void *parent, int rank, int peer, int isSend, int steps, size_t stepBytes, uint64_t wire_ns) {
@@ -346,13 +354,59 @@ func (c *comm) profRan(po *profOp, start, stop uint64) {
 	}
 }
 
+// profStalls says whether a recorded group of sends and receives stalls
+// the proxy (Options.ProfilerStall): more than two operations, at least
+// that many bytes on this rank, kernel events asked for.
+func (c *comm) profStalls(group []driver.P2P, pos []*profOp) bool {
+	limit := c.d.opts.ProfilerStall
+	if limit <= 0 || len(group) <= 2 || len(pos) == 0 || pos[0].mask&profKernelCh == 0 {
+		return false
+	}
+	var bytes int64
+	for _, o := range group {
+		bytes += o.Count * int64(dtype.DType(o.DType).Size())
+	}
+	return bytes >= limit
+}
+
+// profCollectiveStalls is profStalls for the calls NCCL builds from
+// grouped sends and receives with every peer (ncclAlltoAll, ncclGather,
+// ncclScatter): the bytes one rank sends and receives.
+func (c *comm) profCollectiveStalls(o driver.Op, po *profOp) bool {
+	limit := c.d.opts.ProfilerStall
+	if limit <= 0 || c.cl.n < 2 || po.mask&profKernelCh == 0 {
+		return false
+	}
+	per := o.Count * int64(dtype.DType(o.DType).Size())
+	switch o.Kind {
+	case driver.AllToAll:
+		return 2*per*int64(c.cl.n) >= limit
+	case driver.Gather, driver.Scatter:
+		return per*int64(c.cl.n+1) >= limit && c.rank == o.Root
+	}
+	return false
+}
+
+// profStuck starts po's kernel channels' events and never ends them; the
+// communicator's destroy then waits for an abort.
+func (c *comm) profStuck(po *profOp, start uint64) {
+	for ch := 0; ch < po.channels; ch++ {
+		C.fp_kernel_stuck(c.profCtx, po.handle, C.int(c.rank), C.int(ch), C.uint64_t(start))
+	}
+	c.wedged.Store(true)
+}
+
 // gpuClock is the machine's GPU clock in ns: virtual time under a Model,
 // else the time since the plugin was loaded.
 func (c *comm) gpuClock(vt float64) uint64 {
 	if c.d.clk != nil {
 		return uint64(vt * 1e9)
 	}
-	return uint64(time.Since(c.d.prof.start).Nanoseconds())
+	var off int64
+	if c.dev < len(c.d.opts.ClockOffsets) {
+		off = c.d.opts.ClockOffsets[c.dev]
+	}
+	return uint64(time.Since(c.d.prof.start).Nanoseconds() + off) //nolint:gosec // G115: offsets of a test's machine, far below its clock
 }
 
 func b2i(b bool) int {

@@ -109,6 +109,7 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		e->root = d->coll.root;
 		e->channels = d->coll.nChannels;
 		e->warps = d->coll.nWarps;
+		e->host_start = host_ns(); // enqueued: before its kernel starts
 		break;
 	case CBP_P2P:
 		if ((e = new_event(CBP_KIND_P2P, ci, parent, rank)) == NULL) {
@@ -120,6 +121,7 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		e->count = d->p2p.count;
 		e->peer = d->p2p.peer;
 		e->channels = d->p2p.nChannels;
+		e->host_start = host_ns();
 		break;
 	case CBP_KERNEL_CH:
 		if ((e = new_event(CBP_KIND_KERNEL_CH, ci, parent, rank)) == NULL) {
@@ -127,6 +129,9 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		}
 		e->channel = d->kernelCh.channel;
 		e->gpu_start = d->kernelCh.gpuTimer;
+		// NCCL's proxy starts the event once it sees the kernel started:
+		// after the start, on the host's clock.
+		e->host_start = host_ns();
 		atomic_fetch_add(&pending, 1);
 		break;
 	case CBP_PROXY_OP:
@@ -182,6 +187,7 @@ static cbp_result record_state(void *handle, int state, cbp_state_args *args) {
 	}
 	if (e->kind == CBP_KIND_KERNEL_CH && state == CBP_STATE_KERNEL_CH_STOP) {
 		e->gpu_stop = args->kernelCh.gpuTimer;
+		e->host_stop = host_ns(); // seen stopped: after the stop
 	} else if (e->kind == CBP_KIND_PROXY_STEP) {
 		if (args->proxyStep.transSize > e->trans_size) {
 			e->trans_size = args->proxyStep.transSize;

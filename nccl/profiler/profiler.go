@@ -116,6 +116,11 @@ type Op struct {
 	KernelChannels int    `json:"kernel_channels"`
 	KernelStart    uint64 `json:"kernel_start_ns,omitempty"`
 	KernelStop     uint64 `json:"kernel_stop_ns,omitempty"`
+	// ClockLo and ClockHi bound the GPU timer's offset from the host's
+	// monotonic clock (host minus GPU, in ns), as this operation shows
+	// it: its kernel started after it was enqueued, and NCCL's proxy saw
+	// each channel start and stop after it did. Both 0 where unknown.
+	ClockLo, ClockHi int64 `json:"-"`
 	// Net is the proxy's network steps, by peer and direction.
 	Net []PeerSteps `json:"net,omitempty"`
 }
@@ -145,21 +150,26 @@ var mu sync.Mutex
 // those operations to end, and returns the operations recorded, in the
 // order NCCL started them. The recordings of concurrent callers do not mix.
 // The note is "" or says what is missing (events that did not end in time,
-// a full pool).
-func Record(fn func() error, wait time.Duration) ([]Op, string, error) {
+// a full pool); stuck says that events of these operations never ended
+// (NCCL's proxy thread is stuck on them).
+func Record(fn func() error, wait time.Duration) (ops []Op, note string, stuck bool, err error) {
 	mu.Lock()
 	defer mu.Unlock()
 	C.cbp_reset()
+	// Events an earlier recording left unended (a stuck proxy) are not
+	// this one's to wait for.
+	base := int(C.cbp_pending())
 	C.cbp_arm(recordMask)
-	err := fn()
+	err = fn()
 	C.cbp_arm(0)
-	note := settle(wait)
-	ops := collect()
+	note = settle(wait, base)
+	stuck = int(C.cbp_pending()) > base
+	ops = collect()
 	if d := int(C.cbp_dropped()); d > 0 {
 		note = strings.TrimPrefix(note+fmt.Sprintf("; %d events did not fit the plugin's pool", d), "; ")
 	}
 	C.cbp_reset()
-	return ops, note, err
+	return ops, note, stuck, err
 }
 
 // settle waits until every kernel and proxy event has ended and every
@@ -168,11 +178,11 @@ func Record(fn func() error, wait time.Duration) ([]Op, string, error) {
 // communicator of one rank, which NCCL serves with a copy) there is
 // nothing to wait for; an operation whose kernel never reports (older
 // interface builds) ends the wait after 10 ms without news.
-func settle(wait time.Duration) string {
+func settle(wait time.Duration, base int) string {
 	deadline := time.Now().Add(wait)
 	last, quiet := -1, time.Now()
 	for {
-		pending, n := int(C.cbp_pending()), int(C.cbp_events())
+		pending, n := int(C.cbp_pending())-base, int(C.cbp_events())
 		ops, done := complete()
 		if pending <= 0 && (ops == 0 || done) {
 			return ""
@@ -278,6 +288,7 @@ func assemble(evs []C.cbp_event, comm func(int) Comm) []Op {
 				continue
 			}
 			op := &ops[oi]
+			bound(op, &evs[int(e.parent)], e)
 			if op.KernelChannels == 0 || uint64(e.gpu_start) < op.KernelStart {
 				op.KernelStart = uint64(e.gpu_start)
 			}
@@ -333,6 +344,26 @@ func assemble(evs []C.cbp_event, comm func(int) Comm) []Op {
 		})
 	}
 	return ops
+}
+
+// bound narrows op's clock offset bounds with one kernel channel ch of
+// the operation event parent: the offset is at least the enqueue time less
+// the channel's GPU start, and at most the host time the proxy saw the
+// channel start (or stop) less its GPU start (or stop).
+func bound(op *Op, parent, ch *C.cbp_event) {
+	if parent.host_start == 0 || ch.host_start == 0 || ch.gpu_start == 0 {
+		return
+	}
+	lo := int64(parent.host_start) - int64(ch.gpu_start)
+	hi := int64(ch.host_start) - int64(ch.gpu_start)
+	if ch.host_stop != 0 && ch.gpu_stop != 0 {
+		hi = min(hi, int64(ch.host_stop)-int64(ch.gpu_stop))
+	}
+	if op.ClockLo == 0 && op.ClockHi == 0 {
+		op.ClockLo, op.ClockHi = lo, hi
+		return
+	}
+	op.ClockLo, op.ClockHi = max(op.ClockLo, lo), min(op.ClockHi, hi)
 }
 
 // covered is the length of the union of the intervals [start, stop).

@@ -11,6 +11,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/engine"
+	"collbench/internal/tempdir"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
@@ -270,6 +271,16 @@ func benchRun(o *BenchOptions) error {
 			o.onDocument(doc)
 		}
 	}
+	// A process that exits at once (a run that did not stop after a
+	// signal or an abort) still writes why into --output.
+	defer tempdir.OnExit(func() {
+		if d := o.document; d != nil && out != nil && rank0 {
+			if reason := engine.ExitReason(); reason != "" && d.Error == "" {
+				d.Error = reason
+			}
+			_ = out.finish(d)
+		}
+	})()
 	doc, runErr := o.Factory.RunBench(o.Ctx, b)
 	progress.done()
 	if doc == nil {

@@ -14,6 +14,9 @@ import (
 // set, so launch can start real processes of it.
 func TestMain(m *testing.M) {
 	if os.Getenv("CB_CLI_CHILD") == "1" {
+		if m := childFakeMachine(os.Getenv("CB_CLI_FAKE_GPU")); m != nil {
+			os.Exit(MainWith(childFactory(m), os.Args[1:]))
+		}
 		os.Exit(Main(os.Args[1:]))
 	}
 	// Every process a test starts from this binary (launch's ranks, the

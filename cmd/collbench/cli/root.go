@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -144,7 +145,10 @@ func isClassified(err error) bool {
 // Main runs collbench with the process's streams and signals. The first
 // SIGINT or SIGTERM stops the run promptly, keeping what it measured; a
 // second one exits at once (rows already measured are on disk).
-func Main(args []string) int {
+func Main(args []string) int { return MainWith(NewFactory(SystemIO()), args) }
+
+// MainWith is Main with the factory given (a test's fake machine).
+func MainWith(f *Factory, args []string) int {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 2)
@@ -152,15 +156,30 @@ func Main(args []string) int {
 	go func() {
 		first := <-sigs
 		cancel(&engine.SignalCause{Sig: first})
-		second := <-sigs
-		fmt.Fprintf(os.Stderr, "collbench: %v again: exiting now\n", second)
 		code := engine.ExitInterrupted
-		if second == syscall.SIGTERM || first == syscall.SIGTERM {
+		if first == syscall.SIGTERM {
 			code = engine.ExitTerminated
+		}
+		grace := time.NewTimer(engine.SignalGrace)
+		select {
+		case second := <-sigs:
+			fmt.Fprintf(os.Stderr, "collbench: %v again: exiting now\n", second)
+			if second == syscall.SIGTERM {
+				code = engine.ExitTerminated
+			}
+		case <-grace.C:
+			// Something did not stop when asked (a library call stuck on a
+			// GPU, an abort that never returns): say what, and leave.
+			stuck := engine.StuckNow()
+			if stuck != "" {
+				stuck = " (" + stuck + ")"
+			}
+			msg := fmt.Sprintf("%v: the run did not stop within %v%s; exiting, the rows measured are on disk", first, engine.SignalGrace, stuck)
+			fmt.Fprintf(os.Stderr, "collbench: %s\n", msg)
+			engine.ExitBecause(code, msg)
 		}
 		engine.ExitNow(code)
 	}()
-	f := NewFactory(SystemIO())
 	f.OwnsProcess = true
 	return Run(ctx, f, args)
 }

@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"collbench/internal/faults"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"collbench/engine"
+	"collbench/nccl"
+	"collbench/nccl/fakegpu"
+	"collbench/suites"
+)
+
+// Runs that NCCL holds: a call that never returns, an abort that never
+// returns, a proxy thread stuck on a recorded operation's events. Each is
+// planted on the fake machine; collbench must end every one of them within
+// its bound, with the rows measured on disk.
+
+// childFakeMachine is the fake machine a child process of this test binary
+// runs on (CB_CLI_FAKE_GPU), nil for the real system.
+func childFakeMachine(spec string) *fakegpu.Driver {
+	switch spec {
+	case "stuck-call-and-abort":
+		// GPU 2's 40th ncclAllReduce never returns, and neither does any
+		// ncclCommAbort: nothing inside the library can release it.
+		return fakegpu.HGX("H100", 4, fakegpu.Options{Timeout: 10 * time.Minute, Faults: []fakegpu.Fault{
+			{Call: "ncclAllReduce", Device: 2, Skip: 40, Hang: true},
+			{Call: "ncclCommAbort", Device: -1, Hang: true},
+		}})
+	}
+	return nil
+}
+
+// childFactory is the factory of a child on machine m: its real streams.
+func childFactory(m *fakegpu.Driver) *Factory {
+	f := NewFactory(SystemIO())
+	f.NCCL = func(lib string) (suites.Backend, error) {
+		return nccl.Open(nccl.Options{Lib: lib, Driver: m})
+	}
+	f.NVML = func() nvml.Interface { return m.Machine().NVML() }
+	env := f.Environ
+	f.Environ = func() []string { return append(env(), engine.EnvProbe+"=off") }
+	return f
+}
+
+// TestFakeGPUSignalEndsAStuckRun: a run whose NCCL call never returns, on
+// a machine whose ncclCommAbort never returns either, gets SIGTERM or
+// SIGINT. The process is gone within 5 s of the signal, with the exit code
+// of the signal, a line naming the stuck GPU, and its -o file holding the
+// rows measured before and why the run ended.
+func TestFakeGPUSignalEndsAStuckRun(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, engine.ExitTerminated}, {syscall.SIGINT, engine.ExitInterrupted}} {
+		out := filepath.Join(t.TempDir(), "r.json")
+		p := startSelf(t, []string{"CB_CLI_FAKE_GPU=stuck-call-and-abort"}, "allreduce", "--backend", "nccl", "--sizes", "1K:1M",
+			"-n", "5", "-w", "0", "--timeout", "0", "-q", "-o", out)
+		rows := waitRows(t, p, out, 1)
+		// The rows stop coming once GPU 2's thread is stuck.
+		for quiet := time.Now(); time.Since(quiet) < time.Second; time.Sleep(50 * time.Millisecond) {
+			if n := len(readRows(t, out).Results); n != rows {
+				rows, quiet = n, time.Now()
+			}
+		}
+		_ = p.cmd.Process.Signal(c.sig)
+		sent := time.Now()
+		code := p.wait(t, 30*time.Second)
+		if took := p.ended.Sub(sent); took > 5*time.Second {
+			t.Errorf("%v: exited %v after the signal (want within 5 s)", c.sig, took)
+		}
+		errs := p.errb.String()
+		if code != c.code || !strings.Contains(errs, "did not stop within") || !strings.Contains(errs, "0000:3a:00.0") {
+			t.Errorf("%v: exit %d (want %d), stderr:\n%s", c.sig, code, c.code, errs)
+		}
+		d := readRows(t, out)
+		if len(d.Results) != rows || !strings.Contains(d.Error, "did not stop within") {
+			t.Errorf("%v: %d rows in the file (want %d), error %q", c.sig, len(d.Results), rows, d.Error)
+		}
+	}
+}
+
+// TestFakeGPUProfilerStallNeverHoldsTheRun plays NCCL 2.28.3's stall: a
+// recorded exchange with every peer above a size leaves NCCL's proxy
+// thread stuck on its kernel events, and ncclCommDestroy then waits for it
+// for ever. The run notes it, records no more, aborts the communicators
+// instead of destroying them, and ends at once with every row verified,
+// in both issuing modes, with the stall at its first and at a later row.
+func TestFakeGPUProfilerStallNeverHoldsTheRun(t *testing.T) {
+	for _, c := range []struct {
+		threads string
+		stall   int64
+		sizes   string
+	}{{"per-gpu", 8 << 10, "1K,64K,256K"}, {"one", 8 << 10, "1K,64K,256K"}, {"per-gpu", 1, "1K,4K"}} {
+		t.Run(c.threads+" "+c.sizes, func(t *testing.T) {
+			f, _, errOut := fakeGPUFactory(4, fakegpu.Options{ProfilerStall: c.stall, Timeout: 2 * time.Minute})
+			path := filepath.Join(t.TempDir(), "r.json")
+			start := time.Now()
+			code := run(t, f, "sweep", "--collectives", "alltoall,allreduce", "--backend", "nccl", "--threads", c.threads,
+				"--sizes", c.sizes, "-n", "2", "-w", "1", "-q", "-o", path)
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("took %v: something waited for the stuck proxy", took)
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			d := readRows(t, path)
+			if want := 2 * len(strings.Split(c.sizes, ",")); len(d.Results) != want {
+				t.Fatalf("%d rows, want %d", len(d.Results), want)
+			}
+			for _, r := range d.Results {
+				if r.OutOfPlace == nil || r.OutOfPlace.Wrong == nil || *r.OutOfPlace.Wrong != 0 {
+					t.Errorf("%s %d B not verified: %+v", r.Collective, r.SizeBytes, r.OutOfPlace)
+				}
+			}
+			if !strings.Contains(strings.Join(d.Notes, "\n"), "never ended the events of a recorded operation") {
+				t.Errorf("no note of the stall: %q", d.Notes)
+			}
+		})
+	}
+}
+
+// TestFakeGPULateKernelOnAlignedClocks runs 4 fake GPUs whose timers are
+// tens of ms apart, as real ones are. A clean run names nobody late by
+// more than the host's own scheduling (the fake's ranks are goroutines
+// on a loaded machine: 2 ms); a rank planted to issue 20 ms late
+// (late-rank) is named in every row, at several ranks. (With one thread
+// issuing for every GPU, a late share delays every GPU's kernel alike:
+// that mode is run clean only.)
+func TestFakeGPULateKernelOnAlignedClocks(t *testing.T) {
+	offsets := []int64{0, 99_808_000, 17_089_000, 55_000_000}
+	const jitter = 2000.0 // us
+	for _, c := range []struct {
+		late    int // -1: none
+		threads string
+	}{{-1, "per-gpu"}, {-1, "one"}, {1, "per-gpu"}, {3, "per-gpu"}, {0, "per-gpu"}} {
+		t.Run(fmt.Sprintf("late %d %s", c.late, c.threads), func(t *testing.T) {
+			f, out, errOut := fakeGPUFactory(4, fakegpu.Options{ClockOffsets: offsets})
+			if c.late >= 0 {
+				env := f.Environ
+				f.Environ = func() []string { return append(env(), fmt.Sprintf("%s=late-rank:%d:20ms", faults.EnvFaults, c.late)) }
+			}
+			path := filepath.Join(t.TempDir(), "r.json")
+			if code := run(t, f, "allreduce", "--backend", "nccl", "--threads", c.threads, "--sizes", "1K:16K", "-n", "2", "-w", "1", "-o", path); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			d := readRows(t, path)
+			late := 0
+			for _, r := range d.Results {
+				k := r.OutOfPlace.Kernels
+				if k == nil || len(k.ClockErrorUS) != 4 {
+					t.Fatalf("%d B: kernels %+v, want starts aligned for 4 ranks", r.SizeBytes, k)
+				}
+				at, most := 0, 0.0
+				for i, s := range k.StartUS {
+					if s > most {
+						at, most = i, s
+					}
+				}
+				if most > k.ClockErrorUS[at]+slices.Max(k.ClockErrorUS)+jitter {
+					late++
+					if at != c.late {
+						t.Errorf("%d B: rank %d started %.0f us after the first (errors %v); planted: %d", r.SizeBytes, at, most, k.ClockErrorUS, c.late)
+					}
+				}
+			}
+			line := ""
+			for _, l := range strings.Split(out.String(), "\n") {
+				if strings.HasPrefix(l, "# late kernel:") {
+					line = l
+				}
+			}
+			want := fmt.Sprintf("rank %d started last in %d of %d", c.late, len(d.Results), len(d.Results))
+			switch {
+			case c.late < 0 && late > 0:
+				t.Errorf("clean run: %d rows with a rank late beyond %v us; %q", late, jitter, line)
+			case c.late >= 0 && (late != len(d.Results) || !strings.Contains(line, want)):
+				t.Errorf("rank %d planted late: named in %d of %d rows; %q", c.late, late, len(d.Results), line)
+			}
+		})
+	}
+}
+
+// TestFakeGPUMoreRanksThanGPUs: --ranks above the GPUs this process sees
+// is a usage error of one line, before NCCL starts anything.
+func TestFakeGPUMoreRanksThanGPUs(t *testing.T) {
+	m := fakegpu.HGX("H100", 4, fakegpu.Options{})
+	f, _, errOut := fakeMachineFactory(m)
+	code := run(t, f, "allreduce", "--backend", "nccl", "-g", "5", "--sizes", "8")
+	msg := strings.TrimSpace(errOut.String())
+	if code != engine.ExitUsage || strings.Contains(msg, "\n") || !strings.Contains(msg, "--ranks 5") || !strings.Contains(msg, "4 GPU(s)") {
+		t.Fatalf("exit %d, want %d and one line naming the limit: %s", code, engine.ExitUsage, msg)
+	}
+	if n := len(m.Issuers()); n != 0 || m.ProfiledOps() > 0 {
+		t.Errorf("NCCL was started: %d issuing GPUs, %d profiled operations", n, m.ProfiledOps())
+	}
+}
+
+// TestFakeGPUVerifyGroupsThatStopsSaysSo: a layout whose communicators
+// never form (GPU 3's second ncclCommSplit hangs) stops verify-groups by
+// the watchdog; the summary says which check did not finish, not that
+// values did not match (every value checked did).
+func TestFakeGPUVerifyGroupsThatStopsSaysSo(t *testing.T) {
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclCommSplit", Device: 3, Skip: 1, Hang: true}}})
+	code := run(t, f, "verify-groups", "--backend", "nccl", "--sizes", "1K", "--timeout", "1s")
+	if code != engine.ExitHung {
+		t.Fatalf("exit %d, want %d: %s", code, engine.ExitHung, errOut)
+	}
+	if s := out.String(); strings.Contains(s, "some values did not match") || !strings.Contains(s, "# FAIL: not every layout was checked: layout ") {
+		t.Errorf("summary:\n%s", s)
+	}
+}

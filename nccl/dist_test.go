@@ -1,0 +1,150 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"collbench/dtype"
+	"collbench/internal/syncx"
+	"collbench/nccl/fakegpu"
+	"collbench/results"
+	"collbench/suites"
+	"collbench/watchdog"
+)
+
+// memControl joins goroutines of one test as if each were a process of a
+// world (suites.Control): small messages meet in memory.
+type memControl struct {
+	hub  *memHub
+	rank int
+}
+
+type memHub struct {
+	n     int
+	bar   *syncx.Barrier
+	mu    sync.Mutex
+	slots [][]byte
+}
+
+func newMemControls(n int) []*memControl {
+	h := &memHub{n: n, bar: syncx.NewBarrier(n), slots: make([][]byte, n)}
+	out := make([]*memControl, n)
+	for r := range out {
+		out[r] = &memControl{hub: h, rank: r}
+	}
+	return out
+}
+
+func (c *memControl) Rank() int { return c.rank }
+func (c *memControl) Size() int { return c.hub.n }
+func (c *memControl) Hosts() []string {
+	hosts := make([]string, c.hub.n)
+	for i := range hosts {
+		hosts[i] = "h"
+	}
+	return hosts
+}
+func (c *memControl) Abort(error)  { c.hub.bar.Abort(errors.New("aborted")) }
+func (c *memControl) Close() error { return c.hub.bar.Wait() }
+
+func (c *memControl) AllGather(data []byte) ([][]byte, error) {
+	c.hub.mu.Lock()
+	c.hub.slots[c.rank] = append([]byte(nil), data...)
+	c.hub.mu.Unlock()
+	if err := c.hub.bar.Wait(); err != nil {
+		return nil, err
+	}
+	c.hub.mu.Lock()
+	out := append([][]byte(nil), c.hub.slots...)
+	c.hub.mu.Unlock()
+	return out, c.hub.bar.Wait()
+}
+
+func (c *memControl) Gather(data []byte) ([][]byte, error) {
+	all, err := c.AllGather(data)
+	if c.rank != 0 {
+		return nil, err
+	}
+	return all, err
+}
+
+// TestDistributedWorldsOnTheFakeMachine opens one rank per "process" on a
+// fake 4-GPU machine (OpenDistributed, as under launch or mpirun), runs a
+// verified sweep of the worlds' rows and closes every world. The "processes"
+// share this test's one profiler plugin, whose recordings are one at a
+// time, so the recorder is off: (the stall of NCCL's profiler is played in
+// one process, TestFakeGPUProfilerStallNeverHoldsTheRun).
+func TestDistributedWorldsOnTheFakeMachine(t *testing.T) {
+	t.Setenv("COLLBENCH_NCCL_PROFILER", "off")
+	for _, stall := range []int64{-1} {
+		d := fakegpu.HGX("H100", 4, fakegpu.Options{Timeout: time.Minute, ProfilerStall: stall})
+		ctls := newMemControls(4)
+		var mu sync.Mutex
+		var rows []results.Row
+		var notes []string
+		errs := make([]error, 4)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for r := 0; r < 4; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b, err := Open(Options{Driver: d})
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				ctx := watchdog.WithBoard(context.Background(), watchdog.NewBoard())
+				w, err := b.OpenDistributed(ctx, ctls[r], r)
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				p := suites.Plan{Collectives: []suites.Collective{suites.AllToAll, suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+					Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{1024, 64 << 10}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
+				cases, err := p.Cases(b, 4)
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+				rn.OnNote = func(s string) {
+					mu.Lock()
+					notes = append(notes, s)
+					mu.Unlock()
+				}
+				got, err := rn.Run(ctx)
+				errs[r] = errors.Join(err, w.Close())
+				if r == 0 {
+					mu.Lock()
+					rows = got
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if took := time.Since(start); took > 20*time.Second {
+			t.Errorf("stall %d: took %v: a close waited for the stuck proxy", stall, took)
+		}
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("stall %d: rank %d: %v", stall, r, err)
+			}
+		}
+		if len(rows) != 4 {
+			t.Fatalf("stall %d: %d rows, want 4", stall, len(rows))
+		}
+		for _, row := range rows {
+			if w := row.OutOfPlace.Wrong; w == nil || *w != 0 {
+				t.Errorf("stall %d: %s %d B not verified", stall, row.Collective, row.SizeBytes)
+			}
+		}
+		if strings.Contains(strings.Join(notes, "\n"), wedgedNote) {
+			t.Errorf("noted a stuck proxy: %q", notes)
+		}
+	}
+}
