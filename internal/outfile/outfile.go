@@ -3,7 +3,11 @@
 //
 //   - a regular file, or a path that does not exist yet, is written to a
 //     temporary file beside it and renamed into place, so a reader or a
-//     killed process only ever finds a whole document;
+//     killed process only ever finds a whole document; the file keeps its
+//     owner, group, mode and links (where a new file cannot have them, it
+//     is written in place, as the shell's > does);
+//   - a file this user may not write is refused, as the shell's > refuses
+//     it;
 //   - a symbolic link is followed, and its target written the same way: the
 //     link stays a link;
 //   - a character device, a named pipe, a socket, "-", /dev/stdout,
@@ -119,7 +123,13 @@ func Resolve(path string) (*Target, error) {
 			return nil, fmt.Errorf("%s is a directory; name a file in it", path)
 		case m.IsRegular():
 			t.Kind = Regular
-			return t, checkDir(path, p)
+			// As the shell's > would: a file this user may not write is
+			// refused; one it may write is written, in place if its
+			// directory takes no new files (atomicfile.Replace).
+			if err := canWrite(p); err != nil {
+				return nil, fmt.Errorf("%s: permission denied: this user may not write the file (its mode is %v); name another file, or change its mode", path, m.Perm())
+			}
+			return t, nil
 		case m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0:
 			return nil, fmt.Errorf("%s is a block device; collbench does not write results onto disks, name a file", path)
 		case m&(os.ModeCharDevice|os.ModeNamedPipe|os.ModeSocket) != 0:
@@ -135,6 +145,10 @@ func Resolve(path string) (*Target, error) {
 		}
 	}
 }
+
+// canWrite says whether this process's effective user may write the file
+// at p, as the kernel decides (root may write a file of mode 0444).
+var canWrite = func(p string) error { return unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS) }
 
 // fdOwned says whether a /proc/PID/fd path is this process's.
 func fdOwned(p string) bool {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func doc(s string) func(io.Writer) error {
@@ -266,6 +268,38 @@ func TestRefusalsNameThePathGiven(t *testing.T) {
 	for _, e := range entries {
 		if e.Name() != "dirlink" && e.Name() != "ro" {
 			t.Errorf("a refusal created %s", e.Name())
+		}
+	}
+}
+
+// TestAFileThisUserMayNotWriteIsRefused: where the kernel says this user
+// may not write an existing file (a non-root user and mode 0444, another
+// user's 0600), the path is refused before anything runs, as the shell's
+// > refuses it, and the file is left as it was.
+func TestAFileThisUserMayNotWriteIsRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.json")
+	if err := os.WriteFile(p, []byte("mine"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	saved := canWrite
+	t.Cleanup(func() { canWrite = saved })
+	canWrite = func(string) error { return unix.EACCES }
+	_, err := Resolve(p)
+	if err == nil || !strings.Contains(err.Error(), p+": permission denied") || !strings.Contains(err.Error(), "-r--r--r--") {
+		t.Fatalf("got %v, want a refusal naming the path and its mode", err)
+	}
+	canWrite = saved
+	// Root may write it, as the shell's > would: the mode stays 0444.
+	if os.Geteuid() == 0 {
+		tg, err := Resolve(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tg.Write(false, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o444 {
+			t.Errorf("mode %o after the write, want 0444", fi.Mode().Perm())
 		}
 	}
 }
