@@ -13,7 +13,7 @@ export CGO_ENABLED := 1
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: rendezvous-scale scale help build build-mpi install man run test unit pages smoke drills drills-soak simulate doctor-accuracy mpi-check lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -21,7 +21,8 @@ help:
 	@echo "make install   install collbench, its man pages and bash/zsh/fish completion under PREFIX (default /usr/local)"
 	@echo "make man       write the man pages to man/ (one per command)"
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
-	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race, a smoke run of the built binary, the doctor drills, doctor on the cluster model at 1,024 hosts, a 64-process world and the MPI check (about 19 min on 2 cores)"
+	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race -short, the report pages, a smoke run, each doctor drill once and the MPI check's short form (about 5 min on 2 cores)"
+	@echo "make test-long the long tiers: every unit test with -race, every drill at every place and a 64-process world, doctor on the cluster model at 1,024 hosts, the whole MPI check (about 25 min)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
 	@echo "make simulate  doctor on the cluster model: every fault kind at 1,024 hosts x 8 GPUs, 10 seeds; clean seeds; the scale table to 4,096 hosts (about 10 min)"
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
@@ -58,7 +59,14 @@ install: build man
 run: build
 	./$(BIN) allreduce --sizes 8:32M
 
-test: lint unit pages smoke drills simulate mpi-check
+# The newcomer's test (at most 5 minutes on 2 cores with a warm build
+# cache): every path once. test-long runs the long tiers; CI runs both.
+test: lint unit-quick pages smoke drills-quick mpi-quick
+
+test-long: unit drills simulate mpi-check
+
+unit-quick:
+	$(GO) test -race -short -count=1 ./...
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -96,6 +104,10 @@ DRILL_PARALLEL ?= 2
 drills: build
 	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
 
+# Each drill once, at its first place; no 64-process world (make test).
+drills-quick: build
+	COLLBENCH_DRILL_RUNS=1 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -short -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
+
 # The drills as a soak: every case 6 times (its places two or three times
 # each), one at a time, about 11 minutes on 2 cores.
 drills-soak: build
@@ -120,11 +132,14 @@ doctor-accuracy:
 # --backend mpi verified from 8 B to 64 MiB, groups, a hung, a stopped and a
 # killed rank named, the cpu backend under mpirun. Skipped (with a note)
 # where Open MPI is not installed, unless REQUIRE_MPI=1 (CI).
+mpi-quick:
+	@$(MAKE) --no-print-directory mpi-check QUICK=1
+
 mpi-check:
 	@if ! command -v mpirun >/dev/null 2>&1 || ! pkg-config --exists ompi 2>/dev/null; then \
 		if [ "$(REQUIRE_MPI)" = 1 ]; then echo "mpi-check: Open MPI is missing (apt-get install libopenmpi-dev openmpi-bin)"; exit 1; fi; \
 		echo "mpi-check: skipped, Open MPI not installed (apt-get install libopenmpi-dev openmpi-bin)"; exit 0; fi; \
-	$(MAKE) --no-print-directory build-mpi && scripts/mpi-check.sh bin/collbench-mpi
+	$(MAKE) --no-print-directory build-mpi && QUICK=$(QUICK) scripts/mpi-check.sh bin/collbench-mpi
 
 # vet, gofmt, a tidy module, no dead code, and golangci-lint (.golangci.yml:
 # the standard linters and gosec); the two tools are installed into

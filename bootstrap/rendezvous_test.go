@@ -234,6 +234,9 @@ func TestWarnsWithoutSecretOffLoopback(t *testing.T) {
 
 // TestRendezvousOf1024Members forms a world of 1024 in-process members.
 func TestRendezvousOf1024Members(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,024 members: make test-long (make unit) runs it")
+	}
 	const n = 1024
 	start := time.Now()
 	worlds := formWorld(t, n, func(r int) TCPOptions {

@@ -49,6 +49,9 @@ func launchScale(t *testing.T, bin string, env []string, args ...string) (string
 // with the rows measured before it kept in the -o file. scripts/scale.sh
 // measures the same at 64, 128 and 256 processes.
 func TestScaleDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a world of 64 processes: make test-long (make drills) runs it")
+	}
 	bin := os.Getenv("COLLBENCH_BIN")
 	if bin == "" {
 		t.Skip("set COLLBENCH_BIN to a built collbench to run the drills (make test does)")

@@ -100,6 +100,9 @@ func judgeRun(rep *doctor.Report, all []string, buses []string, host bool) bool 
 
 func TestDoctorAccuracy(t *testing.T) {
 	n := 3
+	if testing.Short() {
+		n = 1 // make test: every kind once; make test-long: three each
+	}
 	if v := os.Getenv("COLLBENCH_ACCURACY"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {

@@ -69,7 +69,7 @@ func TestReplaceKeepsWhatTheShellWouldKeep(t *testing.T) {
 	}
 	// A file with a second name: both names see the new content.
 	p, other := filepath.Join(dir, "linked"), filepath.Join(dir, "other-name")
-	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Link(p, other); err != nil {
@@ -82,14 +82,14 @@ func TestReplaceKeepsWhatTheShellWouldKeep(t *testing.T) {
 		t.Errorf("the other name reads %q: the link was cut", b)
 	}
 	// A new file: 0666 less the umask.
-	mask := syscall.Umask(0o022)
-	syscall.Umask(mask)
+	mask := os.FileMode(syscall.Umask(0o022)) //nolint:gosec // G115: a umask, 9 bits
+	syscall.Umask(int(mask))
 	p = filepath.Join(dir, "fresh")
 	if err := Replace(p, false, write("x")); err != nil {
 		t.Fatal(err)
 	}
-	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o666&^os.FileMode(mask) {
-		t.Errorf("a new file has mode %o, want %o", fi.Mode().Perm(), 0o666&^os.FileMode(mask))
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o666&^mask {
+		t.Errorf("a new file has mode %o, want %o", fi.Mode().Perm(), 0o666&^mask)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 6 {
 		t.Errorf("files left beside: %v", entries)
