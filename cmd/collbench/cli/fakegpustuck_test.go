@@ -57,10 +57,14 @@ func childFactory(m *fakegpu.Driver) *Factory {
 // rows measured before and why the run ended.
 func TestFakeGPUSignalEndsAStuckRun(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
+	cases := []struct {
 		sig  syscall.Signal
 		code int
-	}{{syscall.SIGTERM, engine.ExitTerminated}, {syscall.SIGINT, engine.ExitInterrupted}} {
+	}{{syscall.SIGTERM, engine.ExitTerminated}, {syscall.SIGINT, engine.ExitInterrupted}}
+	if testing.Short() {
+		cases = cases[:1] // make test; make test-long sends both
+	}
+	for _, c := range cases {
 		out := filepath.Join(t.TempDir(), "r.json")
 		p := startSelf(t, []string{"CB_CLI_FAKE_GPU=stuck-call-and-abort"}, "allreduce", "--backend", "nccl", "--sizes", "1K:1M",
 			"-n", "5", "-w", "0", "--timeout", "0", "-q", "-o", out)

@@ -134,7 +134,11 @@ func TestCommandLineRandom(t *testing.T) {
 	cmds := fuzzCommands()
 	rng := rand.New(rand.NewPCG(14, 2026)) //nolint:gosec // a seeded generator, so a failing case can be replayed
 	dir := t.TempDir()
-	for i := 0; i < 150; i++ {
+	n := 150
+	if testing.Short() {
+		n = 50 // make test; make test-long tries 150
+	}
+	for i := 0; i < n; i++ {
 		args := fuzzArgs(cmds, rng.IntN, dir)
 		checkCommandLine(t, args, 300*time.Millisecond)
 	}
