@@ -19,7 +19,7 @@ import (
 var updateSim = flag.Bool("update-simulate", false, "rewrite testdata/simulate-scale.golden")
 
 // simulateScale says whether the runs at 1,024 hosts and more are wanted:
-// they take minutes, so they run in `make simulate` (part of make test),
+// they take minutes, so they run in `make simulate` (part of make test-long),
 // not under the race detector of the unit tests.
 func simulateScale(t *testing.T) {
 	t.Helper()
