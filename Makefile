@@ -90,7 +90,7 @@ smoke: build
 	./$(BIN) sweep --collectives all --sizes 1K,64K -n 1 -w 0 --dtype all --op all > /dev/null
 	./$(BIN) launch -n 4 --nodes 2 -- allreduce --backend cpu --sizes 1K,64K -n 2 --rank-list cross-node | grep "wrong elements:    0 (OK)" > /dev/null
 	@echo "smoke: the cpu backend across 4 processes (peer-to-peer over TCP), every row verified"
-	./$(BIN) launch -n 4 -- allreduce --backend cpu --sizes 8:64M -q | grep "wrong elements:    0 (OK)" > /dev/null
+	./$(BIN) launch -n 4 -- allreduce --backend cpu --sizes 8:16M -q | grep "wrong elements:    0 (OK)" > /dev/null
 	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K:4M:x4 -q | grep -c 'wrong elements:    0 (OK)')" = 11
 	test "$$(./$(BIN) launch -n 4 -- sweep --backend cpu --collectives all --sizes 1K,1M,4M --rank-list '[[0,1],[2,3]]' -q | grep -c 'wrong elements:    0 (OK)')" = 11
 	@echo "smoke: ok"

@@ -182,7 +182,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	for i := 0; i < n; i++ {
 		wk := &worker{tasks: make(chan func())}
 		go wk.loop()
-		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}, track: board.For(i), ops: new(atomic.Int64), aborted: new(atomic.Bool)}
+		r := &rank{w: w, drv: b.drv, id: i, size: n, worldRank: i, dev: b.devices[i], wk: wk, owned: &bufList{}, track: board.For(i), ops: new(atomic.Int64), aborted: newCommAbort()}
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
@@ -320,7 +320,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 			}
 			p := w.rankOf(wr)
 			nr := *p
-			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, new(atomic.Bool)
+			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, newCommAbort()
 			nr.events, nr.gang, nr.gi = nil, nil, 0
 			byWorld[wr] = &nr
 		}
@@ -474,7 +474,7 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits(), wedged: new(atomic.Bool)}
 	wk := &worker{tasks: make(chan func())}
 	go wk.loop()
-	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}, ops: new(atomic.Int64), aborted: new(atomic.Bool),
+	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}, ops: new(atomic.Int64), aborted: newCommAbort(),
 		track: watchdog.BoardFrom(ctx).For(me)}
 	w.ranks = []*rank{r}
 	if err := wk.do(r.setup); err != nil {
@@ -580,8 +580,8 @@ func (w *world) abort(cause error) {
 		// caller (the watchdog, a signal, a failed rank) waits on it. The
 		// ranks blocked in NCCL return once it has.
 		for _, r := range w.ranks {
-			if r != nil && r.comm != nil && !r.aborted.Swap(true) {
-				go func(c driver.Comm) { _ = c.Abort() }(r.comm)
+			if r != nil && r.comm != nil {
+				r.aborted.start(r.comm)
 			}
 		}
 	})
@@ -603,10 +603,14 @@ func (w *world) Close() error {
 	w.closed = true
 	var errs []error
 	var mu sync.Mutex
+	deadline := time.NewTimer(closeBound)
+	defer deadline.Stop()
+	expired := false
+	var stuck []string
 	done := make([]chan struct{}, len(w.ranks))
 	for i, r := range w.ranks {
 		done[i] = make(chan struct{})
-		r.wk.tasks <- func() {
+		task := func() {
 			defer close(done[i])
 			if err := r.teardown(); err != nil {
 				mu.Lock()
@@ -614,17 +618,30 @@ func (w *world) Close() error {
 				mu.Unlock()
 			}
 		}
+		if expired {
+			continue
+		}
+		// A rank's thread still inside an earlier call (stuck in NCCL)
+		// takes no new task: that, too, is bounded.
+		select {
+		case r.wk.tasks <- task:
+		case <-deadline.C:
+			expired = true
+		}
 	}
-	deadline := time.NewTimer(closeBound)
-	defer deadline.Stop()
-	var stuck []string
 	for i, r := range w.ranks {
+		if !expired {
+			select {
+			case <-done[i]:
+				continue
+			case <-deadline.C:
+				expired = true
+			}
+		}
 		select {
 		case <-done[i]:
-		case <-deadline.C:
+		default:
 			stuck = append(stuck, r.label())
-			// Every later rank gets the time left, which is none.
-			deadline.Reset(0)
 		}
 	}
 	if !w.derived {

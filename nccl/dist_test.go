@@ -148,3 +148,60 @@ func TestDistributedWorldsOnTheFakeMachine(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseIsBoundedWhatever NCCL holds: a destroy that never returns, an
+// abort that never returns (the world's Abort itself returns at once), and
+// a rank whose thread is still inside a call that never returns: Close
+// comes back within its bound and names the GPU whose communicator NCCL
+// would not release, and only that one.
+func TestCloseIsBoundedWhateverNCCLHolds(t *testing.T) {
+	saved := closeBound
+	closeBound = 500 * time.Millisecond
+	t.Cleanup(func() { closeBound = saved })
+	for _, c := range []struct {
+		name   string
+		faults []fakegpu.Fault
+		abort  bool // abort the world first
+		stuck  string
+	}{
+		{"destroy", []fakegpu.Fault{{Call: "ncclCommDestroy", Device: 2, Hang: true}}, false, "rank 2 "},
+		{"abort", []fakegpu.Fault{{Call: "ncclCommAbort", Device: 1, Hang: true}}, true, "rank 1 "},
+		{"a call and its abort", []fakegpu.Fault{{Call: "ncclAllReduce", Device: 3, Hang: true}, {Call: "ncclCommAbort", Device: 3, Hang: true}}, true, "rank 3 "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := openFake(t, 4, fakegpu.Options{Timeout: time.Minute, Faults: c.faults})
+			w, err := b.Open(context.Background(), 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.name == "a call and its abort" {
+				// Rank 3's thread stays inside ncclAllReduce for good.
+				go func() { _ = w.Run(func(r suites.Rank) error { return r.Launch(allreduceCall(r)) }) }()
+				time.Sleep(100 * time.Millisecond)
+			}
+			if c.abort {
+				start := time.Now()
+				w.(suites.Aborter).Abort(errors.New("planted"))
+				if took := time.Since(start); took > 100*time.Millisecond {
+					t.Errorf("Abort took %v: it waited for ncclCommAbort", took)
+				}
+			}
+			start := time.Now()
+			err = w.Close()
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("Close took %v, bound %v", took, closeBound)
+			}
+			var sc *StuckCloseError
+			if !errors.As(err, &sc) || len(sc.Ranks) != 1 || !strings.HasPrefix(sc.Ranks[0], c.stuck) {
+				t.Errorf("Close: %v; want only %q named", err, c.stuck)
+			}
+		})
+	}
+}
+
+// allreduceCall is a small allreduce on buffers of its own, for r.
+func allreduceCall(r suites.Rank) suites.Call {
+	send, _ := r.Alloc(1024)
+	recv, _ := r.Alloc(1024)
+	return suites.Call{Coll: suites.AllReduce, DType: dtype.Float32, Op: suites.Sum, Count: 256, Send: suites.View{Buf: send}, Recv: suites.View{Buf: recv}}
+}

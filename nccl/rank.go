@@ -37,9 +37,9 @@ type rank struct {
 	ctx     cuda.Context
 	stream  cuda.Stream
 	comm    driver.Comm
-	// aborted is set once ncclCommAbort was called on comm (from any
+	// aborted says whether ncclCommAbort was called on comm (from any
 	// goroutine): the communicator is then not destroyed.
-	aborted *atomic.Bool
+	aborted *commAbort
 	mod     cuda.Module
 	fill    cuda.Function
 	check   cuda.Function
@@ -119,10 +119,40 @@ func (r *rank) setup() error {
 	return nil
 }
 
+// commAbort is one communicator's ncclCommAbort, run at most once, on a
+// goroutine of its own: an abort that never returns holds no caller.
+type commAbort struct {
+	once sync.Once
+	on   atomic.Bool
+	done chan struct{}
+}
+
+func newCommAbort() *commAbort { return &commAbort{done: make(chan struct{})} }
+
+// start aborts c unless an abort has started.
+func (a *commAbort) start(c driver.Comm) {
+	a.once.Do(func() {
+		a.on.Store(true)
+		go func() {
+			defer close(a.done)
+			_ = c.Abort()
+		}()
+	})
+}
+
+func (a *commAbort) started() bool { return a.on.Load() }
+
+// wait returns once a started abort has.
+func (a *commAbort) wait() { <-a.done }
+
 func (r *rank) teardown() error {
 	var errs []error
 	switch {
-	case r.comm == nil || r.aborted.Load():
+	case r.comm == nil:
+	case r.aborted.started():
+		// Released only once NCCL has (the abort runs on a goroutine of
+		// its own): the context must outlive it. World.Close bounds it.
+		r.aborted.wait()
 	case r.w.wedged.Load():
 		// NCCL's proxy thread never ended the events of a recorded
 		// operation: ncclCommDestroy would wait for it for ever, so the
