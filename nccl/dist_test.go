@@ -9,68 +9,12 @@ import (
 	"time"
 
 	"collbench/dtype"
-	"collbench/internal/syncx"
+	"collbench/internal/memcontrol"
 	"collbench/nccl/fakegpu"
 	"collbench/results"
 	"collbench/suites"
 	"collbench/watchdog"
 )
-
-// memControl joins goroutines of one test as if each were a process of a
-// world (suites.Control): small messages meet in memory.
-type memControl struct {
-	hub  *memHub
-	rank int
-}
-
-type memHub struct {
-	n     int
-	bar   *syncx.Barrier
-	mu    sync.Mutex
-	slots [][]byte
-}
-
-func newMemControls(n int) []*memControl {
-	h := &memHub{n: n, bar: syncx.NewBarrier(n), slots: make([][]byte, n)}
-	out := make([]*memControl, n)
-	for r := range out {
-		out[r] = &memControl{hub: h, rank: r}
-	}
-	return out
-}
-
-func (c *memControl) Rank() int { return c.rank }
-func (c *memControl) Size() int { return c.hub.n }
-func (c *memControl) Hosts() []string {
-	hosts := make([]string, c.hub.n)
-	for i := range hosts {
-		hosts[i] = "h"
-	}
-	return hosts
-}
-func (c *memControl) Abort(error)  { c.hub.bar.Abort(errors.New("aborted")) }
-func (c *memControl) Close() error { return c.hub.bar.Wait() }
-
-func (c *memControl) AllGather(data []byte) ([][]byte, error) {
-	c.hub.mu.Lock()
-	c.hub.slots[c.rank] = append([]byte(nil), data...)
-	c.hub.mu.Unlock()
-	if err := c.hub.bar.Wait(); err != nil {
-		return nil, err
-	}
-	c.hub.mu.Lock()
-	out := append([][]byte(nil), c.hub.slots...)
-	c.hub.mu.Unlock()
-	return out, c.hub.bar.Wait()
-}
-
-func (c *memControl) Gather(data []byte) ([][]byte, error) {
-	all, err := c.AllGather(data)
-	if c.rank != 0 {
-		return nil, err
-	}
-	return all, err
-}
 
 // TestDistributedWorldsOnTheFakeMachine opens one rank per "process" on a
 // fake 4-GPU machine (OpenDistributed, as under launch or mpirun), runs a
@@ -82,7 +26,7 @@ func TestDistributedWorldsOnTheFakeMachine(t *testing.T) {
 	t.Setenv("COLLBENCH_NCCL_PROFILER", "off")
 	for _, stall := range []int64{-1} {
 		d := fakegpu.HGX("H100", 4, fakegpu.Options{Timeout: time.Minute, ProfilerStall: stall})
-		ctls := newMemControls(4)
+		ctls := memcontrol.New(4, nil)
 		var mu sync.Mutex
 		var rows []results.Row
 		var notes []string

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,75 +10,17 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/faults"
-	"collbench/internal/syncx"
+	"collbench/internal/memcontrol"
 	"collbench/results"
 	"collbench/suites"
 	"collbench/watchdog"
 )
 
-// memControl joins n goroutines as if they were processes: small messages
-// meet in memory, collective data goes over the real TCP mesh.
-type memControl struct {
-	hub  *memHub
-	rank int
-}
-
-type memHub struct {
-	n     int
-	hosts []string
-	bar   *syncx.Barrier
-	mu    sync.Mutex
-	slots [][]byte
-}
-
-func newMemControls(n int, hosts []string) []*memControl {
-	if hosts == nil {
-		hosts = make([]string, n)
-		for i := range hosts {
-			hosts[i] = "h"
-		}
-	}
-	h := &memHub{n: n, hosts: hosts, bar: syncx.NewBarrier(n), slots: make([][]byte, n)}
-	out := make([]*memControl, n)
-	for r := range out {
-		out[r] = &memControl{hub: h, rank: r}
-	}
-	return out
-}
-
-func (c *memControl) Rank() int       { return c.rank }
-func (c *memControl) Size() int       { return c.hub.n }
-func (c *memControl) Hosts() []string { return c.hub.hosts }
-func (c *memControl) LocalIP() string { return "127.0.0.1" }
-func (c *memControl) Abort(error)     { c.hub.bar.Abort(errors.New("aborted")) }
-func (c *memControl) Close() error    { return c.hub.bar.Wait() }
-
-func (c *memControl) AllGather(data []byte) ([][]byte, error) {
-	c.hub.mu.Lock()
-	c.hub.slots[c.rank] = data
-	c.hub.mu.Unlock()
-	if err := c.hub.bar.Wait(); err != nil {
-		return nil, err
-	}
-	c.hub.mu.Lock()
-	out := append([][]byte(nil), c.hub.slots...)
-	c.hub.mu.Unlock()
-	return out, c.hub.bar.Wait()
-}
-
-func (c *memControl) Gather(data []byte) ([][]byte, error) {
-	all, err := c.AllGather(data)
-	if c.rank != 0 {
-		return nil, err
-	}
-	return all, err
-}
-
 // distRun runs fn as every rank of a distributed world of n processes and
 // returns each rank's error.
 func distRun(t *testing.T, n int, opts Options, hosts []string, fn func(ctx context.Context, w suites.World) error) []error {
 	t.Helper()
-	ctls := newMemControls(n, hosts)
+	ctls := memcontrol.New(n, hosts)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
@@ -324,7 +265,7 @@ func TestHungRankIsAbortable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctls := newMemControls(2, nil)
+	ctls := memcontrol.New(2, nil)
 	worlds := make([]suites.World, 2)
 	var wg sync.WaitGroup
 	for r := range worlds {
