@@ -43,6 +43,10 @@ func (o RunFlags) Validate() error {
 		return UsageErrorf("invalid --bootstrap-timeout %v: must be positive (e.g. 2m)", o.BootstrapTimeout)
 	case o.Timeout < 0:
 		return UsageErrorf("invalid --timeout %v: must be positive, or 0 to turn the watchdog off", o.Timeout)
+	case o.Timeout > 0 && o.Timeout < MinTimeout:
+		// Below it, a healthy rank between two heartbeats, or a GPU
+		// finishing one large operation, would be named as stuck.
+		return UsageErrorf("invalid --timeout %v: must be at least %v (the time a world may make no progress at all), or 0 to turn the watchdog off", o.Timeout, MinTimeout)
 	case o.Mem != "" && o.Mem != "host" && o.Mem != "device":
 		return UsageErrorf("invalid --mem %q (valid: host, device)", o.Mem)
 	case o.Threads != "" && !slices.Contains(suites.ThreadModes(), o.Threads):
@@ -61,6 +65,9 @@ func (o RunFlags) Silence() time.Duration {
 	}
 	return o.HeartbeatTimeout
 }
+
+// MinTimeout is the shortest watchdog bound --timeout takes.
+const MinTimeout = time.Second
 
 // HardExitGrace is how long a run may take to stop after a fault before a
 // process started by Main exits anyway (its rows are on disk already).

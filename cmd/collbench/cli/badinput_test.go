@@ -66,6 +66,8 @@ var badInputCases = []struct {
 	{"allreduce --sizes 2T", "", "larger than the 1T limit"},
 	{"allreduce --heartbeat-timeout 1s", "", "invalid --heartbeat-timeout 1s: must be at least 2s"},
 	{"allreduce --timeout -1s", "", "invalid --timeout -1s"},
+	{"allreduce --timeout 1ns", "", "invalid --timeout 1ns: must be at least 1s"},
+	{"doctor --timeout 500ms", "", "invalid --timeout 500ms: must be at least 1s"},
 	{"allreduce --device -5", "", "invalid --device -5: must be -1 or more"},
 	{"allreduce --rank-list [[0,4]]", "", "rank 4 in group 0 is outside the world of 4 ranks"},
 	{"allreduce --rank-list stride:0", "", `"0" is not a valid stride value`},
