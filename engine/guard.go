@@ -324,6 +324,10 @@ func setStuckNow(records func() []watchdog.Record, who func(int) string) {
 	stuckNow.Store(&f)
 }
 
+// Guarded says whether a run has been guarded in this process: its rows,
+// if any, are on disk as measured.
+func Guarded() bool { return stuckNow.Load() != nil }
+
 // StuckNow says what the ranks of the run in progress are stuck in, ""
 // when no run is guarded.
 func StuckNow() string {

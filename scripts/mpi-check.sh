@@ -6,7 +6,7 @@
 # verdict; doctor healthy, then with a hung rank named; and the cpu backend
 # under mpirun. Usage: scripts/mpi-check.sh BIN
 # With QUICK=1 (make test) each path runs once: the world, every collective
-# from 8 B to 64 KiB, the reversed groups, a hung rank, doctor healthy, the
+# from 8 B to 64 KiB, the reversed groups, a hung rank, doctor (full) healthy, the
 # cpu backend; the forced algorithm, verify-groups, the stopped and killed
 # ranks and doctor's hung rank are make test-long's (make mpi-check).
 set -euo pipefail
@@ -80,7 +80,7 @@ fi
 
 # doctor on --backend mpi: a healthy run, then a rank hung in the last
 # stage, named in the report that the run still writes.
-"${mpirun[@]}" "$bin" doctor --backend mpi --quick -o "$tmp/doctor.json" > "$tmp/doctor.txt" 2>&1 || { cat "$tmp/doctor.txt"; fail "doctor --backend mpi on a healthy world"; }
+"${mpirun[@]}" "$bin" doctor --backend mpi -o "$tmp/doctor.json" > "$tmp/doctor.txt" 2>&1 || { cat "$tmp/doctor.txt"; fail "doctor --backend mpi on a healthy world"; }
 grep -q "mpi backend.*: healthy" "$tmp/doctor.txt" || { cat "$tmp/doctor.txt"; fail "doctor --backend mpi did not say healthy"; }
 if [ "$quick" != 1 ]; then
 rc=0

@@ -222,3 +222,30 @@ func TestFakeGPUVerifyGroupsThatStopsSaysSo(t *testing.T) {
 		t.Errorf("summary:\n%s", s)
 	}
 }
+
+// TestSignalEndsACommandBlockedOnARead: compare of a named pipe nobody
+// writes blocks in the kernel; the first SIGINT still ends it, within the
+// signal's grace, exit 130, in one line.
+func TestSignalEndsACommandBlockedOnARead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, fifo := filepath.Join(dir, "a.json"), filepath.Join(dir, "fifo")
+	f, _, errOut := testFactory()
+	if code := run(t, f, "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "1", "-w", "0", "-q", "-o", a); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startSelf(t, nil, "compare", a, fifo)
+	time.Sleep(500 * time.Millisecond)
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	sent := time.Now()
+	code := p.wait(t, 30*time.Second)
+	if took := p.ended.Sub(sent); took > engine.SignalGrace+time.Second {
+		t.Errorf("exited %v after SIGINT", took)
+	}
+	if msg := strings.TrimSpace(p.errb.String()); code != engine.ExitInterrupted || strings.Count(msg, "\n") > 0 || !strings.Contains(msg, "did not stop within") {
+		t.Errorf("exit %d, stderr %q", code, msg)
+	}
+}

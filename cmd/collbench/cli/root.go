@@ -174,7 +174,10 @@ func MainWith(f *Factory, args []string) int {
 			if stuck != "" {
 				stuck = " (" + stuck + ")"
 			}
-			msg := fmt.Sprintf("%v: the run did not stop within %v%s; exiting, the rows measured are on disk", first, engine.SignalGrace, stuck)
+			msg := fmt.Sprintf("%v: collbench did not stop within %v; exiting", first, engine.SignalGrace)
+			if engine.Guarded() {
+				msg = fmt.Sprintf("%v: the run did not stop within %v%s; exiting, the rows measured are on disk", first, engine.SignalGrace, stuck)
+			}
 			fmt.Fprintf(os.Stderr, "collbench: %s\n", msg)
 			engine.ExitBecause(code, msg)
 		}
