@@ -133,22 +133,22 @@ func (f *System) StartGuard(ctx context.Context, cancel context.CancelFunc, ss *
 	})
 	judge := !ss.PW.Multi() || ss.PW.Ctl.Rank() == 0 || tcp == nil
 	records := func() []watchdog.Record { return board.Snapshot(time.Now()) }
+	if judge && tcp != nil {
+		// The judge sees every process's ranks through their heartbeats.
+		records = func() []watchdog.Record {
+			now := time.Now()
+			recs := board.Snapshot(now)
+			for r := 1; r < tcp.Size(); r++ {
+				payload, seen := tcp.PeerStatus(r)
+				if rs, err := watchdog.Decode(payload, now.Sub(seen)); err == nil {
+					recs = append(recs, rs...)
+				}
+			}
+			return recs
+		}
+	}
 	setStuckNow(records, who)
 	if judge && timeout > 0 {
-		if tcp != nil {
-			records = func() []watchdog.Record {
-				now := time.Now()
-				recs := board.Snapshot(now)
-				for r := 1; r < tcp.Size(); r++ {
-					payload, seen := tcp.PeerStatus(r)
-					if rs, err := watchdog.Decode(payload, now.Sub(seen)); err == nil {
-						recs = append(recs, rs...)
-					}
-				}
-				return recs
-			}
-		}
-		setStuckNow(records, who)
 		go watchdog.Watch(wctx, watchdog.Interval(timeout), timeout, records, who, func(v *watchdog.Verdict) {
 			pe := &bootstrap.PeerError{Kind: bootstrap.FaultHung, Rank: v.Stuck[0], Msg: "watchdog: " + v.Msg}
 			if tcp != nil && v.Stuck[0] != tcp.Rank() {

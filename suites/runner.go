@@ -604,15 +604,16 @@ func (rn *Runner) narrowClocks(all []rankResult) {
 // clocks differ (ranks on several hosts), the starts stay unknown (-1).
 func alignStarts(k *results.KernelTimes, all []rankResult, members []int, clocks map[int]clockBound) {
 	host := make([]float64, len(members))
+	known := make([]bool, len(members)) // the member recorded a start
 	errs := make([]float64, len(members))
 	clock := ""
 	first, have := 0.0, false
 	for i, wr := range members {
 		rec := all[wr].Rec
 		if rec == nil || rec.Channels == 0 {
-			host[i] = -1
 			continue
 		}
+		known[i] = true
 		b, ok := clocks[wr]
 		if !ok || (clock != "" && b.clock != clock) {
 			return
@@ -628,7 +629,7 @@ func alignStarts(k *results.KernelTimes, all []rankResult, members []int, clocks
 		return
 	}
 	for i := range members {
-		if host[i] >= 0 {
+		if known[i] {
 			k.StartUS[i] = (host[i] - first) / 1e3
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -264,7 +265,11 @@ func benchRun(o *BenchOptions) error {
 		}
 		return nil
 	}
+	// last is the document as of its latest row, for an exit that cannot
+	// wait for the run (read from the signal's goroutine).
+	var last atomic.Pointer[results.Document]
 	b.OnDocument = func(doc *results.Document, i int, row results.Row) {
+		last.Store(doc)
 		o.document = doc
 		out.set(doc, i, row)
 		if o.onDocument != nil {
@@ -274,7 +279,7 @@ func benchRun(o *BenchOptions) error {
 	// A process that exits at once (a run that did not stop after a
 	// signal or an abort) still writes why into --output.
 	defer tempdir.OnExit(func() {
-		if d := o.document; d != nil && out != nil && rank0 {
+		if d := last.Load(); d != nil && out != nil && rank0 {
 			if reason := engine.ExitReason(); reason != "" && d.Error == "" {
 				d.Error = reason
 			}
