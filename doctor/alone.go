@@ -3,6 +3,7 @@ package doctor
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -38,7 +39,8 @@ func (d *search) alone() error {
 		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and %s", words.Bytes(d.o.CopySize), Unit(d.o.Backend), fillName(d.o.Backend)))
 		out := map[int]GPUFigure{}
 		for r := 0; r < d.n; r++ {
-			g := GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r]}
+			g := GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r].Gelem,
+				FillSustained: fills[r].Sustained, SustainedMS: fills[r].WindowMS}
 			if r < len(d.o.Devices) {
 				g.BusID = d.o.Devices[r].BusID
 			}
@@ -125,6 +127,14 @@ func (d *search) judgeAlone(figs map[int]GPUFigure) []suspect {
 			out = append(out, suspect{sample: sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: f, Expected: fillExp}, Peers: fillExp, Metric: "expectation",
 				Why: fmt.Sprintf("fills at %s Gelem/s, %.0f%% below the %s Gelem/s a healthy one of its model fills", gb(f), (1-f/fillExp)*100, gb(fillExp))})
 			seen[key] = true
+		case figs[r].FillSustained > 0 && f > 0 && figs[r].FillSustained < (1-rules.Drop)*f:
+			// Each kernel runs at full speed, but a loop of them gets only
+			// part of the GPU's time: another workload's time slices.
+			sus := figs[r].FillSustained
+			out = append(out, suspect{sample: sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: sus, Expected: f}, Peers: f, Metric: "time share",
+				Why: fmt.Sprintf("gives its user only %.0f%% of its time: %s Gelem/s over %.3g ms of fill kernels, where each kernel alone fills at %s Gelem/s (the driver time-slices it with another workload)",
+					sus/f*100, gb(sus), figs[r].SustainedMS, gb(f))})
+			seen[key] = true
 		}
 	}
 	for _, s := range judge(copies, th) {
@@ -153,14 +163,20 @@ func fillName(backend string) string {
 	return "the fill kernel"
 }
 
-// fillProbe times the fill kernel on every rank and returns 1e9 elements/s
-// by world rank (on rank 0).
-func (d *search) fillProbe(gw suites.World) (map[int]float64, error) {
+// fillProbe times the fill kernel on every rank and returns, by world rank
+// (on rank 0), its rate in 1e9 elements/s two ways: the best of three
+// kernels each timed by the device's events (what the GPU can do: a
+// kernel fits inside one of the driver's time slices), and where the
+// device has events, a loop of kernels spanning at least SustainWindow
+// timed as a whole (what a user of the GPU gets: another workload's time
+// slices fall inside it).
+func (d *search) fillProbe(gw suites.World) (map[int]fillFigure, error) {
 	count := d.o.CopySize / 4
-	times := map[int]float64{}
 	type res struct {
 		Rank int     `json:"r"`
 		Sec  float64 `json:"s"`
+		Sus  float64 `json:"u,omitempty"` // seconds per kernel over the loop
+		Win  float64 `json:"w,omitempty"` // the loop's seconds
 	}
 	var mine []res
 	ch := make(chan res, len(gw.Ranks()))
@@ -178,10 +194,11 @@ func (d *search) fillProbe(gw suites.World) (map[int]float64, error) {
 			return err
 		}
 		fill := func() error { return r.Fill(suites.View{Buf: b}, count, p) }
+		dt, onDevice := r.(suites.DeviceTimer)
 		best := 0.0
 		for k := 0; k < 3; k++ { // the best of three, as for every figure
 			var s float64
-			if dt, ok := r.(suites.DeviceTimer); ok {
+			if onDevice {
 				// The kernel's own time, by the device's events.
 				if s, err = dt.TimeOnDevice(fill); err != nil {
 					return err
@@ -200,7 +217,26 @@ func (d *search) fillProbe(gw suites.World) (map[int]float64, error) {
 				best = s
 			}
 		}
-		ch <- res{r.WorldRank(), best}
+		out := res{Rank: r.WorldRank(), Sec: best}
+		if onDevice && best > 0 {
+			k := sustainedKernels(best)
+			loop := func() error {
+				for i := 0; i < k; i++ {
+					if err := fill(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			s, err := dt.TimeOnDevice(loop)
+			if err != nil {
+				return err
+			}
+			if s > 0 {
+				out.Sus, out.Win = s/float64(k), s
+			}
+		}
+		ch <- out
 		return nil
 	})
 	close(ch)
@@ -225,14 +261,38 @@ func (d *search) fillProbe(gw suites.World) (map[int]float64, error) {
 			}
 		}
 	}
+	figs := map[int]fillFigure{}
 	for _, rs := range all {
 		for _, x := range rs {
+			var f fillFigure
 			if x.Sec > 0 {
-				times[x.Rank] = float64(count) / x.Sec / 1e9
+				f.Gelem = float64(count) / x.Sec / 1e9
 			}
+			if x.Sus > 0 {
+				f.Sustained, f.WindowMS = float64(count)/x.Sus/1e9, x.Win*1e3
+			}
+			figs[x.Rank] = f
 		}
 	}
-	return times, nil
+	return figs, nil
+}
+
+// fillFigure is one rank's fill rates (see fillProbe).
+type fillFigure struct {
+	Gelem, Sustained, WindowMS float64
+}
+
+// SustainWindow is how long the sustained fill loop runs at least: many of
+// the driver's time slices (a few ms each), so that a workload sharing the
+// GPU takes its part of it.
+const SustainWindow = 100 * time.Millisecond
+
+// sustainedKernels is how many kernels of one's seconds make up the
+// sustained loop: SustainWindow of them, within bounds that keep a tiny
+// kernel's loop short to issue and a huge kernel's loop several kernels.
+func sustainedKernels(one float64) int {
+	k := int(math.Ceil(SustainWindow.Seconds() / one))
+	return min(max(k, 8), 512)
 }
 
 // recordGPUs puts each rank's figures in the report with what its GPU

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"collbench/internal/words"
 	"fmt"
 	"os"
 	"slices"
@@ -156,27 +155,4 @@ func (g GPUHealth) ExpectedFillGelem(over Expectations) (float64, string) {
 	}
 	rate := float64(g.Cores) * float64(g.SMClockMaxMHz) * 1e6 * perCycle / 1e9
 	return rate, fmt.Sprintf("%.4f elements per core and cycle on %d cores at %d MHz, %s", perCycle, g.Cores, g.SMClockMaxMHz, known)
-}
-
-// others describes the compute processes on g that are not this world's
-// collbench processes (ours, by pid), "" when there are none.
-func (g GPUHealth) others(ours []uint32) string {
-	var them []string
-	for _, p := range g.Processes {
-		if slices.Contains(ours, p.PID) {
-			continue
-		}
-		s := fmt.Sprintf("pid %d", p.PID)
-		if p.Name != "" {
-			s += " (" + p.Name + ")"
-		}
-		if p.MemBytes > 0 {
-			s += fmt.Sprintf(", %s of its memory", words.Bytes(int64(p.MemBytes>>20<<20))) //nolint:gosec // G115: GPU memory is far below 2^63 bytes
-		}
-		them = append(them, s)
-	}
-	if len(them) == 0 {
-		return ""
-	}
-	return "another workload runs on it: " + strings.Join(them, "; ")
 }

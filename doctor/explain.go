@@ -27,11 +27,14 @@ func (d *search) assemble() {
 		rs := byHost[h]
 		// Every GPU of a host slow alike is the host: against the other
 		// hosts, or, on one host, against what its GPUs should do.
-		belowExpectation := true
+		// GPUs that lost their time to another workload are each named
+		// with theirs, never folded into the host.
+		belowExpectation, timeShared := true, false
 		for _, r := range rs {
 			belowExpectation = belowExpectation && d.slowRanks[r].Metric == "expectation"
+			timeShared = timeShared || d.slowRanks[r].Metric == "time share"
 		}
-		if (len(d.hostList) > 1 || belowExpectation) && len(rs) == len(d.members[h]) && len(rs) > 1 {
+		if (len(d.hostList) > 1 || belowExpectation) && !timeShared && len(rs) == len(d.members[h]) && len(rs) > 1 {
 			slowHosts[h] = true
 			slices.Sort(rs)
 			var vals, peers []float64
@@ -181,6 +184,17 @@ func (d *search) assemble() {
 		return false
 	}
 	fs = append(fs, d.pathFindings(covered)...)
+	// A GPU another workload shared is always in the verdict: a FAIL above
+	// names the workload as its cause; one whose figures held is a WARN.
+	failed := map[int]bool{}
+	for _, f := range fs {
+		if f.Severity == "FAIL" {
+			for _, r := range f.Ranks {
+				failed[r] = true
+			}
+		}
+	}
+	fs = append(fs, d.sharedFindings(func(r int) bool { return failed[r] })...)
 	fs = d.counterFindings(fs)
 	// Transports beside every pair figure.
 	for i := range d.rep.Pairs {
@@ -450,12 +464,8 @@ func (d *search) causeOf(rs []int, generic string) string {
 		if !ok {
 			continue
 		}
-		var ours []uint32
-		if f := d.facts[d.host(r)]; f != nil {
-			ours = f.Ours
-		}
-		if o := g.others(ours); o != "" {
-			add(g.Index, o, "")
+		if sh := d.shared(r); sh.any() {
+			add(g.Index, sh.words(), "")
 		}
 		if len(g.Throttle) > 0 {
 			add(g.Index, "clocks held down ("+strings.Join(g.Throttle, ", ")+")", "")

@@ -58,6 +58,13 @@ type GPUFigure struct {
 	// FillExpected is what a healthy GPU of its model fills (0: none).
 	FillExpected float64 `json:"fill_expected_gelem,omitempty"`
 	FillGelem    float64 `json:"fill_gelem"` // the fill kernel: the compute probe, 1e9 elements/s
+	// FillSustained is the fill kernel's rate over a loop of many kernels
+	// spanning the driver's time slices (events around the whole loop), as
+	// a user of the GPU gets it; 0 where not measured (host memory). Far
+	// below FillGelem, the GPU's time went to another workload.
+	FillSustained float64 `json:"fill_sustained_gelem,omitempty"`
+	// SustainedMS is how long that loop ran.
+	SustainedMS float64 `json:"sustained_ms,omitempty"`
 }
 
 // PairFigure is one pair of ranks on a host: GB/s per direction.

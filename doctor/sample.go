@@ -25,7 +25,19 @@ type StageSample struct {
 	PowerLimitW   int      `json:"power_limit_w,omitempty"` // the enforced limit
 	TempMaxC      int      `json:"temp_max_c,omitempty"`
 	Reasons       []string `json:"reasons,omitempty"`
+	// UtilMinPct and UtilMaxPct are the range of NVML's utilisation (the
+	// share of time a kernel ran); in the idle stage, before doctor runs
+	// anything, a GPU busy throughout is someone else's work.
+	UtilMinPct int `json:"util_min_pct,omitempty"`
+	UtilMaxPct int `json:"util_max_pct,omitempty"`
+	// Processes are the compute processes NVML listed on the GPU during
+	// the stage (this world's own among them).
+	Processes []GPUProcess `json:"processes,omitempty"`
 }
+
+// IdleStage is the stage name of the samples taken while doctor runs
+// nothing (Sampler.Idle).
+const IdleStage = "idle"
 
 // clockReasons are NVML's clock event reasons a slow GPU is explained by
 // (idle, sync boost and the display clock explain nothing); fault marks
@@ -293,6 +305,8 @@ func (s *Sampler) sample() {
 		limit, ret3 := g.dev.GetEnforcedPowerLimit()
 		temp, ret4 := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
 		reasons, ret5 := g.dev.GetCurrentClocksEventReasons()
+		util, ret6 := g.dev.GetUtilizationRates()
+		procs, ret7 := g.dev.GetComputeRunningProcesses()
 		s.mu.Lock()
 		key := fmt.Sprintf("%s/%d", stage, g.index)
 		ss := s.by[key]
@@ -324,9 +338,47 @@ func (s *Sampler) sample() {
 				}
 			}
 		}
+		if ret6 == nvml.SUCCESS {
+			u := int(util.Gpu)
+			if ss.Samples == 1 || u < ss.UtilMinPct {
+				ss.UtilMinPct = u
+			}
+			ss.UtilMaxPct = max(ss.UtilMaxPct, u)
+		}
+		if ret7 == nvml.SUCCESS {
+			for _, p := range procs {
+				if !slices.ContainsFunc(ss.Processes, func(q GPUProcess) bool { return q.PID == p.Pid }) {
+					ss.Processes = append(ss.Processes, GPUProcess{PID: p.Pid, Name: processName(p.Pid), MemBytes: p.UsedGpuMemory})
+				}
+			}
+		}
 		s.mu.Unlock()
 	}
 }
+
+// Idle samples the GPUs for d while this process runs nothing on them,
+// every IdleEvery, as the stage IdleStage: utilisation then is another
+// workload's (also one NVML cannot list, in another container).
+func (s *Sampler) Idle(d time.Duration) {
+	s.mu.Lock()
+	s.stage = IdleStage
+	s.mu.Unlock()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(IdleEvery):
+		}
+		s.sample()
+	}
+	s.mu.Lock()
+	s.stage = ""
+	s.mu.Unlock()
+}
+
+// IdleEvery is how often Idle samples.
+const IdleEvery = 50 * time.Millisecond
 
 // OnStop sets what runs once when the sampler stops (releasing NVML).
 func (s *Sampler) OnStop(f func()) *Sampler {

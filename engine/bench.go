@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"collbench/bootstrap"
@@ -53,6 +54,44 @@ func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (stri
 	return "", nil
 }
 
+// wholeElements checks the sizes against each dtype's element size. A size
+// that is not a whole number of elements is measured rounded down, as NCCL's
+// benchmark does, and said in a note; two sizes that round to the same
+// element count would measure one row twice and are refused.
+func wholeElements(sizes []int64, dtypes []dtype.DType) (string, error) {
+	var odd []string
+	more := 0
+	for _, t := range dtypes {
+		es := int64(t.Size())
+		if es <= 1 {
+			continue
+		}
+		first := map[int64]int64{}
+		for _, sz := range sizes {
+			c := sz / es
+			if prev, ok := first[c]; ok {
+				return "", fmt.Errorf("--sizes %d and %d are both %d %s elements (%d B each), so they would measure the same row; give sizes that are whole %s elements",
+					prev, sz, c, t, es, t)
+			}
+			first[c] = sz
+			switch {
+			case sz%es == 0:
+			case len(odd) < 4:
+				odd = append(odd, fmt.Sprintf("%d as %d (%s)", sz, c*es, t))
+			default:
+				more++
+			}
+		}
+	}
+	if len(odd) == 0 {
+		return "", nil
+	}
+	if more > 0 {
+		odd = append(odd, fmt.Sprintf("and %d more", more))
+	}
+	return "sizes that are not a whole number of elements are measured rounded down, as NCCL's benchmark does: " + strings.Join(odd, ", "), nil
+}
+
 // Bench is one benchmark run: what to measure (a plan resolved from the
 // user's words), where (backend, ranks, groups), and what to tell the
 // caller while it runs.
@@ -69,6 +108,9 @@ type Bench struct {
 	AllCollectives bool
 	Explain        bool // recorded in the document
 	Memory         bool // measure what the memory went to
+	// MaxTime refuses a plan whose least possible time (suites.Plan.FloorTime)
+	// is longer, before any rank is opened; 0 sets no limit.
+	MaxTime time.Duration
 	RunFlags
 	// Notes go into the document (what the run does differently from what
 	// was asked).
@@ -112,6 +154,9 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		if err := plan.Validate(n); err != nil {
 			return &UsageError{Err: err}
 		}
+		if err := plan.CheckLength(n, o.MaxTime); err != nil {
+			return &UsageError{Err: err}
+		}
 		return nil
 	})
 	if err != nil {
@@ -149,6 +194,11 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		maxGroup = max(maxGroup, len(g))
 	}
 	notes := o.Notes
+	if note, err := wholeElements(plan.Sizes, plan.DTypes); err != nil {
+		return nil, pw.Rank0(), &UsageError{Err: err}
+	} else if note != "" {
+		notes = append(notes, note)
+	}
 	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
 		return nil, pw.Rank0(), &UsageError{Err: err}
 	} else if note != "" {

@@ -136,6 +136,9 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	if gpu {
 		sampler = f.startSampler(world, ss.Hosts)
 		defer sampler.Stop()
+		// Every process idles alike (they left the facts' exchange
+		// together), so no GPU of the world runs doctor's work meanwhile.
+		sampler.Idle(IdleWindow)
 		opts.Stage = sampler.Stage
 		opts.Samples = func() []doctor.StageSample { return samples }
 		opts.Growth = func() []doctor.CounterGrowth { return growth }
@@ -299,6 +302,11 @@ func (f *System) gatherFacts(w suites.World, ncclVersion string) ([]doctor.HostF
 // samplePeriod is how often doctor reads the clocks, power, temperature
 // and clock event reasons of the GPUs while a stage runs.
 const samplePeriod = 200 * time.Millisecond
+
+// IdleWindow is how long doctor samples the GPUs before its first stage,
+// running nothing on them: a GPU busy all along is busy with another
+// workload, one NVML may not list.
+var IdleWindow = 500 * time.Millisecond
 
 // startSampler samples this process's GPUs while doctor's stages run.
 func (f *System) startSampler(w suites.World, hosts []string) *doctor.Sampler {

@@ -276,6 +276,11 @@ func (f *System) StartSession(ctx context.Context, backend, ncclLib string, rank
 	if err != nil {
 		return nil, err
 	}
+	if fs, err := f.plantedFaults(); err != nil {
+		return nil, err
+	} else if err := fs.FitsWorld(n); err != nil {
+		return nil, &UsageError{Err: err}
+	}
 	if check != nil {
 		if err := check(n); err != nil {
 			return nil, err

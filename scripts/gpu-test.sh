@@ -417,7 +417,10 @@ if [ "$ngpu" -ge 2 ]; then
   kill $load 2>/dev/null; wait $load 2>/dev/null
   head -4 /tmp/doctor.txt; cat /tmp/load.txt | tail -2
   sed -n '/each GPU alone/,/^$/p' /tmp/doctor.txt
-  [ $rc -eq 1 ] && grep -qE "^FAIL rank 1 \(.*GPU" /tmp/doctor.txt && ok "a GPU slowed by another workload is named" || bad "loaded GPU: exit $rc"
+  # Slowed beyond the drop it is a FAIL, with figures that held a WARN:
+  # either way named, with the workload's pid.
+  grep -qE "^(FAIL|WARN) rank 1 \(.*another workload runs on it: pid [0-9]+" /tmp/doctor.txt \
+    && ok "a GPU another workload shares is named with its pid (exit $rc: $(grep -oE '^(FAIL|WARN) rank 1' /tmp/doctor.txt | head -1))" || bad "loaded GPU: exit $rc"
 
   # Two simulated hosts of one GPU each (NCCL_HOSTID): the stage across
   # hosts runs over NCCL's network transport.
@@ -479,7 +482,7 @@ start_load 0 60
 "$BIN" doctor --quick -o "$WORK/doctor-loaded0.json" > /tmp/doctor.txt 2>&1; rc=$?
 kill $load 2>/dev/null; wait $load 2>/dev/null
 grep -E "^(FAIL|WARN|# collbench doctor)" /tmp/doctor.txt | head -4
-[ $rc -eq 1 ] && grep -qE "^FAIL .*another workload runs on it: pid [0-9]+" /tmp/doctor.txt && ok "another workload on GPU 0 is named, with its pid" || bad "workload on GPU 0: exit $rc"
+grep -qE "^(FAIL|WARN) .*another workload runs on it: pid [0-9]+" /tmp/doctor.txt && ok "another workload on GPU 0 is named, with its pid (exit $rc)" || bad "workload on GPU 0: exit $rc"
 
 fi
 

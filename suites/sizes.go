@@ -63,15 +63,25 @@ func ParseSize(s string) (int64, error) {
 //	1M:64M:x4     multiplying by 4
 //	1M:8M:+1M     adding 1 MiB
 //
-// The result keeps the given order with exact duplicates removed.
+// The result keeps the given order. A size listed twice, by any spelling or
+// by overlapping ranges, is refused: it would measure the same row twice.
 func ParseSizes(spec string) ([]int64, error) {
 	var out []int64
-	seen := map[int64]bool{}
-	add := func(v int64) {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
+	seen := map[int64]string{}
+	var dup error
+	add := func(v int64, item string) {
+		if first, ok := seen[v]; ok {
+			if dup == nil {
+				by := fmt.Sprintf("by %q and %q", first, item)
+				if first == item {
+					by = fmt.Sprintf("twice by %q", item)
+				}
+				dup = fmt.Errorf("invalid sizes %q: %d bytes is listed %s; list each size once", spec, v, by)
+			}
+			return
 		}
+		seen[v] = item
+		out = append(out, v)
 	}
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
@@ -85,7 +95,7 @@ func ParseSizes(spec string) ([]int64, error) {
 			if err != nil {
 				return nil, err
 			}
-			add(v)
+			add(v, item)
 		case 2, 3:
 			step := "x2"
 			if len(parts) == 3 {
@@ -96,11 +106,14 @@ func ParseSizes(spec string) ([]int64, error) {
 				return nil, err
 			}
 			for _, v := range vals {
-				add(v)
+				add(v, item)
 			}
 		default:
 			return nil, fmt.Errorf("invalid size range %q (use START:END, START:END:xF or START:END:+STEP)", item)
 		}
+	}
+	if dup != nil {
+		return nil, dup
 	}
 	return out, nil
 }

@@ -180,6 +180,45 @@ func (s *Set) add(item string) error {
 	return nil
 }
 
+// FitsWorld refuses a spec that names a rank outside a world of n ranks:
+// its fault would never be planted, and the test that relies on it would
+// pass for the wrong reason.
+func (s *Set) FitsWorld(n int) error {
+	if s == nil {
+		return nil
+	}
+	worst := -1
+	note := func(r int) { worst = max(worst, r) }
+	for r := range s.hang {
+		note(r)
+	}
+	for r := range s.process {
+		note(r)
+	}
+	for l := range s.linkRate {
+		note(max(l.a, l.b))
+	}
+	for l := range s.linkDelay {
+		note(max(l.a, l.b))
+	}
+	for r := range s.rankRate {
+		note(r)
+	}
+	for r := range s.rankLate {
+		note(r)
+	}
+	for r := range s.corrupt {
+		note(r)
+	}
+	for r := range s.probe {
+		note(r)
+	}
+	if worst >= n {
+		return fmt.Errorf("invalid %s=%q: rank %d is outside the world of %d ranks (ranks 0 to %d), so it would plant nothing", EnvFaults, s.spec, worst, n, n-1)
+	}
+	return nil
+}
+
 func parseRank(s string) (int, error) {
 	r, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || r < 0 {

@@ -50,6 +50,8 @@ type GPU struct {
 	// PowerW is the power drawn now; TempC the temperature.
 	PowerW, TempC uint32
 	Processes     []nvml.ProcessInfo
+	// UtilPct is NVML's utilisation: the share of time a kernel ran.
+	UtilPct uint32
 	// ECC, MIG and persistence mode, application clocks (MHz) and the power
 	// limit (W): the settings hosts of one job share.
 	ECC, MIG, Persistence bool
@@ -145,6 +147,9 @@ type Machine struct {
 	// XIDs, if set, delivers XID events to whoever waits on an event set
 	// of the machine.
 	XIDs chan XID
+	// Running, if set, adds the processes that hold a context on GPU i now
+	// to what it lists (a fake driver lists its own process, as NVML does).
+	Running func(i int) []nvml.ProcessInfo
 }
 
 // HGX is an 8-GPU HGX board of model "H100" or "H200": 18 NVLink 4.0
@@ -329,7 +334,14 @@ func (m Machine) NVML() nvml.Interface {
 			}
 			return 0, nvml.ERROR_NOT_SUPPORTED
 		}
-		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return g.Processes, nvml.SUCCESS }
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+			ps := append([]nvml.ProcessInfo(nil), g.Processes...)
+			if m.Running != nil {
+				ps = append(ps, m.Running(i)...)
+			}
+			return ps, nvml.SUCCESS
+		}
+		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: g.UtilPct}, nvml.SUCCESS }
 		devs[i] = d
 	}
 	for i, d := range devs {

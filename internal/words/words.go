@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var (
@@ -203,4 +204,21 @@ func groupSizes(gs [][]int) string {
 		return "of " + strconv.Itoa(lo)
 	}
 	return fmt.Sprintf("of %d-%d ranks", lo, hi)
+}
+
+// Span renders a long duration in the largest unit that keeps it readable:
+// 45s, 12 min, 5.2 h, 3.1 days, 1.2e+04 years.
+func Span(d time.Duration) string {
+	s := d.Seconds()
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%.3gs", s)
+	case s < 3600:
+		return fmt.Sprintf("%.3g min", s/60)
+	case s < 48*3600:
+		return fmt.Sprintf("%.3g h", s/3600)
+	case s < 2*365*24*3600:
+		return fmt.Sprintf("%.3g days", s/(24*3600))
+	}
+	return fmt.Sprintf("%.3g years", s/(365.25*24*3600))
 }

@@ -283,6 +283,9 @@ func (d *Driver) Record(h cuda.Event, sh cuda.Stream) error {
 	d.mu.Unlock()
 	return s.enqueue(func() error {
 		d.mu.Lock()
+		if d.clk != nil {
+			s.vt = d.clk.reach(s.dev, s.vt)
+		}
 		e.at, e.vt, e.recorded = time.Now(), s.vt, true
 		d.mu.Unlock()
 		return nil

@@ -12,12 +12,15 @@ package fakegpu
 import (
 	"crypto/rand"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"collbench/cuda"
 	"collbench/internal/nvmlmock"
@@ -144,7 +147,19 @@ func New(m nvmlmock.Machine, opts Options) *Driver {
 	for i := range m.GPUs {
 		d.contexts = append(d.contexts, &context{dev: i})
 	}
+	d.m.Running = d.running
 	return d
+}
+
+// running lists this process on GPU i while it holds i's context, with the
+// memory it allocated there, as NVML lists a process with a context.
+func (d *Driver) running(i int) []nvml.ProcessInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i < 0 || i >= len(d.contexts) || d.contexts[i].retained == 0 {
+		return nil
+	}
+	return []nvml.ProcessInfo{{Pid: uint32(os.Getpid()), UsedGpuMemory: uint64(max(d.mem.used[i], 0))}} //nolint:gosec // G115: a pid and a byte count
 }
 
 // HGX is an HGX board of model "H100" or "H200" with n of its 8 GPUs and

@@ -1,6 +1,7 @@
 package fakegpu
 
 import (
+	"math"
 	"math/rand"
 	"sync"
 
@@ -30,6 +31,15 @@ type Model struct {
 	// pair of GPUs' link (key: the lower GPU index first).
 	CopyFactor, FillFactor map[int]float64
 	LinkFactor             map[[2]int]float64
+	// Shared time-slices GPUs with a foreign workload, as the driver does
+	// between processes: the machine's work on GPU k runs only in the first
+	// Shared[k] of every period of SliceUS/Shared[k] (its own slice), and an
+	// event the stream reaches in the foreign part reads the start of its
+	// next slice. One kernel timed by its events fits a slice and runs at
+	// full speed; a loop of them spanning many slices gets Shared[k] of it.
+	Shared map[int]float64
+	// SliceUS is the driver's time slice; 2000 when 0.
+	SliceUS float64
 }
 
 // HealthyModel is a model of healthy Hopper GPUs as measured on the lent
@@ -66,6 +76,59 @@ func factor(m map[int]float64, k int) float64 {
 		return f
 	}
 	return 1
+}
+
+// slice is dev's own slice and period in seconds; ok is false for a GPU
+// the machine has to itself.
+func (c *clock) slice(dev int) (own, period float64, ok bool) {
+	sh, found := c.m.Shared[dev]
+	if !found || sh <= 0 || sh >= 1 {
+		return 0, 0, false
+	}
+	own = c.m.SliceUS * 1e-6
+	if own <= 0 {
+		own = 2e-3
+	}
+	return own, own / sh, true
+}
+
+// busy is when work of d seconds on dev that is ready at t ends: at once
+// on a GPU of its own, in its own slices on a shared one.
+func (c *clock) busy(dev int, t, d float64) float64 {
+	own, period, ok := c.slice(dev)
+	if !ok {
+		return t + d
+	}
+	// Period k holds its own slice [k*period, k*period+own); k counts up
+	// on its own, so rounding never holds t at a period's edge.
+	k := math.Floor(t / period)
+	for {
+		start, end := k*period, k*period+own
+		if t < start {
+			t = start
+		}
+		if t < end {
+			run := min(d, end-t)
+			t, d = t+run, d-run
+			if d <= 0 {
+				return t
+			}
+		}
+		k++
+	}
+}
+
+// reach is when a stream that is ready at t on dev reaches its next
+// command: t, or the start of its next slice on a shared GPU.
+func (c *clock) reach(dev int, t float64) float64 {
+	own, period, ok := c.slice(dev)
+	if !ok {
+		return t
+	}
+	if k := math.Floor(t / period); t-k*period >= own {
+		return (k + 1) * period
+	}
+	return t
 }
 
 // copyGBps is GPU dev's copy rate.

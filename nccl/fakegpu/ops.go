@@ -242,6 +242,9 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp) error {
 				start, devs[r] = max(start, q.vt), q.dev
 			}
 			end := start + clk.collectiveTime(o.Kind, devs, o.Count, esz)
+			if len(devs) == 1 { // a copy on one GPU: in its own slices
+				end = clk.busy(devs[0], start, end-start)
+			}
 			for _, v := range vals {
 				v.(*part).end = end
 			}

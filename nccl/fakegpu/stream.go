@@ -24,9 +24,16 @@ type stream struct {
 	vt float64 // seconds
 }
 
-// advance moves the stream's virtual time on by the work's duration (under
-// a Model; nothing without one).
-func (s *stream) advance(d float64) { s.vt += d }
+// advance moves the stream's virtual time on by the work's duration, in
+// its GPU's own slices where the model shares the GPU (under a Model;
+// nothing without one).
+func (s *stream) advance(d float64) {
+	if s.d.clk == nil {
+		s.vt += d
+		return
+	}
+	s.vt = s.d.clk.busy(s.dev, s.vt, d)
+}
 
 func newStream(d *Driver, dev int) *stream {
 	s := &stream{d: d, dev: dev}

@@ -13,12 +13,12 @@ var goInternals = regexp.MustCompile(`strconv\.|json\.|(?:^|\s)json:|Go (value|s
 // badInputCases are bad inputs of every kind, through every command: a
 // wrong type, a value out of range, zero, negative, huge, flags that
 // conflict, unknown names, empty values, missing files and files of the
-// wrong shape. "@" in an argument is the fixture directory; ” is an empty
+// wrong shape. "@" in an argument or a variable is the fixture directory; ” is an empty
 // argument. Each must exit 2 with one line that names the problem, print
 // nothing on stdout and write nothing.
 var badInputCases = []struct {
 	args string
-	env  string // NAME=VALUE, or ""
+	env  string // NAME=VALUE ..., or ""
 	want string
 }{
 	// types
@@ -68,6 +68,20 @@ var badInputCases = []struct {
 	{"allreduce --timeout -1s", "", "invalid --timeout -1s"},
 	{"allreduce --timeout 1ns", "", "invalid --timeout 1ns: must be at least 1s"},
 	{"doctor --timeout 500ms", "", "invalid --timeout 500ms: must be at least 1s"},
+	// counts that plan a run of days
+	{"allreduce -w 99999999999", "", "this plan would run for at least 60.3 days"},
+	{"allreduce -n 2147483648", "", "the limit is 24 h: lower the counts, or pass --max-time 0"},
+	{"allreduce -m 100000000", "", "-m 100000000, -N 1 over 23 sizes"},
+	{"allreduce -N 100000000", "", "-N 100000000 over 23 sizes"},
+	{"sweep -n 20000000 -N 1000 --sizes 8", "", "would run for at least"},
+	{"allreduce -n 100000 --max-time 1s", "", "the limit is 1s"},
+	{"doctor -n 100000", "", "invalid --iters 100000: doctor takes the best of at most 1000 iterations"},
+	// sizes: whole elements, each once
+	{"allreduce --sizes 10,8", "", "--sizes 10 and 8 are both 2 float elements"},
+	{"allreduce --sizes 8,8", "", `8 bytes is listed twice by "8"`},
+	{"allreduce --sizes 1K,1KiB", "", `1024 bytes is listed by "1K" and "1KiB"`},
+	{"allreduce --sizes 8:1K,512:4K", "", `512 bytes is listed by "8:1K" and "512:4K"`},
+	{"allreduce -d half --sizes 9,8", "", "--sizes 9 and 8 are both 4 half elements"},
 	{"allreduce --device -5", "", "invalid --device -5: must be -1 or more"},
 	{"allreduce --rank-list [[0,4]]", "", "rank 4 in group 0 is outside the world of 4 ranks"},
 	{"allreduce --rank-list stride:0", "", `"0" is not a valid stride value`},
@@ -183,6 +197,15 @@ var badInputCases = []struct {
 	{"doctor", "COLLBENCH_DEVICE=-3", `invalid COLLBENCH_DEVICE="-3"`},
 	{"allreduce", "COLLBENCH_PROBE_TIMEOUT=-1s", `invalid COLLBENCH_PROBE_TIMEOUT="-1s"`},
 	{"allreduce", "COLLBENCH_LOCAL_SIZE=0", `invalid COLLBENCH_LOCAL_SIZE="0"`},
+	{"world", "COLLBENCH_ROOT_ADDR=:99999", `invalid COLLBENCH_ROOT_ADDR=":99999": names no host`},
+	{"world", "COLLBENCH_ROOT_ADDR=node0:99999", `invalid COLLBENCH_ROOT_ADDR="node0:99999": must be a port between 1 and 65535`},
+	{"allreduce", "COLLBENCH_TOKEN_FILE=/nonexistent/token", `invalid COLLBENCH_TOKEN_FILE="/nonexistent/token": no such file`},
+	{"allreduce", "COLLBENCH_TOKEN_FILE=@", `is not a regular file`},
+	{"allreduce", "COLLBENCH_NCCL_LIB=/nonexistent/libnccl.so", `invalid COLLBENCH_NCCL_LIB="/nonexistent/libnccl.so": no such file`},
+	{"allreduce", "COLLBENCH_FAULTS=slow-rank:9:2", `rank 9 is outside the world of 4 ranks (ranks 0 to 3), so it would plant nothing`},
+	{"allreduce", "COLLBENCH_FAULTS=slow-link:1-6:0.5", `rank 6 is outside the world of 4 ranks`},
+	{"doctor", "COLLBENCH_FAULTS=hang:4", `rank 4 is outside the world of 4 ranks`},
+	{"allreduce", "COLLBENCH_LOCAL_RANK=3 COLLBENCH_LOCAL_SIZE=2", `invalid COLLBENCH_LOCAL_RANK=3: must be below COLLBENCH_LOCAL_SIZE=2`},
 	// empty
 	{"allreduce --sizes ''", "", "--sizes is empty"},
 	{"allreduce --dtype ''", "", "--dtype is empty"},

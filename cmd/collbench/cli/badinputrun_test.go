@@ -91,7 +91,10 @@ func TestBadInputEveryCommand(t *testing.T) {
 		f, out, errOut := testFactory()
 		if c.env != "" {
 			env := f.Environ()
-			f.Environ = func() []string { return append(env, c.env) }
+			for _, kv := range strings.Fields(c.env) {
+				env = append(env, strings.ReplaceAll(kv, "@", dir))
+			}
+			f.Environ = func() []string { return env }
 		}
 		code := run(t, f, args...)
 		msg := errOut.String()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -57,6 +58,8 @@ type BenchOptions struct {
 	Register string
 	Memory   bool
 	Explain  bool
+	// MaxTime refuses a plan whose least possible time is longer (0: no limit).
+	MaxTime time.Duration
 
 	engine.RunFlags
 	Quiet bool
@@ -116,6 +119,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVarP(&o.Register, "register", "R", "none", "register the buffers with NCCL: none, local (ncclCommRegister) or symmetric (ncclCommWindowRegister, NCCL 2.27+); also 0, 1, 2")
 	fs.BoolVarP(&o.Memory, "memory", "M", false, "report memory: what the communicators took, the buffers, and what the collectives took on top")
 	fs.BoolVar(&o.Explain, "explain", false, "show which algorithm each row ran with: NCCL's algorithm, protocol and channels (from its tuning log, in a separate probe), or the cpu backend's")
+	fs.DurationVar(&o.MaxTime, "max-time", suites.DefaultMaxTime, "refuse a plan whose counts and sizes could not finish in less than this, even at 1 us per operation (0 = no limit)")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
 	fs.StringVar(&o.Backend, "backend", d.Backend, "auto, cpu, nccl or mpi (bin/collbench-mpi under mpirun)")
@@ -249,7 +253,7 @@ func benchRun(o *BenchOptions) error {
 	progress := newProgress(o.IO)
 	progress.quiet = o.Quiet
 	b := engine.Bench{Plan: plan, Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, RankList: o.RankList,
-		AllCollectives: o.allCollectives(), Explain: o.Explain, Memory: o.Memory, RunFlags: o.RunFlags,
+		AllCollectives: o.allCollectives(), Explain: o.Explain, Memory: o.Memory, MaxTime: o.MaxTime, RunFlags: o.RunFlags,
 		Notes: o.notes, Tool: Version, OnProgress: progress.update}
 	b.OnReady = func(choice engine.BackendChoice, isRank0 bool) error {
 		rank0 = isRank0

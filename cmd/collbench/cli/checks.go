@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -166,8 +168,45 @@ func envPort(v string) error {
 }
 
 func envHostPort(v string) error {
-	if _, port, err := net.SplitHostPort(strings.TrimSpace(v)); err != nil || port == "" {
+	host, port, err := net.SplitHostPort(strings.TrimSpace(v))
+	if err != nil || port == "" {
 		return fmt.Errorf("must be host:port, e.g. node0:29500")
+	}
+	if host == "" {
+		return fmt.Errorf("names no host: give the root's host name or address, e.g. node0:%s", port)
+	}
+	return envPort(port)
+}
+
+// envFile takes a file that must exist and be readable now, as a secret
+// or a library the run will read later: a wrong path is named before any
+// process waits on it.
+func envFile(v string) error {
+	fh, err := os.Open(v)
+	if err != nil {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("no such file")
+		case errors.Is(err, os.ErrPermission):
+			return fmt.Errorf("cannot be read (permission denied)")
+		}
+		return fmt.Errorf("cannot be opened: %v", errors.Unwrap(err))
+	}
+	defer fh.Close()
+	if st, err := fh.Stat(); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("is not a regular file")
+	}
+	return nil
+}
+
+// envLibrary takes a library path, or a bare name the dynamic linker
+// searches for (libnccl.so.2), as --nccl-lib does.
+func envLibrary(v string) error {
+	if !strings.Contains(v, "/") {
+		return nil
+	}
+	if err := engine.CheckSharedLibrary(v); err != nil {
+		return err
 	}
 	return nil
 }
@@ -200,9 +239,9 @@ var envRules = []envRule{
 	}},
 	{"COLLBENCH_NNODES", envInt(1)},
 	{"COLLBENCH_NODE_RANK", envInt(0)},
-	{"COLLBENCH_NCCL_LIB", envAny},
+	{"COLLBENCH_NCCL_LIB", envLibrary},
 	{secret.EnvToken, envAny},
-	{secret.EnvTokenFile, envAny},
+	{secret.EnvTokenFile, envFile},
 	{faults.EnvFaults, func(v string) error { _, err := faults.Parse(v); return err }},
 	{engine.EnvProbe, envOneOf("on", "off", "always", "auto")},
 	{profiler.EnvSwitch, envOneOf("on", "off")},
@@ -233,6 +272,33 @@ func checkEnv(environ []string) error {
 		}
 		if err := envRules[i].check(value); err != nil {
 			return engine.UsageErrorf("invalid %s=%q: %s", name, value, strings.TrimPrefix(err.Error(), name+": "))
+		}
+	}
+	return checkEnvPairs(environ)
+}
+
+// envPairs are variables whose first must be below their second: a rank
+// inside its world, a local rank inside its host.
+var envPairs = [][2]string{
+	{bootstrap.EnvRank, bootstrap.EnvSize},
+	{bootstrap.EnvLocalRank, bootstrap.EnvLocalSize},
+	{"COLLBENCH_NODE_RANK", "COLLBENCH_NNODES"},
+}
+
+// checkEnvPairs refuses a rank that its size set beside it cannot hold.
+func checkEnvPairs(environ []string) error {
+	vals := map[string]int{}
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if n, err := strconv.Atoi(strings.TrimSpace(value)); err == nil && strings.HasPrefix(name, "COLLBENCH_") {
+			vals[name] = n
+		}
+	}
+	for _, p := range envPairs {
+		r, okR := vals[p[0]]
+		n, okN := vals[p[1]]
+		if okR && okN && r >= n {
+			return engine.UsageErrorf("invalid %s=%d: must be below %s=%d (ranks count from 0)", p[0], r, p[1], n)
 		}
 	}
 	return nil

@@ -106,6 +106,10 @@ Exit 0: healthy. 1: findings. 2: bad input. 3: the run failed. 4: a rank hung.`,
 	return cmd
 }
 
+// maxDoctorIters bounds doctor's --iters: far above what settles a figure,
+// far below a run that would take days.
+const maxDoctorIters = 1000
+
 // sizeFlag parses a size flag, or returns def when it is empty.
 func sizeFlag(name, v string, def int64) (int64, error) {
 	if v == "" {
@@ -128,6 +132,9 @@ func doctorRun(o *DoctorOptions) error {
 	}
 	if o.Iters < 0 {
 		return engine.UsageErrorf("invalid --iters %d: must be at least 1", o.Iters)
+	}
+	if o.Iters > maxDoctorIters {
+		return engine.UsageErrorf("invalid --iters %d: doctor takes the best of at most %d iterations per test (each test's time grows with it, and a figure settles within tens); to watch a node over time, run doctor again with --history DIR", o.Iters, maxDoctorIters)
 	}
 	var model *cluster.Model
 	if o.Simulate != "" {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -400,6 +401,75 @@ func TestFakeGPUDoctorPlantedHang(t *testing.T) {
 			}
 			if !found {
 				t.Errorf("no hung-rank finding for rank %d: %s", c.rank, b)
+			}
+		})
+	}
+}
+
+// TestFakeGPUDoctorSharedGPU runs doctor on a modeled 8-GPU host where
+// another workload shares GPUs, at several places: time-sliced (each of
+// doctor's kernels runs at full speed inside its own slice, a loop of them
+// gets half the GPU), listed by NVML with its pid, or busy while NVML
+// lists nothing (another container). Slowed, it is a FAIL naming the
+// workload; with figures that held, a WARN; never healthy and silent.
+func TestFakeGPUDoctorSharedGPU(t *testing.T) {
+	old := engine.IdleWindow
+	engine.IdleWindow = 150 * time.Millisecond
+	t.Cleanup(func() { engine.IdleWindow = old })
+	foreign := []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 2568 << 20}}
+	for _, tc := range []struct {
+		name   string
+		gpus   []int   // where the workload runs
+		share  float64 // of the GPU doctor gets (1: no slowdown)
+		listed bool    // NVML lists its process
+		busy   uint32  // utilisation while doctor idles
+		code   int
+		want   []string
+	}{
+		{"time-sliced on GPU 2, listed", []int{2}, 0.5, true, 100, 1,
+			[]string{"FAIL rank 2 (", "gives its user only 5", "another workload runs on it: pid 4242", "2568 MiB of its memory"}},
+		{"time-sliced on GPUs 0 and 5, listed", []int{0, 5}, 0.4, true, 100, 1,
+			[]string{"FAIL rank 0 (", "FAIL rank 5 (", "pid 4242"}},
+		{"time-sliced on every GPU", []int{0, 1, 2, 3, 4, 5, 6, 7}, 0.5, true, 100, 1,
+			[]string{"FAIL rank 0 (", "FAIL rank 7 (", "pid 4242"}},
+		{"listed, no slowdown", []int{6}, 1, true, 0, 0,
+			[]string{"WARN rank 6 (", "measured while shared: another workload runs on it: pid 4242", "its figures held"}},
+		{"time-sliced on GPU 3, unlisted", []int{3}, 0.5, false, 97, 1,
+			[]string{"FAIL rank 3 (", "one NVML does not list", "at least 97% busy while doctor ran nothing"}},
+		{"unlisted and busy, no slowdown", []int{1}, 1, false, 90, 0,
+			[]string{"WARN rank 1 (", "at least 90% busy"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := fakegpu.HealthyModel(1)
+			m.SliceUS = 20
+			hw := nvmlmock.HGX("H100")
+			for _, g := range tc.gpus {
+				if tc.share < 1 {
+					if m.Shared == nil {
+						m.Shared = map[int]float64{}
+					}
+					m.Shared[g] = tc.share
+				}
+				if tc.listed {
+					hw.GPUs[g].Processes = foreign
+				}
+				hw.GPUs[g].UtilPct = tc.busy
+			}
+			f, out, errOut := fakeMachineFactory(fakegpu.New(hw, fakegpu.Options{Model: m}))
+			code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "256K", "--copy-size", "256K", "--world-size", "256K", "--latency-size", "4K")
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, tc.code, out, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("the report lacks %q:\n%s", w, out)
+				}
+			}
+			// Only the GPUs shared are named.
+			for g := 0; g < 8; g++ {
+				if !slices.Contains(tc.gpus, g) && strings.Contains(out.String(), fmt.Sprintf("rank %d (", g)) {
+					t.Errorf("rank %d is named, but nothing shares its GPU:\n%s", g, out)
+				}
 			}
 		})
 	}
