@@ -3,6 +3,7 @@ package doctor
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,6 +150,39 @@ func TestPortCountersFromSysfs(t *testing.T) {
 	}
 }
 
+// TestCounterRollUp reads many NVLinks' growth as a person would: one line
+// for the host and counter kind, naming how many links grew past the
+// healthy rate and the worst of them; links at a healthy rate add nothing.
+func TestCounterRollUp(t *testing.T) {
+	var growth []CounterGrowth
+	for g := 0; g < 2; g++ {
+		for l := 0; l < 18; l++ {
+			n := uint64(3 * l) // up to 51 over 6 GB: 8.5 per GB, healthy
+			if g == 1 && (l == 4 || l == 9) {
+				n = uint64(400 + 100*l) // 800 and 1300 over 6 GB
+			}
+			growth = append(growth, CounterGrowth{Host: "node-1", Stage: "pairs", Part: CounterPart{GPU: g, BusID: []string{"0000:18:00.0", "0000:2a:00.0"}[g], Link: l},
+				Counter: CtrNVLinkCRCData, Before: 0, After: n, Bytes: 6e9, Seconds: 5})
+		}
+	}
+	d := counterSearch(growth, CounterThresholds{})
+	fs := d.counterFindings(nil)
+	if len(fs) != 1 {
+		t.Fatalf("%d findings, want one line for the host: %+v", len(fs), fs)
+	}
+	want := "nvlink_crc_data grew past its normal rate on 2 NVLinks during the run; the worst, GPU 1 (0000:2a:00.0) NVLink 9, by 1300 (217 per GB over 6 GB, counted by the hardware)"
+	if f := fs[0]; f.Severity != "WARN" || f.Part != "host node-1" || !strings.Contains(f.Msg, want) || !slices.Equal(f.Ranks, []int{1}) {
+		t.Errorf("got %+v, want a WARN for host node-1 saying %q", f, want)
+	}
+	// Every link at a healthy rate: no line at all.
+	for i := range growth {
+		growth[i].After = min(growth[i].After, 40)
+	}
+	if fs := counterSearch(growth, CounterThresholds{}).counterFindings(nil); len(fs) != 0 {
+		t.Errorf("healthy links gave findings: %+v", fs)
+	}
+}
+
 // counterSearch is a search of one host with two GPUs (ranks 0 and 1 on
 // GPUs 0 and 1 of an H200 HGX) whose report holds growth.
 func counterSearch(growth []CounterGrowth, rules CounterThresholds) *search {
@@ -185,19 +219,20 @@ func TestCounterRules(t *testing.T) {
 		sev    string // "" none
 		want   string // in the new finding's or the joined FAIL's words
 	}{
-		{"crc on a healthy link", grow(link, CtrNVLinkCRCData, 96, 12e9, 20), CounterThresholds{}, nil, "WARN",
-			"nvlink_crc_data grew by 96 during the run while 12 GB crossed it (counted by the hardware): 8 per GB"},
-		{"crc on a slow link", grow(link, CtrNVLinkCRCData, 96, 12e9, 20), CounterThresholds{}, []Finding{slowPair}, "joined",
-			"40 GB/s one way; GPU 1 (0000:2a:00.0) NVLink 3 nvlink_crc_data grew by 96"},
+		{"crc at a healthy link's rate", grow(link, CtrNVLinkCRCData, 96, 12e9, 20), CounterThresholds{}, nil, "", ""},
+		{"crc past the healthy rate", grow(link, CtrNVLinkCRCData, 960, 12e9, 20), CounterThresholds{}, nil, "WARN",
+			"nvlink_crc_data grew past its normal rate on 1 NVLink during the run; the worst, GPU 1 (0000:2a:00.0) NVLink 3, by 960 (80 per GB over 12 GB, counted by the hardware); normal for gpu:NVIDIA H200: up to 50 per GB"},
+		{"crc on a slow link", grow(link, CtrNVLinkCRCData, 960, 12e9, 20), CounterThresholds{}, []Finding{slowPair}, "joined",
+			"40 GB/s one way; nvlink_crc_data grew past its normal rate on 1 NVLink during the run; the worst, GPU 1 (0000:2a:00.0) NVLink 3"},
 		{"crc within the class's rule", grow(link, CtrNVLinkCRCData, 96, 12e9, 20), h200, nil, "", ""},
-		{"crc past the class's rule", grow(link, CtrNVLinkCRCData, 960, 12e9, 20), h200, nil, "WARN", "gpu:NVIDIA H200 allows 120"},
+		{"crc past the class's rule", grow(link, CtrNVLinkCRCData, 240, 12e9, 20), h200, nil, "WARN", "normal for gpu:NVIDIA H200: up to 10 per GB"},
 		{"doctor's tally without hardware bytes", grow(link, CtrNVLinkReplay, 4, 0, 20), CounterThresholds{}, nil, "WARN",
-			"while 2 GB crossed it (by doctor's tally)"},
+			"by 4 (2 per GB over 2 GB, by doctor's tally); normal: none"},
 		{"uncorrectable ECC", grow(gpu, CtrECCUncorrected, 1, 0, 20), CounterThresholds{}, []Finding{slowPair}, "FAIL", "uncorrectable memory errors"},
 		{"PCIe replays within 8 a minute", grow(gpu, CtrPCIeReplay, 7, 0, 60), CounterThresholds{}, nil, "", ""},
-		{"PCIe replays past 8 a minute", grow(gpu, CtrPCIeReplay, 20, 0, 60), CounterThresholds{}, nil, "WARN", "allows 8"},
+		{"PCIe replays past 8 a minute", grow(gpu, CtrPCIeReplay, 20, 0, 60), CounterThresholds{}, nil, "WARN", "up to 8 per minute"},
 		{"a port that went down", grow(nic, CtrLinkDowned, 1, 0, 20), CounterThresholds{}, nil, "FAIL", "the port went down"},
-		{"symbol errors", grow(nic, CtrSymbolError, 12, 2e9, 20), CounterThresholds{}, nil, "WARN", "6 per GB"},
+		{"symbol errors", grow(nic, CtrSymbolError, 12, 2e9, 20), CounterThresholds{}, nil, "WARN", "6 per GB over 2 GB"},
 		{"an XID", CounterGrowth{Host: "node-1", Stage: "pairs", Part: gpu, Counter: CtrXID, After: 1, Detail: "79"}, CounterThresholds{}, nil, "FAIL", "XID 79"},
 	} {
 		d := counterSearch([]CounterGrowth{tc.g}, tc.rules)
@@ -218,7 +253,7 @@ func TestCounterRules(t *testing.T) {
 				t.Errorf("%s: %+v, want one %s saying %q", tc.name, added, tc.sev, tc.want)
 				continue
 			}
-			if !strings.HasPrefix(added[0].Part, "node-1 ") || added[0].Kind != "counter-growth" {
+			if !strings.Contains(added[0].Part, "node-1") || added[0].Kind != "counter-growth" {
 				t.Errorf("%s: part %q kind %q", tc.name, added[0].Part, added[0].Kind)
 			}
 		}

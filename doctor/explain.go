@@ -231,13 +231,27 @@ func (d *search) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Findin
 			continue
 		}
 		slices.Sort(m)
-		all := true
+		// The pairs measured on the host: every pair in the full run, one
+		// round of disjoint pairs in quick mode. All slow, covering every
+		// rank of the host, is the host's peer-to-peer path.
+		measured := map[[2]int]bool{}
+		covered := map[int]bool{}
+		for _, pf := range d.rep.Pairs {
+			if pf.Host == h {
+				measured[[2]int{min(pf.A, pf.B), max(pf.A, pf.B)}] = true
+				covered[pf.A], covered[pf.B] = true, true
+			}
+		}
+		all := len(measured) >= 2 && len(covered) == len(m)
 		var oneWay, peers, expected []float64
 		transports := map[string]int{}
 		class := ""
 		for i := 0; i < len(m) && all; i++ {
 			for j := i + 1; j < len(m); j++ {
 				p := [2]int{m[i], m[j]}
+				if !measured[p] {
+					continue
+				}
 				if !slow[p] {
 					all = false
 					break
@@ -261,13 +275,16 @@ func (d *search) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Findin
 			continue
 		}
 		whole[h] = true
-		n := len(m) * (len(m) - 1) / 2
+		n := len(measured)
 		v := median(oneWay)
 		what := "rank"
 		if _, ok := d.devIndex[m[0]]; ok && m[0] < len(d.o.Devices) {
 			what = "GPU"
 		}
 		msg := fmt.Sprintf("every one of its %d %s pairs is slow: %s GB/s one way (median)", n, what, gb(v))
+		if n < len(m)*(len(m)-1)/2 {
+			msg = fmt.Sprintf("every %s pair measured is slow (%d disjoint pairs covering its %d %ss): %s GB/s one way (median)", what, n, len(m), what, gb(v))
+		}
 		if p := median(peers); p > 0 && len(d.hostList) > 1 {
 			msg += fmt.Sprintf(", pairs on other hosts %s GB/s", gb(p))
 		}

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,8 +23,11 @@ type GPUHealth struct {
 	// NVLinks counts the links NVML knows and those active.
 	NVLinks       int `json:"nvlinks,omitempty"`
 	NVLinksActive int `json:"nvlinks_active,omitempty"`
-	// NVLinkErrors sums each error counter over the links.
+	// NVLinkErrors sums each error counter over the links since the driver
+	// loaded; NVLinkGB is the data its links carried meanwhile (both ways,
+	// NVML's throughput counters; 0 where they cannot be read).
 	NVLinkErrors map[string]uint64 `json:"nvlink_errors,omitempty"`
+	NVLinkGB     float64           `json:"nvlink_gb,omitempty"`
 	// ECC and memory repair.
 	ECCUncorrected uint64 `json:"ecc_uncorrected,omitempty"`
 	RetiredPending bool   `json:"retired_pages_pending,omitempty"`
@@ -123,6 +127,14 @@ func ReadGPUHealth(lib nvml.Interface) ([]GPUHealth, string, []string) {
 			g.NVLinks++
 			if st == nvml.FEATURE_ENABLED {
 				g.NVLinksActive++
+			}
+			fv := []nvml.FieldValue{{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: uint32(l)}, {FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: uint32(l)}} //nolint:gosec // G115: a link index below 32
+			if d.GetFieldValues(fv) == nvml.SUCCESS {
+				for _, f := range fv {
+					if f.NvmlReturn == uint32(nvml.SUCCESS) {
+						g.NVLinkGB += float64(binary.NativeEndian.Uint64(f.Value[:])) * 1024 / 1e9
+					}
+				}
 			}
 			for c, name := range []string{"replay", "recovery", "crc_flit", "crc_data"} {
 				if v, ret := d.GetNvLinkErrorCounter(l, nvml.NvLinkErrorCounter(c)); ret == nvml.SUCCESS && v > 0 { //nolint:gosec // G115: NVML's counter index, 0 to 4
@@ -245,10 +257,6 @@ func HealthFindings(hosts []HostFacts) []Finding {
 				add("FAIL", "nvlink-down", p, fmt.Sprintf("%d of %d NVLinks active, its peers have %d", g.NVLinksActive, g.NVLinks, typLinks),
 					"an NVLink is down: check the fabric manager and the NVSwitch trays")
 			}
-			if e := g.NVLinkErrors; e["crc_data"] > 0 || e["recovery"] > 0 {
-				add("WARN", "nvlink-errors", p, fmt.Sprintf("NVLink errors since boot: %s", counters(e)),
-					"a marginal NVLink: the error counters section (counter_growth in the JSON) says whether they grew during this run")
-			}
 			if g.ECCUncorrected > 0 {
 				add("FAIL", "ecc", p, fmt.Sprintf("%d uncorrectable ECC errors since the driver loaded", g.ECCUncorrected),
 					"memory errors: drain the node and reset the GPU")
@@ -262,6 +270,12 @@ func HealthFindings(hosts []HostFacts) []Finding {
 				add("FAIL", "throttle", p, "clocks held down: "+strings.Join(g.Throttle, ", "),
 					"check cooling, power supplies and the GPU's thermal state")
 			}
+		}
+	}
+	for _, h := range hosts {
+		if msg := sinceBoot(h); msg != "" {
+			add("WARN", "nvlink-errors", "host "+h.Host, msg,
+				"a marginal NVLink: the error counters of this run (counter_growth in the JSON) say whether it still counts")
 		}
 	}
 	for _, h := range hosts {
@@ -447,6 +461,46 @@ func medianInt(xs []int) int {
 		}
 	}
 	return int(median(f) + 0.5)
+}
+
+// sinceBoot says, in one line for the host, which GPUs' NVLinks counted
+// errors since the driver loaded beyond what healthy links count for the
+// data they carried (NVLinkCRCPerGB for CRC errors; none for replays and
+// recoveries), the worst first; "" when none did or none can be judged
+// (no byte count).
+func sinceBoot(h HostFacts) string {
+	type bad struct {
+		gpu  GPUHealth
+		rate float64
+	}
+	var over []bad
+	for _, g := range h.GPUs {
+		e := g.NVLinkErrors
+		if len(e) == 0 || g.NVLinkGB <= 0 {
+			continue
+		}
+		crc := float64(e["crc_data"] + e["crc_flit"])
+		if r := crc / g.NVLinkGB; r > NVLinkCRCPerGB || e["replay"] > 0 || e["recovery"] > 0 {
+			over = append(over, bad{g, r})
+		}
+	}
+	if len(over) == 0 {
+		return ""
+	}
+	slices.SortFunc(over, func(a, b bad) int { return cmpFloat(b.rate, a.rate) })
+	w := over[0].gpu
+	return fmt.Sprintf("NVLink errors since the driver loaded beyond the healthy rate on %d %s; the worst, GPU %d (%s): %s over %.3g GB carried, %.3g CRC errors per GB (healthy: up to %d per GB, no replays or recoveries)",
+		len(over), plural(len(over), "GPU"), w.Index, w.BusID, counters(w.NVLinkErrors), w.NVLinkGB, over[0].rate, NVLinkCRCPerGB)
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func counters(m map[string]uint64) string {

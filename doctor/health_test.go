@@ -49,8 +49,10 @@ func TestHealthyMachineHasNoFindings(t *testing.T) {
 func TestHealthFindingsNameEachFault(t *testing.T) {
 	lib := hgx(func(i int, g *nvmlmock.GPU) {
 		switch i {
+		case 0:
+			g.CRCErrors, g.CarriedKiB = 12, 1<<30 // 12 errors over 77 GB: a healthy rate
 		case 1:
-			g.CRCErrors = 12
+			g.CRCErrors, g.CarriedKiB = 12, 1<<10 // 12 over 0.04 GB: far beyond it
 		case 2:
 			g.ActiveLinks = 17 // one NVLink down
 		case 3:
@@ -67,7 +69,7 @@ func TestHealthFindingsNameEachFault(t *testing.T) {
 	})
 	fs := HealthFindings([]HostFacts{hostOf("node-3", lib)})
 	want := map[string]string{ // kind -> the part it must name
-		"nvlink-errors": "node-3 GPU 1 (0000:2a:00.0)",
+		"nvlink-errors": "host node-3",
 		"nvlink-down":   "node-3 GPU 2 (0000:3a:00.0)",
 		"pcie-width":    "node-3 GPU 3 (0000:5d:00.0)",
 		"row-remap":     "node-3 GPU 4 (0000:9a:00.0)",
@@ -87,8 +89,8 @@ func TestHealthFindingsNameEachFault(t *testing.T) {
 		if f.Kind == "throttle" && (!strings.Contains(f.Msg, "hardware slowdown") || strings.Contains(f.Msg, "power cap")) {
 			t.Errorf("throttle message %q: a power cap under load is normal", f.Msg)
 		}
-		if f.Kind == "nvlink-errors" && f.Severity != "WARN" {
-			t.Errorf("NVLink error counts are a warning to watch: %+v", f)
+		if f.Kind == "nvlink-errors" && (f.Severity != "WARN" || !strings.Contains(f.Msg, "on 1 GPU; the worst, GPU 1 (0000:2a:00.0): crc_data 12 over 0.0377 GB carried")) {
+			t.Errorf("NVLink errors since boot: one line for the host naming GPU 1 only, a warning to watch: %+v", f)
 		}
 	}
 }

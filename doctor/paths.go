@@ -181,10 +181,27 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 			ends[f.From] = append(ends[f.From], f)
 			ends[f.To] = append(ends[f.To], f)
 		}
+		// Many paths between the same two leaves on one rail, each between
+		// ranks of its own, share only the uplinks between those leaves:
+		// one finding about them, never one per GPU.
+		var upl []Finding
+		figs, upl = d.uplinkPaths(stage, figs)
+		fs = append(fs, upl...)
+		ends = map[int][]PathFigure{}
+		for _, f := range figs {
+			ends[f.From] = append(ends[f.From], f)
+			ends[f.To] = append(ends[f.To], f)
+		}
 		nic := map[int]bool{}
 		for _, r := range sortedKeys(ends) {
 			ps := ends[r]
-			if len(ps) < 2 {
+			// Its NIC only when slow with two partners or more: two paths
+			// with one partner (each way) are that pair's path.
+			partners := map[int]bool{}
+			for _, p := range ps {
+				partners[p.From+p.To-r] = true
+			}
+			if len(partners) < 2 {
 				continue
 			}
 			nic[r] = true
@@ -218,6 +235,87 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 		}
 	}
 	return fs
+}
+
+// minUplinkPaths is how many slow paths, between distinct ranks, two
+// leaves must share on one rail before their uplinks are named instead of
+// the paths' ends.
+const minUplinkPaths = 3
+
+// uplinkPaths takes out of figs the slow paths that cross between two
+// leaves on one rail in numbers (minUplinkPaths, every end a different
+// rank) and returns one finding per such pair of leaves: the uplinks
+// through that rail's spine. With one round of host pairs the slow side
+// cannot be told; the full run's stage across leaves tells it.
+func (d *search) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []Finding) {
+	fab := d.o.Fabric
+	if fab == nil || len(fab.Leaf) == 0 {
+		return figs, nil
+	}
+	type between struct {
+		a, b string
+		rail int
+	}
+	groups := map[between][]int{} // indices into figs
+	var order []between
+	for i, f := range figs {
+		la, lb := fab.Leaf[f.FromHost], fab.Leaf[f.ToHost]
+		ra, rb := d.localIndex(f.From), d.localIndex(f.To)
+		if la == "" || lb == "" || la == lb || ra != rb || ra < 0 {
+			continue
+		}
+		if lb < la {
+			la, lb = lb, la
+		}
+		k := between{la, lb, ra}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	taken := map[int]bool{}
+	var out []Finding
+	for _, k := range order {
+		idx := groups[k]
+		ranks := map[int]bool{}
+		var vals, peers []float64
+		for _, i := range idx {
+			ranks[figs[i].From], ranks[figs[i].To] = true, true
+			vals, peers = append(vals, figs[i].GBps), append(peers, figs[i].Peers)
+		}
+		// Distinct pairs of ranks: a pair counts once, both ways.
+		if pairs := len(ranks) / 2; pairs < minUplinkPaths {
+			continue
+		}
+		spine := fmt.Sprintf("rail %d's spine", k.rail)
+		if k.rail < len(fab.Spine) && fab.Spine[k.rail] != "" {
+			spine = fab.Spine[k.rail]
+		}
+		for _, i := range idx {
+			taken[i] = true
+		}
+		v, pm := median(vals), median(peers)
+		out = append(out, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-uplink", Part: fmt.Sprintf("uplinks %s ↔ %s ↔ %s", k.a, spine, k.b),
+			Value: v, Peers: pm, Unit: "GB/s",
+			Msg: fmt.Sprintf("NCCL's proxy saw %d paths between %d ranks behind %s and %s on rail %d slow inside one collective: %s GB/s on the wire, the stage's other paths %s GB/s%s; one round of host pairs cannot tell which leaf's uplink is slow",
+				len(idx), len(ranks), k.a, k.b, k.rail, gb(v), gb(pm), drop(v, pm)),
+			Cause: "the cable, optics or switch ports between either leaf and " + spine + ": doctor without --quick measures the uplinks leaf by leaf"})
+	}
+	var rest []PathFigure
+	for i, f := range figs {
+		if !taken[i] {
+			rest = append(rest, f)
+		}
+	}
+	return rest, out
+}
+
+// localIndex is rank r's GPU index on its host (its rail), -1 unknown.
+func (d *search) localIndex(r int) int {
+	if i, ok := d.devIndex[r]; ok {
+		return i
+	}
+	return slices.Index(d.members[d.host(r)], r)
 }
 
 // pathFigure is the report's figure of a path judged slow.

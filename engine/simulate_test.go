@@ -46,6 +46,9 @@ type want struct {
 	rank  int    // the rank named, or -1
 	part  string // a substring of the part named, or ""
 	fault string
+	// quickUplink, if set, is a leaf and spine that an "uplinks A ↔ spine
+	// ↔ B" finding must name (quick mode).
+	quickUplink [2]string
 }
 
 func (w want) matches(f doctor.Finding) bool {
@@ -54,6 +57,9 @@ func (w want) matches(f doctor.Finding) bool {
 	}
 	if w.rank >= 0 && (len(f.Ranks) != 1 || f.Ranks[0] != w.rank) {
 		return false
+	}
+	if u := w.quickUplink; u[0] != "" {
+		return strings.HasPrefix(f.Part, "uplink") && strings.Contains(f.Part, u[0]) && strings.Contains(f.Part, u[1])
 	}
 	return w.part == "" || strings.Contains(f.Part, w.part)
 }
@@ -222,5 +228,49 @@ func TestSimulateScale(t *testing.T) {
 	}
 	if string(golden) != b.String() {
 		t.Errorf("the scale table differs from %s (make simulate UPDATE=1 rewrites it):\n%s", path, b.String())
+	}
+}
+
+// quickWants are the findings quick doctor must make for ws: the same
+// parts, except that a slow uplink is named with the leaf on the other end
+// of the slow paths (one round of host pairs cannot tell the two apart).
+func quickWants(ws []want) []want {
+	out := append([]want(nil), ws...)
+	for i, w := range out {
+		if w.kind == "slow-uplink" {
+			leaf, spine, _ := strings.Cut(strings.TrimPrefix(w.part, "uplink "), " ↔ ")
+			out[i].part = ""
+			out[i].quickUplink = [2]string{leaf, spine}
+		}
+	}
+	return out
+}
+
+// TestSimulateQuickNamesEachFaultSmall is TestSimulateNamesEachFaultSmall
+// in quick mode (node admission): every planted fault named, nothing else.
+func TestSimulateQuickNamesEachFaultSmall(t *testing.T) {
+	for seed := uint64(7); seed <= 9; seed++ {
+		m := model(t, 32, seed)
+		ws := plantAll(m, seed)
+		rep, _ := simulate(t, m, true)
+		checkNamed(t, fmt.Sprintf("32 hosts, quick, seed %d", seed), rep, quickWants(ws))
+	}
+}
+
+// TestSimulateQuickAt1024 is the quick run at 1,024 hosts: every fault
+// kind planted, 10 seeds, and 10 clean seeds with noise on.
+func TestSimulateQuickAt1024(t *testing.T) {
+	simulateScale(t)
+	for seed := uint64(1); seed <= 10; seed++ {
+		m := model(t, 1024, seed)
+		ws := plantAll(m, seed)
+		rep, took := simulate(t, m, true)
+		checkNamed(t, fmt.Sprintf("quick, seed %d", seed), rep, quickWants(ws))
+		t.Logf("1,024 hosts, quick, seed %d, every fault kind planted: %d findings, %.1f s modelled, %.1f s real", seed, len(rep.Findings), rep.Seconds, took.Seconds())
+	}
+	for seed := uint64(101); seed <= 110; seed++ {
+		rep, took := simulate(t, model(t, 1024, seed), true)
+		checkNamed(t, fmt.Sprintf("quick, clean seed %d", seed), rep, nil)
+		t.Logf("1,024 clean hosts, quick, seed %d: %d findings, %.1f s real", seed, len(rep.Findings), took.Seconds())
 	}
 }

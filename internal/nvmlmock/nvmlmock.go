@@ -35,6 +35,9 @@ type GPU struct {
 	// ECC count; RemapPending a row remap waiting for a reset;
 	// ClockReasons NVML's clock event reasons bitmask.
 	CRCErrors    uint64
+	// CarriedKiB is what each NVLink carried each way since the driver
+	// loaded, for the throughput counters (without Live; 0: not supported).
+	CarriedKiB uint64
 	ECCErrors    uint64
 	RemapPending bool
 	ClockReasons uint64
@@ -254,6 +257,16 @@ func (m Machine) NVML() nvml.Interface {
 			return live.pcieReplay, nvml.SUCCESS
 		}
 		d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+			if live == nil && g.CarriedKiB > 0 {
+				for i := range fv {
+					fv[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+					if fv[i].FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX || fv[i].FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX {
+						binary.NativeEndian.PutUint64(fv[i].Value[:], g.CarriedKiB)
+						fv[i].NvmlReturn = uint32(nvml.SUCCESS)
+					}
+				}
+				return nvml.SUCCESS
+			}
 			if live == nil {
 				return nvml.ERROR_NOT_SUPPORTED
 			}

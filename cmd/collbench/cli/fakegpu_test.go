@@ -414,7 +414,7 @@ func TestFakeGPUDoctorPlantedHang(t *testing.T) {
 // workload; with figures that held, a WARN; never healthy and silent.
 func TestFakeGPUDoctorSharedGPU(t *testing.T) {
 	old := engine.IdleWindow
-	engine.IdleWindow = 150 * time.Millisecond
+	engine.IdleWindow = 60 * time.Millisecond
 	t.Cleanup(func() { engine.IdleWindow = old })
 	foreign := []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 2568 << 20}}
 	for _, tc := range []struct {
