@@ -126,7 +126,7 @@ simulate:
 # place); writes the table to doctor-accuracy.md. About 30 minutes on 2 cores.
 ACCURACY ?= 1000
 doctor-accuracy:
-	COLLBENCH_ACCURACY=$(ACCURACY) COLLBENCH_ACCURACY_OUT=$(CURDIR)/doctor-accuracy.md $(GO) test -count=1 -timeout 3h -run TestDoctorAccuracy -v ./engine | grep -vE '^=== (RUN|PAUSE|CONT)'
+	COLLBENCH_ACCURACY=$(ACCURACY) COLLBENCH_ACCURACY_QUICK=$(if $(QUICK),1,) COLLBENCH_ACCURACY_OUT=$(CURDIR)/doctor-accuracy$(if $(QUICK),-quick,).md $(GO) test -count=1 -timeout 3h -run TestDoctorAccuracy -v ./engine | grep -vE '^=== (RUN|PAUSE|CONT)'
 
 # The MPI build under mpirun (scripts/mpi-check.sh): every collective on
 # --backend mpi verified from 8 B to 64 MiB, groups, a hung, a stopped and a

@@ -10,12 +10,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"collbench/internal/bounded"
 	"collbench/internal/yamlwords"
 )
 
@@ -133,9 +133,13 @@ func Defaults() Model {
 
 // Load reads and checks a cluster file.
 func Load(path string) (*Model, error) {
-	data, err := os.ReadFile(path)
+	data, err := bounded.ReadFile(path, bounded.Config)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read cluster file %s: %v", path, errors.Unwrap(err))
+		var big *bounded.TooLargeError
+		if errors.As(err, &big) {
+			return nil, fmt.Errorf("cluster file %v", err)
+		}
+		return nil, fmt.Errorf("cannot read cluster file %s: %v", path, err)
 	}
 	m, err := Parse(data)
 	if err != nil {

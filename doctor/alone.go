@@ -284,8 +284,9 @@ type fillFigure struct {
 
 // SustainWindow is how long the sustained fill loop runs at least: many of
 // the driver's time slices (a few ms each), so that a workload sharing the
-// GPU takes its part of it.
-const SustainWindow = 100 * time.Millisecond
+// GPU takes its part of it. A variable for tests on modeled machines, whose
+// kernels and time slices are short.
+var SustainWindow = 100 * time.Millisecond
 
 // sustainedKernels is how many kernels of one's seconds make up the
 // sustained loop: SustainWindow of them, within bounds that keep a tiny

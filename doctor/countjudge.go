@@ -188,6 +188,11 @@ func (d *search) counterFindings(fs []Finding) []Finding {
 	}
 	for _, k := range order {
 		g := *sum[k]
+		if g.Bytes == 0 {
+			// A count that grew in a stage that sent nothing over the part
+			// is judged against the whole run's traffic over it.
+			g.Moved = max(g.Moved, d.movedInRun(g))
+		}
 		class := d.counterClass(g)
 		rule := d.o.Counters.For(class, g.Counter)
 		if float64(g.Growth()) <= rule.Allowed(g.GB(), g.Seconds/60) {
@@ -325,6 +330,17 @@ func (d *search) ranksOfPart(g CounterGrowth) []int {
 		}
 	}
 	return out
+}
+
+// movedInRun is doctor's tally of the traffic over g's part in every stage.
+func (d *search) movedInRun(g CounterGrowth) float64 {
+	total := 0.0
+	for stage := range d.moved {
+		x := g
+		x.Stage = stage
+		total += d.movedOver(x)
+	}
+	return total
 }
 
 // movedOver is doctor's tally of the traffic over g's part in g's stage:

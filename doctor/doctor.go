@@ -15,7 +15,8 @@ import (
 
 // Options configure a doctor run.
 type Options struct {
-	// Quick runs the health facts and one round of each stage: node admission.
+	// Quick runs the health facts, every GPU pair of each host, and one
+	// round of each other stage: node admission.
 	Quick bool
 	// BWSize and LatSize are the message sizes of the pair and host tests;
 	// CopySize that of each GPU alone and WorldSize of the whole world.

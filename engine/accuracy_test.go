@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
 	"collbench/nccl/fakegpu"
@@ -54,6 +56,14 @@ var plantedFaults = []plantedFault{
 	{"NVLinks down (6-12 of 18)", func(rng *rand.Rand, hw *nvmlmock.Machine, m *fakegpu.Model) ([]int, bool) {
 		g := rng.Intn(len(hw.GPUs))
 		hw.GPUs[g].ActiveLinks = 6 + rng.Intn(7)
+		return []int{g}, false
+	}},
+	{"GPU time-sliced with another workload (30-60% of its time)", func(rng *rand.Rand, hw *nvmlmock.Machine, m *fakegpu.Model) ([]int, bool) {
+		g := rng.Intn(len(hw.GPUs))
+		m.Shared = map[int]float64{g: 0.3 + 0.3*rng.Float64()}
+		m.SliceUS = 4
+		hw.GPUs[g].Processes = []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 2 << 30}}
+		hw.GPUs[g].UtilPct = 100
 		return []int{g}, false
 	}},
 	{"host slow alike (copy 40-70%)", func(rng *rand.Rand, hw *nvmlmock.Machine, m *fakegpu.Model) ([]int, bool) {
@@ -121,7 +131,11 @@ func TestDoctorAccuracy(t *testing.T) {
 		}
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "doctor over seeded modeled HGX H100 hosts (8 GPUs, full mode), %d per kind, %.0f s\n", n, time.Since(start).Seconds())
+	mode := "full mode"
+	if accuracyQuick() {
+		mode = "quick mode"
+	}
+	fmt.Fprintf(&b, "doctor over seeded modeled HGX H100 hosts (8 GPUs, %s), %d per kind, %.0f s\n", mode, n, time.Since(start).Seconds())
 	fmt.Fprintf(&b, "| kind | hosts | right | goal |\n| --- | --- | --- | --- |\n")
 	for k, pf := range plantedFaults {
 		tl := tallies[k]
@@ -149,6 +163,10 @@ func TestDoctorAccuracy(t *testing.T) {
 	}
 }
 
+// accuracyQuick says whether the harness runs doctor --quick
+// (COLLBENCH_ACCURACY_QUICK=1, make doctor-accuracy QUICK=1).
+func accuracyQuick() bool { return os.Getenv("COLLBENCH_ACCURACY_QUICK") == "1" }
+
 // tally counts one kind's runs and keeps the first few wrong ones.
 type tally struct {
 	right, runs int
@@ -172,7 +190,7 @@ func runKind(k int, pf plantedFault, n int) tally {
 			buses = append(buses, all[g])
 		}
 		sys := machineSystem(fakegpu.New(hw, fakegpu.Options{Model: model}))
-		d := Doctor{Backend: "nccl", BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 5, RunFlags: DefaultRunFlags()}
+		d := Doctor{Backend: "nccl", BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 5, Quick: accuracyQuick(), RunFlags: DefaultRunFlags()}
 		rep, err := sys.RunDoctor(context.Background(), d)
 		tl.runs++
 		var ok bool

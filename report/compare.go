@@ -284,8 +284,21 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		return nil, err
 	}
 	c := &Comparison{Baseline: info(baseLabel, base), Current: info(curLabel, cur), Thresholds: th, Counts: map[Verdict]int{}}
+	if results.SameRun(base, cur) {
+		c.Warnings = append(c.Warnings, "the baseline and the current run are the same run: every row compares with itself")
+	}
 	if b, k := c.Baseline.Fingerprint, c.Current.Fingerprint; b != "" && k != "" && b != k {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("machine shape differs: baseline %s (%s), current %s (%s)", b, c.Baseline.Machine, k, c.Current.Machine))
+	} else if bm, km := base.Machine(), cur.Machine(); bm != "" && km != "" && bm != km {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("the machines differ: the baseline ran on %s, the current run on %s", bm, km))
+	}
+	for _, side := range []struct {
+		label string
+		d     *results.Document
+	}{{baseLabel, base}, {curLabel, cur}} {
+		if w := side.d.UnreadWords(); w != "" {
+			c.Warnings = append(c.Warnings, side.label+": "+w)
+		}
 	}
 	if bn, kn := base.Environment.Backend.Name, cur.Environment.Backend.Name; bn != "" && kn != "" && bn != kn {
 		// Two backends side by side (MPI against NCCL, the TCP engine

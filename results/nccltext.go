@@ -177,10 +177,12 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 		}
 		f := strings.Fields(line)
 		if len(f) < layout.n || layout.size < 0 {
+			d.Unread = append(d.Unread, lineNo)
 			continue
 		}
 		size, err := strconv.ParseInt(f[layout.size], 10, 64)
 		if err != nil {
+			d.Unread = append(d.Unread, lineNo)
 			continue
 		}
 		dataLines++
@@ -195,8 +197,8 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 		if layout.dtype >= 0 {
 			row.DType = f[layout.dtype]
 		}
-		if layout.op >= 0 {
-			row.Op = f[layout.op]
+		if layout.op >= 0 && reduces(coll) {
+			row.Op = f[layout.op] // older versions print one for every collective
 		}
 		if layout.root >= 0 {
 			if r, err := strconv.Atoi(f[layout.root]); err == nil {
@@ -210,13 +212,18 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 			samples[key] = s
 			keys = append(keys, key)
 		}
+		read := 0
 		for i, hc := range layout.halves {
 			if i > 1 {
 				break
 			}
 			if h := ntHalf(f, hc); h != nil {
 				s.halfs[i] = append(s.halfs[i], h)
+				read++
 			}
+		}
+		if read == 0 {
+			d.Unread = append(d.Unread, lineNo)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -255,6 +262,15 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 	}
 	d.Summary = Summarize(d.Results, false)
 	return d, nil
+}
+
+// reduces says whether a collective of this name has a reduction op.
+func reduces(coll string) bool {
+	switch coll {
+	case "allreduce", "reduce", "reduce-scatter":
+		return true
+	}
+	return false
 }
 
 // ntHalf reads one half's values; nil where the line has none (N/A).

@@ -3,6 +3,7 @@ package results
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"collbench/internal/bounded"
 	"collbench/internal/jsonwords"
 )
 
@@ -30,8 +32,12 @@ const Expected = "a collbench result (JSON), NCCL benchmark JSON (-J) or NCCL be
 // versions of NCCL's benchmark does not name its collective, and the file
 // name (all_reduce_perf.log) then tells it.
 func ReadNamed(r io.Reader, name string) (*Document, error) {
-	data, err := io.ReadAll(io.LimitReader(r, 1<<30))
+	data, err := bounded.Read(r, orWord(name, "the input"), bounded.Results)
 	if err != nil {
+		var big *bounded.TooLargeError
+		if errors.As(err, &big) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("reading: %w", err)
 	}
 	t := bytes.TrimSpace(data)
@@ -63,6 +69,37 @@ func ReadNamed(r io.Reader, name string) (*Document, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: a JSON object without \"schema\" (collbench) or \"version\" and \"results\" (NCCL's benchmark); expected %s", ErrNotResult, Expected)
+}
+
+func orWord(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// SameRun says whether a and b hold one run: the same rows, measured at
+// the same start on the same host by the same tool (a benchmark log has no
+// start: its rows alone tell).
+func SameRun(a, b *Document) bool {
+	if !a.Started.Equal(b.Started) || a.Environment.Host != b.Environment.Host || a.Tool != b.Tool || len(a.Results) != len(b.Results) {
+		return false
+	}
+	ja, err1 := json.Marshal(a.Results)
+	jb, err2 := json.Marshal(b.Results)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// runWords names a run for people: when and where it started.
+func runWords(d *Document) string {
+	if d.Started.IsZero() {
+		return fmt.Sprintf("the same %d rows", len(d.Results))
+	}
+	host := d.Environment.Host
+	if host == "" {
+		host = "an unnamed host"
+	}
+	return fmt.Sprintf("started %s on %s", d.Started.UTC().Format("2006-01-02 15:04:05Z"), host)
 }
 
 // jsonProblem says in a reader's words what is wrong with a JSON text.
@@ -225,6 +262,21 @@ func readNCCLTests(data []byte) (*Document, error) {
 func MakeBaseline(runs []*Document) (*Document, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no runs to make a baseline from")
+	}
+	for i := range runs {
+		for j := 0; j < i; j++ {
+			if SameRun(runs[i], runs[j]) {
+				return nil, fmt.Errorf("runs %d and %d are the same run (%s): a baseline needs distinct runs, or it counts one run twice", j+1, i+1, runWords(runs[i]))
+			}
+		}
+	}
+	for i := 1; i < len(runs); i++ {
+		if a, b := runs[0].Machine(), runs[i].Machine(); a != "" && b != "" && a != b {
+			return nil, fmt.Errorf("runs 1 and %d come from different machines (%s, and %s): a baseline is of one machine; make one per machine", i+1, a, b)
+		}
+		if a, b := runs[0].Topology, runs[i].Topology; a != nil && b != nil && a.Fingerprint != "" && b.Fingerprint != "" && a.Fingerprint != b.Fingerprint {
+			return nil, fmt.Errorf("runs 1 and %d come from machines of different shapes (%s, and %s): a baseline is of one machine; make one per machine", i+1, a.Summary, b.Summary)
+		}
 	}
 	base := *runs[0]
 	base.Results = nil

@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -43,6 +46,59 @@ type Document struct {
 	Notes []string `json:"notes,omitempty"`
 	// Baseline is set on documents made from several runs (baseline make).
 	Baseline *BaselineInfo `json:"baseline,omitempty"`
+	// Unread are the line numbers of a benchmark log's measured lines
+	// that could not be read and were left out (not kept in JSON).
+	Unread []int `json:"-"`
+}
+
+// UnreadWords says which lines of the file were left out, "" when none:
+// at most eight line numbers, then how many more.
+func (d *Document) UnreadWords() string {
+	if len(d.Unread) == 0 {
+		return ""
+	}
+	var ls []string
+	for i, l := range d.Unread {
+		if i == 8 {
+			ls = append(ls, fmt.Sprintf("and %d more", len(d.Unread)-8))
+			break
+		}
+		ls = append(ls, strconv.Itoa(l))
+	}
+	word := "line"
+	if len(d.Unread) > 1 {
+		word = "lines"
+	}
+	return fmt.Sprintf("%d measured %s could not be read and %s left out: %s %s", len(d.Unread), word, map[bool]string{true: "were", false: "was"}[len(d.Unread) > 1], word, strings.Join(ls, ", "))
+}
+
+// Machine says what ran the document's rows, for telling two machines
+// apart: the backend and the GPU models (sorted, each with its count).
+func (d *Document) Machine() string {
+	backend := d.Environment.Backend.Name
+	if backend == "" {
+		backend = d.Config.Backend
+	}
+	count := map[string]int{}
+	var names []string
+	for _, dev := range d.Environment.Backend.Devices {
+		if dev.Name == "" {
+			continue
+		}
+		if count[dev.Name] == 0 {
+			names = append(names, dev.Name)
+		}
+		count[dev.Name]++
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%dx %s", count[n], n))
+	}
+	if len(parts) == 0 {
+		return backend
+	}
+	return strings.TrimSpace(backend + " on " + strings.Join(parts, ", "))
 }
 
 // BaselineInfo records how a baseline was made.

@@ -5,10 +5,10 @@ package runconfig
 
 import (
 	"bytes"
+	"collbench/internal/bounded"
 	"collbench/internal/yamlwords"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -112,9 +112,13 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 
 // Load reads and checks a suite file.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := bounded.ReadFile(path, bounded.Config)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read config %s: %v", path, errors.Unwrap(err))
+		var big *bounded.TooLargeError
+		if errors.As(err, &big) {
+			return nil, fmt.Errorf("config %v", err)
+		}
+		return nil, fmt.Errorf("cannot read config %s: %v", path, err)
 	}
 	c, err := Parse(data)
 	if err != nil {

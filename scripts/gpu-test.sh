@@ -156,6 +156,38 @@ kill $smi 2>/dev/null
 awk -F, '{ if ($2+0 > m[$1]) m[$1] = $2+0 } END { for (g in m) printf "GPU %s peak memory used during the sweep: %d MiB\n", g, m[g] }' /tmp/gpumem.csv | sort
 grep -E '^#|GiB|MiB|  8 B' "$WORK/sweep.txt" | grep -E '^# (collbench|backend|ranks|[a-z-]+$|wrong|avg)| (8 B|1 MiB|64 MiB|1 GiB|4 GiB) '
 
+step "the same six collectives 8 B - 4 GiB, each in a collbench <collective> run of its own: verified, busbw at 64 MiB and up within 1% of the one sweep's"
+six_ok=1
+for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
+  start=$(date +%s.%N)
+  timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 8:4G --check 1 -n 20 -q -o "$WORK/six-$c.json" > /dev/null 2> "$WORK/six-$c.err"; rc=$?
+  python3 -c "print('$c alone: exit $rc, wall %.1f s' % ($(date +%s.%N) - $start))"
+  [ $rc -eq 0 ] || { six_ok=0; tail -3 "$WORK/six-$c.err"; }
+done
+python3 - "$WORK" <<'PY' || six_ok=0
+import json, sys
+w = sys.argv[1]
+sweep = json.load(open(w + "/sweep.json"))
+worst, bad = 0.0, []
+for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]:
+    alone = json.load(open(f"{w}/six-{c}.json"))
+    a = {r["size_bytes"]: r for r in alone["results"]}
+    for r in sweep["results"]:
+        if r["collective"] != c or r["size_bytes"] < 64 << 20 or r["size_bytes"] not in a:
+            continue
+        x, y = r["out_of_place"]["busbw_gbps"], a[r["size_bytes"]]["out_of_place"]["busbw_gbps"]
+        d = (y - x) / x * 100
+        worst = max(worst, abs(d))
+        if abs(d) > 1:
+            bad.append(f"{c} {r['size_bytes'] >> 20} MiB: sweep {x:.1f}, alone {y:.1f} GB/s ({d:+.1f}%)")
+    print(f"{c}: wrong {alone['summary']['wrong_total']}")
+print(f"busbw at 64 MiB and up, alone against the sweep: largest difference {worst:.2f}%")
+for b in bad:
+    print("  beyond 1%:", b)
+sys.exit(1 if bad else 0)
+PY
+[ $six_ok -eq 1 ] && ok "six collectives in runs of their own: verified, busbw within 1% of the sweep at 64 MiB and up" || bad "six collectives in runs of their own"
+
 step "reference comparison (gpu-machines.md figures, 4x H200, NCCL 2.28.3)"
 python3 - "$WORK/sweep.json" "$ngpu" <<'PY'
 import json, sys

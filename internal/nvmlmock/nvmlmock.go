@@ -34,10 +34,10 @@ type GPU struct {
 	// CRCErrors is link 0's data CRC error count; ECCErrors every total
 	// ECC count; RemapPending a row remap waiting for a reset;
 	// ClockReasons NVML's clock event reasons bitmask.
-	CRCErrors    uint64
+	CRCErrors uint64
 	// CarriedKiB is what each NVLink carried each way since the driver
 	// loaded, for the throughput counters (without Live; 0: not supported).
-	CarriedKiB uint64
+	CarriedKiB   uint64
 	ECCErrors    uint64
 	RemapPending bool
 	ClockReasons uint64

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -244,5 +245,79 @@ func TestReportOfADoctorReport(t *testing.T) {
 	}
 	if !strings.Contains(p, `class="culprit"`) {
 		t.Error("the culprit is not outlined")
+	}
+}
+
+// TestInputsSayWhatWasLeftOut: compare, report and baseline say what they
+// did not use or cannot trust. An NCCL benchmark log with two lines cut
+// short names them by number; a log from 4x V100 compared with a cpu run
+// says the machines differ; one run given twice is named as such, a
+// warning in compare and report, a refusal in baseline, as are runs of two
+// machines in one baseline.
+func TestInputsSayWhatWasLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	logText, err := os.ReadFile("../../../results/testdata/all_gather_perf.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(logText), "\n")
+	var cut []string
+	var lost []int
+	for i, l := range lines {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == "4096" || f[0] == "32768") {
+			l = l[:len(l)/3] // a line cut short, as by a full disk or a killed tee
+			lost = append(lost, i+1)
+		}
+		cut = append(cut, l)
+	}
+	if len(lost) != 2 {
+		t.Fatalf("the fixture changed: %d lines to cut", len(lost))
+	}
+	nccl := filepath.Join(dir, "all_gather_perf.log")
+	if err := os.WriteFile(nccl, []byte(strings.Join(cut, "\n")), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+		t.Fatal(err)
+	}
+	cpu := filepath.Join(dir, "cpu.json")
+	f, _, errOut := testFactory()
+	if code := run(t, f, "allgather", "--sizes", "1K:1M", "-n", "2", "-w", "0", "-q", "-o", cpu); code != 0 {
+		t.Fatalf("the cpu run: %d %s", code, errOut)
+	}
+	f, out, errOut := testFactory()
+	run(t, f, "compare", nccl, cpu)
+	for _, want := range []string{
+		fmt.Sprintf("2 measured lines could not be read and were left out: lines %d, %d", lost[0], lost[1]),
+		"the machines differ: the baseline ran on nccl on 4x Tesla V100-SXM2-32GB, the current run on cpu on 4x host memory"} {
+		if !strings.Contains(out.String()+errOut.String(), want) {
+			t.Errorf("compare does not say %q:\n%s%s", want, out, errOut)
+		}
+	}
+	f, out, errOut = testFactory()
+	if code := run(t, f, "compare", cpu, cpu); code != 0 || !strings.Contains(out.String(), "the same run: every row compares with itself") {
+		t.Errorf("compare of one run with itself: exit %d\n%s%s", code, out, errOut)
+	}
+	f, _, errOut = testFactory()
+	if code := run(t, f, "report", "-o", filepath.Join(dir, "r.html"), cpu, cpu); code != 0 || !strings.Contains(errOut.String(), "are the same run: the page shows it twice") {
+		t.Errorf("report of one run twice: exit %d, stderr %q", code, errOut)
+	}
+	f, _, errOut = testFactory()
+	if code := run(t, f, "baseline", "make", "-o", filepath.Join(dir, "b.json"), nccl); code != 0 || !strings.Contains(errOut.String(), "lines "+fmt.Sprint(lost[0])) {
+		t.Errorf("baseline of a log with lines left out: exit %d, stderr %q", code, errOut)
+	}
+	for _, tc := range []struct {
+		runs []string
+		want string
+	}{
+		{[]string{cpu, cpu}, "runs 1 and 2 are the same run (started "},
+		{[]string{cpu, nccl}, "runs 1 and 2 come from different machines (cpu on 4x host memory, and nccl on 4x Tesla V100-SXM2-32GB)"},
+	} {
+		f, out, errOut := testFactory()
+		code := run(t, f, append([]string{"baseline", "make", "-o", filepath.Join(dir, "x.json")}, tc.runs...)...)
+		msg := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+		if code != engine.ExitUsage || out.Len() != 0 || !strings.HasPrefix(msg[len(msg)-1], "collbench: ") || !strings.Contains(msg[len(msg)-1], tc.want) {
+			t.Errorf("baseline make %v: exit %d, stderr %q, want %q", tc.runs, code, errOut, tc.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "x.json")); err == nil {
+			t.Errorf("baseline make %v wrote its output", tc.runs)
+		}
 	}
 }

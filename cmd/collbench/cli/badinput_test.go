@@ -221,6 +221,12 @@ var badInputCases = []struct {
 	// missing
 	{"compare", "", "compare needs two files"},
 	{"compare @/a.json", "", "compare needs two files"},
+	// files larger than any results file or config
+	{"compare @/a.json @/huge.json", "", "huge.json is 3.0 GiB, more than the 1 GiB collbench reads of such a file"},
+	{"report -o @/out/r.html @/huge.json", "", "huge.json is 3.0 GiB, more than the 1 GiB"},
+	{"baseline make @/a.json @/huge.json", "", "more than the 1 GiB collbench reads"},
+	{"run --config @/huge.yaml", "", "huge.yaml is 64.0 MiB, more than the 16 MiB collbench reads of such a file"},
+	{"doctor --simulate @/huge.yaml", "", "huge.yaml is 64.0 MiB, more than the 16 MiB"},
 	{"compare @/a.json @/a.json @/a.json", "", "compare needs two files"},
 	{"compare @/missing.json @/a.json", "", "cannot read"},
 	{"report -o @/out/r.html @/missing.json", "", "cannot read"},

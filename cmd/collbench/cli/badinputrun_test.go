@@ -70,6 +70,17 @@ func TestBadInputEveryCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Files larger than collbench reads: sparse, so they cost no disk.
+	for name, size := range map[string]int64{"huge.json": 3 << 30, "huge.yaml": 64 << 20} {
+		fh, err := os.Create(filepath.Join(dir, name)) //nolint:gosec // test files in the test's own temporary directory
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		_ = fh.Close()
+	}
 	if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
 		t.Fatal(err)
 	}

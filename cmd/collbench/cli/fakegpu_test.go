@@ -441,7 +441,7 @@ func TestFakeGPUDoctorSharedGPU(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := fakegpu.HealthyModel(1)
-			m.SliceUS = 20
+			m.SliceUS = 4
 			hw := nvmlmock.HGX("H100")
 			for _, g := range tc.gpus {
 				if tc.share < 1 {

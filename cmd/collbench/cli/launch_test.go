@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"collbench/doctor"
 	"collbench/engine"
 	"collbench/results"
 )
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 	// Doctor's idle window samples constant mock figures here: a short one
 	// sees them as well.
 	engine.IdleWindow = 60 * time.Millisecond
+	doctor.SustainWindow = 40 * time.Microsecond // the modeled kernels and time slices are microseconds
 	os.Exit(m.Run())
 }
 

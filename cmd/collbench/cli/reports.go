@@ -13,6 +13,7 @@ import (
 
 	"collbench/doctor"
 	"collbench/engine"
+	"collbench/internal/bounded"
 	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
@@ -181,6 +182,9 @@ func baselineRun(o *BaselineOptions) error {
 		if err != nil {
 			return err
 		}
+		if w := d.UnreadWords(); w != "" {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: warning: %s: %s\n", p, w)
+		}
 		docs = append(docs, d)
 	}
 	b, err := results.MakeBaseline(docs)
@@ -231,6 +235,14 @@ func reportRun(o *ReportOptions) error {
 		}
 		if len(d.Results) == 0 {
 			return engine.UsageErrorf("%s has no result rows: nothing to report (a run stopped before its first row writes none); give a results file with rows", p)
+		}
+		if w := d.UnreadWords(); w != "" {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: warning: %s: %s\n", p, w)
+		}
+		for _, prev := range in.Runs {
+			if results.SameRun(prev.Doc, d) {
+				fmt.Fprintf(o.IO.ErrOut, "collbench: warning: %s and %s are the same run: the page shows it twice\n", prev.Path, p)
+			}
 		}
 		in.Runs = append(in.Runs, report.Series{Label: labels[i], Doc: d, Path: p})
 	}
@@ -326,9 +338,13 @@ func doctorInput(paths []string) (*doctor.Report, string, error) {
 		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 			continue // read once, as results, where it is a pipe or a device
 		}
-		data, err := os.ReadFile(p) //nolint:gosec // G304: a file the user named on the command line
+		data, err := bounded.ReadFile(p, bounded.Results)
 		if err != nil {
-			return nil, p, engine.UsageErrorf("cannot read %s: %v", p, errors.Unwrap(err))
+			var big *bounded.TooLargeError
+			if errors.As(err, &big) {
+				return nil, p, engine.UsageErrorf("%v", err)
+			}
+			return nil, p, engine.UsageErrorf("cannot read %s: %v", p, err)
 		}
 		if !doctor.IsReport(data) {
 			continue

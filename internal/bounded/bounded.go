@@ -1,0 +1,71 @@
+// Package bounded reads the files a user names with a bound on their size:
+// a file above it is refused with its size and the bound, before any of it
+// is read, instead of filling memory or being cut off silently.
+package bounded
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"collbench/internal/words"
+)
+
+// The bounds by kind of file: a results file or report (a 1,024-host
+// doctor report with every figure is tens of MiB), and a config or cluster
+// file a person writes.
+const (
+	Results = int64(1) << 30
+	Config  = int64(16) << 20
+)
+
+// TooLargeError says a file is larger than its bound.
+type TooLargeError struct {
+	Path        string
+	Size, Limit int64 // Size is -1 where only "more than Limit" is known
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Size < 0 {
+		return fmt.Sprintf("%s holds more than %s, the most collbench reads of such a file", e.Path, words.Bytes(e.Limit))
+	}
+	return fmt.Sprintf("%s is %s, more than the %s collbench reads of such a file", e.Path, words.BytesApprox(e.Size), words.Bytes(e.Limit))
+}
+
+// ReadFile reads path whole, refusing a regular file above limit by its
+// size and any other file (a pipe, a device) once it gives more than limit.
+// The errors say what went wrong in words (no such file, permission
+// denied), without Go's operation prefix.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	fh, err := os.Open(path) //nolint:gosec // G304: a file the user named
+	if err != nil {
+		if u := errors.Unwrap(err); u != nil {
+			return nil, u
+		}
+		return nil, err
+	}
+	defer fh.Close()
+	return Read(fh, path, limit)
+}
+
+// Read reads r whole, as ReadFile does; when r is an *os.File of a
+// regular file its size is checked first.
+func Read(r io.Reader, path string, limit int64) ([]byte, error) {
+	if f, ok := r.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > limit {
+			return nil, &TooLargeError{Path: path, Size: st.Size(), Limit: limit}
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		if u := errors.Unwrap(err); u != nil {
+			return nil, u
+		}
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &TooLargeError{Path: path, Size: -1, Limit: limit}
+	}
+	return data, nil
+}
