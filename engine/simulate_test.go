@@ -186,7 +186,7 @@ func TestSimulateCleanAt1024(t *testing.T) {
 // TestSimulateScale writes the rounds and modelled time of every stage,
 // full and quick, from 16 to 4,096 hosts of 8 GPUs (the golden in the
 // README), and holds full doctor at 1,024 hosts to 2 minutes of modelled
-// time and --quick to 30 s.
+// time and --quick to 40 s (it measures every GPU pair of a host too).
 func TestSimulateScale(t *testing.T) {
 	simulateScale(t)
 	var b strings.Builder
@@ -208,8 +208,8 @@ func TestSimulateScale(t *testing.T) {
 			if hosts == 1024 && !quick && rep.Seconds > 120 {
 				t.Errorf("full doctor at 1,024 hosts takes %.1f s modelled, over 2 minutes", rep.Seconds)
 			}
-			if hosts == 1024 && quick && rep.Seconds > 30 {
-				t.Errorf("doctor --quick at 1,024 hosts takes %.1f s modelled, over 30 s", rep.Seconds)
+			if hosts == 1024 && quick && rep.Seconds > 40 {
+				t.Errorf("doctor --quick at 1,024 hosts takes %.1f s modelled, over 40 s", rep.Seconds)
 			}
 		}
 	}
