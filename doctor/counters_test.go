@@ -156,12 +156,12 @@ func TestPortCountersFromSysfs(t *testing.T) {
 func TestCounterRollUp(t *testing.T) {
 	var growth []CounterGrowth
 	for g := 0; g < 2; g++ {
-		for l := 0; l < 18; l++ {
-			n := uint64(3 * l) // up to 51 over 6 GB: 8.5 per GB, healthy
+		for l := uint64(0); l < 18; l++ {
+			n := 3 * l // up to 51 over 6 GB: 8.5 per GB, healthy
 			if g == 1 && (l == 4 || l == 9) {
-				n = uint64(400 + 100*l) // 800 and 1300 over 6 GB
+				n = 400 + 100*l // 800 and 1300 over 6 GB
 			}
-			growth = append(growth, CounterGrowth{Host: "node-1", Stage: "pairs", Part: CounterPart{GPU: g, BusID: []string{"0000:18:00.0", "0000:2a:00.0"}[g], Link: l},
+			growth = append(growth, CounterGrowth{Host: "node-1", Stage: "pairs", Part: CounterPart{GPU: g, BusID: []string{"0000:18:00.0", "0000:2a:00.0"}[g], Link: int(l)}, //nolint:gosec // G115: a link index below 18
 				Counter: CtrNVLinkCRCData, Before: 0, After: n, Bytes: 6e9, Seconds: 5})
 		}
 	}

@@ -270,11 +270,12 @@ func MakeBaseline(runs []*Document) (*Document, error) {
 			}
 		}
 	}
-	for i := 1; i < len(runs); i++ {
-		if a, b := runs[0].Machine(), runs[i].Machine(); a != "" && b != "" && a != b {
+	first := runs[0]
+	for i, r := range runs {
+		if a, b := first.Machine(), r.Machine(); a != "" && b != "" && a != b {
 			return nil, fmt.Errorf("runs 1 and %d come from different machines (%s, and %s): a baseline is of one machine; make one per machine", i+1, a, b)
 		}
-		if a, b := runs[0].Topology, runs[i].Topology; a != nil && b != nil && a.Fingerprint != "" && b.Fingerprint != "" && a.Fingerprint != b.Fingerprint {
+		if a, b := first.Topology, r.Topology; a != nil && b != nil && a.Fingerprint != "" && b.Fingerprint != "" && a.Fingerprint != b.Fingerprint {
 			return nil, fmt.Errorf("runs 1 and %d come from machines of different shapes (%s, and %s): a baseline is of one machine; make one per machine", i+1, a.Summary, b.Summary)
 		}
 	}
