@@ -96,7 +96,14 @@ func TestDoctorDrills(t *testing.T) {
 			var took []float64
 			for i := 0; i < n; i++ {
 				pl := c.places[i%len(c.places)]
-				cmd := exec.Command(bin, "launch", "-n", fmt.Sprint(pl.procs), "--nodes", fmt.Sprint(pl.nodes), "--", "doctor", "--backend", "cpu", "-q", "--format", "json")
+				args := []string{"launch", "-n", fmt.Sprint(pl.procs), "--nodes", fmt.Sprint(pl.nodes), "--", "doctor", "--backend", "cpu", "-q", "--format", "json"}
+				if testing.Short() {
+					// make test: the copies and the world's allreduce at the
+					// bandwidth size; a slowed rank's rounds then take a
+					// quarter of the time.
+					args = append(args, "--copy-size", "1M", "--world-size", "1M")
+				}
+				cmd := exec.Command(bin, args...)
 				cmd.Env = append(os.Environ(), "COLLBENCH_FAULTS="+pl.faults)
 				var out, errb bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &errb

@@ -36,7 +36,7 @@ func TestDoctorHealthyOnCPUWritesEveryFormat(t *testing.T) {
 	}
 	var rep doctor.Report
 	b, _ := os.ReadFile(js)
-	if err := json.Unmarshal(b, &rep); err != nil || !rep.Healthy || len(rep.GPUs) != 4 || len(rep.Pairs) != 2 || rep.World == nil {
+	if err := json.Unmarshal(b, &rep); err != nil || !rep.Healthy || len(rep.GPUs) != 4 || len(rep.Pairs) != 6 || rep.World == nil {
 		t.Fatalf("report %v: %+v", err, rep)
 	}
 	p, _ := os.ReadFile(prom)

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -237,6 +236,9 @@ func TestFakeGPUModelDoctor(t *testing.T) {
 			m.CopyFactor = map[int]float64{0: 0.6, 1: 0.6, 2: 0.6, 3: 0.6, 4: 0.6, 5: 0.6, 6: 0.6, 7: 0.6}
 		}, "FAIL host"},
 	} {
+		if testing.Short() && tc.name != "healthy" && tc.name != "slow link" {
+			continue // make test: the engine's accuracy harness plants the others once each
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			m := fakegpu.HealthyModel(1)
 			tc.set(m)
@@ -276,6 +278,7 @@ func TestFakeGPUHangNamesTheStuckGPU(t *testing.T) {
 	for _, c := range cases {
 		for _, mode := range []string{"per-gpu", "one"} {
 			t.Run(c.name+" "+mode, func(t *testing.T) {
+				t.Parallel() // a machine of its own; the watchdog waits out --timeout
 				f, _, errOut := fakeGPUFactory(4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: c.call, Device: c.dev, Skip: c.skip, Hang: true}}})
 				path := filepath.Join(t.TempDir(), "r.json")
 				args := append(append([]string{}, c.args...), "--backend", "nccl", "--threads", mode, "-n", "5", "-w", "0", "-q", "-o", path, "--timeout", "1s")
@@ -322,6 +325,7 @@ func TestFakeGPUHangNamesTheStuckGPU(t *testing.T) {
 // GPUs wait inside NCCL until the communicators are aborted), the planted
 // fault is announced, and the rows before the hang are kept.
 func TestFakeGPUPlantedHang(t *testing.T) {
+	t.Parallel() // machines of their own; the watchdog mostly waits
 	bus := []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"}
 	for _, c := range []struct {
 		rank  int
@@ -367,6 +371,7 @@ func TestFakeGPUPlantedHang(t *testing.T) {
 // whose thread stops issuing, in different stages: the run still writes
 // its report, whose hung-rank finding names that rank's GPU.
 func TestFakeGPUDoctorPlantedHang(t *testing.T) {
+	t.Parallel() // machines of their own; the watchdog mostly waits
 	bus := []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"}
 	for _, c := range []struct{ rank, at int }{{2, 60}, {1, 5}, {3, 80}} {
 		t.Run(fmt.Sprintf("hang:%d@%d", c.rank, c.at), func(t *testing.T) {
@@ -413,9 +418,6 @@ func TestFakeGPUDoctorPlantedHang(t *testing.T) {
 // lists nothing (another container). Slowed, it is a FAIL naming the
 // workload; with figures that held, a WARN; never healthy and silent.
 func TestFakeGPUDoctorSharedGPU(t *testing.T) {
-	old := engine.IdleWindow
-	engine.IdleWindow = 60 * time.Millisecond
-	t.Cleanup(func() { engine.IdleWindow = old })
 	foreign := []nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: 2568 << 20}}
 	for _, tc := range []struct {
 		name   string
@@ -425,20 +427,24 @@ func TestFakeGPUDoctorSharedGPU(t *testing.T) {
 		busy   uint32  // utilisation while doctor idles
 		code   int
 		want   []string
+		short  bool // run in make test too
 	}{
 		{"time-sliced on GPU 2, listed", []int{2}, 0.5, true, 100, 1,
-			[]string{"FAIL rank 2 (", "gives its user only 5", "another workload runs on it: pid 4242", "2568 MiB of its memory"}},
+			[]string{"FAIL rank 2 (", "gives its user only 5", "another workload runs on it: pid 4242", "2568 MiB of its memory"}, true},
 		{"time-sliced on GPUs 0 and 5, listed", []int{0, 5}, 0.4, true, 100, 1,
-			[]string{"FAIL rank 0 (", "FAIL rank 5 (", "pid 4242"}},
+			[]string{"FAIL rank 0 (", "FAIL rank 5 (", "pid 4242"}, false},
 		{"time-sliced on every GPU", []int{0, 1, 2, 3, 4, 5, 6, 7}, 0.5, true, 100, 1,
-			[]string{"FAIL rank 0 (", "FAIL rank 7 (", "pid 4242"}},
+			[]string{"FAIL rank 0 (", "FAIL rank 7 (", "pid 4242"}, false},
 		{"listed, no slowdown", []int{6}, 1, true, 0, 0,
-			[]string{"WARN rank 6 (", "measured while shared: another workload runs on it: pid 4242", "its figures held"}},
+			[]string{"WARN rank 6 (", "measured while shared: another workload runs on it: pid 4242", "its figures held"}, true},
 		{"time-sliced on GPU 3, unlisted", []int{3}, 0.5, false, 97, 1,
-			[]string{"FAIL rank 3 (", "one NVML does not list", "at least 97% busy while doctor ran nothing"}},
+			[]string{"FAIL rank 3 (", "one NVML does not list", "at least 97% busy while doctor ran nothing"}, false},
 		{"unlisted and busy, no slowdown", []int{1}, 1, false, 90, 0,
-			[]string{"WARN rank 1 (", "at least 90% busy"}},
+			[]string{"WARN rank 1 (", "at least 90% busy"}, true},
 	} {
+		if testing.Short() && !tc.short {
+			continue // make test: one of each kind; make test-long: every place
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			m := fakegpu.HealthyModel(1)
 			m.SliceUS = 4

@@ -79,6 +79,7 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // child processes of their own, mostly waiting
 			args := []string{"allreduce", "--backend", "cpu", "--sizes", "1K,64K", "-n", "2", "-w", "1", "-q"}
 			if tc.launch {
 				args = append([]string{"launch", "-n", "4", "--"}, args...)
