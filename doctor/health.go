@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -487,20 +488,10 @@ func sinceBoot(h HostFacts) string {
 	if len(over) == 0 {
 		return ""
 	}
-	slices.SortFunc(over, func(a, b bad) int { return cmpFloat(b.rate, a.rate) })
+	slices.SortFunc(over, func(a, b bad) int { return cmp.Compare(b.rate, a.rate) })
 	w := over[0].gpu
 	return fmt.Sprintf("NVLink errors since the driver loaded beyond the healthy rate on %d %s; the worst, GPU %d (%s): %s over %.3g GB carried, %.3g CRC errors per GB (healthy: up to %d per GB, no replays or recoveries)",
 		len(over), plural(len(over), "GPU"), w.Index, w.BusID, counters(w.NVLinkErrors), w.NVLinkGB, over[0].rate, NVLinkCRCPerGB)
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func counters(m map[string]uint64) string {
