@@ -110,6 +110,11 @@ type search struct {
 	slowRanks map[int]suspect
 	slowPairs map[string]suspect // by "a-b", a < b
 	found     []Finding
+	// iters is the timed iterations of each measurement: Options.Iters,
+	// cut (for the rest of the run) when one operation is so slow that a
+	// measurement would pass MeasureBudget (bound).
+	iters   int
+	cutNote int // 1 + the index of the note that says so, once cut
 }
 
 // wrongObs is a group in which some rank received wrong values.
@@ -132,7 +137,7 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 	}
 	start := now()
 	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{},
-		members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}}
+		members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}, iters: o.Iters}
 	if dist, ok := w.(suites.Distributed); ok && dist.Control() != nil {
 		d.ctl = dist.Control()
 		d.rank0 = d.ctl.Rank() == 0
@@ -339,7 +344,7 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 	// part is slow in every iteration, a healthy one that shares its host's
 	// cores or links with others is fast in some.
 	plan := suites.Plan{Collectives: []suites.Collective{c}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
-		Sizes: sizes, Iters: d.o.Iters, Warmup: d.o.Warmup, Check: 1, OutOfPlace: true, Average: suites.AvgMean, Seed: uint64(len(d.rep.Plan) + 1), //nolint:gosec // G115: a seed from a small count
+		Sizes: sizes, Iters: d.iters, Warmup: d.o.Warmup, Check: 1, OutOfPlace: true, Average: suites.AvgMean, Seed: uint64(len(d.rep.Plan) + 1), //nolint:gosec // G115: a seed from a small count
 		IterStats: true}
 	rn := &suites.Runner{World: d.w, Layout: l, Plan: plan, Cases: []suites.Case{{Coll: c, DType: dtype.Float32, Op: op, Root: root}},
 		Board: d.o.Board, SkipWorldWarmup: true}
@@ -383,7 +388,65 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 			d.wrong = append(d.wrong, obs)
 		}
 	}
-	return out, nil
+	return out, d.bound(out, stage)
+}
+
+// MeasureBudget bounds the wall time of one measurement (one collective
+// at its sizes): when its slowest operation says that the next one at
+// the full iteration count would take longer, doctor cuts the timed
+// iterations, to no fewer than minIters, for the rest of the run, and
+// says so in a note. A healthy part is far from it (a 256 MiB NVLink
+// pair operation takes about 1 ms; the budget binds at about 45 ms with
+// 20 iterations): it bounds the run where a path is tens of times slower
+// than it should be, such as GPU pairs over NCCL's socket transport.
+var MeasureBudget = 2 * time.Second
+
+const minIters = 3
+
+// bound cuts d.iters after a measurement whose operations were too slow
+// for MeasureBudget (see there); rank 0 decides and every rank follows.
+func (d *search) bound(out [][]*results.Half, stage string) error {
+	if d.iters <= minIters {
+		return nil
+	}
+	next := d.iters
+	var worst float64 // µs, the slowest operation's mean time
+	if d.rank0 {
+		for _, hs := range out {
+			for _, h := range hs {
+				if h == nil {
+					continue
+				}
+				t := h.TimeUS
+				if h.Iter != nil && h.Iter.MeanUS > t {
+					t = h.Iter.MeanUS
+				}
+				worst = max(worst, t)
+			}
+		}
+		// Each timed iteration runs twice (the loop and the per-iteration
+		// timing), besides the warm-up and the check.
+		per := 2*float64(d.iters) + float64(d.o.Warmup) + 1
+		if budget := float64(MeasureBudget.Microseconds()); worst*per > budget {
+			next = max(minIters, int((budget/worst-float64(d.o.Warmup)-1)/2))
+		}
+	}
+	if err := d.agree(&next); err != nil {
+		return err
+	}
+	if next < d.iters && d.rank0 {
+		// One note for the run, the latest cut.
+		note := fmt.Sprintf("%s: one operation took %.1f ms, so the measurements from there on run %d timed iterations instead of %d, to stay within %s each (doctor's bound on one measurement)",
+			stage, worst/1e3, next, d.o.Iters, MeasureBudget)
+		if d.cutNote > 0 {
+			d.rep.Notes[d.cutNote-1] = note
+		} else {
+			d.rep.Notes = append(d.rep.Notes, note)
+			d.cutNote = len(d.rep.Notes)
+		}
+	}
+	d.iters = min(d.iters, next)
+	return nil
 }
 
 // traffic is what one rank sent and received in one stage: over links
@@ -406,7 +469,7 @@ func (d *search) tally(l suites.Layout, c suites.Collective, sizes []int64) {
 		m = map[int]*traffic{}
 		d.moved[d.stageName] = m
 	}
-	execs := float64(d.o.Iters + d.o.Warmup + 1)
+	execs := float64(d.iters + d.o.Warmup + 1)
 	// Each rank both sends and receives, except in a rooted one-way
 	// collective, where each byte is either sent or received.
 	dirs := 2.0

@@ -63,7 +63,7 @@ func (d *search) assemble() {
 		s := d.slowRanks[r]
 		fs = append(fs, Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
 			Value: s.Value, Peers: s.Peers, Expected: s.Expected, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, drop(s.Value, s.Peers)),
-			Cause: d.causeOf([]int{r}, "another workload on this GPU, clocks held down, or a failing GPU")})
+			Cause: d.causeOf([]int{r}, "another workload on this GPU, clocks held down, a failing GPU, or its host issuing the work late (a busy CPU)")})
 	}
 	explained := func(rs ...int) bool {
 		for _, r := range rs {

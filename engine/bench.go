@@ -295,6 +295,12 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		}
 	}
 	rows, runErr := rn.Run(ctx)
+	if plan.Stable && rn.CyclesRun > 0 {
+		doc.Config.Cycles = rn.CyclesRun // the bound stood there while running
+		if rn.StableNote != "" {
+			doc.Notes = append(doc.Notes, rn.StableNote)
+		}
+	}
 	var tooLarge *suites.SizesTooLargeError
 	if errors.As(runErr, &tooLarge) {
 		return nil, pw.Rank0(), &UsageError{Err: runErr} // refused before anything ran
@@ -384,8 +390,8 @@ func (f *System) newDocument(o Bench, p suites.Plan, n int, choice BackendChoice
 	if t, ok := choice.Backend.(suites.Threaded); ok {
 		cfg.Threads = t.Threads()
 	}
-	if p.Cycles > 1 {
-		cfg.Cycles = p.Cycles
+	if p.CycleBound() > 1 {
+		cfg.Cycles, cfg.Stable = p.CycleBound(), p.Stable
 	}
 	for _, c := range p.Collectives {
 		cfg.Collectives = append(cfg.Collectives, c.String())

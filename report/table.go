@@ -91,7 +91,10 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	if c.Misalign > 0 {
 		extra += fmt.Sprintf(", misalign %d", c.Misalign)
 	}
-	if c.Cycles > 1 {
+	switch {
+	case c.Stable:
+		extra += fmt.Sprintf(", cycles until stable, at most %d (each row: the median cycle)", c.Cycles)
+	case c.Cycles > 1:
 		extra += fmt.Sprintf(", cycles %d (each row: the median cycle)", c.Cycles)
 	}
 	if c.Register != "" {

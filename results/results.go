@@ -150,11 +150,14 @@ type Config struct {
 	// blocking mode (-z); Misalign the elements buffers are offset by (-u);
 	// CPUTime reports host time (-C); Cycles the sweep repetitions (-N);
 	// Register the buffer registration (-R: local, symmetric).
-	Agg      int    `json:"agg,omitempty"`
-	Blocking int    `json:"blocking,omitempty"`
-	Misalign int    `json:"misalign,omitempty"`
-	CPUTime  bool   `json:"cpu_time,omitempty"`
-	Cycles   int    `json:"cycles,omitempty"`
+	Agg      int  `json:"agg,omitempty"`
+	Blocking int  `json:"blocking,omitempty"`
+	Misalign int  `json:"misalign,omitempty"`
+	CPUTime  bool `json:"cpu_time,omitempty"`
+	Cycles   int  `json:"cycles,omitempty"`
+	// Stable: the sweep repeated until stable (--stable); Cycles is then
+	// the bound while it runs and the cycles measured once it ends.
+	Stable   bool   `json:"stable,omitempty"`
 	Register string `json:"register,omitempty"`
 	// Explain asks for the algorithm column (--explain).
 	Explain bool `json:"explain,omitempty"`

@@ -21,18 +21,22 @@ import (
 
 // Config is one suite file.
 type Config struct {
-	Name        string      `yaml:"name"`
-	Description string      `yaml:"description"`
-	Backend     string      `yaml:"backend"`
-	Ranks       int         `yaml:"ranks"`
-	Iterations  int         `yaml:"iterations"`
-	Warmup      *int        `yaml:"warmup"` // nil: 5; 0 is no warm-up
-	Check       *int        `yaml:"check"`  // nil: 1; 0 is no verification
-	Suites      []Suite     `yaml:"suites"`
-	Thresholds  *Thresholds `yaml:"thresholds"`
-	Acceptance  *Acceptance `yaml:"acceptance"`
-	Baseline    string      `yaml:"baseline"`
-	Output      string      `yaml:"output"`
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	Backend     string `yaml:"backend"`
+	Ranks       int    `yaml:"ranks"`
+	Iterations  int    `yaml:"iterations"`
+	Warmup      *int   `yaml:"warmup"` // nil: 5; 0 is no warm-up
+	Check       *int   `yaml:"check"`  // nil: 1; 0 is no verification
+	// Stable repeats each suite's sweep until it is stable (--stable), at
+	// most Cycles times (--cycles; 0: the default bound).
+	Stable     bool        `yaml:"stable"`
+	Cycles     int         `yaml:"cycles"`
+	Suites     []Suite     `yaml:"suites"`
+	Thresholds *Thresholds `yaml:"thresholds"`
+	Acceptance *Acceptance `yaml:"acceptance"`
+	Baseline   string      `yaml:"baseline"`
+	Output     string      `yaml:"output"`
 	// Doctor sets collbench doctor's thresholds (doctor --config FILE).
 	Doctor *DoctorConfig `yaml:"doctor"`
 
@@ -216,8 +220,8 @@ func (c *Config) check() error {
 	default:
 		return fmt.Errorf("backend %q must be auto, cpu or nccl", c.Backend)
 	}
-	if c.Iterations < 0 || (c.Warmup != nil && *c.Warmup < 0) || (c.Check != nil && *c.Check < 0) || c.Ranks < 0 {
-		return errors.New("iterations, warmup, check and ranks must not be negative")
+	if c.Iterations < 0 || (c.Warmup != nil && *c.Warmup < 0) || (c.Check != nil && *c.Check < 0) || c.Ranks < 0 || c.Cycles < 0 {
+		return errors.New("iterations, warmup, check, ranks and cycles must not be negative")
 	}
 	for i, s := range c.Suites {
 		where := fmt.Sprintf("line %d: suite %d", s.Line, i+1)

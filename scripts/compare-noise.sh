@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2086 # ARGS, COMPARE_ARGS and the repeat flag are words to pass on
 # compare-noise.sh: how often `collbench compare` calls two runs of the same
 # build on the same machine a regression (false alarms), and whether it still
-# catches a planted slowdown. Runs RUNS+1 sweeps on the cpu backend, each with
-# --cycles CYCLES, compares every run with the one before it, then compares
+# catches a planted slowdown. Runs RUNS+1 sweeps of COLL (allreduce) on
+# BACKEND (cpu; nccl on GPUs), each with --stable (CYCLES=N: --cycles N)
+# and ARGS, compares every run with the one before it, then compares
 # each run with the next one slowed by SLOW percent (every time multiplied,
 # every bandwidth divided: the same noisy data, shifted).
 #
-#   RUNS=20 CYCLES=5 SLOW=10 scripts/compare-noise.sh
+#   RUNS=20 SLOW=25 scripts/compare-noise.sh
+#   BACKEND=nccl SIZES=1M:1G SLOW=5 scripts/compare-noise.sh
 #
 # Prints one line per pair and a summary; exits 1 when fewer than
-# MIN_PASS of the same-build pairs pass or any slowed pair passes.
+# MIN_PASS of the same-build pairs pass or fewer than MIN_CAUGHT of the
+# slowed pairs are caught (both 19 of 20 by default).
 set -euo pipefail
 BIN=${BIN:-bin/collbench}
 RUNS=${RUNS:-20}
-CYCLES=${CYCLES:-5}
+CYCLES=${CYCLES:-stable}
 SLOW=${SLOW:-10}
 SIZES=${SIZES:-8:32M}
+BACKEND=${BACKEND:-cpu}
+COLL=${COLL:-allreduce}
+ARGS=${ARGS:-}
+COMPARE_ARGS=${COMPARE_ARGS:-} # thresholds, e.g. --time-threshold 15 --busbw-threshold 15
 MIN_PASS=${MIN_PASS:-$(( RUNS * 19 / 20 ))}
+MIN_CAUGHT=${MIN_CAUGHT:-$(( RUNS * 19 / 20 ))}
 command -v python3 >/dev/null || { echo "compare-noise.sh: needs python3 (to plant the slowdown)" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "compare-noise.sh: no $BIN: run make build first" >&2; exit 2; }
 dir=${KEEP:-$(mktemp -d)}
 [ -n "${KEEP:-}" ] && mkdir -p "$dir" || trap 'rm -rf "$dir"' EXIT
 for i in $(seq 0 "$RUNS"); do
-  "$BIN" allreduce --backend cpu --sizes "$SIZES" -N "$CYCLES" -q -o "$dir/run$i.json" > /dev/null
+  if [ "$CYCLES" = stable ]; then repeat=--stable; else repeat="-N $CYCLES"; fi
+  timeout -k 10 "${RUN_TIMEOUT:-900}" "$BIN" "$COLL" --backend "$BACKEND" --sizes "$SIZES" $repeat $ARGS -q -o "$dir/run$i.json" > /dev/null
 done
 slowdown() { # slowdown IN OUT: every row SLOW percent slower
   python3 - "$1" "$2" "$SLOW" <<'PY'
@@ -44,16 +54,16 @@ PY
 }
 pass=0 caught=0
 for i in $(seq 1 "$RUNS"); do
-  if "$BIN" compare "$dir/run$((i-1)).json" "$dir/run$i.json" > "$dir/same$i.txt" 2>&1; then
+  if "$BIN" compare $COMPARE_ARGS "$dir/run$((i-1)).json" "$dir/run$i.json" > "$dir/same$i.txt" 2>&1; then
     pass=$((pass+1)); v=PASS
   else v=FAIL; fi
   slowdown "$dir/run$i.json" "$dir/slow$i.json"
-  if "$BIN" compare "$dir/run$((i-1)).json" "$dir/slow$i.json" > "$dir/slowed$i.txt" 2>&1; then
+  if "$BIN" compare $COMPARE_ARGS "$dir/run$((i-1)).json" "$dir/slow$i.json" > "$dir/slowed$i.txt" 2>&1; then
     w=missed
   else caught=$((caught+1)); w=caught; fi
-  "$BIN" compare --format json -o "$dir/same$i.json" "$dir/run$((i-1)).json" "$dir/run$i.json" > /dev/null 2>&1 || true
-  "$BIN" compare --format json -o "$dir/slowed$i.json" "$dir/run$((i-1)).json" "$dir/slow$i.json" > /dev/null 2>&1 || true
+  "$BIN" compare $COMPARE_ARGS --format json -o "$dir/same$i.json" "$dir/run$((i-1)).json" "$dir/run$i.json" > /dev/null 2>&1 || true
+  "$BIN" compare $COMPARE_ARGS --format json -o "$dir/slowed$i.json" "$dir/run$((i-1)).json" "$dir/slow$i.json" > /dev/null 2>&1 || true
   echo "pair $i: same build $v ($(grep -c 'REGRESSED\| regressed ' "$dir/same$i.txt" || true) flagged); ${SLOW}% slower: $w"
 done
-echo "same build: $pass of $RUNS pairs PASS (want at least $MIN_PASS); ${SLOW}% slowdown: caught in $caught of $RUNS"
-[ "$pass" -ge "$MIN_PASS" ] && [ "$caught" -eq "$RUNS" ]
+echo "same build: $pass of $RUNS pairs PASS (want at least $MIN_PASS); ${SLOW}% slowdown: caught in $caught of $RUNS (want at least $MIN_CAUGHT)"
+[ "$pass" -ge "$MIN_PASS" ] && [ "$caught" -ge "$MIN_CAUGHT" ]

@@ -58,7 +58,7 @@ func (p Plan) FloorTime(n int) (time.Duration, float64) {
 	var secs, ops float64
 	for _, sz := range p.Sizes {
 		t := math.Max(OpFloor.Seconds(), float64(sz)/BandwidthFloor)
-		o := perHalf * halves * cases * float64(max(p.Cycles, 1))
+		o := perHalf * halves * cases * float64(p.CycleBound())
 		ops += o
 		secs += o * t
 	}
@@ -79,5 +79,5 @@ func (p Plan) CheckLength(n int, limit time.Duration) error {
 		return nil
 	}
 	return fmt.Errorf("this plan would run for at least %s (%.3g operations of at least %v each: -w %d, -n %d, -m %d, -N %d over %d sizes); the limit is %s: lower the counts, or pass --max-time 0 (or a longer time) to run it anyway",
-		words.Span(floor), ops, OpFloor, p.Warmup, p.Iters, max(p.Agg, 1), max(p.Cycles, 1), len(p.Sizes), words.Span(limit))
+		words.Span(floor), ops, OpFloor, p.Warmup, p.Iters, max(p.Agg, 1), p.CycleBound(), len(p.Sizes), words.Span(limit))
 }

@@ -91,6 +91,10 @@ type Plan struct {
 	// Cycles repeats the whole sweep (-N); each row reports the median of
 	// its cycles, with their range.
 	Cycles int
+	// Stable repeats the whole sweep until it is stable (--stable): at
+	// least StableMinCycles cycles, then until no row's median time moved
+	// more than StableTolerance in the last cycle, at most Cycles.
+	Stable bool
 	// Register registers the buffers with the communicators (-R): 1
 	// locally, 2 as symmetric windows.
 	Register int
@@ -141,6 +145,8 @@ func (p Plan) Validate(n int) error {
 		return fmt.Errorf("invalid --misalign %d: must be 0 to %d elements (an offset of 1 already breaks the alignment)", p.Misalign, MaxMisalign)
 	case p.Cycles < 0:
 		return fmt.Errorf("invalid --cycles %d: must be 1 or more", p.Cycles)
+	case p.Stable && p.Cycles > 1 && p.Cycles < StableMinCycles:
+		return fmt.Errorf("--stable with --cycles %d: the bound must be at least %d cycles (or leave --cycles out: %d)", p.Cycles, StableMinCycles, StableMaxCycles)
 	case p.Register < 0 || p.Register > 2:
 		return fmt.Errorf("invalid --register %d: 0 (off), 1 (local), 2 (symmetric)", p.Register)
 	case p.GraphReplays > 0 && (p.Agg > 1 || p.Blocking > 0):
@@ -191,4 +197,13 @@ func (p Plan) Cases(b Backend, n int) ([]Case, error) {
 		return nil, fmt.Errorf("the %s backend supports none of the requested dtype and op combinations", b.Name())
 	}
 	return out, nil
+}
+
+// CycleBound is the most cycles the plan runs: Cycles, or with Stable and
+// no Cycles of its own, StableMaxCycles.
+func (p Plan) CycleBound() int {
+	if p.Stable && p.Cycles <= 1 {
+		return StableMaxCycles
+	}
+	return max(p.Cycles, 1)
 }

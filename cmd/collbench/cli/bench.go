@@ -55,6 +55,7 @@ type BenchOptions struct {
 	Misalign int
 	CPUTime  bool
 	Cycles   int
+	Stable   bool
 	Register string
 	Memory   bool
 	Explain  bool
@@ -116,6 +117,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.IntVarP(&o.Misalign, "misalign", "u", 0, "offset both buffers by N elements from their aligned start")
 	fs.BoolVarP(&o.CPUTime, "cputime", "C", false, "also report the host time spent issuing each operation")
 	fs.IntVarP(&o.Cycles, "cycles", "N", d.Plan.Cycles, "repeat the whole sweep N times; each row shows the median cycle and the range")
+	fs.BoolVar(&o.Stable, "stable", false, fmt.Sprintf("repeat the whole sweep until it is stable: at least %d cycles, until one moves no row's median by more than %g%%, at most --cycles (default %d); for runs to compare", suites.StableMinCycles, suites.StableTolerance*100, suites.StableMaxCycles))
 	fs.StringVarP(&o.Register, "register", "R", "none", "register the buffers with NCCL: none, local (ncclCommRegister) or symmetric (ncclCommWindowRegister, NCCL 2.27+); also 0, 1, 2")
 	fs.BoolVarP(&o.Memory, "memory", "M", false, "report memory: what the communicators took, the buffers, and what the collectives took on top")
 	fs.BoolVar(&o.Explain, "explain", false, "show which algorithm each row ran with: NCCL's algorithm, protocol and channels (from its tuning log, in a separate probe), or the cpu backend's")

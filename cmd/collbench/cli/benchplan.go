@@ -100,7 +100,7 @@ func (o *BenchOptions) plan() (suites.Plan, error) {
 	}
 	p.Iters, p.Warmup, p.Check, p.Seed = o.Iters, o.Warmup, o.Check, o.Seed
 	p.IterStats, p.GraphReplays = o.IterStats, o.CUDAGraph
-	p.Agg, p.Blocking, p.Misalign, p.CPUTime, p.Cycles = o.Agg, o.Blocking, o.Misalign, o.CPUTime, o.Cycles
+	p.Agg, p.Blocking, p.Misalign, p.CPUTime, p.Cycles, p.Stable = o.Agg, o.Blocking, o.Misalign, o.CPUTime, o.Cycles, o.Stable
 	if o.Agg < 1 {
 		return p, fmt.Errorf("invalid --agg %d: must be 1 or more", o.Agg)
 	}

@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/faults"
 	"collbench/internal/nvmlmock"
@@ -478,5 +480,35 @@ func TestFakeGPUDoctorSharedGPU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFakeGPUDoctorBoundsASlowPath: on a modeled host whose every GPU pair
+// runs at 1% of its NVLinks' rate (as GPU pairs over NCCL's socket
+// transport do), doctor cuts its timed iterations once one operation says
+// a measurement would pass its bound, says so, and still names the host's
+// pairs. A healthy host never reaches the bound.
+func TestFakeGPUDoctorBoundsASlowPath(t *testing.T) {
+	defer func(b time.Duration) { doctor.MeasureBudget = b }(doctor.MeasureBudget)
+	doctor.MeasureBudget = time.Millisecond
+	for _, slow := range []bool{false, true} {
+		m := fakegpu.HealthyModel(1)
+		if slow {
+			m.LinkFactor = map[[2]int]float64{}
+			for a := 0; a < 4; a++ {
+				for b := a + 1; b < 4; b++ {
+					m.LinkFactor[[2]int{a, b}] = 0.01
+				}
+			}
+		}
+		f, out, errOut := fakeGPUFactory(4, fakegpu.Options{Model: m})
+		code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "256K", "--copy-size", "256K", "--world-size", "256K", "--latency-size", "4K")
+		cut := strings.Contains(out.String(), "timed iterations instead of 10, to stay within 1ms each")
+		switch {
+		case !slow && (code != 0 || cut):
+			t.Errorf("healthy: exit %d, iterations cut %v\n%s\n%s", code, cut, out, errOut)
+		case slow && (code != 1 || !cut || !strings.Contains(out.String(), "every one of its 6 GPU pairs is slow")):
+			t.Errorf("slow pairs: exit %d, iterations cut %v\n%s\n%s", code, cut, out, errOut)
+		}
 	}
 }

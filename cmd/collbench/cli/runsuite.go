@@ -146,6 +146,7 @@ func runSuite(o *RunOptions) error {
 			bo.Ctx, bo.Quiet, bo.hideNotice, bo.Timeout = o.Ctx, o.Quiet, si > 0 || li > 0, o.Timeout
 			bo.Backend, bo.Ranks, bo.Iters = cmp.Or(cfg.Backend, bo.Backend), cfg.Ranks, cmp.Or(cfg.Iterations, bo.Iters)
 			bo.Sizes, bo.RankList, bo.IterStats = s.Sizes, layout, s.IterStats
+			bo.Stable, bo.Cycles = cfg.Stable, cmp.Or(cfg.Cycles, bo.Cycles)
 			bo.DType, bo.Op = cmp.Or(strings.Join(s.DTypes, ","), bo.DType), cmp.Or(strings.Join(s.Ops, ","), bo.Op)
 			bo.Root, bo.Mode = cmp.Or(s.Root, bo.Root), cmp.Or(s.Mode, bo.Mode)
 			if cfg.Warmup != nil {
@@ -260,6 +261,12 @@ func (o *BenchOptions) equivalentCommand() []string {
 	}
 	if o.IterStats {
 		args = append(args, "--iter-stats")
+	}
+	if o.Stable {
+		args = append(args, "--stable")
+	}
+	if o.Cycles > 1 {
+		args = append(args, "--cycles", strconv.Itoa(o.Cycles))
 	}
 	return args
 }
