@@ -4,6 +4,7 @@
 package bounded
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,4 +69,52 @@ func Read(r io.Reader, path string, limit int64) ([]byte, error) {
 		return nil, &TooLargeError{Path: path, Size: -1, Limit: limit}
 	}
 	return data, nil
+}
+
+// Open opens path for reading, giving up when ctx ends while the open
+// waits (a named pipe that no one writes to blocks there). Until release
+// is called, ctx's end also closes the file, which ends a read that waits
+// on a pipe or a device; regular files need neither.
+func Open(ctx context.Context, path string) (fh *os.File, release func(), err error) {
+	type opened struct {
+		fh  *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path) //nolint:gosec // G304: a file the user named
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			if u := errors.Unwrap(o.err); u != nil {
+				return nil, nil, u
+			}
+			return nil, nil, o.err
+		}
+		fh = o.fh
+	case <-ctx.Done():
+		go func() {
+			if o := <-ch; o.fh != nil {
+				_ = o.fh.Close()
+			}
+		}()
+		return nil, nil, &StoppedError{Path: path, Opening: true}
+	}
+	stop := context.AfterFunc(ctx, func() { _ = fh.Close() })
+	return fh, func() { stop(); _ = fh.Close() }, nil
+}
+
+// StoppedError says a signal (the context's end) stopped the wait for a file.
+type StoppedError struct {
+	Path    string
+	Opening bool
+}
+
+func (e *StoppedError) Error() string {
+	if e.Opening {
+		return fmt.Sprintf("stopped while waiting to open %s (a named pipe that no one writes to?)", e.Path)
+	}
+	return fmt.Sprintf("stopped while reading %s", e.Path)
 }

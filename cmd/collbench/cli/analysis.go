@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,29 +14,51 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
+	"collbench/internal/bounded"
 	"collbench/report"
 	"collbench/results"
 	"collbench/suites"
 )
 
 // readResults reads a collbench result or NCCL benchmark JSON file; every
-// failure is a usage error naming the file.
-func readResults(path string) (*results.Document, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, engine.UsageErrorf("cannot read %s: %v", path, errors.Unwrap(err))
+// failure is a usage error naming the file. A signal (ctx's end) stops a
+// wait on a pipe or device at once.
+func readResults(ctx context.Context, path string) (*results.Document, error) {
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	defer fh.Close()
+	fh, release, err := bounded.Open(ctx, path)
+	var stopped *bounded.StoppedError
+	switch {
+	case errors.As(err, &stopped):
+		return nil, bySignal(ctx, err)
+	case err != nil:
+		return nil, engine.UsageErrorf("cannot read %s: %v", path, err)
+	}
+	defer release()
 	d, err := results.ReadNamed(fh, path)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, bySignal(ctx, &bounded.StoppedError{Path: path})
+		}
 		return nil, engine.UsageErrorf("%s: %v", path, err)
 	}
 	return d, nil
 }
 
+// bySignal gives err the exit code of the signal that ended ctx, if one did.
+func bySignal(ctx context.Context, err error) error {
+	var sc *engine.SignalCause
+	if errors.As(context.Cause(ctx), &sc) {
+		return fmt.Errorf("%w (%w)", err, &engine.SignalError{Sig: sc.Sig, Rows: -1})
+	}
+	return err
+}
+
 // CompareOptions are the flags of `collbench compare`.
 type CompareOptions struct {
 	IO           *IOStreams
+	Ctx          context.Context
 	Format       string
 	Output       string
 	AllowMissing bool
@@ -75,7 +98,7 @@ nothing in common.`,
 		},
 		Example: "  collbench compare baseline.json today.json\n  collbench compare baseline.json today.json --format markdown > comment.md\n  collbench compare old-nccl-tests.json today.json --format junit -o junit.xml",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.BasePath, o.CurPath = args[0], args[1]
+			o.BasePath, o.CurPath, o.Ctx = args[0], args[1], cmd.Context()
 			if runF != nil {
 				return runF(o)
 			}
@@ -136,11 +159,11 @@ func compareRun(o *CompareOptions) error {
 	if err := notAnInput(o.Output, basePath, curPath); err != nil {
 		return err
 	}
-	base, err := readResults(basePath)
+	base, err := readResults(o.Ctx, basePath)
 	if err != nil {
 		return err
 	}
-	cur, err := readResults(curPath)
+	cur, err := readResults(o.Ctx, curPath)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"collbench/internal/faults"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -226,28 +227,42 @@ func TestFakeGPUVerifyGroupsThatStopsSaysSo(t *testing.T) {
 }
 
 // TestSignalEndsACommandBlockedOnARead: compare of a named pipe nobody
-// writes blocks in the kernel; the first SIGINT still ends it, within the
-// signal's grace, exit 130, in one line.
+// writes blocks in the kernel's open, and of one whose writer never
+// writes, in a read; the first SIGINT ends either at once (not by the
+// signal's grace), exit 130, in one line naming the file.
 func TestSignalEndsACommandBlockedOnARead(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	a, fifo := filepath.Join(dir, "a.json"), filepath.Join(dir, "fifo")
+	a := filepath.Join(dir, "a.json")
 	f, _, errOut := testFactory()
 	if code := run(t, f, "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "1", "-w", "0", "-q", "-o", a); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := startSelf(t, nil, "compare", a, fifo)
-	time.Sleep(500 * time.Millisecond)
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	sent := time.Now()
-	code := p.wait(t, 30*time.Second)
-	if took := p.ended.Sub(sent); took > engine.SignalGrace+time.Second {
-		t.Errorf("exited %v after SIGINT", took)
-	}
-	if msg := strings.TrimSpace(p.errb.String()); code != engine.ExitInterrupted || strings.Count(msg, "\n") > 0 || !strings.Contains(msg, "did not stop within") {
-		t.Errorf("exit %d, stderr %q", code, msg)
+	for _, c := range []struct {
+		name, want string
+		writer     bool
+	}{{"no writer", "stopped while waiting to open", false}, {"a silent writer", "stopped while reading", true}} {
+		fifo := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if c.writer {
+			go func() {
+				if fh, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+					t.Cleanup(func() { fh.Close() })
+				}
+			}()
+		}
+		p := startSelf(t, nil, "compare", a, fifo)
+		time.Sleep(500 * time.Millisecond)
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		sent := time.Now()
+		code := p.wait(t, 30*time.Second)
+		if took := p.ended.Sub(sent); took >= engine.SignalGrace {
+			t.Errorf("%s: exited %v after SIGINT, by the signal's grace", c.name, took)
+		}
+		if msg := strings.TrimSpace(p.errb.String()); code != engine.ExitInterrupted || strings.Count(msg, "\n") > 0 || !strings.Contains(msg, c.want+" "+fifo) {
+			t.Errorf("%s: exit %d, stderr %q", c.name, code, msg)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 // BaselineOptions are the arguments of `collbench baseline make`.
 type BaselineOptions struct {
 	IO     *IOStreams
+	Ctx    context.Context
 	Runs   []string // the run files
 	Output string
 }
@@ -46,7 +48,7 @@ func NewCmdBaseline(f *Factory, runF func(*BaselineOptions) error) *cobra.Comman
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Runs = args
+			o.Runs, o.Ctx = args, cmd.Context()
 			if runF != nil {
 				return runF(o)
 			}
@@ -61,6 +63,7 @@ func NewCmdBaseline(f *Factory, runF func(*BaselineOptions) error) *cobra.Comman
 // ReportOptions are the arguments of `collbench report`.
 type ReportOptions struct {
 	IO                      *IOStreams
+	Ctx                     context.Context
 	Runs                    []string
 	Output, Baseline, Title string
 	// History and Node plot one node's doctor history instead of runs.
@@ -91,7 +94,7 @@ header and topology, bus bandwidth and small-message time plots per collective
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Runs = args
+			o.Runs, o.Ctx = args, cmd.Context()
 			if runF != nil {
 				return runF(o)
 			}
@@ -140,6 +143,7 @@ func historyReportRun(o *ReportOptions) error {
 // PlotOptions are the arguments of `collbench plot`.
 type PlotOptions struct {
 	IO                               *IOStreams
+	Ctx                              context.Context
 	Runs                             []string
 	Output, Kind, Collective, Format string
 }
@@ -158,7 +162,7 @@ func NewCmdPlot(f *Factory, runF func(*PlotOptions) error) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Runs = args
+			o.Runs, o.Ctx = args, cmd.Context()
 			if runF != nil {
 				return runF(o)
 			}
@@ -178,7 +182,7 @@ func baselineRun(o *BaselineOptions) error {
 	}
 	var docs []*results.Document
 	for _, p := range o.Runs {
-		d, err := readResults(p)
+		d, err := readResults(o.Ctx, p)
 		if err != nil {
 			return err
 		}
@@ -229,7 +233,7 @@ func reportRun(o *ReportOptions) error {
 	in := report.HTMLInput{Title: o.Title}
 	labels := shortLabels(append(slices.Clone(o.Runs), o.Baseline))
 	for i, p := range o.Runs {
-		d, err := readResults(p)
+		d, err := readResults(o.Ctx, p)
 		if err != nil {
 			return err
 		}
@@ -247,7 +251,7 @@ func reportRun(o *ReportOptions) error {
 		in.Runs = append(in.Runs, report.Series{Label: labels[i], Doc: d, Path: p})
 	}
 	if o.Baseline != "" {
-		b, err := readResults(o.Baseline)
+		b, err := readResults(o.Ctx, o.Baseline)
 		if err != nil {
 			return err
 		}
@@ -304,7 +308,7 @@ func plotRun(o *PlotOptions) error {
 	}
 	var series []report.Series
 	for _, p := range args {
-		d, err := readResults(p)
+		d, err := readResults(o.Ctx, p)
 		if err != nil {
 			return err
 		}

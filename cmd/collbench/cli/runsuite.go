@@ -99,7 +99,7 @@ func runSuite(o *RunOptions) error {
 	}
 	var baseDoc *results.Document
 	if baseline != "" {
-		if baseDoc, err = readResults(baseline); err != nil {
+		if baseDoc, err = readResults(o.Ctx, baseline); err != nil {
 			return err
 		}
 	}
