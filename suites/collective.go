@@ -6,6 +6,8 @@ package suites
 import (
 	"fmt"
 	"strings"
+
+	"collbench/dtype"
 )
 
 // Collective is one of the communication patterns collbench measures.
@@ -221,46 +223,25 @@ func GeometryFor(c Collective, size int64, elemSize, n, rank int) Geometry {
 	return g
 }
 
-// ReduceOp is a reduction operation.
-type ReduceOp int
+// ReduceOp is a reduction operation (dtype.ReduceOp: the arithmetic is
+// the element types').
+type ReduceOp = dtype.ReduceOp
 
 // The reduction operations, in NCCL's order. NoOp marks collectives without one.
 const (
-	Sum ReduceOp = iota
-	Prod
-	Max
-	Min
-	Avg
-	numOps
-	NoOp ReduceOp = -1
+	Sum  = dtype.Sum
+	Prod = dtype.Prod
+	Max  = dtype.Max
+	Min  = dtype.Min
+	Avg  = dtype.Avg
+	NoOp = dtype.NoOp
 )
 
-var opNames = [numOps]string{"sum", "prod", "max", "min", "avg"}
-
 // AllOps returns every reduction operation.
-func AllOps() []ReduceOp { return []ReduceOp{Sum, Prod, Max, Min, Avg} }
+func AllOps() []ReduceOp { return dtype.AllOps() }
 
 // ParseOp accepts an operation's name, case-insensitively.
-func ParseOp(s string) (ReduceOp, error) {
-	k := strings.ToLower(strings.TrimSpace(s))
-	for i, n := range opNames {
-		if k == n {
-			return ReduceOp(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown op %q (valid: %s, or all)", s, strings.Join(opNames[:], ", "))
-}
-
-// String returns the operation's name, or "none" for NoOp.
-func (o ReduceOp) String() string {
-	if o == NoOp {
-		return "none"
-	}
-	if o < 0 || o >= numOps {
-		return fmt.Sprintf("op(%d)", int(o))
-	}
-	return opNames[o]
-}
+func ParseOp(s string) (ReduceOp, error) { return dtype.ParseOp(s) }
 
 // VCount is how many elements rank `from` sends to rank `to` in an
 // alltoallv of average count per peer on n ranks: the weight 1+((to-from)

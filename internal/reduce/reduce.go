@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"collbench/dtype"
-	"collbench/suites"
 )
 
 type native interface {
@@ -24,22 +23,22 @@ func view[T native](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
 }
 
-func reduceNative[T native](dst, src []T, op suites.ReduceOp) {
+func reduceNative[T native](dst, src []T, op dtype.ReduceOp) {
 	src = src[:len(dst)]
 	switch op {
-	case suites.Sum, suites.Avg:
+	case dtype.Sum, dtype.Avg:
 		for i := range dst {
 			dst[i] += src[i]
 		}
-	case suites.Prod:
+	case dtype.Prod:
 		for i := range dst {
 			dst[i] *= src[i]
 		}
-	case suites.Max:
+	case dtype.Max:
 		for i := range dst {
 			dst[i] = max(dst[i], src[i])
 		}
-	case suites.Min:
+	case dtype.Min:
 		for i := range dst {
 			dst[i] = min(dst[i], src[i])
 		}
@@ -53,13 +52,13 @@ func divideNative[T native](dst []T, n int) {
 	}
 }
 
-func apply32(a, b float32, op suites.ReduceOp) float32 {
+func apply32(a, b float32, op dtype.ReduceOp) float32 {
 	switch op {
-	case suites.Prod:
+	case dtype.Prod:
 		return a * b
-	case suites.Max:
+	case dtype.Max:
 		return max(a, b)
-	case suites.Min:
+	case dtype.Min:
 		return min(a, b)
 	}
 	return a + b
@@ -67,7 +66,7 @@ func apply32(a, b float32, op suites.ReduceOp) float32 {
 
 // Into combines src into dst elementwise: dst = dst op src. Avg sums;
 // Divide finishes it.
-func Into(dst, src []byte, t dtype.DType, op suites.ReduceOp) {
+func Into(dst, src []byte, t dtype.DType, op dtype.ReduceOp) {
 	switch t {
 	case dtype.Int8:
 		reduceNative(view[int8](dst), view[int8](src), op)
@@ -118,14 +117,14 @@ var (
 
 type fp8Key struct {
 	t  dtype.DType
-	op suites.ReduceOp
+	op dtype.ReduceOp
 }
 
-func fp8Table(t dtype.DType, op suites.ReduceOp) *[1 << 16]uint8 {
+func fp8Table(t dtype.DType, op dtype.ReduceOp) *[1 << 16]uint8 {
 	fp8Once.Do(func() {
 		fp8Tables = map[fp8Key]*[1 << 16]uint8{}
 		for _, ft := range []dtype.DType{dtype.Float8E4M3, dtype.Float8E5M2} {
-			for _, o := range suites.AllOps() {
+			for _, o := range dtype.AllOps() {
 				tab := new([1 << 16]uint8)
 				for a := 0; a < 256; a++ {
 					for b := 0; b < 256; b++ {

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// layers are collbench's floors, lowest first, as docs/architecture.md
+// draws them: a package imports only packages of its own floor or below.
+// A package missing here fails the test, so a new one is placed
+// deliberately.
+var layers = [][]string{
+	{"dtype", "internal/..."},
+	{"results", "watchdog", "bootstrap", "cuda", "cluster", "launch", "topology"},
+	{"suites", "nccl/driver", "nccl/kernels", "nccl/kernels/hostemu", "nccl/profiler"},
+	{"backend/cpu", "backend/mpi", "backend/sim", "nccl", "nccl/fakegpu", "nccl/probe", "report"},
+	{"doctor"},
+	{"runconfig", "engine"},
+	{"cmd/collbench/cli", "cmd/collbench", "drills"},
+}
+
+// cgoAllowed are the bindings, the only packages that may import "C".
+var cgoAllowed = []string{"cuda", "nccl", "nccl/profiler", "nccl/fakegpu", "nccl/kernels/hostemu", "backend/mpi"}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	CgoFiles   []string
+}
+
+func floor(pkg string) int {
+	for i, l := range layers {
+		for _, p := range l {
+			if p == pkg || (strings.HasSuffix(p, "/...") && strings.HasPrefix(pkg, strings.TrimSuffix(p, "..."))) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// TestImportsGoDownward lists every package (with and without the mpi
+// build tag) and fails on an import up a floor, a package on no floor, an
+// internal package that imports anything but leaf helpers, and cgo outside
+// the bindings.
+func TestImportsGoDownward(t *testing.T) {
+	for _, tags := range []string{"", "mpi"} {
+		args := []string{"list", "-json"}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		cmd := exec.Command("go", append(args, "collbench/...")...)
+		cmd.Dir = "../.."
+		if tags == "mpi" {
+			cmd.Env = append(cmd.Environ(), "CGO_ENABLED=1")
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(out)))
+		for {
+			var p listed
+			if err := dec.Decode(&p); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			me := strings.TrimPrefix(p.ImportPath, "collbench/")
+			at := floor(me)
+			if at < 0 {
+				t.Errorf("%s is on no floor of docs/architecture.md: place it in layers", me)
+				continue
+			}
+			for _, imp := range p.Imports {
+				if !strings.HasPrefix(imp, "collbench/") {
+					continue
+				}
+				dep := strings.TrimPrefix(imp, "collbench/")
+				if f := floor(dep); f > at {
+					t.Errorf("%s (floor %d) imports %s (floor %d): an import up a floor", me, at, dep, f)
+				}
+				if strings.HasPrefix(me, "internal/") && !strings.HasPrefix(dep, "internal/") && dep != "dtype" {
+					t.Errorf("%s imports %s: internal packages are leaf helpers", me, dep)
+				}
+			}
+			if len(p.CgoFiles) > 0 && !slices.Contains(cgoAllowed, me) {
+				t.Errorf("%s uses cgo: only the bindings may (%s)", me, strings.Join(cgoAllowed, ", "))
+			}
+		}
+	}
+}
