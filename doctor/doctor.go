@@ -15,14 +15,10 @@ import (
 
 // Options configure a doctor run.
 type Options struct {
-	// Quick runs the health facts, every GPU pair of each host, and one
-	// round of each other stage: node admission.
-	Quick bool
-	// BWSize and LatSize are the message sizes of the pair and host tests;
-	// CopySize that of each GPU alone and WorldSize of the whole world.
-	BWSize, LatSize, CopySize, WorldSize int64
-	Iters, Warmup                        int
-	Thresholds                           Thresholds
+	// Knobs are the mode, sizes and iterations, every one set
+	// (DefaultKnobs).
+	Knobs
+	Thresholds Thresholds
 	// Expectations replace, by GPU model, the healthy shares GPUs alone
 	// are held to.
 	Expectations Expectations

@@ -190,7 +190,7 @@ func runKind(k int, pf plantedFault, n int) tally {
 			buses = append(buses, all[g])
 		}
 		sys := machineSystem(fakegpu.New(hw, fakegpu.Options{Model: model}))
-		d := Doctor{Backend: "nccl", BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 5, Quick: accuracyQuick(), RunFlags: DefaultRunFlags()}
+		d := Doctor{Backend: "nccl", Knobs: doctor.Knobs{BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 5, Quick: accuracyQuick()}, RunFlags: DefaultRunFlags()}
 		rep, err := sys.RunDoctor(context.Background(), d)
 		tl.runs++
 		var ok bool

@@ -29,12 +29,10 @@ import (
 type Doctor struct {
 	Backend, NCCLLib string
 	Ranks            int
-	Quick            bool
-	// BWSize, LatSize, CopySize and WorldSize are the message sizes of the
-	// stages; 0 takes the backend's default.
-	BWSize, LatSize, CopySize, WorldSize int64
-	Iters                                int // 0: the backend's default
-	Thresholds                           *doctor.Thresholds
+	// Knobs are the mode, sizes and iterations; a size or count left 0
+	// takes the backend's default (doctor.DefaultKnobs).
+	doctor.Knobs
+	Thresholds *doctor.Thresholds
 	// Expectations replace, by GPU model, the healthy shares of GPUs alone.
 	Expectations doctor.Expectations
 	// Counters are the rules for error counters that grow during the run.
@@ -79,19 +77,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	defer ss.Close()
 	b, pw := ss.Choice.Backend, ss.PW
 	gpu := b.Name() == "nccl"
-	def := func(given, g, c int64) int64 {
-		switch {
-		case given > 0:
-			return given
-		case gpu:
-			return g
-		}
-		return c
-	}
-	opts := doctor.Options{Quick: d.Quick, Backend: b.Name(), Hosts: ss.Hosts, Board: board,
-		BWSize: def(d.BWSize, 256<<20, 1<<20), LatSize: def(d.LatSize, 4<<10, 4<<10),
-		CopySize: def(d.CopySize, 256<<20, 4<<20), WorldSize: def(d.WorldSize, 1<<30, 4<<20)}
-	opts.Iters, opts.Warmup = int(def(int64(d.Iters), 10, 15)), int(def(0, 2, 1))
+	opts := doctor.Options{Knobs: d.Knobs.Or(doctor.DefaultKnobs(!gpu)), Backend: b.Name(), Hosts: ss.Hosts, Board: board}
 	opts.Expectations, opts.Counters = d.Expectations, d.Counters
 	rules := doctor.DefaultRules
 	if !gpu {

@@ -52,7 +52,7 @@ func TestFaultFindingNamesThePart(t *testing.T) {
 func TestDoctorSkipsWhatCannotRunHere(t *testing.T) {
 	sys, _ := testSystem()
 	var said []string
-	d := Doctor{Backend: "cpu", Ranks: 1, Quick: true, RunFlags: DefaultRunFlags(), Progress: func(s string) { said = append(said, s) }}
+	d := Doctor{Backend: "cpu", Ranks: 1, Knobs: doctor.Knobs{Quick: true}, RunFlags: DefaultRunFlags(), Progress: func(s string) { said = append(said, s) }}
 	rep, err := sys.RunDoctor(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestDoctorNamesCountersThatGrow(t *testing.T) {
 	hw.XIDs = make(chan nvmlmock.XID, 1)
 	hw.XIDs <- nvmlmock.XID{GPU: 3, Code: 79}
 	sys := machineSystem(fakegpu.New(hw, fakegpu.Options{Model: fakegpu.HealthyModel(1)}))
-	d := Doctor{Backend: "nccl", BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 3, Quick: true, RunFlags: DefaultRunFlags()}
+	d := Doctor{Backend: "nccl", Knobs: doctor.Knobs{BWSize: 256 << 10, CopySize: 256 << 10, WorldSize: 256 << 10, LatSize: 4 << 10, Iters: 3, Quick: true}, RunFlags: DefaultRunFlags()}
 	rep, err := sys.RunDoctor(context.Background(), d)
 	if rep == nil {
 		t.Fatal(err)

@@ -14,14 +14,12 @@ import (
 // Simulation is a doctor run on a cluster model instead of a cluster.
 type Simulation struct {
 	Model *cluster.Model
-	Quick bool
-	// BWSize, LatSize, CopySize, WorldSize and Iters as for Doctor; 0
-	// takes a GPU run's defaults.
-	BWSize, LatSize, CopySize, WorldSize int64
-	Iters                                int
-	Thresholds                           *doctor.Thresholds
-	Expectations                         doctor.Expectations
-	Progress                             func(string)
+	// Knobs as for Doctor; a size or count left 0 takes a GPU run's
+	// default.
+	doctor.Knobs
+	Thresholds   *doctor.Thresholds
+	Expectations doctor.Expectations
+	Progress     func(string)
 }
 
 // Simulate runs doctor on every modelled GPU of s.Model, in this process,
@@ -40,15 +38,8 @@ func Simulate(ctx context.Context, s Simulation) (*doctor.Report, error) {
 	}
 	defer world.Close()
 	sw := world.(*sim.World)
-	def := func(given, d int64) int64 {
-		if given > 0 {
-			return given
-		}
-		return d
-	}
-	o := doctor.Options{Quick: s.Quick, Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
-		BWSize: def(s.BWSize, 256<<20), LatSize: def(s.LatSize, 4<<10), CopySize: def(s.CopySize, 256<<20), WorldSize: def(s.WorldSize, 1<<30),
-		Iters: int(def(int64(s.Iters), 10)), Warmup: 2, Expectations: s.Expectations, Clock: sw.Elapsed}
+	o := doctor.Options{Knobs: s.Knobs.Or(doctor.DefaultKnobs(false)), Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
+		Expectations: s.Expectations, Clock: sw.Elapsed}
 	o.Thresholds = thresholds(s.Thresholds, doctor.DefaultRules)
 	g := m.GPUsPerHost
 	fab := &doctor.Fabric{Leaf: map[string]string{}}

@@ -142,7 +142,7 @@ func doctorRun(o *DoctorOptions) error {
 			return &engine.UsageError{Err: err}
 		}
 	}
-	d := engine.Doctor{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Quick: o.Quick, Iters: o.Iters, RunFlags: o.RunFlags}
+	d := engine.Doctor{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Knobs: doctor.Knobs{Quick: o.Quick, Iters: o.Iters}, RunFlags: o.RunFlags}
 	for _, sz := range []struct {
 		flag, v string
 		into    *int64
@@ -202,8 +202,7 @@ func doctorRun(o *DoctorOptions) error {
 	var rep *doctor.Report
 	var runErr error
 	if model != nil {
-		rep, runErr = engine.Simulate(o.Ctx, engine.Simulation{Model: model, Quick: d.Quick, BWSize: d.BWSize, LatSize: d.LatSize,
-			CopySize: d.CopySize, WorldSize: d.WorldSize, Iters: d.Iters, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
+		rep, runErr = engine.Simulate(o.Ctx, engine.Simulation{Model: model, Knobs: d.Knobs, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
 	} else {
 		rep, runErr = o.Factory.RunDoctor(o.Ctx, d)
 	}
