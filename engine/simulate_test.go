@@ -184,8 +184,8 @@ func TestSimulateCleanAt1024(t *testing.T) {
 }
 
 // TestSimulateScale writes the rounds and modelled time of every stage,
-// full and quick, from 16 to 4,096 hosts of 8 GPUs (the golden in the
-// README), and holds full doctor at 1,024 hosts to 2 minutes of modelled
+// full and quick, from 16 to 4,096 hosts of 8 GPUs (the golden, whose
+// table docs/simulate.md shows), and holds full doctor at 1,024 hosts to 2 minutes of modelled
 // time and --quick to 40 s (it measures every GPU pair of a host too).
 func TestSimulateScale(t *testing.T) {
 	simulateScale(t)
