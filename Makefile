@@ -31,7 +31,7 @@ help:
 	@echo "make rendezvous-scale  the bootstrap tree of 1,024, 4,096 and 8,192 in-process members, and rank 0's own cost"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
 	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
-	@echo "make ptx       regenerate the embedded PTX from nccl/kernels/verify.cu (clang)"
+	@echo "make ptx       regenerate the embedded PTX from backend/nccl/kernels/verify.cu (clang)"
 	@echo "make fmt       gofmt the tree"
 
 build:
@@ -171,13 +171,13 @@ test-gpu:
 	scripts/gpu-test.sh
 
 gpu-bins: build build-mpi
-	$(GO) test -c -o bin/nccl.test ./nccl
+	$(GO) test -c -o bin/nccl.test ./backend/nccl
 
 # Regenerate the embedded PTX of the GPU fill/check kernels (needs clang with NVPTX).
 CLANG ?= clang-14
 ptx:
 	$(CLANG) -x cuda --cuda-device-only -nocudainc -nocudalib --cuda-gpu-arch=sm_70 -O3 -S \
-		-o nccl/kernels/verify.ptx nccl/kernels/verify.cu
+		-o backend/nccl/kernels/verify.ptx backend/nccl/kernels/verify.cu
 
 clean:
 	rm -rf bin man

@@ -14,14 +14,14 @@ import (
 
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl/fakegpu"
 )
 
 // How often doctor is right: it runs (full mode) over seeded modeled 8-GPU
 // HGX H100 hosts, healthy ones and ones with one planted fault at a random
 // place, and counts false verdicts on the healthy hosts and, per fault
 // kind, the runs whose failures name exactly the part at fault. The
-// machines are nccl/fakegpu models: healthy rates and spreads as measured
+// machines are backend/nccl/fakegpu models: healthy rates and spreads as measured
 // on the lent H100 and H200, faults as a slow GPU, a slow link or a slow
 // host would show. COLLBENCH_ACCURACY sets the machines per kind (make
 // doctor-accuracy: 1,000); without it, a few, as a check that the harness

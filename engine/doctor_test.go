@@ -14,7 +14,7 @@ import (
 	"collbench/bootstrap"
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl/fakegpu"
 )
 
 // TestFaultFindingNamesThePart: each fault that can end a doctor run

@@ -8,9 +8,9 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"collbench/nccl"
-	"collbench/nccl/driver"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl"
+	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/suites"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"collbench/internal/tempdir"
-	"collbench/nccl"
-	"collbench/nccl/probe"
+	"collbench/backend/nccl"
+	"collbench/backend/nccl/probe"
 	"collbench/results"
 	"collbench/suites"
 )

@@ -2,7 +2,7 @@ package engine
 
 import (
 	mpib "collbench/backend/mpi"
-	"collbench/nccl"
+	"collbench/backend/nccl"
 	"collbench/suites"
 )
 

@@ -16,15 +16,15 @@ import (
 var layers = [][]string{
 	{"dtype", "internal/..."},
 	{"results", "watchdog", "bootstrap", "cuda", "cluster", "launch", "topology"},
-	{"suites", "nccl/driver", "nccl/kernels", "nccl/kernels/hostemu", "nccl/profiler"},
-	{"backend/cpu", "backend/mpi", "backend/sim", "nccl", "nccl/fakegpu", "nccl/probe", "report"},
+	{"suites", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler"},
+	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report"},
 	{"doctor"},
 	{"runconfig", "engine"},
 	{"cmd/collbench/cli", "cmd/collbench", "drills"},
 }
 
 // cgoAllowed are the bindings, the only packages that may import "C".
-var cgoAllowed = []string{"cuda", "nccl", "nccl/profiler", "nccl/fakegpu", "nccl/kernels/hostemu", "backend/mpi"}
+var cgoAllowed = []string{"cuda", "backend/nccl", "backend/nccl/profiler", "backend/nccl/fakegpu", "backend/nccl/kernels/hostemu", "backend/mpi"}
 
 type listed struct {
 	ImportPath string

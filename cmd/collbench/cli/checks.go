@@ -19,7 +19,7 @@ import (
 	"collbench/internal/faults"
 	"collbench/internal/secret"
 	"collbench/launch"
-	"collbench/nccl/profiler"
+	"collbench/backend/nccl/profiler"
 )
 
 // The rules every flag and COLLBENCH_* variable follows, in one place:

@@ -17,13 +17,13 @@ import (
 	"collbench/engine"
 	"collbench/internal/faults"
 	"collbench/internal/nvmlmock"
-	"collbench/nccl"
-	"collbench/nccl/driver"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl"
+	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/suites"
 )
 
-// The commands on the NCCL backend, over a fake HGX H100 (nccl/fakegpu)
+// The commands on the NCCL backend, over a fake HGX H100 (backend/nccl/fakegpu)
 // whose NVML (internal/nvmlmock) describes the same GPUs: the path a GPU
 // machine takes, flags to exit code, without GPUs. The algorithm probe,
 // which starts a process of its own, is off.

@@ -14,8 +14,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"collbench/engine"
-	"collbench/nccl"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/suites"
 )
 

@@ -3,7 +3,7 @@ package cli
 import (
 	"os"
 
-	"collbench/nccl"
+	"collbench/backend/nccl"
 	"collbench/suites"
 )
 

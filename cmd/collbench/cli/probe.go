@@ -9,11 +9,11 @@ import (
 
 	"collbench/engine"
 	"collbench/internal/faults"
-	"collbench/nccl/probe"
+	"collbench/backend/nccl/probe"
 	"collbench/suites"
 )
 
-// The algorithm probe (package nccl/probe) runs in a child process before
+// The algorithm probe (package backend/nccl/probe) runs in a child process before
 // the sweep, started by the engine; this is the hidden command it runs as.
 
 // ProbeOptions are what the probe's child process needs: its pipes to the

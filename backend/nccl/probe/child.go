@@ -13,7 +13,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/internal/faults"
-	"collbench/nccl"
+	"collbench/backend/nccl"
 	"collbench/results"
 	"collbench/suites"
 	"collbench/watchdog"

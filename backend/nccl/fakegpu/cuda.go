@@ -5,7 +5,7 @@ import (
 	"unsafe"
 
 	"collbench/cuda"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 )
 
 // contextBytes is what a context takes of a GPU's memory on creation.

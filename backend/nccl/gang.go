@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"collbench/internal/syncx"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 	"collbench/suites"
 	"collbench/watchdog"
 )

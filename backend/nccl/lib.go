@@ -224,7 +224,7 @@ import (
 	"unsafe"
 
 	"collbench/cuda"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 )
 
 // Error is a failed NCCL call.

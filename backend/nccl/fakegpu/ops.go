@@ -6,7 +6,7 @@ import (
 	"collbench/cuda"
 	"collbench/dtype"
 	"collbench/internal/reduce"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 	"collbench/suites"
 )
 

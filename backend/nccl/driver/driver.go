@@ -1,7 +1,7 @@
 // Package driver declares what collbench's NCCL backend needs from the CUDA
 // driver and from NCCL: the calls, the handles and the errors. Package nccl
 // implements it on the real libraries (dlopen through cgo); package
-// nccl/fakegpu implements it on a simulated machine in host memory, so the
+// backend/nccl/fakegpu implements it on a simulated machine in host memory, so the
 // backend's own logic (streams, groups, registration, verification, errors)
 // runs in tests without GPUs.
 package driver

@@ -8,7 +8,7 @@ import (
 
 	"collbench/cuda"
 	"collbench/dtype"
-	"collbench/nccl/kernels/hostemu"
+	"collbench/backend/nccl/kernels/hostemu"
 )
 
 // module is a loaded PTX module: its kernels and their parameter types.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"collbench/dtype"
-	"collbench/nccl/fakegpu"
-	"collbench/nccl/profiler"
+	"collbench/backend/nccl/fakegpu"
+	"collbench/backend/nccl/profiler"
 	"collbench/results"
 	"collbench/suites"
 )

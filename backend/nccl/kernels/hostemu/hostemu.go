@@ -1,6 +1,6 @@
 // Package hostemu compiles the GPU fill and check kernels (../verify.cu) for
 // the host, so tests can prove they agree with the Go reference in suites
-// without a GPU, and so the fake GPU machine (nccl/fakegpu) runs them. Only
+// without a GPU, and so the fake GPU machine (backend/nccl/fakegpu) runs them. Only
 // tests import it.
 package hostemu
 

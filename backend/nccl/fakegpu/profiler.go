@@ -166,7 +166,7 @@ import (
 	"unsafe"
 
 	"collbench/dtype"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 )
 
 // Profiler event bits the machine acts on.

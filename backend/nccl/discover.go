@@ -1,7 +1,7 @@
 package nccl
 
 import (
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 	"fmt"
 	"os"
 	"path/filepath"

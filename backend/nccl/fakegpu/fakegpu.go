@@ -24,7 +24,7 @@ import (
 
 	"collbench/cuda"
 	"collbench/internal/nvmlmock"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 )
 
 // Options shape the machine's software and its faults.

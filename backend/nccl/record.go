@@ -11,7 +11,7 @@ import (
 	"collbench/internal/words"
 	"collbench/suites"
 
-	"collbench/nccl/profiler"
+	"collbench/backend/nccl/profiler"
 	"collbench/results"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/topology"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"collbench/dtype"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 	"collbench/suites"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"collbench/dtype"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/results"
 	"collbench/suites"
 )

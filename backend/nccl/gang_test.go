@@ -11,8 +11,8 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/syncx"
-	"collbench/nccl/driver"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/suites"
 )
 

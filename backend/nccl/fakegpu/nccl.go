@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"collbench/cuda"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 )
 
 // LoadNCCL "loads" the machine's NCCL from the first candidate.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"collbench/dtype"
-	"collbench/nccl/driver"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/results"
 	"collbench/suites"
 )

@@ -10,7 +10,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/memcontrol"
-	"collbench/nccl/fakegpu"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/results"
 	"collbench/suites"
 	"collbench/watchdog"

@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"sync"
 
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 )
 
 // Model makes the machine's work take the time a modeled machine would

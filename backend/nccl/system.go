@@ -2,7 +2,7 @@ package nccl
 
 import (
 	"collbench/cuda"
-	"collbench/nccl/driver"
+	"collbench/backend/nccl/driver"
 )
 
 // The CUDA half of system: package cuda's calls, one to one.
