@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"collbench/backend/sim"
-	"collbench/cluster"
+	"collbench/backend/sim/cluster"
 	"collbench/doctor"
 	"collbench/topology"
 	"collbench/watchdog"

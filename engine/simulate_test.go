@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"collbench/cluster"
+	"collbench/backend/sim/cluster"
 	"collbench/doctor"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"collbench/cluster"
+	"collbench/backend/sim/cluster"
 	"collbench/dtype"
 	"collbench/internal/reduce"
 	"collbench/results"

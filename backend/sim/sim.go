@@ -12,7 +12,7 @@ import (
 	"math"
 	"sync"
 
-	"collbench/cluster"
+	"collbench/backend/sim/cluster"
 	"collbench/dtype"
 	"collbench/results"
 	"collbench/suites"

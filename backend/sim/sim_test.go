@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"collbench/cluster"
+	"collbench/backend/sim/cluster"
 	"collbench/dtype"
 	"collbench/suites"
 )

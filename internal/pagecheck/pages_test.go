@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"collbench/cluster"
+	"collbench/backend/sim/cluster"
 	"collbench/doctor"
 	"collbench/engine"
 	"collbench/report"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"collbench/cluster"
+	"collbench/backend/sim/cluster"
 	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/outfile"
