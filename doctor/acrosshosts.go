@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"collbench/internal/words"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // hostResult is what rank 0 decides about the hosts after a round.
@@ -187,7 +187,7 @@ func (d *search) acrossHosts() error {
 				groups[i] = []int{p[0], p[1]}
 			}
 			l := d.layout(groups)
-			hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
+			hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
 			if err != nil {
 				return err
 			}
@@ -492,7 +492,7 @@ func (d *search) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, 
 			groups[i] = []int{f.A, f.B}
 		}
 		l := d.layout(groups)
-		hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
+		hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -513,7 +513,7 @@ func (d *search) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, 
 		cross = append(cross, figs...)
 	}
 	lu := d.layout(unions)
-	hu, err := d.measureSplit(lu, suites.AllReduce, []int64{d.o.BWSize}, "host")
+	hu, err := d.measureSplit(lu, measure.AllReduce, []int64{d.o.BWSize}, "host")
 	if err != nil {
 		return nil, nil, err
 	}

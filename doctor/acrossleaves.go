@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"collbench/internal/words"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // LeafRounds pairs n leaves for the rounds between leaves: leaf l with
@@ -89,7 +89,7 @@ func (d *search) acrossLeaves(step *int) error {
 			groups[i] = []int{f.A, f.B}
 		}
 		l := d.layout(groups)
-		hs, err := d.measureSplit(l, suites.SendRecv, []int64{d.o.BWSize}, "host")
+		hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/words"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // alone measures every GPU by itself, all at once: a device-to-device copy
@@ -21,14 +21,14 @@ func (d *search) alone() error {
 	for r := range singles {
 		singles[r] = []int{r}
 	}
-	l := suites.Layout{Spec: "singletons", Groups: singles}
+	l := measure.Layout{Spec: "singletons", Groups: singles}
 	run := func(round int) (map[int]GPUFigure, error) {
 		gw, done, err := d.split(l)
 		if err != nil {
 			return nil, err
 		}
 		defer done()
-		hs, err := d.measure(l, gw, suites.Broadcast, []int64{d.o.CopySize}, "gpu")
+		hs, err := d.measure(l, gw, measure.Broadcast, []int64{d.o.CopySize}, "gpu")
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +170,7 @@ func fillName(backend string) string {
 // device has events, a loop of kernels spanning at least SustainWindow
 // timed as a whole (what a user of the GPU gets: another workload's time
 // slices fall inside it).
-func (d *search) fillProbe(gw suites.World) (map[int]fillFigure, error) {
+func (d *search) fillProbe(gw measure.World) (map[int]fillFigure, error) {
 	count := d.o.CopySize / 4
 	type res struct {
 		Rank int     `json:"r"`
@@ -180,21 +180,21 @@ func (d *search) fillProbe(gw suites.World) (map[int]fillFigure, error) {
 	}
 	var mine []res
 	ch := make(chan res, len(gw.Ranks()))
-	err := gw.Run(func(r suites.Rank) error {
+	err := gw.Run(func(r measure.Rank) error {
 		b, err := r.Alloc(d.o.CopySize)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = r.Free(b) }() // a free that fails changes no figure measured
-		p := suites.Pattern{DType: dtype.Float32, Domain: suites.DomainFor(suites.AllReduce, dtype.Float32, suites.Sum, 1), Seed: 7, Ranks: 1}
-		if err := r.Fill(suites.View{Buf: b}, count, p); err != nil { // the first fill loads the kernel
+		p := measure.Pattern{DType: dtype.Float32, Domain: measure.DomainFor(measure.AllReduce, dtype.Float32, measure.Sum, 1), Seed: 7, Ranks: 1}
+		if err := r.Fill(measure.View{Buf: b}, count, p); err != nil { // the first fill loads the kernel
 			return err
 		}
 		if err := r.Sync(); err != nil {
 			return err
 		}
-		fill := func() error { return r.Fill(suites.View{Buf: b}, count, p) }
-		dt, onDevice := r.(suites.DeviceTimer)
+		fill := func() error { return r.Fill(measure.View{Buf: b}, count, p) }
+		dt, onDevice := r.(measure.DeviceTimer)
 		best := 0.0
 		for k := 0; k < 3; k++ { // the best of three, as for every figure
 			var s float64

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -77,10 +77,10 @@ type Fabric struct {
 // search is one run of the doctor on a world.
 type search struct {
 	ctx   context.Context
-	w     suites.World
+	w     measure.World
 	o     Options
 	n     int
-	ctl   suites.Control
+	ctl   measure.Control
 	rank0 bool
 	rep   *Report
 
@@ -125,7 +125,7 @@ type wrongObs struct {
 // Run runs every stage on w and returns the report (complete on world
 // rank 0). Every process of a distributed world calls it with the same
 // options; rank 0 judges and the others follow its decisions.
-func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
+func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 	now := o.Clock
 	if now == nil {
 		t0 := time.Now()
@@ -134,7 +134,7 @@ func Run(ctx context.Context, w suites.World, o Options) (*Report, error) {
 	start := now()
 	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{},
 		members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}, iters: o.Iters}
-	if dist, ok := w.(suites.Distributed); ok && dist.Control() != nil {
+	if dist, ok := w.(measure.Distributed); ok && dist.Control() != nil {
 		d.ctl = dist.Control()
 		d.rank0 = d.ctl.Rank() == 0
 	}
@@ -271,7 +271,7 @@ func (d *search) agree(v any) error {
 }
 
 // layout completes groups with a group of one for every other rank.
-func (d *search) layout(groups [][]int) suites.Layout {
+func (d *search) layout(groups [][]int) measure.Layout {
 	in := map[int]bool{}
 	var gs [][]int
 	for _, g := range groups {
@@ -299,11 +299,11 @@ func (d *search) layout(groups [][]int) suites.Layout {
 	if len(parts) == 0 {
 		spec = "singletons"
 	}
-	return suites.Layout{Spec: spec, Groups: gs}
+	return measure.Layout{Spec: spec, Groups: gs}
 }
 
 // split returns w split by l (w itself for one group) and its closer.
-func (d *search) split(l suites.Layout) (suites.World, func(), error) {
+func (d *search) split(l measure.Layout) (measure.World, func(), error) {
 	if len(l.Groups) == 1 {
 		return d.w, func() {}, nil
 	}
@@ -316,7 +316,7 @@ func (d *search) split(l suites.Layout) (suites.World, func(), error) {
 
 // measureSplit splits the world by l, measures c at sizes in every group
 // at once and closes the split again.
-func (d *search) measureSplit(l suites.Layout, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
+func (d *search) measureSplit(l measure.Layout, c measure.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
 	gw, done, err := d.split(l)
 	if err != nil {
 		return nil, err
@@ -327,11 +327,11 @@ func (d *search) measureSplit(l suites.Layout, c suites.Collective, sizes []int6
 
 // measure runs c (root 0) on every group of l at sizes and returns each
 // size's half per group (complete on rank 0), noting wrong values.
-func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
-	op := suites.Sum
+func (d *search) measure(l measure.Layout, gw measure.World, c measure.Collective, sizes []int64, stage string) ([][]*results.Half, error) {
+	op := measure.Sum
 	root := -1
 	if !c.Reduces() {
-		op = suites.NoOp
+		op = measure.NoOp
 	}
 	if c.Rooted() {
 		root = 0
@@ -339,10 +339,10 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 	// Each iteration is timed on its own and the best one counts: a faulty
 	// part is slow in every iteration, a healthy one that shares its host's
 	// cores or links with others is fast in some.
-	plan := suites.Plan{Collectives: []suites.Collective{c}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
-		Sizes: sizes, Iters: d.iters, Warmup: d.o.Warmup, Check: 1, OutOfPlace: true, Average: suites.AvgMean, Seed: uint64(len(d.rep.Plan) + 1), //nolint:gosec // G115: a seed from a small count
+	plan := measure.Plan{Collectives: []measure.Collective{c}, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
+		Sizes: sizes, Iters: d.iters, Warmup: d.o.Warmup, Check: 1, OutOfPlace: true, Average: measure.AvgMean, Seed: uint64(len(d.rep.Plan) + 1), //nolint:gosec // G115: a seed from a small count
 		IterStats: true}
-	rn := &suites.Runner{World: d.w, Layout: l, Plan: plan, Cases: []suites.Case{{Coll: c, DType: dtype.Float32, Op: op, Root: root}},
+	rn := &measure.Runner{World: d.w, Layout: l, Plan: plan, Cases: []measure.Case{{Coll: c, DType: dtype.Float32, Op: op, Root: root}},
 		Board: d.o.Board, SkipWorldWarmup: true}
 	if len(l.Groups) > 1 {
 		rn.Grouped = gw
@@ -365,7 +365,7 @@ func (d *search) measure(l suites.Layout, gw suites.World, c suites.Collective, 
 			if h != nil && h.Iter != nil && h.Iter.MinUS > 0 {
 				k := len(l.Groups[gi])
 				h.TimeUS = h.Iter.MinUS
-				h.AlgBW = float64(suites.GeometryFor(c, sizes[si], 4, k, 0).Bytes) / (h.TimeUS * 1e3)
+				h.AlgBW = float64(measure.GeometryFor(c, sizes[si], 4, k, 0).Bytes) / (h.TimeUS * 1e3)
 				h.BusBW = h.AlgBW * c.BusFactor(k)
 			}
 			if h != nil && d.rank0 {
@@ -456,7 +456,7 @@ type traffic struct {
 // (warm-up, timed and checked), the bus bytes (NCCL's busbw convention:
 // the bytes each rank puts on its link) each way it carries them, and for
 // a group of one, the copy's read and write.
-func (d *search) tally(l suites.Layout, c suites.Collective, sizes []int64) {
+func (d *search) tally(l measure.Layout, c measure.Collective, sizes []int64) {
 	if d.moved == nil {
 		d.moved = map[string]map[int]*traffic{}
 	}
@@ -469,7 +469,7 @@ func (d *search) tally(l suites.Layout, c suites.Collective, sizes []int64) {
 	// Each rank both sends and receives, except in a rooted one-way
 	// collective, where each byte is either sent or received.
 	dirs := 2.0
-	if c == suites.Broadcast || c == suites.Reduce {
+	if c == measure.Broadcast || c == measure.Reduce {
 		dirs = 1
 	}
 	for _, g := range l.Groups {
@@ -479,7 +479,7 @@ func (d *search) tally(l suites.Layout, c suites.Collective, sizes []int64) {
 			cross = cross || d.host(r) != d.host(g[0])
 		}
 		for _, sz := range sizes {
-			bytes := float64(suites.GeometryFor(c, sz, 4, k, 0).Bytes)
+			bytes := float64(measure.GeometryFor(c, sz, 4, k, 0).Bytes)
 			for _, r := range g {
 				t := m[r]
 				if t == nil {
@@ -499,7 +499,7 @@ func (d *search) tally(l suites.Layout, c suites.Collective, sizes []int64) {
 	}
 }
 
-func (d *search) step(stage string, round int, l suites.Layout, what string) {
+func (d *search) step(stage string, round int, l measure.Layout, what string) {
 	d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: stage, Round: round, Layout: l.Spec, What: what})
 	d.roundsDone++
 	if d.rank0 && d.o.Progress != nil && d.plan > 1 {

@@ -5,8 +5,8 @@ import (
 	"slices"
 
 	"collbench/internal/words"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // pairKey orders a pair.
@@ -156,18 +156,18 @@ func (d *search) measurePairs(pairs [][2]int, stage string, round int) (map[[2]i
 	if err != nil {
 		return nil, err
 	}
-	both, err := d.measure(l, gw, suites.SendRecv, []int64{d.o.BWSize, d.o.LatSize}, stage)
+	both, err := d.measure(l, gw, measure.SendRecv, []int64{d.o.BWSize, d.o.LatSize}, stage)
 	if err == nil {
 		var ab [][]*results.Half
-		if ab, err = d.measure(l, gw, suites.Broadcast, []int64{d.o.BWSize}, stage); err == nil {
+		if ab, err = d.measure(l, gw, measure.Broadcast, []int64{d.o.BWSize}, stage); err == nil {
 			done()
 			done = func() {}
 			lr := d.layout(rev)
-			var gr suites.World
+			var gr measure.World
 			var closeR func()
 			if gr, closeR, err = d.split(lr); err == nil {
 				var ba [][]*results.Half
-				ba, err = d.measure(lr, gr, suites.Broadcast, []int64{d.o.BWSize}, stage)
+				ba, err = d.measure(lr, gr, measure.Broadcast, []int64{d.o.BWSize}, stage)
 				closeR()
 				if err == nil {
 					d.step(stage, round, l, fmt.Sprintf("sendrecv both ways at %s and %s; broadcast each way at %s",

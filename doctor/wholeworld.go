@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"collbench/internal/words"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // world runs an allreduce over every rank at a large size and compares it
@@ -19,7 +19,7 @@ func (d *search) world() error {
 	expected := d.worldPeak()
 	measureGroups := func(groups [][]int, round int) ([]float64, error) {
 		l := d.layout(groups)
-		hs, err := d.measureSplit(l, suites.AllReduce, []int64{d.o.WorldSize}, "world")
+		hs, err := d.measureSplit(l, measure.AllReduce, []int64{d.o.WorldSize}, "world")
 		if err != nil {
 			return nil, err
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"collbench/backend/nccl/fakegpu"
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
-	"collbench/backend/nccl/fakegpu"
 )
 
 // How often doctor is right: it runs (full mode) over seeded modeled 8-GPU

@@ -13,25 +13,25 @@ import (
 	"collbench/bootstrap"
 	"collbench/dtype"
 	"collbench/internal/words"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
 // emptyRows finds rows whose size is below one element per rank, so they
 // move no data. If every row is such a row the run is refused; otherwise a
 // note says how many (NCCL's benchmark prints them too, with count 0).
-func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (string, error) {
+func emptyRows(sizes []int64, cases []measure.Case, minGroup, maxGroup int) (string, error) {
 	var empty, total int
 	example := ""
 	allEmpty := true
 	for _, c := range cases {
 		for _, sz := range sizes {
 			total++
-			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), minGroup, 0).BufferElems() > 0 {
+			if measure.GeometryFor(c.Coll, sz, c.DType.Size(), minGroup, 0).BufferElems() > 0 {
 				allEmpty = false
 			}
-			if suites.GeometryFor(c.Coll, sz, c.DType.Size(), maxGroup, 0).BufferElems() == 0 {
+			if measure.GeometryFor(c.Coll, sz, c.DType.Size(), maxGroup, 0).BufferElems() == 0 {
 				empty++
 				if example == "" {
 					example = fmt.Sprintf("%s %s %s on %d ranks", c.Coll, c.DType, words.Bytes(sz), maxGroup)
@@ -42,7 +42,7 @@ func emptyRows(sizes []int64, cases []suites.Case, minGroup, maxGroup int) (stri
 	if total > 0 && allEmpty {
 		c := cases[0]
 		need := int64(c.DType.Size())
-		for suites.GeometryFor(c.Coll, need, c.DType.Size(), minGroup, 0).BufferElems() == 0 {
+		for measure.GeometryFor(c.Coll, need, c.DType.Size(), minGroup, 0).BufferElems() == 0 {
 			need *= 2
 		}
 		return "", fmt.Errorf("every row would move no data: the sizes are below one %s per rank (%s needs at least %s on %d ranks); use larger --sizes",
@@ -96,19 +96,19 @@ func wholeElements(sizes []int64, dtypes []dtype.DType) (string, error) {
 // user's words), where (backend, ranks, groups), and what to tell the
 // caller while it runs.
 type Bench struct {
-	Plan suites.Plan
+	Plan measure.Plan
 	// Backend ("auto", "cpu", "nccl") and NCCLLib choose the backend;
 	// Ranks is the rank count in one process (0: the backend's default).
 	Backend, NCCLLib string
 	Ranks            int
-	// RankList splits the ranks into groups (suites.ParseLayout's words).
+	// RankList splits the ranks into groups (measure.ParseLayout's words).
 	RankList string
 	// AllCollectives says the collectives were asked for as "all": those
 	// that cannot run in these groups are left out with a note, not refused.
 	AllCollectives bool
 	Explain        bool // recorded in the document
 	Memory         bool // measure what the memory went to
-	// MaxTime refuses a plan whose least possible time (suites.Plan.FloorTime)
+	// MaxTime refuses a plan whose least possible time (measure.Plan.FloorTime)
 	// is longer, before any rank is opened; 0 sets no limit.
 	MaxTime time.Duration
 	RunFlags
@@ -123,7 +123,7 @@ type Bench struct {
 	// error stops the run (e.g. an output path that cannot be written).
 	OnReady func(choice BackendChoice, rank0 bool) error
 	// OnProgress receives the runner's progress (rank 0 only).
-	OnProgress func(suites.Progress)
+	OnProgress func(measure.Progress)
 	// OnDocument receives the document after every row (index i), so rows
 	// reach disk as they are measured, and once more at the end (i < 0).
 	OnDocument func(doc *results.Document, i int, row results.Row)
@@ -164,16 +164,16 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 	}
 	defer ss.Close()
 	choice, b, launch, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.Launch, ss.N, ss.PW, ss.Hosts
-	layout, err := suites.ParseLayout(o.RankList, n, hosts)
+	layout, err := measure.ParseLayout(o.RankList, n, hosts)
 	if err != nil {
 		return nil, pw.Rank0(), &UsageError{Err: err}
 	}
-	if err := suites.CheckGroups(plan.Collectives, layout.Groups); err != nil {
+	if err := measure.CheckGroups(plan.Collectives, layout.Groups); err != nil {
 		if !o.AllCollectives {
 			return nil, pw.Rank0(), &UsageError{Err: err}
 		}
 		// "all" means all that can run here.
-		plan.Collectives = slices.DeleteFunc(plan.Collectives, suites.Collective.PowerOfTwo)
+		plan.Collectives = slices.DeleteFunc(plan.Collectives, measure.Collective.PowerOfTwo)
 		o.Notes = append(o.Notes, "hypercube is left out of all: it needs groups whose sizes are powers of two")
 	}
 	minGroup := n
@@ -214,7 +214,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		}
 	}
 	if plan.GraphReplays > 0 {
-		gb, ok := b.(suites.GraphBackend)
+		gb, ok := b.(measure.GraphBackend)
 		if !ok {
 			return nil, pw.Rank0(), UsageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
 		}
@@ -261,14 +261,14 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 	case b.Name() == "cpu":
 		doc.Topology = f.CPUTopology(ss)
 	}
-	rn := &suites.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
-	if rec, ok := world.(suites.Recorder); ok && probe == nil && b.Name() == "nccl" {
+	rn := &measure.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
+	if rec, ok := world.(measure.Recorder); ok && probe == nil && b.Name() == "nccl" {
 		if on, why := rec.Recording(); !on && why != "" && probeNote == "" {
 			doc.Notes = append(doc.Notes, "no algorithm per row: "+why)
 		}
 	}
 	rn.OnNote = func(s string) { doc.Notes = append(doc.Notes, s) }
-	meter, metered := world.(suites.MemoryMeter)
+	meter, metered := world.(measure.MemoryMeter)
 	var used0, usedPeak int64 = -1, -1
 	if o.Memory && metered {
 		used0 = meter.UsedMemory()
@@ -301,7 +301,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 			doc.Notes = append(doc.Notes, rn.StableNote)
 		}
 	}
-	var tooLarge *suites.SizesTooLargeError
+	var tooLarge *measure.SizesTooLargeError
 	if errors.As(runErr, &tooLarge) {
 		return nil, pw.Rank0(), &UsageError{Err: runErr} // refused before anything ran
 	}
@@ -329,7 +329,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 // memoryReport says what the run's memory went to: the communicators, the
 // two buffers per rank, and what the collectives took on top while
 // running (device memory on GPUs, host memory on the cpu backend).
-func memoryReport(w suites.World, metered bool, m suites.MemoryMeter, used0, peak, buffers int64) *results.MemoryReport {
+func memoryReport(w measure.World, metered bool, m measure.MemoryMeter, used0, peak, buffers int64) *results.MemoryReport {
 	rep := &results.MemoryReport{BufferBytes: buffers, LibraryBytes: -1, CollectiveBytes: -1}
 	if !metered {
 		rep.Note = "this backend does not measure its memory"
@@ -351,12 +351,12 @@ func IsFault(err error) bool {
 }
 
 // WorldDevices lists every rank's device, from every process of the world.
-func WorldDevices(w suites.World) ([]results.Device, error) {
+func WorldDevices(w measure.World) ([]results.Device, error) {
 	var mine []results.Device
 	for _, r := range w.Ranks() {
 		mine = append(mine, r.Device())
 	}
-	d, ok := w.(suites.Distributed)
+	d, ok := w.(measure.Distributed)
 	if !ok || d.Control() == nil {
 		return mine, nil
 	}
@@ -376,7 +376,7 @@ func WorldDevices(w suites.World) ([]results.Device, error) {
 	return all, nil
 }
 
-func (f *System) newDocument(o Bench, p suites.Plan, n int, choice BackendChoice) *results.Document {
+func (f *System) newDocument(o Bench, p measure.Plan, n int, choice BackendChoice) *results.Document {
 	cfg := results.Config{
 		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
 		Seed: p.Seed, Backend: o.Backend, Sizes: p.Sizes, Root: "all",
@@ -387,7 +387,7 @@ func (f *System) newDocument(o Bench, p suites.Plan, n int, choice BackendChoice
 	if p.Agg > 1 {
 		cfg.Agg = p.Agg
 	}
-	if t, ok := choice.Backend.(suites.Threaded); ok {
+	if t, ok := choice.Backend.(measure.Threaded); ok {
 		cfg.Threads = t.Threads()
 	}
 	if p.CycleBound() > 1 {
@@ -425,7 +425,7 @@ func (f *System) newDocument(o Bench, p suites.Plan, n int, choice BackendChoice
 	}
 }
 
-func hasRooted(cs []suites.Collective) bool {
+func hasRooted(cs []measure.Collective) bool {
 	for _, c := range cs {
 		if c.Rooted() {
 			return true
@@ -450,12 +450,12 @@ func DefaultRunFlags() RunFlags {
 // the backend found (NCCL, else the cpu). The command line declares its
 // flags' defaults from it, so every way of running a sweep starts alike.
 func DefaultBench() Bench {
-	sizes, err := suites.ParseSizes(DefaultSizes)
+	sizes, err := measure.ParseSizes(DefaultSizes)
 	if err != nil {
 		panic("engine: DefaultSizes does not parse: " + err.Error()) // a constant of this package
 	}
 	return Bench{Backend: "auto", RunFlags: DefaultRunFlags(),
-		Plan: suites.Plan{Collectives: []suites.Collective{suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
-			Ops: []suites.ReduceOp{suites.Sum}, Roots: []int{0}, Sizes: sizes, Iters: 20, Warmup: 5, Check: 1,
-			OutOfPlace: true, InPlace: true, Average: suites.AvgMean, Seed: 1, Agg: 1, Cycles: 1}}
+		Plan: measure.Plan{Collectives: []measure.Collective{measure.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+			Ops: []measure.ReduceOp{measure.Sum}, Roots: []int{0}, Sizes: sizes, Iters: 20, Warmup: 5, Check: 1,
+			OutOfPlace: true, InPlace: true, Average: measure.AvgMean, Seed: 1, Agg: 1, Cycles: 1}}
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // testSystem is a machine with a fixed host and clock, the cpu backend
@@ -27,7 +27,7 @@ func testSystem(env ...string) (*System, *bytes.Buffer) {
 func testBench(sizes ...int64) Bench {
 	b := DefaultBench()
 	b.Backend, b.Ranks, b.Tool = "cpu", 4, "test"
-	b.Plan.Collectives = []suites.Collective{suites.AllReduce, suites.Broadcast}
+	b.Plan.Collectives = []measure.Collective{measure.AllReduce, measure.Broadcast}
 	b.Plan.Sizes, b.Plan.Iters, b.Plan.Warmup = sizes, 2, 1
 	return b
 }

@@ -19,7 +19,7 @@ import (
 	"collbench/bootstrap"
 	"collbench/doctor"
 	"collbench/internal/tempdir"
-	"collbench/suites"
+	"collbench/measure"
 	"collbench/topology"
 	"collbench/watchdog"
 )
@@ -267,7 +267,7 @@ func (f *System) hostFacts(ncclVersion string) doctor.HostFacts {
 }
 
 // gatherFacts collects every host's facts on rank 0 (one per host).
-func (f *System) gatherFacts(w suites.World, ncclVersion string) ([]doctor.HostFacts, error) {
+func (f *System) gatherFacts(w measure.World, ncclVersion string) ([]doctor.HostFacts, error) {
 	all, err := gatherJSON(w, f.hostFacts(ncclVersion))
 	if err != nil {
 		return nil, fmt.Errorf("gathering health facts: %w", err)
@@ -295,7 +295,7 @@ const samplePeriod = 200 * time.Millisecond
 var IdleWindow = 500 * time.Millisecond
 
 // startSampler samples this process's GPUs while doctor's stages run.
-func (f *System) startSampler(w suites.World, hosts []string) *doctor.Sampler {
+func (f *System) startSampler(w measure.World, hosts []string) *doctor.Sampler {
 	var buses []string
 	for _, r := range w.Ranks() {
 		if b := r.Device().BusID; b != "" {
@@ -317,7 +317,7 @@ func (f *System) startSampler(w suites.World, hosts []string) *doctor.Sampler {
 
 // firstOnHost says whether this process drives the lowest world rank of
 // its host (hosts: each world rank's host).
-func firstOnHost(w suites.World, hosts []string) bool {
+func firstOnHost(w measure.World, hosts []string) bool {
 	rs := w.Ranks()
 	if len(rs) == 0 {
 		return false
@@ -333,7 +333,7 @@ func firstOnHost(w suites.World, hosts []string) bool {
 
 // gatherSamples stops this process's sampler and collects every process's
 // samples and counter growth on rank 0.
-func gatherSamples(w suites.World, s *doctor.Sampler) ([]doctor.StageSample, []doctor.CounterGrowth, []string, error) {
+func gatherSamples(w measure.World, s *doctor.Sampler) ([]doctor.StageSample, []doctor.CounterGrowth, []string, error) {
 	type both struct {
 		Samples []doctor.StageSample   `json:"s"`
 		Growth  []doctor.CounterGrowth `json:"g"`
@@ -378,8 +378,8 @@ func gatherSamples(w suites.World, s *doctor.Sampler) ([]doctor.StageSample, []d
 
 // gatherJSON collects every process's value on rank 0, in rank order (a
 // value that does not decode is left out); in one process, its own.
-func gatherJSON[T any](w suites.World, mine T) ([]T, error) {
-	d, ok := w.(suites.Distributed)
+func gatherJSON[T any](w measure.World, mine T) ([]T, error) {
+	d, ok := w.(measure.Distributed)
 	if !ok || d.Control() == nil {
 		return []T{mine}, nil
 	}
@@ -404,7 +404,7 @@ var ncclChannel = regexp.MustCompile(`\[(\d+)\] NCCL INFO Channel \d+(?:/\d+)? :
 
 // gatherTransports reads this process's NCCL log and returns, on rank 0,
 // the transport between world ranks "a-b" (a < b) of the same host.
-func gatherTransports(w suites.World, dir string, local map[int]int, hosts []string) (map[string]string, error) {
+func gatherTransports(w measure.World, dir string, local map[int]int, hosts []string) (map[string]string, error) {
 	type conn struct {
 		Host string `json:"h"`
 		A    int    `json:"a"` // device indices

@@ -11,10 +11,10 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"collbench/backend/nccl/fakegpu"
 	"collbench/bootstrap"
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
-	"collbench/backend/nccl/fakegpu"
 )
 
 // TestFaultFindingNamesThePart: each fault that can end a doctor run

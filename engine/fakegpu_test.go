@@ -11,7 +11,7 @@ import (
 	"collbench/backend/nccl"
 	"collbench/backend/nccl/driver"
 	"collbench/backend/nccl/fakegpu"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // gpuSystem is testSystem on a fake HGX H100 of gpus GPUs (NCCL and NVML),
@@ -24,7 +24,7 @@ func gpuSystem(gpus int, opts fakegpu.Options) *System {
 // the algorithm probe off.
 func machineSystem(machine *fakegpu.Driver) *System {
 	sys, _ := testSystem(EnvProbe + "=off")
-	sys.NCCL = func(lib string) (suites.Backend, error) {
+	sys.NCCL = func(lib string) (measure.Backend, error) {
 		return nccl.Open(nccl.Options{Lib: lib, Driver: machine})
 	}
 	sys.NVML = func() nvml.Interface { return machine.Machine().NVML() }

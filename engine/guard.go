@@ -13,8 +13,8 @@ import (
 
 	"collbench/backend/cpu"
 	"collbench/bootstrap"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -33,7 +33,7 @@ type RunFlags struct {
 	// the backend's own.
 	Mem string
 	// Threads is how a process with several GPUs issues their operations
-	// (--threads: suites.ThreadModes), "" for the backend's default.
+	// (--threads: measure.ThreadModes), "" for the backend's default.
 	Threads string
 }
 
@@ -49,8 +49,8 @@ func (o RunFlags) Validate() error {
 		return UsageErrorf("invalid --timeout %v: must be at least %v (the time a world may make no progress at all), or 0 to turn the watchdog off", o.Timeout, MinTimeout)
 	case o.Mem != "" && o.Mem != "host" && o.Mem != "device":
 		return UsageErrorf("invalid --mem %q (valid: host, device)", o.Mem)
-	case o.Threads != "" && !slices.Contains(suites.ThreadModes(), o.Threads):
-		return UsageErrorf("invalid --threads %q (valid: %s)", o.Threads, strings.Join(suites.ThreadModes(), ", "))
+	case o.Threads != "" && !slices.Contains(measure.ThreadModes(), o.Threads):
+		return UsageErrorf("invalid --threads %q (valid: %s)", o.Threads, strings.Join(measure.ThreadModes(), ", "))
 	case o.HeartbeatTimeout < 2*bootstrap.DefaultBeatEvery:
 		return UsageErrorf("invalid --heartbeat-timeout %v: must be at least %v", o.HeartbeatTimeout, 2*bootstrap.DefaultBeatEvery)
 	}
@@ -81,7 +81,7 @@ type Guard struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	pw     *ProcessWorld
-	world  suites.World
+	world  measure.World
 	mu     sync.Mutex
 	fault  error
 	stop   context.CancelFunc
@@ -89,7 +89,7 @@ type Guard struct {
 
 // StartGuard starts watching a run on world. board holds this process's
 // ranks' progress; devices and hosts name ranks in verdicts.
-func (f *System) StartGuard(ctx context.Context, cancel context.CancelFunc, ss *Session, world suites.World,
+func (f *System) StartGuard(ctx context.Context, cancel context.CancelFunc, ss *Session, world measure.World,
 	board *watchdog.Board, timeout time.Duration, devices []results.Device) *Guard {
 	wctx, stop := context.WithCancel(ctx)
 	g := &Guard{f: f, ctx: ctx, cancel: cancel, pw: ss.PW, world: world, stop: stop}
@@ -121,7 +121,7 @@ func (f *System) StartGuard(ctx context.Context, cancel context.CancelFunc, ss *
 	}
 	// Cancellation (a signal, or a fault) aborts the world at once.
 	context.AfterFunc(ctx, func() {
-		if a, ok := world.(suites.Aborter); ok {
+		if a, ok := world.(measure.Aborter); ok {
 			a.Abort(context.Cause(ctx))
 		}
 		if g.FirstFault() == nil && ss.PW.Multi() {
@@ -195,7 +195,7 @@ func (g *Guard) OnFault(err error) {
 		})
 	}
 	g.cancel()
-	if a, ok := g.world.(suites.Aborter); ok {
+	if a, ok := g.world.(measure.Aborter); ok {
 		a.Abort(err)
 	}
 }
@@ -285,7 +285,7 @@ func (g *Guard) Settle(runErr error, rows int) error {
 // openWatched opens the session's world on this process's device, lists
 // every rank's device, and starts the guard of the run; the caller closes
 // the guard, then the world.
-func (f *System) openWatched(ctx context.Context, cancel context.CancelFunc, ss *Session, board *watchdog.Board, rf RunFlags) (suites.World, []results.Device, *Guard, error) {
+func (f *System) openWatched(ctx context.Context, cancel context.CancelFunc, ss *Session, board *watchdog.Board, rf RunFlags) (measure.World, []results.Device, *Guard, error) {
 	world, err := f.OpenWorld(ctx, ss.Choice.Backend, ss.PW, ss.N, rf.Device)
 	if err != nil {
 		return nil, nil, nil, err

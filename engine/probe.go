@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"collbench/internal/tempdir"
 	"collbench/backend/nccl"
 	"collbench/backend/nccl/probe"
+	"collbench/internal/tempdir"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // EnvProbe, set to "always", runs the probe on the cpu backend too (which
@@ -36,7 +36,7 @@ const EnvProbeTimeout = "COLLBENCH_PROBE_TIMEOUT"
 // probeAlgorithms runs the probe when the backend is NCCL (or when
 // COLLBENCH_ALGORITHM_PROBE=always). It returns nil and a note when there is
 // nothing to probe or the probe failed; only a cancelled run is an error.
-func (f *System) probeAlgorithms(ctx context.Context, ss *Session, rf RunFlags, plan suites.Plan, cases []suites.Case, layout suites.Layout) (*probe.Result, string, error) {
+func (f *System) probeAlgorithms(ctx context.Context, ss *Session, rf RunFlags, plan measure.Plan, cases []measure.Case, layout measure.Layout) (*probe.Result, string, error) {
 	b := ss.Choice.Backend
 	mode := strings.ToLower(f.Getenv(EnvProbe))
 	want := (b.Name() == "nccl" && mode != "off") || mode == "always"
@@ -49,7 +49,7 @@ func (f *System) probeAlgorithms(ctx context.Context, ss *Session, rf RunFlags, 
 	// A backend whose library reports its algorithms from inside the
 	// measuring process (NCCL's profiler plugin) needs no probe.
 	records, why := false, ""
-	if rb, ok := b.(suites.RecordingBackend); ok && mode != "always" {
+	if rb, ok := b.(measure.RecordingBackend); ok && mode != "always" {
 		records, why = rb.Records()
 	}
 	if records {
@@ -125,7 +125,7 @@ func (f *System) probeAlgorithms(ctx context.Context, ss *Session, rf RunFlags, 
 	if err != nil {
 		return nil, "no algorithm per row: " + err.Error(), nil
 	}
-	var ctl suites.Control
+	var ctl measure.Control
 	if ss.PW.Multi() {
 		ctl = ss.PW.Ctl
 	}

@@ -13,14 +13,14 @@ import (
 	"collbench/bootstrap"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // ProcessWorld is this process's membership in a world of processes; nil
 // fields mean a single process.
 type ProcessWorld struct {
 	Launch *bootstrap.Launch
-	Ctl    suites.Control
+	Ctl    measure.Control
 	// MPI is the process's MPI membership when mpirun started the world
 	// (MPI builds only); nil otherwise.
 	MPI *bootstrap.MPI
@@ -157,8 +157,8 @@ func checkMem(backend, mem string) error {
 
 // setThreads gives the backend the issuing mode asked for; a backend
 // without GPUs refuses one.
-func setThreads(b suites.Backend, mode string) error {
-	t, ok := b.(suites.Threaded)
+func setThreads(b measure.Backend, mode string) error {
+	t, ok := b.(measure.Threaded)
 	if !ok {
 		if mode != "" {
 			return UsageErrorf("--threads %s: the %s backend has no GPUs to issue for; --threads applies to --backend nccl", mode, b.Name())
@@ -173,7 +173,7 @@ func setThreads(b suites.Backend, mode string) error {
 
 // WorldSize checks the backend against the launch and returns the number of
 // ranks: the launcher's world size, or ranks (0: the backend's default).
-func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
+func WorldSize(b measure.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 	if !l.MultiProcess() {
 		if b.Name() == mpib.Name {
 			return 0, UsageErrorf("--backend mpi runs one rank per process, started by mpirun: mpirun -np N bin/collbench-mpi %s ... --backend mpi (no MPI launcher was found)",
@@ -195,7 +195,7 @@ func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 	if ranks > 1 {
 		return 0, UsageErrorf("--ranks %d: under %s every process drives one rank (this world has %d); leave --ranks out", ranks, l.Source, l.Size)
 	}
-	if _, ok := b.(suites.DistributedBackend); !ok {
+	if _, ok := b.(measure.DistributedBackend); !ok {
 		return 0, UsageErrorf("the %s backend cannot run across processes", b.Name())
 	}
 	return l.Size, nil
@@ -204,7 +204,7 @@ func WorldSize(b suites.Backend, l *bootstrap.Launch, ranks int) (int, error) {
 // OpenWorld opens n ranks in this process, or this process's rank of a
 // world of processes on its device (--device, COLLBENCH_DEVICE, or the
 // local rank).
-func (f *System) OpenWorld(ctx context.Context, b suites.Backend, pw *ProcessWorld, n, device int) (suites.World, error) {
+func (f *System) OpenWorld(ctx context.Context, b measure.Backend, pw *ProcessWorld, n, device int) (measure.World, error) {
 	if !pw.Multi() {
 		w, err := b.Open(ctx, n)
 		if err != nil {
@@ -213,7 +213,7 @@ func (f *System) OpenWorld(ctx context.Context, b suites.Backend, pw *ProcessWor
 		return w, nil
 	}
 	device = f.LocalDevice(pw, device)
-	w, err := b.(suites.DistributedBackend).OpenDistributed(ctx, pw.Ctl, device)
+	w, err := b.(measure.DistributedBackend).OpenDistributed(ctx, pw.Ctl, device)
 	if err != nil {
 		err = fmt.Errorf("rank %d: opening the %s backend on local device %d: %w", pw.Launch.Rank, b.Name(), device, err)
 		pw.Ctl.Abort(err)

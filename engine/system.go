@@ -14,8 +14,8 @@ import (
 	"collbench/backend/cpu"
 	mpib "collbench/backend/mpi"
 	"collbench/internal/faults"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // System is what a run needs from the machine it runs on, so tests can
@@ -32,7 +32,7 @@ type System struct {
 	CPUOptions cpu.Options
 	// NCCL opens the NCCL backend from the given library path ("" = search);
 	// nil when this build has none.
-	NCCL func(lib string) (suites.Backend, error)
+	NCCL func(lib string) (measure.Backend, error)
 	// NVML returns the NVML library to ask about GPUs (a mock in tests).
 	NVML func() nvml.Interface
 	// OwnsProcess lets a run that does not stop within a grace period after a
@@ -43,7 +43,7 @@ type System struct {
 
 // BackendChoice is the backend a command will use and why.
 type BackendChoice struct {
-	Backend suites.Backend
+	Backend measure.Backend
 	Reason  string
 	Auto    bool
 }
@@ -74,7 +74,7 @@ func (f *System) plantedFaults() (*faults.Set, error) {
 
 // MPIBackend returns the mpi backend with the faults $COLLBENCH_FAULTS
 // plants; in a build without MPI, a usage error naming the MPI build.
-func (f *System) MPIBackend() (suites.Backend, error) {
+func (f *System) MPIBackend() (measure.Backend, error) {
 	fs, err := f.plantedFaults()
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func CheckSharedLibrary(path string) error {
 
 // OpenNCCL opens the NCCL backend from lib ("" searches), with the hangs,
 // kills and stops $COLLBENCH_FAULTS plants in it (a testing option).
-func (f *System) OpenNCCL(lib string) (suites.Backend, error) {
+func (f *System) OpenNCCL(lib string) (measure.Backend, error) {
 	if f.NCCL == nil {
 		return nil, errors.New("this build has no NCCL backend")
 	}
@@ -192,13 +192,13 @@ type faultPlanter interface {
 
 // Environment captures where a run happens. NCCL's and CUDA's variables
 // are recorded for the nccl backend only: they change nothing on the cpu.
-func (f *System) Environment(b suites.Backend, reason string) results.Environment {
+func (f *System) Environment(b measure.Backend, reason string) results.Environment {
 	return f.EnvironmentOf(b, reason, b.Name() != "cpu")
 }
 
 // EnvironmentOf captures where a run happens, with the variables that
 // change how collectives behave when withVars.
-func (f *System) EnvironmentOf(b suites.Backend, reason string, withVars bool) results.Environment {
+func (f *System) EnvironmentOf(b measure.Backend, reason string, withVars bool) results.Environment {
 	host, _ := f.Hostname()
 	env := results.Environment{
 		Host:      host,

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -14,7 +14,7 @@ import (
 type VerifyGroups struct {
 	Backend, NCCLLib string
 	Ranks            int
-	// RankLists are the layouts to check (suites.ParseLayout's words);
+	// RankLists are the layouts to check (measure.ParseLayout's words);
 	// none: the default set for this world.
 	RankLists []string
 	Sizes     []int64
@@ -43,11 +43,11 @@ func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.
 	}
 	defer ss.Close()
 	choice, b, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.N, ss.PW, ss.Hosts
-	layouts := suites.DefaultLayouts(n, hosts)
+	layouts := measure.DefaultLayouts(n, hosts)
 	if len(v.RankLists) > 0 {
 		layouts = nil
 		for _, spec := range v.RankLists {
-			l, err := suites.ParseLayout(spec, n, hosts)
+			l, err := measure.ParseLayout(spec, n, hosts)
 			if err != nil {
 				return nil, &UsageError{Err: err}
 			}
@@ -65,9 +65,9 @@ func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.
 	}
 	defer world.Close()
 	defer g.Close()
-	opts := suites.VerifyOptions{Sizes: v.Sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
-		Ops: []suites.ReduceOp{suites.Sum, suites.Max}, Seed: v.Seed}
-	lvs, runErr := suites.VerifyGroups(ctx, b, world, layouts, hosts, opts)
+	opts := measure.VerifyOptions{Sizes: v.Sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
+		Ops: []measure.ReduceOp{measure.Sum, measure.Max}, Seed: v.Seed}
+	lvs, runErr := measure.VerifyGroups(ctx, b, world, layouts, hosts, opts)
 	runErr = g.Settle(runErr, 0)
 	res := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: v.Tool},
 		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}

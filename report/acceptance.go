@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"collbench/internal/words"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // Acceptance checks that d's rows of at least minSize reach frac of the
@@ -23,7 +23,7 @@ func Acceptance(w io.Writer, d *results.Document, minSize int64, frac float64) [
 		if r.SizeBytes < minSize || r.OneRank() {
 			continue
 		}
-		if !suites.PeakComparable(r.Collective) {
+		if !measure.PeakComparable(r.Collective) {
 			uneven++
 			continue
 		}

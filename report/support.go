@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io"
 
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // WriteSupport writes support matrices: one table per backend and buffer,
 // a row per collective and a column per dtype, then the legend.
-func WriteSupport(w io.Writer, ms []suites.SupportMatrix) error {
+func WriteSupport(w io.Writer, ms []measure.SupportMatrix) error {
 	for _, m := range ms {
 		title := fmt.Sprintf("support: %s on %s memory", m.Backend, m.Buffer)
 		if m.Note != "" {
@@ -31,12 +31,12 @@ func WriteSupport(w io.Writer, ms []suites.SupportMatrix) error {
 			return err
 		}
 	}
-	fmt.Fprintln(w, suites.SupportLegend)
+	fmt.Fprintln(w, measure.SupportLegend)
 	return nil
 }
 
 // none says whether a matrix has no cell that runs.
-func none(m suites.SupportMatrix) bool {
+func none(m measure.SupportMatrix) bool {
 	for _, r := range m.Rows {
 		for _, c := range r.Cells {
 			if c != "-" {

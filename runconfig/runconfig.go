@@ -16,7 +16,7 @@ import (
 
 	"collbench/doctor"
 	"collbench/dtype"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // Config is one suite file.
@@ -106,7 +106,7 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 		*s = 0
 		return nil
 	}
-	v, err := suites.ParseSize(n.Value)
+	v, err := measure.ParseSize(n.Value)
 	if err != nil {
 		return lineErr(n, err)
 	}
@@ -229,12 +229,12 @@ func (c *Config) check() error {
 			return fmt.Errorf("%s: collectives: list at least one", where)
 		}
 		for _, name := range s.Collectives {
-			if _, err := suites.ParseCollectives(name); err != nil {
+			if _, err := measure.ParseCollectives(name); err != nil {
 				return fmt.Errorf("%s: collectives: %v", where, err)
 			}
 		}
 		if s.Sizes != "" {
-			if _, err := suites.ParseSizes(s.Sizes); err != nil {
+			if _, err := measure.ParseSizes(s.Sizes); err != nil {
 				return fmt.Errorf("%s: sizes: %v", where, err)
 			}
 		}
@@ -244,7 +244,7 @@ func (c *Config) check() error {
 			}
 		}
 		for _, o := range s.Ops {
-			if _, err := suites.ParseOp(o); err != nil && !strings.EqualFold(o, "all") {
+			if _, err := measure.ParseOp(o); err != nil && !strings.EqualFold(o, "all") {
 				return fmt.Errorf("%s: ops: %v", where, err)
 			}
 		}
@@ -255,7 +255,7 @@ func (c *Config) check() error {
 		}
 		for _, g := range s.Groups {
 			// The world size is known only at run time; check the syntax on a large world.
-			if _, err := suites.ParseLayout(g, 1<<16, nil); err != nil {
+			if _, err := measure.ParseLayout(g, 1<<16, nil); err != nil {
 				return fmt.Errorf("%s: groups: %v", where, err)
 			}
 		}

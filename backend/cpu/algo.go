@@ -5,7 +5,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/reduce"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // The collective algorithms of the CPU backend across processes, on one
@@ -80,13 +80,13 @@ func pieces(n, ps int) int { return (n + ps - 1) / ps }
 func pieceBytes(t dtype.DType) int { return pieceSize / t.Size() * t.Size() }
 
 // run performs one collective call as this rank.
-func (c *comm) run(call suites.Call, send, recv []byte) error {
+func (c *comm) run(call measure.Call, send, recv []byte) error {
 	tag := c.nextTag()
 	k, q := c.size(), c.me
 	t, op := call.DType, call.Op
 	esz := int64(t.Size())
 	switch call.Coll {
-	case suites.AllReduce:
+	case measure.AllReduce:
 		if k > recursiveMinRanks && len(recv) <= smallAllReduce {
 			if !sameStart(send, recv) {
 				if err := c.copyOrStop(recv, send); err != nil {
@@ -106,10 +106,10 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 			return err
 		}
 		return c.ringAllGather(tag, seg(recv))
-	case suites.ReduceScatter:
+	case measure.ReduceScatter:
 		cb := call.Count * esz
 		return c.ringReduceScatter(tag, func(x int) []byte { return send[int64(x)*cb : int64(x+1)*cb] }, recv, t, op)
-	case suites.AllGather:
+	case measure.AllGather:
 		cb := call.Count * esz
 		mine := recv[int64(q)*cb : int64(q+1)*cb]
 		if !sameStart(send, mine) {
@@ -118,11 +118,11 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 			}
 		}
 		return c.ringAllGather(tag, func(x int) []byte { return recv[int64(x)*cb : int64(x+1)*cb] })
-	case suites.Broadcast:
+	case measure.Broadcast:
 		return c.chainBroadcast(tag, call.Root, send, recv, t)
-	case suites.Reduce:
+	case measure.Reduce:
 		return c.chainReduce(tag, call.Root, send, recv, t, op)
-	case suites.AllToAll:
+	case measure.AllToAll:
 		cb := call.Count * esz
 		part := func(b []byte, p int) []byte { return b[int64(p)*cb : int64(p+1)*cb] }
 		if err := c.copyOrStop(part(recv, q), part(send, q)); err != nil {
@@ -135,7 +135,7 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 			}
 		}
 		return nil
-	case suites.SendRecv:
+	case measure.SendRecv:
 		if k == 1 {
 			if err := c.copyOrStop(recv, send); err != nil {
 				return err
@@ -143,26 +143,26 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 			return nil
 		}
 		return c.exchange(tag, mod(q+1, k), send, mod(q-1, k), recv, t)
-	case suites.Gather:
+	case measure.Gather:
 		return c.gather(tag, call.Root, send, recv, call.Count*esz)
-	case suites.Scatter:
+	case measure.Scatter:
 		return c.scatter(tag, call.Root, send, recv, call.Count*esz)
-	case suites.AllToAllV:
+	case measure.AllToAllV:
 		part := func(b []byte, off, n int64) []byte { return b[off*esz : (off+n)*esz] }
-		own := suites.VCount(call.Count, q, q, k)
-		if err := c.copyOrStop(part(recv, suites.VRecvDispl(call.Count, q, q, k), own), part(send, suites.VDispl(call.Count, q, q, k), own)); err != nil {
+		own := measure.VCount(call.Count, q, q, k)
+		if err := c.copyOrStop(part(recv, measure.VRecvDispl(call.Count, q, q, k), own), part(send, measure.VDispl(call.Count, q, q, k), own)); err != nil {
 			return err
 		}
 		for s := 1; s < k; s++ {
 			to, from := mod(q+s, k), mod(q-s, k)
-			out := part(send, suites.VDispl(call.Count, q, to, k), suites.VCount(call.Count, q, to, k))
-			in := part(recv, suites.VRecvDispl(call.Count, from, q, k), suites.VCount(call.Count, from, q, k))
+			out := part(send, measure.VDispl(call.Count, q, to, k), measure.VCount(call.Count, q, to, k))
+			in := part(recv, measure.VRecvDispl(call.Count, from, q, k), measure.VCount(call.Count, from, q, k))
 			if err := c.exchange(tag, to, out, from, in, t); err != nil {
 				return err
 			}
 		}
 		return nil
-	case suites.HyperCube:
+	case measure.HyperCube:
 		cb := call.Count * esz
 		if mine := recv[int64(q)*cb : int64(q+1)*cb]; !sameStart(send, mine) {
 			if err := c.copyOrStop(mine, send); err != nil {
@@ -187,7 +187,7 @@ func (c *comm) run(call suites.Call, send, recv []byte) error {
 // q of the inputs (seg(x) is this rank's input of segment x). Segment x
 // starts at rank x+1 and travels the ring, each rank adding its own input,
 // until it reaches rank x.
-func (c *comm) ringReduceScatter(tag uint64, seg func(int) []byte, out []byte, t dtype.DType, op suites.ReduceOp) error {
+func (c *comm) ringReduceScatter(tag uint64, seg func(int) []byte, out []byte, t dtype.DType, op measure.ReduceOp) error {
 	k, q := c.size(), c.me
 	if k == 1 {
 		if in := seg(0); !sameStart(in, out) {
@@ -239,8 +239,8 @@ func (c *comm) ringReduceScatter(tag uint64, seg func(int) []byte, out []byte, t
 	return c.finishAvg(out, t, op)
 }
 
-func (c *comm) finishAvg(out []byte, t dtype.DType, op suites.ReduceOp) error {
-	if op == suites.Avg {
+func (c *comm) finishAvg(out []byte, t dtype.DType, op measure.ReduceOp) error {
+	if op == measure.Avg {
 		reduce.Divide(out, t, c.size())
 	}
 	return nil
@@ -290,7 +290,7 @@ func (c *comm) ringAllGather(tag uint64, seg func(int) []byte) error {
 // recursiveDoubling allreduces buf in place in ⌈log2 k⌉ exchanges of the
 // whole buffer. With k not a power of two, the first 2r ranks pair up: the
 // even one hands its input to the odd one and gets the result at the end.
-func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op suites.ReduceOp) error {
+func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op measure.ReduceOp) error {
 	k, q := c.size(), c.me
 	p2 := 1
 	for p2*2 <= k {
@@ -397,7 +397,7 @@ func (c *comm) chainBroadcast(tag uint64, root int, send, recv []byte, t dtype.D
 
 // chainReduce pipelines partial reductions along the ring, piece by piece,
 // from root+1 to the root, each rank adding its own input.
-func (c *comm) chainReduce(tag uint64, root int, send, recv []byte, t dtype.DType, op suites.ReduceOp) error {
+func (c *comm) chainReduce(tag uint64, root int, send, recv []byte, t dtype.DType, op measure.ReduceOp) error {
 	k, q := c.size(), c.me
 	if k == 1 {
 		if !sameStart(send, recv) {

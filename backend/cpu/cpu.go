@@ -25,8 +25,8 @@ import (
 	"collbench/internal/faults"
 	"collbench/internal/syncx"
 	"collbench/internal/words"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -35,7 +35,7 @@ type Options struct {
 	// AfterOp, if set, is called on each rank after every collective with
 	// the rank's output bytes. Tests use it to corrupt results and prove the
 	// verifier notices.
-	AfterOp func(rank int, c suites.Call, out []byte)
+	AfterOp func(rank int, c measure.Call, out []byte)
 	// MemoryLimit caps the bytes the ranks of this process may allocate; 0
 	// means three quarters of the memory the system reports available,
 	// shared by the collbench processes of this host.
@@ -67,15 +67,15 @@ func (b *Backend) Info() results.Backend {
 
 // Supports accepts what NCCL accepts: every type and op except products
 // and averages of 8-bit floats.
-func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
-	if c.Reduces() && t.IsFP8() && (op == suites.Prod || op == suites.Avg) {
-		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
+func (b *Backend) Supports(c measure.Collective, t dtype.DType, op measure.ReduceOp) error {
+	if c.Reduces() && t.IsFP8() && (op == measure.Prod || op == measure.Avg) {
+		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", measure.ErrUnsupported, op, t, t)
 	}
 	return nil
 }
 
 // Open creates n ranks in this process.
-func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
+func (b *Backend) Open(ctx context.Context, n int) (measure.World, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("invalid rank count %d: must be at least 1", n)
 	}
@@ -191,7 +191,7 @@ func (w *world) Abort(cause error) {
 func (w *world) MemoryBudget() (int64, string) { return w.mem.budget(len(w.ranks)) }
 
 // Split gives every group of l its own hub.
-func (w *world) Split(l suites.Layout) (suites.World, error) {
+func (w *world) Split(l measure.Layout) (measure.World, error) {
 	sw := &world{hub: w.hub, opts: w.opts, mem: w.mem, hubs: []*hub{w.hub}, stop: w.stop, stopOnce: w.stopOnce, all: w.all}
 	for _, g := range l.Groups {
 		h := newHub(len(g))
@@ -211,15 +211,15 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 
 func (w *world) Size() int { return len(w.ranks) }
 
-func (w *world) Ranks() []suites.Rank {
-	out := make([]suites.Rank, len(w.ranks))
+func (w *world) Ranks() []measure.Rank {
+	out := make([]measure.Rank, len(w.ranks))
 	for i, r := range w.ranks {
 		out[i] = r
 	}
 	return out
 }
 
-func (w *world) Run(fn func(suites.Rank) error) error {
+func (w *world) Run(fn func(measure.Rank) error) error {
 	errs := make([]error, len(w.ranks))
 	var wg sync.WaitGroup
 	for i, r := range w.ranks {
@@ -287,13 +287,13 @@ func (r *rank) Device() results.Device {
 	return results.Device{Rank: r.worldRank, Name: "host memory"}
 }
 
-func (r *rank) Alloc(n int64) (suites.Buffer, error) {
+func (r *rank) Alloc(n int64) (measure.Buffer, error) {
 	m := r.w.mem
 	m.mu.Lock()
 	if m.limit > 0 && m.used+n > m.limit {
 		free := m.limit - m.used
 		m.mu.Unlock()
-		return nil, &suites.OutOfMemoryError{Rank: r.worldRank, Requested: n, Free: max(free, 0)}
+		return nil, &measure.OutOfMemoryError{Rank: r.worldRank, Requested: n, Free: max(free, 0)}
 	}
 	m.used += n
 	m.mu.Unlock()
@@ -305,12 +305,12 @@ func (r *rank) Alloc(n int64) (suites.Buffer, error) {
 		m.mu.Lock()
 		m.used -= n
 		m.mu.Unlock()
-		return nil, &suites.OutOfMemoryError{Rank: r.worldRank, Requested: n, Free: -1}
+		return nil, &measure.OutOfMemoryError{Rank: r.worldRank, Requested: n, Free: -1}
 	}
 	return &buffer{bytes: b}, nil
 }
 
-func (r *rank) Free(sb suites.Buffer) error {
+func (r *rank) Free(sb measure.Buffer) error {
 	b := sb.(*buffer)
 	r.w.mem.mu.Lock()
 	r.w.mem.used -= b.Len()
@@ -324,7 +324,7 @@ func (r *rank) Free(sb suites.Buffer) error {
 }
 
 // span returns bytes of v's buffer starting at its offset.
-func span(v suites.View, bytes int64) ([]byte, error) {
+func span(v measure.View, bytes int64) ([]byte, error) {
 	b, ok := v.Buf.(*buffer)
 	if !ok {
 		return nil, fmt.Errorf("cpu backend: foreign buffer %T", v.Buf)
@@ -377,7 +377,7 @@ func overlap(a, b []byte) bool {
 // copyOrStop copies as copy does, stopping early when the world is aborted.
 func (r *rank) copyOrStop(dst, src []byte) error { return copyOrStop(dst, src, r.w.stopped) }
 
-func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
+func (r *rank) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	b, err := span(dst, count*int64(p.DType.Size()))
 	if err != nil {
 		return err
@@ -397,7 +397,7 @@ func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 	return nil
 }
 
-func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
+func (r *rank) Poison(dst measure.View, count int64, t dtype.DType) error {
 	b, err := span(dst, count*int64(t.Size()))
 	if err != nil {
 		return err
@@ -418,7 +418,7 @@ func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
 	return nil
 }
 
-func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
+func (r *rank) Check(src measure.View, e measure.Expectation) (int64, error) {
 	n := e.OutputCount()
 	b, err := span(src, n*int64(e.DType.Size()))
 	if err != nil {
@@ -444,7 +444,7 @@ func (r *rank) Barrier() error {
 	return r.w.hub.bar.Wait()
 }
 
-func (r *rank) Launch(c suites.Call) error {
+func (r *rank) Launch(c measure.Call) error {
 	if err := r.w.stopped(); err != nil {
 		return err
 	}
@@ -488,9 +488,9 @@ func memAvailable() int64 {
 }
 
 // TimeEach times each of iters operations with the host clock.
-func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) { return timeEach(r, c, iters) }
+func (r *rank) TimeEach(c measure.Call, iters int) ([]float64, error) { return timeEach(r, c, iters) }
 
-func timeEach(r suites.Rank, c suites.Call, iters int) ([]float64, error) {
+func timeEach(r measure.Rank, c measure.Call, iters int) ([]float64, error) {
 	out := make([]float64, iters)
 	for k := range out {
 		t0 := time.Now()
@@ -503,7 +503,7 @@ func timeEach(r suites.Rank, c suites.Call, iters int) ([]float64, error) {
 }
 
 // FindMismatches lists up to limit wrong elements of e's output at src.
-func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+func (r *rank) FindMismatches(src measure.View, e measure.Expectation, limit int) ([]results.Mismatch, error) {
 	n := e.OutputCount()
 	b, err := span(src, n*int64(e.DType.Size()))
 	if err != nil {
@@ -514,7 +514,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 
 // findMismatches checks n elements of b against e in steps, looking at
 // the world's abort between them.
-func findMismatches(b []byte, e suites.Expectation, n int64, limit int, stopped func() error) ([]results.Mismatch, error) {
+func findMismatches(b []byte, e measure.Expectation, n int64, limit int, stopped func() error) ([]results.Mismatch, error) {
 	var out []results.Mismatch
 	esz := int64(e.DType.Size())
 	for first := int64(0); first < n && len(out) < limit; first += step {
@@ -528,7 +528,7 @@ func findMismatches(b []byte, e suites.Expectation, n int64, limit int, stopped 
 }
 
 // ReadHost copies bytes at src.
-func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
+func (r *rank) ReadHost(src measure.View, bytes int64) ([]byte, error) {
 	b, err := span(src, bytes)
 	if err != nil {
 		return nil, err

@@ -7,11 +7,11 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/words"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
-func runPlan(t *testing.T, b *Backend, n int, p suites.Plan) []results.Row {
+func runPlan(t *testing.T, b *Backend, n int, p measure.Plan) []results.Row {
 	t.Helper()
 	w, err := b.Open(context.Background(), n)
 	if err != nil {
@@ -25,7 +25,7 @@ func runPlan(t *testing.T, b *Backend, n int, p suites.Plan) []results.Row {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+	rn := &measure.Runner{World: w, Plan: p, Cases: cases}
 	rows, err := rn.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +38,8 @@ func runPlan(t *testing.T, b *Backend, n int, p suites.Plan) []results.Row {
 func TestEveryCollectiveTypeAndOpVerifies(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-			p := suites.Plan{
-				Collectives: runnable(n), DTypes: dtype.All(), Ops: suites.AllOps(),
+			p := measure.Plan{
+				Collectives: runnable(n), DTypes: dtype.All(), Ops: measure.AllOps(),
 				Sizes: []int64{8, 1000, 4096 + 24}, Iters: 1, Warmup: 0, Check: 2,
 				OutOfPlace: true, InPlace: true, SkipUnsupported: true,
 			}
@@ -60,8 +60,8 @@ func TestEveryCollectiveTypeAndOpVerifies(t *testing.T) {
 // allreduce, algbw for broadcast); only a group of one inside a split has
 // no bandwidth.
 func TestOneRankWorldReportsBandwidth(t *testing.T) {
-	p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.Broadcast}, DTypes: []dtype.DType{dtype.Float32},
-		Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{1 << 16}, Iters: 2, Check: 1, OutOfPlace: true, Roots: []int{0}}
+	p := measure.Plan{Collectives: []measure.Collective{measure.AllReduce, measure.Broadcast}, DTypes: []dtype.DType{dtype.Float32},
+		Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{1 << 16}, Iters: 2, Check: 1, OutOfPlace: true, Roots: []int{0}}
 	rows := runPlan(t, New(Options{}), 1, p)
 	if len(rows) != 2 {
 		t.Fatalf("%d rows", len(rows))
@@ -72,7 +72,7 @@ func TestOneRankWorldReportsBandwidth(t *testing.T) {
 			t.Fatalf("%s: algbw %v for %d bytes in %v us", r.Collective, h.AlgBW, r.SizeBytes, h.TimeUS)
 		}
 		want := h.AlgBW // broadcast: factor 1
-		if r.Collective == suites.AllReduce.String() {
+		if r.Collective == measure.AllReduce.String() {
 			want = 0 // 2(n-1)/n with n = 1
 		}
 		if h.BusBW != want {
@@ -86,14 +86,14 @@ func TestOneRankWorldReportsBandwidth(t *testing.T) {
 func TestVerifierCatchesOneFlippedElement(t *testing.T) {
 	for _, mode := range []string{"out-of-place", "in-place"} {
 		flips := 0
-		b := New(Options{AfterOp: func(rank int, c suites.Call, out []byte) {
+		b := New(Options{AfterOp: func(rank int, c measure.Call, out []byte) {
 			if rank == 1 && flips == 0 {
 				out[len(out)-1] ^= 0x01
 				flips++
 			}
 		}})
-		p := suites.Plan{Collectives: []suites.Collective{suites.AllGather}, DTypes: []dtype.DType{dtype.Int32},
-			Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{4096}, Iters: 1, Check: 1,
+		p := measure.Plan{Collectives: []measure.Collective{measure.AllGather}, DTypes: []dtype.DType{dtype.Int32},
+			Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{4096}, Iters: 1, Check: 1,
 			OutOfPlace: mode == "out-of-place", InPlace: mode == "in-place"}
 		rows := runPlan(t, b, 4, p)
 		h := rows[0].Halves()[0]
@@ -105,10 +105,10 @@ func TestVerifierCatchesOneFlippedElement(t *testing.T) {
 
 func TestUnsupportedPairs(t *testing.T) {
 	b := New(Options{})
-	if err := b.Supports(suites.AllReduce, dtype.Float8E4M3, suites.Prod); err == nil {
+	if err := b.Supports(measure.AllReduce, dtype.Float8E4M3, measure.Prod); err == nil {
 		t.Error("prod on fp8 accepted")
 	}
-	if err := b.Supports(suites.AllGather, dtype.Float8E4M3, suites.NoOp); err != nil {
+	if err := b.Supports(measure.AllGather, dtype.Float8E4M3, measure.NoOp); err != nil {
 		t.Error(err)
 	}
 }
@@ -123,18 +123,18 @@ func BenchmarkAllReduce(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				bufs := make([][2]suites.Buffer, n)
-				_ = w.Run(func(r suites.Rank) error {
+				bufs := make([][2]measure.Buffer, n)
+				_ = w.Run(func(r measure.Rank) error {
 					s, _ := r.Alloc(size)
 					d, _ := r.Alloc(size)
-					bufs[r.Rank()] = [2]suites.Buffer{s, d}
+					bufs[r.Rank()] = [2]measure.Buffer{s, d}
 					return nil
 				})
 				b.SetBytes(size)
 				b.ResetTimer()
-				err = w.Run(func(r suites.Rank) error {
-					c := suites.Call{Coll: suites.AllReduce, DType: dtype.Float32, Op: suites.Sum, Count: size / 4,
-						Send: suites.View{Buf: bufs[r.Rank()][0]}, Recv: suites.View{Buf: bufs[r.Rank()][1]}}
+				err = w.Run(func(r measure.Rank) error {
+					c := measure.Call{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Count: size / 4,
+						Send: measure.View{Buf: bufs[r.Rank()][0]}, Recv: measure.View{Buf: bufs[r.Rank()][1]}}
 					for i := 0; i < b.N; i++ {
 						if err := r.Launch(c); err != nil {
 							return err
@@ -147,7 +147,7 @@ func BenchmarkAllReduce(b *testing.B) {
 					b.Fatal(err)
 				}
 				sec := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(float64(size)/sec/1e9*suites.AllReduce.BusFactor(n), "busbw-GB/s")
+				b.ReportMetric(float64(size)/sec/1e9*measure.AllReduce.BusFactor(n), "busbw-GB/s")
 			})
 		}
 	}
@@ -163,22 +163,22 @@ func TestGroupsVerifyAndAggregate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := suites.ParseLayout(spec, 4, nil)
+			l, err := measure.ParseLayout(spec, 4, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			colls := suites.AllCollectives()
-			if suites.CheckGroups([]suites.Collective{suites.HyperCube}, l.Groups) != nil {
+			colls := measure.AllCollectives()
+			if measure.CheckGroups([]measure.Collective{measure.HyperCube}, l.Groups) != nil {
 				colls = runnable(3) // a group is not a power of two
 			}
-			p := suites.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32, dtype.Int8},
-				Ops: []suites.ReduceOp{suites.Sum, suites.Min}, Sizes: []int64{1024, 4096 + 12}, Iters: 2, Check: 2,
+			p := measure.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32, dtype.Int8},
+				Ops: []measure.ReduceOp{measure.Sum, measure.Min}, Sizes: []int64{1024, 4096 + 12}, Iters: 2, Check: 2,
 				OutOfPlace: true, InPlace: true, Roots: []int{0}}
 			cases, err := p.Cases(b, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rn := &suites.Runner{World: w, Plan: p, Cases: cases, Layout: l}
+			rn := &measure.Runner{World: w, Plan: p, Cases: cases, Layout: l}
 			rows, err := rn.Run(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -218,7 +218,7 @@ func TestGroupsVerifyAndAggregate(t *testing.T) {
 	}
 }
 
-func allSingletons(l suites.Layout) bool {
+func allSingletons(l measure.Layout) bool {
 	for _, g := range l.Groups {
 		if len(g) > 1 {
 			return false
@@ -241,16 +241,16 @@ func TestVerifyGroupsReproducesTheReferenceTable(t *testing.T) {
 		"[[0,1,2],[3]]": {6, 6, 6, 4},
 		"[[1,2,3],[0]]": {1, 9, 9, 9},
 	}
-	var layouts []suites.Layout
+	var layouts []measure.Layout
 	for spec := range want {
-		l, err := suites.ParseLayout(spec, 4, nil)
+		l, err := measure.ParseLayout(spec, 4, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		layouts = append(layouts, l)
 	}
-	lvs, err := suites.VerifyGroups(context.Background(), b, w, layouts, nil,
-		suites.VerifyOptions{Sizes: []int64{1024}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum}})
+	lvs, err := measure.VerifyGroups(context.Background(), b, w, layouts, nil,
+		measure.VerifyOptions{Sizes: []int64{1024}, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestVerifyGroupsReproducesTheReferenceTable(t *testing.T) {
 				t.Errorf("%s rank %d: %+v, want after %v", lv.Name, x.WorldRank, x, want[lv.Name][x.WorldRank])
 			}
 		}
-		if len(lv.Collectives) != len(suites.AllCollectives()) {
+		if len(lv.Collectives) != len(measure.AllCollectives()) {
 			t.Fatalf("%s: %d collectives", lv.Name, len(lv.Collectives))
 		}
 		for _, c := range lv.Collectives {

@@ -11,14 +11,14 @@ import (
 	"collbench/dtype"
 	"collbench/internal/faults"
 	"collbench/internal/memcontrol"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
 // distRun runs fn as every rank of a distributed world of n processes and
 // returns each rank's error.
-func distRun(t *testing.T, n int, opts Options, hosts []string, fn func(ctx context.Context, w suites.World) error) []error {
+func distRun(t *testing.T, n int, opts Options, hosts []string, fn func(ctx context.Context, w measure.World) error) []error {
 	t.Helper()
 	ctls := memcontrol.New(n, hosts)
 	errs := make([]error, n)
@@ -43,9 +43,9 @@ func distRun(t *testing.T, n int, opts Options, hosts []string, fn func(ctx cont
 
 // runnable lists the collectives that run on n ranks (hypercube needs a
 // power of two).
-func runnable(n int) []suites.Collective {
-	var out []suites.Collective
-	for _, c := range suites.AllCollectives() {
+func runnable(n int) []measure.Collective {
+	var out []measure.Collective
+	for _, c := range measure.AllCollectives() {
 		if !c.PowerOfTwo() || n&(n-1) == 0 {
 			out = append(out, c)
 		}
@@ -54,16 +54,16 @@ func runnable(n int) []suites.Collective {
 }
 
 // sweepAll runs the plan on every rank of n processes and returns rank 0's rows.
-func sweepAll(t *testing.T, n int, opts Options, p suites.Plan, layout suites.Layout) ([]results.Row, []error) {
+func sweepAll(t *testing.T, n int, opts Options, p measure.Plan, layout measure.Layout) ([]results.Row, []error) {
 	t.Helper()
 	var rows []results.Row
 	var mu sync.Mutex
-	errs := distRun(t, n, opts, nil, func(ctx context.Context, w suites.World) error {
+	errs := distRun(t, n, opts, nil, func(ctx context.Context, w measure.World) error {
 		cases, err := p.Cases(New(opts), n)
 		if err != nil {
 			return err
 		}
-		rn := &suites.Runner{World: w, Plan: p, Cases: cases, Layout: layout, Board: watchdog.BoardFrom(ctx)}
+		rn := &measure.Runner{World: w, Plan: p, Cases: cases, Layout: layout, Board: watchdog.BoardFrom(ctx)}
 		rs, err := rn.Run(ctx)
 		if w.Ranks()[0].WorldRank() == 0 {
 			mu.Lock()
@@ -103,20 +103,20 @@ func TestDistributedEveryCollectiveVerifies(t *testing.T) {
 	type run struct {
 		n     int
 		types []dtype.DType
-		ops   []suites.ReduceOp
+		ops   []measure.ReduceOp
 		sizes []int64
 	}
 	runs := []run{
-		{2, dtype.All(), suites.AllOps(), []int64{8, 1000, 4096}},
-		{3, []dtype.DType{dtype.Int8, dtype.Float16, dtype.Float32, dtype.Float8E4M3}, suites.AllOps(), []int64{8, 1000}},
-		{4, []dtype.DType{dtype.BFloat16, dtype.Int64}, suites.AllOps(), []int64{8, 1000}},
-		{5, []dtype.DType{dtype.Float64, dtype.Uint8}, []suites.ReduceOp{suites.Sum, suites.Avg, suites.Min}, []int64{8, 1000}},
-		{3, []dtype.DType{dtype.Float32}, []suites.ReduceOp{suites.Sum}, []int64{pieceSize*2 + 36}},
+		{2, dtype.All(), measure.AllOps(), []int64{8, 1000, 4096}},
+		{3, []dtype.DType{dtype.Int8, dtype.Float16, dtype.Float32, dtype.Float8E4M3}, measure.AllOps(), []int64{8, 1000}},
+		{4, []dtype.DType{dtype.BFloat16, dtype.Int64}, measure.AllOps(), []int64{8, 1000}},
+		{5, []dtype.DType{dtype.Float64, dtype.Uint8}, []measure.ReduceOp{measure.Sum, measure.Avg, measure.Min}, []int64{8, 1000}},
+		{3, []dtype.DType{dtype.Float32}, []measure.ReduceOp{measure.Sum}, []int64{pieceSize*2 + 36}},
 	}
 	for _, rr := range runs {
-		p := suites.Plan{Collectives: runnable(rr.n), DTypes: rr.types, Ops: rr.ops, Sizes: rr.sizes,
+		p := measure.Plan{Collectives: runnable(rr.n), DTypes: rr.types, Ops: rr.ops, Sizes: rr.sizes,
 			Iters: 1, Warmup: 0, Check: 1, OutOfPlace: true, InPlace: true, SkipUnsupported: true, Seed: 7}
-		rows, errs := sweepAll(t, rr.n, Options{}, p, suites.Layout{})
+		rows, errs := sweepAll(t, rr.n, Options{}, p, measure.Layout{})
 		noErrors(t, errs)
 		if len(rows) == 0 || wrongTotal(rows) != 0 {
 			t.Fatalf("n=%d: %d rows, %d wrong", rr.n, len(rows), wrongTotal(rows))
@@ -128,10 +128,10 @@ func TestDistributedEveryCollectiveVerifies(t *testing.T) {
 // ranks, power of two or not.
 func TestRecursiveDoublingVerifies(t *testing.T) {
 	for _, n := range []int{9, 12, 16} {
-		p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
-			Ops: []suites.ReduceOp{suites.Sum, suites.Avg, suites.Max}, Sizes: []int64{8, 4096, smallAllReduce},
+		p := measure.Plan{Collectives: []measure.Collective{measure.AllReduce}, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
+			Ops: []measure.ReduceOp{measure.Sum, measure.Avg, measure.Max}, Sizes: []int64{8, 4096, smallAllReduce},
 			Iters: 1, Check: 1, OutOfPlace: true, InPlace: true, Seed: 3}
-		rows, errs := sweepAll(t, n, Options{}, p, suites.Layout{})
+		rows, errs := sweepAll(t, n, Options{}, p, measure.Layout{})
 		noErrors(t, errs)
 		if len(rows) != 18 || wrongTotal(rows) != 0 {
 			t.Fatalf("n=%d: %d rows, %d wrong", n, len(rows), wrongTotal(rows))
@@ -145,17 +145,17 @@ func TestRecursiveDoublingVerifies(t *testing.T) {
 // reduce-scatter and alltoall, S for broadcast, reduce and sendrecv, each
 // plus 1 % for framing.
 func TestAlgorithmsByTheirTraffic(t *testing.T) {
-	bound := map[suites.Collective]func(n float64) float64{
-		suites.AllReduce:     func(n float64) float64 { return 2 * (n - 1) / n },
-		suites.AllGather:     func(n float64) float64 { return (n - 1) / n },
-		suites.ReduceScatter: func(n float64) float64 { return (n - 1) / n },
-		suites.AllToAll:      func(n float64) float64 { return (n - 1) / n },
-		suites.Broadcast:     func(float64) float64 { return 1 },
-		suites.Reduce:        func(float64) float64 { return 1 },
-		suites.SendRecv:      func(float64) float64 { return 1 },
-		suites.Gather:        func(n float64) float64 { return (n - 1) / n },
-		suites.Scatter:       func(n float64) float64 { return (n - 1) / n },
-		suites.HyperCube:     func(n float64) float64 { return (n - 1) / n },
+	bound := map[measure.Collective]func(n float64) float64{
+		measure.AllReduce:     func(n float64) float64 { return 2 * (n - 1) / n },
+		measure.AllGather:     func(n float64) float64 { return (n - 1) / n },
+		measure.ReduceScatter: func(n float64) float64 { return (n - 1) / n },
+		measure.AllToAll:      func(n float64) float64 { return (n - 1) / n },
+		measure.Broadcast:     func(float64) float64 { return 1 },
+		measure.Reduce:        func(float64) float64 { return 1 },
+		measure.SendRecv:      func(float64) float64 { return 1 },
+		measure.Gather:        func(n float64) float64 { return (n - 1) / n },
+		measure.Scatter:       func(n float64) float64 { return (n - 1) / n },
+		measure.HyperCube:     func(n float64) float64 { return (n - 1) / n },
 	}
 	// alltoallv is left out: its parts differ per peer by design.
 	step := 1
@@ -163,21 +163,21 @@ func TestAlgorithmsByTheirTraffic(t *testing.T) {
 		step = 3 // make test: 2, 5 and 8 processes; make test-long every count
 	}
 	for n := 2; n <= 8; n += step {
-		var colls []suites.Collective
+		var colls []measure.Collective
 		for _, c := range runnable(n) {
 			if bound[c] != nil {
 				colls = append(colls, c)
 			}
 		}
-		p := suites.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		p := measure.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 			Roots: []int{n - 1}, Sizes: []int64{64 << 10, 1<<20 + 4*12345}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Seed: 1}
-		rows, errs := sweepAll(t, n, Options{}, p, suites.Layout{})
+		rows, errs := sweepAll(t, n, Options{}, p, measure.Layout{})
 		noErrors(t, errs)
 		if wrongTotal(rows) != 0 {
 			t.Fatalf("n=%d: wrong elements", n)
 		}
 		for _, row := range rows {
-			c, _ := suites.ParseCollective(row.Collective)
+			c, _ := measure.ParseCollective(row.Collective)
 			limit := bound[c](float64(n)) * float64(row.SizeBytes) * 1.01
 			for _, h := range row.Halves() {
 				if len(h.RankBytesSent) != n {
@@ -206,15 +206,15 @@ func TestAlgorithmsByTheirTraffic(t *testing.T) {
 // with its own peers, and checks each group's values.
 func TestDistributedGroups(t *testing.T) {
 	for _, spec := range []string{"[[0,1],[2,3]]", "[[1,2,3],[0]]", "[[0,2],[1],[3]]"} {
-		l, err := suites.ParseLayout(spec, 4, nil)
+		l, err := measure.ParseLayout(spec, 4, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		colls := suites.AllCollectives()
-		if suites.CheckGroups([]suites.Collective{suites.HyperCube}, l.Groups) != nil {
+		colls := measure.AllCollectives()
+		if measure.CheckGroups([]measure.Collective{measure.HyperCube}, l.Groups) != nil {
 			colls = colls[:len(colls)-1] // hypercube is the last one
 		}
-		p := suites.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		p := measure.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 			Roots: []int{0}, Sizes: []int64{4096, 1 << 20}, Iters: 2, Check: 2, OutOfPlace: true, InPlace: true, Seed: 5}
 		rows, errs := sweepAll(t, 4, Options{}, p, l)
 		noErrors(t, errs)
@@ -231,9 +231,9 @@ func TestCorruptingRankIsCaught(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := suites.Plan{Collectives: []suites.Collective{suites.SendRecv}, DTypes: []dtype.DType{dtype.Int32}, Ops: []suites.ReduceOp{suites.Sum},
+	p := measure.Plan{Collectives: []measure.Collective{measure.SendRecv}, DTypes: []dtype.DType{dtype.Int32}, Ops: []measure.ReduceOp{measure.Sum},
 		Sizes: []int64{4096}, Iters: 1, Check: 1, OutOfPlace: true, Seed: 2}
-	rows, errs := sweepAll(t, 3, Options{Faults: fs}, p, suites.Layout{})
+	rows, errs := sweepAll(t, 3, Options{Faults: fs}, p, measure.Layout{})
 	noErrors(t, errs)
 	h := rows[0].OutOfPlace
 	if h.Wrong == nil || *h.Wrong == 0 || len(h.Mismatches) == 0 || h.Mismatches[0].Rank != 2 {
@@ -248,9 +248,9 @@ func TestSlowLinkIsSlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := suites.Plan{Collectives: []suites.Collective{suites.SendRecv}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+	p := measure.Plan{Collectives: []measure.Collective{measure.SendRecv}, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 		Sizes: []int64{2 << 20}, Iters: 2, Check: 1, OutOfPlace: true, Seed: 2}
-	rows, errs := sweepAll(t, 2, Options{Faults: fs}, p, suites.Layout{})
+	rows, errs := sweepAll(t, 2, Options{Faults: fs}, p, measure.Layout{})
 	noErrors(t, errs)
 	// 2 MiB at 20 MB/s is 105 ms.
 	if got := rows[0].OutOfPlace.TimeUS; got < 80e3 {
@@ -266,7 +266,7 @@ func TestHungRankIsAbortable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctls := memcontrol.New(2, nil)
-	worlds := make([]suites.World, 2)
+	worlds := make([]measure.World, 2)
 	var wg sync.WaitGroup
 	for r := range worlds {
 		wg.Add(1)
@@ -290,7 +290,7 @@ func TestHungRankIsAbortable(t *testing.T) {
 				defer wg.Done()
 				rk := w.Ranks()[0]
 				b, _ := rk.Alloc(1024)
-				call := suites.Call{Coll: suites.AllReduce, DType: dtype.Float32, Op: suites.Sum, Count: 256, Send: suites.View{Buf: b}, Recv: suites.View{Buf: b}}
+				call := measure.Call{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Count: 256, Send: measure.View{Buf: b}, Recv: measure.View{Buf: b}}
 				for k := 0; k < 10 && errs[r] == nil; k++ {
 					errs[r] = rk.Launch(call)
 				}
@@ -305,7 +305,7 @@ func TestHungRankIsAbortable(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	for _, w := range worlds {
-		w.(suites.Aborter).Abort(fmt.Errorf("watchdog"))
+		w.(measure.Aborter).Abort(fmt.Errorf("watchdog"))
 	}
 	select {
 	case errs := <-done:

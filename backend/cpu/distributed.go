@@ -10,8 +10,8 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/faults"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -27,7 +27,7 @@ type LocalAddresser interface {
 // shared over the control connection, and ranks connect directly to the
 // peers their algorithms need: collective data never passes through the
 // control connection.
-func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, device int) (suites.World, error) {
+func (b *Backend) OpenDistributed(ctx context.Context, ctl measure.Control, device int) (measure.World, error) {
 	n, me := ctl.Size(), ctl.Rank()
 	hosts := ctl.Hosts()
 	ip := "127.0.0.1"
@@ -86,7 +86,7 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 }
 
 type distWorld struct {
-	ctl    suites.Control
+	ctl    measure.Control
 	opts   Options
 	mem    *memory
 	m      *mesh
@@ -95,10 +95,10 @@ type distWorld struct {
 	child  bool
 }
 
-func (w *distWorld) Size() int                            { return w.ctl.Size() }
-func (w *distWorld) Ranks() []suites.Rank                 { return []suites.Rank{w.rank} }
-func (w *distWorld) Run(fn func(suites.Rank) error) error { return fn(w.rank) }
-func (w *distWorld) Control() suites.Control              { return w.ctl }
+func (w *distWorld) Size() int                             { return w.ctl.Size() }
+func (w *distWorld) Ranks() []measure.Rank                 { return []measure.Rank{w.rank} }
+func (w *distWorld) Run(fn func(measure.Rank) error) error { return fn(w.rank) }
+func (w *distWorld) Control() measure.Control              { return w.ctl }
 
 // Abort closes every data connection so a rank blocked on one returns.
 func (w *distWorld) Abort(cause error) { w.m.abort(cause) }
@@ -117,7 +117,7 @@ func (w *distWorld) MemoryBudget() (int64, string) { return w.mem.budget(1) }
 // Split gives this rank a communicator of its group, on the same data
 // connections; every process splits in the same order, so communicator
 // ids agree.
-func (w *distWorld) Split(l suites.Layout) (suites.World, error) {
+func (w *distWorld) Split(l measure.Layout) (measure.World, error) {
 	wr := w.ctl.Rank()
 	gid, idx := l.Locate(wr)
 	if gid < 0 {
@@ -150,25 +150,25 @@ func (r *distRank) local() *rank {
 	return &rank{w: &world{mem: r.w.mem, stop: r.w.m.aborted}, worldRank: r.WorldRank(), track: r.track, local: r.pace}
 }
 
-func (r *distRank) Alloc(n int64) (suites.Buffer, error) { return r.local().Alloc(n) }
-func (r *distRank) Free(b suites.Buffer) error           { return r.local().Free(b) }
-func (r *distRank) Sync() error                          { return nil }
-func (r *distRank) Fill(dst suites.View, count int64, p suites.Pattern) error {
+func (r *distRank) Alloc(n int64) (measure.Buffer, error) { return r.local().Alloc(n) }
+func (r *distRank) Free(b measure.Buffer) error           { return r.local().Free(b) }
+func (r *distRank) Sync() error                           { return nil }
+func (r *distRank) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	return r.local().Fill(dst, count, p)
 }
-func (r *distRank) Poison(dst suites.View, count int64, t dtype.DType) error {
+func (r *distRank) Poison(dst measure.View, count int64, t dtype.DType) error {
 	return r.local().Poison(dst, count, t)
 }
-func (r *distRank) Check(src suites.View, e suites.Expectation) (int64, error) {
+func (r *distRank) Check(src measure.View, e measure.Expectation) (int64, error) {
 	return r.local().Check(src, e)
 }
-func (r *distRank) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+func (r *distRank) FindMismatches(src measure.View, e measure.Expectation, limit int) ([]results.Mismatch, error) {
 	return r.local().FindMismatches(src, e, limit)
 }
-func (r *distRank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
+func (r *distRank) ReadHost(src measure.View, bytes int64) ([]byte, error) {
 	return r.local().ReadHost(src, bytes)
 }
-func (r *distRank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+func (r *distRank) TimeEach(c measure.Call, iters int) ([]float64, error) {
 	return timeEach(r, c, iters)
 }
 
@@ -183,7 +183,7 @@ func (r *distRank) Barrier() error {
 }
 
 // Launch runs one collective with this rank's peers.
-func (r *distRank) Launch(c suites.Call) error {
+func (r *distRank) Launch(c measure.Call) error {
 	if err := r.w.m.abortedErr(); err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (r *distRank) Launch(c suites.Call) error {
 	}
 	r.w.opts.Faults.ActOnProcess(r.WorldRank(), r.ops)
 	esz := int64(c.DType.Size())
-	g := suites.CallGeometry(c, r.Size())
+	g := measure.CallGeometry(c, r.Size())
 	send, err := span(c.Send, g.SendCount*esz)
 	if err != nil {
 		return err

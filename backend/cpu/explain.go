@@ -1,8 +1,8 @@
 package cpu
 
 import (
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // cpuSource is how rows name where the cpu backend's algorithm comes from.
@@ -11,7 +11,7 @@ const cpuSource = "cpu backend"
 // Algorithm names what the ranks of one process do: they meet in shared
 // memory, each reduces or copies its share straight from the others'
 // buffers (DIRECT), with no protocol between them.
-func (w *world) Algorithm(c suites.Collective, bytes int64, ranks int) *results.AlgoChoice {
+func (w *world) Algorithm(c measure.Collective, bytes int64, ranks int) *results.AlgoChoice {
 	if ranks < 2 {
 		return nil
 	}
@@ -20,28 +20,28 @@ func (w *world) Algorithm(c suites.Collective, bytes int64, ranks int) *results.
 
 // Algorithm names the algorithm of algo.go a collective runs with across
 // processes, over TCP.
-func (w *distWorld) Algorithm(c suites.Collective, bytes int64, ranks int) *results.AlgoChoice {
+func (w *distWorld) Algorithm(c measure.Collective, bytes int64, ranks int) *results.AlgoChoice {
 	if ranks < 2 {
 		return nil
 	}
 	a := &results.AlgoChoice{Proto: "TCP", Source: cpuSource}
 	switch c {
-	case suites.AllReduce:
+	case measure.AllReduce:
 		a.Algo = "RING"
 		if ranks > recursiveMinRanks && bytes <= smallAllReduce {
 			a.Algo = "RECURSIVE_DOUBLING"
 		}
-	case suites.ReduceScatter, suites.AllGather:
+	case measure.ReduceScatter, measure.AllGather:
 		a.Algo = "RING"
-	case suites.Broadcast, suites.Reduce:
+	case measure.Broadcast, measure.Reduce:
 		a.Algo = "CHAIN"
-	case suites.AllToAll, suites.AllToAllV:
+	case measure.AllToAll, measure.AllToAllV:
 		a.Algo = "PAIRWISE"
-	case suites.SendRecv:
+	case measure.SendRecv:
 		a.Algo = "P2P"
-	case suites.Gather, suites.Scatter:
+	case measure.Gather, measure.Scatter:
 		a.Algo = "DIRECT"
-	case suites.HyperCube:
+	case measure.HyperCube:
 		a.Algo = "RECURSIVE_DOUBLING"
 	default:
 		return nil

@@ -4,8 +4,8 @@ import (
 	"sync"
 
 	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -63,33 +63,35 @@ func (h *Host) Used() int64 {
 }
 
 // Alloc maps n bytes.
-func (h *Host) Alloc(n int64) (suites.Buffer, error) { return h.r.Alloc(n) }
+func (h *Host) Alloc(n int64) (measure.Buffer, error) { return h.r.Alloc(n) }
 
 // Free unmaps a buffer of Alloc.
-func (h *Host) Free(b suites.Buffer) error { return h.r.Free(b) }
+func (h *Host) Free(b measure.Buffer) error { return h.r.Free(b) }
 
 // Fill writes count elements of p at dst.
-func (h *Host) Fill(dst suites.View, count int64, p suites.Pattern) error {
+func (h *Host) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	return h.r.Fill(dst, count, p)
 }
 
 // Poison overwrites count elements of t at dst with a value no pattern has.
-func (h *Host) Poison(dst suites.View, count int64, t dtype.DType) error {
+func (h *Host) Poison(dst measure.View, count int64, t dtype.DType) error {
 	return h.r.Poison(dst, count, t)
 }
 
 // Check counts the wrong elements of e's output at src.
-func (h *Host) Check(src suites.View, e suites.Expectation) (int64, error) { return h.r.Check(src, e) }
+func (h *Host) Check(src measure.View, e measure.Expectation) (int64, error) {
+	return h.r.Check(src, e)
+}
 
 // FindMismatches lists up to limit wrong elements of e's output at src.
-func (h *Host) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+func (h *Host) FindMismatches(src measure.View, e measure.Expectation, limit int) ([]results.Mismatch, error) {
 	return h.r.FindMismatches(src, e, limit)
 }
 
 // ReadHost copies bytes at src.
-func (h *Host) ReadHost(src suites.View, bytes int64) ([]byte, error) {
+func (h *Host) ReadHost(src measure.View, bytes int64) ([]byte, error) {
 	return h.r.ReadHost(src, bytes)
 }
 
 // Bytes is the memory of bytes bytes at v, a view of a buffer of Alloc.
-func Bytes(v suites.View, bytes int64) ([]byte, error) { return span(v, bytes) }
+func Bytes(v measure.View, bytes int64) ([]byte, error) { return span(v, bytes) }

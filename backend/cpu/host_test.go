@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"collbench/dtype"
-	"collbench/suites"
+	"collbench/measure"
 	"collbench/watchdog"
 )
 
@@ -26,14 +26,14 @@ func TestHost(t *testing.T) {
 	if free, _ := h.Budget(); free != 1<<20-n*4 {
 		t.Fatalf("budget %d, want %d", free, 1<<20-n*4)
 	}
-	c, ty := suites.Broadcast, dtype.Float32
-	dom := suites.DomainFor(c, ty, suites.NoOp, 1)
-	p := suites.Pattern{DType: ty, Domain: dom, Seed: 7, Rank: 0, Ranks: 1}
-	v := suites.View{Buf: b}
+	c, ty := measure.Broadcast, dtype.Float32
+	dom := measure.DomainFor(c, ty, measure.NoOp, 1)
+	p := measure.Pattern{DType: ty, Domain: dom, Seed: 7, Rank: 0, Ranks: 1}
+	v := measure.View{Buf: b}
 	if err := h.Fill(v, n, p); err != nil {
 		t.Fatal(err)
 	}
-	e := suites.Expectation{Coll: c, DType: ty, Op: suites.NoOp, Ranks: 1, Geom: suites.Geometry{Count: n, SendCount: n, RecvCount: n}, Domain: dom, Seed: 7}
+	e := measure.Expectation{Coll: c, DType: ty, Op: measure.NoOp, Ranks: 1, Geom: measure.Geometry{Count: n, SendCount: n, RecvCount: n}, Domain: dom, Seed: 7}
 	if wrong, err := h.Check(v, e); err != nil || wrong != 0 {
 		t.Fatalf("check after fill: %d wrong, %v", wrong, err)
 	}
@@ -49,7 +49,7 @@ func TestHost(t *testing.T) {
 	if raw, err := h.ReadHost(v, 8); err != nil || len(raw) != 8 {
 		t.Fatalf("read: %v, %v", raw, err)
 	}
-	if _, err := Bytes(suites.View{Buf: b, Off: 4}, n*4); err == nil {
+	if _, err := Bytes(measure.View{Buf: b, Off: 4}, n*4); err == nil {
 		t.Fatal("Bytes took a view past the buffer")
 	}
 	cause := errors.New("planted")

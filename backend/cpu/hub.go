@@ -5,7 +5,7 @@ import (
 
 	"collbench/internal/reduce"
 	"collbench/internal/syncx"
-	"collbench/suites"
+	"collbench/measure"
 	"collbench/watchdog"
 )
 
@@ -43,11 +43,11 @@ func (h *hub) wait(rk *rank) error {
 
 // run performs c as rank rk and returns its output bytes (nil where the
 // collective defines none, e.g. non-root ranks of reduce).
-func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
+func (h *hub) run(rk *rank, c measure.Call) ([]byte, error) {
 	r := rk.id
 	esz := int64(c.DType.Size())
 	n := h.n
-	g := suites.CallGeometry(c, n)
+	g := measure.CallGeometry(c, n)
 	send, err := span(c.Send, g.SendCount*esz)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 		return nil, err
 	}
 	inPlace := c.Send.Buf == c.Recv.Buf
-	staged := inPlace && (c.Coll == suites.AllToAll || c.Coll == suites.SendRecv)
+	staged := inPlace && (c.Coll == measure.AllToAll || c.Coll == measure.SendRecv)
 	if r == 0 && staged {
 		if need := int64(n) * g.SendCount * esz; int64(len(h.scratch)) < need {
 			h.scratch = make([]byte, need)
@@ -80,7 +80,7 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 	}
 	out := recv
 	switch c.Coll {
-	case suites.AllReduce:
+	case measure.AllReduce:
 		lo, hi := chunk(c.Count, r, n)
 		if err := h.reduceChunk(rk, recv[lo*esz:hi*esz], r, lo*esz, hi*esz, c); err != nil {
 			return nil, err
@@ -97,7 +97,7 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 				return nil, err
 			}
 		}
-	case suites.Reduce:
+	case measure.Reduce:
 		// Each rank reduces its chunk straight into the root's output.
 		lo, hi := chunk(c.Count, r, n)
 		if err := h.reduceChunk(rk, h.slots[c.Root].recv[lo*esz:hi*esz], c.Root, lo*esz, hi*esz, c); err != nil {
@@ -106,36 +106,36 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 		if r != c.Root {
 			out = nil
 		}
-	case suites.ReduceScatter:
+	case measure.ReduceScatter:
 		lo, hi := int64(r)*c.Count*esz, int64(r+1)*c.Count*esz
 		if err := h.reduceChunk(rk, recv, r, lo, hi, c); err != nil {
 			return nil, err
 		}
-	case suites.Broadcast:
+	case measure.Broadcast:
 		src := h.slots[c.Root].send
 		if !sameStart(src, recv) {
 			if err := rk.copyOrStop(recv, src); err != nil {
 				return nil, err
 			}
 		}
-	case suites.Scatter:
+	case measure.Scatter:
 		cb := c.Count * esz
 		if src := h.slots[c.Root].send[int64(r)*cb : int64(r+1)*cb]; !sameStart(src, recv) {
 			if err := rk.copyOrStop(recv, src); err != nil {
 				return nil, err
 			}
 		}
-	case suites.AllToAllV:
+	case measure.AllToAllV:
 		for p := 0; p < n; p++ {
-			k := suites.VCount(c.Count, p, r, n) * esz
-			at := suites.VRecvDispl(c.Count, p, r, n) * esz
-			from := suites.VDispl(c.Count, p, r, n) * esz
+			k := measure.VCount(c.Count, p, r, n) * esz
+			at := measure.VRecvDispl(c.Count, p, r, n) * esz
+			from := measure.VDispl(c.Count, p, r, n) * esz
 			if err := rk.copyOrStop(recv[at:at+k], h.slots[p].send[from:from+k]); err != nil {
 				return nil, err
 			}
 		}
-	case suites.AllGather, suites.HyperCube, suites.Gather:
-		if c.Coll == suites.Gather && r != c.Root {
+	case measure.AllGather, measure.HyperCube, measure.Gather:
+		if c.Coll == measure.Gather && r != c.Root {
 			out = nil // only the root receives
 			break
 		}
@@ -148,14 +148,14 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 				}
 			}
 		}
-	case suites.AllToAll:
+	case measure.AllToAll:
 		cb := c.Count * esz
 		for p := 0; p < n; p++ {
 			if err := rk.copyOrStop(recv[int64(p)*cb:int64(p+1)*cb], h.slots[p].send[int64(r)*cb:int64(r+1)*cb]); err != nil {
 				return nil, err
 			}
 		}
-	case suites.SendRecv:
+	case measure.SendRecv:
 		if err := rk.copyOrStop(recv, h.slots[(r-1+n)%n].send); err != nil {
 			return nil, err
 		}
@@ -172,7 +172,7 @@ func (h *hub) run(rk *rank, c suites.Call) ([]byte, error) {
 // of their send buffers. self names the rank whose send bytes may alias dst,
 // so its contribution is taken first. It works in steps, looking at the
 // world's abort between them.
-func (h *hub) reduceChunk(rk *rank, dst []byte, self int, lo, hi int64, c suites.Call) error {
+func (h *hub) reduceChunk(rk *rank, dst []byte, self int, lo, hi int64, c measure.Call) error {
 	stepBytes := int64(step * c.DType.Size())
 	for off := lo; off < hi; off += stepBytes {
 		if err := rk.w.stopped(); err != nil {
@@ -189,7 +189,7 @@ func (h *hub) reduceChunk(rk *rank, dst []byte, self int, lo, hi int64, c suites
 				reduce.Into(d, h.slots[p].send[off:end], c.DType, c.Op)
 			}
 		}
-		if c.Op == suites.Avg {
+		if c.Op == measure.Avg {
 			reduce.Divide(d, c.DType, h.n)
 		}
 		rk.track.Moved()

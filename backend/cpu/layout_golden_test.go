@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"collbench/dtype"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // the golden file, and each output is also verified against the
 // expectation.
 func TestRootedAndVariableGolden(t *testing.T) {
-	colls := []suites.Collective{suites.Gather, suites.Scatter, suites.AllToAllV}
+	colls := []measure.Collective{measure.Gather, measure.Scatter, measure.AllToAllV}
 	const n, root = 3, 1
 	var b bytes.Buffer
 	for _, c := range colls {
@@ -62,15 +62,15 @@ func TestRootedAndVariableGolden(t *testing.T) {
 
 // outputs runs one call of c on n ranks and returns each rank's output
 // elements as text ("-" where the collective defines none).
-func outputs(t *testing.T, c suites.Collective, ty dtype.DType, n, root int, size int64, distributed bool) []string {
+func outputs(t *testing.T, c measure.Collective, ty dtype.DType, n, root int, size int64, distributed bool) []string {
 	t.Helper()
 	out := make([]string, n)
-	body := func(ctx context.Context, w suites.World) error {
-		return w.Run(func(r suites.Rank) error {
+	body := func(ctx context.Context, w measure.World) error {
+		return w.Run(func(r measure.Rank) error {
 			esz := ty.Size()
-			g := suites.GeometryFor(c, size, esz, n, r.Rank())
-			dom := suites.DomainFor(c, ty, suites.Sum, n)
-			e := suites.Expectation{Coll: c, DType: ty, Op: suites.Sum, Root: root, Ranks: n, Rank: r.Rank(), Geom: g, Domain: dom, Seed: 7}
+			g := measure.GeometryFor(c, size, esz, n, r.Rank())
+			dom := measure.DomainFor(c, ty, measure.Sum, n)
+			e := measure.Expectation{Coll: c, DType: ty, Op: measure.Sum, Root: root, Ranks: n, Rank: r.Rank(), Geom: g, Domain: dom, Seed: 7}
 			send, err := r.Alloc(max(g.SendCount, 1) * int64(esz))
 			if err != nil {
 				return err
@@ -79,13 +79,13 @@ func outputs(t *testing.T, c suites.Collective, ty dtype.DType, n, root int, siz
 			if err != nil {
 				return err
 			}
-			if err := r.Fill(suites.View{Buf: send}, g.SendCount, e.InputPattern(r.Rank())); err != nil {
+			if err := r.Fill(measure.View{Buf: send}, g.SendCount, e.InputPattern(r.Rank())); err != nil {
 				return err
 			}
-			if err := r.Poison(suites.View{Buf: recv}, g.RecvCount, ty); err != nil {
+			if err := r.Poison(measure.View{Buf: recv}, g.RecvCount, ty); err != nil {
 				return err
 			}
-			call := suites.Call{Coll: c, DType: ty, Op: suites.Sum, Root: root, Count: g.Count, Send: suites.View{Buf: send}, Recv: suites.View{Buf: recv}}
+			call := measure.Call{Coll: c, DType: ty, Op: measure.Sum, Root: root, Count: g.Count, Send: measure.View{Buf: send}, Recv: measure.View{Buf: recv}}
 			if err := r.Launch(call); err != nil {
 				return err
 			}
@@ -96,14 +96,14 @@ func outputs(t *testing.T, c suites.Collective, ty dtype.DType, n, root int, siz
 				out[r.WorldRank()] = "-"
 				return nil
 			}
-			wrong, err := r.Check(suites.View{Buf: recv}, e)
+			wrong, err := r.Check(measure.View{Buf: recv}, e)
 			if err != nil {
 				return err
 			}
 			if wrong != 0 {
 				return fmt.Errorf("rank %d: %d wrong elements", r.Rank(), wrong)
 			}
-			raw, err := r.(suites.HostReader).ReadHost(suites.View{Buf: recv}, e.OutputCount()*int64(esz))
+			raw, err := r.(measure.HostReader).ReadHost(measure.View{Buf: recv}, e.OutputCount()*int64(esz))
 			if err != nil {
 				return err
 			}

@@ -9,16 +9,16 @@ import (
 	"sort"
 	"strings"
 
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // tunedName is each collective's name in Open MPI's coll/tuned settings
 // (coll_tuned_NAME_algorithm); the point-to-point ones have none.
-var tunedName = map[suites.Collective]string{
-	suites.AllReduce: "allreduce", suites.AllGather: "allgather", suites.ReduceScatter: "reduce_scatter_block",
-	suites.Broadcast: "bcast", suites.Reduce: "reduce", suites.AllToAll: "alltoall", suites.AllToAllV: "alltoallv",
-	suites.Gather: "gather", suites.Scatter: "scatter",
+var tunedName = map[measure.Collective]string{
+	measure.AllReduce: "allreduce", measure.AllGather: "allgather", measure.ReduceScatter: "reduce_scatter_block",
+	measure.Broadcast: "bcast", measure.Reduce: "reduce", measure.AllToAll: "alltoall", measure.AllToAllV: "alltoallv",
+	measure.Gather: "gather", measure.Scatter: "scatter",
 }
 
 // cvar is one control variable as read: found, its integer value and enum
@@ -71,11 +71,11 @@ func settingsFrom(read func(name string) cvar) collSettings {
 }
 
 // choice is what a row of collective c can say about MPI's algorithm.
-func (s collSettings) choice(c suites.Collective) *results.AlgoChoice {
+func (s collSettings) choice(c measure.Collective) *results.AlgoChoice {
 	switch c {
-	case suites.SendRecv:
+	case measure.SendRecv:
 		return &results.AlgoChoice{Algo: "sendrecv", Source: "mpi backend: MPI_Sendrecv to the next rank"}
-	case suites.HyperCube:
+	case measure.HyperCube:
 		return &results.AlgoChoice{Algo: "recursive doubling", Source: "mpi backend: log2(n) MPI_Sendrecv steps"}
 	}
 	name := tunedName[c]

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // fakeVars is a library's control variables for settingsFrom.
@@ -25,27 +25,27 @@ func TestAlgorithmChoice(t *testing.T) {
 	cases := []struct {
 		name       string
 		vars       fakeVars
-		c          suites.Collective
+		c          measure.Collective
 		algo, says string
 	}{
-		{"not Open MPI", fakeVars{}, suites.AllReduce, "auto", "does not say which"},
-		{"fixed rules", tuned(nil), suites.AllReduce, "auto", "--mca coll_tuned_allreduce_algorithm N"},
-		{"reduce-scatter's own setting", tuned(nil), suites.ReduceScatter, "auto", "coll_tuned_reduce_scatter_block_algorithm"},
+		{"not Open MPI", fakeVars{}, measure.AllReduce, "auto", "does not say which"},
+		{"fixed rules", tuned(nil), measure.AllReduce, "auto", "--mca coll_tuned_allreduce_algorithm N"},
+		{"reduce-scatter's own setting", tuned(nil), measure.ReduceScatter, "auto", "coll_tuned_reduce_scatter_block_algorithm"},
 		{"forced", tuned(fakeVars{"coll_tuned_use_dynamic_rules": on, "coll_tuned_allreduce_algorithm": {found: true, n: 4, item: "ring"}}),
-			suites.AllReduce, "ring", "forced by coll_tuned_allreduce_algorithm=4"},
+			measure.AllReduce, "ring", "forced by coll_tuned_allreduce_algorithm=4"},
 		{"forced, words", tuned(fakeVars{"coll_tuned_use_dynamic_rules": on, "coll_tuned_bcast_algorithm": {found: true, n: 4, item: "split_binary_tree"}}),
-			suites.Broadcast, "split binary tree", "coll_tuned_bcast_algorithm=4"},
+			measure.Broadcast, "split binary tree", "coll_tuned_bcast_algorithm=4"},
 		{"forced, no item name", tuned(fakeVars{"coll_tuned_use_dynamic_rules": on, "coll_tuned_gather_algorithm": {found: true, n: 2}}),
-			suites.Gather, "2", "coll_tuned_gather_algorithm=2"},
+			measure.Gather, "2", "coll_tuned_gather_algorithm=2"},
 		{"forced without dynamic rules does nothing", tuned(fakeVars{"coll_tuned_allreduce_algorithm": {found: true, n: 4, item: "ring"}}),
-			suites.AllReduce, "auto", "fixed rules"},
+			measure.AllReduce, "auto", "fixed rules"},
 		{"another collective forced", tuned(fakeVars{"coll_tuned_use_dynamic_rules": on, "coll_tuned_allreduce_algorithm": {found: true, n: 4, item: "ring"}}),
-			suites.AllToAll, "auto", "fixed rules"},
+			measure.AllToAll, "auto", "fixed rules"},
 		{"rules file", tuned(fakeVars{"coll_tuned_use_dynamic_rules": on, "coll_tuned_dynamic_rules_filename": {found: true, str: "/etc/rules.conf"}}),
-			suites.AllReduce, "rules file", "/etc/rules.conf"},
-		{"han outranks tuned", tuned(fakeVars{"coll_han_priority": {found: true, n: 35}}), suites.AllReduce, "auto", "coll/han (priority 35) ranks above coll/tuned"},
-		{"sendrecv", fakeVars{}, suites.SendRecv, "sendrecv", "MPI_Sendrecv"},
-		{"hypercube", tuned(nil), suites.HyperCube, "recursive doubling", "MPI_Sendrecv steps"},
+			measure.AllReduce, "rules file", "/etc/rules.conf"},
+		{"han outranks tuned", tuned(fakeVars{"coll_han_priority": {found: true, n: 35}}), measure.AllReduce, "auto", "coll/han (priority 35) ranks above coll/tuned"},
+		{"sendrecv", fakeVars{}, measure.SendRecv, "sendrecv", "MPI_Sendrecv"},
+		{"hypercube", tuned(nil), measure.HyperCube, "recursive doubling", "MPI_Sendrecv steps"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -161,8 +161,8 @@ import (
 	"collbench/backend/cpu"
 	"collbench/bootstrap"
 	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -175,7 +175,7 @@ type Backend struct {
 }
 
 // New returns the mpi backend; MPI itself starts when the world forms.
-func New(opts Options) (suites.Backend, error) { return &Backend{opts: opts}, nil }
+func New(opts Options) (measure.Backend, error) { return &Backend{opts: opts}, nil }
 
 // Name returns "mpi".
 func (b *Backend) Name() string { return Name }
@@ -190,12 +190,12 @@ func (b *Backend) Info() results.Backend {
 }
 
 // Supports says why MPI cannot run c on t with op (see support.go).
-func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
+func (b *Backend) Supports(c measure.Collective, t dtype.DType, op measure.ReduceOp) error {
 	return Supports(c, t, op)
 }
 
 // Open refuses: MPI runs one rank per process, started by mpirun.
-func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
+func (b *Backend) Open(ctx context.Context, n int) (measure.World, error) {
 	return nil, errors.New("the mpi backend runs one rank per process: start it with mpirun -np N bin/collbench-mpi ... --backend mpi")
 }
 
@@ -286,7 +286,7 @@ func mpiError(code C.int, what string, rank int) error {
 }
 
 // OpenDistributed creates this process's rank of the MPI job's world.
-func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, device int) (suites.World, error) {
+func (b *Backend) OpenDistributed(ctx context.Context, ctl measure.Control, device int) (measure.World, error) {
 	m, err := bootstrap.CurrentMPI()
 	if err != nil {
 		return nil, err
@@ -314,17 +314,17 @@ type world struct {
 	// coll are the settings that choose MPI's collective algorithms.
 	coll  collSettings
 	m     *bootstrap.MPI
-	ctl   suites.Control
+	ctl   measure.Control
 	host  *cpu.Host
 	opts  Options
 	rank  *rank
 	child bool
 }
 
-func (w *world) Size() int                            { return w.ctl.Size() }
-func (w *world) Ranks() []suites.Rank                 { return []suites.Rank{w.rank} }
-func (w *world) Run(fn func(suites.Rank) error) error { return fn(w.rank) }
-func (w *world) Control() suites.Control              { return w.ctl }
+func (w *world) Size() int                             { return w.ctl.Size() }
+func (w *world) Ranks() []measure.Rank                 { return []measure.Rank{w.rank} }
+func (w *world) Run(fn func(measure.Rank) error) error { return fn(w.rank) }
+func (w *world) Control() measure.Control              { return w.ctl }
 
 // Abort stops this rank: a call waiting for MPI returns at once (the MPI
 // call itself cannot be interrupted; it ends with the process), and long
@@ -344,7 +344,7 @@ func (w *world) LibraryMemory() int64 { return 0 }
 // Algorithm says what is known of MPI's algorithm for c: the one Open
 // MPI's settings force, or that the library chooses per call (MPI does not
 // say which it ran).
-func (w *world) Algorithm(c suites.Collective, bytes int64, ranks int) *results.AlgoChoice {
+func (w *world) Algorithm(c measure.Collective, bytes int64, ranks int) *results.AlgoChoice {
 	if ranks < 2 {
 		return nil
 	}
@@ -380,7 +380,7 @@ func (w *world) call(f func()) error {
 
 // Split makes one communicator per group of l with MPI_Comm_split; every
 // process calls it, in the same order.
-func (w *world) Split(l suites.Layout) (suites.World, error) {
+func (w *world) Split(l measure.Layout) (measure.World, error) {
 	me := w.ctl.Rank()
 	gid, idx := l.Locate(me)
 	color := C.int(gid)
@@ -440,29 +440,29 @@ func (r *rank) Device() results.Device {
 	return results.Device{Rank: r.WorldRank(), Name: "host memory on " + r.hostName}
 }
 
-func (r *rank) Alloc(n int64) (suites.Buffer, error) { return r.w.host.Alloc(n) }
+func (r *rank) Alloc(n int64) (measure.Buffer, error) { return r.w.host.Alloc(n) }
 
 // Free gives a buffer back; after an abort it stays mapped, since an MPI
 // call that did not return may still write to it.
-func (r *rank) Free(b suites.Buffer) error {
+func (r *rank) Free(b measure.Buffer) error {
 	if r.w.host.Stopped() != nil {
 		return nil
 	}
 	return r.w.host.Free(b)
 }
-func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
+func (r *rank) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	return r.w.host.Fill(dst, count, p)
 }
-func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
+func (r *rank) Poison(dst measure.View, count int64, t dtype.DType) error {
 	return r.w.host.Poison(dst, count, t)
 }
-func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
+func (r *rank) Check(src measure.View, e measure.Expectation) (int64, error) {
 	return r.w.host.Check(src, e)
 }
-func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+func (r *rank) FindMismatches(src measure.View, e measure.Expectation, limit int) ([]results.Mismatch, error) {
 	return r.w.host.FindMismatches(src, e, limit)
 }
-func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
+func (r *rank) ReadHost(src measure.View, bytes int64) ([]byte, error) {
 	return r.w.host.ReadHost(src, bytes)
 }
 func (r *rank) Sync() error { return nil }
@@ -481,14 +481,14 @@ func (r *rank) Barrier() error {
 }
 
 // Launch issues c once.
-func (r *rank) Launch(c suites.Call) error { return r.Repeat(c, 1) }
+func (r *rank) Launch(c measure.Call) error { return r.Repeat(c, 1) }
 
 // Repeat issues c n times back to back in one call into C, as a C
 // benchmark's loop does.
-func (r *rank) Repeat(c suites.Call, n int) error { return r.run(c, n, nil) }
+func (r *rank) Repeat(c measure.Call, n int) error { return r.run(c, n, nil) }
 
 // TimeEach times each of iters operations with MPI_Wtime around the call.
-func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+func (r *rank) TimeEach(c measure.Call, iters int) ([]float64, error) {
 	times := make([]float64, iters)
 	if iters == 0 {
 		return times, nil
@@ -502,34 +502,34 @@ func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
 	return times, nil
 }
 
-var mpiNames = map[suites.Collective]string{
-	suites.AllReduce: "MPI_Allreduce", suites.AllGather: "MPI_Allgather", suites.ReduceScatter: "MPI_Reduce_scatter_block",
-	suites.Broadcast: "MPI_Bcast", suites.Reduce: "MPI_Reduce", suites.AllToAll: "MPI_Alltoall", suites.SendRecv: "MPI_Sendrecv",
-	suites.Gather: "MPI_Gather", suites.Scatter: "MPI_Scatter", suites.AllToAllV: "MPI_Alltoallv", suites.HyperCube: "MPI_Sendrecv (hypercube)",
+var mpiNames = map[measure.Collective]string{
+	measure.AllReduce: "MPI_Allreduce", measure.AllGather: "MPI_Allgather", measure.ReduceScatter: "MPI_Reduce_scatter_block",
+	measure.Broadcast: "MPI_Bcast", measure.Reduce: "MPI_Reduce", measure.AllToAll: "MPI_Alltoall", measure.SendRecv: "MPI_Sendrecv",
+	measure.Gather: "MPI_Gather", measure.Scatter: "MPI_Scatter", measure.AllToAllV: "MPI_Alltoallv", measure.HyperCube: "MPI_Sendrecv (hypercube)",
 }
 
-var collCodes = map[suites.Collective]C.int{
-	suites.AllReduce: C.CB_ALLREDUCE, suites.AllGather: C.CB_ALLGATHER, suites.ReduceScatter: C.CB_REDUCESCATTER,
-	suites.Broadcast: C.CB_BCAST, suites.Reduce: C.CB_REDUCE, suites.AllToAll: C.CB_ALLTOALL, suites.SendRecv: C.CB_SENDRECV,
-	suites.Gather: C.CB_GATHER, suites.Scatter: C.CB_SCATTER, suites.AllToAllV: C.CB_ALLTOALLV, suites.HyperCube: C.CB_HYPERCUBE,
+var collCodes = map[measure.Collective]C.int{
+	measure.AllReduce: C.CB_ALLREDUCE, measure.AllGather: C.CB_ALLGATHER, measure.ReduceScatter: C.CB_REDUCESCATTER,
+	measure.Broadcast: C.CB_BCAST, measure.Reduce: C.CB_REDUCE, measure.AllToAll: C.CB_ALLTOALL, measure.SendRecv: C.CB_SENDRECV,
+	measure.Gather: C.CB_GATHER, measure.Scatter: C.CB_SCATTER, measure.AllToAllV: C.CB_ALLTOALLV, measure.HyperCube: C.CB_HYPERCUBE,
 }
 
 var typeCodes = map[dtype.DType]C.int{
 	dtype.Int8: 0, dtype.Uint8: 1, dtype.Int32: 2, dtype.Uint32: 3, dtype.Int64: 4, dtype.Uint64: 5, dtype.Float32: 6, dtype.Float64: 7,
 }
 
-var opCodes = map[suites.ReduceOp]C.int{suites.Sum: 0, suites.Prod: 1, suites.Max: 2, suites.Min: 3}
+var opCodes = map[measure.ReduceOp]C.int{measure.Sum: 0, measure.Prod: 1, measure.Max: 2, measure.Min: 3}
 
-func (r *rank) run(c suites.Call, n int, times *C.double) error {
+func (r *rank) run(c measure.Call, n int, times *C.double) error {
 	if err := Supports(c.Coll, c.DType, c.Op); err != nil {
 		return err
 	}
 	code, ok := collCodes[c.Coll]
 	if !ok {
-		return fmt.Errorf("%w: collective %s on the mpi backend", suites.ErrUnsupported, c.Coll)
+		return fmt.Errorf("%w: collective %s on the mpi backend", measure.ErrUnsupported, c.Coll)
 	}
 	esz := int64(c.DType.Size())
-	g := suites.CallGeometry(c, r.size)
+	g := measure.CallGeometry(c, r.size)
 	send, err := cpu.Bytes(c.Send, g.SendCount*esz)
 	if err != nil {
 		return err
@@ -562,9 +562,9 @@ func (r *rank) run(c suites.Call, n int, times *C.double) error {
 	if inPlace(c, send, recv, g, esz, r.me) {
 		a.inplace = 1
 	}
-	if c.Coll == suites.AllToAllV {
+	if c.Coll == measure.AllToAllV {
 		if a.inplace == 1 {
-			return fmt.Errorf("%w: alltoallv in place", suites.ErrUnsupported)
+			return fmt.Errorf("%w: alltoallv in place", measure.ErrUnsupported)
 		}
 		r.vTables(count, scale, &a)
 	}
@@ -601,15 +601,15 @@ func (r *rank) planted() error {
 
 // inPlace says whether the call's output shares its input in the way MPI's
 // MPI_IN_PLACE means for the collective (collbench's in-place layouts).
-func inPlace(c suites.Call, send, recv []byte, g suites.Geometry, esz int64, me int) bool {
+func inPlace(c measure.Call, send, recv []byte, g measure.Geometry, esz int64, me int) bool {
 	if len(send) == 0 || len(recv) == 0 {
 		return false
 	}
 	s, r := uintptr(unsafe.Pointer(&send[0])), uintptr(unsafe.Pointer(&recv[0]))
 	switch c.Coll {
-	case suites.AllGather, suites.Gather:
+	case measure.AllGather, measure.Gather:
 		return s == r+uintptr(int64(me)*g.SendCount*esz)
-	case suites.ReduceScatter, suites.Scatter:
+	case measure.ReduceScatter, measure.Scatter:
 		return r == s+uintptr(int64(me)*g.RecvCount*esz)
 	}
 	return s == r
@@ -634,10 +634,10 @@ func (r *rank) vTables(count, scale int64, a *C.cb_call) {
 		t := unsafe.Slice(r.v, 4*n)
 		base := count / scale
 		for p := 0; p < n; p++ {
-			t[p] = C.int(suites.VCount(base, r.me, p, n) * scale)
-			t[n+p] = C.int(suites.VDispl(base, r.me, p, n) * scale)
-			t[2*n+p] = C.int(suites.VCount(base, p, r.me, n) * scale)
-			t[3*n+p] = C.int(suites.VRecvDispl(base, p, r.me, n) * scale)
+			t[p] = C.int(measure.VCount(base, r.me, p, n) * scale)
+			t[n+p] = C.int(measure.VDispl(base, r.me, p, n) * scale)
+			t[2*n+p] = C.int(measure.VCount(base, p, r.me, n) * scale)
+			t[3*n+p] = C.int(measure.VRecvDispl(base, p, r.me, n) * scale)
 		}
 		r.vCount = count
 	}

@@ -5,14 +5,14 @@ package mpi
 import (
 	"errors"
 
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // Available reports whether this build has the mpi backend.
 const Available = false
 
 // New fails: the mpi backend is in the MPI build only.
-func New(opts Options) (suites.Backend, error) {
+func New(opts Options) (measure.Backend, error) {
 	return nil, errors.New("this collbench was built without MPI: build it with make build-mpi and run bin/collbench-mpi under mpirun")
 }
 

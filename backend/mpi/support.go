@@ -9,7 +9,7 @@ import (
 	"fmt"
 
 	"collbench/dtype"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // Name is the backend's name, as --backend takes it.
@@ -32,25 +32,25 @@ func AsBytes(t dtype.DType) bool { return !native(t) }
 
 // Supports says why the mpi backend cannot run c on t with op: a reduction
 // needs a type MPI has, and MPI has no average. Nothing is converted.
-func Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
+func Supports(c measure.Collective, t dtype.DType, op measure.ReduceOp) error {
 	if !c.Reduces() {
 		return nil
 	}
 	if !native(t) {
 		return fmt.Errorf("%w: MPI has no %s type to reduce (the mpi backend reduces int8, uint8, int32, uint32, int64, uint64, float32 and float64; it never converts)",
-			suites.ErrUnsupported, t)
+			measure.ErrUnsupported, t)
 	}
-	if op == suites.Avg {
-		return fmt.Errorf("%w: MPI has no average op (valid ops on the mpi backend: sum, prod, max, min)", suites.ErrUnsupported)
+	if op == measure.Avg {
+		return fmt.Errorf("%w: MPI has no average op (valid ops on the mpi backend: sum, prod, max, min)", measure.ErrUnsupported)
 	}
 	return nil
 }
 
 // Matrices are the mpi backend's support matrices: host memory, and GPU
 // memory, which it does not use (note says why).
-func Matrices(deviceNote string) []suites.SupportMatrix {
-	return []suites.SupportMatrix{
-		suites.BuildSupport(Name, "host", "", Supports, AsBytes),
-		suites.BuildSupport(Name, "device", deviceNote, nil, nil),
+func Matrices(deviceNote string) []measure.SupportMatrix {
+	return []measure.SupportMatrix{
+		measure.BuildSupport(Name, "host", "", Supports, AsBytes),
+		measure.BuildSupport(Name, "device", deviceNote, nil, nil),
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"collbench/dtype"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // TestSupports checks the mpi backend's rules: reductions on MPI's own
@@ -14,26 +14,26 @@ import (
 // lacks as raw bytes.
 func TestSupports(t *testing.T) {
 	cases := []struct {
-		c     suites.Collective
+		c     measure.Collective
 		t     dtype.DType
-		op    suites.ReduceOp
+		op    measure.ReduceOp
 		ok    bool
 		bytes bool
 	}{
-		{suites.AllReduce, dtype.Float32, suites.Sum, true, false},
-		{suites.ReduceScatter, dtype.Int8, suites.Prod, true, false},
-		{suites.Reduce, dtype.Uint64, suites.Min, true, false},
-		{suites.AllReduce, dtype.Float64, suites.Avg, false, false},
-		{suites.AllReduce, dtype.Float16, suites.Sum, false, true},
-		{suites.Reduce, dtype.BFloat16, suites.Max, false, true},
-		{suites.ReduceScatter, dtype.Float8E4M3, suites.Sum, false, true},
-		{suites.AllGather, dtype.BFloat16, suites.NoOp, true, true},
-		{suites.AllToAllV, dtype.Float8E5M2, suites.NoOp, true, true},
-		{suites.Broadcast, dtype.Int32, suites.NoOp, true, false},
+		{measure.AllReduce, dtype.Float32, measure.Sum, true, false},
+		{measure.ReduceScatter, dtype.Int8, measure.Prod, true, false},
+		{measure.Reduce, dtype.Uint64, measure.Min, true, false},
+		{measure.AllReduce, dtype.Float64, measure.Avg, false, false},
+		{measure.AllReduce, dtype.Float16, measure.Sum, false, true},
+		{measure.Reduce, dtype.BFloat16, measure.Max, false, true},
+		{measure.ReduceScatter, dtype.Float8E4M3, measure.Sum, false, true},
+		{measure.AllGather, dtype.BFloat16, measure.NoOp, true, true},
+		{measure.AllToAllV, dtype.Float8E5M2, measure.NoOp, true, true},
+		{measure.Broadcast, dtype.Int32, measure.NoOp, true, false},
 	}
 	for _, c := range cases {
 		err := Supports(c.c, c.t, c.op)
-		if (err == nil) != c.ok || (err != nil && !errors.Is(err, suites.ErrUnsupported)) {
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, measure.ErrUnsupported)) {
 			t.Errorf("%s %s %s: %v, want supported=%v", c.c, c.t, c.op, err, c.ok)
 		}
 		if AsBytes(c.t) != c.bytes {
@@ -44,7 +44,7 @@ func TestSupports(t *testing.T) {
 	if len(ms) != 2 || ms[0].Buffer != "host" || ms[1].Buffer != "device" || ms[1].Note == "" {
 		t.Fatalf("matrices: %+v", ms)
 	}
-	cell := func(m suites.SupportMatrix, coll, ty string) string {
+	cell := func(m measure.SupportMatrix, coll, ty string) string {
 		for _, r := range m.Rows {
 			if r.Collective == coll {
 				for i, d := range m.DTypes {

@@ -11,15 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/profiler"
 	"collbench/cuda"
 	"collbench/dtype"
 	"collbench/internal/faults"
 	"collbench/internal/syncx"
 	"collbench/internal/words"
-	"collbench/backend/nccl/driver"
-	"collbench/backend/nccl/profiler"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -48,7 +48,7 @@ type Backend struct {
 	profOn  bool
 	profWhy string
 	// threads is how a world's local GPUs issue their operations
-	// (SetThreads); "" is suites.ThreadsPerGPU.
+	// (SetThreads); "" is measure.ThreadsPerGPU.
 	threads string
 	sysRoot string
 	// faults are planted for tests and drills (PlantFaults); nil plants
@@ -138,30 +138,30 @@ func (b *Backend) Info() results.Backend {
 }
 
 // Supports checks the library version and GPUs against what c on t with op needs.
-func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
+func (b *Backend) Supports(c measure.Collective, t dtype.DType, op measure.ReduceOp) error {
 	v := b.lib.Version
 	ver := FormatVersion(v)
 	switch {
 	case (t == dtype.BFloat16) && !AtLeast(v, 2, 10, 0):
-		return fmt.Errorf("%w: dtype bfloat16 needs NCCL 2.10 or newer (loaded %s)", suites.ErrUnsupported, ver)
+		return fmt.Errorf("%w: dtype bfloat16 needs NCCL 2.10 or newer (loaded %s)", measure.ErrUnsupported, ver)
 	case t.IsFP8() && !AtLeast(v, 2, 24, 0):
-		return fmt.Errorf("%w: dtype %s needs NCCL 2.24 or newer (loaded %s)", suites.ErrUnsupported, t, ver)
-	case c.Reduces() && op == suites.Avg && !AtLeast(v, 2, 10, 0):
-		return fmt.Errorf("%w: op avg needs NCCL 2.10 or newer (loaded %s)", suites.ErrUnsupported, ver)
-	case c.Reduces() && t.IsFP8() && (op == suites.Prod || op == suites.Avg):
-		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
-	case (c == suites.AllToAll || c == suites.SendRecv) && !b.lib.Features.SendRecv && !b.lib.Features.AllToAll:
-		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
-	case (c == suites.AllToAllV || c == suites.HyperCube) && !b.lib.Features.SendRecv:
-		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", suites.ErrUnsupported, c, ver)
-	case (c == suites.Gather || c == suites.Scatter) && !b.lib.Features.Gather && !b.lib.Features.SendRecv:
-		return fmt.Errorf("%w: %s needs ncclGather/ncclScatter (2.28.3+) or ncclSend/ncclRecv (2.7+); loaded %s", suites.ErrUnsupported, c, ver)
+		return fmt.Errorf("%w: dtype %s needs NCCL 2.24 or newer (loaded %s)", measure.ErrUnsupported, t, ver)
+	case c.Reduces() && op == measure.Avg && !AtLeast(v, 2, 10, 0):
+		return fmt.Errorf("%w: op avg needs NCCL 2.10 or newer (loaded %s)", measure.ErrUnsupported, ver)
+	case c.Reduces() && t.IsFP8() && (op == measure.Prod || op == measure.Avg):
+		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", measure.ErrUnsupported, op, t, t)
+	case (c == measure.AllToAll || c == measure.SendRecv) && !b.lib.Features.SendRecv && !b.lib.Features.AllToAll:
+		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", measure.ErrUnsupported, c, ver)
+	case (c == measure.AllToAllV || c == measure.HyperCube) && !b.lib.Features.SendRecv:
+		return fmt.Errorf("%w: %s needs ncclSend/ncclRecv (NCCL 2.7+; loaded %s)", measure.ErrUnsupported, c, ver)
+	case (c == measure.Gather || c == measure.Scatter) && !b.lib.Features.Gather && !b.lib.Features.SendRecv:
+		return fmt.Errorf("%w: %s needs ncclGather/ncclScatter (2.28.3+) or ncclSend/ncclRecv (2.7+); loaded %s", measure.ErrUnsupported, c, ver)
 	}
 	if c.Reduces() && t.IsFP8() {
 		for _, g := range b.devices {
 			if g.ccMajor < 9 {
 				return fmt.Errorf("%w: %s reductions need compute capability 9.0+; GPU %d (%s) is %d.%d",
-					suites.ErrUnsupported, t, g.index, g.name, g.ccMajor, g.ccMinor)
+					measure.ErrUnsupported, t, g.index, g.name, g.ccMajor, g.ccMinor)
 			}
 		}
 	}
@@ -170,7 +170,7 @@ func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceO
 
 // Open creates n ranks on GPUs 0..n-1, each driven by its own locked OS
 // thread, with all communicators created in one group call.
-func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
+func (b *Backend) Open(ctx context.Context, n int) (measure.World, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("invalid rank count %d: must be at least 1", n)
 	}
@@ -186,7 +186,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 		w.ranks = append(w.ranks, r)
 	}
 	// Per-rank setup on each rank's own thread.
-	if err := w.Run(func(sr suites.Rank) error { return sr.(*rank).setup() }); err != nil {
+	if err := w.Run(func(sr measure.Rank) error { return sr.(*rank).setup() }); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -257,8 +257,8 @@ func (wk *worker) do(f func() error) error {
 
 type world struct {
 	b        *Backend
-	size     int            // ranks in the world, in every process
-	ctl      suites.Control // set when the world spans processes
+	size     int             // ranks in the world, in every process
+	ctl      measure.Control // set when the world spans processes
 	ranks    []*rank
 	bar      *syncx.SpinBarrier
 	abortOne sync.Once
@@ -300,7 +300,7 @@ func (w *world) stopChan() chan struct{} {
 // Split creates one communicator per group: with ncclCommSplit where the
 // library has it (each rank on its own thread), otherwise with a new unique
 // id per group and every communicator created in one group call.
-func (w *world) Split(l suites.Layout) (suites.World, error) {
+func (w *world) Split(l measure.Layout) (measure.World, error) {
 	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl, profInits: w.profInits, wedged: w.wedged}
 	w.childMu.Lock()
 	w.children = append(w.children, sw)
@@ -336,7 +336,7 @@ func (w *world) Split(l suites.Layout) (suites.World, error) {
 	}
 	var err error
 	if w.b.lib.Features.Split {
-		err = w.Run(func(sr suites.Rank) error {
+		err = w.Run(func(sr measure.Rank) error {
 			p := sr.(*rank)
 			nr := byWorld[p.worldRank]
 			c, err := p.comm.Split(color[p.worldRank], nr.id)
@@ -408,7 +408,7 @@ func (w *world) groupIDs(n int) ([]driver.UniqueID, error) {
 
 // initGroups creates the local ranks' group communicators from one thread,
 // inside one NCCL group, switching to each GPU's context in turn.
-func initGroups(drv driver.Driver, l suites.Layout, ids []driver.UniqueID, byWorld map[int]*rank) error {
+func initGroups(drv driver.Driver, l measure.Layout, ids []driver.UniqueID, byWorld map[int]*rank) error {
 	if err := drv.GroupStart(); err != nil {
 		return err
 	}
@@ -449,7 +449,7 @@ func initGroups(drv driver.Driver, l suites.Layout, ids []driver.UniqueID, byWor
 func (w *world) Size() int { return w.size }
 
 // Control returns the control connection of a world that spans processes.
-func (w *world) Control() suites.Control { return w.ctl }
+func (w *world) Control() measure.Control { return w.ctl }
 
 // Abort tears the communicators down so ranks blocked in NCCL return.
 func (w *world) Abort(cause error) { w.abort(cause) }
@@ -466,7 +466,7 @@ func (w *world) barrier() error {
 
 // OpenDistributed creates this process's rank of a world of ctl.Size()
 // processes, on local GPU device. Rank 0 creates the NCCL id and shares it.
-func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, device int) (suites.World, error) {
+func (b *Backend) OpenDistributed(ctx context.Context, ctl measure.Control, device int) (measure.World, error) {
 	if device < 0 || device >= len(b.devices) {
 		return nil, fmt.Errorf("local device %d does not exist: %d GPUs are visible (set --device or CUDA_VISIBLE_DEVICES)", device, len(b.devices))
 	}
@@ -510,8 +510,8 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl suites.Control, devic
 	return w, nil
 }
 
-func (w *world) Ranks() []suites.Rank {
-	out := make([]suites.Rank, len(w.ranks))
+func (w *world) Ranks() []measure.Rank {
+	out := make([]measure.Rank, len(w.ranks))
 	for i, r := range w.ranks {
 		out[i] = r
 	}
@@ -525,7 +525,7 @@ func (w *world) Ranks() []suites.Rank {
 // The error returned is the first rank's to fail, naming it and its GPU:
 // the others' errors (an aborted communicator, an abandoned barrier) are
 // consequences of it.
-func (w *world) Run(fn func(suites.Rank) error) error {
+func (w *world) Run(fn func(measure.Rank) error) error {
 	errs := make([]error, len(w.ranks))
 	var mu sync.Mutex
 	cause := -1
@@ -712,7 +712,7 @@ func (w *world) MemoryBudget() (int64, string) {
 
 // LaunchGroup issues c n times as one NCCL group; with one thread issuing
 // for every local GPU, one group holds every GPU's n operations.
-func (r *rank) LaunchGroup(c suites.Call, n int) error {
+func (r *rank) LaunchGroup(c measure.Call, n int) error {
 	if g := r.issuingGang(); g != nil {
 		single, _, _, err := r.prepare(c)
 		if err != nil {
@@ -773,9 +773,9 @@ func (w *world) UsedMemory() int64 {
 // NewestSupports is what the newest NCCL runs on GPUs of compute capability
 // 9.0 and up, for a support matrix where no NCCL is loaded: everything but
 // products and averages of 8-bit floats.
-func NewestSupports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
-	if c.Reduces() && t.IsFP8() && (op == suites.Prod || op == suites.Avg) {
-		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", suites.ErrUnsupported, op, t, t)
+func NewestSupports(c measure.Collective, t dtype.DType, op measure.ReduceOp) error {
+	if c.Reduces() && t.IsFP8() && (op == measure.Prod || op == measure.Avg) {
+		return fmt.Errorf("%w: op %s on dtype %s (valid ops for %s: sum, max, min)", measure.ErrUnsupported, op, t, t)
 	}
 	return nil
 }

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"collbench/backend/nccl/fakegpu"
 	"collbench/dtype"
 	"collbench/internal/memcontrol"
-	"collbench/backend/nccl/fakegpu"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -48,14 +48,14 @@ func TestDistributedWorldsOnTheFakeMachine(t *testing.T) {
 					errs[r] = err
 					return
 				}
-				p := suites.Plan{Collectives: []suites.Collective{suites.AllToAll, suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
-					Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{1024, 64 << 10}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
+				p := measure.Plan{Collectives: []measure.Collective{measure.AllToAll, measure.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+					Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{1024, 64 << 10}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
 				cases, err := p.Cases(b, 4)
 				if err != nil {
 					errs[r] = err
 					return
 				}
-				rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+				rn := &measure.Runner{World: w, Plan: p, Cases: cases}
 				rn.OnNote = func(s string) {
 					mu.Lock()
 					notes = append(notes, s)
@@ -120,12 +120,12 @@ func TestCloseIsBoundedWhateverNCCLHolds(t *testing.T) {
 			}
 			if c.name == "a call and its abort" {
 				// Rank 3's thread stays inside ncclAllReduce for good.
-				go func() { _ = w.Run(func(r suites.Rank) error { return r.Launch(allreduceCall(r)) }) }()
+				go func() { _ = w.Run(func(r measure.Rank) error { return r.Launch(allreduceCall(r)) }) }()
 				time.Sleep(100 * time.Millisecond)
 			}
 			if c.abort {
 				start := time.Now()
-				w.(suites.Aborter).Abort(errors.New("planted"))
+				w.(measure.Aborter).Abort(errors.New("planted"))
 				if took := time.Since(start); took > 100*time.Millisecond {
 					t.Errorf("Abort took %v: it waited for ncclCommAbort", took)
 				}
@@ -144,8 +144,8 @@ func TestCloseIsBoundedWhateverNCCLHolds(t *testing.T) {
 }
 
 // allreduceCall is a small allreduce on buffers of its own, for r.
-func allreduceCall(r suites.Rank) suites.Call {
+func allreduceCall(r measure.Rank) measure.Call {
 	send, _ := r.Alloc(1024)
 	recv, _ := r.Alloc(1024)
-	return suites.Call{Coll: suites.AllReduce, DType: dtype.Float32, Op: suites.Sum, Count: 256, Send: suites.View{Buf: send}, Recv: suites.View{Buf: recv}}
+	return measure.Call{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Count: 256, Send: measure.View{Buf: send}, Recv: measure.View{Buf: recv}}
 }

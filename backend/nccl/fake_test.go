@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"collbench/dtype"
 	"collbench/backend/nccl/driver"
 	"collbench/backend/nccl/fakegpu"
+	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // The backend's handling of what a real machine does wrong, each fault
@@ -32,20 +32,20 @@ func openFake(t *testing.T, gpus int, opts fakegpu.Options) *Backend {
 
 // sweep runs a small verified sweep of colls on n ranks and returns its
 // rows and error.
-func sweep(t *testing.T, b *Backend, n int, colls ...suites.Collective) ([]results.Row, error) {
+func sweep(t *testing.T, b *Backend, n int, colls ...measure.Collective) ([]results.Row, error) {
 	t.Helper()
 	w, err := b.Open(context.Background(), n)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
-	p := suites.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+	p := measure.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 		Sizes: []int64{1024, 64 << 10}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
 	cases, err := p.Cases(b, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+	rn := &measure.Runner{World: w, Plan: p, Cases: cases}
 	done := make(chan struct{})
 	var rows []results.Row
 	go func() {
@@ -68,16 +68,16 @@ func TestFakeFailedCallIsNamed(t *testing.T) {
 	for _, tc := range []struct {
 		call string
 		dev  int
-		coll suites.Collective
+		coll measure.Collective
 	}{
-		{"ncclAllReduce", 2, suites.AllReduce},
-		{"ncclAllReduce", 0, suites.AllReduce},
-		{"ncclBroadcast", 3, suites.Broadcast},
-		{"ncclSend", 1, suites.SendRecv},
-		{"ncclRecv", 3, suites.AllToAllV},
-		{"ncclGroupEnd", 2, suites.HyperCube},
+		{"ncclAllReduce", 2, measure.AllReduce},
+		{"ncclAllReduce", 0, measure.AllReduce},
+		{"ncclBroadcast", 3, measure.Broadcast},
+		{"ncclSend", 1, measure.SendRecv},
+		{"ncclRecv", 3, measure.AllToAllV},
+		{"ncclGroupEnd", 2, measure.HyperCube},
 	} {
-		for _, mode := range suites.ThreadModes() {
+		for _, mode := range measure.ThreadModes() {
 			t.Run(fmt.Sprintf("%s@%d/%s", tc.call, tc.dev, mode), func(t *testing.T) {
 				b, _ := openMode(t, 4, mode, fakegpu.Options{Faults: []fakegpu.Fault{{Call: tc.call, Device: tc.dev, Skip: 3, Code: driver.SystemError}}})
 				_, err := sweep(t, b, 4, tc.coll)
@@ -99,7 +99,7 @@ func TestFakeFailedCallIsNamed(t *testing.T) {
 func TestFakeAsyncErrorIsReported(t *testing.T) {
 	for _, dev := range []int{0, 3} {
 		b := openFake(t, 4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclReduceScatter", Device: dev, Skip: 2, Code: driver.RemoteError, Async: true}}})
-		_, err := sweep(t, b, 4, suites.ReduceScatter)
+		_, err := sweep(t, b, 4, measure.ReduceScatter)
 		if err == nil || !strings.Contains(err.Error(), "asynchronous NCCL error") || !strings.Contains(err.Error(), "remote process exited") ||
 			!strings.Contains(err.Error(), fmt.Sprintf("rank %d (GPU %d", dev, dev)) {
 			t.Errorf("GPU %d: %v", dev, err)
@@ -113,14 +113,14 @@ func TestFakeAsyncErrorIsReported(t *testing.T) {
 func TestFakeCorruptResultIsCounted(t *testing.T) {
 	for _, dev := range []int{1, 2} {
 		b := openFake(t, 4, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclAllReduce", Device: dev, Corrupt: true}}})
-		rows, err := sweep(t, b, 4, suites.AllReduce, suites.AllGather)
+		rows, err := sweep(t, b, 4, measure.AllReduce, measure.AllGather)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
 			for _, h := range r.Halves() {
 				bad := h.Wrong != nil && *h.Wrong > 0
-				if bad != (r.Collective == suites.AllReduce.String()) {
+				if bad != (r.Collective == measure.AllReduce.String()) {
 					t.Errorf("GPU %d: %s %d bytes: #wrong %v", dev, r.Collective, r.SizeBytes, h.Wrong)
 				}
 			}
@@ -133,13 +133,13 @@ func TestFakeCorruptResultIsCounted(t *testing.T) {
 // element is still counted.
 func TestFakeHostFallback(t *testing.T) {
 	b := openFake(t, 2, fakegpu.Options{NoKernels: true, Faults: []fakegpu.Fault{{Call: "ncclAllGather", Device: 1, Corrupt: true}}})
-	rows, err := sweep(t, b, 2, suites.AllReduce, suites.AllGather, suites.AllToAll)
+	rows, err := sweep(t, b, 2, measure.AllReduce, measure.AllGather, measure.AllToAll)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
 		for _, h := range r.Halves() {
-			if bad := h.Wrong == nil || *h.Wrong > 0; bad != (r.Collective == suites.AllGather.String()) {
+			if bad := h.Wrong == nil || *h.Wrong > 0; bad != (r.Collective == measure.AllGather.String()) {
 				t.Errorf("%s %d bytes: #wrong %v", r.Collective, r.SizeBytes, h.Wrong)
 			}
 		}
@@ -152,7 +152,7 @@ func TestFakeHostFallback(t *testing.T) {
 func TestFakeOlderLibraries(t *testing.T) {
 	old := driver.Features{SendRecv: true, Abort: true, AsyncErrs: true}
 	b := openFake(t, 4, fakegpu.Options{NCCLVersion: 21805, Features: &old})
-	if _, err := sweep(t, b, 4, suites.Gather, suites.Scatter, suites.AllToAll, suites.AllReduce); err != nil {
+	if _, err := sweep(t, b, 4, measure.Gather, measure.Scatter, measure.AllToAll, measure.AllReduce); err != nil {
 		t.Fatal(err)
 	}
 	w, err := b.Open(context.Background(), 4)
@@ -160,8 +160,8 @@ func TestFakeOlderLibraries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	lvs, err := suites.VerifyGroups(context.Background(), b, w, suites.DefaultLayouts(4, nil), nil,
-		suites.VerifyOptions{Sizes: []int64{1000}, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum}})
+	lvs, err := measure.VerifyGroups(context.Background(), b, w, measure.DefaultLayouts(4, nil), nil,
+		measure.VerifyOptions{Sizes: []int64{1000}, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +172,11 @@ func TestFakeOlderLibraries(t *testing.T) {
 			}
 		}
 	}
-	err = w.Run(func(r suites.Rank) error {
+	err = w.Run(func(r measure.Rank) error {
 		_, err := r.(*rank).AllocRegistered(4096, false)
 		return err
 	})
-	if !errors.Is(err, suites.ErrUnsupported) || !strings.Contains(err.Error(), "2.19") {
+	if !errors.Is(err, measure.ErrUnsupported) || !strings.Contains(err.Error(), "2.19") {
 		t.Errorf("registration on NCCL 2.18: %v", err)
 	}
 }
@@ -201,7 +201,7 @@ func TestFakeRegisteredBuffersOutOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	err = w.Run(func(sr suites.Rank) error {
+	err = w.Run(func(sr measure.Rank) error {
 		r := sr.(*rank)
 		buf, err := r.AllocRegistered(1<<20, true)
 		if err != nil {
@@ -224,7 +224,7 @@ func TestFakeSymmetricWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	err = w.Run(func(sr suites.Rank) error {
+	err = w.Run(func(sr measure.Rank) error {
 		r := sr.(*rank)
 		for i := 0; i < 3; i++ {
 			buf, err := r.AllocRegistered(64<<10, i%2 == 0)

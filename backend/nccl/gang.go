@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"collbench/internal/syncx"
 	"collbench/backend/nccl/driver"
-	"collbench/suites"
+	"collbench/internal/syncx"
+	"collbench/measure"
 	"collbench/watchdog"
 )
 
@@ -172,7 +172,7 @@ func (g *gang) abort(cause error) {
 // formGangs makes each list of the world's local ranks with more than one
 // member a gang, when the backend issues from one thread.
 func (w *world) formGangs(groups [][]*rank) {
-	if w.b.threads != suites.ThreadsOne {
+	if w.b.threads != measure.ThreadsOne {
 		return
 	}
 	for _, members := range groups {
@@ -183,14 +183,14 @@ func (w *world) formGangs(groups [][]*rank) {
 }
 
 // SetThreads sets how the worlds opened from now on issue their local
-// GPUs' operations: suites.ThreadsPerGPU (the default) or ThreadsOne.
+// GPUs' operations: measure.ThreadsPerGPU (the default) or ThreadsOne.
 func (b *Backend) SetThreads(mode string) error {
 	switch mode {
 	case "":
-		mode = suites.ThreadsPerGPU
-	case suites.ThreadsPerGPU, suites.ThreadsOne:
+		mode = measure.ThreadsPerGPU
+	case measure.ThreadsPerGPU, measure.ThreadsOne:
 	default:
-		return fmt.Errorf("invalid --threads %q (valid: %s)", mode, strings.Join(suites.ThreadModes(), ", "))
+		return fmt.Errorf("invalid --threads %q (valid: %s)", mode, strings.Join(measure.ThreadModes(), ", "))
 	}
 	b.threads = mode
 	return nil
@@ -199,7 +199,7 @@ func (b *Backend) SetThreads(mode string) error {
 // Threads is the issuing mode in force.
 func (b *Backend) Threads() string {
 	if b.threads == "" {
-		return suites.ThreadsPerGPU
+		return measure.ThreadsPerGPU
 	}
 	return b.threads
 }

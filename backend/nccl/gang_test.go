@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"collbench/dtype"
-	"collbench/internal/syncx"
 	"collbench/backend/nccl/driver"
 	"collbench/backend/nccl/fakegpu"
-	"collbench/suites"
+	"collbench/dtype"
+	"collbench/internal/syncx"
+	"collbench/measure"
 )
 
 // The two issuing modes (--threads) on the fake machine: every collective
@@ -40,10 +40,10 @@ func openMode(t *testing.T, gpus int, mode string, opts fakegpu.Options) (*Backe
 // verified, and the machine saw one thread issue for every GPU in one mode
 // and a thread per GPU in the other.
 func TestThreadModesIssuers(t *testing.T) {
-	for _, mode := range suites.ThreadModes() {
+	for _, mode := range measure.ThreadModes() {
 		t.Run(mode, func(t *testing.T) {
 			b, m := openMode(t, 4, mode, fakegpu.Options{})
-			rows, err := sweep(t, b, 4, suites.AllCollectives()...)
+			rows, err := sweep(t, b, 4, measure.AllCollectives()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestThreadModesIssuers(t *testing.T) {
 					t.Errorf("GPU %d: issued from threads %v, want one", dev, issuers[dev])
 				}
 			}
-			want := map[string]int{suites.ThreadsOne: 1, suites.ThreadsPerGPU: 4}[mode]
+			want := map[string]int{measure.ThreadsOne: 1, measure.ThreadsPerGPU: 4}[mode]
 			if len(threads) != want {
 				t.Errorf("%d threads issued for the 4 GPUs (%v), want %d", len(threads), issuers, want)
 			}
@@ -72,17 +72,17 @@ func TestThreadModesIssuers(t *testing.T) {
 func TestOneThreadFeatures(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		set  func(p *suites.Plan)
+		set  func(p *measure.Plan)
 	}{
-		{"agg", func(p *suites.Plan) { p.Agg = 3 }},
-		{"blocking", func(p *suites.Plan) { p.Blocking = 1 }},
-		{"graph", func(p *suites.Plan) { p.GraphReplays = 2 }},
-		{"iter-stats", func(p *suites.Plan) { p.IterStats = true }},
+		{"agg", func(p *measure.Plan) { p.Agg = 3 }},
+		{"blocking", func(p *measure.Plan) { p.Blocking = 1 }},
+		{"graph", func(p *measure.Plan) { p.GraphReplays = 2 }},
+		{"iter-stats", func(p *measure.Plan) { p.IterStats = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, _ := openMode(t, 3, suites.ThreadsOne, fakegpu.Options{})
-			p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.AllToAllV, suites.SendRecv},
-				DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+			b, _ := openMode(t, 3, measure.ThreadsOne, fakegpu.Options{})
+			p := measure.Plan{Collectives: []measure.Collective{measure.AllReduce, measure.AllToAllV, measure.SendRecv},
+				DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 				Sizes: []int64{1024}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, Roots: []int{0}}
 			tc.set(&p)
 			runOn(t, b, 3, p)
@@ -95,16 +95,16 @@ func TestOneThreadFeatures(t *testing.T) {
 func TestOneThreadGroups(t *testing.T) {
 	for _, groups := range [][][]int{{{1, 2, 3}, {0}}, {{0, 2}, {1, 3}}} {
 		t.Run(fmt.Sprint(groups), func(t *testing.T) {
-			b, m := openMode(t, 4, suites.ThreadsOne, fakegpu.Options{})
+			b, m := openMode(t, 4, measure.ThreadsOne, fakegpu.Options{})
 			w, err := b.Open(context.Background(), 4)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.AllToAllV, suites.Broadcast},
-				DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+			p := measure.Plan{Collectives: []measure.Collective{measure.AllReduce, measure.AllToAllV, measure.Broadcast},
+				DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 				Sizes: []int64{4096}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
-			runIn(t, b, w, 2, p, suites.Layout{Groups: groups})
+			runIn(t, b, w, 2, p, measure.Layout{Groups: groups})
 			// One thread per group: its first rank's.
 			issuers := m.Issuers()
 			for _, g := range groups {
@@ -146,7 +146,7 @@ func TestGangErrors(t *testing.T) {
 
 func TestSetThreads(t *testing.T) {
 	b, _ := openMode(t, 2, "", fakegpu.Options{})
-	if b.Threads() != suites.ThreadsPerGPU {
+	if b.Threads() != measure.ThreadsPerGPU {
 		t.Errorf("default %q", b.Threads())
 	}
 	if err := b.SetThreads("two"); err == nil || !strings.Contains(err.Error(), `invalid --threads "two" (valid: per-gpu, one)`) {
@@ -160,7 +160,7 @@ func TestSetThreads(t *testing.T) {
 // one), so that its groups run on a real NCCL wherever a GPU is.
 func TestGPUThreadModes(t *testing.T) {
 	onMachines(t, fakegpu.Options{}, func(t *testing.T, b *Backend) {
-		for _, mode := range suites.ThreadModes() {
+		for _, mode := range measure.ThreadModes() {
 			for _, n := range rankCounts(b) {
 				t.Run(fmt.Sprintf("%s/ranks=%d", mode, n), func(t *testing.T) {
 					if err := b.SetThreads(mode); err != nil {
@@ -172,17 +172,17 @@ func TestGPUThreadModes(t *testing.T) {
 					}
 					defer w.Close()
 					ws := w.(*world)
-					if mode == suites.ThreadsOne && n == 1 {
+					if mode == measure.ThreadsOne && n == 1 {
 						ws.gangs = append(ws.gangs, newGang(b.drv, ws.ranks))
 					}
-					if (mode == suites.ThreadsOne) != (ws.ranks[0].gang != nil) {
+					if (mode == measure.ThreadsOne) != (ws.ranks[0].gang != nil) {
 						t.Fatalf("mode %s: gang %v", mode, ws.ranks[0].gang)
 					}
-					for _, set := range []func(*suites.Plan){func(*suites.Plan) {}, func(p *suites.Plan) { p.Agg = 3 }, func(p *suites.Plan) { p.Blocking = 1 }} {
-						p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+					for _, set := range []func(*measure.Plan){func(*measure.Plan) {}, func(p *measure.Plan) { p.Agg = 3 }, func(p *measure.Plan) { p.Blocking = 1 }} {
+						p := measure.Plan{Collectives: measure.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 							Sizes: big(b, 8, 4096, 1<<20), Iters: 5, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{n - 1}, SkipUnsupported: true}
 						set(&p)
-						runIn(t, b, w, n, p, suites.Layout{})
+						runIn(t, b, w, n, p, measure.Layout{})
 					}
 				})
 			}

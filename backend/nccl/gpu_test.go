@@ -7,10 +7,10 @@ import (
 	"os"
 	"testing"
 
-	"collbench/dtype"
 	"collbench/backend/nccl/fakegpu"
+	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // onMachines runs test on the backend over a fake 4-GPU HGX H100 (with
@@ -67,26 +67,26 @@ func rankCounts(b *Backend) []int {
 	return out
 }
 
-func runOn(t *testing.T, b *Backend, n int, p suites.Plan) {
+func runOn(t *testing.T, b *Backend, n int, p measure.Plan) {
 	t.Helper()
 	w, err := b.Open(context.Background(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	rows := runIn(t, b, w, n, p, suites.Layout{})
+	rows := runIn(t, b, w, n, p, measure.Layout{})
 	t.Logf("%d ranks: %d rows verified", n, len(rows))
 }
 
 // runIn runs plan p (its cases for n ranks) on w, split by l, and checks
 // that every row was verified with no wrong element.
-func runIn(t *testing.T, b *Backend, w suites.World, n int, p suites.Plan, l suites.Layout) []results.Row {
+func runIn(t *testing.T, b *Backend, w measure.World, n int, p measure.Plan, l measure.Layout) []results.Row {
 	t.Helper()
 	cases, err := p.Cases(b, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := (&suites.Runner{World: w, Plan: p, Cases: cases, Layout: l}).Run(context.Background())
+	rows, err := (&measure.Runner{World: w, Plan: p, Cases: cases, Layout: l}).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestGPUEveryCollectiveDTypeOp(t *testing.T) {
 		}
 		for _, n := range rankCounts(b) {
 			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-				p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: dtype.All(), Ops: suites.AllOps(),
+				p := measure.Plan{Collectives: measure.AllCollectives(), DTypes: dtype.All(), Ops: measure.AllOps(),
 					Sizes: sizes, Iters: 1, Warmup: 0, Check: 1,
 					OutOfPlace: true, InPlace: true, SkipUnsupported: true}
 				if n > 1 {
@@ -141,7 +141,7 @@ func TestGPUEveryCollectiveDTypeOp(t *testing.T) {
 					// is not a multiple of 16 bytes; collbench reports that as
 					// #wrong (see TestGPUSingleRankAvgIsChecked), so the sweep
 					// here leaves avg out on one rank.
-					p.Ops = []suites.ReduceOp{suites.Sum, suites.Prod, suites.Max, suites.Min}
+					p.Ops = []measure.ReduceOp{measure.Sum, measure.Prod, measure.Max, measure.Min}
 				}
 				runOn(t, b, n, p)
 			})
@@ -153,7 +153,7 @@ func TestGPUEveryCollectiveDTypeOp(t *testing.T) {
 func TestGPUGraphsAndIterStats(t *testing.T) {
 	onMachines(t, fakegpu.Options{}, func(t *testing.T, b *Backend) {
 		n := b.DefaultRanks()
-		p := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		p := measure.Plan{Collectives: measure.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 			Sizes: big(b, 8, 1<<20), Iters: 5, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true,
 			IterStats: true, GraphReplays: 3, Roots: []int{0}}
 		runOn(t, b, n, p)
@@ -172,11 +172,11 @@ func TestGPUVerifierCatchesCorruption(t *testing.T) {
 		defer w.Close()
 		const count = 1 << 16
 		dt := dtype.Float32
-		g := suites.GeometryFor(suites.AllReduce, count*4, 4, n, 0)
-		dom := suites.DomainFor(suites.AllReduce, dt, suites.Sum, n)
+		g := measure.GeometryFor(measure.AllReduce, count*4, 4, n, 0)
+		dom := measure.DomainFor(measure.AllReduce, dt, measure.Sum, n)
 		wrong := make([]int64, n)
 		hostWrong := make([]int64, n)
-		err = w.Run(func(sr suites.Rank) error {
+		err = w.Run(func(sr measure.Rank) error {
 			r := sr.(*rank)
 			send, err := r.Alloc(count * 4)
 			if err != nil {
@@ -188,11 +188,11 @@ func TestGPUVerifierCatchesCorruption(t *testing.T) {
 			}
 			defer func() { _ = r.Free(send) }()
 			defer func() { _ = r.Free(recv) }()
-			e := suites.Expectation{Coll: suites.AllReduce, DType: dt, Op: suites.Sum, Ranks: n, Rank: r.id, Geom: g, Domain: dom, Seed: 42}
-			if err := r.Fill(suites.View{Buf: send}, count, e.InputPattern(r.id)); err != nil {
+			e := measure.Expectation{Coll: measure.AllReduce, DType: dt, Op: measure.Sum, Ranks: n, Rank: r.id, Geom: g, Domain: dom, Seed: 42}
+			if err := r.Fill(measure.View{Buf: send}, count, e.InputPattern(r.id)); err != nil {
 				return err
 			}
-			c := suites.Call{Coll: suites.AllReduce, DType: dt, Op: suites.Sum, Count: count, Send: suites.View{Buf: send}, Recv: suites.View{Buf: recv}}
+			c := measure.Call{Coll: measure.AllReduce, DType: dt, Op: measure.Sum, Count: count, Send: measure.View{Buf: send}, Recv: measure.View{Buf: recv}}
 			if err := r.Launch(c); err != nil {
 				return err
 			}
@@ -205,7 +205,7 @@ func TestGPUVerifierCatchesCorruption(t *testing.T) {
 					return err
 				}
 			}
-			if wrong[r.id], err = r.Check(suites.View{Buf: recv}, e); err != nil {
+			if wrong[r.id], err = r.Check(measure.View{Buf: recv}, e); err != nil {
 				return err
 			}
 			// The bounded host-copy fallback must agree with the kernel.
@@ -235,11 +235,11 @@ func TestGPUOutOfMemoryIsReported(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		err = w.Run(func(r suites.Rank) error {
+		err = w.Run(func(r measure.Rank) error {
 			_, err := r.Alloc(1 << 50)
 			return err
 		})
-		var oom *suites.OutOfMemoryError
+		var oom *measure.OutOfMemoryError
 		if !errors.As(err, &oom) || oom.Free <= 0 {
 			t.Fatalf("want an out-of-memory error with the free memory, got %v", err)
 		}
@@ -260,10 +260,10 @@ func TestGPUGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		layouts := suites.DefaultLayouts(n, nil)
-		lvs, err := suites.VerifyGroups(context.Background(), b, w, layouts, nil,
-			suites.VerifyOptions{Sizes: big(b, 1000, 1<<20), DTypes: []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Int64},
-				Ops: []suites.ReduceOp{suites.Sum, suites.Min}})
+		layouts := measure.DefaultLayouts(n, nil)
+		lvs, err := measure.VerifyGroups(context.Background(), b, w, layouts, nil,
+			measure.VerifyOptions{Sizes: big(b, 1000, 1<<20), DTypes: []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Int64},
+				Ops: []measure.ReduceOp{measure.Sum, measure.Min}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,9 +282,9 @@ func TestGPUGroups(t *testing.T) {
 // which NCCL gets right, and checks it verifies.
 func TestGPUSingleRankAvgIsChecked(t *testing.T) {
 	onMachines(t, fakegpu.Options{}, func(t *testing.T, b *Backend) {
-		p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.ReduceScatter, suites.Reduce},
+		p := measure.Plan{Collectives: []measure.Collective{measure.AllReduce, measure.ReduceScatter, measure.Reduce},
 			DTypes: []dtype.DType{dtype.Float32, dtype.Float16, dtype.BFloat16, dtype.Float64, dtype.Int32},
-			Ops:    []suites.ReduceOp{suites.Avg}, Sizes: big(b, 1<<20, 3<<20), Iters: 1, Check: 1,
+			Ops:    []measure.ReduceOp{measure.Avg}, Sizes: big(b, 1<<20, 3<<20), Iters: 1, Check: 1,
 			OutOfPlace: true, InPlace: true}
 		runOn(t, b, 1, p)
 	})
@@ -296,7 +296,7 @@ func TestGPUAllToAllFallback(t *testing.T) {
 	onMachines(t, fakegpu.Options{}, func(t *testing.T, b *Backend) {
 		forceGroupedAllToAll = true
 		defer func() { forceGroupedAllToAll = false }()
-		p := suites.Plan{Collectives: []suites.Collective{suites.AllToAll}, DTypes: []dtype.DType{dtype.Float32, dtype.Int8, dtype.BFloat16},
+		p := measure.Plan{Collectives: []measure.Collective{measure.AllToAll}, DTypes: []dtype.DType{dtype.Float32, dtype.Int8, dtype.BFloat16},
 			Sizes: big(b, 1000, 1<<20), Iters: 2, Check: 2, OutOfPlace: true}
 		runOn(t, b, b.DefaultRanks(), p)
 	})
@@ -307,24 +307,24 @@ func TestGPUAllToAllFallback(t *testing.T) {
 func TestGPUFeatures(t *testing.T) {
 	onMachines(t, fakegpu.Options{}, func(t *testing.T, b *Backend) {
 		n := b.DefaultRanks()
-		base := suites.Plan{Collectives: suites.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+		base := measure.Plan{Collectives: measure.AllCollectives(), DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 			Sizes: big(b, 8, 1000, 1<<20), Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
 		if n&(n-1) != 0 {
-			base.Collectives = []suites.Collective{suites.AllReduce, suites.Gather, suites.Scatter, suites.AllToAllV}
+			base.Collectives = []measure.Collective{measure.AllReduce, measure.Gather, measure.Scatter, measure.AllToAllV}
 		}
 		for _, tc := range []struct {
 			name string
-			set  func(*suites.Plan)
+			set  func(*measure.Plan)
 		}{
-			{"agg 4", func(p *suites.Plan) { p.Agg = 4 }},
-			{"blocking 1", func(p *suites.Plan) { p.Blocking = 1 }},
-			{"blocking 2", func(p *suites.Plan) { p.Blocking = 2 }},
-			{"blocking 3", func(p *suites.Plan) { p.Blocking = 3 }},
-			{"misalign 3", func(p *suites.Plan) { p.Misalign = 3 }},
-			{"cputime", func(p *suites.Plan) { p.CPUTime = true }},
-			{"cycles 3", func(p *suites.Plan) { p.Cycles = 3 }},
-			{"register local", func(p *suites.Plan) { p.Register = 1 }},
-			{"register symmetric", func(p *suites.Plan) { p.Register = 2 }},
+			{"agg 4", func(p *measure.Plan) { p.Agg = 4 }},
+			{"blocking 1", func(p *measure.Plan) { p.Blocking = 1 }},
+			{"blocking 2", func(p *measure.Plan) { p.Blocking = 2 }},
+			{"blocking 3", func(p *measure.Plan) { p.Blocking = 3 }},
+			{"misalign 3", func(p *measure.Plan) { p.Misalign = 3 }},
+			{"cputime", func(p *measure.Plan) { p.CPUTime = true }},
+			{"cycles 3", func(p *measure.Plan) { p.Cycles = 3 }},
+			{"register local", func(p *measure.Plan) { p.Register = 1 }},
+			{"register symmetric", func(p *measure.Plan) { p.Register = 2 }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := base
@@ -348,14 +348,14 @@ func TestGPUProbeRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce, suites.Broadcast, suites.AllToAll}, DTypes: []dtype.DType{dtype.Float32},
-			Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{8, 1 << 20}, Iters: 1, OutOfPlace: true, Roots: []int{0}}
+		p := measure.Plan{Collectives: []measure.Collective{measure.AllReduce, measure.Broadcast, measure.AllToAll}, DTypes: []dtype.DType{dtype.Float32},
+			Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{8, 1 << 20}, Iters: 1, OutOfPlace: true, Roots: []int{0}}
 		cases, err := p.Cases(b, n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var seen []int
-		issued, err := suites.ProbeRows(context.Background(), w, p, cases, suites.Layout{}, nil, func(i int) { seen = append(seen, i) })
+		issued, err := measure.ProbeRows(context.Background(), w, p, cases, measure.Layout{}, nil, func(i int) { seen = append(seen, i) })
 		if err != nil || issued != 6 || len(seen) != 6 || seen[5] != 5 {
 			t.Fatalf("issued %d rows (%v), err %v", issued, seen, err)
 		}

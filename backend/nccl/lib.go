@@ -223,8 +223,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"collbench/cuda"
 	"collbench/backend/nccl/driver"
+	"collbench/cuda"
 )
 
 // Error is a failed NCCL call.

@@ -8,15 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/kernels"
 	"collbench/cuda"
 	"collbench/dtype"
 	"collbench/internal/faults"
 	"collbench/internal/syncx"
 	"collbench/internal/words"
-	"collbench/backend/nccl/driver"
-	"collbench/backend/nccl/kernels"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -200,7 +200,7 @@ func (r *rank) Device() results.Device {
 	return results.Device{Rank: r.worldRank, Name: r.dev.name, BusID: r.dev.busID, CPUs: r.cpus}
 }
 
-func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
+func (r *rank) Alloc(bytes int64) (measure.Buffer, error) {
 	p, err := r.drv.Alloc(max(bytes, 256))
 	if err != nil {
 		if cuda.IsOutOfMemory(err) {
@@ -208,7 +208,7 @@ func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
 			if ferr != nil {
 				free = -1
 			}
-			return nil, &suites.OutOfMemoryError{Rank: r.worldRank, Requested: bytes, Free: free}
+			return nil, &measure.OutOfMemoryError{Rank: r.worldRank, Requested: bytes, Free: free}
 		}
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (r *rank) owns(p uint64) bool {
 	return false
 }
 
-func (r *rank) Free(sb suites.Buffer) error {
+func (r *rank) Free(sb measure.Buffer) error {
 	b := sb.(*devBuf)
 	r.forget(b)
 	if b.reg != nil {
@@ -260,13 +260,13 @@ func (r *rank) Free(sb suites.Buffer) error {
 // AllocRegistered allocates bytes with ncclMemAlloc and registers them with
 // the rank's communicator: locally, or as a symmetric window (a collective
 // call: every rank of the communicator registers the same size at once).
-func (r *rank) AllocRegistered(bytes int64, symmetric bool) (suites.Buffer, error) {
+func (r *rank) AllocRegistered(bytes int64, symmetric bool) (measure.Buffer, error) {
 	lib := r.w.b.lib
 	switch {
 	case symmetric && !lib.Features.Windows:
-		return nil, fmt.Errorf("%w: symmetric registration needs NCCL 2.27 or newer (loaded %s)", suites.ErrUnsupported, FormatVersion(lib.Version))
+		return nil, fmt.Errorf("%w: symmetric registration needs NCCL 2.27 or newer (loaded %s)", measure.ErrUnsupported, FormatVersion(lib.Version))
 	case !lib.Features.Register:
-		return nil, fmt.Errorf("%w: buffer registration needs NCCL 2.19 or newer (loaded %s)", suites.ErrUnsupported, FormatVersion(lib.Version))
+		return nil, fmt.Errorf("%w: buffer registration needs NCCL 2.19 or newer (loaded %s)", measure.ErrUnsupported, FormatVersion(lib.Version))
 	}
 	p, err := r.drv.MemAlloc(max(bytes, 256))
 	if err != nil {
@@ -282,7 +282,7 @@ func (r *rank) AllocRegistered(bytes int64, symmetric bool) (suites.Buffer, erro
 	return b, nil
 }
 
-func (r *rank) addr(v suites.View, bytes int64) (cuda.DevPtr, error) {
+func (r *rank) addr(v measure.View, bytes int64) (cuda.DevPtr, error) {
 	b, ok := v.Buf.(*devBuf)
 	if !ok {
 		return 0, fmt.Errorf("nccl backend: foreign buffer %T", v.Buf)
@@ -307,7 +307,7 @@ func b2i(b bool) int32 {
 	return 0
 }
 
-func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
+func (r *rank) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	if count == 0 {
 		return nil
 	}
@@ -324,7 +324,7 @@ func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
 		d.Lo, d.Hi, b2i(d.Signed), p.Seed, int32(p.Ranks), int32(p.Rank)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 }
 
-func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error {
+func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p measure.Pattern) error {
 	if err := r.syncStream(); err != nil {
 		return err
 	}
@@ -341,7 +341,7 @@ func (r *rank) fillViaHost(ptr cuda.DevPtr, count int64, p suites.Pattern) error
 	return nil
 }
 
-func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
+func (r *rank) Poison(dst measure.View, count int64, t dtype.DType) error {
 	bytes := count * int64(t.Size())
 	ptr, err := r.addr(dst, bytes)
 	if err != nil {
@@ -354,7 +354,7 @@ func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
 	return r.drv.MemsetAsync(ptr, v, bytes, r.stream)
 }
 
-func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
+func (r *rank) Check(src measure.View, e measure.Expectation) (int64, error) {
 	count := e.OutputCount()
 	if count == 0 {
 		return 0, nil
@@ -390,7 +390,7 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 
 // FindMismatches copies e's output back in bounded chunks and lists up to
 // limit wrong elements.
-func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+func (r *rank) FindMismatches(src measure.View, e measure.Expectation, limit int) ([]results.Mismatch, error) {
 	count := e.OutputCount()
 	ptr, err := r.addr(src, count*int64(e.DType.Size()))
 	if err != nil {
@@ -413,7 +413,7 @@ func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) 
 	return out, nil
 }
 
-func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) (int64, error) {
+func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e measure.Expectation) (int64, error) {
 	if err := r.syncStream(); err != nil {
 		return 0, err
 	}
@@ -432,7 +432,7 @@ func (r *rank) checkViaHost(ptr cuda.DevPtr, count int64, e suites.Expectation) 
 }
 
 // Launch issues c once.
-func (r *rank) Launch(c suites.Call) error { return r.Repeat(c, 1) }
+func (r *rank) Launch(c measure.Call) error { return r.Repeat(c, 1) }
 
 // Repeat issues c n times back to back on the rank's stream. A collective
 // that is one NCCL call, or one send/recv pair, is issued from C in a
@@ -440,7 +440,7 @@ func (r *rank) Launch(c suites.Call) error { return r.Repeat(c, 1) }
 // exchanges with many peers and the hypercube are issued from Go. With one
 // thread issuing for every local GPU (--threads one), the rank's gang
 // issues each of the n operations in one group with the other GPUs'.
-func (r *rank) Repeat(c suites.Call, n int) error {
+func (r *rank) Repeat(c measure.Call, n int) error {
 	if err := r.plantedHang(n); err != nil {
 		return err
 	}
@@ -489,9 +489,9 @@ func (r *rank) plantedHang(n int) error {
 }
 
 // buffers are c's send and receive addresses on the rank.
-func (r *rank) buffers(c suites.Call) (send, recv cuda.DevPtr, err error) {
+func (r *rank) buffers(c measure.Call) (send, recv cuda.DevPtr, err error) {
 	esz := int64(c.DType.Size())
-	g := suites.CallGeometry(c, r.Size())
+	g := measure.CallGeometry(c, r.Size())
 	if send, err = r.addr(c.Send, g.SendCount*esz); err != nil {
 		return 0, 0, err
 	}
@@ -502,34 +502,34 @@ func (r *rank) buffers(c suites.Call) (send, recv cuda.DevPtr, err error) {
 // prepare sets r.rep to c when c is one NCCL call (or one send/recv pair)
 // and says whether it is; the other collectives are exchanges issued from
 // Go (launchExchange). It returns c's buffers' addresses.
-func (r *rank) prepare(c suites.Call) (single bool, send, recv cuda.DevPtr, err error) {
+func (r *rank) prepare(c measure.Call) (single bool, send, recv cuda.DevPtr, err error) {
 	if send, recv, err = r.buffers(c); err != nil {
 		return false, 0, 0, err
 	}
 	var kind driver.OpKind
 	to, from := 0, 0
 	switch c.Coll {
-	case suites.AllReduce:
+	case measure.AllReduce:
 		kind = driver.AllReduce
-	case suites.AllGather:
+	case measure.AllGather:
 		kind = driver.AllGather
-	case suites.ReduceScatter:
+	case measure.ReduceScatter:
 		kind = driver.ReduceScatter
-	case suites.Broadcast:
+	case measure.Broadcast:
 		kind = driver.Broadcast
-	case suites.Reduce:
+	case measure.Reduce:
 		kind = driver.Reduce
-	case suites.AllToAll:
+	case measure.AllToAll:
 		if useNativeAllToAll(r.w.b.lib.Features.AllToAll) {
 			kind = driver.AllToAll
 		}
-	case suites.SendRecv:
+	case measure.SendRecv:
 		kind = driver.SendRecv
 		to, from = (r.id+1)%r.Size(), (r.id-1+r.Size())%r.Size()
-	case suites.Gather, suites.Scatter:
+	case measure.Gather, measure.Scatter:
 		if r.w.b.lib.Features.Gather {
 			kind = driver.Scatter
-			if c.Coll == suites.Gather {
+			if c.Coll == measure.Gather {
 				kind = driver.Gather
 			}
 		}
@@ -544,21 +544,21 @@ func (r *rank) prepare(c suites.Call) (single bool, send, recv cuda.DevPtr, err 
 // launchExchange issues once the collectives that Repeat cannot hand to C
 // whole: alltoall, gather and scatter as sends and receives (libraries
 // without the calls), alltoallv and the hypercube.
-func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) error {
+func (r *rank) launchExchange(c measure.Call, send, recv cuda.DevPtr, esz int64) error {
 	dt, s := int(c.DType), r.stream
 	switch c.Coll {
-	case suites.AllToAll:
+	case measure.AllToAll:
 		ops := r.p2p[:0]
 		part := cuda.DevPtr(c.Count * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		for p := 0; p < r.Size(); p++ {
 			ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p), recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		}
 		return r.exchange(ops)
-	case suites.Gather, suites.Scatter:
+	case measure.Gather, measure.Scatter:
 		// Older libraries: one send and one receive per peer, in a group.
 		part := cuda.DevPtr(c.Count * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		ops := r.p2p[:0]
-		if c.Coll == suites.Gather {
+		if c.Coll == measure.Gather {
 			ops = append(ops, sendOp(send, c.Count, dt, c.Root))
 			if r.id == c.Root {
 				for p := 0; p < r.Size(); p++ {
@@ -573,16 +573,16 @@ func (r *rank) launchExchange(c suites.Call, send, recv cuda.DevPtr, esz int64) 
 			}
 		}
 		return r.exchange(append(ops, recvOp(recv, c.Count, dt, c.Root)))
-	case suites.AllToAllV:
+	case measure.AllToAllV:
 		n := r.Size()
 		ops := r.p2p[:0]
 		for p := 0; p < n; p++ {
-			out := cuda.DevPtr(suites.VDispl(c.Count, r.id, p, n) * esz)    //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			in := cuda.DevPtr(suites.VRecvDispl(c.Count, p, r.id, n) * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			ops = append(ops, sendOp(send+out, suites.VCount(c.Count, r.id, p, n), dt, p), recvOp(recv+in, suites.VCount(c.Count, p, r.id, n), dt, p))
+			out := cuda.DevPtr(measure.VDispl(c.Count, r.id, p, n) * esz)    //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			in := cuda.DevPtr(measure.VRecvDispl(c.Count, p, r.id, n) * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			ops = append(ops, sendOp(send+out, measure.VCount(c.Count, r.id, p, n), dt, p), recvOp(recv+in, measure.VCount(c.Count, p, r.id, n), dt, p))
 		}
 		return r.exchange(ops)
-	case suites.HyperCube:
+	case measure.HyperCube:
 		// An allgather by recursive doubling: exchange ever larger blocks
 		// with rank XOR 2^k.
 		part := c.Count * esz
@@ -650,7 +650,7 @@ func (r *rank) Barrier() error { return r.w.barrier() }
 
 // TimeEach records a GPU event between consecutive operations and returns
 // each operation's time in µs.
-func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+func (r *rank) TimeEach(c measure.Call, iters int) ([]float64, error) {
 	if err := r.eventsFor(iters + 1); err != nil {
 		return nil, err
 	}
@@ -722,7 +722,7 @@ func (g *graph) Replay() error { return g.g.Launch(g.s) }
 func (g *graph) Destroy()      { g.g.Destroy() }
 
 // Capture records ops launches of c into a CUDA graph.
-func (r *rank) Capture(c suites.Call, ops int) (suites.Graph, error) {
+func (r *rank) Capture(c measure.Call, ops int) (measure.Graph, error) {
 	if err := r.drv.BeginCapture(r.stream); err != nil {
 		return nil, err
 	}
@@ -745,7 +745,7 @@ func (r *rank) Capture(c suites.Call, ops int) (suites.Graph, error) {
 }
 
 // ReadHost waits for the stream and copies bytes at src to the host.
-func (r *rank) ReadHost(src suites.View, bytes int64) ([]byte, error) {
+func (r *rank) ReadHost(src measure.View, bytes int64) ([]byte, error) {
 	ptr, err := r.addr(src, bytes)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"collbench/internal/words"
-	"collbench/suites"
+	"collbench/measure"
 
 	"collbench/backend/nccl/profiler"
 	"collbench/results"
@@ -35,9 +35,9 @@ const p2pRecordLimit = 256 << 20
 
 // Recordable says why an operation of c at a row of size bytes is not
 // recorded, or "".
-func (w *world) Recordable(c suites.Collective, size int64) string {
+func (w *world) Recordable(c measure.Collective, size int64) string {
 	switch c {
-	case suites.AllToAll, suites.AllToAllV, suites.Gather, suites.Scatter:
+	case measure.AllToAll, measure.AllToAllV, measure.Gather, measure.Scatter:
 		if size >= p2pRecordLimit {
 			return fmt.Sprintf("%s rows of %s and more are not recorded (no algorithm or kernel times): NCCL's profiler leaves its proxy thread stuck after large exchanges with every peer", c, words.BytesApprox(p2pRecordLimit))
 		}

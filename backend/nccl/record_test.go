@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"collbench/dtype"
 	"collbench/backend/nccl/fakegpu"
 	"collbench/backend/nccl/profiler"
+	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // The profiler plugin, called by the fake machine's NCCL through its
@@ -21,7 +21,7 @@ import (
 // from one recorded operation, and nothing else is recorded.
 
 // recordedSweep runs colls at sizes on n ranks in the given groups.
-func recordedSweep(t *testing.T, d *fakegpu.Driver, n int, groups [][]int, colls ...suites.Collective) ([]results.Row, *Backend) {
+func recordedSweep(t *testing.T, d *fakegpu.Driver, n int, groups [][]int, colls ...measure.Collective) ([]results.Row, *Backend) {
 	t.Helper()
 	b, err := Open(Options{Driver: d})
 	if err != nil {
@@ -32,15 +32,15 @@ func recordedSweep(t *testing.T, d *fakegpu.Driver, n int, groups [][]int, colls
 		t.Fatal(err)
 	}
 	defer w.Close()
-	p := suites.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []suites.ReduceOp{suites.Sum},
+	p := measure.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
 		Sizes: []int64{1024, 1 << 20}, Iters: 5, Warmup: 2, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
 	cases, err := p.Cases(b, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rn := &suites.Runner{World: w, Plan: p, Cases: cases}
+	rn := &measure.Runner{World: w, Plan: p, Cases: cases}
 	if groups != nil {
-		rn.Layout = suites.Layout{Groups: groups}
+		rn.Layout = measure.Layout{Groups: groups}
 	}
 	var notes []string
 	rn.OnNote = func(s string) { notes = append(notes, s) }
@@ -61,7 +61,7 @@ func TestRecordedAlgorithmAndKernelTimes(t *testing.T) {
 	}{{"interface v5 (NCCL 2.28)", 22803}, {"interface v4 (NCCL 2.27)", 22703}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := fakegpu.HGX("H100", 4, fakegpu.Options{NCCLVersion: tc.version})
-			rows, b := recordedSweep(t, d, 4, nil, suites.AllReduce, suites.AllGather, suites.SendRecv)
+			rows, b := recordedSweep(t, d, 4, nil, measure.AllReduce, measure.AllGather, measure.SendRecv)
 			if on, why := b.Records(); !on {
 				t.Fatalf("the backend does not record: %s", why)
 			}
@@ -114,7 +114,7 @@ func TestRecordedAlgorithmAndKernelTimes(t *testing.T) {
 
 func TestRecordedGroupsEachGetTheirOwn(t *testing.T) {
 	d := fakegpu.HGX("H100", 4, fakegpu.Options{})
-	rows, _ := recordedSweep(t, d, 4, [][]int{{0, 1}, {2, 3}}, suites.AllReduce)
+	rows, _ := recordedSweep(t, d, 4, [][]int{{0, 1}, {2, 3}}, measure.AllReduce)
 	for _, row := range rows {
 		if len(row.Groups) != 2 {
 			t.Fatalf("row %d: %d groups", row.SizeBytes, len(row.Groups))
@@ -132,7 +132,7 @@ func TestRecordedGroupsEachGetTheirOwn(t *testing.T) {
 
 func TestRecordedNetworkSteps(t *testing.T) {
 	d := fakegpu.HGX("H100", 4, fakegpu.Options{ProxySteps: true})
-	rows, _ := recordedSweep(t, d, 4, nil, suites.SendRecv)
+	rows, _ := recordedSweep(t, d, 4, nil, measure.SendRecv)
 	for _, row := range rows {
 		k := row.OutOfPlace.Kernels
 		if k == nil || len(k.Net) != 4 {
@@ -175,17 +175,17 @@ func TestNoRecorderSaysWhy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			on, why := w.(suites.Recorder).Recording()
+			on, why := w.(measure.Recorder).Recording()
 			if on || !strings.Contains(why, tc.want) {
 				t.Errorf("recording %v, why %q; want off because %q", on, why, tc.want)
 			}
 			if v := tc.env[profiler.EnvPlugin]; v != "" && os.Getenv(profiler.EnvPlugin) != v {
 				t.Errorf("%s is %q after opening, want the user's %q kept", profiler.EnvPlugin, os.Getenv(profiler.EnvPlugin), v)
 			}
-			p := suites.Plan{Collectives: []suites.Collective{suites.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
-				Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{4096}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, Roots: []int{0}}
+			p := measure.Plan{Collectives: []measure.Collective{measure.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+				Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{4096}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, Roots: []int{0}}
 			cases, _ := p.Cases(b, 2)
-			rows, err := (&suites.Runner{World: w, Plan: p, Cases: cases}).Run(context.Background())
+			rows, err := (&measure.Runner{World: w, Plan: p, Cases: cases}).Run(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestRecordedWireTime(t *testing.T) {
 		t.Run(fmt.Sprintf("%d to %d", edge[0], edge[1]), func(t *testing.T) {
 			const delay = 3 * time.Millisecond
 			d := fakegpu.HGX("H100", 4, fakegpu.Options{ProxySteps: true, WireDelay: map[[2]int]time.Duration{edge: delay}})
-			rows, _ := recordedSweep(t, d, 4, nil, suites.SendRecv)
+			rows, _ := recordedSweep(t, d, 4, nil, measure.SendRecv)
 			for _, row := range rows {
 				k := row.OutOfPlace.Kernels
 				if k == nil || len(k.Net) != 4 {

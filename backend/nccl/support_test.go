@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"collbench/dtype"
 	"collbench/backend/nccl/driver"
-	"collbench/suites"
+	"collbench/dtype"
+	"collbench/measure"
 )
 
 // TestSupportsByVersionAndGPU checks what each library version and GPU
@@ -18,22 +18,22 @@ func TestSupportsByVersionAndGPU(t *testing.T) {
 	cases := []struct {
 		version int
 		gpus    []gpu
-		c       suites.Collective
+		c       measure.Collective
 		t       dtype.DType
-		op      suites.ReduceOp
+		op      measure.ReduceOp
 		want    string // "" = supported
 	}{
-		{22803, hopper, suites.AllReduce, dtype.Float32, suites.Sum, ""},
-		{22803, hopper, suites.AllReduce, dtype.BFloat16, suites.Avg, ""},
-		{20908, hopper, suites.AllReduce, dtype.BFloat16, suites.Sum, "bfloat16 needs NCCL 2.10"},
-		{20908, hopper, suites.AllReduce, dtype.Float32, suites.Avg, "avg needs NCCL 2.10"},
-		{22305, hopper, suites.AllGather, dtype.Float8E4M3, suites.NoOp, "f8e4m3 needs NCCL 2.24"},
-		{22403, hopper, suites.AllReduce, dtype.Float8E5M2, suites.Sum, ""},
-		{22403, ampere, suites.AllReduce, dtype.Float8E5M2, suites.Sum, "compute capability 9.0+; GPU 0 (A100) is 8.0"},
-		{22403, ampere, suites.AllGather, dtype.Float8E5M2, suites.NoOp, ""},
-		{22803, hopper, suites.AllReduce, dtype.Float8E4M3, suites.Prod, "op prod on dtype f8e4m3"},
-		{22803, hopper, suites.ReduceScatter, dtype.Float8E4M3, suites.Avg, "op avg on dtype f8e4m3"},
-		{22803, hopper, suites.AllToAll, dtype.Float32, suites.NoOp, "needs ncclSend/ncclRecv"},
+		{22803, hopper, measure.AllReduce, dtype.Float32, measure.Sum, ""},
+		{22803, hopper, measure.AllReduce, dtype.BFloat16, measure.Avg, ""},
+		{20908, hopper, measure.AllReduce, dtype.BFloat16, measure.Sum, "bfloat16 needs NCCL 2.10"},
+		{20908, hopper, measure.AllReduce, dtype.Float32, measure.Avg, "avg needs NCCL 2.10"},
+		{22305, hopper, measure.AllGather, dtype.Float8E4M3, measure.NoOp, "f8e4m3 needs NCCL 2.24"},
+		{22403, hopper, measure.AllReduce, dtype.Float8E5M2, measure.Sum, ""},
+		{22403, ampere, measure.AllReduce, dtype.Float8E5M2, measure.Sum, "compute capability 9.0+; GPU 0 (A100) is 8.0"},
+		{22403, ampere, measure.AllGather, dtype.Float8E5M2, measure.NoOp, ""},
+		{22803, hopper, measure.AllReduce, dtype.Float8E4M3, measure.Prod, "op prod on dtype f8e4m3"},
+		{22803, hopper, measure.ReduceScatter, dtype.Float8E4M3, measure.Avg, "op avg on dtype f8e4m3"},
+		{22803, hopper, measure.AllToAll, dtype.Float32, measure.NoOp, "needs ncclSend/ncclRecv"},
 	}
 	for _, c := range cases {
 		b := &Backend{lib: driver.Library{Version: c.version}, devices: c.gpus}

@@ -1,8 +1,8 @@
 package nccl
 
 import (
-	"collbench/cuda"
 	"collbench/backend/nccl/driver"
+	"collbench/cuda"
 )
 
 // The CUDA half of system: package cuda's calls, one to one.

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // NCCL writes the algorithm and protocol it chose for each collective to
@@ -144,26 +144,26 @@ func TuningLogUsable(code int) (bool, string) {
 // LogsChoice reports whether NCCL picks an algorithm for c, and so logs
 // it: the collectives it builds from sends and receives (alltoall,
 // gather, scatter and the rest) have no algorithm or protocol choice.
-func LogsChoice(c suites.Collective) bool {
+func LogsChoice(c measure.Collective) bool {
 	switch c {
-	case suites.AllReduce, suites.AllGather, suites.ReduceScatter, suites.Broadcast, suites.Reduce:
+	case measure.AllReduce, measure.AllGather, measure.ReduceScatter, measure.Broadcast, measure.Reduce:
 		return true
 	}
 	return false
 }
 
 // funcName is how NCCL's log names a collective.
-func funcName(c suites.Collective) string {
+func funcName(c measure.Collective) string {
 	switch c {
-	case suites.AllReduce:
+	case measure.AllReduce:
 		return "AllReduce"
-	case suites.AllGather:
+	case measure.AllGather:
 		return "AllGather"
-	case suites.ReduceScatter:
+	case measure.ReduceScatter:
 		return "ReduceScatter"
-	case suites.Broadcast:
+	case measure.Broadcast:
 		return "Broadcast"
-	case suites.Reduce:
+	case measure.Reduce:
 		return "Reduce"
 	}
 	return ""
@@ -172,7 +172,7 @@ func funcName(c suites.Collective) string {
 // ExpectedCall is one collective a communicator's rank 0 issued, in
 // order, which its tuning log should record.
 type ExpectedCall struct {
-	Coll suites.Collective
+	Coll measure.Collective
 	// Key identifies what the decision explains (the caller's row index).
 	Key int
 }

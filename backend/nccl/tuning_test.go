@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"collbench/suites"
+	"collbench/measure"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -103,7 +103,7 @@ func TestTuningLogUsable(t *testing.T) {
 }
 
 func TestMatchTuning(t *testing.T) {
-	ar, bc := suites.AllReduce, suites.Broadcast
+	ar, bc := measure.AllReduce, measure.Broadcast
 	named := func(fn string, b int64, algo string) TuningDecision {
 		return TuningDecision{Func: fn, Bytes: b, Algo: algo, Proto: "LL", ChannelLo: -1, ChannelHi: -1}
 	}

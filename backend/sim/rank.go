@@ -7,8 +7,8 @@ import (
 	"collbench/backend/sim/cluster"
 	"collbench/dtype"
 	"collbench/internal/reduce"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // buffer is a modelled device buffer: Len bytes, of which data holds the
@@ -38,17 +38,17 @@ func (r *rank) Device() results.Device {
 	return results.Device{Rank: r.world, Name: m.GPU.Model, BusID: m.BusID(r.world % m.GPUsPerHost)}
 }
 
-func (r *rank) Alloc(bytes int64) (suites.Buffer, error) {
+func (r *rank) Alloc(bytes int64) (measure.Buffer, error) {
 	if bytes < 0 {
 		return nil, fmt.Errorf("cannot allocate %d bytes", bytes)
 	}
 	return &buffer{n: bytes, data: make([]byte, min(bytes, r.w.hold))}, nil
 }
 
-func (r *rank) Free(suites.Buffer) error { return nil }
+func (r *rank) Free(measure.Buffer) error { return nil }
 
 // held is the part of count elements of esz bytes at v that holds data.
-func held(v suites.View, count int64, esz int) []byte {
+func held(v measure.View, count int64, esz int) []byte {
 	b := v.Buf.(*buffer)
 	if v.Off >= int64(len(b.data)) {
 		return nil
@@ -58,14 +58,14 @@ func held(v suites.View, count int64, esz int) []byte {
 	return b.data[v.Off : v.Off+n]
 }
 
-func (r *rank) Fill(dst suites.View, count int64, p suites.Pattern) error {
+func (r *rank) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	b := held(dst, count, p.DType.Size())
 	p.FillRange(b, 0, int64(len(b))/int64(p.DType.Size()))
 	r.w.dev[r.world] += float64(count) / (r.w.b.Net.FillRate(r.world) * 1e3)
 	return nil
 }
 
-func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
+func (r *rank) Poison(dst measure.View, count int64, t dtype.DType) error {
 	b := held(dst, count, t.Size())
 	v := byte(0x80)
 	if t.IsFloat() {
@@ -80,15 +80,15 @@ func (r *rank) Poison(dst suites.View, count int64, t dtype.DType) error {
 // want is the expected output for e's held elements. An allreduce's is
 // the same on every rank and costs n per element, so the group computes
 // it once.
-func (r *rank) want(e suites.Expectation, k int64) []float64 {
+func (r *rank) want(e measure.Expectation, k int64) []float64 {
 	key := e
-	if e.Coll == suites.AllReduce || e.Coll == suites.Broadcast {
+	if e.Coll == measure.AllReduce || e.Coll == measure.Broadcast {
 		key.Rank = 0
 	}
 	r.g.mu.Lock()
 	defer r.g.mu.Unlock()
 	if r.g.wants == nil {
-		r.g.wants = map[suites.Expectation][]float64{}
+		r.g.wants = map[measure.Expectation][]float64{}
 	}
 	if w, ok := r.g.wants[key]; ok && int64(len(w)) >= k {
 		return w
@@ -101,7 +101,7 @@ func (r *rank) want(e suites.Expectation, k int64) []float64 {
 	return w
 }
 
-func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
+func (r *rank) Check(src measure.View, e measure.Expectation) (int64, error) {
 	r.w.clock[r.world] += r.w.b.Net.Model().Costs.MeasureS * 1e6
 	b := held(src, e.OutputCount(), e.DType.Size())
 	k := int64(len(b)) / int64(e.DType.Size())
@@ -117,24 +117,24 @@ func (r *rank) Check(src suites.View, e suites.Expectation) (int64, error) {
 }
 
 // FindMismatches lists wrong held elements.
-func (r *rank) FindMismatches(src suites.View, e suites.Expectation, limit int) ([]results.Mismatch, error) {
+func (r *rank) FindMismatches(src measure.View, e measure.Expectation, limit int) ([]results.Mismatch, error) {
 	b := held(src, e.OutputCount(), e.DType.Size())
 	return e.FindMismatches(b, 0, int64(len(b))/int64(e.DType.Size()), limit), nil
 }
 
-func (r *rank) Launch(c suites.Call) error {
+func (r *rank) Launch(c measure.Call) error {
 	_, err := r.issue(c, 1)
 	return err
 }
 
 // Repeat issues c n times: the data once, the time of all n.
-func (r *rank) Repeat(c suites.Call, n int) error {
+func (r *rank) Repeat(c measure.Call, n int) error {
 	_, err := r.issue(c, n)
 	return err
 }
 
 // TimeEach returns each of iters operations' modelled times.
-func (r *rank) TimeEach(c suites.Call, iters int) ([]float64, error) {
+func (r *rank) TimeEach(c measure.Call, iters int) ([]float64, error) {
 	return r.issue(c, iters)
 }
 
@@ -164,18 +164,18 @@ func (r *rank) TimeOnDevice(work func() error) (float64, error) {
 }
 
 // pattern is how the model costs c.
-func pattern(c suites.Collective) cluster.Pattern {
+func pattern(c measure.Collective) cluster.Pattern {
 	switch c {
-	case suites.AllReduce:
+	case measure.AllReduce:
 		return cluster.Ring
-	case suites.Broadcast:
+	case measure.Broadcast:
 		return cluster.Chain
 	}
 	return cluster.Shift
 }
 
 // times is what one operation of c takes on each group of the split.
-func (s *split) times(c suites.Call, bytes int64) cluster.Times {
+func (s *split) times(c measure.Call, bytes int64) cluster.Times {
 	key := costKey{pattern(c.Coll), bytes}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,7 +189,7 @@ func (s *split) times(c suites.Call, bytes int64) cluster.Times {
 
 // issue meets the group for c issued n times: the last to arrive computes
 // the data for every member and draws the n operations' times.
-func (r *rank) issue(c suites.Call, n int) ([]float64, error) {
+func (r *rank) issue(c measure.Call, n int) ([]float64, error) {
 	if err := r.w.b.Supports(c.Coll, c.DType, c.Op); err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (r *rank) issue(c suites.Call, n int) ([]float64, error) {
 	err := g.gate.meet(r.w, func() {
 		g.compute()
 		esz := int64(c.DType.Size())
-		geom := suites.CallGeometry(c, len(g.members))
+		geom := measure.CallGeometry(c, len(g.members))
 		bytes := geom.Count * esz
 		t := g.s.times(c, bytes)
 		w := r.w
@@ -241,7 +241,7 @@ func (g *group) compute() {
 	ins := make([][]byte, k)
 	for i := range ins {
 		ci := g.calls[i]
-		ins[i] = append([]byte(nil), held(ci.Send, suites.CallGeometry(ci, k).SendCount, esz)...)
+		ins[i] = append([]byte(nil), held(ci.Send, measure.CallGeometry(ci, k).SendCount, esz)...)
 	}
 	// out is what member i delivers to member j.
 	out := func(i, j int) []byte {
@@ -254,10 +254,10 @@ func (g *group) compute() {
 	}
 	recv := func(i int) []byte {
 		ci := g.calls[i]
-		return held(ci.Recv, suites.CallGeometry(ci, k).RecvCount, esz)
+		return held(ci.Recv, measure.CallGeometry(ci, k).RecvCount, esz)
 	}
 	switch c.Coll {
-	case suites.AllReduce:
+	case measure.AllReduce:
 		// What every member gets, from everyone's delivered inputs (j = -1:
 		// to another member); a member that returns wrong data gets its
 		// own, with its own input right.
@@ -268,7 +268,7 @@ func (g *group) compute() {
 				n := min(len(acc), len(s))
 				reduce.Into(acc[:n], s[:n], c.DType, c.Op)
 			}
-			if c.Op == suites.Avg {
+			if c.Op == measure.Avg {
 				reduce.Divide(acc, c.DType, k)
 			}
 			return acc
@@ -281,11 +281,11 @@ func (g *group) compute() {
 				copy(recv(j), all)
 			}
 		}
-	case suites.Broadcast:
+	case measure.Broadcast:
 		for j := 0; j < k; j++ {
 			copy(recv(j), out(c.Root, j))
 		}
-	case suites.SendRecv:
+	case measure.SendRecv:
 		for i := 0; i < k; i++ {
 			j := (i + 1) % k
 			copy(recv(j), out(i, j))

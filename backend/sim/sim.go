@@ -14,8 +14,8 @@ import (
 
 	"collbench/backend/sim/cluster"
 	"collbench/dtype"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // DefaultHold is how many bytes of each buffer hold real data.
@@ -40,19 +40,19 @@ func (b *Backend) Info() results.Backend {
 }
 
 // Supports says which collectives the model costs: those doctor runs.
-func (b *Backend) Supports(c suites.Collective, t dtype.DType, op suites.ReduceOp) error {
+func (b *Backend) Supports(c measure.Collective, t dtype.DType, op measure.ReduceOp) error {
 	switch c {
-	case suites.AllReduce, suites.Broadcast, suites.SendRecv:
+	case measure.AllReduce, measure.Broadcast, measure.SendRecv:
 		return nil
 	}
-	return fmt.Errorf("%w: the simulated backend models allreduce, broadcast and sendrecv (what doctor runs), not %s", suites.ErrUnsupported, c)
+	return fmt.Errorf("%w: the simulated backend models allreduce, broadcast and sendrecv (what doctor runs), not %s", measure.ErrUnsupported, c)
 }
 
 // DefaultRanks is every GPU of the model.
 func (b *Backend) DefaultRanks() int { return b.Net.Model().Ranks() }
 
 // Open makes a world of the model's first n GPUs.
-func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
+func (b *Backend) Open(ctx context.Context, n int) (measure.World, error) {
 	m := b.Net.Model()
 	if n < 1 || n > m.Ranks() {
 		return nil, fmt.Errorf("the model has %d GPUs; cannot open %d ranks", m.Ranks(), n)
@@ -67,7 +67,7 @@ func (b *Backend) Open(ctx context.Context, n int) (suites.World, error) {
 	for i := range all {
 		all[i] = i
 	}
-	w.top = w.view(suites.Layout{Groups: [][]int{all}})
+	w.top = w.view(measure.Layout{Groups: [][]int{all}})
 	return w, nil
 }
 
@@ -104,7 +104,7 @@ type World struct {
 type split struct {
 	w      *World
 	groups []*group
-	ranks  []suites.Rank
+	ranks  []measure.Rank
 
 	mu    sync.Mutex
 	costs map[costKey]cluster.Times
@@ -122,17 +122,17 @@ type group struct {
 	idx     int
 	members []int
 	gate    *gate
-	calls   []suites.Call // by group rank, for the operation in flight
-	times   []float64     // the last operation's times, per issue
+	calls   []measure.Call // by group rank, for the operation in flight
+	times   []float64      // the last operation's times, per issue
 	mu      sync.Mutex
-	wants   map[suites.Expectation][]float64
+	wants   map[measure.Expectation][]float64
 }
 
-func (w *World) view(l suites.Layout) *split {
+func (w *World) view(l measure.Layout) *split {
 	s := &split{w: w, costs: map[costKey]cluster.Times{}, wires: map[costKey][][]cluster.Wire{}}
 	owner := make([]*rank, w.n)
 	for gi, members := range l.Groups {
-		g := &group{s: s, idx: gi, members: members, gate: newGate(len(members)), calls: make([]suites.Call, len(members))}
+		g := &group{s: s, idx: gi, members: members, gate: newGate(len(members)), calls: make([]measure.Call, len(members))}
 		s.groups = append(s.groups, g)
 		for i, r := range members {
 			owner[r] = &rank{w: w, g: g, rank: i, world: r}
@@ -150,12 +150,12 @@ func (w *World) view(l suites.Layout) *split {
 func (w *World) Size() int { return w.n }
 
 // Ranks are every rank, in rank order.
-func (w *World) Ranks() []suites.Rank { return w.top.ranks }
+func (w *World) Ranks() []measure.Rank { return w.top.ranks }
 
 // Run calls fn for every rank at once.
-func (w *World) Run(fn func(suites.Rank) error) error { return w.top.run(fn) }
+func (w *World) Run(fn func(measure.Rank) error) error { return w.top.run(fn) }
 
-func (s *split) run(fn func(suites.Rank) error) error {
+func (s *split) run(fn func(measure.Rank) error) error {
 	errs := make([]error, len(s.ranks))
 	var wg sync.WaitGroup
 	for i, r := range s.ranks {
@@ -194,7 +194,7 @@ func (w *World) Abort(cause error) {
 
 // Split makes a communicator per group of l; making them costs the model's
 // split time.
-func (w *World) Split(l suites.Layout) (suites.World, error) {
+func (w *World) Split(l measure.Layout) (measure.World, error) {
 	seen := make([]bool, w.n)
 	for _, g := range l.Groups {
 		for _, r := range g {
@@ -226,8 +226,8 @@ func (w *World) Elapsed() float64 {
 func (w *World) Splits() int { return w.splits }
 
 // Explainer: the model runs allreduce as a ring and broadcast as a chain.
-func (w *World) Algorithm(c suites.Collective, bytes int64, ranks int) *results.AlgoChoice {
-	name := map[suites.Collective]string{suites.AllReduce: "Ring", suites.Broadcast: "Ring", suites.SendRecv: "P2P"}[c]
+func (w *World) Algorithm(c measure.Collective, bytes int64, ranks int) *results.AlgoChoice {
+	name := map[measure.Collective]string{measure.AllReduce: "Ring", measure.Broadcast: "Ring", measure.SendRecv: "P2P"}[c]
 	return &results.AlgoChoice{Algo: name, Source: "the cluster model"}
 }
 
@@ -237,14 +237,14 @@ func (w *World) Algorithm(c suites.Collective, bytes int64, ranks int) *results.
 func (w *World) Recording() (bool, string) { return true, "" }
 
 // Recordable records every operation.
-func (w *World) Recordable(suites.Collective, int64) string { return "" }
+func (w *World) Recordable(measure.Collective, int64) string { return "" }
 
 // Record runs fn with the records on (see Recording).
 func (w *World) Record(fn func() error) ([]*results.OpRecord, string, error) {
 	return w.record(w.top.ranks, fn)
 }
 
-func (w *World) record(ranks []suites.Rank, fn func() error) ([]*results.OpRecord, string, error) {
+func (w *World) record(ranks []measure.Rank, fn func() error) ([]*results.OpRecord, string, error) {
 	w.recMu.Lock()
 	w.recording, w.recs = true, map[int]*results.OpRecord{}
 	w.recMu.Unlock()
@@ -262,7 +262,7 @@ func (w *World) record(ranks []suites.Rank, fn func() error) ([]*results.OpRecor
 
 // recordOp gives each member of g the record of the operation c of bytes
 // that ran from start for us (µs on the model's clock), if recording.
-func (w *World) recordOp(g *group, c suites.Call, bytes int64, start, us float64) {
+func (w *World) recordOp(g *group, c measure.Call, bytes int64, start, us float64) {
 	w.recMu.Lock()
 	defer w.recMu.Unlock()
 	if !w.recording {
@@ -285,7 +285,7 @@ func (w *World) recordOp(g *group, c suites.Call, bytes int64, start, us float64
 }
 
 // flows is what each group's operation of c moves between hosts.
-func (s *split) flows(c suites.Call, bytes int64) [][]cluster.Wire {
+func (s *split) flows(c measure.Call, bytes int64) [][]cluster.Wire {
 	key := costKey{pattern(c.Coll), bytes}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -303,18 +303,18 @@ type splitWorld struct{ s *split }
 func (sw *splitWorld) Recording() (bool, string) { return true, "" }
 
 // Recordable records every operation.
-func (sw *splitWorld) Recordable(suites.Collective, int64) string { return "" }
+func (sw *splitWorld) Recordable(measure.Collective, int64) string { return "" }
 
 // Record runs fn with the records on, for the split's ranks.
 func (sw *splitWorld) Record(fn func() error) ([]*results.OpRecord, string, error) {
 	return sw.s.w.record(sw.s.ranks, fn)
 }
 
-func (sw *splitWorld) Size() int                                   { return sw.s.w.n }
-func (sw *splitWorld) Ranks() []suites.Rank                        { return sw.s.ranks }
-func (sw *splitWorld) Run(fn func(suites.Rank) error) error        { return sw.s.run(fn) }
-func (sw *splitWorld) Split(l suites.Layout) (suites.World, error) { return sw.s.w.Split(l) }
-func (sw *splitWorld) Close() error                                { return nil }
+func (sw *splitWorld) Size() int                                     { return sw.s.w.n }
+func (sw *splitWorld) Ranks() []measure.Rank                         { return sw.s.ranks }
+func (sw *splitWorld) Run(fn func(measure.Rank) error) error         { return sw.s.run(fn) }
+func (sw *splitWorld) Split(l measure.Layout) (measure.World, error) { return sw.s.w.Split(l) }
+func (sw *splitWorld) Close() error                                  { return nil }
 
 // gate is a reusable meeting point of n goroutines: the last to arrive
 // runs the step for everyone, then all go on.

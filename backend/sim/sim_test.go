@@ -9,7 +9,7 @@ import (
 
 	"collbench/backend/sim/cluster"
 	"collbench/dtype"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 func newWorld(t *testing.T, faults ...cluster.Fault) (*World, *cluster.Model) {
@@ -25,18 +25,18 @@ func newWorld(t *testing.T, faults ...cluster.Fault) (*World, *cluster.Model) {
 
 // run measures c on l with every element checked and returns the wrong
 // elements of each group.
-func run(t *testing.T, w *World, l suites.Layout, c suites.Collective, size int64) []int64 {
+func run(t *testing.T, w *World, l measure.Layout, c measure.Collective, size int64) []int64 {
 	t.Helper()
-	op, root := suites.Sum, -1
+	op, root := measure.Sum, -1
 	if !c.Reduces() {
-		op = suites.NoOp
+		op = measure.NoOp
 	}
 	if c.Rooted() {
 		root = 0
 	}
-	rn := &suites.Runner{World: w, Layout: l, Plan: suites.Plan{Collectives: []suites.Collective{c}, DTypes: []dtype.DType{dtype.Float32},
-		Ops: []suites.ReduceOp{suites.Sum}, Sizes: []int64{size}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, Average: suites.AvgMean, Seed: 3, IterStats: true},
-		Cases: []suites.Case{{Coll: c, DType: dtype.Float32, Op: op, Root: root}}}
+	rn := &measure.Runner{World: w, Layout: l, Plan: measure.Plan{Collectives: []measure.Collective{c}, DTypes: []dtype.DType{dtype.Float32},
+		Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{size}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, Average: measure.AvgMean, Seed: 3, IterStats: true},
+		Cases: []measure.Case{{Coll: c, DType: dtype.Float32, Op: op, Root: root}}}
 	rows, err := rn.Run(context.Background())
 	if err != nil {
 		t.Fatalf("%s: %v", c, err)
@@ -56,9 +56,9 @@ func run(t *testing.T, w *World, l suites.Layout, c suites.Collective, size int6
 // 256 bytes of each buffer.
 func TestDataIsRight(t *testing.T) {
 	w, _ := newWorld(t)
-	pairs := suites.Layout{Spec: "pairs", Groups: [][]int{{0, 4}, {1, 5}, {2, 3}, {6, 7}, {8, 12}, {9, 13}, {10, 11}, {14, 15}}}
-	for _, c := range []suites.Collective{suites.AllReduce, suites.Broadcast, suites.SendRecv} {
-		for _, l := range []suites.Layout{{}, pairs} {
+	pairs := measure.Layout{Spec: "pairs", Groups: [][]int{{0, 4}, {1, 5}, {2, 3}, {6, 7}, {8, 12}, {9, 13}, {10, 11}, {14, 15}}}
+	for _, c := range []measure.Collective{measure.AllReduce, measure.Broadcast, measure.SendRecv} {
+		for _, l := range []measure.Layout{{}, pairs} {
 			for gi, wrong := range run(t, w, l, c, 64<<20) {
 				if wrong != 0 {
 					t.Errorf("%s on %q group %d: %d wrong elements", c, l.Spec, gi, wrong)
@@ -76,8 +76,8 @@ func TestDataIsRight(t *testing.T) {
 func TestWrongData(t *testing.T) {
 	h, g := 1, 2 // rank 6
 	w, _ := newWorld(t, cluster.Fault{Kind: cluster.WrongData, Host: &h, GPU: &g})
-	pairs := suites.Layout{Spec: "pairs", Groups: [][]int{{6, 7}, {0, 1}, {2, 3}, {4, 5}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}}
-	got := run(t, w, pairs, suites.SendRecv, 4096)
+	pairs := measure.Layout{Spec: "pairs", Groups: [][]int{{6, 7}, {0, 1}, {2, 3}, {4, 5}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}}
+	got := run(t, w, pairs, measure.SendRecv, 4096)
 	if got[0] == 0 {
 		t.Error("the pair with rank 6: no wrong element")
 	}
@@ -86,7 +86,7 @@ func TestWrongData(t *testing.T) {
 			t.Errorf("group %d without rank 6: %d wrong", gi+1, wrong)
 		}
 	}
-	if got := run(t, w, suites.Layout{}, suites.AllReduce, 4096); got[0] == 0 {
+	if got := run(t, w, measure.Layout{}, measure.AllReduce, 4096); got[0] == 0 {
 		t.Error("the world's allreduce with rank 6: no wrong element")
 	}
 }
@@ -97,7 +97,7 @@ func TestModelledTime(t *testing.T) {
 	w, m := newWorld(t)
 	took := func(size int64) float64 {
 		t0 := w.Elapsed()
-		run(t, w, suites.Layout{}, suites.AllReduce, size)
+		run(t, w, measure.Layout{}, measure.AllReduce, size)
 		return w.Elapsed() - t0
 	}
 	small, big := took(4096), took(256<<20)
@@ -106,7 +106,7 @@ func TestModelledTime(t *testing.T) {
 			small, big, m.Costs.MeasureS)
 	}
 	before := w.Elapsed()
-	sw, err := w.Split(suites.Layout{Groups: [][]int{{0, 1}, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}})
+	sw, err := w.Split(measure.Layout{Groups: [][]int{{0, 1}, {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +127,11 @@ func TestWaitsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(r suites.Rank) suites.Call {
+	call := func(r measure.Rank) measure.Call {
 		b, _ := r.Alloc(64)
-		return suites.Call{Coll: suites.AllReduce, DType: dtype.Float32, Op: suites.Sum, Count: 16, Send: suites.View{Buf: b}, Recv: suites.View{Buf: b}}
+		return measure.Call{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Count: 16, Send: measure.View{Buf: b}, Recv: measure.View{Buf: b}}
 	}
-	err = w.Run(func(r suites.Rank) error {
+	err = w.Run(func(r measure.Rank) error {
 		if r.Rank() == 3 {
 			return nil // never joins
 		}
@@ -142,7 +142,7 @@ func TestWaitsEnd(t *testing.T) {
 	}
 	w2, _ := New(&m).Open(context.Background(), m.Ranks())
 	boom := errors.New("rank 5 failed")
-	err = w2.Run(func(r suites.Rank) error {
+	err = w2.Run(func(r measure.Rank) error {
 		if r.Rank() == 5 {
 			return boom
 		}

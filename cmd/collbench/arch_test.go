@@ -16,7 +16,7 @@ import (
 var layers = [][]string{
 	{"dtype", "internal/..."},
 	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology"},
-	{"suites", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler"},
+	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler"},
 	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report"},
 	{"doctor"},
 	{"runconfig", "engine"},

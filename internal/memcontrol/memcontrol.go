@@ -1,5 +1,5 @@
 // Package memcontrol joins goroutines of one test as if each were a
-// process of a world: a suites.Control whose small messages meet in
+// process of a world: a measure.Control whose small messages meet in
 // memory. Tests of distributed worlds use it; collbench itself does not.
 package memcontrol
 

@@ -78,8 +78,8 @@ type Page struct {
 	Screenshot []byte `json:"-"`
 }
 
-// measure runs in the page and returns what Page holds.
-const measure = `(() => {
+// pageProbe runs in the page and returns what Page holds.
+const pageProbe = `(() => {
   const box = e => { const b = e.getBoundingClientRect(); return {top: b.top + scrollY, left: b.left + scrollX, width: b.width, height: b.height}; };
   const v = document.querySelector('.verdict');
   const svgs = [...document.querySelectorAll('svg')];
@@ -163,7 +163,7 @@ func Open(ctx context.Context, path string, o Options) (*Page, error) {
 	if err := chromedp.Do(tctx, chromedp.Navigate("file://"+abs), chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
 		return nil, fmt.Errorf("opening %s in %s: %w", path, o.Browser, err)
 	}
-	p, err := chromedp.Run(tctx, chromedp.Evaluate[*Page](measure))
+	p, err := chromedp.Run(tctx, chromedp.Evaluate[*Page](pageProbe))
 	if err != nil {
 		return nil, fmt.Errorf("measuring %s: %w", path, err)
 	}

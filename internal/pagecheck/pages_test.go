@@ -13,9 +13,9 @@ import (
 	"collbench/backend/sim/cluster"
 	"collbench/doctor"
 	"collbench/engine"
+	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // The window every page is opened in, and how far down the verdict must
@@ -50,7 +50,7 @@ func bench(t *testing.T, ranks int, maxSize int64) *results.Document {
 	}
 	b := engine.DefaultBench()
 	b.Backend, b.Ranks, b.Tool = "cpu", ranks, "test"
-	b.Plan.Collectives = []suites.Collective{suites.AllReduce, suites.AllGather}
+	b.Plan.Collectives = []measure.Collective{measure.AllReduce, measure.AllGather}
 	b.Plan.Sizes = nil
 	for _, size := range []int64{8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 4 << 20} {
 		if size <= maxSize {

@@ -4,8 +4,8 @@ import (
 	"time"
 	"unsafe"
 
-	"collbench/cuda"
 	"collbench/backend/nccl/driver"
+	"collbench/cuda"
 )
 
 // contextBytes is what a context takes of a GPU's memory on creation.

@@ -22,9 +22,9 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"collbench/backend/nccl/driver"
 	"collbench/cuda"
 	"collbench/internal/nvmlmock"
-	"collbench/backend/nccl/driver"
 )
 
 // Options shape the machine's software and its faults.

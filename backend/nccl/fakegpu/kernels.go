@@ -6,9 +6,9 @@ import (
 	"strings"
 	"unsafe"
 
+	"collbench/backend/nccl/kernels/hostemu"
 	"collbench/cuda"
 	"collbench/dtype"
-	"collbench/backend/nccl/kernels/hostemu"
 )
 
 // module is a loaded PTX module: its kernels and their parameter types.

@@ -8,8 +8,8 @@ import (
 	"time"
 	"unsafe"
 
-	"collbench/cuda"
 	"collbench/backend/nccl/driver"
+	"collbench/cuda"
 )
 
 // LoadNCCL "loads" the machine's NCCL from the first candidate.

@@ -3,11 +3,11 @@ package fakegpu
 import (
 	"fmt"
 
+	"collbench/backend/nccl/driver"
 	"collbench/cuda"
 	"collbench/dtype"
 	"collbench/internal/reduce"
-	"collbench/backend/nccl/driver"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // part is one rank's share of a collective.
@@ -65,7 +65,7 @@ func (c *comm) validate(call string, o driver.Op) error {
 	switch {
 	case !t.Valid():
 		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid data type %d", o.DType))
-	case reduces(o.Kind) && (o.RedOp < 0 || o.RedOp >= len(suites.AllOps())):
+	case reduces(o.Kind) && (o.RedOp < 0 || o.RedOp >= len(measure.AllOps())):
 		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid reduction operation %d", o.RedOp))
 	case (o.Kind == driver.Broadcast || o.Kind == driver.Reduce || o.Kind == driver.Gather || o.Kind == driver.Scatter) && (o.Root < 0 || o.Root >= c.cl.n):
 		return ncclErr(call, driver.InvalidArgument, fmt.Sprintf("invalid root %d (root should be in the 0..%d range)", o.Root, c.cl.n-1))
@@ -287,7 +287,7 @@ func compute(vals []any) error {
 			return fmt.Errorf("ranks called different collectives: rank 0 %s, rank %d %s", describe(o), r, describe(q))
 		}
 	}
-	t, op := dtype.DType(o.DType), suites.ReduceOp(o.RedOp)
+	t, op := dtype.DType(o.DType), measure.ReduceOp(o.RedOp)
 	cb := o.Count * int64(t.Size())
 	seg := func(b []byte, i int) []byte { return b[int64(i)*cb : int64(i+1)*cb] }
 	// Inputs are copied first: an in-place rank's output overwrites them.
@@ -300,7 +300,7 @@ func compute(vals []any) error {
 		for r := 1; r < n; r++ {
 			reduce.Into(acc, pick(r), t, op)
 		}
-		if op == suites.Avg {
+		if op == measure.Avg {
 			reduce.Divide(acc, t, n)
 		}
 		return acc

@@ -165,8 +165,8 @@ import (
 	"time"
 	"unsafe"
 
-	"collbench/dtype"
 	"collbench/backend/nccl/driver"
+	"collbench/dtype"
 )
 
 // Profiler event bits the machine acts on.

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"sync"
 
+	"collbench/backend/nccl"
 	"collbench/bootstrap"
 	"collbench/internal/faults"
-	"collbench/backend/nccl"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 	"collbench/watchdog"
 )
 
@@ -61,7 +61,7 @@ func (c *relayControl) AllGather(data []byte) ([][]byte, error) { return c.round
 func (c *relayControl) Gather(data []byte) ([][]byte, error)    { return c.round(frameGather0, data) }
 
 // Opener opens a backend by name and library path, as the run chose it.
-type Opener func(name, lib string) (suites.Backend, error)
+type Opener func(name, lib string) (measure.Backend, error)
 
 // Child is the probe's child process: it reads its Spec from in, opens the
 // world the spec describes (through the parent's relay when it spans
@@ -93,9 +93,9 @@ func Child(ctx context.Context, open Opener, faultSpec string, in io.Reader, out
 	if err != nil {
 		return fail(err)
 	}
-	var w suites.World
+	var w measure.World
 	if spec.Multi {
-		db, ok := b.(suites.DistributedBackend)
+		db, ok := b.(measure.DistributedBackend)
 		if !ok {
 			return fail(fmt.Errorf("the %s backend cannot run across processes", b.Name()))
 		}
@@ -106,7 +106,7 @@ func Child(ctx context.Context, open Opener, faultSpec string, in io.Reader, out
 	if err != nil {
 		return fail(fmt.Errorf("opening the probe's world: %w", err))
 	}
-	layout := suites.Layout{Groups: spec.Groups}
+	layout := measure.Layout{Groups: spec.Groups}
 	progress := func(stage int) {
 		var p [4]byte
 		binary.BigEndian.PutUint32(p[:], uint32(int32(stage))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
@@ -122,10 +122,10 @@ func Child(ctx context.Context, open Opener, faultSpec string, in io.Reader, out
 	case "exit":
 		os.Exit(3)
 	}
-	issued, runErr := suites.ProbeRows(ctx, w, spec.Plan, spec.Cases, layout, watchdog.NewBoard(), progress)
+	issued, runErr := measure.ProbeRows(ctx, w, spec.Plan, spec.Cases, layout, watchdog.NewBoard(), progress)
 	var local []Choice
 	note := ""
-	if ex, ok := w.(suites.Explainer); ok && b.Name() != "nccl" {
+	if ex, ok := w.(measure.Explainer); ok && b.Name() != "nccl" {
 		local = explainRows(ex, spec, issued)
 	}
 	closeErr := w.Close()
@@ -175,7 +175,7 @@ func Child(ctx context.Context, open Opener, faultSpec string, in io.Reader, out
 
 // explainRows asks the world itself (the cpu backend) for every row's
 // algorithm.
-func explainRows(ex suites.Explainer, spec Spec, issued int) []Choice {
+func explainRows(ex measure.Explainer, spec Spec, issued int) []Choice {
 	var out []Choice
 	for row := 0; row < issued; row++ {
 		c := spec.Cases[row/len(spec.Plan.Sizes)]
@@ -184,7 +184,7 @@ func explainRows(ex suites.Explainer, spec Spec, issued int) []Choice {
 			if !groupLocal(spec, g) {
 				continue
 			}
-			bytes := suites.GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes
+			bytes := measure.GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes
 			if a := ex.Algorithm(c.Coll, bytes, len(g)); a != nil {
 				a.Source += " (probe)"
 				out = append(out, Choice{Row: row, Group: gi, Choice: a})
@@ -232,7 +232,7 @@ func matchLog(spec Spec, issued int, version int) ([]Choice, string) {
 		for row := 0; row < issued; row++ {
 			c := spec.Cases[row/len(spec.Plan.Sizes)]
 			size := spec.Plan.Sizes[row%len(spec.Plan.Sizes)]
-			geo := suites.GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0)
+			geo := measure.GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0)
 			switch {
 			case len(g) < 2 || geo.Count == 0:
 				// NCCL copies locally or does nothing: no choice.

@@ -33,8 +33,8 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/internal/words"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // Frame types.
@@ -54,19 +54,19 @@ const (
 // Spec is what the probe child runs: the plan, cases and groups of the
 // run, one operation per row, and where NCCL is to write its log.
 type Spec struct {
-	Backend string        `json:"backend"`
-	Lib     string        `json:"lib,omitempty"`
-	Ranks   int           `json:"ranks"` // ranks this child opens (single process)
-	Multi   bool          `json:"multi,omitempty"`
-	Rank    int           `json:"rank"`
-	Size    int           `json:"size"`
-	Hosts   []string      `json:"hosts,omitempty"`
-	LocalIP string        `json:"local_ip,omitempty"`
-	Device  int           `json:"device"`
-	Plan    suites.Plan   `json:"plan"`
-	Cases   []suites.Case `json:"cases"`
-	Groups  [][]int       `json:"groups"`
-	LogFile string        `json:"log_file"`
+	Backend string         `json:"backend"`
+	Lib     string         `json:"lib,omitempty"`
+	Ranks   int            `json:"ranks"` // ranks this child opens (single process)
+	Multi   bool           `json:"multi,omitempty"`
+	Rank    int            `json:"rank"`
+	Size    int            `json:"size"`
+	Hosts   []string       `json:"hosts,omitempty"`
+	LocalIP string         `json:"local_ip,omitempty"`
+	Device  int            `json:"device"`
+	Plan    measure.Plan   `json:"plan"`
+	Cases   []measure.Case `json:"cases"`
+	Groups  [][]int        `json:"groups"`
+	LogFile string         `json:"log_file"`
 }
 
 // Choice is one group's algorithm for one row.
@@ -165,7 +165,7 @@ func (t *tailBuffer) lastLine() string {
 // control messages over ctl when the world spans processes (ctl nil: one
 // process), and returns rank 0's result (nil on other ranks). The child is
 // killed if it outlives timeout or ctx.
-func Run(ctx context.Context, ctl suites.Control, exe string, env []string, spec Spec, timeout time.Duration) (*Result, error) {
+func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spec Spec, timeout time.Duration) (*Result, error) {
 	toChild, childIn, err := os.Pipe() // child reads toChild (fd 3)
 	if err != nil {
 		return nil, err
@@ -317,7 +317,7 @@ func Run(ctx context.Context, ctl suites.Control, exe string, env []string, spec
 // relayRound relays one control round for the child: every parent
 // contributes a status byte and its child's data. It returns the children's
 // data, or why the probe ended somewhere ("done" when a child finished).
-func relayRound(ctl suites.Control, data []byte) ([][]byte, string, error) {
+func relayRound(ctl measure.Control, data []byte) ([][]byte, string, error) {
 	all, err := ctl.AllGather(append([]byte{0}, data...))
 	if err != nil {
 		return nil, "", err
@@ -362,7 +362,7 @@ func describeStage(stage int, spec Spec) string {
 // It returns the probe's cause across the world: the first rank whose child
 // ended for a reason of its own; if every child was stopped for taking too
 // long, the one that got least far (the others were waiting for it).
-func relayEnd(ctl suites.Control, stage int, why string) (string, error) {
+func relayEnd(ctl measure.Control, stage int, why string) (string, error) {
 	msg := make([]byte, 5, 5+len(why))
 	msg[0] = 1
 	binary.BigEndian.PutUint32(msg[1:], uint32(int32(stage))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"collbench/bootstrap"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 func TestProbeFrames(t *testing.T) {
@@ -41,7 +41,7 @@ func TestProbeFrames(t *testing.T) {
 }
 
 func TestDescribeStage(t *testing.T) {
-	spec := Spec{Cases: []suites.Case{{Coll: suites.AllReduce}, {Coll: suites.Broadcast}}, Plan: suites.Plan{Sizes: []int64{1024, 1 << 20}}}
+	spec := Spec{Cases: []measure.Case{{Coll: measure.AllReduce}, {Coll: measure.Broadcast}}, Plan: measure.Plan{Sizes: []int64{1024, 1 << 20}}}
 	for stage, want := range map[int]string{
 		stageStarting: "while opening its communicators",
 		stageOpen:     "before its first operation",

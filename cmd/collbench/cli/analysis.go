@@ -15,9 +15,9 @@ import (
 
 	"collbench/engine"
 	"collbench/internal/bounded"
+	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // readResults reads a collbench result or NCCL benchmark JSON file; every
@@ -137,7 +137,7 @@ func (o *CompareOptions) thresholds() (report.Thresholds, error) {
 			return report.Thresholds{}, fmt.Errorf("invalid %s %v: must be %s", f.name, f.v, want)
 		}
 	}
-	edge, err := suites.ParseSize(o.BandEdge)
+	edge, err := measure.ParseSize(o.BandEdge)
 	if err != nil {
 		return report.Thresholds{}, fmt.Errorf("--band-edge: %v", err)
 	}

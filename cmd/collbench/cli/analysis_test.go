@@ -13,8 +13,8 @@ import (
 	"collbench/backend/cpu"
 	"collbench/doctor"
 	"collbench/engine"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 func writeDoc(t *testing.T, path string, scale float64) {
@@ -188,7 +188,7 @@ thresholds:
 		}
 	}
 	f, out, errOut = testFactory()
-	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c suites.Call, data []byte) {
+	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c measure.Call, data []byte) {
 		if len(data) >= 1<<20 {
 			time.Sleep(time.Second) // far beyond any scheduling noise
 		}

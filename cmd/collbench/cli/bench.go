@@ -14,9 +14,9 @@ import (
 	"collbench/dtype"
 	"collbench/engine"
 	"collbench/internal/tempdir"
+	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // BenchOptions are the flags every collective command shares.
@@ -25,7 +25,7 @@ type BenchOptions struct {
 	Factory *Factory
 	Ctx     context.Context
 
-	Collectives     []suites.Collective
+	Collectives     []measure.Collective
 	CollectivesFlag string // sweep only
 
 	Sizes      string
@@ -109,7 +109,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVar(&o.Mode, "mode", modeWord(d.Plan), "both, out-of-place or in-place")
 	fs.StringVarP(&o.Average, "average", "a", d.Plan.Average.String(), "how ranks' times combine: mean, min, max or rank0")
 	fs.Uint64Var(&o.Seed, "seed", d.Plan.Seed, "seed of the verification inputs")
-	fs.StringVar(&o.RankList, "rank-list", "", "split the ranks into groups that run concurrently, each with its own communicator:\n"+suites.PresetHelp)
+	fs.StringVar(&o.RankList, "rank-list", "", "split the ranks into groups that run concurrently, each with its own communicator:\n"+measure.PresetHelp)
 	fs.BoolVar(&o.IterStats, "iter-stats", false, "also time each iteration on its own (GPU events) and show p50, p99, min, max and CV")
 	fs.IntVar(&o.CUDAGraph, "cuda-graph", 0, "capture the iterations in a CUDA graph once and replay it N times (nccl backend)")
 	fs.IntVarP(&o.Agg, "agg", "m", d.Plan.Agg, "operations issued per timed iteration as one group call (ncclGroupStart/End); time is per operation")
@@ -117,11 +117,11 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.IntVarP(&o.Misalign, "misalign", "u", 0, "offset both buffers by N elements from their aligned start")
 	fs.BoolVarP(&o.CPUTime, "cputime", "C", false, "also report the host time spent issuing each operation")
 	fs.IntVarP(&o.Cycles, "cycles", "N", d.Plan.Cycles, "repeat the whole sweep N times; each row shows the median cycle and the range")
-	fs.BoolVar(&o.Stable, "stable", false, fmt.Sprintf("repeat the whole sweep until it is stable: at least %d cycles, until one moves no row's median by more than %g%%, at most --cycles (default %d); for runs to compare", suites.StableMinCycles, suites.StableTolerance*100, suites.StableMaxCycles))
+	fs.BoolVar(&o.Stable, "stable", false, fmt.Sprintf("repeat the whole sweep until it is stable: at least %d cycles, until one moves no row's median by more than %g%%, at most --cycles (default %d); for runs to compare", measure.StableMinCycles, measure.StableTolerance*100, measure.StableMaxCycles))
 	fs.StringVarP(&o.Register, "register", "R", "none", "register the buffers with NCCL: none, local (ncclCommRegister) or symmetric (ncclCommWindowRegister, NCCL 2.27+); also 0, 1, 2")
 	fs.BoolVarP(&o.Memory, "memory", "M", false, "report memory: what the communicators took, the buffers, and what the collectives took on top")
 	fs.BoolVar(&o.Explain, "explain", false, "show which algorithm each row ran with: NCCL's algorithm, protocol and channels (from its tuning log, in a separate probe), or the cpu backend's")
-	fs.DurationVar(&o.MaxTime, "max-time", suites.DefaultMaxTime, "refuse a plan whose counts and sizes could not finish in less than this, even at 1 us per operation (0 = no limit)")
+	fs.DurationVar(&o.MaxTime, "max-time", measure.DefaultMaxTime, "refuse a plan whose counts and sizes could not finish in less than this, even at 1 us per operation (0 = no limit)")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
 	fs.StringVar(&o.Backend, "backend", d.Backend, "auto, cpu, nccl or mpi (bin/collbench-mpi under mpirun)")
@@ -134,7 +134,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 }
 
 // modeWord is the --mode word for the plan's modes.
-func modeWord(p suites.Plan) string {
+func modeWord(p measure.Plan) string {
 	switch {
 	case p.OutOfPlace && p.InPlace:
 		return "both"
@@ -155,30 +155,30 @@ func benchDefaults(f *Factory) *BenchOptions {
 // benchCommands returns one command per collective.
 func benchCommands(f *Factory) []*cobra.Command {
 	var out []*cobra.Command
-	for _, c := range suites.AllCollectives() {
+	for _, c := range measure.AllCollectives() {
 		out = append(out, NewCmdCollective(f, c, nil))
 	}
 	return out
 }
 
-var collectiveShort = map[suites.Collective]string{
-	suites.AllReduce:     "Sweep allreduce: every rank ends with the reduction of all inputs",
-	suites.AllGather:     "Sweep allgather: every rank ends with all ranks' inputs, in rank order",
-	suites.ReduceScatter: "Sweep reduce-scatter: rank r ends with part r of the reduction",
-	suites.Broadcast:     "Sweep broadcast: every rank ends with the root's input",
-	suites.Reduce:        "Sweep reduce: the root ends with the reduction of all inputs",
-	suites.AllToAll:      "Sweep alltoall: rank r sends its part p to rank p",
-	suites.SendRecv:      "Sweep send/recv: each rank sends to rank+1 and receives from rank-1",
-	suites.Gather:        "Sweep gather: the root ends with all ranks' inputs, in rank order",
-	suites.Scatter:       "Sweep scatter: rank r ends with part r of the root's input",
-	suites.AllToAllV:     "Sweep alltoallv: alltoall with uneven counts between every pair of ranks",
-	suites.HyperCube:     "Sweep hypercube: log2(n) rounds, each exchanging with rank XOR 2^k",
+var collectiveShort = map[measure.Collective]string{
+	measure.AllReduce:     "Sweep allreduce: every rank ends with the reduction of all inputs",
+	measure.AllGather:     "Sweep allgather: every rank ends with all ranks' inputs, in rank order",
+	measure.ReduceScatter: "Sweep reduce-scatter: rank r ends with part r of the reduction",
+	measure.Broadcast:     "Sweep broadcast: every rank ends with the root's input",
+	measure.Reduce:        "Sweep reduce: the root ends with the reduction of all inputs",
+	measure.AllToAll:      "Sweep alltoall: rank r sends its part p to rank p",
+	measure.SendRecv:      "Sweep send/recv: each rank sends to rank+1 and receives from rank-1",
+	measure.Gather:        "Sweep gather: the root ends with all ranks' inputs, in rank order",
+	measure.Scatter:       "Sweep scatter: rank r ends with part r of the root's input",
+	measure.AllToAllV:     "Sweep alltoallv: alltoall with uneven counts between every pair of ranks",
+	measure.HyperCube:     "Sweep hypercube: log2(n) rounds, each exchanging with rank XOR 2^k",
 }
 
 // NewCmdCollective builds the command for one collective. runF replaces
 // benchRun in tests.
-func NewCmdCollective(f *Factory, c suites.Collective, runF func(*BenchOptions) error) *cobra.Command {
-	o := &BenchOptions{IO: f.IO, Factory: f, Collectives: []suites.Collective{c}}
+func NewCmdCollective(f *Factory, c measure.Collective, runF func(*BenchOptions) error) *cobra.Command {
+	o := &BenchOptions{IO: f.IO, Factory: f, Collectives: []measure.Collective{c}}
 	cmd := &cobra.Command{
 		Use:     c.String(),
 		Aliases: c.Aliases(),
@@ -210,7 +210,7 @@ func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()
 			o.formatSet = cmd.Flags().Changed("format")
-			cs, err := suites.ParseCollectives(o.CollectivesFlag)
+			cs, err := measure.ParseCollectives(o.CollectivesFlag)
 			if err != nil {
 				return &engine.UsageError{Err: err}
 			}
@@ -221,7 +221,7 @@ func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
 			return benchRun(o)
 		},
 	}
-	cmd.Flags().StringVar(&o.CollectivesFlag, "collectives", "all", "comma list of collectives, or all: "+strings.Join(suites.CollectiveNames(), ", "))
+	cmd.Flags().StringVar(&o.CollectivesFlag, "collectives", "all", "comma list of collectives, or all: "+strings.Join(measure.CollectiveNames(), ", "))
 	addBenchFlags(cmd.Flags(), o)
 	cmd.MarkFlagsMutuallyExclusive("stepfactor", "stepbytes")
 	return cmd
@@ -235,8 +235,8 @@ func noArgs(cmd *cobra.Command, args []string) error {
 }
 
 // parseCollectiveList resolves names (or "all") to collectives.
-func parseCollectiveList(names []string) ([]suites.Collective, error) {
-	return suites.ParseCollectives(strings.Join(names, ","))
+func parseCollectiveList(names []string) ([]measure.Collective, error) {
+	return measure.ParseCollectives(strings.Join(names, ","))
 }
 
 // benchRun runs the benchmark the options describe: the engine measures,

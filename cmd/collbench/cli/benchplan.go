@@ -7,7 +7,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/engine"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // sizes resolves --sizes or the -b/-e/-f/-i flags.
@@ -20,13 +20,13 @@ func (o *BenchOptions) sizes() ([]int64, error) {
 		if o.MinBytes == "" {
 			return nil, fmt.Errorf("-e/-i need -b (the smallest size)")
 		}
-		return suites.SizesFromBounds(o.MinBytes, o.MaxBytes, o.StepFactor, o.StepBytes)
+		return measure.SizesFromBounds(o.MinBytes, o.MaxBytes, o.StepFactor, o.StepBytes)
 	}
 	spec := o.Sizes
 	if spec == "" {
 		spec = engine.DefaultSizes
 	}
-	return suites.ParseSizes(spec)
+	return measure.ParseSizes(spec)
 }
 
 // parseList parses a comma list of values or "all". A value listed twice
@@ -60,8 +60,8 @@ func parseList[T comparable](s string, all []T, parse func(string) (T, error)) (
 }
 
 // plan turns the flags into a plan; n is the rank count.
-func (o *BenchOptions) plan() (suites.Plan, error) {
-	var p suites.Plan
+func (o *BenchOptions) plan() (measure.Plan, error) {
+	var p measure.Plan
 	var err error
 	p.Collectives = o.Collectives
 	if p.Sizes, err = o.sizes(); err != nil {
@@ -71,7 +71,7 @@ func (o *BenchOptions) plan() (suites.Plan, error) {
 	if p.DTypes, allT, err = parseList(o.DType, dtype.All(), dtype.Parse); err != nil {
 		return p, err
 	}
-	if p.Ops, allO, err = parseList(o.Op, suites.AllOps(), suites.ParseOp); err != nil {
+	if p.Ops, allO, err = parseList(o.Op, measure.AllOps(), measure.ParseOp); err != nil {
 		return p, err
 	}
 	p.SkipUnsupported = allT || allO
@@ -92,7 +92,7 @@ func (o *BenchOptions) plan() (suites.Plan, error) {
 	default:
 		return p, fmt.Errorf("unknown --mode %q (valid: both, out-of-place, in-place)", o.Mode)
 	}
-	if p.Average, err = suites.ParseAverage(o.Average); err != nil {
+	if p.Average, err = measure.ParseAverage(o.Average); err != nil {
 		return p, err
 	}
 	if o.Ranks < 0 {

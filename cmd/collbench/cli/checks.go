@@ -14,12 +14,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"collbench/backend/nccl/profiler"
 	"collbench/bootstrap"
 	"collbench/engine"
 	"collbench/internal/faults"
 	"collbench/internal/secret"
 	"collbench/launch"
-	"collbench/backend/nccl/profiler"
 )
 
 // The rules every flag and COLLBENCH_* variable follows, in one place:

@@ -12,8 +12,8 @@ import (
 
 	"collbench/backend/cpu"
 	"collbench/engine"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // testFactory returns a factory with fixed host and clock and no NCCL.
@@ -175,7 +175,7 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 func TestCorruptionFailsTheRun(t *testing.T) {
 	f, out, errOut := testFactory()
 	flipped := false
-	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c suites.Call, data []byte) {
+	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c measure.Call, data []byte) {
 		if rank == 2 && !flipped && len(data) >= 4 {
 			data[1] ^= 0x40
 			flipped = true

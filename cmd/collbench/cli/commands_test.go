@@ -6,8 +6,8 @@ import (
 
 	"collbench/backend/cpu"
 	"collbench/engine"
+	"collbench/measure"
 	"collbench/results"
-	"collbench/suites"
 )
 
 func TestEnvCommand(t *testing.T) {
@@ -37,7 +37,7 @@ func TestVersion(t *testing.T) {
 func TestOptionsReachRunF(t *testing.T) {
 	f, _, _ := testFactory()
 	var got *BenchOptions
-	cmd := NewCmdCollective(f, suites.Broadcast, func(o *BenchOptions) error { got = o; return nil })
+	cmd := NewCmdCollective(f, measure.Broadcast, func(o *BenchOptions) error { got = o; return nil })
 	cmd.SetArgs([]string{"-b", "8", "-e", "1M", "-f", "4", "-g", "2", "-d", "bf16", "-r", "all", "-n", "7", "-w", "3", "-c", "2", "-a", "max"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestOptionsReachRunF(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(p.Sizes) != 9 || p.Sizes[1] != 32 || p.Roots != nil || p.Iters != 7 || p.Warmup != 3 || p.Check != 2 ||
-		p.Average != suites.AvgMax || got.Ranks != 2 || p.DTypes[0].String() != "bfloat16" {
+		p.Average != measure.AvgMax || got.Ranks != 2 || p.DTypes[0].String() != "bfloat16" {
 		t.Fatalf("plan %+v", p)
 	}
 }
@@ -120,8 +120,8 @@ func TestVerifyGroupsCommand(t *testing.T) {
 
 func TestVerifyGroupsCatchesCorruption(t *testing.T) {
 	f, out, _ := testFactory()
-	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c suites.Call, data []byte) {
-		if rank == 3 && c.Coll == suites.AllGather {
+	f.CPUOptions = cpu.Options{AfterOp: func(rank int, c measure.Call, data []byte) {
+		if rank == 3 && c.Coll == measure.AllGather {
 			data[0] ^= 0x40
 		}
 	}}

@@ -12,8 +12,8 @@ import (
 	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/outfile"
+	"collbench/measure"
 	"collbench/runconfig"
-	"collbench/suites"
 )
 
 // DoctorOptions are the flags of `collbench doctor`.
@@ -115,7 +115,7 @@ func sizeFlag(name, v string, def int64) (int64, error) {
 	if v == "" {
 		return def, nil
 	}
-	s, err := suites.ParseSize(v)
+	s, err := measure.ParseSize(v)
 	if err != nil {
 		return 0, engine.UsageErrorf("invalid --%s: %v", name, err)
 	}

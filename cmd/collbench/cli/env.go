@@ -12,9 +12,9 @@ import (
 
 	mpib "collbench/backend/mpi"
 	"collbench/engine"
+	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // EnvOptions are the flags of `collbench env`.
@@ -40,7 +40,7 @@ type EnvReport struct {
 	MPI      string `json:"mpi,omitempty"`
 	MPIError string `json:"mpi_error,omitempty"`
 	// Support is what each backend runs, per buffer, collective and dtype.
-	Support []suites.SupportMatrix `json:"support"`
+	Support []measure.SupportMatrix `json:"support"`
 }
 
 // NewCmdEnv builds `collbench env`.

@@ -13,14 +13,14 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"collbench/backend/nccl"
+	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/fakegpu"
 	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/faults"
 	"collbench/internal/nvmlmock"
-	"collbench/backend/nccl"
-	"collbench/backend/nccl/driver"
-	"collbench/backend/nccl/fakegpu"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // The commands on the NCCL backend, over a fake HGX H100 (backend/nccl/fakegpu)
@@ -37,7 +37,7 @@ func fakeGPUFactory(gpus int, opts fakegpu.Options) (*Factory, *bytes.Buffer, *b
 // fakeMachineFactory is testFactory on the fake machine given.
 func fakeMachineFactory(machine *fakegpu.Driver) (*Factory, *bytes.Buffer, *bytes.Buffer) {
 	f, out, errOut := testFactory()
-	f.NCCL = func(lib string) (suites.Backend, error) {
+	f.NCCL = func(lib string) (measure.Backend, error) {
 		return nccl.Open(nccl.Options{Lib: lib, Driver: machine})
 	}
 	f.NVML = func() nvml.Interface { return machine.Machine().NVML() }
@@ -78,7 +78,7 @@ func TestFakeGPUSweepFeatures(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			d := readRows(t, path)
-			if len(d.Results) < 2*len(suites.AllCollectives()) {
+			if len(d.Results) < 2*len(measure.AllCollectives()) {
 				t.Fatalf("%d rows", len(d.Results))
 			}
 			if want := map[bool]string{true: "one", false: "per-gpu"}[slices.Contains(extra, "one")]; d.Config.Threads != want {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"collbench/engine"
 	"collbench/backend/nccl"
 	"collbench/backend/nccl/fakegpu"
-	"collbench/suites"
+	"collbench/engine"
+	"collbench/measure"
 )
 
 // Runs that NCCL holds: a call that never returns, an abort that never
@@ -42,7 +42,7 @@ func childFakeMachine(spec string) *fakegpu.Driver {
 // childFactory is the factory of a child on machine m: its real streams.
 func childFactory(m *fakegpu.Driver) *Factory {
 	f := NewFactory(SystemIO())
-	f.NCCL = func(lib string) (suites.Backend, error) {
+	f.NCCL = func(lib string) (measure.Backend, error) {
 		return nccl.Open(nccl.Options{Lib: lib, Driver: m})
 	}
 	f.NVML = func() nvml.Interface { return m.Machine().NVML() }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // TestEveryCommandsFlagsReachItsOptions parses a command line of each
@@ -23,14 +23,14 @@ func TestEveryCommandsFlagsReachItsOptions(t *testing.T) {
 	cases := []tc{
 		{"allreduce", func() (*cobra.Command, func() bool) {
 			var o *BenchOptions
-			c := NewCmdCollective(f, suites.AllReduce, func(x *BenchOptions) error { o = x; return nil })
+			c := NewCmdCollective(f, measure.AllReduce, func(x *BenchOptions) error { o = x; return nil })
 			return c, func() bool { return o.Sizes == "1M" && o.Iters == 3 && o.Backend == "cpu" && o.Timeout == time.Minute }
 		}, []string{"--sizes", "1M", "-n", "3", "--backend", "cpu", "--timeout", "1m"}},
 		{"sweep", func() (*cobra.Command, func() bool) {
 			var o *BenchOptions
 			c := NewCmdSweep(f, func(x *BenchOptions) error { o = x; return nil })
 			return c, func() bool {
-				return slices.Equal(o.Collectives, []suites.Collective{suites.AllGather, suites.Broadcast}) && o.Cycles == 2
+				return slices.Equal(o.Collectives, []measure.Collective{measure.AllGather, measure.Broadcast}) && o.Cycles == 2
 			}
 		}, []string{"--collectives", "allgather,broadcast", "-N", "2"}},
 		{"verify-groups", func() (*cobra.Command, func() bool) {

@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"collbench/backend/nccl/probe"
 	"collbench/engine"
 	"collbench/internal/faults"
-	"collbench/backend/nccl/probe"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // The algorithm probe (package backend/nccl/probe) runs in a child process before
@@ -50,7 +50,7 @@ func NewCmdAlgorithmProbe(f *Factory, runF func(*ProbeOptions) error) *cobra.Com
 
 func probeRun(o *ProbeOptions) error {
 	f := o.Factory
-	open := func(name, lib string) (suites.Backend, error) {
+	open := func(name, lib string) (measure.Backend, error) {
 		c, err := f.ChooseBackend(name, lib)
 		if err != nil {
 			return nil, err

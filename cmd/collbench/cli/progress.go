@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"collbench/internal/words"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // progress draws a one-line progress bar on a terminal's stderr: the
@@ -92,7 +92,7 @@ func (c *rowCost) left(rows int, bytes int64) (time.Duration, bool) {
 
 // progressLine renders the progress line for ev; left is the estimated
 // time left, or negative when unknown.
-func progressLine(ev suites.Progress, left time.Duration) string {
+func progressLine(ev measure.Progress, left time.Duration) string {
 	const width = 20
 	filled := 0
 	if ev.Total > 0 {
@@ -106,7 +106,7 @@ func progressLine(ev suites.Progress, left time.Duration) string {
 		ev.Done+1, ev.Total, ev.Case.Coll, ev.Case.DType, ev.Case.Op, words.Bytes(ev.Size), eta)
 }
 
-func (p *progress) update(ev suites.Progress) {
+func (p *progress) update(ev measure.Progress) {
 	if !p.io.ErrTTY || p.quiet {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // TestTimeLeftFollowsSizes: in a doubling sweep whose rows take 1 ms plus
@@ -79,7 +79,7 @@ func absDur(d time.Duration) time.Duration {
 }
 
 func TestProgressLine(t *testing.T) {
-	ev := suites.Progress{Done: 5, Total: 20, Case: suites.Case{Coll: suites.AllGather, DType: 7, Op: suites.NoOp}, Size: 64 << 20}
+	ev := measure.Progress{Done: 5, Total: 20, Case: measure.Case{Coll: measure.AllGather, DType: 7, Op: measure.NoOp}, Size: 64 << 20}
 	got := progressLine(ev, 30*time.Second)
 	if got != "[#####...............] 6/20 allgather float none 64 MiB, ETA 30s" {
 		t.Fatalf("%q", got)

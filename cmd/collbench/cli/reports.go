@@ -16,9 +16,9 @@ import (
 	"collbench/engine"
 	"collbench/internal/bounded"
 	"collbench/internal/outfile"
+	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
-	"collbench/suites"
 )
 
 // BaselineOptions are the arguments of `collbench baseline make`.
@@ -319,7 +319,7 @@ func plotRun(o *PlotOptions) error {
 			return engine.UsageErrorf("%s has no results", args[0])
 		}
 		coll = series[0].Doc.Results[0].Collective
-	} else if c, err := suites.ParseCollective(coll); err != nil {
+	} else if c, err := measure.ParseCollective(coll); err != nil {
 		return &engine.UsageError{Err: err}
 	} else {
 		coll = c.String()

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
+	"collbench/measure"
 	"collbench/report"
-	"collbench/suites"
 )
 
 // VerifyGroupsOptions are the flags of `collbench verify-groups`.
@@ -43,7 +43,7 @@ Default layouts: all ranks, pairs, halves, uneven ([[0..n-2],[n-1]]), reversed
 ([[1..n-1],[0]]), interleaved (stride:2), singletons, and node and cross-node when
 the ranks span several hosts. --rank-list (repeatable) replaces them.
 
-` + suites.PresetHelp,
+` + measure.PresetHelp,
 		Args:    noArgs,
 		Example: "  collbench verify-groups -g 4\n  collbench verify-groups --rank-list '[[0,1],[2,3]]' --rank-list mod:2",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,7 +71,7 @@ func verifyGroupsRun(o *VerifyGroupsOptions) error {
 	if o.Format != "table" && o.Format != "json" {
 		return engine.UsageErrorf("unknown --format %q for verify-groups (valid: table, json)", o.Format)
 	}
-	sizes, err := suites.ParseSizes(o.Sizes)
+	sizes, err := measure.ParseSizes(o.Sizes)
 	if err != nil {
 		return &engine.UsageError{Err: err}
 	}

@@ -1,5 +1,5 @@
 // Package hostemu compiles the GPU fill and check kernels (../verify.cu) for
-// the host, so tests can prove they agree with the Go reference in suites
+// the host, so tests can prove they agree with the Go reference in measure
 // without a GPU, and so the fake GPU machine (backend/nccl/fakegpu) runs them. Only
 // tests import it.
 package hostemu
@@ -13,11 +13,11 @@ import "C"
 import (
 	"unsafe"
 
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // Fill runs cb_fill over buf for pattern p.
-func Fill(buf []byte, count int64, p suites.Pattern) {
+func Fill(buf []byte, count int64, p measure.Pattern) {
 	if count == 0 {
 		return
 	}
@@ -27,7 +27,7 @@ func Fill(buf []byte, count int64, p suites.Pattern) {
 }
 
 // Check runs cb_check over buf for expectation e and returns the wrong count.
-func Check(buf []byte, e suites.Expectation) int64 {
+func Check(buf []byte, e measure.Expectation) int64 {
 	n := e.OutputCount()
 	if n == 0 {
 		return 0

@@ -6,21 +6,21 @@ import (
 	"testing"
 
 	"collbench/dtype"
-	"collbench/suites"
+	"collbench/measure"
 )
 
 // TestKernelsMatchGoReference fills buffers with the kernel and with Go and
 // compares bytes, then checks correct and corrupted outputs with both.
 func TestKernelsMatchGoReference(t *testing.T) {
 	const size = 3000
-	for _, c := range suites.AllCollectives() {
+	for _, c := range measure.AllCollectives() {
 		for _, dt := range dtype.All() {
-			ops := []suites.ReduceOp{suites.NoOp}
+			ops := []measure.ReduceOp{measure.NoOp}
 			if c.Reduces() {
-				ops = suites.AllOps()
+				ops = measure.AllOps()
 			}
 			for _, op := range ops {
-				if dt.IsFP8() && op == suites.Prod {
+				if dt.IsFP8() && op == measure.Prod {
 					continue
 				}
 				for _, n := range []int{1, 3, 4, 8} {
@@ -33,12 +33,12 @@ func TestKernelsMatchGoReference(t *testing.T) {
 	}
 }
 
-func compareOne(t *testing.T, c suites.Collective, dt dtype.DType, op suites.ReduceOp, n int, size int64) {
-	dom := suites.DomainFor(c, dt, op, n)
+func compareOne(t *testing.T, c measure.Collective, dt dtype.DType, op measure.ReduceOp, n int, size int64) {
+	dom := measure.DomainFor(c, dt, op, n)
 	root := n - 1
 	for q := 0; q < n; q++ {
-		g := suites.GeometryFor(c, size, dt.Size(), n, q)
-		e := suites.Expectation{Coll: c, DType: dt, Op: op, Root: root, Ranks: n, Rank: q, Geom: g, Domain: dom, Seed: 77}
+		g := measure.GeometryFor(c, size, dt.Size(), n, q)
+		e := measure.Expectation{Coll: c, DType: dt, Op: op, Root: root, Ranks: n, Rank: q, Geom: g, Domain: dom, Seed: 77}
 		// Inputs: kernel and Go must write identical bytes.
 		p := e.InputPattern(q)
 		a := make([]byte, g.SendCount*int64(dt.Size()))

@@ -1,7 +1,7 @@
-// Package suites holds the collectives collbench measures: their byte
+// Package measure holds the collectives collbench measures: their byte
 // accounting, the exact values their outputs must hold, and the sweep runner
 // that drives a Backend through sizes, types and operations.
-package suites
+package measure
 
 import (
 	"fmt"
