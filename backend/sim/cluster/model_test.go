@@ -56,7 +56,7 @@ func TestParseBadInput(t *testing.T) {
 
 // TestShippedClustersLoad: every cluster file in configs/clusters parses.
 func TestShippedClustersLoad(t *testing.T) {
-	paths, err := filepath.Glob("../configs/clusters/*.yaml")
+	paths, err := filepath.Glob("../../../configs/clusters/*.yaml")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no cluster files in configs/clusters (%v)", err)
 	}
