@@ -2,10 +2,7 @@ package measure
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -195,66 +192,6 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 		}
 	}
 	return rows, nil
-}
-
-// StableMinCycles and StableTolerance define a stable sweep (Plan.Stable):
-// at least StableMinCycles cycles, ended by the second cycle in a row that
-// moved no row's median time by more than StableTolerance (relative).
-// StableMaxCycles is the bound when the plan sets none.
-const (
-	StableMinCycles = 3
-	StableMaxCycles = 10
-	StableTolerance = 0.02
-)
-
-// cycleMedian is the median of a half's cycle times (the mean of the two
-// middle ones for an even count), or its time before a second cycle.
-func cycleMedian(h *results.Half) float64 {
-	if h.Cycles == nil || len(h.Cycles.TimesUS) == 0 {
-		return h.TimeUS
-	}
-	ts := slices.Sorted(slices.Values(h.Cycles.TimesUS))
-	n := len(ts)
-	return (ts[(n-1)/2] + ts[n/2]) / 2
-}
-
-// settled records each row's median times after a cycle in prev and says
-// whether the sweep is stable, or at its bound. Rank 0 decides (it holds
-// every rank's figures); the other processes follow.
-func (rn *Runner) settled(rows []results.Row, prev [][]float64, done, bound int) (bool, error) {
-	moved := 0.0
-	for i, r := range rows {
-		var now []float64
-		for k, h := range r.Halves() {
-			med := cycleMedian(h)
-			now = append(now, med)
-			if k < len(prev[i]) && prev[i][k] > 0 {
-				moved = max(moved, math.Abs(med-prev[i][k])/prev[i][k])
-			}
-		}
-		prev[i] = now
-	}
-	still := done > 1 && moved <= StableTolerance
-	stop := done >= StableMinCycles && still && rn.stillBefore
-	rn.stillBefore = still
-	if d, ok := rn.w.(Distributed); ok && d.Control() != nil {
-		mine := []byte{0}
-		if stop {
-			mine[0] = 1
-		}
-		all, err := d.Control().AllGather(mine)
-		if err != nil {
-			return false, fmt.Errorf("agreeing whether the sweep is stable: %w", err)
-		}
-		stop = len(all) > 0 && len(all[0]) == 1 && all[0][0] == 1
-	}
-	switch {
-	case stop:
-		rn.StableNote = fmt.Sprintf("stable after %d cycles: the last two moved no row's median time by more than %.3g%%", done, StableTolerance*100)
-	case done >= bound:
-		rn.StableNote = fmt.Sprintf("not stable after %d cycles, the bound (--cycles): the last moved a row's median time by %.3g%%", done, moved*100)
-	}
-	return stop, nil
 }
 
 // BufferBytes is what each rank's two buffers took at their largest.
@@ -470,32 +407,11 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		if err := rn.w.Run(prepare); err != nil {
 			return nil, nil, nil, err
 		}
-		var note string
 		var err error
-		recs, note, err = rn.record(rn.recording(c, size), func() error {
-			return rn.w.Run(func(r Rank) error {
-				_, call, _ := callOf(r)
-				tr := rn.Board.For(r.WorldRank())
-				// Issued together, as the timed loop's are (align): the
-				// kernels' starts then differ by what the ranks do, not
-				// by when their threads woke up.
-				tr.SetPhase(watchdog.Barrier)
-				if err := r.Barrier(); err != nil {
-					return err
-				}
-				tr.Begin(what+" (recorded by the library)", watchdog.Timed, 1)
-				tr.Op(1)
-				if err := r.Launch(call); err != nil {
-					return err
-				}
-				return r.Sync()
-			})
-		})
-		if err != nil {
+		if recs, err = rn.recordOne(c, size, what, callOf); err != nil {
 			return nil, nil, nil, err
 		}
-		rn.note(note)
-		if err := rn.w.Run(measure); err != nil {
+		if err = rn.w.Run(measure); err != nil {
 			return nil, nil, nil, err
 		}
 	} else if err := rn.w.Run(func(r Rank) error {
@@ -522,49 +438,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		return nil, nil, nil, err
 	}
 	rn.narrowClocks(all)
-	var hs []*results.Half
-	algos := make([]*results.AlgoChoice, len(rn.layout.Groups))
-	for gi, members := range rn.layout.Groups {
-		var gt []float64
-		var gs [][]float64
-		h := &results.Half{}
-		var wrong int64
-		for _, wr := range members {
-			rr := all[wr]
-			gt = append(gt, rr.Time)
-			if rr.Samples != nil {
-				gs = append(gs, rr.Samples)
-			}
-			wrong += rr.Wrong
-			h.Mismatches = append(h.Mismatches, rr.Bad...)
-		}
-		h.RankTimeUS = gt
-		if p.CPUTime {
-			var cs []float64
-			for _, wr := range members {
-				cs = append(cs, all[wr].CPU)
-			}
-			h.CPUTimeUS = AvgMean.Combine(cs)
-		}
-		for _, wr := range members {
-			if rr := all[wr]; rr.Sent > 0 || rr.Recv > 0 {
-				h.RankBytesSent, h.RankBytesRecv = rankBytes(all, members)
-				break
-			}
-		}
-		h.TimeUS = p.Average.Combine(gt)
-		h.Iter = iterStats(gs)
-		bytes := GeometryFor(c.Coll, size, esz, len(members), 0).Bytes
-		if h.TimeUS > 0 && rn.hasBandwidth(members) {
-			h.AlgBW = float64(bytes) / (h.TimeUS * 1e3)
-			h.BusBW = h.AlgBW * c.Coll.BusFactor(len(members))
-		}
-		if p.Check > 0 {
-			h.Wrong = &wrong
-		}
-		h.Kernels, algos[gi] = kernelTimes(all, members, rn.clocks)
-		hs = append(hs, h)
-	}
+	hs, algos := rn.groupHalves(all, c, size)
 	worldTimes := make([]float64, n)
 	for wr := range all {
 		worldTimes[wr] = all[wr].Time
@@ -572,144 +446,34 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	return hs, worldTimes, algos, nil
 }
 
-// record runs fn, which issues operations, with the library's recorder on
-// if on; either way fn runs once.
-func (rn *Runner) record(on bool, fn func() error) ([]*results.OpRecord, string, error) {
-	if !on {
-		return nil, "", fn()
-	}
-	return rn.rec.Record(fn)
-}
-
-// recording says whether the row of c at size is recorded: the world
-// records, still (a library can stop recording partway), and can record
-// this operation. Why not is noted once.
-func (rn *Runner) recording(c Case, size int64) bool {
-	if rn.rec == nil || rn.Plan.NoRecord {
-		return false
-	}
-	if on, why := rn.rec.Recording(); !on {
-		rn.note(why)
-		rn.rec = nil
-		return false
-	}
-	if why := rn.rec.Recordable(c.Coll, size); why != "" {
-		rn.note(why)
-		return false
-	}
-	return true
-}
-
-// kernelTimes puts the members' recorded operations together: their kernel
-// times, starts after the earliest, channels and network steps, and the
-// group's algorithm (its first member's that has one). Both are nil when no
-// member recorded anything.
-func kernelTimes(all []rankResult, members []int, clocks map[int]clockBound) (*results.KernelTimes, *results.AlgoChoice) {
-	var algo *results.AlgoChoice
-	have, net := false, false
-	for _, wr := range members {
-		rec := all[wr].Rec
-		if rec == nil {
-			continue
-		}
-		if algo == nil && rec.Algorithm != nil {
-			algo = rec.Algorithm
-		}
-		have = have || rec.Channels > 0
-		net = net || len(rec.Net) > 0
-	}
-	if !have {
-		return nil, algo
-	}
-	k := &results.KernelTimes{Source: "NCCL profiler plugin"}
-	for _, wr := range members {
-		rec := all[wr].Rec
-		if rec == nil || rec.Channels == 0 || rec.StopNS < rec.StartNS {
-			k.DurationUS = append(k.DurationUS, -1)
-			k.StartUS = append(k.StartUS, -1)
-			k.Channels = append(k.Channels, 0)
-		} else {
-			k.DurationUS = append(k.DurationUS, float64(rec.StopNS-rec.StartNS)/1e3)
-			k.StartUS = append(k.StartUS, -1)
-			k.Channels = append(k.Channels, rec.Channels)
-		}
-		if net {
-			var steps []results.NetSteps
-			if rec != nil {
-				steps = rec.Net
+// recordOne issues the row's one untimed operation that the library
+// records (the algorithm and each rank's kernel times), every local rank
+// at once, and passes on the recorder's note.
+func (rn *Runner) recordOne(c Case, size int64, what string, callOf func(Rank) (int, Call, Geometry)) ([]*results.OpRecord, error) {
+	recs, note, err := rn.record(rn.recording(c, size), func() error {
+		return rn.w.Run(func(r Rank) error {
+			_, call, _ := callOf(r)
+			tr := rn.Board.For(r.WorldRank())
+			// Issued together, as the timed loop's are (align): the
+			// kernels' starts then differ by what the ranks do, not
+			// by when their threads woke up.
+			tr.SetPhase(watchdog.Barrier)
+			if err := r.Barrier(); err != nil {
+				return err
 			}
-			k.Net = append(k.Net, steps)
-		}
+			tr.Begin(what+" (recorded by the library)", watchdog.Timed, 1)
+			tr.Op(1)
+			if err := r.Launch(call); err != nil {
+				return err
+			}
+			return r.Sync()
+		})
+	})
+	if err != nil {
+		return nil, err
 	}
-	alignStarts(k, all, members, clocks)
-	return k, algo
-}
-
-// clockBound is what is known of one rank's GPU timer: its offset from
-// the host's clock (host minus GPU, ns) lies in [lo, hi]; clock names the
-// host clock.
-type clockBound struct {
-	lo, hi int64
-	clock  string
-}
-
-// narrowClocks intersects each rank's clock bounds with those its latest
-// record shows. A record that does not overlap what is known (the timers
-// drifted apart) starts the bounds anew from itself.
-func (rn *Runner) narrowClocks(all []rankResult) {
-	for wr, rr := range all {
-		rec := rr.Rec
-		if rec == nil || rec.Clock == "" || rec.ClockLoNS > rec.ClockHiNS {
-			continue
-		}
-		if rn.clocks == nil {
-			rn.clocks = map[int]clockBound{}
-		}
-		b, ok := rn.clocks[wr]
-		nb := clockBound{lo: max(b.lo, rec.ClockLoNS), hi: min(b.hi, rec.ClockHiNS), clock: rec.Clock}
-		if !ok || b.clock != rec.Clock || nb.lo > nb.hi {
-			nb = clockBound{lo: rec.ClockLoNS, hi: rec.ClockHiNS, clock: rec.Clock}
-		}
-		rn.clocks[wr] = nb
-	}
-}
-
-// alignStarts sets k's starts on the host's clock, each rank's GPU timer
-// moved by the middle of its offset bounds, with half their width as the
-// error. Where a member's timer has no bounds, or the members' host
-// clocks differ (ranks on several hosts), the starts stay unknown (-1).
-func alignStarts(k *results.KernelTimes, all []rankResult, members []int, clocks map[int]clockBound) {
-	host := make([]float64, len(members))
-	known := make([]bool, len(members)) // the member recorded a start
-	errs := make([]float64, len(members))
-	clock := ""
-	first, have := 0.0, false
-	for i, wr := range members {
-		rec := all[wr].Rec
-		if rec == nil || rec.Channels == 0 {
-			continue
-		}
-		known[i] = true
-		b, ok := clocks[wr]
-		if !ok || (clock != "" && b.clock != clock) {
-			return
-		}
-		clock = b.clock
-		host[i] = float64(rec.StartNS) + (float64(b.lo)+float64(b.hi))/2
-		errs[i] = float64(b.hi-b.lo) / 2 / 1e3
-		if !have || host[i] < first {
-			first, have = host[i], true
-		}
-	}
-	if !have {
-		return
-	}
-	for i := range members {
-		if known[i] {
-			k.StartUS[i] = (host[i] - first) / 1e3
-		}
-	}
-	k.ClockErrorUS = errs
+	rn.note(note)
+	return recs, nil
 }
 
 // note passes a note on once.
@@ -722,28 +486,6 @@ func (rn *Runner) note(s string) {
 	}
 	rn.noted[s] = true
 	rn.OnNote(s)
-}
-
-// rankResult is what one rank measured in one half.
-type rankResult struct {
-	WorldRank int                `json:"r"`
-	Time      float64            `json:"t"`
-	Wrong     int64              `json:"w"`
-	Samples   []float64          `json:"s,omitempty"`
-	Bad       []results.Mismatch `json:"b,omitempty"`
-	Sent      int64              `json:"bs,omitempty"`
-	Recv      int64              `json:"br,omitempty"`
-	CPU       float64            `json:"c,omitempty"`
-	Rec       *results.OpRecord  `json:"k,omitempty"`
-}
-
-// rankBytes lists the members' bytes per operation, in group-rank order.
-func rankBytes(all []rankResult, members []int) (sent, recvd []int64) {
-	for _, wr := range members {
-		sent = append(sent, all[wr].Sent)
-		recvd = append(recvd, all[wr].Recv)
-	}
-	return sent, recvd
 }
 
 // describeCase names what a rank works on, for progress records.
@@ -762,47 +504,6 @@ func describeCase(c Case, size int64, inPlace bool) string {
 		parts = append(parts, "out-of-place")
 	}
 	return strings.Join(parts, " ")
-}
-
-// gather returns every rank's result by world rank: from this process
-// alone, or, on rank 0 of a distributed world, from every process (the
-// other processes know only their own; they print nothing).
-func (rn *Runner) gather(mine []rankResult, n int) ([]rankResult, error) {
-	all := make([]rankResult, n)
-	put := func(rs []rankResult) error {
-		for _, r := range rs {
-			if r.WorldRank < 0 || r.WorldRank >= n {
-				return fmt.Errorf("result from rank %d outside the world of %d", r.WorldRank, n)
-			}
-			all[r.WorldRank] = r
-		}
-		return nil
-	}
-	d, ok := rn.w.(Distributed)
-	if !ok || d.Control() == nil {
-		return all, put(mine)
-	}
-	b, err := json.Marshal(mine)
-	if err != nil {
-		return nil, err
-	}
-	parts, err := d.Control().Gather(b)
-	if err != nil {
-		return nil, fmt.Errorf("gathering results: %w", err)
-	}
-	if parts == nil {
-		return all, put(mine)
-	}
-	for _, part := range parts {
-		var rs []rankResult
-		if err := json.Unmarshal(part, &rs); err != nil {
-			return nil, fmt.Errorf("gathering results: %w", err)
-		}
-		if err := put(rs); err != nil {
-			return nil, err
-		}
-	}
-	return all, nil
 }
 
 // checkOnce fills fresh inputs, runs the operation once and counts the
