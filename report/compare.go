@@ -266,6 +266,88 @@ func info(label string, d *results.Document) RunInfo {
 	return ri
 }
 
+// judgeRow judges one mode of a row against the baseline's (b, ba: the
+// baseline's half and algorithm; k, ka: the current run's); false when
+// neither side has the mode.
+func judgeRow(th Thresholds, r results.Row, layout, mode string, b, k *results.Half, ba, ka *results.AlgoChoice) (CompareRow, bool) {
+	band, label := th.band(r.SizeBytes)
+	cr := CompareRow{Collective: r.Collective, DType: r.DType, Op: r.Op, Root: r.Root, Layout: layout,
+		SizeBytes: r.SizeBytes, Mode: mode, Band: label, Metric: band.Metric}
+	if ba != nil {
+		cr.BaselineAlgorithm = ba.String()
+	}
+	if ka != nil {
+		cr.CurrentAlgorithm = ka.String()
+	}
+	switch {
+	case b == nil && k == nil:
+		return cr, false
+	case k == nil:
+		cr.Verdict = Missing
+		cr.Baseline = metric(b, band.Metric)
+		cr.Why = "not in the current run"
+	case b == nil:
+		cr.Verdict = New
+		cr.Current = metric(k, band.Metric)
+		cr.Why = "not in the baseline"
+	default:
+		cr.Baseline, cr.Current = metric(b, band.Metric), metric(k, band.Metric)
+		cr.AllowedPct = math.Max(band.Pct, 200*noise(b, k))
+		cr.Verdict = OK
+		if cr.Baseline > 0 {
+			// The delta is the metric's own change; a better run has
+			// more bandwidth or less time.
+			cr.DeltaPct = math.Round((cr.Current-cr.Baseline)/cr.Baseline*1e4) / 100
+			gain := cr.DeltaPct
+			if band.Metric != "busbw" {
+				gain = -gain
+			}
+			floorOK := band.Metric == "busbw" || math.Abs(cr.Current-cr.Baseline) > band.FloorUS
+			switch {
+			case gain < -cr.AllowedPct && floorOK:
+				cr.Verdict = Regressed
+			case gain > cr.AllowedPct && floorOK:
+				cr.Verdict = Improved
+			}
+			cr.Why = why(band, cr, gain, floorOK)
+		} else {
+			cr.Why = "the baseline is 0: nothing to compare against"
+		}
+	}
+	return cr, true
+}
+
+// inputWarnings says what the inputs cannot vouch for: the same run on
+// both sides, different machines or backends, lines left unread.
+func inputWarnings(c *Comparison, base, cur *results.Document, baseLabel, curLabel string) []string {
+	w := c.Warnings
+	if results.SameRun(base, cur) {
+		w = append(w, "the baseline and the current run are the same run: every row compares with itself")
+	}
+	if b, k := c.Baseline.Fingerprint, c.Current.Fingerprint; b != "" && k != "" && b != k {
+		w = append(w, fmt.Sprintf("machine shape differs: baseline %s (%s), current %s (%s)", b, c.Baseline.Machine, k, c.Current.Machine))
+	} else if bm, km := base.Machine(), cur.Machine(); bm != "" && km != "" && bm != km {
+		w = append(w, fmt.Sprintf("the machines differ: the baseline ran on %s, the current run on %s", bm, km))
+	}
+	for _, side := range []struct {
+		label string
+		d     *results.Document
+	}{{baseLabel, base}, {curLabel, cur}} {
+		if u := side.d.UnreadWords(); u != "" {
+			w = append(w, side.label+": "+u)
+		}
+	}
+	if bn, kn := base.Environment.Backend.Name, cur.Environment.Backend.Name; bn != "" && kn != "" && bn != kn {
+		// Two backends side by side (MPI against NCCL, the TCP engine
+		// against MPI): say which side's rows came from which.
+		w = append(w, fmt.Sprintf("two backends side by side: the baseline column's rows came from the %s backend (%s), the current column's from the %s backend (%s)",
+			bn, c.Baseline.Backend, kn, c.Current.Backend))
+	} else if b, k := c.Baseline.Backend, c.Current.Backend; b != "" && k != "" && b != k {
+		w = append(w, fmt.Sprintf("backend or library version differs: baseline %s, current %s", b, k))
+	}
+	return w
+}
+
 // spreadKnown reports whether d measured the spread of its rows (cycles).
 func spreadKnown(d *results.Document) bool {
 	for _, r := range d.Results {
@@ -284,30 +366,7 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		return nil, err
 	}
 	c := &Comparison{Baseline: info(baseLabel, base), Current: info(curLabel, cur), Thresholds: th, Counts: map[Verdict]int{}}
-	if results.SameRun(base, cur) {
-		c.Warnings = append(c.Warnings, "the baseline and the current run are the same run: every row compares with itself")
-	}
-	if b, k := c.Baseline.Fingerprint, c.Current.Fingerprint; b != "" && k != "" && b != k {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("machine shape differs: baseline %s (%s), current %s (%s)", b, c.Baseline.Machine, k, c.Current.Machine))
-	} else if bm, km := base.Machine(), cur.Machine(); bm != "" && km != "" && bm != km {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("the machines differ: the baseline ran on %s, the current run on %s", bm, km))
-	}
-	for _, side := range []struct {
-		label string
-		d     *results.Document
-	}{{baseLabel, base}, {curLabel, cur}} {
-		if w := side.d.UnreadWords(); w != "" {
-			c.Warnings = append(c.Warnings, side.label+": "+w)
-		}
-	}
-	if bn, kn := base.Environment.Backend.Name, cur.Environment.Backend.Name; bn != "" && kn != "" && bn != kn {
-		// Two backends side by side (MPI against NCCL, the TCP engine
-		// against MPI): say which side's rows came from which.
-		c.Warnings = append(c.Warnings, fmt.Sprintf("two backends side by side: the baseline column's rows came from the %s backend (%s), the current column's from the %s backend (%s)",
-			bn, c.Baseline.Backend, kn, c.Current.Backend))
-	} else if b, k := c.Baseline.Backend, c.Current.Backend; b != "" && k != "" && b != k {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("backend or library version differs: baseline %s, current %s", b, k))
-	}
+	c.Warnings = inputWarnings(c, base, cur, baseLabel, curLabel)
 	baseRows := map[string]results.Row{}
 	var baseOrder []string
 	baseDups := 0
@@ -323,52 +382,10 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	common := 0
 	seen := map[string]bool{}
 	add := func(r results.Row, layout, mode string, b, k *results.Half, ba, ka *results.AlgoChoice) {
-		band, label := th.band(r.SizeBytes)
-		cr := CompareRow{Collective: r.Collective, DType: r.DType, Op: r.Op, Root: r.Root, Layout: layout,
-			SizeBytes: r.SizeBytes, Mode: mode, Band: label, Metric: band.Metric}
-		if ba != nil {
-			cr.BaselineAlgorithm = ba.String()
+		if cr, ok := judgeRow(th, r, layout, mode, b, k, ba, ka); ok {
+			c.Rows = append(c.Rows, cr)
+			c.Counts[cr.Verdict]++
 		}
-		if ka != nil {
-			cr.CurrentAlgorithm = ka.String()
-		}
-		switch {
-		case b == nil && k == nil:
-			return
-		case k == nil:
-			cr.Verdict = Missing
-			cr.Baseline = metric(b, band.Metric)
-			cr.Why = "not in the current run"
-		case b == nil:
-			cr.Verdict = New
-			cr.Current = metric(k, band.Metric)
-			cr.Why = "not in the baseline"
-		default:
-			cr.Baseline, cr.Current = metric(b, band.Metric), metric(k, band.Metric)
-			cr.AllowedPct = math.Max(band.Pct, 200*noise(b, k))
-			cr.Verdict = OK
-			if cr.Baseline > 0 {
-				// The delta is the metric's own change; a better run has
-				// more bandwidth or less time.
-				cr.DeltaPct = math.Round((cr.Current-cr.Baseline)/cr.Baseline*1e4) / 100
-				gain := cr.DeltaPct
-				if band.Metric != "busbw" {
-					gain = -gain
-				}
-				floorOK := band.Metric == "busbw" || math.Abs(cr.Current-cr.Baseline) > band.FloorUS
-				switch {
-				case gain < -cr.AllowedPct && floorOK:
-					cr.Verdict = Regressed
-				case gain > cr.AllowedPct && floorOK:
-					cr.Verdict = Improved
-				}
-				cr.Why = why(band, cr, gain, floorOK)
-			} else {
-				cr.Why = "the baseline is 0: nothing to compare against"
-			}
-		}
-		c.Rows = append(c.Rows, cr)
-		c.Counts[cr.Verdict]++
 	}
 	dups := 0
 	for _, r := range cur.Results {
@@ -432,7 +449,7 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	if strings.HasPrefix(c.Baseline.Backend, "cpu") && strings.HasPrefix(c.Current.Backend, "cpu") && c.Counts[Regressed]+c.Counts[Improved] > 0 &&
 		c.Baseline.Runs <= 1 && !spreadKnown(base) && !spreadKnown(cur) {
 		c.Notes = append(c.Notes, "both runs are on the cpu backend, whose times move by tens of percent between identical runs on a shared host: "+
-			"gate on a baseline of several runs (collbench baseline make), run with --cycles 3, or widen --time-threshold")
+			"record both with --stable (or --cycles 3), gate on a baseline of several runs (collbench baseline make), or widen the thresholds")
 	}
 	return c, nil
 }
