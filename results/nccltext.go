@@ -110,11 +110,8 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 	d.Config.Mode, d.Config.Average, d.Config.Backend, d.Config.Root = "both", "mean", "nccl", "0"
 	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
 	coll := ncclTestsCollective(base)
+	st := &ntState{d: d, coll: coll, ranks: map[int]bool{}}
 	var (
-		layout     *ntColumns
-		threads    int
-		gpus       int
-		ranks      = map[int]bool{}
 		samples    = map[string]*ntSample{}
 		keys       []string
 		lineNo     int
@@ -127,81 +124,39 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 		lineNo++
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "#") {
-			body := strings.TrimSpace(strings.TrimPrefix(line, "#"))
-			if m := ntVersionRE.FindStringSubmatch(body); m != nil {
-				d.Tool.Version = "text " + m[1]
-				if code, err := strconv.Atoi(m[2]); err == nil && code > 0 {
-					d.Environment.Backend = Backend{Name: "nccl", VersionCode: code, Version: fmt.Sprintf("%d.%d.%d", code/10000, code%10000/100, code%100)}
-				}
-			}
-			if m := ntStartRE.FindStringSubmatch(body); m != nil {
-				if c := ncclTestsCollective(m[1]); c != "" {
-					coll = c
-				}
-			}
-			if m := ntThreadsRE.FindStringSubmatch(body); m != nil {
-				threads, _ = strconv.Atoi(m[1])
-				gpus, _ = strconv.Atoi(m[2])
-			}
-			if m := ntItersRE.FindStringSubmatch(body); m != nil {
-				d.Config.Warmup, _ = strconv.Atoi(m[1])
-				d.Config.Iters, _ = strconv.Atoi(m[2])
-				if m[3] != "" {
-					d.Config.Agg, _ = strconv.Atoi(m[3])
-				}
-				if m := ntCheckRE.FindStringSubmatch(body); m != nil {
-					d.Config.Check, _ = strconv.Atoi(m[1])
-				}
-				if m := ntGraphRE.FindStringSubmatch(body); m != nil {
-					d.Config.CUDAGraph, _ = strconv.Atoi(m[1])
-				}
-			}
-			if m := ntRankRE.FindStringSubmatch(body); m != nil {
-				r, _ := strconv.Atoi(m[1])
-				if !ranks[r] {
-					ranks[r] = true
-					d.Environment.Backend.Devices = append(d.Environment.Backend.Devices, Device{Rank: r, Name: strings.TrimSpace(m[4]), BusID: m[3]})
-					if d.Environment.Host == "" {
-						d.Environment.Host = m[2]
-					}
-				}
-			}
-			if cols := ntHeader(line); cols != nil {
-				l := ntLayout(cols)
-				layout = &l
-			}
+			st.header(line)
 			continue
 		}
-		if layout == nil || line == "" || line[0] < '0' || line[0] > '9' {
+		if st.layout == nil || line == "" || line[0] < '0' || line[0] > '9' {
 			continue // NCCL's own log lines, MPI's, blank lines
 		}
 		f := strings.Fields(line)
-		if len(f) < layout.n || layout.size < 0 {
+		if len(f) < st.layout.n || st.layout.size < 0 {
 			d.Unread = append(d.Unread, lineNo)
 			continue
 		}
-		size, err := strconv.ParseInt(f[layout.size], 10, 64)
+		size, err := strconv.ParseInt(f[st.layout.size], 10, 64)
 		if err != nil {
 			d.Unread = append(d.Unread, lineNo)
 			continue
 		}
 		dataLines++
-		if coll == "" {
+		if st.coll == "" {
 			unnamedRow = lineNo
 			continue
 		}
-		row := Row{Collective: coll, SizeBytes: size, Op: "none", Root: -1}
-		if layout.count >= 0 {
-			row.Count, _ = strconv.ParseInt(f[layout.count], 10, 64)
+		row := Row{Collective: st.coll, SizeBytes: size, Op: "none", Root: -1}
+		if st.layout.count >= 0 {
+			row.Count, _ = strconv.ParseInt(f[st.layout.count], 10, 64)
 		}
-		if layout.dtype >= 0 {
-			row.DType = f[layout.dtype]
+		if st.layout.dtype >= 0 {
+			row.DType = f[st.layout.dtype]
 		}
-		if layout.op >= 0 && reduces(coll) {
-			row.Op = f[layout.op] // older versions print one for every collective
+		if st.layout.op >= 0 && reduces(st.coll) {
+			row.Op = f[st.layout.op] // older versions print one for every collective
 		}
-		if layout.root >= 0 {
-			if r, err := strconv.Atoi(f[layout.root]); err == nil {
+		if st.layout.root >= 0 {
+			if r, err := strconv.Atoi(f[st.layout.root]); err == nil {
 				row.Root = r
 			}
 		}
@@ -213,7 +168,7 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 			keys = append(keys, key)
 		}
 		read := 0
-		for i, hc := range layout.halves {
+		for i, hc := range st.layout.halves {
 			if i > 1 {
 				break
 			}
@@ -235,9 +190,9 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 	if dataLines == 0 {
 		return nil, fmt.Errorf("NCCL benchmark text output with a header but no measured line")
 	}
-	d.Config.Ranks = len(ranks)
+	d.Config.Ranks = len(st.ranks)
 	if d.Config.Ranks == 0 {
-		d.Config.Ranks = max(threads*gpus, 1)
+		d.Config.Ranks = max(st.threads*st.gpus, 1)
 	}
 	sort.Slice(keys, func(a, b int) bool { return samples[keys[a]].order < samples[keys[b]].order })
 	seen := map[string]bool{}
@@ -262,6 +217,65 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 	}
 	d.Summary = Summarize(d.Results, false)
 	return d, nil
+}
+
+// ntState is what the header lines of NCCL's benchmark text output said so
+// far: the collective, the table's columns, the threads and GPUs, and the
+// ranks seen.
+type ntState struct {
+	d             *Document
+	coll          string
+	layout        *ntColumns
+	threads, gpus int
+	ranks         map[int]bool
+}
+
+// header reads one "#" line: the version, the collective, the threads and
+// GPUs, the iterations, a rank's device, or the table's header.
+func (st *ntState) header(line string) {
+	body := strings.TrimSpace(strings.TrimPrefix(line, "#"))
+	if m := ntVersionRE.FindStringSubmatch(body); m != nil {
+		st.d.Tool.Version = "text " + m[1]
+		if code, err := strconv.Atoi(m[2]); err == nil && code > 0 {
+			st.d.Environment.Backend = Backend{Name: "nccl", VersionCode: code, Version: fmt.Sprintf("%d.%d.%d", code/10000, code%10000/100, code%100)}
+		}
+	}
+	if m := ntStartRE.FindStringSubmatch(body); m != nil {
+		if c := ncclTestsCollective(m[1]); c != "" {
+			st.coll = c
+		}
+	}
+	if m := ntThreadsRE.FindStringSubmatch(body); m != nil {
+		st.threads, _ = strconv.Atoi(m[1])
+		st.gpus, _ = strconv.Atoi(m[2])
+	}
+	if m := ntItersRE.FindStringSubmatch(body); m != nil {
+		st.d.Config.Warmup, _ = strconv.Atoi(m[1])
+		st.d.Config.Iters, _ = strconv.Atoi(m[2])
+		if m[3] != "" {
+			st.d.Config.Agg, _ = strconv.Atoi(m[3])
+		}
+		if m := ntCheckRE.FindStringSubmatch(body); m != nil {
+			st.d.Config.Check, _ = strconv.Atoi(m[1])
+		}
+		if m := ntGraphRE.FindStringSubmatch(body); m != nil {
+			st.d.Config.CUDAGraph, _ = strconv.Atoi(m[1])
+		}
+	}
+	if m := ntRankRE.FindStringSubmatch(body); m != nil {
+		r, _ := strconv.Atoi(m[1])
+		if !st.ranks[r] {
+			st.ranks[r] = true
+			st.d.Environment.Backend.Devices = append(st.d.Environment.Backend.Devices, Device{Rank: r, Name: strings.TrimSpace(m[4]), BusID: m[3]})
+			if st.d.Environment.Host == "" {
+				st.d.Environment.Host = m[2]
+			}
+		}
+	}
+	if cols := ntHeader(line); cols != nil {
+		l := ntLayout(cols)
+		st.layout = &l
+	}
 }
 
 // reduces says whether a collective of this name has a reduction op.
