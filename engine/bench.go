@@ -164,63 +164,9 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 	}
 	defer ss.Close()
 	choice, b, launch, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.Launch, ss.N, ss.PW, ss.Hosts
-	layout, err := measure.ParseLayout(o.RankList, n, hosts)
+	layout, cases, notes, err := fitPlan(&o, &plan, b, n, hosts)
 	if err != nil {
-		return nil, pw.Rank0(), &UsageError{Err: err}
-	}
-	if err := measure.CheckGroups(plan.Collectives, layout.Groups); err != nil {
-		if !o.AllCollectives {
-			return nil, pw.Rank0(), &UsageError{Err: err}
-		}
-		// "all" means all that can run here.
-		plan.Collectives = slices.DeleteFunc(plan.Collectives, measure.Collective.PowerOfTwo)
-		o.Notes = append(o.Notes, "hypercube is left out of all: it needs groups whose sizes are powers of two")
-	}
-	minGroup := n
-	for _, g := range layout.Groups {
-		minGroup = min(minGroup, len(g))
-	}
-	for _, r := range plan.Roots {
-		if r >= minGroup && hasRooted(plan.Collectives) {
-			return nil, pw.Rank0(), UsageErrorf("invalid --root %d: the smallest group of --rank-list %s has %d ranks (roots are group ranks)", r, o.RankList, minGroup)
-		}
-	}
-	cases, err := plan.Cases(b, minGroup)
-	if err != nil {
-		return nil, pw.Rank0(), &UsageError{Err: err}
-	}
-	maxGroup := 0
-	for _, g := range layout.Groups {
-		maxGroup = max(maxGroup, len(g))
-	}
-	notes := o.Notes
-	if note, err := wholeElements(plan.Sizes, plan.DTypes); err != nil {
-		return nil, pw.Rank0(), &UsageError{Err: err}
-	} else if note != "" {
-		notes = append(notes, note)
-	}
-	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
-		return nil, pw.Rank0(), &UsageError{Err: err}
-	} else if note != "" {
-		notes = append(notes, note)
-	}
-	if b.Name() == "cpu" {
-		if plan.Register > 0 {
-			notes = append(notes, "--register: the cpu backend has no library to register buffers with; measured unregistered")
-			plan.Register = 0
-		}
-		if plan.Agg > 1 {
-			notes = append(notes, fmt.Sprintf("--agg %d: the cpu backend has no group calls; the %d operations of an iteration run one after another", plan.Agg, plan.Agg))
-		}
-	}
-	if plan.GraphReplays > 0 {
-		gb, ok := b.(measure.GraphBackend)
-		if !ok {
-			return nil, pw.Rank0(), UsageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
-		}
-		if err := gb.CanCaptureGraphs(); err != nil {
-			return nil, pw.Rank0(), UsageErrorf("--cuda-graph: %v", err)
-		}
+		return nil, pw.Rank0(), err
 	}
 	if o.OnReady != nil {
 		if err := o.OnReady(choice, pw.Rank0()); err != nil {
@@ -324,6 +270,72 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		return doc, rank0, &CheckFailedError{Msg: fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
 	}
 	return doc, rank0, nil
+}
+
+// fitPlan fits the plan to the world: the rank list's layout, the cases
+// the backend and the smallest group can run (hypercube left out of
+// "all" where it cannot), and the notes on what was measured differently
+// from what was asked. Every error is a usage error.
+func fitPlan(o *Bench, plan *measure.Plan, b measure.Backend, n int, hosts []string) (measure.Layout, []measure.Case, []string, error) {
+	layout, err := measure.ParseLayout(o.RankList, n, hosts)
+	if err != nil {
+		return measure.Layout{}, nil, nil, &UsageError{Err: err}
+	}
+	if err := measure.CheckGroups(plan.Collectives, layout.Groups); err != nil {
+		if !o.AllCollectives {
+			return measure.Layout{}, nil, nil, &UsageError{Err: err}
+		}
+		// "all" means all that can run here.
+		plan.Collectives = slices.DeleteFunc(plan.Collectives, measure.Collective.PowerOfTwo)
+		o.Notes = append(o.Notes, "hypercube is left out of all: it needs groups whose sizes are powers of two")
+	}
+	minGroup := n
+	for _, g := range layout.Groups {
+		minGroup = min(minGroup, len(g))
+	}
+	for _, r := range plan.Roots {
+		if r >= minGroup && hasRooted(plan.Collectives) {
+			return measure.Layout{}, nil, nil, UsageErrorf("invalid --root %d: the smallest group of --rank-list %s has %d ranks (roots are group ranks)", r, o.RankList, minGroup)
+		}
+	}
+	cases, err := plan.Cases(b, minGroup)
+	if err != nil {
+		return measure.Layout{}, nil, nil, &UsageError{Err: err}
+	}
+	maxGroup := 0
+	for _, g := range layout.Groups {
+		maxGroup = max(maxGroup, len(g))
+	}
+	notes := o.Notes
+	if note, err := wholeElements(plan.Sizes, plan.DTypes); err != nil {
+		return measure.Layout{}, nil, nil, &UsageError{Err: err}
+	} else if note != "" {
+		notes = append(notes, note)
+	}
+	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
+		return measure.Layout{}, nil, nil, &UsageError{Err: err}
+	} else if note != "" {
+		notes = append(notes, note)
+	}
+	if b.Name() == "cpu" {
+		if plan.Register > 0 {
+			notes = append(notes, "--register: the cpu backend has no library to register buffers with; measured unregistered")
+			plan.Register = 0
+		}
+		if plan.Agg > 1 {
+			notes = append(notes, fmt.Sprintf("--agg %d: the cpu backend has no group calls; the %d operations of an iteration run one after another", plan.Agg, plan.Agg))
+		}
+	}
+	if plan.GraphReplays > 0 {
+		gb, ok := b.(measure.GraphBackend)
+		if !ok {
+			return measure.Layout{}, nil, nil, UsageErrorf("--cuda-graph needs the nccl backend (this run uses %s)", b.Name())
+		}
+		if err := gb.CanCaptureGraphs(); err != nil {
+			return measure.Layout{}, nil, nil, UsageErrorf("--cuda-graph: %v", err)
+		}
+	}
+	return layout, cases, notes, nil
 }
 
 // memoryReport says what the run's memory went to: the communicators, the
