@@ -83,25 +83,9 @@ func runSuite(o *RunOptions) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // a results directory is for the team to read
 		return engine.UsageErrorf("cannot create the --output directory %s: %s", outDir, outfile.Reason(err))
 	}
-	baseline := o.Baseline
-	if o.NoBaseline && baseline != "" {
-		return engine.UsageErrorf("--baseline and --no-baseline together: choose one")
-	}
-	if baseline == "" && cfg.Baseline != "" && !o.NoBaseline {
-		// A gate without its baseline could never fail: refuse before
-		// measuring, and say how to make one.
-		baseline = cfg.Resolve(cfg.Baseline)
-		if _, err := os.Stat(baseline); err != nil {
-			return engine.UsageErrorf("baseline %s (named by %s) not found: make it on this machine from a few runs "+
-				"(collbench run --config %s --no-baseline --output runN, three times, then collbench baseline make run1/results.json run2/results.json run3/results.json -o %s), "+
-				"or run with --no-baseline", baseline, o.Config, o.Config, baseline)
-		}
-	}
-	var baseDoc *results.Document
-	if baseline != "" {
-		if baseDoc, err = readResults(o.Ctx, baseline); err != nil {
-			return err
-		}
+	baseDoc, baseline, err := o.suiteBaseline(cfg)
+	if err != nil {
+		return err
 	}
 
 	out := o.IO.Out
@@ -139,29 +123,14 @@ func runSuite(o *RunOptions) error {
 			layouts = []string{""}
 		}
 		for li, layout := range layouts {
-			// The suite's settings over the flags' own defaults, so the two
-			// ways of running a sweep cannot drift apart.
-			bo := benchDefaults(o.Factory)
-			bo.IO = &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet}
-			bo.Ctx, bo.Quiet, bo.hideNotice, bo.Timeout = o.Ctx, o.Quiet, si > 0 || li > 0, o.Timeout
-			bo.Backend, bo.Ranks, bo.Iters = cmp.Or(cfg.Backend, bo.Backend), cfg.Ranks, cmp.Or(cfg.Iterations, bo.Iters)
-			bo.Sizes, bo.RankList, bo.IterStats = s.Sizes, layout, s.IterStats
-			bo.Stable, bo.Cycles = cfg.Stable, cmp.Or(cfg.Cycles, bo.Cycles)
-			bo.DType, bo.Op = cmp.Or(strings.Join(s.DTypes, ","), bo.DType), cmp.Or(strings.Join(s.Ops, ","), bo.Op)
-			bo.Root, bo.Mode = cmp.Or(s.Root, bo.Root), cmp.Or(s.Mode, bo.Mode)
-			if cfg.Warmup != nil {
-				bo.Warmup = *cfg.Warmup
-			}
-			if cfg.Check != nil {
-				bo.Check = *cfg.Check
-			}
-			if bo.Collectives, err = parseCollectiveList(s.Collectives); err != nil {
-				return &engine.UsageError{Err: fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
+			bo, err := o.suiteBench(cfg, s, layout, out, si > 0 || li > 0)
+			if err != nil {
+				return err
 			}
 			bo.onDocument = save
 			bo.CollectivesFlag = strings.Join(s.Collectives, ",")
 			o.Factory.Args = bo.equivalentCommand()
-			err := benchRun(bo)
+			err = benchRun(bo)
 			var ce *engine.CheckFailedError
 			switch {
 			case errors.As(err, &ce):
@@ -246,6 +215,58 @@ func runSuite(o *RunOptions) error {
 
 // equivalentCommand is the sweep command line that runs what o runs, so a
 // suite of run can be re-run on its own.
+// suiteBaseline reads the baseline a run compares with: --baseline, or
+// the config's (refused before measuring when it does not exist), or none
+// with --no-baseline.
+func (o *RunOptions) suiteBaseline(cfg *runconfig.Config) (*results.Document, string, error) {
+	baseline := o.Baseline
+	if o.NoBaseline && baseline != "" {
+		return nil, "", engine.UsageErrorf("--baseline and --no-baseline together: choose one")
+	}
+	if baseline == "" && cfg.Baseline != "" && !o.NoBaseline {
+		// A gate without its baseline could never fail: refuse before
+		// measuring, and say how to make one.
+		baseline = cfg.Resolve(cfg.Baseline)
+		if _, err := os.Stat(baseline); err != nil {
+			return nil, "", engine.UsageErrorf("baseline %s (named by %s) not found: make it on this machine from a few runs "+
+				"(collbench run --config %s --no-baseline --output runN, three times, then collbench baseline make run1/results.json run2/results.json run3/results.json -o %s), "+
+				"or run with --no-baseline", baseline, o.Config, o.Config, baseline)
+		}
+	}
+	if baseline == "" {
+		return nil, "", nil
+	}
+	d, err := readResults(o.Ctx, baseline)
+	return d, baseline, err
+}
+
+// suiteBench is one suite's sweep (in one layout) as benchmark options:
+// the suite's settings over the flags' own defaults, so the two ways of
+// running a sweep cannot drift apart; later says it is not the run's first.
+func (o *RunOptions) suiteBench(cfg *runconfig.Config, s runconfig.Suite, layout string, out io.Writer, later bool) (*BenchOptions, error) {
+	// The suite's settings over the flags' own defaults, so the two
+	// ways of running a sweep cannot drift apart.
+	bo := benchDefaults(o.Factory)
+	bo.IO = &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet}
+	bo.Ctx, bo.Quiet, bo.hideNotice, bo.Timeout = o.Ctx, o.Quiet, later, o.Timeout
+	bo.Backend, bo.Ranks, bo.Iters = cmp.Or(cfg.Backend, bo.Backend), cfg.Ranks, cmp.Or(cfg.Iterations, bo.Iters)
+	bo.Sizes, bo.RankList, bo.IterStats = s.Sizes, layout, s.IterStats
+	bo.Stable, bo.Cycles = cfg.Stable, cmp.Or(cfg.Cycles, bo.Cycles)
+	bo.DType, bo.Op = cmp.Or(strings.Join(s.DTypes, ","), bo.DType), cmp.Or(strings.Join(s.Ops, ","), bo.Op)
+	bo.Root, bo.Mode = cmp.Or(s.Root, bo.Root), cmp.Or(s.Mode, bo.Mode)
+	if cfg.Warmup != nil {
+		bo.Warmup = *cfg.Warmup
+	}
+	if cfg.Check != nil {
+		bo.Check = *cfg.Check
+	}
+	var err error
+	if bo.Collectives, err = parseCollectiveList(s.Collectives); err != nil {
+		return nil, &engine.UsageError{Err: fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
+	}
+	return bo, nil
+}
+
 func (o *BenchOptions) equivalentCommand() []string {
 	args := []string{"collbench", "sweep", "--collectives", o.CollectivesFlag}
 	if o.Sizes != "" {
