@@ -210,152 +210,7 @@ func switchLinks(d *mock.Device, listed, up int, ver uint32) {
 func (m Machine) NVML() nvml.Interface {
 	devs := make([]*mock.Device, len(m.GPUs))
 	for i := range m.GPUs {
-		g := m.GPUs[i]
-		d := &mock.Device{}
-		d.GetNameFunc = func() (string, nvml.Return) { return g.Name, nvml.SUCCESS }
-		d.GetUUIDFunc = func() (string, nvml.Return) { return g.UUID, nvml.SUCCESS }
-		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return PCIInfo(g.Bus), nvml.SUCCESS }
-		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: g.MemoryBytes}, nvml.SUCCESS }
-		d.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return g.CCMajor, g.CCMinor, nvml.SUCCESS }
-		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return g.NUMA, nvml.SUCCESS }
-		switchLinks(d, g.NVLinks, g.ActiveLinks, g.NVLinkVersion)
-		d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return g.PCIeGen, nvml.SUCCESS }
-		d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return g.PCIeGenMax, nvml.SUCCESS }
-		d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidth, nvml.SUCCESS }
-		d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidthMax, nvml.SUCCESS }
-		live := g.Live
-		d.GetNvLinkErrorCounterFunc = func(l int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
-			if live != nil {
-				live.mu.Lock()
-				defer live.mu.Unlock()
-				k := [2]int{l, int(c)}
-				live.nvlink[k] += live.drift[k]
-				return live.nvlink[k], nvml.SUCCESS
-			}
-			if c == nvml.NVLINK_ERROR_DL_CRC_DATA && l == 0 {
-				return g.CRCErrors, nvml.SUCCESS
-			}
-			return 0, nvml.SUCCESS
-		}
-		d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
-			if live != nil {
-				live.mu.Lock()
-				defer live.mu.Unlock()
-				if t == nvml.MEMORY_ERROR_TYPE_CORRECTED {
-					return live.eccCorrected, nvml.SUCCESS
-				}
-				return live.eccUncorr, nvml.SUCCESS
-			}
-			return g.ECCErrors, nvml.SUCCESS
-		}
-		d.GetPcieReplayCounterFunc = func() (int, nvml.Return) {
-			if live == nil {
-				return 0, nvml.SUCCESS
-			}
-			live.mu.Lock()
-			defer live.mu.Unlock()
-			return live.pcieReplay, nvml.SUCCESS
-		}
-		d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
-			if live == nil && g.CarriedKiB > 0 {
-				for i := range fv {
-					fv[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
-					if fv[i].FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX || fv[i].FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX {
-						binary.NativeEndian.PutUint64(fv[i].Value[:], g.CarriedKiB)
-						fv[i].NvmlReturn = uint32(nvml.SUCCESS)
-					}
-				}
-				return nvml.SUCCESS
-			}
-			if live == nil {
-				return nvml.ERROR_NOT_SUPPORTED
-			}
-			live.mu.Lock()
-			defer live.mu.Unlock()
-			if live.unsupportedFV {
-				return nvml.ERROR_NOT_SUPPORTED
-			}
-			for i := range fv {
-				switch fv[i].FieldId {
-				case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
-					binary.NativeEndian.PutUint64(fv[i].Value[:], live.kib[int(fv[i].ScopeId)])
-					fv[i].NvmlReturn = uint32(nvml.SUCCESS)
-				default:
-					fv[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
-				}
-			}
-			return nvml.SUCCESS
-		}
-		d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
-		d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
-			return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
-		}
-		d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
-			if live != nil {
-				live.mu.Lock()
-				defer live.mu.Unlock()
-				return live.remapped, 0, g.RemapPending, false, nvml.SUCCESS
-			}
-			return 0, 0, g.RemapPending, false, nvml.SUCCESS
-		}
-		d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return g.ClockReasons, nvml.SUCCESS }
-		d.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { return g.MemBusWidth, nvml.SUCCESS }
-		d.GetMaxClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
-			switch t {
-			case nvml.CLOCK_MEM:
-				return g.MemClockMaxMHz, nvml.SUCCESS
-			case nvml.CLOCK_SM:
-				return g.SMClockMaxMHz, nvml.SUCCESS
-			}
-			return 0, nvml.ERROR_NOT_SUPPORTED
-		}
-		d.GetNumGpuCoresFunc = func() (int, nvml.Return) { return g.Cores, nvml.SUCCESS }
-		state := func(on bool) nvml.EnableState {
-			if on {
-				return nvml.FEATURE_ENABLED
-			}
-			return nvml.FEATURE_DISABLED
-		}
-		d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
-			return state(g.ECC), state(g.ECC), nvml.SUCCESS
-		}
-		d.GetMigModeFunc = func() (int, int, nvml.Return) {
-			if g.MIG {
-				return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS
-			}
-			return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS
-		}
-		d.GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return state(g.Persistence), nvml.SUCCESS }
-		d.GetApplicationsClockFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
-			if t == nvml.CLOCK_SM {
-				return g.AppSMMHz, nvml.SUCCESS
-			}
-			return g.AppMemMHz, nvml.SUCCESS
-		}
-		d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return g.PowerLimitW * 1000, nvml.SUCCESS }
-		d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return g.PowerLimitW * 1000, nvml.SUCCESS }
-		d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return g.PowerW * 1000, nvml.SUCCESS }
-		d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return g.TempC, nvml.SUCCESS }
-		d.GetClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
-			switch {
-			case t == nvml.CLOCK_SM && g.SMClockMHz > 0:
-				return g.SMClockMHz, nvml.SUCCESS
-			case t == nvml.CLOCK_SM:
-				return g.SMClockMaxMHz, nvml.SUCCESS
-			case t == nvml.CLOCK_MEM:
-				return g.MemClockMaxMHz, nvml.SUCCESS
-			}
-			return 0, nvml.ERROR_NOT_SUPPORTED
-		}
-		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-			ps := append([]nvml.ProcessInfo(nil), g.Processes...)
-			if m.Running != nil {
-				ps = append(ps, m.Running(i)...)
-			}
-			return ps, nvml.SUCCESS
-		}
-		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: g.UtilPct}, nvml.SUCCESS }
-		devs[i] = d
+		devs[i] = m.device(i)
 	}
 	for i, d := range devs {
 		d.GetTopologyCommonAncestorFunc = func(o nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
@@ -392,6 +247,163 @@ func (m Machine) NVML() nvml.Interface {
 		DeviceGetHandleByIndexFunc:     func(n int) (nvml.Device, nvml.Return) { return devs[n], nvml.SUCCESS },
 		SystemGetDriverVersionFunc:     func() (string, nvml.Return) { return m.Driver, nvml.SUCCESS },
 		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return m.CUDA, nvml.SUCCESS },
+	}
+}
+
+// device is the mock of GPU i: what NVML says of it, its counters, and
+// the processes running on it.
+func (m Machine) device(i int) *mock.Device {
+	g := m.GPUs[i]
+	d := &mock.Device{}
+	d.GetNameFunc = func() (string, nvml.Return) { return g.Name, nvml.SUCCESS }
+	d.GetUUIDFunc = func() (string, nvml.Return) { return g.UUID, nvml.SUCCESS }
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return PCIInfo(g.Bus), nvml.SUCCESS }
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: g.MemoryBytes}, nvml.SUCCESS }
+	d.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return g.CCMajor, g.CCMinor, nvml.SUCCESS }
+	d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return g.NUMA, nvml.SUCCESS }
+	switchLinks(d, g.NVLinks, g.ActiveLinks, g.NVLinkVersion)
+	d.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return g.PCIeGen, nvml.SUCCESS }
+	d.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return g.PCIeGenMax, nvml.SUCCESS }
+	d.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidth, nvml.SUCCESS }
+	d.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return g.PCIeWidthMax, nvml.SUCCESS }
+	counters(d, g)
+	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+		return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return g.ClockReasons, nvml.SUCCESS }
+	d.GetMemoryBusWidthFunc = func() (uint32, nvml.Return) { return g.MemBusWidth, nvml.SUCCESS }
+	d.GetMaxClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+		switch t {
+		case nvml.CLOCK_MEM:
+			return g.MemClockMaxMHz, nvml.SUCCESS
+		case nvml.CLOCK_SM:
+			return g.SMClockMaxMHz, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetNumGpuCoresFunc = func() (int, nvml.Return) { return g.Cores, nvml.SUCCESS }
+	state := func(on bool) nvml.EnableState {
+		if on {
+			return nvml.FEATURE_ENABLED
+		}
+		return nvml.FEATURE_DISABLED
+	}
+	d.GetEccModeFunc = func() (nvml.EnableState, nvml.EnableState, nvml.Return) {
+		return state(g.ECC), state(g.ECC), nvml.SUCCESS
+	}
+	d.GetMigModeFunc = func() (int, int, nvml.Return) {
+		if g.MIG {
+			return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS
+		}
+		return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS
+	}
+	d.GetPersistenceModeFunc = func() (nvml.EnableState, nvml.Return) { return state(g.Persistence), nvml.SUCCESS }
+	d.GetApplicationsClockFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+		if t == nvml.CLOCK_SM {
+			return g.AppSMMHz, nvml.SUCCESS
+		}
+		return g.AppMemMHz, nvml.SUCCESS
+	}
+	d.GetPowerManagementLimitFunc = func() (uint32, nvml.Return) { return g.PowerLimitW * 1000, nvml.SUCCESS }
+	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return g.PowerLimitW * 1000, nvml.SUCCESS }
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return g.PowerW * 1000, nvml.SUCCESS }
+	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return g.TempC, nvml.SUCCESS }
+	d.GetClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+		switch {
+		case t == nvml.CLOCK_SM && g.SMClockMHz > 0:
+			return g.SMClockMHz, nvml.SUCCESS
+		case t == nvml.CLOCK_SM:
+			return g.SMClockMaxMHz, nvml.SUCCESS
+		case t == nvml.CLOCK_MEM:
+			return g.MemClockMaxMHz, nvml.SUCCESS
+		}
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		ps := append([]nvml.ProcessInfo(nil), g.Processes...)
+		if m.Running != nil {
+			ps = append(ps, m.Running(i)...)
+		}
+		return ps, nvml.SUCCESS
+	}
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: g.UtilPct}, nvml.SUCCESS }
+	return d
+}
+
+// counters gives d the error counters, NVLink traffic and remapped rows of
+// g: fixed, or moving with g.Live.
+func counters(d *mock.Device, g GPU) {
+	live := g.Live
+	d.GetNvLinkErrorCounterFunc = func(l int, c nvml.NvLinkErrorCounter) (uint64, nvml.Return) {
+		if live != nil {
+			live.mu.Lock()
+			defer live.mu.Unlock()
+			k := [2]int{l, int(c)}
+			live.nvlink[k] += live.drift[k]
+			return live.nvlink[k], nvml.SUCCESS
+		}
+		if c == nvml.NVLINK_ERROR_DL_CRC_DATA && l == 0 {
+			return g.CRCErrors, nvml.SUCCESS
+		}
+		return 0, nvml.SUCCESS
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+		if live != nil {
+			live.mu.Lock()
+			defer live.mu.Unlock()
+			if t == nvml.MEMORY_ERROR_TYPE_CORRECTED {
+				return live.eccCorrected, nvml.SUCCESS
+			}
+			return live.eccUncorr, nvml.SUCCESS
+		}
+		return g.ECCErrors, nvml.SUCCESS
+	}
+	d.GetPcieReplayCounterFunc = func() (int, nvml.Return) {
+		if live == nil {
+			return 0, nvml.SUCCESS
+		}
+		live.mu.Lock()
+		defer live.mu.Unlock()
+		return live.pcieReplay, nvml.SUCCESS
+	}
+	d.GetFieldValuesFunc = func(fv []nvml.FieldValue) nvml.Return {
+		if live == nil && g.CarriedKiB > 0 {
+			for i := range fv {
+				fv[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+				if fv[i].FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX || fv[i].FieldId == nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX {
+					binary.NativeEndian.PutUint64(fv[i].Value[:], g.CarriedKiB)
+					fv[i].NvmlReturn = uint32(nvml.SUCCESS)
+				}
+			}
+			return nvml.SUCCESS
+		}
+		if live == nil {
+			return nvml.ERROR_NOT_SUPPORTED
+		}
+		live.mu.Lock()
+		defer live.mu.Unlock()
+		if live.unsupportedFV {
+			return nvml.ERROR_NOT_SUPPORTED
+		}
+		for i := range fv {
+			switch fv[i].FieldId {
+			case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+				binary.NativeEndian.PutUint64(fv[i].Value[:], live.kib[int(fv[i].ScopeId)])
+				fv[i].NvmlReturn = uint32(nvml.SUCCESS)
+			default:
+				fv[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			}
+		}
+		return nvml.SUCCESS
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+		if live != nil {
+			live.mu.Lock()
+			defer live.mu.Unlock()
+			return live.remapped, 0, g.RemapPending, false, nvml.SUCCESS
+		}
+		return 0, 0, g.RemapPending, false, nvml.SUCCESS
 	}
 }
 
