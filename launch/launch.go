@@ -155,31 +155,9 @@ func Run(ctx context.Context, o Config) error {
 	plan.host, _ = os.Hostname()
 	plan.reports = reports
 	start := time.Now()
-	var children []*child
-	var outMu sync.Mutex
-	said := map[string]bool{}
-	for r := 0; r < plan.procs; r++ {
-		cmd := exec.Command(bin, o.Args...)
-		cmd.Env = append(os.Environ(), plan.Env(r)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		ch := &child{rank: r, cmd: cmd, done: make(chan struct{})}
-		// exec copies the streams itself and Wait returns only once they
-		// are drained, so no line of a rank that ended is lost.
-		if r == 0 {
-			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.Stdout}
-			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.Stderr, said: said}
-		} else {
-			prefix := fmt.Sprintf("[rank %d] ", r)
-			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.Stderr, prefix: prefix}
-			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.Stderr, prefix: prefix, said: said}
-		}
-		if err := cmd.Start(); err != nil {
-			for _, c := range children {
-				_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			}
-			return fmt.Errorf("starting rank %d: %w", r, err)
-		}
-		children = append(children, ch)
+	children, err := startRanks(bin, o, plan)
+	if err != nil {
+		return err
 	}
 	ended := make(chan *child, plan.procs)
 	for _, ch := range children {
@@ -277,6 +255,46 @@ func Run(ctx context.Context, o Config) error {
 		// it were at fault.
 		return &Stopped{Signal: stopSig}
 	}
+	return verdict(o.Stderr, children, first, reports)
+}
+
+// startRanks starts the plan's processes, each in a process group of its
+// own that gets SIGKILL when the launcher's thread goes away; rank 0's
+// output passes through, the others' lines on stderr with their rank.
+func startRanks(bin string, o Config, plan Plan) ([]*child, error) {
+	var children []*child
+	var outMu sync.Mutex
+	said := map[string]bool{}
+	for r := 0; r < plan.procs; r++ {
+		cmd := exec.Command(bin, o.Args...)
+		cmd.Env = append(os.Environ(), plan.Env(r)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		ch := &child{rank: r, cmd: cmd, done: make(chan struct{})}
+		// exec copies the streams itself and Wait returns only once they
+		// are drained, so no line of a rank that ended is lost.
+		if r == 0 {
+			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.Stdout}
+			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.Stderr, said: said}
+		} else {
+			prefix := fmt.Sprintf("[rank %d] ", r)
+			cmd.Stdout = &lineWriter{mu: &outMu, dst: o.Stderr, prefix: prefix}
+			cmd.Stderr = &lineWriter{mu: &outMu, dst: o.Stderr, prefix: prefix, said: said}
+		}
+		if err := cmd.Start(); err != nil {
+			for _, c := range children {
+				_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			}
+			return nil, fmt.Errorf("starting rank %d: %w", r, err)
+		}
+		children = append(children, ch)
+	}
+	return children, nil
+}
+
+// verdict names the rank at fault once every rank ended: the cause the
+// ranks' reports agree on, else the first that failed, and how each ended;
+// its error carries that rank's exit code (nil when none failed).
+func verdict(stderr io.Writer, children []*child, first *child, reports string) error {
 	if first == nil {
 		for _, ch := range children {
 			if ch.failed() && !ch.killedByLaunch {
@@ -298,9 +316,9 @@ func Run(ctx context.Context, o Config) error {
 			// it (it was frozen or hung); the code is its peers' verdict.
 			first = culprit
 		}
-		fmt.Fprintf(o.Stderr, "collbench launch: the cause: %s (named by %s)\n", cause.Msg, ranksNoun(namedBy))
+		fmt.Fprintf(stderr, "collbench launch: the cause: %s (named by %s)\n", cause.Msg, ranksNoun(namedBy))
 	}
-	reportEnds(o.Stderr, children, first)
+	reportEnds(stderr, children, first)
 	return &ExitError{Code: code}
 }
 
