@@ -17,54 +17,8 @@ func (d *search) assemble() {
 	fs := HealthFindings(d.o.Facts)
 	fs = append(fs, d.dataFindings()...)
 
-	// Ranks slow alone; a host whose every rank is slow is the host.
-	slowHosts := map[string]bool{}
-	byHost := map[string][]int{}
-	for r := range d.slowRanks {
-		byHost[d.host(r)] = append(byHost[d.host(r)], r)
-	}
-	for _, h := range d.hostList {
-		rs := byHost[h]
-		// Every GPU of a host slow alike is the host: against the other
-		// hosts, or, on one host, against what its GPUs should do.
-		// GPUs that lost their time to another workload are each named
-		// with theirs, never folded into the host.
-		belowExpectation, timeShared := true, false
-		for _, r := range rs {
-			belowExpectation = belowExpectation && d.slowRanks[r].Metric == "expectation"
-			timeShared = timeShared || d.slowRanks[r].Metric == "time share"
-		}
-		if (len(d.hostList) > 1 || belowExpectation) && !timeShared && len(rs) == len(d.members[h]) && len(rs) > 1 {
-			slowHosts[h] = true
-			slices.Sort(rs)
-			var vals, peers []float64
-			for _, r := range rs {
-				vals = append(vals, d.slowRanks[r].Value)
-				peers = append(peers, d.slowRanks[r].Peers)
-			}
-			v, p := median(vals), median(peers)
-			than := "the other hosts'"
-			if belowExpectation {
-				than = "a healthy one of their model"
-			}
-			fs = append(fs, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + h, Host: h, Ranks: rs,
-				Value: v, Peers: p, Msg: fmt.Sprintf("every one of its %d ranks is slow alone: %s, %s %s%s", len(rs), gb(v), than, gb(p), drop(v, p)),
-				Cause: d.causeOf(rs, "the whole host: its power or thermal state, clocks, CPU or memory, or a shared bus")})
-		}
-	}
-	ranks := make([]int, 0, len(d.slowRanks))
-	for r := range d.slowRanks {
-		if !slowHosts[d.host(r)] {
-			ranks = append(ranks, r)
-		}
-	}
-	slices.Sort(ranks)
-	for _, r := range ranks {
-		s := d.slowRanks[r]
-		fs = append(fs, Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
-			Value: s.Value, Peers: s.Peers, Expected: s.Expected, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, drop(s.Value, s.Peers)),
-			Cause: d.causeOf([]int{r}, "another workload on this GPU, clocks held down, a failing GPU, or its host issuing the work late (a busy CPU)")})
-	}
+	alone, slowHosts := d.aloneFindings()
+	fs = append(fs, alone...)
 	explained := func(rs ...int) bool {
 		for _, r := range rs {
 			if _, ok := d.slowRanks[r]; ok || slowHosts[d.host(r)] {
@@ -113,28 +67,7 @@ func (d *search) assemble() {
 		if linkRank[p[0]] || linkRank[p[1]] {
 			continue
 		}
-		s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
-		f := d.pairFigure(p)
-		part := d.pairName(p[0], p[1])
-		msg := fmt.Sprintf("%s GB/s one way and %s GB/s both ways", gb(f.oneWay()), gb(f.Both))
-		// A pair with no peers of its class is its own median: only the
-		// expectation says anything then.
-		if s.Peers > 0 && math.Abs(s.Value-s.Peers) > 0.01*s.Peers {
-			msg += fmt.Sprintf(", peers %s GB/s%s", gb(s.Peers), drop(s.Value, s.Peers))
-		}
-		if f.Expected > 0 {
-			msg += fmt.Sprintf(", expected %s GB/s over %s", gb(f.Expected), f.Class)
-		}
-		cause := "the link between these two: NVLink, PCIe switch or the path through the CPU"
-		if tr := d.transport(p[0], p[1]); tr != "" {
-			f.Transport = tr
-			cause = fmt.Sprintf("NCCL used %s over this pair", tr)
-			if strings.HasPrefix(f.Class, "NV") && !strings.HasPrefix(tr, "P2P") {
-				cause += fmt.Sprintf(" although it has %s (peer-to-peer disabled or unavailable)", f.Class)
-			}
-		}
-		fs = append(fs, Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: part, Host: d.host(p[0]), Ranks: []int{p[0], p[1]},
-			Value: s.Value, Peers: s.Peers, Expected: f.Expected, Unit: "GB/s", Msg: msg, Cause: cause})
+		fs = append(fs, d.slowPairFinding(p))
 	}
 	// Across hosts: what the slow ranks or hosts above do not explain.
 	for _, f := range d.found {
@@ -213,6 +146,87 @@ func (d *search) assemble() {
 			d.rep.Healthy = false
 		}
 	}
+}
+
+// aloneFindings names the ranks slow alone, and as the host a host whose
+// every rank is slow alike; it says which hosts those are.
+func (d *search) aloneFindings() ([]Finding, map[string]bool) {
+	var fs []Finding
+	slowHosts := map[string]bool{}
+	byHost := map[string][]int{}
+	for r := range d.slowRanks {
+		byHost[d.host(r)] = append(byHost[d.host(r)], r)
+	}
+	for _, h := range d.hostList {
+		rs := byHost[h]
+		// Every GPU of a host slow alike is the host: against the other
+		// hosts, or, on one host, against what its GPUs should do.
+		// GPUs that lost their time to another workload are each named
+		// with theirs, never folded into the host.
+		belowExpectation, timeShared := true, false
+		for _, r := range rs {
+			belowExpectation = belowExpectation && d.slowRanks[r].Metric == "expectation"
+			timeShared = timeShared || d.slowRanks[r].Metric == "time share"
+		}
+		if (len(d.hostList) > 1 || belowExpectation) && !timeShared && len(rs) == len(d.members[h]) && len(rs) > 1 {
+			slowHosts[h] = true
+			slices.Sort(rs)
+			var vals, peers []float64
+			for _, r := range rs {
+				vals = append(vals, d.slowRanks[r].Value)
+				peers = append(peers, d.slowRanks[r].Peers)
+			}
+			v, p := median(vals), median(peers)
+			than := "the other hosts'"
+			if belowExpectation {
+				than = "a healthy one of their model"
+			}
+			fs = append(fs, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + h, Host: h, Ranks: rs,
+				Value: v, Peers: p, Msg: fmt.Sprintf("every one of its %d ranks is slow alone: %s, %s %s%s", len(rs), gb(v), than, gb(p), drop(v, p)),
+				Cause: d.causeOf(rs, "the whole host: its power or thermal state, clocks, CPU or memory, or a shared bus")})
+		}
+	}
+	ranks := make([]int, 0, len(d.slowRanks))
+	for r := range d.slowRanks {
+		if !slowHosts[d.host(r)] {
+			ranks = append(ranks, r)
+		}
+	}
+	slices.Sort(ranks)
+	for _, r := range ranks {
+		s := d.slowRanks[r]
+		fs = append(fs, Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+			Value: s.Value, Peers: s.Peers, Expected: s.Expected, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, drop(s.Value, s.Peers)),
+			Cause: d.causeOf([]int{r}, "another workload on this GPU, clocks held down, a failing GPU, or its host issuing the work late (a busy CPU)")})
+	}
+	return fs, slowHosts
+}
+
+// slowPairFinding names one slow pair of GPUs with its figures and the
+// transport NCCL used over it.
+func (d *search) slowPairFinding(p [2]int) Finding {
+	s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
+	f := d.pairFigure(p)
+	part := d.pairName(p[0], p[1])
+	msg := fmt.Sprintf("%s GB/s one way and %s GB/s both ways", gb(f.oneWay()), gb(f.Both))
+	// A pair with no peers of its class is its own median: only the
+	// expectation says anything then.
+	if s.Peers > 0 && math.Abs(s.Value-s.Peers) > 0.01*s.Peers {
+		msg += fmt.Sprintf(", peers %s GB/s%s", gb(s.Peers), drop(s.Value, s.Peers))
+	}
+	if f.Expected > 0 {
+		msg += fmt.Sprintf(", expected %s GB/s over %s", gb(f.Expected), f.Class)
+	}
+	cause := "the link between these two: NVLink, PCIe switch or the path through the CPU"
+	if tr := d.transport(p[0], p[1]); tr != "" {
+		f.Transport = tr
+		cause = fmt.Sprintf("NCCL used %s over this pair", tr)
+		if strings.HasPrefix(f.Class, "NV") && !strings.HasPrefix(tr, "P2P") {
+			cause += fmt.Sprintf(" although it has %s (peer-to-peer disabled or unavailable)", f.Class)
+		}
+	}
+	return Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: part, Host: d.host(p[0]), Ranks: []int{p[0], p[1]},
+		Value: s.Value, Peers: s.Peers, Expected: f.Expected, Unit: "GB/s", Msg: msg, Cause: cause}
 }
 
 // hostWidePairs takes out of pairs every host on which all pairs of its
