@@ -157,6 +157,33 @@ func (d *search) acrossHosts() error {
 			ids, why, peers = append(ids, c), append(why, res.CrossWhy[i]), append(peers, res.Peers[i])
 		}
 	}
+	ids, why, peers, err := d.confirmCross(ids, why, peers, &step)
+	if err != nil {
+		return err
+	}
+	if d.o.Fabric != nil {
+		if err := d.acrossLeaves(&step); err != nil {
+			return err
+		}
+	}
+	if !d.rank0 {
+		return nil
+	}
+	for _, c := range ids {
+		explained[pairKey(c.HA, c.HB)] = true
+	}
+	triage()
+	named := d.nameHosts(res, slowWith, fine)
+	nic := d.nameCross(ids, why, peers, cross, named)
+	d.nameFlapping(cross, nic)
+	return nil
+}
+
+// confirmCross measures the slow pairs across hosts again, only them, in
+// rounds of disjoint pairs, up to confirmAttempts times; one attempt that
+// is not slow clears a pair. It returns the pairs still slow, with why and
+// their peers' figure; step counts the rounds for progress.
+func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
 	for attempt := 0; attempt < confirmAttempts && len(ids) > 0; attempt++ {
 		// A rank in several slow pairs (its NIC, most likely) would need a
 		// round per pair, as pairs of a round are disjoint: it is measured
@@ -189,10 +216,10 @@ func (d *search) acrossHosts() error {
 			l := d.layout(groups)
 			hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
 			if err != nil {
-				return err
+				return nil, nil, nil, err
 			}
-			d.step("host", step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize)))
-			step++
+			d.step("host", *step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize)))
+			*step++
 			if d.rank0 {
 				for gi, i := range again[k] {
 					drop := d.o.Thresholds.For(crossClass(ids[i])).Drop
@@ -219,25 +246,19 @@ func (d *search) acrossHosts() error {
 			}
 		}
 		if err := d.agree(&k); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		ids, why, peers = k.IDs, k.Why, k.Peers
 	}
-	if d.o.Fabric != nil {
-		if err := d.acrossLeaves(&step); err != nil {
-			return err
-		}
-	}
-	if !d.rank0 {
-		return nil
-	}
-	for _, c := range ids {
-		explained[pairKey(c.HA, c.HB)] = true
-	}
-	triage()
-	// Name hosts slow with two different partners; otherwise the link. A
-	// host with slow GPUs or slow pairs inside it is slow with every
-	// partner for that reason, which the earlier stages name.
+	return ids, why, peers, nil
+}
+
+// nameHosts names the hosts slow with two different partners, otherwise
+// the link between two hosts; a host with slow GPUs or pairs inside it is
+// slow with every partner for that reason, which the earlier stages name.
+// It returns the hosts named.
+func (d *search) nameHosts(res hostResult, slowWith map[int]map[int]bool, fine map[int]bool) map[int]bool {
+	nh := len(d.hostList)
 	inside := d.hostsSlowInside()
 	culprits, _ := Triage(nh, slowWith, fine)
 	named := map[int]bool{}
@@ -267,9 +288,7 @@ func (d *search) acrossHosts() error {
 		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host-link", Part: "hosts " + a + " ↔ " + b,
 			Msg: msg, Cause: "the network path between these hosts"})
 	}
-	nic := d.nameCross(ids, why, peers, cross, named)
-	d.nameFlapping(cross, nic)
-	return nil
+	return named
 }
 
 // tailRatio is how much slower than its best an iteration must be to count
