@@ -161,26 +161,11 @@ func refuse(c net.Conn, msg string) {
 }
 
 func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
-	ln := o.Listener
-	la := o.Addr
-	if ln == nil {
-		var err error
-		if la, err = listenAddr(o.Addr); err != nil {
-			return err
-		}
-		if ln, err = net.Listen("tcp", la); err != nil {
-			return fmt.Errorf("rank 0 cannot serve the rendezvous on %s: %v", la, err)
-		}
+	ln, err := t.listen(o)
+	if err != nil {
+		return err
 	}
 	defer ln.Close()
-	var err error
-	t.localIP = ln.Addr().(*net.TCPAddr).IP.String()
-	if t.beats, err = openBeatPath(t.localIP, o.Token, 0, o.Size); err != nil && o.Warn != nil {
-		o.Warn(fmt.Sprintf("warning: no heartbeat port on %s (%v): heartbeats ride the control connections, and a silent process is named later", t.localIP, err))
-	}
-	if o.Token == nil && !isLoopback(la) && o.Warn != nil {
-		o.Warn(fmt.Sprintf("warning: the rendezvous on %s has no job secret, so any process that reaches it can join; set %s for every rank", la, secret.EnvToken))
-	}
 	deadline := time.Now().Add(o.Timeout)
 	done := make(chan struct{})
 	defer close(done)
@@ -192,35 +177,7 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 	// own members and can never keep a rank from joining.
 	// A world of n ranks may have every one of them in a handshake at once.
 	pend := newPending(max(maxPending, 2*o.Size))
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // the listener closed
-			}
-			pend.add(c)
-			go func() {
-				a, why, ok := handshake(c, o.Token)
-				if !pend.remove(c) && ok {
-					return // dropped while it answered: its rank joins again
-				}
-				if !ok {
-					if why != "" {
-						select {
-						case refusals <- why:
-						default:
-						}
-					}
-					return
-				}
-				select {
-				case arrivals <- a:
-				case <-done:
-					refuse(c, "the rendezvous is over")
-				}
-			}()
-		}
-	}()
+	go acceptHandshakes(ln, o.Token, pend, arrivals, refusals, done)
 	t.fanout = o.Fanout
 	close(t.placed)
 	hosts := make([]string, o.Size)
@@ -249,44 +206,8 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 			o.Warn("rendezvous: refused " + why)
 		}
 	}
-	refuseAll := func(cs []net.Conn, msg string) {
-		var wg sync.WaitGroup
-		for _, c := range cs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				refuse(c, msg)
-			}()
-		}
-		wg.Wait()
-	}
-	// fail explains the failure down the tree and to every rank waiting
-	// for its place, and for a few seconds to ranks still arriving (not
-	// after a timeout: they are not coming), instead of leaving them to a
-	// reset connection.
-	fail := func(msg string, grace bool) error {
-		t.lost(&PeerError{Kind: FaultFailed, Rank: -1, Msg: msg})
-		var cs []net.Conn
-		for _, ws := range waiting {
-			for _, a := range ws {
-				cs = append(cs, a.c)
-			}
-		}
-		refuseAll(cs, msg)
-		if grace {
-			end := time.After(min(5*time.Second, time.Until(deadline)+time.Second))
-		drain:
-			for {
-				select {
-				case a := <-arrivals:
-					go refuse(a.c, msg)
-				case <-end:
-					break drain
-				}
-			}
-		}
-		return errors.New(msg)
-	}
+	// fail ends the rendezvous on msg (failRendezvous).
+	fail := func(msg string, grace bool) error { return t.failRendezvous(msg, grace, waiting, deadline, arrivals) }
 	// place answers an admitted rank with its place in the tree: a child
 	// of rank 0 keeps this connection as its link; any other rank is sent
 	// to its parent once the parent has arrived.
@@ -343,41 +264,14 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 				}
 			}
 		case <-timer.C:
-			var msg string
-			if miss := missingRanks(arrivedAt); miss != "" {
-				msg = fmt.Sprintf("rendezvous at %s timed out after %v: %s never arrived", o.Addr, o.Timeout, miss)
-			} else {
-				msg = fmt.Sprintf("rendezvous at %s timed out after %v: every rank arrived, but %s never joined the bootstrap tree (check that the hosts of this job can reach each other)",
-					o.Addr, o.Timeout, t.unlinked(linked))
-			}
-			if n := pend.dropped.Load(); n > 0 {
-				msg += fmt.Sprintf("; %d connections to the rendezvous port sent no hello and were dropped (a flood or a port scan on %s: find what else connects to it)", n, o.Addr)
-			}
-			if len(refused) > 0 {
-				msg += "; refused: " + strings.Join(refused, "; ")
-			}
+			msg := t.timeoutMsg(o, arrivedAt, linked, pend.dropped.Load(), refused)
 			return fail(msg, false)
 		case a := <-arrivals:
 			h := a.h
-			var why string
-			switch {
-			case h.Size != o.Size:
-				why = fmt.Sprintf("rank %d (%s) was started for a world of %d processes, rank 0 for %d", h.Rank, orUnknown(h.Host), h.Size, o.Size)
-			case h.Rank <= 0 || h.Rank >= o.Size:
-				why = fmt.Sprintf("a process on %s says it is rank %d, outside the world of %d", orUnknown(h.Host), h.Rank, o.Size)
-			case arrivedAt[h.Rank]:
-				why = fmt.Sprintf("a process on %s claims rank %d, already taken by a process on %s", orUnknown(h.Host), h.Rank, hosts[h.Rank])
-			case !reflect.DeepEqual(h.Args, o.Args):
-				// It proved the secret (or none is in use): a rank of this
-				// job started differently. The job cannot run.
-				msg := fmt.Sprintf("rank %d (%s) was started with different arguments: %q; rank 0 has %q",
-					h.Rank, h.Host, strings.Join(h.Args, " "), strings.Join(o.Args, " "))
-				go refuse(a.c, msg)
-				return fail(msg, true)
-			case h.TreePort <= 0 && len(childrenOf(h.Rank, o.Fanout, o.Size)) > 0:
-				msg := fmt.Sprintf("rank %d (%s) could not open a port for its children in the bootstrap tree", h.Rank, h.Host)
-				go refuse(a.c, msg)
-				return fail(msg, true)
+			why, fatal := admission(h, o, arrivedAt, hosts)
+			if fatal != "" {
+				go refuse(a.c, fatal)
+				return fail(fatal, true)
 			}
 			if why != "" {
 				go refuse(a.c, "refused by rank 0: "+why)
@@ -405,6 +299,146 @@ func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 		return fail(err.Error(), false)
 	}
 	return nil
+}
+
+// failRendezvous explains the failure down the tree and to every rank
+// waiting for its place, and, with grace, for a few seconds to ranks still
+// arriving (not after a timeout: they are not coming), instead of leaving
+// them to a reset connection. It returns msg as the error.
+func (t *TCP) failRendezvous(msg string, grace bool, waiting map[int][]arrival, deadline time.Time, arrivals <-chan arrival) error {
+	t.lost(&PeerError{Kind: FaultFailed, Rank: -1, Msg: msg})
+	var cs []net.Conn
+	for _, ws := range waiting {
+		for _, a := range ws {
+			cs = append(cs, a.c)
+		}
+	}
+	refuseAll(cs, msg)
+	if grace {
+		end := time.After(min(5*time.Second, time.Until(deadline)+time.Second))
+	drain:
+		for {
+			select {
+			case a := <-arrivals:
+				go refuse(a.c, msg)
+			case <-end:
+				break drain
+			}
+		}
+	}
+	return errors.New(msg)
+}
+
+// listen opens rank 0's rendezvous port (or takes o.Listener) and its
+// heartbeat port, warning where heartbeats or the job secret are missing.
+func (t *TCP) listen(o TCPOptions) (net.Listener, error) {
+	ln := o.Listener
+	la := o.Addr
+	if ln == nil {
+		var err error
+		if la, err = listenAddr(o.Addr); err != nil {
+			return nil, err
+		}
+		if ln, err = net.Listen("tcp", la); err != nil {
+			return nil, fmt.Errorf("rank 0 cannot serve the rendezvous on %s: %v", la, err)
+		}
+	}
+	var err error
+	t.localIP = ln.Addr().(*net.TCPAddr).IP.String()
+	if t.beats, err = openBeatPath(t.localIP, o.Token, 0, o.Size); err != nil && o.Warn != nil {
+		o.Warn(fmt.Sprintf("warning: no heartbeat port on %s (%v): heartbeats ride the control connections, and a silent process is named later", t.localIP, err))
+	}
+	if o.Token == nil && !isLoopback(la) && o.Warn != nil {
+		o.Warn(fmt.Sprintf("warning: the rendezvous on %s has no job secret, so any process that reaches it can join; set %s for every rank", la, secret.EnvToken))
+	}
+	return ln, nil
+}
+
+// acceptHandshakes accepts connections to the rendezvous port until it
+// closes, each one's handshake in a goroutine of its own: an admitted
+// rank goes to arrivals, a refusal's reason to refusals (dropped when
+// full).
+func acceptHandshakes(ln net.Listener, token []byte, pend *pending, arrivals chan<- arrival, refusals chan<- string, done <-chan struct{}) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return // the listener closed
+		}
+		pend.add(c)
+		go func() {
+			a, why, ok := handshake(c, token)
+			if !pend.remove(c) && ok {
+				return // dropped while it answered: its rank joins again
+			}
+			if !ok {
+				if why != "" {
+					select {
+					case refusals <- why:
+					default:
+					}
+				}
+				return
+			}
+			select {
+			case arrivals <- a:
+			case <-done:
+				refuse(c, "the rendezvous is over")
+			}
+		}()
+	}
+}
+
+// refuseAll refuses every connection with msg, at once.
+func refuseAll(cs []net.Conn, msg string) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			refuse(c, msg)
+		}()
+	}
+	wg.Wait()
+}
+
+// timeoutMsg says why the rendezvous timed out: who never arrived, or
+// who never joined the tree, with the connections dropped and refused.
+func (t *TCP) timeoutMsg(o TCPOptions, arrivedAt, linked []bool, dropped int64, refused []string) string {
+	var msg string
+	if miss := missingRanks(arrivedAt); miss != "" {
+		msg = fmt.Sprintf("rendezvous at %s timed out after %v: %s never arrived", o.Addr, o.Timeout, miss)
+	} else {
+		msg = fmt.Sprintf("rendezvous at %s timed out after %v: every rank arrived, but %s never joined the bootstrap tree (check that the hosts of this job can reach each other)",
+			o.Addr, o.Timeout, t.unlinked(linked))
+	}
+	if n := dropped; n > 0 {
+		msg += fmt.Sprintf("; %d connections to the rendezvous port sent no hello and were dropped (a flood or a port scan on %s: find what else connects to it)", n, o.Addr)
+	}
+	if len(refused) > 0 {
+		msg += "; refused: " + strings.Join(refused, "; ")
+	}
+	return msg
+}
+
+// admission judges a rank's hello: why it is refused (it may not join),
+// or fatal, why the job cannot run at all; both empty when it is admitted.
+func admission(h hello, o TCPOptions, arrivedAt []bool, hosts []string) (why, fatal string) {
+	switch {
+	case h.Size != o.Size:
+		return fmt.Sprintf("rank %d (%s) was started for a world of %d processes, rank 0 for %d", h.Rank, orUnknown(h.Host), h.Size, o.Size), ""
+	case h.Rank <= 0 || h.Rank >= o.Size:
+		return fmt.Sprintf("a process on %s says it is rank %d, outside the world of %d", orUnknown(h.Host), h.Rank, o.Size), ""
+	case arrivedAt[h.Rank]:
+		return fmt.Sprintf("a process on %s claims rank %d, already taken by a process on %s", orUnknown(h.Host), h.Rank, hosts[h.Rank]), ""
+	case !reflect.DeepEqual(h.Args, o.Args):
+		// It proved the secret (or none is in use): a rank of this
+		// job started differently. The job cannot run.
+		return "", fmt.Sprintf("rank %d (%s) was started with different arguments: %q; rank 0 has %q",
+			h.Rank, h.Host, strings.Join(h.Args, " "), strings.Join(o.Args, " "))
+	case h.TreePort <= 0 && len(childrenOf(h.Rank, o.Fanout, o.Size)) > 0:
+		return "", fmt.Sprintf("rank %d (%s) could not open a port for its children in the bootstrap tree", h.Rank, h.Host)
+	}
+	return "", ""
 }
 
 // sendWorld tells the children that the world formed.
