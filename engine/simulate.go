@@ -22,6 +22,15 @@ type Simulation struct {
 	Progress     func(string)
 }
 
+// LoadCluster reads a cluster file for Simulate; "" gives nil (no
+// simulation).
+func LoadCluster(path string) (*cluster.Model, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return cluster.Load(path)
+}
+
 // Simulate runs doctor on every modelled GPU of s.Model, in this process,
 // and returns its report: the plan, the rounds and modelled time of every
 // stage and the verdict on the planted faults. An unhealthy verdict is a

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"collbench/backend/cpu"
+	"collbench/bootstrap"
+	"collbench/report"
 	"collbench/results"
 	"collbench/topology"
 )
@@ -115,4 +119,51 @@ func interfaceOf(ip string) string {
 		}
 	}
 	return ""
+}
+
+// GatherTopologies, under a launcher, joins its world and gathers every
+// process's host, fingerprint and summary on rank 0, one entry per host in
+// rank order of its first process; rank0 says whether this process has
+// them (and writes). A single process gets nil and true.
+func (f *System) GatherTopologies(ctx context.Context, t *topology.Topology) (hosts []report.HostTopology, rank0 bool, err error) {
+	launch, err := f.DetectLaunch()
+	if err != nil || !launch.MultiProcess() {
+		return nil, true, nil
+	}
+	pw, err := f.JoinProcesses(ctx, launch, commandArgs(f.Args), DefaultRunFlags().BootstrapTimeout, bootstrap.DefaultSilence)
+	if err != nil {
+		return nil, false, err
+	}
+	defer pw.Close()
+	me, _ := json.Marshal(report.HostTopology{Host: t.Host, Ranks: []int{launch.Rank}, Fingerprint: t.Fingerprint, Summary: t.Summary})
+	parts, err := pw.Ctl.AllGather(me)
+	if err != nil {
+		return nil, false, &RunError{Err: err}
+	}
+	if !pw.Rank0() {
+		return nil, false, nil
+	}
+	at := map[string]int{}
+	for r, p := range parts {
+		var h report.HostTopology
+		if err := json.Unmarshal(p, &h); err != nil || len(h.Ranks) != 1 || h.Ranks[0] != r {
+			return nil, false, &RunError{Err: fmt.Errorf("rank %d sent a malformed topology", r)}
+		}
+		if i, ok := at[h.Host]; ok {
+			hosts[i].Ranks = append(hosts[i].Ranks, r)
+			continue
+		}
+		at[h.Host] = len(hosts)
+		hosts = append(hosts, h)
+	}
+	return hosts, true, nil
+}
+
+// commandArgs is the command line without the program's name: what every
+// process of a world must have been started with alike.
+func commandArgs(args []string) []string {
+	if len(args) == 0 {
+		return nil
+	}
+	return args[1:]
 }

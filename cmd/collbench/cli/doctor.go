@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"collbench/backend/sim/cluster"
 	"collbench/doctor"
 	"collbench/engine"
 	"collbench/internal/outfile"
@@ -136,11 +135,9 @@ func doctorRun(o *DoctorOptions) error {
 	if o.Iters > maxDoctorIters {
 		return engine.UsageErrorf("invalid --iters %d: doctor takes the best of at most %d iterations per test (each test's time grows with it, and a figure settles within tens); to watch a node over time, run doctor again with --history DIR", o.Iters, maxDoctorIters)
 	}
-	var model *cluster.Model
-	if o.Simulate != "" {
-		if model, err = cluster.Load(o.Simulate); err != nil {
-			return &engine.UsageError{Err: err}
-		}
+	model, err := engine.LoadCluster(o.Simulate)
+	if err != nil {
+		return &engine.UsageError{Err: err}
 	}
 	d := engine.Doctor{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Knobs: doctor.Knobs{Quick: o.Quick, Iters: o.Iters}, RunFlags: o.RunFlags}
 	for _, sz := range []struct {

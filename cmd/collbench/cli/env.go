@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	mpib "collbench/backend/mpi"
 	"collbench/engine"
 	"collbench/measure"
 	"collbench/report"
@@ -86,7 +85,7 @@ func envRun(o *EnvOptions) error {
 		info := nb.Info()
 		rep.NCCL = &info
 	}
-	if lib, err := mpib.Describe(); err != nil {
+	if lib, err := engine.DescribeMPI(); err != nil {
 		rep.MPIError = err.Error()
 	} else {
 		rep.MPI = lib

@@ -1,11 +1,6 @@
 package cli
 
 import (
-	"os"
-	"time"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"collbench/engine"
 )
 
@@ -18,12 +13,5 @@ type Factory struct {
 
 // NewFactory returns a Factory wired to the real system.
 func NewFactory(io *IOStreams) *Factory {
-	return &Factory{IO: io, System: engine.System{
-		Stderr:   io.ErrOut,
-		Hostname: os.Hostname,
-		Now:      time.Now,
-		Environ:  os.Environ,
-		NCCL:     loadNCCL,
-		NVML:     func() nvml.Interface { return nvml.New() },
-	}}
+	return &Factory{IO: io, System: engine.RealSystem(io.ErrOut)}
 }

@@ -7,10 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"collbench/backend/nccl/probe"
 	"collbench/engine"
-	"collbench/internal/faults"
-	"collbench/measure"
 )
 
 // The algorithm probe (package backend/nccl/probe) runs in a child process before
@@ -49,13 +46,5 @@ func NewCmdAlgorithmProbe(f *Factory, runF func(*ProbeOptions) error) *cobra.Com
 }
 
 func probeRun(o *ProbeOptions) error {
-	f := o.Factory
-	open := func(name, lib string) (measure.Backend, error) {
-		c, err := f.ChooseBackend(name, lib)
-		if err != nil {
-			return nil, err
-		}
-		return c.Backend, nil
-	}
-	return probe.Child(o.Ctx, open, f.Getenv(faults.EnvFaults), o.In, o.Out)
+	return o.Factory.ProbeChild(o.Ctx, o.In, o.Out)
 }

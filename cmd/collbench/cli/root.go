@@ -32,7 +32,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	}
 	root.SetFlagErrorFunc(flagError)
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkEnv(f.Environ()); err != nil {
+		if err := engine.CheckEnv(f.Environ()); err != nil {
 			return err
 		}
 		return checkGivenFlags(cmd)

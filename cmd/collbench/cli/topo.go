@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"collbench/bootstrap"
 	"collbench/engine"
 	"collbench/internal/jsonwords"
 	"collbench/internal/outfile"
@@ -144,15 +143,12 @@ func topoRun(o *TopoOptions) error {
 	}
 	// Under a launcher the processes form a world: rank 0 writes its own
 	// host's topology and every host's shape; the others write nothing.
-	var hosts []report.HostTopology
-	if launch, err := f.DetectLaunch(); err == nil && launch.MultiProcess() {
-		var rank0 bool
-		if hosts, rank0, err = gatherTopologies(ctx, f, launch, t); err != nil {
-			return err
-		}
-		if !rank0 {
-			return recordErr
-		}
+	hosts, rank0, err := f.GatherTopologies(ctx, t)
+	if err != nil {
+		return err
+	}
+	if !rank0 {
+		return recordErr
 	}
 	if o.Format == "json" {
 		enc := json.NewEncoder(o.IO.Out)
@@ -182,40 +178,6 @@ func topoRun(o *TopoOptions) error {
 type topoWorld struct {
 	Topology *topology.Topology    `json:"topology"`
 	Hosts    []report.HostTopology `json:"hosts"`
-}
-
-// gatherTopologies joins the launcher's world and gathers every process's
-// host, fingerprint and summary on rank 0, one entry per host in rank
-// order of its first process.
-func gatherTopologies(ctx context.Context, f *Factory, launch *bootstrap.Launch, t *topology.Topology) ([]report.HostTopology, bool, error) {
-	pw, err := f.JoinProcesses(ctx, launch, f.Args[1:], engine.DefaultRunFlags().BootstrapTimeout, bootstrap.DefaultSilence)
-	if err != nil {
-		return nil, false, err
-	}
-	defer pw.Close()
-	me, _ := json.Marshal(report.HostTopology{Host: t.Host, Ranks: []int{launch.Rank}, Fingerprint: t.Fingerprint, Summary: t.Summary})
-	parts, err := pw.Ctl.AllGather(me)
-	if err != nil {
-		return nil, false, &engine.RunError{Err: err}
-	}
-	if !pw.Rank0() {
-		return nil, false, nil
-	}
-	var hosts []report.HostTopology
-	at := map[string]int{}
-	for r, p := range parts {
-		var h report.HostTopology
-		if err := json.Unmarshal(p, &h); err != nil || len(h.Ranks) != 1 || h.Ranks[0] != r {
-			return nil, false, &engine.RunError{Err: fmt.Errorf("rank %d sent a malformed topology", r)}
-		}
-		if i, ok := at[h.Host]; ok {
-			hosts[i].Ranks = append(hosts[i].Ranks, r)
-			continue
-		}
-		at[h.Host] = len(hosts)
-		hosts = append(hosts, h)
-	}
-	return hosts, true, nil
 }
 
 func topoEnv(f *Factory) map[string]string {

@@ -2,15 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"collbench/bootstrap"
 	"collbench/engine"
 	"collbench/report"
 )
@@ -53,45 +50,19 @@ func worldRun(o *WorldOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	launch, err := f.DetectLaunch()
-	if err != nil {
+	wr, err := f.FormWorld(ctx, o.BootstrapTimeout)
+	switch {
+	case err != nil:
 		return err
-	}
-	if !launch.MultiProcess() {
+	case wr == nil:
 		fmt.Fprintf(o.IO.Out, "single process: no launcher variables found (host %s)\n", f.HostIdentity())
 		return nil
-	}
-	start := time.Now()
-	pw, err := f.JoinProcesses(ctx, launch, f.Args[1:], o.BootstrapTimeout, bootstrap.DefaultSilence)
-	if err != nil {
-		return err
-	}
-	defer pw.Close()
-	me, _ := json.Marshal(report.WorldMember{Rank: launch.Rank, Host: f.HostIdentity(), LocalRank: launch.LocalRank, PID: os.Getpid()})
-	joined := time.Since(start)
-	parts, err := pw.Ctl.AllGather(me)
-	if err != nil {
-		return &engine.RunError{Err: err}
-	}
-	if !pw.Rank0() {
-		return nil
+	case wr.Members == nil:
+		return nil // not rank 0
 	}
 	w := o.IO.Out
 	fmt.Fprintf(w, "world of %d processes, launched by %s, joined over %s in %.2f s; every process's reply gathered in %.2f s\n",
-		launch.Size, launch.Source, transport(pw), joined.Seconds(), (time.Since(start) - joined).Seconds())
-	fmt.Fprintf(w, "detected from: %s\n", strings.Join(launch.Evidence, " "))
-	members := make([]report.WorldMember, len(parts))
-	for r, p := range parts {
-		if err := json.Unmarshal(p, &members[r]); err != nil || members[r].Rank != r {
-			return &engine.RunError{Err: fmt.Errorf("rank %d sent a malformed reply", r)}
-		}
-	}
-	return report.WriteWorld(w, members)
-}
-
-func transport(pw *engine.ProcessWorld) string {
-	if pw.Launch.RootAddr != "" {
-		return "TCP (rank 0 at " + pw.Launch.RootAddr + ")"
-	}
-	return "TCP (rank 0's address shared over MPI)"
+		len(wr.Members), wr.Source, wr.Transport, wr.Joined.Seconds(), wr.Gathered.Seconds())
+	fmt.Fprintf(w, "detected from: %s\n", strings.Join(wr.Evidence, " "))
+	return report.WriteWorld(w, wr.Members)
 }
