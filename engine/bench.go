@@ -447,7 +447,7 @@ func hasRooted(cs []measure.Collective) bool {
 }
 
 // DefaultSizes is the sweep a run measures when it names no sizes.
-const DefaultSizes = "8:32M"
+const DefaultSizes = measure.DefaultSizes
 
 // DefaultRunFlags are the bounds of every wait a run makes when the caller
 // sets none: the device of the local rank, two minutes to form a world,

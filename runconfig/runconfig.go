@@ -5,6 +5,7 @@ package runconfig
 
 import (
 	"bytes"
+	"cmp"
 	"collbench/internal/bounded"
 	"collbench/internal/yamlwords"
 	"errors"
@@ -274,6 +275,29 @@ func (c *Config) check() error {
 		return fmt.Errorf("acceptance: peak_fraction %v must be in (0, 1]", a.PeakFraction)
 	}
 	return nil
+}
+
+// Spec is the suite as a plan in the user's words, over base (the flags'
+// defaults, so a suite and the same command line cannot drift apart):
+// the config's iterations, warm-up, checks and cycles, and the suite's
+// collectives, sizes, types, ops, root and mode where it gives them.
+// measure.Spec.Plan resolves it, as it does the flags.
+func (s Suite) Spec(c *Config, base measure.Spec) (measure.Spec, error) {
+	sp := base
+	sp.Iters = cmp.Or(c.Iterations, sp.Iters)
+	if c.Warmup != nil {
+		sp.Warmup = *c.Warmup
+	}
+	if c.Check != nil {
+		sp.Check = *c.Check
+	}
+	sp.Stable, sp.Cycles = c.Stable, cmp.Or(c.Cycles, sp.Cycles)
+	sp.Sizes, sp.IterStats = s.Sizes, s.IterStats
+	sp.DType, sp.Op = cmp.Or(strings.Join(s.DTypes, ","), sp.DType), cmp.Or(strings.Join(s.Ops, ","), sp.Op)
+	sp.Root, sp.Mode = cmp.Or(s.Root, sp.Root), cmp.Or(s.Mode, sp.Mode)
+	var err error
+	sp.Collectives, err = measure.ParseCollectives(strings.Join(s.Collectives, ","))
+	return sp, err
 }
 
 // Resolve returns a path of the config relative to its file's directory.

@@ -25,38 +25,13 @@ type BenchOptions struct {
 	Factory *Factory
 	Ctx     context.Context
 
-	Collectives     []measure.Collective
+	// Spec is the plan in the user's words (the flags bind to it; run
+	// --config fills it from YAML); Spec.Plan resolves it.
+	measure.Spec
 	CollectivesFlag string // sweep only
 
-	Sizes      string
-	MinBytes   string
-	MaxBytes   string
-	StepFactor int64
-	StepBytes  string
-
-	Ranks   int
-	DType   string
-	Op      string
-	Root    string
-	Iters   int
-	Warmup  int
-	Check   int
-	Mode    string
-	Average string
-	Seed    uint64
-
-	IterStats bool
-	CUDAGraph int
-	RankList  string
-
-	// NCCL benchmark features.
-	Agg      int
-	Blocking int
-	Misalign int
-	CPUTime  bool
-	Cycles   int
-	Stable   bool
-	Register string
+	Ranks    int
+	RankList string
 	Memory   bool
 	Explain  bool
 	// MaxTime refuses a plan whose least possible time is longer (0: no limit).
@@ -178,7 +153,7 @@ var collectiveShort = map[measure.Collective]string{
 // NewCmdCollective builds the command for one collective. runF replaces
 // benchRun in tests.
 func NewCmdCollective(f *Factory, c measure.Collective, runF func(*BenchOptions) error) *cobra.Command {
-	o := &BenchOptions{IO: f.IO, Factory: f, Collectives: []measure.Collective{c}}
+	o := &BenchOptions{IO: f.IO, Factory: f, Spec: measure.Spec{Collectives: []measure.Collective{c}}}
 	cmd := &cobra.Command{
 		Use:     c.String(),
 		Aliases: c.Aliases(),
@@ -242,7 +217,10 @@ func parseCollectiveList(names []string) ([]measure.Collective, error) {
 // benchRun runs the benchmark the options describe: the engine measures,
 // this writes -o as rows arrive, shows progress and prints the table.
 func benchRun(o *BenchOptions) error {
-	plan, err := o.plan()
+	if o.Ranks < 0 {
+		return engine.UsageErrorf("invalid --ranks %d: must be at least 1", o.Ranks)
+	}
+	plan, err := o.Plan()
 	if err != nil {
 		return &engine.UsageError{Err: err}
 	}

@@ -42,7 +42,7 @@ func TestOptionsReachRunF(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := got.plan()
+	p, err := got.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,19 +249,9 @@ func (o *RunOptions) suiteBench(cfg *runconfig.Config, s runconfig.Suite, layout
 	bo := benchDefaults(o.Factory)
 	bo.IO = &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet}
 	bo.Ctx, bo.Quiet, bo.hideNotice, bo.Timeout = o.Ctx, o.Quiet, later, o.Timeout
-	bo.Backend, bo.Ranks, bo.Iters = cmp.Or(cfg.Backend, bo.Backend), cfg.Ranks, cmp.Or(cfg.Iterations, bo.Iters)
-	bo.Sizes, bo.RankList, bo.IterStats = s.Sizes, layout, s.IterStats
-	bo.Stable, bo.Cycles = cfg.Stable, cmp.Or(cfg.Cycles, bo.Cycles)
-	bo.DType, bo.Op = cmp.Or(strings.Join(s.DTypes, ","), bo.DType), cmp.Or(strings.Join(s.Ops, ","), bo.Op)
-	bo.Root, bo.Mode = cmp.Or(s.Root, bo.Root), cmp.Or(s.Mode, bo.Mode)
-	if cfg.Warmup != nil {
-		bo.Warmup = *cfg.Warmup
-	}
-	if cfg.Check != nil {
-		bo.Check = *cfg.Check
-	}
+	bo.Backend, bo.Ranks, bo.RankList = cmp.Or(cfg.Backend, bo.Backend), cfg.Ranks, layout
 	var err error
-	if bo.Collectives, err = parseCollectiveList(s.Collectives); err != nil {
+	if bo.Spec, err = s.Spec(cfg, bo.Spec); err != nil {
 		return nil, &engine.UsageError{Err: fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
 	}
 	return bo, nil

@@ -1,4 +1,4 @@
-package cli
+package measure
 
 import (
 	"fmt"
@@ -6,12 +6,48 @@ import (
 	"strings"
 
 	"collbench/dtype"
-	"collbench/engine"
-	"collbench/measure"
 )
 
+// DefaultSizes is the sweep a run measures when it names no sizes.
+const DefaultSizes = "8:32M"
+
+// Spec is a plan in the user's words, as the flags and a suite's YAML give
+// it; Plan resolves it, the one place that does. Its fields are the flags'
+// (--sizes, or -b/-e/-f/-i; --dtype, --op, --root, --mode...).
+type Spec struct {
+	Collectives []Collective
+
+	Sizes      string
+	MinBytes   string
+	MaxBytes   string
+	StepFactor int64
+	StepBytes  string
+
+	DType   string
+	Op      string
+	Root    string
+	Iters   int
+	Warmup  int
+	Check   int
+	Mode    string
+	Average string
+	Seed    uint64
+
+	IterStats bool
+	CUDAGraph int
+
+	// NCCL benchmark features.
+	Agg      int
+	Blocking int
+	Misalign int
+	CPUTime  bool
+	Cycles   int
+	Stable   bool
+	Register string
+}
+
 // sizes resolves --sizes or the -b/-e/-f/-i flags.
-func (o *BenchOptions) sizes() ([]int64, error) {
+func (o Spec) sizes() ([]int64, error) {
 	bounds := o.MinBytes != "" || o.MaxBytes != "" || o.StepBytes != ""
 	if bounds && o.Sizes != "" {
 		return nil, fmt.Errorf("use either --sizes or -b/-e/-f/-i, not both")
@@ -20,13 +56,13 @@ func (o *BenchOptions) sizes() ([]int64, error) {
 		if o.MinBytes == "" {
 			return nil, fmt.Errorf("-e/-i need -b (the smallest size)")
 		}
-		return measure.SizesFromBounds(o.MinBytes, o.MaxBytes, o.StepFactor, o.StepBytes)
+		return SizesFromBounds(o.MinBytes, o.MaxBytes, o.StepFactor, o.StepBytes)
 	}
 	spec := o.Sizes
 	if spec == "" {
-		spec = engine.DefaultSizes
+		spec = DefaultSizes
 	}
-	return measure.ParseSizes(spec)
+	return ParseSizes(spec)
 }
 
 // parseList parses a comma list of values or "all". A value listed twice
@@ -59,9 +95,9 @@ func parseList[T comparable](s string, all []T, parse func(string) (T, error)) (
 	return out, isAll, nil
 }
 
-// plan turns the flags into a plan; n is the rank count.
-func (o *BenchOptions) plan() (measure.Plan, error) {
-	var p measure.Plan
+// Plan resolves the spec into a plan, or says which word is wrong.
+func (o Spec) Plan() (Plan, error) {
+	var p Plan
 	var err error
 	p.Collectives = o.Collectives
 	if p.Sizes, err = o.sizes(); err != nil {
@@ -71,7 +107,7 @@ func (o *BenchOptions) plan() (measure.Plan, error) {
 	if p.DTypes, allT, err = parseList(o.DType, dtype.All(), dtype.Parse); err != nil {
 		return p, err
 	}
-	if p.Ops, allO, err = parseList(o.Op, measure.AllOps(), measure.ParseOp); err != nil {
+	if p.Ops, allO, err = parseList(o.Op, AllOps(), ParseOp); err != nil {
 		return p, err
 	}
 	p.SkipUnsupported = allT || allO
@@ -92,11 +128,8 @@ func (o *BenchOptions) plan() (measure.Plan, error) {
 	default:
 		return p, fmt.Errorf("unknown --mode %q (valid: both, out-of-place, in-place)", o.Mode)
 	}
-	if p.Average, err = measure.ParseAverage(o.Average); err != nil {
+	if p.Average, err = ParseAverage(o.Average); err != nil {
 		return p, err
-	}
-	if o.Ranks < 0 {
-		return p, fmt.Errorf("invalid --ranks %d: must be at least 1", o.Ranks)
 	}
 	p.Iters, p.Warmup, p.Check, p.Seed = o.Iters, o.Warmup, o.Check, o.Seed
 	p.IterStats, p.GraphReplays = o.IterStats, o.CUDAGraph
