@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 
+	"collbench/internal/bounded"
 	"collbench/internal/jsonwords"
 	"collbench/internal/words"
 )
@@ -515,6 +517,32 @@ func IsReport(data []byte) bool {
 		Schema string `json:"schema"`
 	}
 	return json.Unmarshal(data, &probe) == nil && probe.Schema == Schema
+}
+
+// ReadReportFile reads path if it is a doctor report; nil without an error
+// where it is a regular file of another kind (results), or not a regular
+// file (a pipe or device is read once, as results). A report of a newer
+// schema is refused by name.
+func ReadReportFile(path string) (*Report, error) {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return nil, nil
+	}
+	data, err := bounded.ReadFile(path, bounded.Results)
+	if err != nil {
+		var big *bounded.TooLargeError
+		if errors.As(err, &big) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cannot read %s: %v", path, err)
+	}
+	if !IsReport(data) {
+		return nil, nil
+	}
+	r, err := ReadReport(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return r, nil
 }
 
 // ReadReport reads a doctor JSON report, refusing one of a newer schema

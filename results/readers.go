@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,29 @@ import (
 // NCCLTestsVersion is the JSON format version of NCCL's benchmark (-J) this
 // package reads.
 const NCCLTestsVersion = 3
+
+// ReadPath reads the results file a user named (ReadNamed), with a bound
+// on its size; a signal (ctx's end) stops a wait on a pipe or device at
+// once. Errors name the file: "cannot read PATH: ..." or "PATH: ...".
+func ReadPath(ctx context.Context, path string) (*Document, error) {
+	fh, release, err := bounded.Open(ctx, path)
+	var stopped *bounded.StoppedError
+	switch {
+	case errors.As(err, &stopped):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("cannot read %s: %v", path, err)
+	}
+	defer release()
+	d, err := ReadNamed(fh, path)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &bounded.StoppedError{Path: path}
+		}
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return d, nil
+}
 
 // ReadAny reads a collbench result document, the JSON output of NCCL's
 // standard benchmark (format version 3) or its text output, converted to a

@@ -14,34 +14,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
-	"collbench/internal/bounded"
 	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
 )
 
-// readResults reads a collbench result or NCCL benchmark JSON file; every
-// failure is a usage error naming the file. A signal (ctx's end) stops a
-// wait on a pipe or device at once.
+// readResults reads a collbench result or NCCL benchmark file
+// (results.ReadPath); every failure is a usage error naming the file, and
+// one a signal caused carries the signal's exit code.
 func readResults(ctx context.Context, path string) (*results.Document, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	fh, release, err := bounded.Open(ctx, path)
-	var stopped *bounded.StoppedError
+	d, err := results.ReadPath(ctx, path)
 	switch {
-	case errors.As(err, &stopped):
+	case err != nil && ctx.Err() != nil:
 		return nil, bySignal(ctx, err)
 	case err != nil:
-		return nil, engine.UsageErrorf("cannot read %s: %v", path, err)
-	}
-	defer release()
-	d, err := results.ReadNamed(fh, path)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, bySignal(ctx, &bounded.StoppedError{Path: path})
-		}
-		return nil, engine.UsageErrorf("%s: %v", path, err)
+		return nil, &engine.UsageError{Err: err}
 	}
 	return d, nil
 }

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +12,6 @@ import (
 
 	"collbench/doctor"
 	"collbench/engine"
-	"collbench/internal/bounded"
 	"collbench/internal/outfile"
 	"collbench/measure"
 	"collbench/report"
@@ -335,29 +332,17 @@ func plotRun(o *PlotOptions) error {
 	return nil
 }
 
-// doctorInput reads the one input that is a doctor JSON report, if any:
-// a report of a newer schema is refused by name.
+// doctorInput reads the one input that is a doctor JSON report, if any
+// (doctor.ReadReportFile).
 func doctorInput(paths []string) (*doctor.Report, string, error) {
 	for _, p := range paths {
-		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
-			continue // read once, as results, where it is a pipe or a device
-		}
-		data, err := bounded.ReadFile(p, bounded.Results)
+		r, err := doctor.ReadReportFile(p)
 		if err != nil {
-			var big *bounded.TooLargeError
-			if errors.As(err, &big) {
-				return nil, p, engine.UsageErrorf("%v", err)
-			}
-			return nil, p, engine.UsageErrorf("cannot read %s: %v", p, err)
+			return nil, p, &engine.UsageError{Err: err}
 		}
-		if !doctor.IsReport(data) {
-			continue
+		if r != nil {
+			return r, p, nil
 		}
-		r, err := doctor.ReadReport(data)
-		if err != nil {
-			return nil, p, engine.UsageErrorf("%s: %v", p, err)
-		}
-		return r, p, nil
 	}
 	return nil, "", nil
 }
