@@ -118,6 +118,10 @@ type SignalCause struct{ Sig os.Signal }
 
 func (c *SignalCause) Error() string { return "stopped by " + c.Sig.String() }
 
+// OnExit registers fn to run if the process exits through ExitNow (a run
+// that did not stop after a signal); the returned function unregisters it.
+func OnExit(fn func()) func() { return tempdir.OnExit(fn) }
+
 // ExitNow ends the process with code after the exit cleanups (the
 // temporary directories of the running command).
 func ExitNow(code int) {

@@ -151,3 +151,6 @@ func (o Spec) Plan() (Plan, error) {
 	}
 	return p, nil
 }
+
+// DTypeNames are the element types' names, for help texts.
+func DTypeNames() []string { return dtype.Names() }

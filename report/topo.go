@@ -304,3 +304,10 @@ func WriteHostTopologies(w io.Writer, hosts []HostTopology) error {
 	}
 	return tb.Render()
 }
+
+// TopologyWorld is topo's JSON under a launcher: rank 0's topology and every
+// host's shape.
+type TopologyWorld struct {
+	Topology *topology.Topology `json:"topology"`
+	Hosts    []HostTopology     `json:"hosts"`
+}

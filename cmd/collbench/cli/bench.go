@@ -11,9 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"collbench/dtype"
 	"collbench/engine"
-	"collbench/internal/tempdir"
 	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
@@ -75,7 +73,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.Int64VarP(&o.StepFactor, "stepfactor", "f", 2, "size multiplier between -b and -e")
 	fs.StringVarP(&o.StepBytes, "stepbytes", "i", "", "size increment between -b and -e (instead of -f)")
 	fs.IntVarP(&o.Ranks, "ranks", "g", 0, "ranks in this process (default: every GPU, or 4 on the cpu backend)")
-	fs.StringVarP(&o.DType, "dtype", "d", d.Plan.DTypes[0].String(), "element type: "+strings.Join(dtype.Names(), ", ")+" (aliases fp32, fp16, bf16, ...), a comma list, or all")
+	fs.StringVarP(&o.DType, "dtype", "d", d.Plan.DTypes[0].String(), "element type: "+strings.Join(measure.DTypeNames(), ", ")+" (aliases fp32, fp16, bf16, ...), a comma list, or all")
 	fs.StringVar(&o.Op, "op", d.Plan.Ops[0].String(), "reduction: sum, prod, max, min, avg, a comma list, or all")
 	fs.StringVarP(&o.Root, "root", "r", strconv.Itoa(d.Plan.Roots[0]), "root rank of broadcast and reduce: N or all")
 	fs.IntVarP(&o.Iters, "iters", "n", d.Plan.Iters, "timed iterations per size")
@@ -262,7 +260,7 @@ func benchRun(o *BenchOptions) error {
 	}
 	// A process that exits at once (a run that did not stop after a
 	// signal or an abort) still writes why into --output.
-	defer tempdir.OnExit(func() {
+	defer engine.OnExit(func() {
 		if d := last.Load(); d != nil && out != nil && rank0 {
 			if reason := engine.ExitReason(); reason != "" && d.Error == "" {
 				d.Error = reason
