@@ -160,6 +160,9 @@ func refuse(c net.Conn, msg string) {
 	closeGently(c)
 }
 
+// serve is rank 0's rendezvous: it admits each rank that proves the job
+// secret, places it in the bootstrap tree, and tells the world it formed;
+// it fails with the reason when a rank is refused, lost or late.
 func (t *TCP) serve(ctx context.Context, o TCPOptions) error {
 	ln, err := t.listen(o)
 	if err != nil {

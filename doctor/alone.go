@@ -101,6 +101,9 @@ func (d *search) alone() error {
 // named; one attempt that is not slow clears it.
 const confirmAttempts = 3
 
+// judgeAlone finds the GPUs slow alone: against what a healthy one of
+// their model does (copy, fill), against their own single kernels (the
+// time share a sustained loop gets), then against their peers.
 func (d *search) judgeAlone(figs map[int]GPUFigure) []suspect {
 	var copies, fills []sample
 	for r := 0; r < d.n; r++ {

@@ -292,6 +292,9 @@ func (s *Sampler) Stage(name string) {
 	}
 }
 
+// sample reads NVML once for every GPU the sampler watches: clocks,
+// power, temperature, throttle reasons, utilisation and processes, kept
+// per stage.
 func (s *Sampler) sample() {
 	s.mu.Lock()
 	stage := s.stage

@@ -141,6 +141,9 @@ func (f *System) RunBench(ctx context.Context, b Bench) (*results.Document, erro
 	return doc, err
 }
 
+// runBench runs one benchmark: it starts the session, fits the plan to
+// the world, probes the algorithms, opens the world under its guard and
+// measures; it returns the document and whether this process is rank 0.
 func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool, error) {
 	if ctx == nil {
 		ctx = context.Background()

@@ -217,6 +217,9 @@ func (p *listParser) group() ([]int, error) {
 	}
 }
 
+// presetGroups expands a preset layout name (pairs, halves, singletons,
+// node, cross-node, stride:K, div:K, and combinations) into groups of
+// ranks for a world of n on the given hosts.
 func presetGroups(name string, n int, hosts []string) ([][]int, error) {
 	key, arg, hasArg := strings.Cut(name, ":")
 	num := func() (int, error) {

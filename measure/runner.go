@@ -205,6 +205,8 @@ func (rn *Runner) hasBandwidth(group []int) bool {
 	return len(group) > 1 || len(rn.layout.Groups) == 1
 }
 
+// measure measures one case at one size in every mode asked, on every
+// group of the layout, and returns its row.
 func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (results.Row, error) {
 	groups := rn.layout.Groups
 	esz := c.DType.Size()

@@ -94,6 +94,8 @@ func VerifyGroups(ctx context.Context, b Backend, w World, layouts []Layout, hos
 	return out, nil
 }
 
+// verifyLayout checks every collective in one layout of groups: each
+// group's communicator, every element of every result.
 func verifyLayout(ctx context.Context, b Backend, w World, l Layout, hosts []string, opts VerifyOptions) (results.LayoutVerify, error) {
 	n := w.Size()
 	lv := results.LayoutVerify{Name: l.Spec, Groups: l.Groups}

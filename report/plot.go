@@ -110,6 +110,8 @@ func oneRank(series []Series, coll string) bool {
 	return n > 0
 }
 
+// drawPlot draws the series of one collective as the kind of plot asked
+// (busbw or time against size, or per-group bars).
 func drawPlot(kind, coll string, series []Series) (*drawn, error) {
 	p := plot.New()
 	p.Legend.Top = true

@@ -119,6 +119,9 @@ type columns struct {
 	cpu    bool // host time of issuing
 }
 
+// writeRows writes the rows of one collective as the table NCCL's
+// benchmark prints, with the columns the rows carry (groups, cycles,
+// algorithm, late kernels).
 func writeRows(w io.Writer, rows []results.Row, peak float64, explain bool) error {
 	oop, ip := false, false
 	var cols columns

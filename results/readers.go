@@ -199,6 +199,8 @@ func ncclTestsCollective(names ...string) string {
 	return ""
 }
 
+// readNCCLTests converts the JSON output of NCCL's benchmark (-J, format
+// version 3) into a result document.
 func readNCCLTests(data []byte) (*Document, error) {
 	var nt ncclTestsDoc
 	if err := json.Unmarshal(data, &nt); err != nil {
@@ -344,6 +346,8 @@ func MakeBaseline(runs []*Document) (*Document, error) {
 	return &base, nil
 }
 
+// medianHalf merges one size's measurements (several runs of a baseline,
+// or -N cycles of a log) into the median's half, with their spread.
 func medianHalf(hs []*Half) *Half {
 	if len(hs) == 0 {
 		return nil

@@ -188,6 +188,9 @@ func tidy(err error) error { return yamlwords.Tidy(err, "docs/compare.md, suites
 
 func lineErr(n *yaml.Node, err error) error { return yamlwords.At(n, err) }
 
+// check validates a config: at least one suite, every collective, size,
+// type, op, mode and group layout known, thresholds and acceptance in
+// range, doctor's rules sound.
 func (c *Config) check() error {
 	if len(c.Suites) == 0 && c.Doctor == nil {
 		return errors.New("no suites: list at least one under suites: (or give doctor: thresholds or expectations)")

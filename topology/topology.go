@@ -106,6 +106,9 @@ func nicLocality(s Sysfs, n NIC, g GPU) string {
 	return l
 }
 
+// buildGPUs fills the GPUs, their link matrix (as nvidia-smi topo -m
+// draws it), NVLink rates and peer-to-peer capabilities from NVML's facts
+// and sysfs.
 func (t *Topology) buildGPUs(f *Facts, sys *Sysfs) {
 	n := len(f.GPUs)
 	byBus := map[string]int{}
@@ -213,6 +216,9 @@ func (t *Topology) NICPeak() (float64, string) {
 	return best, name
 }
 
+// warn adds the warnings a reader of the topology needs: NCCL going
+// through SHM or the network between GPUs with NVLink, the network
+// without GPUDirect RDMA, and GPUs with no NIC near them.
 func (t *Topology) warn() {
 	// NVLink between local GPUs, yet NCCL went through SHM or the network.
 	if t.NCCL != nil && len(t.Matrix) > 0 && t.NCCL.Nodes <= 1 {
@@ -271,6 +277,8 @@ func (t *Topology) warn() {
 	}
 }
 
+// summary is the one-line description of the machine: GPU models and
+// counts, the links between them, the NICs.
 func (t *Topology) summary() string {
 	var parts []string
 	if len(t.GPUs) > 0 {

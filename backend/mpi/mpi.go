@@ -520,6 +520,8 @@ var typeCodes = map[dtype.DType]C.int{
 
 var opCodes = map[measure.ReduceOp]C.int{measure.Sum: 0, measure.Prod: 1, measure.Max: 2, measure.Min: 3}
 
+// run issues n operations of c through MPI, each timed by MPI_Wtime into
+// times.
 func (r *rank) run(c measure.Call, n int, times *C.double) error {
 	if err := Supports(c.Coll, c.DType, c.Op); err != nil {
 		return err

@@ -70,6 +70,7 @@ func Parse(spec string) (*Set, error) {
 	return s, nil
 }
 
+// add parses one fault item of the spec (see Syntax) into the set.
 func (s *Set) add(item string) error {
 	f := strings.Split(item, ":")
 	want := func(n int) error {

@@ -121,6 +121,9 @@ func sizeFlag(name, v string, def int64) (int64, error) {
 	return s, nil
 }
 
+// doctorRun runs doctor (on this machine, a launcher's world or a
+// cluster model) and writes its verdict: text or JSON, -o, --html,
+// --prom and the node's history.
 func doctorRun(o *DoctorOptions) error {
 	if o.Format != "table" && o.Format != "json" {
 		return engine.UsageErrorf("unknown --format %q for doctor (valid: table, json)", o.Format)

@@ -62,6 +62,8 @@ func NewCmdEnv(f *Factory, runF func(*EnvOptions) error) *cobra.Command {
 	return cmd
 }
 
+// envRun prints the backends, libraries and what each supports (cpu,
+// nccl, mpi by collective, type and buffer).
 func envRun(o *EnvOptions) error {
 	format, err := report.ParseFormat(o.Format)
 	if err != nil || format == report.FormatCSV {

@@ -201,6 +201,8 @@ func baselineRun(o *BaselineOptions) error {
 	return nil
 }
 
+// reportRun writes one HTML page of one or more runs (or a doctor
+// report, or a node's history), with a baseline's comparison when given.
 func reportRun(o *ReportOptions) error {
 	if o.Output == "" {
 		return engine.UsageErrorf("report needs -o FILE.html")
@@ -276,6 +278,8 @@ func reportRun(o *ReportOptions) error {
 	return nil
 }
 
+// plotRun draws one collective of the results files as an SVG or PNG:
+// busbw or time against size, or per-group bars.
 func plotRun(o *PlotOptions) error {
 	out, kind, coll, format, args := o.Output, o.Kind, o.Collective, o.Format, o.Runs
 	if out == "" {

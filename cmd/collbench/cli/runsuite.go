@@ -69,6 +69,9 @@ acceptance; 2 on a bad config.`,
 	return cmd
 }
 
+// runSuite runs a suite from YAML (run --config): every sweep in every
+// layout, results.json rewritten after each row, then the report, the
+// comparison with the baseline and the acceptance.
 func runSuite(o *RunOptions) error {
 	if o.Config == "" {
 		return engine.UsageErrorf("run needs --config FILE.yaml (see configs/)")

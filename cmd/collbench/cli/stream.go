@@ -43,6 +43,8 @@ func NewCmdStream(f *Factory, runF func(*StreamOptions) error) *cobra.Command {
 	return cmd
 }
 
+// streamRun measures one TCP stream between two hosts: one side listens
+// and reports the rate it received, the other connects and sends.
 func streamRun(o *StreamOptions) error {
 	buf := make([]byte, 512<<10) // the cpu backend's piece size
 	switch {

@@ -61,6 +61,8 @@ what it could read and says plainly what was unavailable and why.`,
 	return cmd
 }
 
+// topoRun reads the machine (engine.ReadTopology), under a launcher
+// gathers every host's shape on rank 0, and prints it as a table or JSON.
 func topoRun(o *TopoOptions) error {
 	if o.Format != "table" && o.Format != "json" {
 		return engine.UsageErrorf("unknown --format %q for topo (valid: table, json)", o.Format)
