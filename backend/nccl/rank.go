@@ -340,6 +340,11 @@ func (r *rank) plantedHang(n int) error {
 	}
 	if d := fs.Late(r.worldRank); d > 0 {
 		time.Sleep(d) // a straggling host: the rank issues late
+		if hd, ok := r.w.b.drv.(driver.HostDelayer); ok {
+			if err := hd.HostDelay(r.stream, d); err != nil { // the fake machine's GPU waits as long
+				return err
+			}
+		}
 	}
 	if at, ok := fs.HangAt(r.worldRank); !ok || done < at {
 		return nil

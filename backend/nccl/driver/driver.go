@@ -9,6 +9,7 @@ package driver
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"collbench/cuda"
 )
@@ -17,6 +18,14 @@ import (
 type Driver interface {
 	CUDA
 	NCCL
+}
+
+// HostDelayer is a driver that models the host's own time (the fake
+// machine): told that the host issued nothing to a stream for a while (a
+// late host), the stream starts its next work that much later, as a real
+// GPU sits idle waiting for its host.
+type HostDelayer interface {
+	HostDelay(s cuda.Stream, d time.Duration) error
 }
 
 // DeviceInfo is what the backend asks the driver about one GPU.

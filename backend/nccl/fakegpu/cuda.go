@@ -292,6 +292,23 @@ func (d *Driver) Record(h cuda.Event, sh cuda.Stream) error {
 	})
 }
 
+// HostDelay delays the stream's later work by d under a Model: the host
+// issued nothing for d (driver.HostDelayer).
+func (d *Driver) HostDelay(sh cuda.Stream, dur time.Duration) error {
+	s, err := d.streamOf("hostDelay", sh)
+	if err != nil {
+		return err
+	}
+	return s.enqueue(func() error {
+		d.mu.Lock()
+		if d.clk != nil {
+			s.vt += dur.Seconds()
+		}
+		d.mu.Unlock()
+		return nil
+	})
+}
+
 // Elapsed is the time between two recorded events, in ms.
 func (d *Driver) Elapsed(start, end cuda.Event) (float32, error) {
 	a, err := lookup[event](d, "cuEventElapsedTime", unsafe.Pointer(start))

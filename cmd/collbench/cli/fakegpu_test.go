@@ -512,3 +512,25 @@ func TestFakeGPUDoctorBoundsASlowPath(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeGPUModelDoctorNamesALateRank plants a rank whose host issues
+// every operation late (late-rank): the modelled GPU waits for its host,
+// as a real one does, so the rank's copy is slow alone while its fill
+// kernel is not, and doctor names that rank and no other (on 4× H100 the
+// same plant was named 10 of 10 times: docs/doctor.md), at two places.
+func TestFakeGPUModelDoctorNamesALateRank(t *testing.T) {
+	for _, late := range []int{2, 0} {
+		if testing.Short() && late == 0 {
+			continue
+		}
+		f, out, errOut := fakeGPUFactory(4, fakegpu.Options{Model: fakegpu.HealthyModel(1)})
+		env := f.Environ
+		f.Environ = func() []string { return append(env(), fmt.Sprintf("%s=late-rank:%d:2ms", faults.EnvFaults, late)) }
+		code := run(t, f, "doctor", "--backend", "nccl", "--quick", "--bw-size", "256K", "--copy-size", "256K", "--world-size", "256K", "--latency-size", "4K")
+		text := out.String()
+		if code != 1 || !strings.Contains(text, fmt.Sprintf("FAIL rank %d (testhost", late)) || !strings.Contains(text, "its host issuing the work late") ||
+			strings.Count(text, "\nFAIL ") != 1 {
+			t.Errorf("late rank %d: exit %d\n%s\n%s", late, code, text, errOut)
+		}
+	}
+}
