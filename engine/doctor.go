@@ -77,7 +77,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	defer ss.Close()
 	b, pw := ss.Choice.Backend, ss.PW
 	gpu := b.Name() == "nccl"
-	opts := doctor.Options{Knobs: d.Knobs.Or(doctor.DefaultKnobs(!gpu)), Backend: b.Name(), Hosts: ss.Hosts, Board: board}
+	opts := doctor.Options{Knobs: d.Or(doctor.DefaultKnobs(!gpu)), Backend: b.Name(), Hosts: ss.Hosts, Board: board}
 	opts.Expectations, opts.Counters = d.Expectations, d.Counters
 	rules := doctor.DefaultRules
 	if !gpu {

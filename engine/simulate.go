@@ -47,7 +47,7 @@ func Simulate(ctx context.Context, s Simulation) (*doctor.Report, error) {
 	}
 	defer world.Close()
 	sw := world.(*sim.World)
-	o := doctor.Options{Knobs: s.Knobs.Or(doctor.DefaultKnobs(false)), Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
+	o := doctor.Options{Knobs: s.Or(doctor.DefaultKnobs(false)), Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
 		Expectations: s.Expectations, Clock: sw.Elapsed}
 	o.Thresholds = thresholds(s.Thresholds, doctor.DefaultRules)
 	g := m.GPUsPerHost

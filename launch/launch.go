@@ -266,7 +266,7 @@ func startRanks(bin string, o Config, plan Plan) ([]*child, error) {
 	var outMu sync.Mutex
 	said := map[string]bool{}
 	for r := 0; r < plan.procs; r++ {
-		cmd := exec.Command(bin, o.Args...)
+		cmd := exec.Command(bin, o.Args...) //nolint:gosec // G204: collbench itself (or the binary the user named), with the user's own arguments
 		cmd.Env = append(os.Environ(), plan.Env(r)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		ch := &child{rank: r, cmd: cmd, done: make(chan struct{})}

@@ -207,11 +207,6 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// parseCollectiveList resolves names (or "all") to collectives.
-func parseCollectiveList(names []string) ([]measure.Collective, error) {
-	return measure.ParseCollectives(strings.Join(names, ","))
-}
-
 // benchRun runs the benchmark the options describe: the engine measures,
 // this writes -o as rows arrive, shows progress and prints the table.
 func benchRun(o *BenchOptions) error {
