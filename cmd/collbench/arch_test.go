@@ -17,7 +17,7 @@ var layers = [][]string{
 	{"dtype", "internal/..."},
 	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology"},
 	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler"},
-	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report"},
+	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report", "tune"},
 	{"doctor"},
 	{"runconfig", "engine"},
 	{"cmd/collbench/cli", "cmd/collbench", "drills"},

@@ -1,0 +1,158 @@
+// Package tune holds what `collbench tune` needs beside the measuring: the
+// tuner file NCCL's example tuner plugin reads (NCCL_TUNER_CONFIG_FILE),
+// the rule that says when one choice beats another beyond the noise, and
+// the budgeted search over a collective's choices.
+package tune
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The tuner file's vocabulary, as NCCL's example tuner plugin reads it.
+var (
+	// Collectives are the operations the plugin tunes.
+	Collectives = []string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
+	// Algorithms are NCCL's algorithms by the plugin's names.
+	Algorithms = []string{"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"}
+	// Protocols are NCCL's protocols by the plugin's names.
+	Protocols = []string{"ll", "ll128", "simple"}
+)
+
+// Entry is one line of a tuner file: for a collective whose message size
+// is in [MinBytes, MaxBytes] on NNodes nodes and NRanks ranks, run
+// Algorithm with Protocol on Channels channels. -1 means any (NNodes,
+// NRanks, NumPipeOps, RegBuff) or NCCL's own choice (Channels).
+type Entry struct {
+	Collective         string
+	MinBytes, MaxBytes int64
+	Algorithm          string
+	Protocol           string
+	Channels           int
+	NNodes, NRanks     int
+	NumPipeOps         int
+	RegBuff            int
+	Line               int // where it was read, for errors (0: made here)
+}
+
+// header names the fields, as the plugin's own files do.
+const header = "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
+
+// Read reads a tuner file: one entry per line, '#' comments and blank
+// lines skipped, the last two fields optional (-1). Every problem is
+// named with its line: a line not in the format, an unknown collective,
+// algorithm or protocol, a range upside down, ranges of the same
+// collective and dimensions that overlap.
+func Read(r io.Reader, name string) ([]Entry, error) {
+	var out []Entry
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		e, err := parseLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: line %d: %v", name, n, err)
+		}
+		e.Line = n
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: line %d: %v", name, n+1, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no entries: expected lines of %s", name, strings.TrimPrefix(header, "# "))
+	}
+	if err := Overlaps(out); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return out, nil
+}
+
+func parseLine(line string) (Entry, error) {
+	f := strings.Split(line, ",")
+	for i := range f {
+		f[i] = strings.TrimSpace(f[i])
+	}
+	if len(f) < 8 || len(f) > 10 {
+		return Entry{}, fmt.Errorf("%d fields, expected 8 to 10: %s", len(f), strings.TrimPrefix(header, "# "))
+	}
+	for len(f) < 10 {
+		f = append(f, "-1")
+	}
+	e := Entry{Collective: strings.ToLower(f[0]), Algorithm: strings.ToLower(f[3]), Protocol: strings.ToLower(f[4])}
+	if !slices.Contains(Collectives, e.Collective) {
+		return e, fmt.Errorf("unknown collective %q (valid: %s)", f[0], strings.Join(Collectives, ", "))
+	}
+	if !slices.Contains(Algorithms, e.Algorithm) {
+		return e, fmt.Errorf("unknown algorithm %q (valid: %s)", f[3], strings.Join(Algorithms, ", "))
+	}
+	if !slices.Contains(Protocols, e.Protocol) {
+		return e, fmt.Errorf("unknown protocol %q (valid: %s)", f[4], strings.Join(Protocols, ", "))
+	}
+	var err error
+	if e.MinBytes, err = strconv.ParseInt(f[1], 10, 64); err != nil || e.MinBytes < 0 {
+		return e, fmt.Errorf("min_bytes %q is not a byte count", f[1])
+	}
+	if e.MaxBytes, err = strconv.ParseInt(f[2], 10, 64); err != nil || e.MaxBytes < 0 {
+		return e, fmt.Errorf("max_bytes %q is not a byte count", f[2])
+	}
+	if e.MaxBytes < e.MinBytes {
+		return e, fmt.Errorf("max_bytes %d is below min_bytes %d", e.MaxBytes, e.MinBytes)
+	}
+	counts := []struct {
+		name, any string
+		into      *int
+	}{{"channels", "NCCL's choice", &e.Channels}, {"nNodes", "any", &e.NNodes}, {"nRanks", "any", &e.NRanks}, {"numPipeOps", "any", &e.NumPipeOps}}
+	for i, c := range counts {
+		v, err := strconv.Atoi(f[5+i])
+		if err != nil || v == 0 || v < -1 {
+			return e, fmt.Errorf("%s %q must be a positive count, or -1 (%s)", c.name, f[5+i], c.any)
+		}
+		*c.into = v
+	}
+	if e.RegBuff, err = strconv.Atoi(f[9]); err != nil || e.RegBuff < -1 || e.RegBuff > 1 {
+		return e, fmt.Errorf("regBuff %q must be 0, 1 or -1 (any)", f[9])
+	}
+	return e, nil
+}
+
+// Overlaps refuses two entries of the same collective and dimensions
+// whose size ranges overlap: the plugin would take the first and the
+// second would never apply.
+func Overlaps(es []Entry) error {
+	for i, a := range es {
+		for _, b := range es[i+1:] {
+			same := a.Collective == b.Collective && a.NNodes == b.NNodes && a.NRanks == b.NRanks &&
+				a.NumPipeOps == b.NumPipeOps && a.RegBuff == b.RegBuff
+			if same && a.MinBytes <= b.MaxBytes && b.MinBytes <= a.MaxBytes {
+				return fmt.Errorf("%s: lines %d and %d overlap (%d-%d and %d-%d bytes): give each size one line", a.Collective, a.Line, b.Line,
+					a.MinBytes, a.MaxBytes, b.MinBytes, b.MaxBytes)
+			}
+		}
+	}
+	return nil
+}
+
+// Write writes entries in the plugin's format, with a header and the
+// comment lines given (what measured them, where, when).
+func Write(w io.Writer, es []Entry, comments ...string) error {
+	bw := bufio.NewWriter(w)
+	for _, c := range comments {
+		fmt.Fprintf(bw, "# %s\n", c)
+	}
+	fmt.Fprintln(bw, header)
+	for _, e := range es {
+		fmt.Fprintf(bw, "%s,%d,%d,%s,%s,%d,%d,%d,%d,%d\n", e.Collective, e.MinBytes, e.MaxBytes, e.Algorithm, e.Protocol,
+			e.Channels, e.NNodes, e.NRanks, e.NumPipeOps, e.RegBuff)
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,198 @@
+package tune
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Choice is one way to run a collective: NCCL's algorithm and protocol by
+// the tuner file's names, and a channel count (-1: NCCL's own). The zero
+// Choice with Default set is NCCL's own choice, unforced.
+type Choice struct {
+	Algorithm, Protocol string
+	Channels            int
+	Default             bool
+}
+
+func (c Choice) String() string {
+	if c.Default {
+		return "NCCL's choice"
+	}
+	if c.Channels > 0 {
+		return fmt.Sprintf("%s/%s/%dch", c.Algorithm, c.Protocol, c.Channels)
+	}
+	return c.Algorithm + "/" + c.Protocol
+}
+
+// Cell is one choice measured at one size: its times over repeats (µs),
+// the best of which it reports with the repeats' spread.
+type Cell struct {
+	Choice  Choice
+	TimesUS []float64
+}
+
+// Time is the cell's median time (µs).
+func (c Cell) Time() float64 {
+	if len(c.TimesUS) == 0 {
+		return math.Inf(1)
+	}
+	ts := slices.Sorted(slices.Values(c.TimesUS))
+	n := len(ts)
+	return (ts[(n-1)/2] + ts[n/2]) / 2
+}
+
+// Noise is the cell's relative spread: half its range over its median
+// (0 with fewer than two repeats).
+func (c Cell) Noise() float64 {
+	if len(c.TimesUS) < 2 {
+		return 0
+	}
+	lo, hi := slices.Min(c.TimesUS), slices.Max(c.TimesUS)
+	return (hi - lo) / 2 / c.Time()
+}
+
+// MinNoise is the least noise a cell is assumed to carry, measured or not:
+// identical runs on the lent GPUs differ by about 1% (docs/parity.md).
+const MinNoise = 0.01
+
+// Beats says whether a is faster than b beyond the noise of both: its
+// median time below b's by more than the sum of their relative spreads
+// (each at least MinNoise). The gain is b's time over a's, minus 1.
+func Beats(a, b Cell) (bool, float64) {
+	ta, tb := a.Time(), b.Time()
+	if math.IsInf(ta, 1) || math.IsInf(tb, 1) || ta <= 0 {
+		return false, 0
+	}
+	gain := tb/ta - 1
+	return gain > max(a.Noise(), MinNoise)+max(b.Noise(), MinNoise), gain
+}
+
+// Measure measures one choice at one size, repeats times, and returns
+// its times (µs); an error for a choice NCCL refuses ends that choice, not
+// the search (ErrRefused), any other error ends the search.
+type Measure func(ctx context.Context, c Choice, size int64, repeats int) ([]float64, error)
+
+// ErrRefused is what a Measure returns for a choice the library does not
+// run at that size (an algorithm it does not support there).
+var ErrRefused = fmt.Errorf("the library refuses this choice here")
+
+// Result is the search at one size: every cell measured, NCCL's own, and
+// the best; Gain is the best's over NCCL's when it is beyond the noise
+// (0 where NCCL's choice is best, or within noise of the best).
+type Result struct {
+	Size     int64
+	Cells    []Cell
+	Default  Cell
+	Best     Cell
+	Gain     float64
+	Refined  bool // the leaders were measured again
+	Complete bool // every candidate was measured within the budget
+}
+
+// Search measures at every size NCCL's own choice and every candidate,
+// coarse first (one repeat each, sizes in order), then, while the budget
+// lasts, measures again (Repeats) the leaders within the noise of the best
+// and NCCL's own, so a claimed gain rests on repeats. It returns what it
+// measured when the budget or ctx ends, with Complete false where a size
+// was cut short; OnResult receives each size's result as soon as it is
+// known, once measured coarsely and again once refined (rows on disk as
+// they are measured).
+func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budget time.Duration, repeats int, onResult func(Result)) ([]Result, error) {
+	if budget <= 0 {
+		return nil, fmt.Errorf("a budget of %v: give the search some time, e.g. 2m", budget)
+	}
+	repeats = max(repeats, 3)
+	deadline := time.Now().Add(budget)
+	left := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
+	var out []Result
+	for _, size := range sizes {
+		r := Result{Size: size, Complete: true}
+		all := append([]Choice{{Default: true}}, cands...)
+		for _, c := range all {
+			if !left() {
+				r.Complete = false
+				break
+			}
+			ts, err := m(ctx, c, size, 1)
+			if err == ErrRefused {
+				continue
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					r.Complete = false
+					break
+				}
+				return out, err
+			}
+			r.Cells = append(r.Cells, Cell{Choice: c, TimesUS: ts})
+		}
+		if len(r.Cells) > 0 {
+			finish(&r)
+		}
+		if onResult != nil {
+			onResult(r)
+		}
+		out = append(out, r)
+	}
+	// Refine: the leaders of each size (within the sum of the noise floor
+	// of the best) and NCCL's own, measured again.
+	for i := range out {
+		r := &out[i]
+		if len(r.Cells) == 0 || !left() {
+			continue
+		}
+		best := bestOf(r.Cells)
+		for k := range r.Cells {
+			c := &r.Cells[k]
+			near := c.Time() <= best.Time()*(1+2*MinNoise+best.Noise())
+			if (!near && !c.Choice.Default) || !left() {
+				continue
+			}
+			ts, err := m(ctx, c.Choice, r.Size, repeats)
+			if err != nil && err != ErrRefused {
+				if ctx.Err() != nil {
+					break
+				}
+				return out, err
+			}
+			c.TimesUS = append(c.TimesUS, ts...)
+			r.Refined = true
+		}
+		finish(r)
+		if onResult != nil {
+			onResult(*r)
+		}
+	}
+	return out, ctx.Err()
+}
+
+// bestOf is the fastest cell by median time.
+func bestOf(cs []Cell) Cell {
+	best := cs[0]
+	for _, c := range cs[1:] {
+		if c.Time() < best.Time() {
+			best = c
+		}
+	}
+	return best
+}
+
+// finish sets a result's NCCL choice, best and gain beyond the noise.
+func finish(r *Result) {
+	r.Gain = 0
+	for _, c := range r.Cells {
+		if c.Choice.Default {
+			r.Default = c
+		}
+	}
+	r.Best = bestOf(r.Cells)
+	if r.Best.Choice.Default || len(r.Default.TimesUS) == 0 {
+		return
+	}
+	if ok, g := Beats(r.Best, r.Default); ok {
+		r.Gain = g
+	}
+}
