@@ -598,7 +598,7 @@ func (d *search) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult
 		byKey[key] = c.crossID
 		cs = append(cs, sample{Key: key, Class: crossClass(c.crossID), Value: c.Both, Expected: peak})
 	}
-	for _, s := range judge(cs, d.o.Thresholds) {
+	for _, s := range suspects(cs, d.o.Thresholds) {
 		res.Cross = append(res.Cross, byKey[s.Key])
 		others := "the other rails"
 		if s.Class != "rail" {

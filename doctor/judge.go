@@ -97,7 +97,23 @@ type suspect struct {
 // judge flags the samples far below their class's median or expectation.
 // The peers figure is the median of the class's samples that are not
 // flagged, so a few slow ones do not drag down what healthy peers reach.
+// A noisy class's drop is widened (classDrop) so that noise alone does not
+// name a healthy part.
 func judge(samples []sample, th Thresholds) []suspect {
+	return judgeAt(samples, th, true)
+}
+
+// suspects flags, for a stage that measures each suspect again before it
+// names one, every sample below its class's rule drop, noisy class or
+// not: the measurements again are what keep noise from naming a healthy
+// part there, and a widened drop would let a slow part hide in a noisy
+// class (a link at an eighth of its peers' rate on a loaded host).
+func suspects(samples []sample, th Thresholds) []suspect {
+	return judgeAt(samples, th, false)
+}
+
+// judgeAt is judge, with the drop widened in noisy classes or not.
+func judgeAt(samples []sample, th Thresholds, widen bool) []suspect {
 	classes := map[string][]sample{}
 	var order []string
 	for _, s := range samples {
@@ -120,7 +136,10 @@ func judge(samples []sample, th Thresholds) []suspect {
 		if len(ss) == 2 {
 			m = max(vals[0], vals[1])
 		}
-		drop := classDrop(r.Drop, vals, m)
+		drop := r.Drop
+		if widen {
+			drop = classDrop(r.Drop, vals, m)
+		}
 		var flagged []suspect
 		var healthy []float64
 		for _, s := range ss {

@@ -254,7 +254,7 @@ func (d *search) judgePairs(figs map[[2]int]PairFigure) []suspect {
 	}
 	var out []suspect
 	seen := map[string]bool{}
-	for i, list := range [][]suspect{judge(oneway, d.o.Thresholds), judge(both, d.o.Thresholds)} {
+	for i, list := range [][]suspect{suspects(oneway, d.o.Thresholds), suspects(both, d.o.Thresholds)} {
 		for _, s := range list {
 			if !seen[s.Key] {
 				seen[s.Key] = true

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -152,6 +153,37 @@ func TestJudgeFlagsOutliersAndShortfalls(t *testing.T) {
 	}
 	if err := (Thresholds{Default: Rules{Drop: 1.5}}).Validate(); err == nil {
 		t.Error("a drop above 1 is accepted")
+	}
+}
+
+// TestSuspectsKeepASlowPartOfANoisyClass is what a clean-clone CI run saw
+// (two drills side by side on 2 cores): the 12 cross pairs of two hosts
+// spread so widely that judge's widened drop (90 %) let a link at a
+// eighth of its peers' median pass, and doctor called the host pair
+// healthy. The stages that measure suspects again take every figure below
+// the rule's drop; judge, for the stages that do not, keeps the widening.
+func TestSuspectsKeepASlowPartOfANoisyClass(t *testing.T) {
+	th := Thresholds{Default: CPURules}
+	vals := []float64{1.49, 0.4, 2.6, 0.5, 1.9, 0.6, 2.2, 0.7, 1.0, 1.5, 2.4, 0.15}
+	var ss []sample
+	for i, v := range vals {
+		ss = append(ss, sample{Key: fmt.Sprint(i), Class: "cross", Value: v})
+	}
+	if got := judge(ss, th); len(got) != 0 {
+		t.Fatalf("judge should widen this noisy class's drop past the slow link: %v", got)
+	}
+	got := suspects(ss, th)
+	if len(got) != 1 || got[0].Key != "11" {
+		t.Fatalf("suspects = %v, want the link at 0.15 alone", got)
+	}
+	// A class without noise: both agree.
+	for i := range ss {
+		ss[i].Value = 1.5 + 0.01*float64(i%3)
+	}
+	ss[4].Value = 0.3
+	a, b := judge(ss, th), suspects(ss, th)
+	if len(a) != 1 || len(b) != 1 || a[0].Key != "4" || b[0].Key != "4" {
+		t.Errorf("judge %v, suspects %v: want key 4 from both", a, b)
 	}
 }
 

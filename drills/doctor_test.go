@@ -122,7 +122,7 @@ func TestDoctorDrills(t *testing.T) {
 					continue
 				}
 				if why := verdictMismatch(rep, code, c.kind, pl.ranks, pl.part); why != "" {
-					t.Errorf("run %d (%q, %d ranks on %d hosts): %s", i+1, pl.faults, pl.procs, pl.nodes, why)
+					t.Errorf("run %d (%q, %d ranks on %d hosts): %s\n%s", i+1, pl.faults, pl.procs, pl.nodes, why, evidence(rep, pl.ranks))
 					continue
 				}
 				exact++
@@ -151,6 +151,40 @@ func verdictMismatch(rep doctor.Report, code int, kind string, ranks []int, part
 		return fmt.Sprintf("named %s %q (ranks %v), want %s ranks %v %s", f.Kind, f.Part, f.Ranks, kind, ranks, part)
 	}
 	return ""
+}
+
+// evidence is what a missed or misnamed drill's report measured of the
+// planted ranks: each measurement that involves them, the rounds of the
+// plan, and the notes, so that a failure in CI can be read without
+// rerunning it.
+func evidence(rep doctor.Report, ranks []int) string {
+	var b strings.Builder
+	in := func(rs ...int) bool {
+		for _, r := range rs {
+			if slices.Contains(ranks, r) {
+				return true
+			}
+		}
+		return false
+	}
+	var pairs, cross []string
+	for _, p := range rep.Pairs {
+		if in(p.A, p.B) {
+			pairs = append(pairs, fmt.Sprintf("%d-%d %.3g", p.A, p.B, p.Both))
+		}
+	}
+	for _, c := range rep.Cross {
+		cross = append(cross, fmt.Sprintf("%d-%d %.3g", c.A, c.B, c.Both))
+	}
+	fmt.Fprintf(&b, "\tpairs within hosts (GB/s both ways): %s\n", strings.Join(pairs, ", "))
+	fmt.Fprintf(&b, "\tpairs across hosts (GB/s both ways): %s\n", strings.Join(cross, ", "))
+	for _, s := range rep.Stages {
+		fmt.Fprintf(&b, "\tstage %q: %d rounds, %.1f s\n", s.Stage, s.Rounds, s.Seconds)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "\tnote: %s\n", n)
+	}
+	return b.String()
 }
 
 func lines(rep doctor.Report) []string {
