@@ -23,6 +23,11 @@ var layers = [][]string{
 	{"cmd/collbench/cli", "cmd/collbench", "drills"},
 }
 
+// cliImports are the only collbench packages the CLI may import: the
+// engine that runs every workflow, and what the CLI renders or parses
+// flags into (docs/architecture.md).
+var cliImports = []string{"engine", "results", "report", "measure", "doctor", "launch"}
+
 // cgoAllowed are the bindings, the only packages that may import "C".
 var cgoAllowed = []string{"cuda", "backend/nccl", "backend/nccl/profiler", "backend/nccl/fakegpu", "backend/nccl/kernels/hostemu", "backend/mpi"}
 
@@ -81,6 +86,9 @@ func TestImportsGoDownward(t *testing.T) {
 					continue
 				}
 				dep := strings.TrimPrefix(imp, "collbench/")
+				if me == "cmd/collbench/cli" && !slices.Contains(cliImports, dep) {
+					t.Errorf("the CLI imports %s: a workflow belongs in the engine (the CLI may import %s)", dep, strings.Join(cliImports, ", "))
+				}
 				if f := floor(dep); f > at {
 					t.Errorf("%s (floor %d) imports %s (floor %d): an import up a floor", me, at, dep, f)
 				}

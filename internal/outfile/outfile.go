@@ -176,6 +176,10 @@ func checkDir(given, real string) error {
 	return nil
 }
 
+// Replaced says the target is a regular file (or a new path), replaced
+// whole on every write; otherwise it is a stream, written through.
+func (t *Target) Replaced() bool { return t != nil && t.Kind == Regular }
+
 // IsStdout says whether the target is this process's standard output, so a
 // command can leave its own stdout report out rather than mix the two.
 func (t *Target) IsStdout() bool { return t != nil && t.Kind == Stream && t.fd == Stdout }

@@ -10,9 +10,7 @@ import (
 
 	"collbench/doctor"
 	"collbench/engine"
-	"collbench/internal/outfile"
 	"collbench/measure"
-	"collbench/runconfig"
 )
 
 // DoctorOptions are the flags of `collbench doctor`.
@@ -154,21 +152,11 @@ func doctorRun(o *DoctorOptions) error {
 	}
 	var historyRules doctor.HistoryRules
 	if o.Config != "" {
-		cfg, err := runconfig.Load(o.Config)
-		if err != nil {
-			return &engine.UsageError{Err: err}
-		}
-		if cfg.Doctor != nil {
-			d.Thresholds, d.Expectations = cfg.Doctor.Thresholds, cfg.Doctor.Expectations
-			if cfg.Doctor.Counters != nil {
-				d.Counters = *cfg.Doctor.Counters
-			}
-			if cfg.Doctor.History != nil {
-				historyRules = *cfg.Doctor.History
-			}
+		if historyRules, err = d.LoadConfig(o.Config); err != nil {
+			return err
 		}
 	}
-	targets := map[string]*outfile.Target{}
+	targets := map[string]*engine.Output{}
 	for _, out := range []struct{ flag, path string }{{"--output", o.Output}, {"--prom", o.Prom}, {"--html", o.HTML}} {
 		if out.path != "" {
 			t, err := outputTarget(out.flag, out.path)

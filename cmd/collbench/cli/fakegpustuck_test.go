@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"collbench/internal/faults"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"collbench/internal/faults"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 

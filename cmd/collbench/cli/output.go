@@ -5,22 +5,17 @@ import (
 	"io"
 
 	"collbench/engine"
-	"collbench/internal/outfile"
 )
 
 // outputTarget resolves an output path the user named with flag, before
 // anything runs: a usage error (exit 2) names the flag and the path.
-func outputTarget(flag, path string) (*outfile.Target, error) {
-	t, err := outfile.Resolve(path)
-	if err != nil {
-		return nil, engine.UsageErrorf("cannot write %s %v", flag, err)
-	}
-	return t, nil
+func outputTarget(flag, path string) (*engine.Output, error) {
+	return engine.ResolveOutput(flag, path)
 }
 
 // writeTarget writes one whole document to t: standard output through out
 // (the command's own stream), anything else through the one output writer.
-func writeTarget(out io.Writer, t *outfile.Target, sync bool, write func(io.Writer) error) error {
+func writeTarget(out io.Writer, t *engine.Output, sync bool, write func(io.Writer) error) error {
 	if t.IsStdout() && out != nil {
 		if err := write(out); err != nil {
 			return &engine.RunError{Err: err}

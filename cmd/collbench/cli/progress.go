@@ -2,11 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
-	"collbench/internal/words"
 	"collbench/measure"
+	"collbench/report"
 )
 
 // progress draws a one-line progress bar on a terminal's stderr: the
@@ -90,22 +89,6 @@ func (c *rowCost) left(rows int, bytes int64) (time.Duration, bool) {
 	return time.Duration((a*float64(rows) + b*float64(bytes)) * float64(time.Second)), true
 }
 
-// progressLine renders the progress line for ev; left is the estimated
-// time left, or negative when unknown.
-func progressLine(ev measure.Progress, left time.Duration) string {
-	const width = 20
-	filled := 0
-	if ev.Total > 0 {
-		filled = ev.Done * width / ev.Total
-	}
-	eta := "ETA --"
-	if left >= 0 {
-		eta = "ETA " + left.Round(time.Second).String()
-	}
-	return fmt.Sprintf("[%s%s] %d/%d %s %s %s %s, %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-		ev.Done+1, ev.Total, ev.Case.Coll, ev.Case.DType, ev.Case.Op, words.Bytes(ev.Size), eta)
-}
-
 func (p *progress) update(ev measure.Progress) {
 	if !p.io.ErrTTY || p.quiet {
 		return
@@ -119,7 +102,7 @@ func (p *progress) update(ev measure.Progress) {
 	if l, ok := p.est.left(ev.Total-ev.Done, ev.BytesLeft); ok {
 		left = p.smooth(now, l)
 	}
-	fmt.Fprintf(p.io.ErrOut, "\r\033[K%s", progressLine(ev, left))
+	fmt.Fprintf(p.io.ErrOut, "\r\033[K%s", report.ProgressLine(ev, left))
 	p.shown = true
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"collbench/doctor"
 	"collbench/engine"
-	"collbench/internal/outfile"
 	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
@@ -291,7 +290,7 @@ func plotRun(o *PlotOptions) error {
 	}
 	if format == "" {
 		format = strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), ".")
-		if target.Kind == outfile.Stream && format != "png" {
+		if !target.Replaced() && format != "png" {
 			format = "svg" // a pipe, a device or standard output
 		}
 		if format != "svg" && format != "png" {

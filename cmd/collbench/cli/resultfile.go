@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"collbench/internal/outfile"
+	"collbench/engine"
 	"collbench/report"
 	"collbench/results"
 )
@@ -33,7 +33,7 @@ func (o *BenchOptions) fileFormat(stdout report.Format) report.Format {
 // has a row to put there. A stream (a pipe, a device, standard output)
 // cannot be rewritten: it gets the whole document once, at the end.
 type resultFile struct {
-	target *outfile.Target
+	target *engine.Output
 	format report.Format
 	out    io.Writer // the command's standard output
 	errOut io.Writer
@@ -57,7 +57,7 @@ func (r *resultFile) set(doc *results.Document, i int, row results.Row) {
 	if r == nil {
 		return
 	}
-	if err := r.enc.Set(i, row); err == nil && r.target.Kind == outfile.Regular {
+	if err := r.enc.Set(i, row); err == nil && r.target.Replaced() {
 		err = r.target.Write(false, r.render(doc))
 		if err != nil && !r.failed {
 			r.failed = true
@@ -72,7 +72,7 @@ func (r *resultFile) finish(doc *results.Document) error {
 	if r == nil {
 		return nil
 	}
-	if len(doc.Results) == 0 && r.target.Kind == outfile.Regular {
+	if len(doc.Results) == 0 && r.target.Replaced() {
 		if _, err := os.Stat(r.target.Path); err == nil {
 			fmt.Fprintf(r.errOut, "collbench: no row was measured; %s is left as it was\n", r.target.Given)
 			return nil

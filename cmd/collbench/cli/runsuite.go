@@ -15,10 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
-	"collbench/internal/outfile"
 	"collbench/report"
 	"collbench/results"
-	"collbench/runconfig"
 )
 
 // RunOptions are the flags of `collbench run`.
@@ -76,17 +74,17 @@ func runSuite(o *RunOptions) error {
 	if o.Config == "" {
 		return engine.UsageErrorf("run needs --config FILE.yaml (see configs/)")
 	}
-	cfg, err := runconfig.Load(o.Config)
+	plan, err := engine.LoadSuite(o.Config, benchDefaults(o.Factory).Spec)
 	if err != nil {
-		return &engine.UsageError{Err: err}
+		return err
 	}
 	// The output directory is relative to where run is started; the
 	// baseline is relative to the config file.
-	outDir := cmp.Or(o.Output, cmp.Or(cfg.Output, "collbench-out"))
-	if err := os.MkdirAll(outDir, 0o755); err != nil { //nolint:gosec // a results directory is for the team to read
-		return engine.UsageErrorf("cannot create the --output directory %s: %s", outDir, outfile.Reason(err))
+	outDir := cmp.Or(o.Output, cmp.Or(plan.Output, "collbench-out"))
+	if err := engine.MakeOutputDir(outDir); err != nil {
+		return err
 	}
-	baseDoc, baseline, err := o.suiteBaseline(cfg)
+	baseDoc, baseline, err := o.suiteBaseline(plan)
 	if err != nil {
 		return err
 	}
@@ -111,7 +109,7 @@ func runSuite(o *RunOptions) error {
 			_ = enc.Add(r)
 		}
 		saved = len(all.Results)
-		if resultsOut.Kind != outfile.Regular {
+		if !resultsOut.Replaced() {
 			return // a stream takes the whole document once, at the end
 		}
 		if err := resultsOut.Write(false, func(w io.Writer) error { return enc.Write(w, all) }); err != nil {
@@ -120,37 +118,25 @@ func runSuite(o *RunOptions) error {
 	}
 	var firstErr error
 	wrong := false
-	for si, s := range cfg.Suites {
-		layouts := s.Groups
-		if len(layouts) == 0 {
-			layouts = []string{""}
+	for i, sw := range plan.Sweeps {
+		bo := o.suiteBench(sw, out, i > 0)
+		bo.onDocument = save
+		bo.CollectivesFlag = strings.Join(sw.Collectives, ",")
+		o.Factory.Args = bo.equivalentCommand()
+		err := benchRun(bo)
+		var ce *engine.CheckFailedError
+		switch {
+		case errors.As(err, &ce):
+			wrong = true
+		case err != nil:
+			var ue *engine.UsageError
+			if errors.As(err, &ue) {
+				return engine.UsageErrorf("config %s: line %d: %v", o.Config, sw.Line, ue.Err)
+			}
+			firstErr = err
 		}
-		for li, layout := range layouts {
-			bo, err := o.suiteBench(cfg, s, layout, out, si > 0 || li > 0)
-			if err != nil {
-				return err
-			}
-			bo.onDocument = save
-			bo.CollectivesFlag = strings.Join(s.Collectives, ",")
-			o.Factory.Args = bo.equivalentCommand()
-			err = benchRun(bo)
-			var ce *engine.CheckFailedError
-			switch {
-			case errors.As(err, &ce):
-				wrong = true
-			case err != nil:
-				var ue *engine.UsageError
-				if errors.As(err, &ue) {
-					return engine.UsageErrorf("config %s: line %d: %v", o.Config, s.Line, ue.Err)
-				}
-				firstErr = err
-			}
-			if bo.document != nil && len(bo.document.Results) > 0 {
-				merged = results.Merge(merged, bo.document)
-			}
-			if firstErr != nil {
-				break
-			}
+		if bo.document != nil && len(bo.document.Results) > 0 {
+			merged = results.Merge(merged, bo.document)
 		}
 		if firstErr != nil {
 			break
@@ -169,20 +155,10 @@ func runSuite(o *RunOptions) error {
 	if wrong || merged.Summary.WrongTotal > 0 {
 		failures = append(failures, fmt.Sprintf("%d wrong elements", merged.Summary.WrongTotal))
 	}
-	html := report.HTMLInput{Title: "collbench " + cmp.Or(cfg.Name, filepath.Base(o.Config)), Runs: []report.Series{{Label: "current", Doc: merged, Path: resultsPath}}}
+	html := report.HTMLInput{Title: "collbench " + plan.Name, Runs: []report.Series{{Label: "current", Doc: merged, Path: resultsPath}}}
 	if baseDoc != nil {
 		html.Baseline = &report.Series{Label: "baseline", Doc: baseDoc, Path: baseline}
-		th := report.DefaultThresholds()
-		if t := cfg.Thresholds; t != nil {
-			th.AllowMissing, th.Strict = t.AllowMissing, t.Strict
-			if len(t.Bands) > 0 {
-				th.Bands = nil
-				for _, b := range t.Bands {
-					th.Bands = append(th.Bands, report.Band{MinSize: int64(b.MinSize), Metric: b.Metric, Pct: b.Pct, FloorUS: b.FloorUS})
-				}
-			}
-		}
-		c, err := report.Compare(baseDoc, merged, baseline, resultsPath, th)
+		c, err := report.Compare(baseDoc, merged, baseline, resultsPath, plan.Thresholds)
 		if err != nil {
 			return engine.UsageErrorf("comparing with %s: %v", baseline, err)
 		}
@@ -200,8 +176,8 @@ func runSuite(o *RunOptions) error {
 			failures = append(failures, "compare: "+strings.Join(c.Reasons, ", "))
 		}
 	}
-	if a := cfg.Acceptance; a != nil {
-		failures = append(failures, report.Acceptance(o.IO.Out, merged, int64(a.MinSize), a.PeakFraction)...)
+	if a := plan.Acceptance; a != nil {
+		failures = append(failures, report.Acceptance(o.IO.Out, merged, a.MinSize, a.PeakFraction)...)
 	}
 	if err := writeTo(nil, "in --output", filepath.Join(outDir, "report.html"), func(w io.Writer) error { return report.WriteHTML(w, html) }); err != nil {
 		return err
@@ -221,15 +197,15 @@ func runSuite(o *RunOptions) error {
 // suiteBaseline reads the baseline a run compares with: --baseline, or
 // the config's (refused before measuring when it does not exist), or none
 // with --no-baseline.
-func (o *RunOptions) suiteBaseline(cfg *runconfig.Config) (*results.Document, string, error) {
+func (o *RunOptions) suiteBaseline(plan *engine.SuitePlan) (*results.Document, string, error) {
 	baseline := o.Baseline
 	if o.NoBaseline && baseline != "" {
 		return nil, "", engine.UsageErrorf("--baseline and --no-baseline together: choose one")
 	}
-	if baseline == "" && cfg.Baseline != "" && !o.NoBaseline {
+	if baseline == "" && plan.Baseline != "" && !o.NoBaseline {
 		// A gate without its baseline could never fail: refuse before
 		// measuring, and say how to make one.
-		baseline = cfg.Resolve(cfg.Baseline)
+		baseline = plan.Baseline
 		if _, err := os.Stat(baseline); err != nil {
 			return nil, "", engine.UsageErrorf("baseline %s (named by %s) not found: make it on this machine from a few runs "+
 				"(collbench run --config %s --no-baseline --output runN, three times, then collbench baseline make run1/results.json run2/results.json run3/results.json -o %s), "+
@@ -243,21 +219,17 @@ func (o *RunOptions) suiteBaseline(cfg *runconfig.Config) (*results.Document, st
 	return d, baseline, err
 }
 
-// suiteBench is one suite's sweep (in one layout) as benchmark options:
-// the suite's settings over the flags' own defaults, so the two ways of
-// running a sweep cannot drift apart; later says it is not the run's first.
-func (o *RunOptions) suiteBench(cfg *runconfig.Config, s runconfig.Suite, layout string, out io.Writer, later bool) (*BenchOptions, error) {
-	// The suite's settings over the flags' own defaults, so the two
-	// ways of running a sweep cannot drift apart.
+// suiteBench is one sweep of a suite (in one layout) as benchmark
+// options: the suite's settings over the flags' own defaults, so the two
+// ways of running a sweep cannot drift apart; later says it is not the
+// run's first.
+func (o *RunOptions) suiteBench(sw engine.SuiteSweep, out io.Writer, later bool) *BenchOptions {
 	bo := benchDefaults(o.Factory)
 	bo.IO = &IOStreams{In: o.IO.In, Out: out, ErrOut: o.IO.ErrOut, ErrTTY: o.IO.ErrTTY && !o.Quiet}
 	bo.Ctx, bo.Quiet, bo.hideNotice, bo.Timeout = o.Ctx, o.Quiet, later, o.Timeout
-	bo.Backend, bo.Ranks, bo.RankList = cmp.Or(cfg.Backend, bo.Backend), cfg.Ranks, layout
-	var err error
-	if bo.Spec, err = s.Spec(cfg, bo.Spec); err != nil {
-		return nil, &engine.UsageError{Err: fmt.Errorf("config %s: line %d: %v", o.Config, s.Line, err)}
-	}
-	return bo, nil
+	bo.Backend, bo.Ranks, bo.RankList = cmp.Or(sw.Backend, bo.Backend), sw.Ranks, sw.Layout
+	bo.Spec = sw.Spec
+	return bo
 }
 
 func (o *BenchOptions) equivalentCommand() []string {

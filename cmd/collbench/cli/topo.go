@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
-	"collbench/internal/outfile"
 	"collbench/report"
 )
 
@@ -72,7 +71,7 @@ func topoRun(o *TopoOptions) error {
 		ctx = context.Background()
 	}
 	f := o.Factory
-	var record *outfile.Target
+	var record *engine.Output
 	if o.Record != "" {
 		var err error
 		if record, err = outputTarget("--record", o.Record); err != nil {
