@@ -301,6 +301,19 @@ type Aborter interface {
 	Abort(cause error)
 }
 
+// Forcer is implemented by worlds that can be told which algorithm to run
+// a collective with, inside one start of the library (the cpu backend's
+// own algorithms): collbench tune's space.
+type Forcer interface {
+	// Choices are the algorithms c can be forced to run with on a
+	// communicator of ranks ranks (none: it runs one way only).
+	Choices(c Collective, ranks int) []string
+	// Force makes c run with algo from now on, on every communicator of
+	// this process; "" returns to the library's own rule. Every process of
+	// the world must force the same before the next operation.
+	Force(c Collective, algo string) error
+}
+
 // Explainer is implemented by worlds that know which algorithm they run a
 // collective with (the cpu backend); NCCL's choices come from its log.
 type Explainer interface {

@@ -87,7 +87,7 @@ func (c *comm) run(call measure.Call, send, recv []byte) error {
 	esz := int64(t.Size())
 	switch call.Coll {
 	case measure.AllReduce:
-		if k > recursiveMinRanks && len(recv) <= smallAllReduce {
+		if c.m.allReduceAlgo(int64(len(recv)), k) == algoRecursiveDoubling {
 			if !sameStart(send, recv) {
 				if err := c.copyOrStop(recv, send); err != nil {
 					return err
@@ -288,7 +288,8 @@ func (c *comm) ringAllGather(tag uint64, seg func(int) []byte) error {
 }
 
 // recursiveDoubling allreduces buf in place in ⌈log2 k⌉ exchanges of the
-// whole buffer. With k not a power of two, the first 2r ranks pair up: the
+// whole buffer, piece by piece (one unread piece in flight each way, at
+// any size). With k not a power of two, the first 2r ranks pair up: the
 // even one hands its input to the odd one and gets the result at the end.
 func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op measure.ReduceOp) error {
 	k, q := c.size(), c.me
@@ -297,7 +298,19 @@ func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op measu
 		p2 *= 2
 	}
 	r := k - p2
-	in := c.scratch[:len(buf)]
+	ps := pieceBytes(t)
+	in := c.scratch[:ps]
+	// fold receives buf from l piece by piece and reduces it into buf.
+	fold := func(l *link) error {
+		for j := 0; j < pieces(len(buf), ps); j++ {
+			b := piece(buf, j, ps)
+			if err := l.recv(tag, in[:len(b)]); err != nil {
+				return err
+			}
+			reduce.Into(b, in[:len(b)], t, op)
+		}
+		return nil
+	}
 	var vr int // rank among the p2 that double
 	if q < 2*r {
 		if q%2 == 0 {
@@ -314,10 +327,9 @@ func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op measu
 		if err != nil {
 			return err
 		}
-		if err := l.recv(tag, in); err != nil {
+		if err := fold(l); err != nil {
 			return err
 		}
-		reduce.Into(buf, in, t, op)
 		vr = q / 2
 	} else {
 		vr = q - r
@@ -333,13 +345,16 @@ func (c *comm) recursiveDoubling(tag uint64, buf []byte, t dtype.DType, op measu
 		if err != nil {
 			return err
 		}
-		if err := l.send(tag, buf); err != nil {
-			return err
+		for j := 0; j < pieces(len(buf), ps); j++ {
+			b := piece(buf, j, ps)
+			if err := l.send(tag, b); err != nil {
+				return err
+			}
+			if err := l.recv(tag, in[:len(b)]); err != nil {
+				return err
+			}
+			reduce.Into(b, in[:len(b)], t, op)
 		}
-		if err := l.recv(tag, in); err != nil {
-			return err
-		}
-		reduce.Into(buf, in, t, op)
 	}
 	if err := c.finishAvg(buf, t, op); err != nil {
 		return err

@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"strings"
+
 	"collbench/measure"
 	"collbench/results"
 )
@@ -27,10 +29,7 @@ func (w *distWorld) Algorithm(c measure.Collective, bytes int64, ranks int) *res
 	a := &results.AlgoChoice{Proto: "TCP", Source: cpuSource}
 	switch c {
 	case measure.AllReduce:
-		a.Algo = "RING"
-		if ranks > recursiveMinRanks && bytes <= smallAllReduce {
-			a.Algo = "RECURSIVE_DOUBLING"
-		}
+		a.Algo = strings.ToUpper(w.m.allReduceAlgo(bytes, ranks))
 	case measure.ReduceScatter, measure.AllGather:
 		a.Algo = "RING"
 	case measure.Broadcast, measure.Reduce:

@@ -68,6 +68,9 @@ type mesh struct {
 	abortErr  error
 
 	sent, recvd atomic.Int64
+
+	// force is the algorithm forced per collective (force.go).
+	force forced
 }
 
 type link struct {
