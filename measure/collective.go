@@ -34,20 +34,30 @@ type collInfo struct {
 	aliases []string
 	reduces bool // takes a reduction operation
 	rooted  bool // takes a root rank
+	outcome string
 }
 
 var collInfos = [numCollectives]collInfo{
-	AllReduce:     {"allreduce", []string{"all-reduce", "all_reduce", "ar"}, true, false},
-	AllGather:     {"allgather", []string{"all-gather", "all_gather", "ag"}, false, false},
-	ReduceScatter: {"reduce-scatter", []string{"reducescatter", "reduce_scatter", "rs"}, true, false},
-	Broadcast:     {"broadcast", []string{"bcast"}, false, true},
-	Reduce:        {"reduce", nil, true, true},
-	AllToAll:      {"alltoall", []string{"all-to-all", "all_to_all", "a2a"}, false, false},
-	SendRecv:      {"sendrecv", []string{"send-recv", "send_recv", "p2p"}, false, false},
-	Gather:        {"gather", nil, false, true},
-	Scatter:       {"scatter", nil, false, true},
-	AllToAllV:     {"alltoallv", []string{"all-to-all-v", "all_to_all_v", "a2av"}, false, false},
-	HyperCube:     {"hypercube", []string{"hyper-cube"}, false, false},
+	AllReduce:     {"allreduce", []string{"all-reduce", "all_reduce", "ar"}, true, false, "every rank ends with the reduction of all inputs"},
+	AllGather:     {"allgather", []string{"all-gather", "all_gather", "ag"}, false, false, "every rank ends with all ranks' inputs, in rank order"},
+	ReduceScatter: {"reduce-scatter", []string{"reducescatter", "reduce_scatter", "rs"}, true, false, "rank r ends with part r of the reduction"},
+	Broadcast:     {"broadcast", []string{"bcast"}, false, true, "every rank ends with the root's input"},
+	Reduce:        {"reduce", nil, true, true, "the root ends with the reduction of all inputs"},
+	AllToAll:      {"alltoall", []string{"all-to-all", "all_to_all", "a2a"}, false, false, "rank r sends its part p to rank p"},
+	SendRecv:      {"sendrecv", []string{"send-recv", "send_recv", "p2p"}, false, false, "each rank sends to rank+1 and receives from rank-1"},
+	Gather:        {"gather", nil, false, true, "the root ends with all ranks' inputs, in rank order"},
+	Scatter:       {"scatter", nil, false, true, "rank r ends with part r of the root's input"},
+	AllToAllV:     {"alltoallv", []string{"all-to-all-v", "all_to_all_v", "a2av"}, false, false, "alltoall with uneven counts between every pair of ranks"},
+	HyperCube:     {"hypercube", []string{"hyper-cube"}, false, false, "log2(n) rounds, each exchanging with rank XOR 2^k"},
+}
+
+// Outcome says in a few words what the collective leaves on each rank,
+// as its command's summary says it.
+func (c Collective) Outcome() string {
+	if c < 0 || c >= numCollectives {
+		return ""
+	}
+	return collInfos[c].outcome
 }
 
 // AllCollectives returns every collective in sweep order.

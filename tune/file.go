@@ -23,6 +23,30 @@ var (
 	Protocols = []string{"ll", "ll128", "simple"}
 )
 
+// Vocabulary is what a backend's tuner file may name: NCCL's algorithms
+// and protocols, or the cpu backend's own (a file collbench alone reads,
+// through tune --check).
+type Vocabulary struct {
+	Backend    string
+	Algorithms []string
+	Protocols  []string
+}
+
+// NCCL is the example tuner plugin's vocabulary.
+var NCCL = Vocabulary{Backend: "nccl", Algorithms: Algorithms, Protocols: Protocols}
+
+// CPU is the cpu backend's: allreduce by ring or recursive doubling, over
+// TCP.
+var CPU = Vocabulary{Backend: "cpu", Algorithms: []string{"ring", "recursive_doubling"}, Protocols: []string{"tcp"}}
+
+// VocabularyOf is the vocabulary of the backend named.
+func VocabularyOf(backend string) Vocabulary {
+	if backend == "cpu" {
+		return CPU
+	}
+	return NCCL
+}
+
 // Entry is one line of a tuner file: for a collective whose message size
 // is in [MinBytes, MaxBytes] on NNodes nodes and NRanks ranks, run
 // Algorithm with Protocol on Channels channels. -1 means any (NNodes,
@@ -47,7 +71,10 @@ const header = "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNo
 // named with its line: a line not in the format, an unknown collective,
 // algorithm or protocol, a range upside down, ranges of the same
 // collective and dimensions that overlap.
-func Read(r io.Reader, name string) ([]Entry, error) {
+func Read(r io.Reader, name string) ([]Entry, error) { return ReadFor(r, name, NCCL) }
+
+// ReadFor is Read with a backend's vocabulary.
+func ReadFor(r io.Reader, name string, v Vocabulary) ([]Entry, error) {
 	var out []Entry
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 1<<20)
@@ -58,7 +85,7 @@ func Read(r io.Reader, name string) ([]Entry, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		e, err := parseLine(line)
+		e, err := parseLine(line, v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: line %d: %v", name, n, err)
 		}
@@ -77,7 +104,7 @@ func Read(r io.Reader, name string) ([]Entry, error) {
 	return out, nil
 }
 
-func parseLine(line string) (Entry, error) {
+func parseLine(line string, v Vocabulary) (Entry, error) {
 	f := strings.Split(line, ",")
 	for i := range f {
 		f[i] = strings.TrimSpace(f[i])
@@ -92,11 +119,11 @@ func parseLine(line string) (Entry, error) {
 	if !slices.Contains(Collectives, e.Collective) {
 		return e, fmt.Errorf("unknown collective %q (valid: %s)", f[0], strings.Join(Collectives, ", "))
 	}
-	if !slices.Contains(Algorithms, e.Algorithm) {
-		return e, fmt.Errorf("unknown algorithm %q (valid: %s)", f[3], strings.Join(Algorithms, ", "))
+	if !slices.Contains(v.Algorithms, e.Algorithm) {
+		return e, fmt.Errorf("unknown algorithm %q for the %s backend (valid: %s)", f[3], v.Backend, strings.Join(v.Algorithms, ", "))
 	}
-	if !slices.Contains(Protocols, e.Protocol) {
-		return e, fmt.Errorf("unknown protocol %q (valid: %s)", f[4], strings.Join(Protocols, ", "))
+	if !slices.Contains(v.Protocols, e.Protocol) {
+		return e, fmt.Errorf("unknown protocol %q for the %s backend (valid: %s)", f[4], v.Backend, strings.Join(v.Protocols, ", "))
 	}
 	var err error
 	if e.MinBytes, err = strconv.ParseInt(f[1], 10, 64); err != nil || e.MinBytes < 0 {
@@ -155,4 +182,18 @@ func Write(w io.Writer, es []Entry, comments ...string) error {
 			e.Channels, e.NNodes, e.NRanks, e.NumPipeOps, e.RegBuff)
 	}
 	return bw.Flush()
+}
+
+// Match is the entry that covers a message of size bytes of coll (the
+// file's name) on ranks ranks and nodes nodes, as the plugin picks it:
+// the first line whose range holds the size and whose dimensions are the
+// run's or -1.
+func Match(es []Entry, coll string, size int64, ranks, nodes int) (Entry, bool) {
+	for _, e := range es {
+		if e.Collective == coll && size >= e.MinBytes && size <= e.MaxBytes &&
+			(e.NRanks == -1 || e.NRanks == ranks) && (e.NNodes == -1 || e.NNodes == nodes) {
+			return e, true
+		}
+	}
+	return Entry{}, false
 }

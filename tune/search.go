@@ -12,14 +12,17 @@ import (
 // the tuner file's names, and a channel count (-1: NCCL's own). The zero
 // Choice with Default set is NCCL's own choice, unforced.
 type Choice struct {
-	Algorithm, Protocol string
-	Channels            int
-	Default             bool
+	Algorithm string `json:"algorithm,omitempty"`
+	Protocol  string `json:"protocol,omitempty"`
+	Channels  int    `json:"channels,omitempty"`
+	Default   bool   `json:"default,omitempty"`
 }
 
+// String names the choice as tables show it: algorithm/protocol, with
+// the channels where forced; "default" for the library's own.
 func (c Choice) String() string {
 	if c.Default {
-		return "NCCL's choice"
+		return "default"
 	}
 	if c.Channels > 0 {
 		return fmt.Sprintf("%s/%s/%dch", c.Algorithm, c.Protocol, c.Channels)
@@ -30,8 +33,8 @@ func (c Choice) String() string {
 // Cell is one choice measured at one size: its times over repeats (µs),
 // the best of which it reports with the repeats' spread.
 type Cell struct {
-	Choice  Choice
-	TimesUS []float64
+	Choice  Choice    `json:"choice"`
+	TimesUS []float64 `json:"times_us"`
 }
 
 // Time is the cell's median time (µs).
@@ -83,13 +86,13 @@ var ErrRefused = fmt.Errorf("the library refuses this choice here")
 // the best; Gain is the best's over NCCL's when it is beyond the noise
 // (0 where NCCL's choice is best, or within noise of the best).
 type Result struct {
-	Size     int64
-	Cells    []Cell
-	Default  Cell
-	Best     Cell
-	Gain     float64
-	Refined  bool // the leaders were measured again
-	Complete bool // every candidate was measured within the budget
+	Size     int64   `json:"size_bytes"`
+	Cells    []Cell  `json:"cells"`
+	Default  Cell    `json:"default"`
+	Best     Cell    `json:"best"`
+	Gain     float64 `json:"gain"`
+	Refined  bool    `json:"refined"`  // the leaders were measured again
+	Complete bool    `json:"complete"` // every candidate was measured within the budget
 }
 
 // Search measures at every size NCCL's own choice and every candidate,
@@ -195,4 +198,12 @@ func finish(r *Result) {
 	if ok, g := Beats(r.Best, r.Default); ok {
 		r.Gain = g
 	}
+}
+
+// NewResult is the result of cells measured at one size (one of them the
+// default): its best, and the gain over the default beyond the noise.
+func NewResult(size int64, cells []Cell) Result {
+	r := Result{Size: size, Cells: cells, Complete: true}
+	finish(&r)
+	return r
 }

@@ -59,12 +59,12 @@ func TestSearchFindsTheKnownBest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[int64]string{8 << 10: "tree/ll", 256 << 10: "NCCL's choice", 4 << 20: "ring/simple"}
+	want := map[int64]string{8 << 10: "tree/ll", 256 << 10: "default", 4 << 20: "ring/simple"}
 	for _, r := range rs {
 		if got := r.Best.Choice.String(); got != want[r.Size] || !r.Complete || !r.Refined {
 			t.Errorf("%d B: best %s (complete %v, refined %v), want %s", r.Size, got, r.Complete, r.Refined, want[r.Size])
 		}
-		if (r.Gain > 0) != (want[r.Size] != "NCCL's choice") {
+		if (r.Gain > 0) != (want[r.Size] != "default") {
 			t.Errorf("%d B: gain %.3f", r.Size, r.Gain)
 		}
 		for _, c := range r.Cells {

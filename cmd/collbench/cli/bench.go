@@ -134,20 +134,6 @@ func benchCommands(f *Factory) []*cobra.Command {
 	return out
 }
 
-var collectiveShort = map[measure.Collective]string{
-	measure.AllReduce:     "Sweep allreduce: every rank ends with the reduction of all inputs",
-	measure.AllGather:     "Sweep allgather: every rank ends with all ranks' inputs, in rank order",
-	measure.ReduceScatter: "Sweep reduce-scatter: rank r ends with part r of the reduction",
-	measure.Broadcast:     "Sweep broadcast: every rank ends with the root's input",
-	measure.Reduce:        "Sweep reduce: the root ends with the reduction of all inputs",
-	measure.AllToAll:      "Sweep alltoall: rank r sends its part p to rank p",
-	measure.SendRecv:      "Sweep send/recv: each rank sends to rank+1 and receives from rank-1",
-	measure.Gather:        "Sweep gather: the root ends with all ranks' inputs, in rank order",
-	measure.Scatter:       "Sweep scatter: rank r ends with part r of the root's input",
-	measure.AllToAllV:     "Sweep alltoallv: alltoall with uneven counts between every pair of ranks",
-	measure.HyperCube:     "Sweep hypercube: log2(n) rounds, each exchanging with rank XOR 2^k",
-}
-
 // NewCmdCollective builds the command for one collective. runF replaces
 // benchRun in tests.
 func NewCmdCollective(f *Factory, c measure.Collective, runF func(*BenchOptions) error) *cobra.Command {
@@ -155,7 +141,7 @@ func NewCmdCollective(f *Factory, c measure.Collective, runF func(*BenchOptions)
 	cmd := &cobra.Command{
 		Use:     c.String(),
 		Aliases: c.Aliases(),
-		Short:   collectiveShort[c],
+		Short:   fmt.Sprintf("Sweep %s: %s", c, c.Outcome()),
 		Args:    noArgs,
 		Example: fmt.Sprintf("  collbench %s --sizes 8:1G\n  collbench %s -b 8 -e 128M -f 2 --dtype all -o run.json", c, c),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"collbench/engine"
+	"collbench/tune"
+)
+
+// TestTuneAcrossProcesses tunes allreduce on the cpu backend in three
+// processes (a folded rank for recursive doubling): every size has the
+// default and both algorithms measured and verified, the JSON holds every
+// cell, the tuner file reads back in the cpu backend's vocabulary, and
+// --check with that file measures each size the file covers against the
+// default.
+func TestTuneAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	js, csv := filepath.Join(dir, "tune.json"), filepath.Join(dir, "tuner.csv")
+	code, out, errOut := launchSelf(t, "-n", "3", "--", "tune", "--backend", "cpu", "--sizes", "8,64K,1M", "-n", "2", "-w", "1",
+		"--repeats", "3", "--budget", "60s", "-o", js, "--tuner-file", csv)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep tune.Report
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != tune.Schema || rep.Ranks != 3 || !rep.Complete || len(rep.Collectives) != 1 || len(rep.Collectives[0].Results) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Collectives[0].Results {
+		names := map[string]bool{}
+		for _, c := range r.Cells {
+			names[c.Choice.String()] = len(c.TimesUS) > 0
+		}
+		if !names["default"] || !names["ring/tcp"] || !names["recursive_doubling/tcp"] {
+			t.Errorf("%d B: cells %v, want the default and both algorithms, each measured", r.Size, names)
+		}
+	}
+	if !strings.Contains(out, "## allreduce on 3 ranks (cpu backend)") {
+		t.Errorf("no table:\n%s", out)
+	}
+	f, err := os.Open(csv) //nolint:gosec // G304: the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	es, err := tune.ReadFor(f, csv, tune.CPU)
+	if err != nil && !strings.Contains(err.Error(), "no entries") {
+		t.Fatalf("the tuner file does not read back: %v", err)
+	}
+	if len(es) != len(rep.Entries()) {
+		t.Errorf("the file has %d lines, the report %d", len(es), len(rep.Entries()))
+	}
+
+	// --check: a file that forces recursive doubling up to 64 KiB.
+	mine := filepath.Join(dir, "mine.csv")
+	if err := os.WriteFile(mine, []byte("allreduce,0,65536,recursive_doubling,tcp,-1,-1,-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = launchSelf(t, "-n", "3", "--", "tune", "--backend", "cpu", "--sizes", "8,64K,1M", "-n", "2", "-w", "1",
+		"--repeats", "3", "--check", mine, "-o", js)
+	if code != 0 && !strings.Contains(errOut, "slower than the default") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	data, err = os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep = tune.Report{}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	rs := rep.Collectives[0].Results
+	if rep.Check != mine || len(rs) != 3 || len(rs[0].Cells) != 2 || len(rs[1].Cells) != 2 || len(rs[2].Cells) != 1 {
+		t.Fatalf("check report %+v", rep)
+	}
+	if rs[0].Cells[1].Choice.Algorithm != "recursive_doubling" || len(rs[0].Cells[1].TimesUS) != 3 {
+		t.Errorf("8 B: the file's choice %+v", rs[0].Cells[1])
+	}
+	if !strings.Contains(out, "no line of the file covers this size") {
+		t.Errorf("1 MiB is outside the file, and the table does not say so:\n%s", out)
+	}
+}
+
+// TestTuneBudgetCutsTheSearch: a budget far too short for the sizes ends
+// the search with what it measured, says so, and exits 0.
+func TestTuneBudgetCutsTheSearch(t *testing.T) {
+	t.Parallel()
+	js := filepath.Join(t.TempDir(), "tune.json")
+	code, out, errOut := launchSelf(t, "-n", "2", "--", "tune", "--backend", "cpu", "--sizes", "8:64M:x2", "-n", "2", "-w", "1",
+		"--budget", "1s", "-o", js, "-q")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep tune.Report
+	data, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Complete || len(rep.Collectives) != 1 || len(rep.Collectives[0].Results) == 0 || len(rep.Collectives[0].Results) >= 24 {
+		t.Fatalf("a 1 s budget over 24 sizes: complete %v, %d sizes kept", rep.Complete, len(rep.Collectives[0].Results))
+	}
+}
+
+// TestTuneBadInput: each refusal is one line and exit 2.
+func TestTuneBadInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tune", "--backend", "cpu", "--budget", "0s"}, "--budget 0s"},
+		{[]string{"tune", "--backend", "cpu", "--check"}, "needs an argument"},
+		{[]string{"tune", "--backend", "cpu", "--sizes", "1Q"}, "1Q"},
+		{[]string{"tune", "--backend", "cpu"}, "nothing to tune"},
+	} {
+		f, outB, errB := testFactory()
+		code := run(t, f, c.args...)
+		out, errOut := outB.String(), errB.String()
+		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q (want one line with %q)\n%s", c.args, code, errOut, c.want, out)
+		}
+	}
+	for _, c := range []struct{ body, want string }{
+		{"allreduce,0,100,tree,ll,-1,1,4\n", `unknown algorithm "tree" for the cpu backend`},
+		{"allreduce,0,100,ring\n", "4 fields"},
+		{"allreduce,0,100,ring,tcp,-1,-1,-1\nallreduce,50,200,recursive_doubling,tcp,-1,-1,-1\n", "overlap"},
+	} {
+		code, out, errOut := launchSelf(t, "-n", "2", "--", "tune", "--backend", "cpu", "--check", write("f.csv", c.body))
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, stderr %q (want %q)\n%s", c.body, code, errOut, c.want, out)
+		}
+	}
+}
+
+// TestTuneCtrlCKeepsWhatWasMeasured interrupts a long search once its
+// first sizes are on disk: it exits 130 promptly, the JSON holds every
+// size measured (a valid document, marked incomplete), and no rank is
+// left.
+func TestTuneCtrlCKeepsWhatWasMeasured(t *testing.T) {
+	t.Parallel()
+	js := filepath.Join(t.TempDir(), "tune.json")
+	p := startSelf(t, nil, "launch", "-n", "2", "--", "tune", "--backend", "cpu", "--sizes", "8:256M:x2", "-n", "5", "-w", "1",
+		"--budget", "10m", "-o", js, "-q")
+	read := func() *tune.Report {
+		data, err := os.ReadFile(js)
+		if err != nil {
+			return nil
+		}
+		var rep tune.Report
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatalf("the JSON on disk is not a valid document at some instant: %v", err)
+		}
+		return &rep
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if rep := read(); rep != nil && len(rep.Collectives) > 0 && len(rep.Collectives[0].Results) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sizes on disk after 60 s: %s", p.errb)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	sent := time.Now()
+	code := p.wait(t, 30*time.Second)
+	if code != engine.ExitInterrupted {
+		t.Errorf("exit %d, want %d: %s", code, engine.ExitInterrupted, p.errb)
+	}
+	if took := p.ended.Sub(sent); took > 5*time.Second {
+		t.Errorf("exited %v after SIGINT", took)
+	}
+	rep := read()
+	if rep == nil || rep.Complete || len(rep.Collectives[0].Results) < 3 || len(rep.Collectives[0].Results) >= 26 {
+		t.Fatalf("after SIGINT: %+v", rep)
+	}
+	t.Logf("%d sizes kept; exit %d %v after SIGINT", len(rep.Collectives[0].Results), code, p.ended.Sub(sent).Round(time.Millisecond))
+	noneLeft(t)
+}

@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"collbench/internal/bounded"
+	"collbench/internal/words"
+	"collbench/measure"
+	"collbench/tune"
+	"collbench/watchdog"
+)
+
+// Tune is one collbench tune run: for each collective and size, the
+// library's own choice and every algorithm it can be forced to, each
+// measured and verified, within a budget; or, with Check, a tuner file's
+// choices measured against the defaults.
+type Tune struct {
+	// Plan gives the collectives, sizes, the type and op (the first of
+	// each), iterations, warm-up and checks of every measurement.
+	Plan             measure.Plan
+	Backend, NCCLLib string
+	Ranks            int
+	// Budget bounds the search's wall time; Repeats is how often a leader
+	// is measured again (at least 3).
+	Budget  time.Duration
+	Repeats int
+	// Check names a tuner file to measure against the defaults instead.
+	Check string
+	RunFlags
+	Tool string
+	// OnReady, if set, runs once the backend is chosen, before any rank is
+	// opened; rank0 says whether this process writes the report.
+	OnReady func(choice BackendChoice, rank0 bool) error
+	// Progress, if set, receives a line per size measured (rank 0).
+	Progress func(string)
+	// OnReport, if set, receives the report after every result, so what
+	// was measured reaches disk as it is measured (rank 0).
+	OnReport func(*tune.Report)
+}
+
+// TuneReport is what a tune run measured (tune.Report): the CLI renders it
+// with its methods.
+type TuneReport = tune.Report
+
+// DefaultTuneBudget is tune's time limit when none is given.
+const DefaultTuneBudget = 2 * time.Minute
+
+// tuneStep is what rank 0 tells every process to measure next.
+type tuneStep struct {
+	Stop    bool   `json:"stop,omitempty"`
+	Coll    int    `json:"coll"` // index into the plan's collectives
+	Algo    string `json:"algo,omitempty"`
+	Size    int64  `json:"size"`
+	Repeats int    `json:"repeats"`
+}
+
+// RunTune runs t and returns the report on rank 0 (nil elsewhere): every
+// cell measured so far even when the error is not nil (a budget cut is no
+// error; a signal is a *SignalError; wrong elements a *CheckFailedError).
+// With Check, a file choice slower than the default beyond the noise of
+// both is a *CheckFailedError.
+func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
+	if t.Budget <= 0 {
+		return nil, UsageErrorf("--budget %v: give the search some time, e.g. --budget 2m", t.Budget)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	board := watchdog.NewBoard()
+	ctx = watchdog.WithBoard(ctx, board)
+	plan := t.Plan
+	plan.DTypes, plan.Ops = plan.DTypes[:1], plan.Ops[:1]
+	plan.OutOfPlace, plan.InPlace, plan.Cycles, plan.Stable = true, false, 0, false
+	ss, err := f.StartSession(ctx, t.Backend, t.NCCLLib, t.Ranks, t.RunFlags, func(n int) error {
+		if err := plan.Validate(n); err != nil {
+			return &UsageError{Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer ss.Close()
+	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
+	vocab := tune.VocabularyOf(b.Name())
+	var entries []tune.Entry
+	if t.Check != "" {
+		if entries, err = readTunerFile(ctx, t.Check, vocab); err != nil {
+			return nil, err
+		}
+	}
+	if t.OnReady != nil {
+		if err := t.OnReady(ss.Choice, rank0); err != nil {
+			return nil, err
+		}
+	}
+	world, _, g, err := f.openWatched(ctx, cancel, ss, board, t.RunFlags)
+	if err != nil {
+		return nil, err
+	}
+	defer world.Close()
+	defer g.Close()
+	forcer, ok := world.(measure.Forcer)
+	if !ok {
+		why := "NCCL's algorithm cannot be forced per operation in this build (collbench's tuner plugin is not written yet)"
+		if b.Name() == "cpu" {
+			why = "the cpu backend's ranks in one process meet in shared memory, with one algorithm"
+		}
+		return nil, UsageErrorf("nothing to tune: %s; tune the cpu backend across processes (collbench launch -n 4 -- tune --backend cpu)", why)
+	}
+	hosts := map[string]bool{}
+	for _, h := range ss.Hosts {
+		hosts[h] = true
+	}
+	rep := &tune.Report{Schema: tune.Schema, Tool: t.Tool, Backend: b.Name(), Ranks: n, Nodes: len(hosts), Check: t.Check, Started: f.Now(), Complete: true}
+	if t.Check == "" {
+		rep.Budget = t.Budget.String()
+	}
+	tr := &tuner{ctx: ctx, t: t, plan: plan, world: world, forcer: forcer, b: b, n: n, board: board, rep: rep, rank0: rank0}
+	var runErr error
+	if rank0 {
+		runErr = tr.lead(entries, vocab)
+	} else {
+		runErr = tr.follow()
+	}
+	runErr = g.Settle(runErr, 0)
+	if !rank0 {
+		return nil, runErr
+	}
+	if runErr != nil {
+		rep.Complete = false
+		return rep, runErr
+	}
+	if slower := rep.Slower(); len(slower) > 0 {
+		return rep, &CheckFailedError{Msg: "tune --check: " + strings.Join(slower, "; ")}
+	}
+	return rep, nil
+}
+
+// readTunerFile reads a tuner file in the backend's vocabulary; every
+// problem is a UsageError naming the file and line.
+func readTunerFile(ctx context.Context, path string, v tune.Vocabulary) ([]tune.Entry, error) {
+	fh, release, err := bounded.Open(ctx, path)
+	if err != nil {
+		return nil, UsageErrorf("--check %s: %v", path, err)
+	}
+	defer release()
+	data, err := bounded.Read(fh, path, bounded.Config)
+	if err != nil {
+		return nil, UsageErrorf("--check %s: %v", path, err)
+	}
+	es, err := tune.ReadFor(strings.NewReader(string(data)), path, v)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return es, nil
+}
+
+// tuner runs a tune on one process: rank 0 leads (decides every step and
+// tells the others), the others follow.
+type tuner struct {
+	ctx    context.Context
+	t      Tune
+	plan   measure.Plan
+	world  measure.World
+	forcer measure.Forcer
+	b      measure.Backend
+	n      int
+	board  *watchdog.Board
+	rep    *tune.Report
+	rank0  bool
+}
+
+// agree makes every process take rank 0's step.
+func (tr *tuner) agree(s *tuneStep) error {
+	d, ok := tr.world.(measure.Distributed)
+	if !ok || d.Control() == nil || d.Control().Size() < 2 {
+		return nil
+	}
+	ctl := d.Control()
+	var mine []byte
+	if tr.rank0 {
+		var err error
+		if mine, err = json.Marshal(s); err != nil {
+			return err
+		}
+	}
+	all, err := ctl.AllGather(mine)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(all[0], s)
+}
+
+// step measures one choice of one collective at one size, repeats times,
+// on every process, and returns rank 0's times (µs).
+func (tr *tuner) step(s tuneStep) ([]float64, error) {
+	c := tr.plan.Collectives[s.Coll]
+	if err := tr.forcer.Force(c, s.Algo); err != nil {
+		return nil, err
+	}
+	defer func() { _ = tr.forcer.Force(c, "") }()
+	p := tr.plan
+	p.Collectives, p.Sizes = []measure.Collective{c}, []int64{s.Size}
+	cases, err := p.Cases(tr.b, tr.n)
+	if err != nil {
+		return nil, err
+	}
+	var times []float64
+	for i := 0; i < s.Repeats; i++ {
+		rn := &measure.Runner{World: tr.world, Plan: p, Cases: cases, Board: tr.board, SkipWorldWarmup: true}
+		rows, err := rn.Run(tr.ctx)
+		if err != nil {
+			return times, err
+		}
+		for _, r := range rows {
+			if h := r.OutOfPlace; h != nil {
+				if h.Wrong != nil && *h.Wrong > 0 {
+					return times, &CheckFailedError{Msg: fmt.Sprintf("tune: %s with %s gave %d wrong elements at %s", c, algoName(s.Algo), *h.Wrong, words.Bytes(s.Size))}
+				}
+				times = append(times, h.TimeUS)
+			}
+		}
+	}
+	return times, nil
+}
+
+func algoName(a string) string { return cmp.Or(a, "its default algorithm") }
+
+// follow runs the steps rank 0 sends until it says stop.
+func (tr *tuner) follow() error {
+	for {
+		var s tuneStep
+		if err := tr.agree(&s); err != nil {
+			return err
+		}
+		if s.Stop {
+			return nil
+		}
+		if _, err := tr.step(s); err != nil {
+			return err
+		}
+	}
+}
+
+// lead searches (or checks a file) on rank 0, telling the others each
+// step, and tells them to stop at the end whatever happened.
+func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
+	defer func() {
+		stop := tuneStep{Stop: true}
+		if e := tr.agree(&stop); err == nil && e != nil && tr.ctx.Err() == nil {
+			err = e
+		}
+	}()
+	measureFor := func(ci int) tune.Measure {
+		return func(ctx context.Context, c tune.Choice, size int64, repeats int) ([]float64, error) {
+			s := tuneStep{Coll: ci, Size: size, Repeats: repeats}
+			if !c.Default {
+				s.Algo = c.Algorithm
+			}
+			if err := tr.agree(&s); err != nil {
+				return nil, err
+			}
+			ts, err := tr.step(s)
+			if err != nil && ctx.Err() != nil {
+				return ts, ctx.Err()
+			}
+			return ts, err
+		}
+	}
+	if tr.t.Check != "" {
+		return tr.check(entries, measureFor)
+	}
+	deadline := time.Now().Add(tr.t.Budget)
+	type todo struct {
+		ci    int
+		cands []tune.Choice
+	}
+	var work []todo
+	for ci, c := range tr.plan.Collectives {
+		var cands []tune.Choice
+		for _, a := range tr.forcer.Choices(c, tr.n) {
+			cands = append(cands, tune.Choice{Algorithm: a, Protocol: vocab.Protocols[0], Channels: -1})
+		}
+		if len(cands) == 0 {
+			tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: the %s backend runs it one way only: nothing to tune", c, tr.b.Name()))
+			continue
+		}
+		work = append(work, todo{ci, cands})
+	}
+	if len(work) == 0 {
+		return UsageErrorf("none of the collectives asked for has a choice to tune on the %s backend (it has for: allreduce)", tr.b.Name())
+	}
+	for i, w := range work {
+		// Each collective gets an equal share of what is left.
+		share := time.Until(deadline) / time.Duration(len(work)-i)
+		name := tr.plan.Collectives[w.ci].String()
+		_, err := tune.Search(tr.ctx, measureFor(w.ci), tr.plan.Sizes, w.cands, share, tr.t.Repeats, func(r tune.Result) {
+			tr.rep.Set(name, r)
+			if !r.Complete {
+				tr.rep.Complete = false
+			}
+			tr.say(name, r)
+		})
+		if err != nil {
+			tr.rep.Complete = false
+			if errors.Is(err, context.Canceled) || tr.ctx.Err() != nil {
+				return tr.ctx.Err()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// say reports one result on the progress line and to OnReport.
+func (tr *tuner) say(coll string, r tune.Result) {
+	if tr.t.Progress != nil {
+		tr.t.Progress(fmt.Sprintf("%s %s: %s", coll, words.Bytes(r.Size), tr.rep.Verdict(r)))
+	}
+	if tr.t.OnReport != nil {
+		tr.t.OnReport(tr.rep)
+	}
+}
+
+// check measures, at every size of the plan, the default and the file's
+// choice for it, alternating, Repeats times each.
+func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) error {
+	reps := max(tr.t.Repeats, 3)
+	deadline := time.Now().Add(tr.t.Budget)
+	for ci, c := range tr.plan.Collectives {
+		name := strings.ReplaceAll(c.String(), "-", "")
+		if !slices.ContainsFunc(entries, func(e tune.Entry) bool { return e.Collective == name }) {
+			continue
+		}
+		m := measureFor(ci)
+		for _, size := range tr.plan.Sizes {
+			if tr.ctx.Err() != nil || time.Now().After(deadline) {
+				tr.rep.Complete = false
+				return tr.ctx.Err()
+			}
+			cells := []tune.Cell{{Choice: tune.Choice{Default: true}}}
+			if e, ok := tune.Match(entries, name, size, tr.n, tr.rep.Nodes); ok {
+				cells = append(cells, tune.Cell{Choice: tune.Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels}})
+			}
+			for i := 0; i < reps; i++ {
+				for k := range cells {
+					ts, err := m(tr.ctx, cells[k].Choice, size, 1)
+					if err != nil {
+						return err
+					}
+					cells[k].TimesUS = append(cells[k].TimesUS, ts...)
+				}
+			}
+			r := tune.NewResult(size, cells)
+			tr.rep.Set(c.String(), r)
+			tr.say(c.String(), r)
+		}
+	}
+	if len(tr.rep.Collectives) == 0 {
+		return UsageErrorf("--check %s: no line of the file is for the collectives asked for (%s)", tr.t.Check, collNames(tr.plan.Collectives))
+	}
+	return nil
+}
+
+func collNames(cs []measure.Collective) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,280 @@
+package tune
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"collbench/internal/words"
+	"collbench/report"
+)
+
+// Schema names tune's JSON document.
+const Schema = "collbench/tune"
+
+// Report is one tune run (or one tune --check): every cell measured, by
+// collective and size, as data that the table, the tuner file and the
+// environment are rendered from.
+type Report struct {
+	Schema  string `json:"schema"`
+	Tool    string `json:"tool,omitempty"`
+	Backend string `json:"backend"`
+	Ranks   int    `json:"ranks"`
+	Nodes   int    `json:"nodes"`
+	// Budget is the search's time limit; Check the tuner file measured
+	// against the defaults instead (tune --check).
+	Budget      string       `json:"budget,omitempty"`
+	Check       string       `json:"check,omitempty"`
+	Started     time.Time    `json:"started"`
+	Collectives []Collective `json:"collectives"`
+	Notes       []string     `json:"notes,omitempty"`
+	// Complete is false when the budget or a signal cut the run short.
+	Complete bool `json:"complete"`
+}
+
+// Collective is one collective's results, by size.
+type Collective struct {
+	Name    string   `json:"collective"`
+	Results []Result `json:"results"`
+}
+
+// Set records a result of coll, replacing the one of its size (a size
+// refined after its coarse pass); a size not measured at all (the budget
+// or a signal ended the search first) marks the report incomplete instead.
+func (r *Report) Set(coll string, res Result) {
+	if len(res.Cells) == 0 {
+		r.Complete = false
+		return
+	}
+	i := slices.IndexFunc(r.Collectives, func(c Collective) bool { return c.Name == coll })
+	if i < 0 {
+		r.Collectives = append(r.Collectives, Collective{Name: coll})
+		i = len(r.Collectives) - 1
+	}
+	c := &r.Collectives[i]
+	if j := slices.IndexFunc(c.Results, func(x Result) bool { return x.Size == res.Size }); j >= 0 {
+		c.Results[j] = res
+	} else {
+		c.Results = append(c.Results, res)
+	}
+	slices.SortFunc(c.Results, func(a, b Result) int { return int(min(max(a.Size-b.Size, -1), 1)) })
+}
+
+// WriteJSON writes the report as one JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// timeNoise renders a cell's median time with its spread.
+func timeNoise(c Cell) string {
+	if len(c.TimesUS) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ±%.0f%%", c.Time(), max(c.Noise(), MinNoise)*100)
+}
+
+// Verdict says what one size's result shows: the gain of the best over
+// the default beyond the noise of both, the default best, or (tune
+// --check) whether the file's choice reproduces a gain, is within noise
+// of the default, or is slower.
+func (r *Report) Verdict(res Result) string {
+	if r.Check != "" {
+		file := otherThan(res)
+		switch {
+		case file == nil:
+			return "no line of the file covers this size"
+		case res.Gain > 0 && !res.Best.Choice.Default:
+			return fmt.Sprintf("reproduced: %+.0f%%", res.Gain*100)
+		}
+		if slower, g := Beats(res.Default, *file); slower {
+			return fmt.Sprintf("SLOWER than the default by %.0f%%", g*100)
+		}
+		return "within noise of the default"
+	}
+	switch {
+	case res.Gain > 0:
+		return fmt.Sprintf("%+.0f%% (beyond both cells' noise)", res.Gain*100)
+	case res.Best.Choice.Default:
+		return "the default is best"
+	default:
+		return "within noise: keep the default"
+	}
+}
+
+// otherThan is the one cell of a check that is not the default, or nil.
+func otherThan(res Result) *Cell {
+	for i := range res.Cells {
+		if !res.Cells[i].Choice.Default {
+			return &res.Cells[i]
+		}
+	}
+	return nil
+}
+
+// WriteTable writes one table per collective: size, what the default ran
+// and its time, the best choice (or the file's) and its time, and the
+// verdict.
+func (r *Report) WriteTable(w io.Writer) error {
+	second := "best"
+	if r.Check != "" {
+		second = "the file's"
+	}
+	for i, c := range r.Collectives {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "## %s on %d ranks (%s backend)\n", c.Name, r.Ranks, r.Backend)
+		tb := report.PlainTable(w)
+		tb.Header("size", "default (µs)", second, "its time (µs)", "cells", "verdict")
+		for _, res := range c.Results {
+			other := res.Best
+			if r.Check != "" {
+				if o := otherThan(res); o != nil {
+					other = *o
+				}
+			}
+			cells := fmt.Sprint(len(res.Cells))
+			if !res.Complete {
+				cells += " (cut short)"
+			}
+			if err := tb.Append(words.Bytes(res.Size), timeNoise(res.Default), other.Choice.String(), timeNoise(other), cells, r.Verdict(res)); err != nil {
+				return err
+			}
+		}
+		if err := tb.Render(); err != nil {
+			return err
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "# %s\n", n)
+	}
+	return nil
+}
+
+// Entries are the tuner file's lines: for each collective, the sizes
+// where the best choice beats the default beyond the noise of both. A
+// measured size s stands for the sizes above the size measured before it
+// up to s; neighbours with the same best choice share one line.
+func (r *Report) Entries() []Entry {
+	var out []Entry
+	for _, c := range r.Collectives {
+		name := strings.ReplaceAll(c.Name, "-", "")
+		var prev int64 = -1
+		for _, res := range c.Results {
+			lo := prev + 1
+			prev = res.Size
+			if res.Gain <= 0 || res.Best.Choice.Default {
+				continue
+			}
+			ch := res.Best.Choice
+			if n := len(out); n > 0 {
+				last := &out[n-1]
+				if last.Collective == name && last.MaxBytes == lo-1 && last.Algorithm == ch.Algorithm && last.Protocol == ch.Protocol && last.Channels == channels(ch) {
+					last.MaxBytes = res.Size
+					continue
+				}
+			}
+			out = append(out, Entry{Collective: name, MinBytes: lo, MaxBytes: res.Size, Algorithm: ch.Algorithm, Protocol: ch.Protocol,
+				Channels: channels(ch), NNodes: r.Nodes, NRanks: r.Ranks, NumPipeOps: -1, RegBuff: -1})
+		}
+	}
+	return out
+}
+
+func channels(c Choice) int {
+	if c.Channels > 0 {
+		return c.Channels
+	}
+	return -1
+}
+
+// WriteTunerFile writes Entries in the example tuner plugin's format, with
+// comments that say what measured them.
+func (r *Report) WriteTunerFile(w io.Writer) error {
+	comments := []string{
+		fmt.Sprintf("collbench tune, %s backend, %d ranks on %d nodes, %s", r.Backend, r.Ranks, r.Nodes, r.Started.UTC().Format(time.RFC3339)),
+		"only the sizes where the best choice beat the default beyond the noise of both",
+	}
+	if r.Backend == "cpu" {
+		comments = append(comments, "the cpu backend's own algorithms: read by collbench tune --check, not by NCCL")
+	}
+	if !r.Complete {
+		comments = append(comments, "the search was cut short (budget or signal): sizes not measured have no line")
+	}
+	return Write(w, r.Entries(), comments...)
+}
+
+// Environment is the one setting that fits every size measured of every
+// collective, where there is one: a choice within the noise of the best
+// everywhere and beyond the default's noise somewhere, as NCCL's
+// variables. "" where none fits, or on a backend without such variables.
+func (r *Report) Environment() string {
+	if r.Backend != "nccl" || r.Check != "" {
+		return ""
+	}
+	var cands []Choice
+	for _, c := range r.Collectives {
+		for _, res := range c.Results {
+			for _, cell := range res.Cells {
+				if !cell.Choice.Default && !slices.Contains(cands, cell.Choice) {
+					cands = append(cands, cell.Choice)
+				}
+			}
+		}
+	}
+	best, bestGains := Choice{}, 0
+	for _, ch := range cands {
+		gains, fits := 0, true
+		for _, c := range r.Collectives {
+			for _, res := range c.Results {
+				i := slices.IndexFunc(res.Cells, func(x Cell) bool { return x.Choice == ch })
+				if i < 0 {
+					fits = false
+					break
+				}
+				if beaten, _ := Beats(res.Best, res.Cells[i]); beaten {
+					fits = false
+					break
+				}
+				if ok, _ := Beats(res.Cells[i], res.Default); ok {
+					gains++
+				}
+			}
+		}
+		if fits && gains > bestGains {
+			best, bestGains = ch, gains
+		}
+	}
+	if bestGains == 0 {
+		return ""
+	}
+	env := "NCCL_ALGO=" + best.Algorithm + " NCCL_PROTO=" + best.Protocol
+	if best.Channels > 0 {
+		env += fmt.Sprintf(" NCCL_MIN_NCHANNELS=%d NCCL_MAX_NCHANNELS=%d", best.Channels, best.Channels)
+	}
+	return env
+}
+
+// Slower are the sizes of a check where the file's choice was slower than
+// the default beyond the noise of both ("" for none).
+func (r *Report) Slower() []string {
+	var out []string
+	if r.Check == "" {
+		return nil
+	}
+	for _, c := range r.Collectives {
+		for _, res := range c.Results {
+			if f := otherThan(res); f != nil {
+				if slower, g := Beats(res.Default, *f); slower {
+					out = append(out, fmt.Sprintf("%s %s: %s is %.0f%% slower than the default", c.Name, words.Bytes(res.Size), f.Choice, g*100))
+				}
+			}
+		}
+	}
+	return out
+}

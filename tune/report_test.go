@@ -1,0 +1,150 @@
+package tune
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func cell(c Choice, ts ...float64) Cell { return Cell{Choice: c, TimesUS: ts} }
+
+var (
+	def  = Choice{Default: true}
+	ring = Choice{Algorithm: "ring", Protocol: "tcp", Channels: -1}
+	rd   = Choice{Algorithm: "recursive_doubling", Protocol: "tcp", Channels: -1}
+)
+
+// cpuReport is a search on the cpu backend: recursive doubling well ahead
+// at 8 B to 2 KiB (8 B to 512 B share one line), within noise at 8 KiB,
+// ahead again at 32 KiB (a line of its own, as 8 KiB is not), the default
+// best at 1 MiB.
+func cpuReport() *Report {
+	r := &Report{Schema: Schema, Backend: "cpu", Ranks: 4, Nodes: 2, Budget: "2m0s", Started: time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC), Complete: true}
+	for _, x := range []struct {
+		size    int64
+		d, f, s []float64
+	}{
+		{8, []float64{100, 102, 101}, []float64{101, 100, 103}, []float64{40, 41, 40}},
+		{512, []float64{110, 111, 112}, []float64{111, 110, 112}, []float64{50, 50, 51}},
+		{2048, []float64{130, 131, 129}, []float64{131, 130, 130}, []float64{70, 71, 70}},
+		{8192, []float64{200, 230, 170}, []float64{201, 200, 203}, []float64{190, 210, 180}},
+		{32768, []float64{400, 401, 402}, []float64{400, 402, 401}, []float64{300, 301, 302}},
+		{1 << 20, []float64{5000, 5010, 4990}, []float64{5005, 5000, 5010}, []float64{9000, 9100, 8900}},
+	} {
+		r.Set("allreduce", NewResult(x.size, []Cell{cell(def, x.d...), cell(ring, x.f...), cell(rd, x.s...)}))
+	}
+	r.Set("allreduce", Result{Size: 4 << 20}) // not measured: the budget ended first
+	return r
+}
+
+func TestReportEntriesTableAndFile(t *testing.T) {
+	r := cpuReport()
+	if r.Complete || len(r.Collectives[0].Results) != 6 {
+		t.Fatalf("a size not measured must leave no row and mark the report incomplete: %d rows, complete %v", len(r.Collectives[0].Results), r.Complete)
+	}
+	es := r.Entries()
+	want := [][2]int64{{0, 2048}, {8193, 32768}}
+	if len(es) != len(want) {
+		t.Fatalf("entries %+v, want ranges %v", es, want)
+	}
+	for i, e := range es {
+		if e.MinBytes != want[i][0] || e.MaxBytes != want[i][1] || e.Algorithm != "recursive_doubling" || e.NRanks != 4 || e.NNodes != 2 {
+			t.Errorf("entry %d: %+v, want range %v", i, e, want[i])
+		}
+	}
+	var file bytes.Buffer
+	if err := r.WriteTunerFile(&file); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFor(strings.NewReader(file.String()), "tuner.csv", CPU)
+	if err != nil {
+		t.Fatalf("the file written does not read back: %v\n%s", err, file.String())
+	}
+	for i := range back {
+		back[i].Line = 0
+	}
+	if len(back) != len(es) || back[0] != es[0] || back[1] != es[1] {
+		t.Errorf("round trip: %+v, want %+v", back, es)
+	}
+	if _, err := Read(strings.NewReader(file.String()), "tuner.csv"); err == nil {
+		t.Error("a cpu backend's file read as NCCL's: its algorithm is not NCCL's")
+	}
+	if e, ok := Match(back, "allreduce", 16384, 4, 2); !ok || e.MaxBytes != 32768 {
+		t.Errorf("16 KiB matched %+v %v", e, ok)
+	}
+	if _, ok := Match(back, "allreduce", 16384, 8, 2); ok {
+		t.Error("a line for 4 ranks matched 8")
+	}
+	if r.Environment() != "" {
+		t.Error("the cpu backend has no environment to set")
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "table.golden", table.String()+"---\n"+file.String())
+}
+
+// TestReportEnvironment: one NCCL choice best or within noise at every
+// size, and beyond the default somewhere, is the one setting; a size
+// where it is beaten beyond noise leaves none.
+func TestReportEnvironment(t *testing.T) {
+	tree := Choice{Algorithm: "tree", Protocol: "ll", Channels: -1}
+	rs := Choice{Algorithm: "ring", Protocol: "simple", Channels: -1}
+	r := &Report{Backend: "nccl", Ranks: 8, Nodes: 1}
+	r.Set("allreduce", NewResult(8, []Cell{cell(def, 20, 20, 20), cell(tree, 10, 10, 10), cell(rs, 30, 30, 30)}))
+	r.Set("allreduce", NewResult(1<<20, []Cell{cell(def, 50, 50, 50), cell(tree, 50.2, 50.1, 50), cell(rs, 60, 60, 60)}))
+	if got := r.Environment(); got != "NCCL_ALGO=tree NCCL_PROTO=ll" {
+		t.Errorf("environment %q", got)
+	}
+	r.Set("allreduce", NewResult(1<<30, []Cell{cell(def, 500, 500, 500), cell(tree, 900, 900, 900), cell(rs, 500, 501, 500)}))
+	if got := r.Environment(); got != "" {
+		t.Errorf("tree is far behind at 1 GiB, yet the environment is %q", got)
+	}
+}
+
+// TestReportCheck: a file's choice that reproduces its gain, one within
+// noise, one slower beyond noise (named by Slower), and a size no line
+// covers.
+func TestReportCheck(t *testing.T) {
+	r := &Report{Backend: "cpu", Ranks: 4, Nodes: 1, Check: "t.csv"}
+	r.Set("allreduce", NewResult(8, []Cell{cell(def, 100, 101, 100), cell(rd, 40, 41, 40)}))
+	r.Set("allreduce", NewResult(64, []Cell{cell(def, 100, 101, 100), cell(rd, 100, 100, 101)}))
+	r.Set("allreduce", NewResult(1<<20, []Cell{cell(def, 100, 101, 100), cell(rd, 300, 301, 300)}))
+	r.Set("allreduce", NewResult(4<<20, []Cell{cell(def, 100, 101, 100)}))
+	want := []string{"reproduced: +150%", "within noise of the default", "SLOWER than the default by 200%", "no line of the file covers this size"}
+	for i, res := range r.Collectives[0].Results {
+		if got := r.Verdict(res); got != want[i] {
+			t.Errorf("size %d: %q, want %q", res.Size, got, want[i])
+		}
+	}
+	if s := r.Slower(); len(s) != 1 || !strings.Contains(s[0], "1 MiB") {
+		t.Errorf("slower %v", s)
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it):\n%s", path, got)
+	}
+}
