@@ -178,6 +178,9 @@ type tuner struct {
 	board  *watchdog.Board
 	rep    *tune.Report
 	rank0  bool
+	// asDefault counts, per choice, the sizes where it is what the
+	// default runs (measured once there, as the default).
+	asDefault map[string]int
 }
 
 // agree makes every process take rank 0's step.
@@ -236,6 +239,17 @@ func (tr *tuner) step(s tuneStep) ([]float64, error) {
 
 func algoName(a string) string { return cmp.Or(a, "its default algorithm") }
 
+// isDefault says whether c is what the world runs c's collective with by
+// default at size (the world's own account, rank 0's).
+func (tr *tuner) isDefault(coll measure.Collective, c tune.Choice, size int64) bool {
+	ex, ok := tr.world.(measure.Explainer)
+	if !ok {
+		return false
+	}
+	a := ex.Algorithm(coll, size, tr.n)
+	return a != nil && strings.EqualFold(a.Algo, c.Algorithm)
+}
+
 // follow runs the steps rank 0 sends until it says stop.
 func (tr *tuner) follow() error {
 	for {
@@ -263,6 +277,10 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 	}()
 	measureFor := func(ci int) tune.Measure {
 		return func(ctx context.Context, c tune.Choice, size int64, repeats int) ([]float64, error) {
+			if !c.Default && tr.t.Check == "" && tr.isDefault(tr.plan.Collectives[ci], c, size) {
+				tr.asDefault[c.String()]++
+				return nil, tune.ErrIsDefault
+			}
 			s := tuneStep{Coll: ci, Size: size, Repeats: repeats}
 			if !c.Default {
 				s.Algo = c.Algorithm
@@ -304,6 +322,7 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		// Each collective gets an equal share of what is left.
 		share := time.Until(deadline) / time.Duration(len(work)-i)
 		name := tr.plan.Collectives[w.ci].String()
+		tr.asDefault = map[string]int{}
 		_, err := tune.Search(tr.ctx, measureFor(w.ci), tr.plan.Sizes, w.cands, share, tr.t.Repeats, func(r tune.Result) {
 			tr.rep.Set(name, r)
 			if !r.Complete {
@@ -311,6 +330,11 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 			}
 			tr.say(name, r)
 		})
+		for _, ch := range w.cands {
+			if k := tr.asDefault[ch.String()]; k > 0 {
+				tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: %s is what the default runs at %d of the sizes: measured once there, as the default", name, ch, k))
+			}
+		}
 		if err != nil {
 			tr.rep.Complete = false
 			if errors.Is(err, context.Canceled) || tr.ctx.Err() != nil {
@@ -349,9 +373,15 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 				return tr.ctx.Err()
 			}
 			cells := []tune.Cell{{Choice: tune.Choice{Default: true}}}
-			if e, ok := tune.Match(entries, name, size, tr.n, tr.rep.Nodes); ok {
-				cells = append(cells, tune.Cell{Choice: tune.Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels}})
+			e, ok := tune.Match(entries, name, size, tr.n, tr.rep.Nodes)
+			if !ok {
+				// No line covers it: the plugin leaves it to the default,
+				// and there is nothing to compare.
+				r := tune.Result{Size: size, Cells: cells, Complete: true}
+				tr.rep.Set(c.String(), r)
+				continue
 			}
+			cells = append(cells, tune.Cell{Choice: tune.Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels}})
 			for i := 0; i < reps; i++ {
 				for k := range cells {
 					ts, err := m(tr.ctx, cells[k].Choice, size, 1)

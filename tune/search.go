@@ -82,6 +82,12 @@ type Measure func(ctx context.Context, c Choice, size int64, repeats int) ([]flo
 // run at that size (an algorithm it does not support there).
 var ErrRefused = fmt.Errorf("the library refuses this choice here")
 
+// ErrIsDefault is what a Measure returns for a choice that is what the
+// library runs by default at that size: measured once, as the default, so
+// that two cells of one algorithm never differ by chance into a claimed
+// gain.
+var ErrIsDefault = fmt.Errorf("this choice is the library's own here")
+
 // Result is the search at one size: every cell measured, NCCL's own, and
 // the best; Gain is the best's over NCCL's when it is beyond the noise
 // (0 where NCCL's choice is best, or within noise of the best).
@@ -120,7 +126,7 @@ func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budge
 				break
 			}
 			ts, err := m(ctx, c, size, 1)
-			if err == ErrRefused {
+			if err == ErrRefused || err == ErrIsDefault {
 				continue
 			}
 			if err != nil {
@@ -154,15 +160,19 @@ func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budge
 			if (!near && !c.Choice.Default) || !left() {
 				continue
 			}
-			ts, err := m(ctx, c.Choice, r.Size, repeats)
-			if err != nil && err != ErrRefused {
-				if ctx.Err() != nil {
-					break
+			// One repeat at a time, so the budget binds within a cell
+			// (a repeat of a large size takes seconds).
+			for k := 0; k < repeats && left(); k++ {
+				ts, err := m(ctx, c.Choice, r.Size, 1)
+				if err != nil && err != ErrRefused {
+					if ctx.Err() != nil {
+						break
+					}
+					return out, err
 				}
-				return out, err
+				c.TimesUS = append(c.TimesUS, ts...)
+				r.Refined = true
 			}
-			c.TimesUS = append(c.TimesUS, ts...)
-			r.Refined = true
 		}
 		finish(r)
 		if onResult != nil {

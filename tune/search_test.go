@@ -138,3 +138,35 @@ func TestSearchBudget(t *testing.T) {
 		t.Errorf("cancelled at the third measurement: %v, %d sizes, calls %d, first %+v", err, len(rs), calls, rs)
 	}
 }
+
+// TestSearchMeasuresTheDefaultsOwnChoiceOnce: a choice that is what the
+// library runs by default at a size (ErrIsDefault) gets no cell there, so
+// one algorithm measured twice can never show a gain over itself; where it
+// differs from the default it is measured.
+func TestSearchMeasuresTheDefaultsOwnChoiceOnce(t *testing.T) {
+	s := &space{rng: newRand(3), sd: 0.005}
+	m := func(ctx context.Context, c Choice, size int64, n int) ([]float64, error) {
+		if c.Algorithm == "ring" && c.Protocol == "simple" && size >= 1<<20 {
+			return nil, ErrIsDefault
+		}
+		return s.measure(ctx, c, size, n)
+	}
+	rs, err := Search(context.Background(), m, []int64{8 << 10, 4 << 20}, cands, time.Minute, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(r Result, name string) bool {
+		for _, c := range r.Cells {
+			if c.Choice.String() == name {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(rs[0], "ring/simple") || has(rs[1], "ring/simple") {
+		t.Errorf("ring/simple measured at 8 KiB %v, at 4 MiB %v: want yes, no", has(rs[0], "ring/simple"), has(rs[1], "ring/simple"))
+	}
+	if rs[1].Best.Choice.String() == "ring/simple" {
+		t.Error("the default's own choice was named best over the default")
+	}
+}

@@ -154,7 +154,8 @@ func tuneRun(o *TuneOptions) error {
 		if err := writeTarget(o.IO.Out, tunerOut, true, func(w io.Writer) error { return rep.WriteTunerFile(w) }); err != nil {
 			return err
 		}
-		sayWrote(o.IO.ErrOut, fmt.Sprintf("the tuner file (%d lines)", len(rep.Entries())), o.TunerFile)
+		n := len(rep.Entries())
+		sayWrote(o.IO.ErrOut, fmt.Sprintf("the tuner file (%d %s)", n, map[bool]string{true: "line", false: "lines"}[n == 1]), o.TunerFile)
 	}
 	return runErr
 }

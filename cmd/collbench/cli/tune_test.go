@@ -15,7 +15,9 @@ import (
 
 // TestTuneAcrossProcesses tunes allreduce on the cpu backend in three
 // processes (a folded rank for recursive doubling): every size has the
-// default and both algorithms measured and verified, the JSON holds every
+// default (the ring, on 3 ranks) and recursive doubling measured and
+// verified, the ring not measured again as a cell of its own (two cells of
+// one algorithm could differ by chance into a gain), the JSON holds every
 // cell, the tuner file reads back in the cpu backend's vocabulary, and
 // --check with that file measures each size the file covers against the
 // default.
@@ -44,9 +46,12 @@ func TestTuneAcrossProcesses(t *testing.T) {
 		for _, c := range r.Cells {
 			names[c.Choice.String()] = len(c.TimesUS) > 0
 		}
-		if !names["default"] || !names["ring/tcp"] || !names["recursive_doubling/tcp"] {
-			t.Errorf("%d B: cells %v, want the default and both algorithms, each measured", r.Size, names)
+		if len(names) != 2 || !names["default"] || !names["recursive_doubling/tcp"] {
+			t.Errorf("%d B: cells %v, want the default and recursive doubling, each measured", r.Size, names)
 		}
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "ring/tcp is what the default runs at 3 of the sizes") {
+		t.Errorf("notes %q", rep.Notes)
 	}
 	if !strings.Contains(out, "## allreduce on 3 ranks (cpu backend)") {
 		t.Errorf("no table:\n%s", out)
