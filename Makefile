@@ -61,12 +61,18 @@ run: build
 
 # The newcomer's test (at most 5 minutes on 2 cores with a warm build
 # cache): every path once. test-long runs the long tiers; CI runs both.
-test: lint unit-quick pages smoke drills-quick mpi-quick
+# The browser, the smoke run and the drills (processes that mostly wait on
+# each other) run side by side, each one's output kept together.
+test: lint unit-quick
+	$(MAKE) --no-print-directory -j2 --output-sync=target pages smoke drills-quick
+	$(MAKE) --no-print-directory mpi-quick
 
 test-long: unit drills simulate mpi-check
 
+# Four test binaries at once, on any core count: many tests wait (on
+# timeouts, on processes of their own) more than they compute.
 unit-quick:
-	$(GO) test -race -short -count=1 ./...
+	$(GO) test -race -short -count=1 -p 4 ./...
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -102,16 +108,16 @@ smoke: build
 # written. Two drills run side by side (DRILL_PARALLEL). The delayed link is 20 ms: at 5 ms a clean-clone CI run on 2 cores missed it in 1 of 3 runs.
 DRILL_PARALLEL ?= 2
 drills: build
-	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
+	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:'
 
 # Each drill once, at its first place; no 64-process world (make test).
 drills-quick: build
-	COLLBENCH_DRILL_RUNS=1 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -short -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
+	COLLBENCH_DRILL_RUNS=1 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -short -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:'
 
 # The drills as a soak: every case 6 times (its places two or three times
 # each), one at a time, about 11 minutes on 2 cores.
 drills-soak: build
-	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test'
+	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:'
 
 # doctor on the cluster model (docs/simulate.md): every fault kind planted
 # at once on 1,024 hosts x 8 GPUs for 10 seeds, 10 clean seeded clusters,

@@ -181,76 +181,130 @@ func (d *search) acrossHosts() error {
 
 // confirmCross measures the slow pairs across hosts again, only them, in
 // rounds of disjoint pairs, up to confirmAttempts times; one attempt that
-// is not slow clears a pair. It returns the pairs still slow, with why and
-// their peers' figure; step counts the rounds for progress.
+// is not slow clears a pair. A rank in several slow pairs (its NIC, most
+// likely) would need a round per pair, as pairs of a round are disjoint:
+// it is measured again with one of them, a different one each attempt,
+// and its other pairs stand by that one while it is slow. A fine
+// representative clears only itself: a pair is cleared by its own figure,
+// never by another pair's (on a loaded host a healthy pair can be a
+// suspect beside a slow one), so the pairs it stood for are measured
+// themselves, in a later attempt or at the end. The rounds stay few
+// however many pairs one bad part slows. It returns the pairs still slow,
+// with why and their peers' figure; step counts the rounds for progress.
 func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
+	self := map[crossID]bool{}   // measured itself again at least once
+	backed := map[crossID]bool{} // stood by a slow representative, last time
 	for attempt := 0; attempt < confirmAttempts && len(ids) > 0; attempt++ {
-		// A rank in several slow pairs (its NIC, most likely) would need a
-		// round per pair, as pairs of a round are disjoint: it is measured
-		// again with one of them, a different one each attempt, and its
-		// other pairs follow that one's outcome. The rounds stay few
-		// however many pairs one bad part slows.
 		repOf := representatives(ids, attempt, d.crossRank)
-		var again [][]int // indexes into ids, per round of disjoint pairs
-		var placed [][][2]int
-		for i, c := range ids {
-			if repOf[i] != i {
-				continue
-			}
-			p := [2]int{d.crossRank(c, 0), d.crossRank(c, 1)}
-			k := 0
-			for k < len(placed) && touches(placed[k], p) {
-				k++
-			}
-			if k == len(placed) {
-				placed, again = append(placed, nil), append(again, nil)
-			}
-			placed[k], again[k] = append(placed[k], p), append(again[k], i)
-		}
-		slow := make([]bool, len(ids))
-		for k, round := range placed {
-			groups := make([][]int, len(round))
-			for i, p := range round {
-				groups[i] = []int{p[0], p[1]}
-			}
-			l := d.layout(groups)
-			hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			d.step("host", *step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize)))
-			*step++
-			if d.rank0 {
-				for gi, i := range again[k] {
-					drop := d.o.Thresholds.For(crossClass(ids[i])).Drop
-					if h := hs[0][gi]; h != nil && h.BusBW < peers[i]*(1-drop) {
-						slow[i] = true
-					}
-				}
-			}
-		}
+		var reps []int
 		for i := range ids {
-			slow[i] = slow[repOf[i]]
-		}
-		type kept struct {
-			IDs   []crossID `json:"c"`
-			Why   []string  `json:"w"`
-			Peers []float64 `json:"p"`
-		}
-		var k kept
-		if d.rank0 {
-			for i := range ids {
-				if slow[i] {
-					k.IDs, k.Why, k.Peers = append(k.IDs, ids[i]), append(k.Why, why[i]), append(k.Peers, peers[i])
-				}
+			if repOf[i] == i {
+				reps = append(reps, i)
 			}
 		}
-		if err := d.agree(&k); err != nil {
+		slow, err := d.measureCross(ids, peers, reps, step)
+		if err != nil {
 			return nil, nil, nil, err
 		}
-		ids, why, peers = k.IDs, k.Why, k.Peers
+		var keep []bool
+		for i, c := range ids {
+			r := repOf[i]
+			if r == i {
+				self[c] = true
+			} else {
+				backed[c] = slow[r]
+			}
+			// A pair goes only on its own figure.
+			keep = append(keep, r != i || slow[i])
+		}
+		if ids, why, peers, err = d.keepCross(ids, why, peers, keep); err != nil {
+			return nil, nil, nil, err
+		}
 	}
-	return ids, why, peers, nil
+	// Pairs never measured themselves whose representative turned out
+	// fine are measured themselves, once.
+	var alone []int
+	for i, c := range ids {
+		if !self[c] && !backed[c] {
+			alone = append(alone, i)
+		}
+	}
+	if len(alone) == 0 {
+		return ids, why, peers, nil
+	}
+	slow, err := d.measureCross(ids, peers, alone, step)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keep := make([]bool, len(ids))
+	for i := range ids {
+		keep[i] = self[ids[i]] || backed[ids[i]] || slow[i]
+	}
+	return d.keepCross(ids, why, peers, keep)
+}
+
+// measureCross measures the pairs ids[which] again, in rounds of disjoint
+// pairs, and says (on rank 0) which of them are still slow against their
+// peers' figure.
+func (d *search) measureCross(ids []crossID, peers []float64, which []int, step *int) (map[int]bool, error) {
+	var again [][]int // indexes into ids, per round of disjoint pairs
+	var placed [][][2]int
+	for _, i := range which {
+		c := ids[i]
+		p := [2]int{d.crossRank(c, 0), d.crossRank(c, 1)}
+		k := 0
+		for k < len(placed) && touches(placed[k], p) {
+			k++
+		}
+		if k == len(placed) {
+			placed, again = append(placed, nil), append(again, nil)
+		}
+		placed[k], again[k] = append(placed[k], p), append(again[k], i)
+	}
+	slow := map[int]bool{}
+	for k, round := range placed {
+		groups := make([][]int, len(round))
+		for i, p := range round {
+			groups[i] = []int{p[0], p[1]}
+		}
+		l := d.layout(groups)
+		hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
+		if err != nil {
+			return nil, err
+		}
+		d.step("host", *step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize)))
+		*step++
+		if d.rank0 {
+			for gi, i := range again[k] {
+				drop := d.o.Thresholds.For(crossClass(ids[i])).Drop
+				if h := hs[0][gi]; h != nil && h.BusBW < peers[i]*(1-drop) {
+					slow[i] = true
+				}
+			}
+		}
+	}
+	return slow, nil
+}
+
+// keepCross keeps the pairs rank 0 marks, and every process follows.
+func (d *search) keepCross(ids []crossID, why []string, peers []float64, keep []bool) ([]crossID, []string, []float64, error) {
+	type kept struct {
+		IDs   []crossID `json:"c"`
+		Why   []string  `json:"w"`
+		Peers []float64 `json:"p"`
+	}
+	var k kept
+	if d.rank0 {
+		for i := range ids {
+			if keep[i] {
+				k.IDs, k.Why, k.Peers = append(k.IDs, ids[i]), append(k.Why, why[i]), append(k.Peers, peers[i])
+			}
+		}
+	}
+	if err := d.agree(&k); err != nil {
+		return nil, nil, nil, err
+	}
+	return k.IDs, k.Why, k.Peers, nil
 }
 
 // nameHosts names the hosts slow with two different partners, otherwise

@@ -176,13 +176,16 @@ func evidence(rep doctor.Report, ranks []int) string {
 	for _, c := range rep.Cross {
 		cross = append(cross, fmt.Sprintf("%d-%d %.3g", c.A, c.B, c.Both))
 	}
-	fmt.Fprintf(&b, "\tpairs within hosts (GB/s both ways): %s\n", strings.Join(pairs, ", "))
-	fmt.Fprintf(&b, "\tpairs across hosts (GB/s both ways): %s\n", strings.Join(cross, ", "))
+	fmt.Fprintf(&b, "\tevidence: pairs within hosts (GB/s both ways): %s\n", strings.Join(pairs, ", "))
+	fmt.Fprintf(&b, "\tevidence: pairs across hosts (GB/s both ways): %s\n", strings.Join(cross, ", "))
 	for _, s := range rep.Stages {
-		fmt.Fprintf(&b, "\tstage %q: %d rounds, %.1f s\n", s.Stage, s.Rounds, s.Seconds)
+		fmt.Fprintf(&b, "\tevidence: stage %q: %d rounds, %.1f s\n", s.Stage, s.Rounds, s.Seconds)
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(&b, "\tnote: %s\n", n)
+		fmt.Fprintf(&b, "\tevidence: note: %s\n", n)
+	}
+	for _, f := range rep.Findings {
+		fmt.Fprintf(&b, "\tevidence: finding: %s\n", f.Line())
 	}
 	return b.String()
 }
