@@ -206,16 +206,12 @@ func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		var keep []bool
+		keep, measured, stood := confirmStep(repOf, slow)
 		for i, c := range ids {
-			r := repOf[i]
-			if r == i {
-				self[c] = true
-			} else {
-				backed[c] = slow[r]
+			self[c] = self[c] || measured[i]
+			if !measured[i] {
+				backed[c] = stood[i]
 			}
-			// A pair goes only on its own figure.
-			keep = append(keep, r != i || slow[i])
 		}
 		if ids, why, peers, err = d.keepCross(ids, why, peers, keep); err != nil {
 			return nil, nil, nil, err
@@ -241,6 +237,21 @@ func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step
 		keep[i] = self[ids[i]] || backed[ids[i]] || slow[i]
 	}
 	return d.keepCross(ids, why, peers, keep)
+}
+
+// confirmStep is one attempt of confirmCross: given each pair's
+// representative (itself when measured itself) and which representatives
+// were slow, it says which pairs stay suspects, which were measured
+// themselves, and which stood by a slow representative. A pair goes only
+// on its own figure: a fine representative clears itself alone.
+func confirmStep(repOf []int, slow map[int]bool) (keep, measured, stood []bool) {
+	keep, measured, stood = make([]bool, len(repOf)), make([]bool, len(repOf)), make([]bool, len(repOf))
+	for i, r := range repOf {
+		measured[i] = r == i
+		stood[i] = r != i && slow[r]
+		keep[i] = r != i || slow[i]
+	}
+	return keep, measured, stood
 }
 
 // measureCross measures the pairs ids[which] again, in rounds of disjoint

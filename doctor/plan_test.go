@@ -202,3 +202,27 @@ func TestRoundProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestConfirmStepClearsAPairOnlyByItsOwnFigure is what a make test run
+// on a loaded 2-core host saw: a link delayed 20 ms (rank 2 with rank 5)
+// and a healthy pair of the same rank that was slow once (rank 2 with 6)
+// were both suspects; 2-6 was measured again for both, was fine, and the
+// delayed link was cleared with it. A fine representative clears itself
+// alone; the pairs it stood for stay, to be measured themselves; a slow
+// one keeps them as standing by it.
+func TestConfirmStepClearsAPairOnlyByItsOwnFigure(t *testing.T) {
+	// Pairs 0 (2-6) and 1 (2-5) share rank 2 and are measured through
+	// pair 0; pair 2 (elsewhere) is measured itself.
+	repOf := []int{0, 0, 2}
+	keep, measured, stood := confirmStep(repOf, map[int]bool{2: true})
+	if keep[0] || !keep[1] || !keep[2] {
+		t.Errorf("representative fine: keep %v, want [false true true]", keep)
+	}
+	if !measured[0] || measured[1] || !measured[2] || stood[1] {
+		t.Errorf("measured %v, stood %v", measured, stood)
+	}
+	keep, _, stood = confirmStep(repOf, map[int]bool{0: true})
+	if !keep[0] || !keep[1] || keep[2] || !stood[1] {
+		t.Errorf("representative slow: keep %v, stood %v", keep, stood)
+	}
+}
