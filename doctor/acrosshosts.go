@@ -218,12 +218,18 @@ func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step
 		}
 	}
 	// Pairs never measured themselves whose representative turned out
-	// fine are measured themselves, once.
+	// fine are measured themselves, once. Only rank 0 knows which
+	// representatives were slow: every process takes its list.
 	var alone []int
-	for i, c := range ids {
-		if !self[c] && !backed[c] {
-			alone = append(alone, i)
+	if d.rank0 {
+		for i, c := range ids {
+			if !self[c] && !backed[c] {
+				alone = append(alone, i)
+			}
 		}
+	}
+	if err := d.agree(&alone); err != nil {
+		return nil, nil, nil, err
 	}
 	if len(alone) == 0 {
 		return ids, why, peers, nil
