@@ -102,9 +102,6 @@ func tuneRun(o *TuneOptions) error {
 	if err != nil {
 		return &engine.UsageError{Err: err}
 	}
-	if o.Budget <= 0 {
-		return engine.UsageErrorf("--budget %v: give the search some time, e.g. --budget 2m", o.Budget)
-	}
 	var out, tunerOut *engine.Output
 	if o.Output != "" {
 		if out, err = engine.ResolveOutput("--output", o.Output); err != nil {

@@ -30,14 +30,7 @@ func TestTuneAcrossProcesses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	var rep tune.Report
-	data, err := os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readTuneReport(t, js)
 	if rep.Schema != tune.Schema || rep.Ranks != 3 || !rep.Complete || len(rep.Collectives) != 1 || len(rep.Collectives[0].Results) != 3 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -79,14 +72,7 @@ func TestTuneAcrossProcesses(t *testing.T) {
 	if code != 0 && !strings.Contains(errOut, "slower than the default") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	data, err = os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep = tune.Report{}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep = readTuneReport(t, js)
 	rs := rep.Collectives[0].Results
 	if rep.Check != mine || len(rs) != 3 || len(rs[0].Cells) != 2 || len(rs[1].Cells) != 2 || len(rs[2].Cells) != 1 {
 		t.Fatalf("check report %+v", rep)
@@ -109,14 +95,7 @@ func TestTuneBudgetCutsTheSearch(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	var rep tune.Report
-	data, err := os.ReadFile(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readTuneReport(t, js)
 	if rep.Complete || len(rep.Collectives) != 1 || len(rep.Collectives[0].Results) == 0 || len(rep.Collectives[0].Results) >= 24 {
 		t.Fatalf("a 1 s budget over 24 sizes: complete %v, %d sizes kept", rep.Complete, len(rep.Collectives[0].Results))
 	}
@@ -206,4 +185,18 @@ func TestTuneCtrlCKeepsWhatWasMeasured(t *testing.T) {
 	}
 	t.Logf("%d sizes kept; exit %d %v after SIGINT", len(rep.Collectives[0].Results), code, p.ended.Sub(sent).Round(time.Millisecond))
 	noneLeft(t)
+}
+
+// readTuneReport reads tune's JSON document; it must be a valid one.
+func readTuneReport(t *testing.T, path string) tune.Report {
+	t.Helper()
+	data, err := os.ReadFile(path) //nolint:gosec // G304: the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep tune.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rep
 }
