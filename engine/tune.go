@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"collbench/internal/bounded"
 	"collbench/internal/words"
 	"collbench/measure"
+	"collbench/results"
 	"collbench/tune"
 	"collbench/watchdog"
 )
@@ -103,6 +105,11 @@ func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
 			return nil, err
 		}
 	}
+	if p, ok := b.(measure.ForcePreparer); ok {
+		if err := p.PrepareForcing(); err != nil {
+			return nil, UsageErrorf("nothing to tune: %v", err)
+		}
+	}
 	world, _, g, err := f.openWatched(ctx, cancel, ss, board, t.RunFlags)
 	if err != nil {
 		return nil, err
@@ -111,7 +118,7 @@ func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
 	defer g.Close()
 	forcer, ok := world.(measure.Forcer)
 	if !ok {
-		why := "NCCL's algorithm cannot be forced per operation in this build (collbench's tuner plugin is not written yet)"
+		why := "NCCL's algorithm cannot be forced per operation here"
 		if b.Name() == "cpu" {
 			why = "the cpu backend's ranks in one process meet in shared memory, with one algorithm"
 		}
@@ -125,7 +132,8 @@ func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
 	if t.Check == "" {
 		rep.Budget = t.Budget.String()
 	}
-	tr := &tuner{ctx: ctx, t: t, plan: plan, world: world, forcer: forcer, b: b, n: n, board: board, rep: rep, rank0: rank0}
+	tr := &tuner{ctx: ctx, t: t, plan: plan, world: world, forcer: forcer, b: b, n: n, board: board, rep: rep, rank0: rank0,
+		vocab: vocab, ran: map[ranKey]tune.Choice{}, refused: map[string]int{}, strayed: map[string]string{}}
 	var runErr error
 	if rank0 {
 		runErr = tr.lead(entries, vocab)
@@ -181,6 +189,67 @@ type tuner struct {
 	// asDefault counts, per choice, the sizes where it is what the
 	// default runs (measured once there, as the default).
 	asDefault map[string]int
+	vocab     tune.Vocabulary
+	// ran is what the library's recorder says each measured cell ran
+	// (NCCL's profiler), by collective, size and choice (rank 0).
+	ran map[ranKey]tune.Choice
+	// refused counts, per collective and choice, the sizes where the
+	// library could not run a forced choice; strayed names a forced choice
+	// the recorder saw run as another (a size where it did).
+	refused map[string]int
+	strayed map[string]string
+}
+
+// ranKey names one cell: a collective (index), a size and a choice.
+type ranKey struct {
+	coll   int
+	size   int64
+	choice string
+}
+
+// forceName is how a choice is forced (measure.Forcer): the algorithm
+// alone where the vocabulary has one protocol (the cpu backend), else
+// algorithm/protocol, with /channels where they are forced.
+func forceName(c tune.Choice, v tune.Vocabulary) string {
+	if c.Default {
+		return ""
+	}
+	if len(v.Protocols) < 2 {
+		return c.Algorithm
+	}
+	s := c.Algorithm + "/" + c.Protocol
+	if c.Channels > 0 {
+		s += "/" + strconv.Itoa(c.Channels)
+	}
+	return s
+}
+
+// choiceOf reads a forced name back as a choice of the vocabulary.
+func choiceOf(s string, v tune.Vocabulary) tune.Choice {
+	parts := strings.Split(s, "/")
+	c := tune.Choice{Algorithm: parts[0], Protocol: v.Protocols[0], Channels: -1}
+	if len(parts) > 1 {
+		c.Protocol = parts[1]
+	}
+	if len(parts) > 2 {
+		if n, err := strconv.Atoi(parts[2]); err == nil {
+			c.Channels = n
+		}
+	}
+	return c
+}
+
+// recorded is the choice a row's recorder saw, in the vocabulary's names
+// (NCCL's profiler says RING, SIMPLE, 4), or false where none was recorded.
+func recorded(a *results.AlgoChoice) (tune.Choice, bool) {
+	if a == nil || a.Algo == "" {
+		return tune.Choice{}, false
+	}
+	c := tune.Choice{Algorithm: strings.ToLower(a.Algo), Protocol: strings.ToLower(a.Proto), Channels: -1}
+	if n, err := strconv.Atoi(a.Channels); err == nil && n > 0 {
+		c.Channels = n
+	}
+	return c, true
 }
 
 // agree makes every process take rank 0's step.
@@ -205,36 +274,47 @@ func (tr *tuner) agree(s *tuneStep) error {
 }
 
 // step measures one choice of one collective at one size, repeats times,
-// on every process, and returns rank 0's times (µs).
-func (tr *tuner) step(s tuneStep) ([]float64, error) {
+// on every process, and returns rank 0's times (µs) and what its recorder
+// saw run (nil where nothing was recorded). A forced choice the library
+// could not run is tune.ErrRefused, on every process alike.
+func (tr *tuner) step(s tuneStep) ([]float64, *tune.Choice, error) {
 	c := tr.plan.Collectives[s.Coll]
 	if err := tr.forcer.Force(c, s.Algo); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = tr.forcer.Force(c, "") }()
+	var ran *tune.Choice
 	p := tr.plan
 	p.Collectives, p.Sizes = []measure.Collective{c}, []int64{s.Size}
 	cases, err := p.Cases(tr.b, tr.n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var times []float64
 	for i := 0; i < s.Repeats; i++ {
-		rn := &measure.Runner{World: tr.world, Plan: p, Cases: cases, Board: tr.board, SkipWorldWarmup: true}
+		rn := &measure.Runner{World: tr.world, Plan: p, Cases: cases, Board: tr.board, SkipWorldWarmup: true, OnNote: tr.libNote}
 		rows, err := rn.Run(tr.ctx)
 		if err != nil {
-			return times, err
+			return times, ran, err
 		}
 		for _, r := range rows {
 			if h := r.OutOfPlace; h != nil {
 				if h.Wrong != nil && *h.Wrong > 0 {
-					return times, &CheckFailedError{Msg: fmt.Sprintf("tune: %s with %s gave %d wrong elements at %s", c, algoName(s.Algo), *h.Wrong, words.Bytes(s.Size))}
+					return times, ran, &CheckFailedError{Msg: fmt.Sprintf("tune: %s with %s gave %d wrong elements at %s", c, algoName(s.Algo), *h.Wrong, words.Bytes(s.Size))}
 				}
 				times = append(times, h.TimeUS)
 			}
+			if got, ok := recorded(r.Algorithm); ok && ran == nil {
+				ran = &got
+			}
 		}
 	}
-	return times, nil
+	if fr, ok := tr.forcer.(measure.ForceReporter); ok && s.Algo != "" {
+		if done, why := fr.Forced(c); !done {
+			return nil, nil, fmt.Errorf("%s with %s: %s: %w", c, s.Algo, why, tune.ErrRefused)
+		}
+	}
+	return times, ran, nil
 }
 
 func algoName(a string) string { return cmp.Or(a, "its default algorithm") }
@@ -260,7 +340,7 @@ func (tr *tuner) follow() error {
 		if s.Stop {
 			return nil
 		}
-		if _, err := tr.step(s); err != nil {
+		if _, _, err := tr.step(s); err != nil && !errors.Is(err, tune.ErrRefused) {
 			return err
 		}
 	}
@@ -281,16 +361,26 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 				tr.asDefault[c.String()]++
 				return nil, tune.ErrIsDefault
 			}
-			s := tuneStep{Coll: ci, Size: size, Repeats: repeats}
-			if !c.Default {
-				s.Algo = c.Algorithm
-			}
+			s := tuneStep{Coll: ci, Size: size, Repeats: repeats, Algo: forceName(c, vocab)}
 			if err := tr.agree(&s); err != nil {
 				return nil, err
 			}
-			ts, err := tr.step(s)
+			ts, ran, err := tr.step(s)
 			if err != nil && ctx.Err() != nil {
 				return ts, ctx.Err()
+			}
+			name := tr.plan.Collectives[ci].String()
+			if errors.Is(err, tune.ErrRefused) {
+				tr.refused[name+" "+c.String()]++
+				return nil, tune.ErrRefused
+			}
+			if err == nil && ran != nil {
+				if !c.Default && (ran.Algorithm != c.Algorithm || ran.Protocol != c.Protocol) {
+					// Forced, yet recorded running another: not the choice.
+					tr.strayed[name+" "+c.String()] = fmt.Sprintf("%s as %s/%s", words.Bytes(size), ran.Algorithm, ran.Protocol)
+					return nil, tune.ErrRefused
+				}
+				tr.ran[ranKey{ci, size, c.String()}] = *ran
 			}
 			return ts, err
 		}
@@ -307,7 +397,7 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 	for ci, c := range tr.plan.Collectives {
 		var cands []tune.Choice
 		for _, a := range tr.forcer.Choices(c, tr.n) {
-			cands = append(cands, tune.Choice{Algorithm: a, Protocol: vocab.Protocols[0], Channels: -1})
+			cands = append(cands, choiceOf(a, vocab))
 		}
 		if len(cands) == 0 {
 			tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: the %s backend runs it one way only: nothing to tune", c, tr.b.Name()))
@@ -316,7 +406,11 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		work = append(work, todo{ci, cands})
 	}
 	if len(work) == 0 {
-		return UsageErrorf("none of the collectives asked for has a choice to tune on the %s backend (it has for: allreduce)", tr.b.Name())
+		can := "allreduce across processes"
+		if tr.b.Name() == "nccl" {
+			can = "broadcast, reduce, allgather, reduce-scatter and allreduce on 2 or more GPUs"
+		}
+		return UsageErrorf("none of the collectives asked for has a choice to tune on the %s backend (it has for: %s)", tr.b.Name(), can)
 	}
 	for i, w := range work {
 		// Each collective gets an equal share of what is left.
@@ -324,6 +418,7 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		name := tr.plan.Collectives[w.ci].String()
 		tr.asDefault = map[string]int{}
 		_, err := tune.Search(tr.ctx, measureFor(w.ci), tr.plan.Sizes, w.cands, share, tr.t.Repeats, func(r tune.Result) {
+			tr.annotate(w.ci, &r)
 			tr.rep.Set(name, r)
 			if !r.Complete {
 				tr.rep.Complete = false
@@ -333,6 +428,12 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		for _, ch := range w.cands {
 			if k := tr.asDefault[ch.String()]; k > 0 {
 				tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: %s is what the default runs at %d of the sizes: measured once there, as the default", name, ch, k))
+			}
+			if k := tr.refused[name+" "+ch.String()]; k > 0 {
+				tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: %s cannot run here at %d of the sizes: left out there", name, ch, k))
+			}
+			if at := tr.strayed[name+" "+ch.String()]; at != "" {
+				tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: %s was forced, yet recorded running another (%s): left out there", name, ch, at))
 			}
 		}
 		if err != nil {
@@ -344,6 +445,28 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		}
 	}
 	return nil
+}
+
+// libNote keeps a note of the measuring (the library's recorder stopped,
+// say) once, for the report's notes.
+func (tr *tuner) libNote(n string) {
+	if tr.rank0 && !slices.Contains(tr.rep.Notes, n) {
+		tr.rep.Notes = append(tr.rep.Notes, n)
+	}
+}
+
+// annotate gives each cell of r what the recorder saw it run.
+func (tr *tuner) annotate(ci int, r *tune.Result) {
+	set := func(c *tune.Cell) {
+		if ran, ok := tr.ran[ranKey{ci, r.Size, c.Choice.String()}]; ok {
+			c.Ran = &ran
+		}
+	}
+	for i := range r.Cells {
+		set(&r.Cells[i])
+	}
+	set(&r.Default)
+	set(&r.Best)
 }
 
 // say reports one result on the progress line and to OnReport.
@@ -359,7 +482,7 @@ func (tr *tuner) say(coll string, r tune.Result) {
 // check measures, at every size of the plan, the default and the file's
 // choice for it, alternating, Repeats times each.
 func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) error {
-	reps := max(tr.t.Repeats, 3)
+	reps := max(tr.t.Repeats, tune.MinPairs)
 	deadline := time.Now().Add(tr.t.Budget)
 	for ci, c := range tr.plan.Collectives {
 		name := strings.ReplaceAll(c.String(), "-", "")
@@ -382,9 +505,20 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 				continue
 			}
 			cells = append(cells, tune.Cell{Choice: tune.Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels}})
-			for i := 0; i < reps; i++ {
-				for k := range cells {
+			refused := false
+			for i := 0; i < reps && !refused; i++ {
+				// Each pair in turn starts with the other cell, so an
+				// order effect cannot pass for a difference.
+				for j := range cells {
+					k := (i + j) % len(cells)
 					ts, err := m(tr.ctx, cells[k].Choice, size, 1)
+					if errors.Is(err, tune.ErrRefused) {
+						// The library cannot run the file's choice here:
+						// the plugin would leave it to the default too.
+						tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s %s: the file's %s cannot run here", c, words.Bytes(size), cells[k].Choice))
+						cells, refused = cells[:1], true
+						break
+					}
 					if err != nil {
 						return err
 					}
@@ -392,6 +526,10 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 				}
 			}
 			r := tune.NewResult(size, cells)
+			if len(cells) == 2 {
+				r = tune.NewPairedResult(size, cells[0], cells[1])
+			}
+			tr.annotate(ci, &r)
 			tr.rep.Set(c.String(), r)
 			tr.say(c.String(), r)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"collbench/dtype"
 	"collbench/internal/words"
@@ -312,6 +313,29 @@ type Forcer interface {
 	// this process; "" returns to the library's own rule. Every process of
 	// the world must force the same before the next operation.
 	Force(c Collective, algo string) error
+}
+
+// VirtualClock is implemented by ranks of a modeled machine (the fake GPU
+// machine under a model), whose work takes the model's time rather than
+// the host's: loops timed on the host read Clock instead, so a benchmark
+// measures the model. Clock is nil on real hardware.
+type VirtualClock interface {
+	Clock() func() time.Time
+}
+
+// ForcePreparer is implemented by backends whose worlds can be forced
+// only if the library is told before its first communicator (NCCL loads
+// collbench's tuner plugin then): collbench tune calls it before opening
+// a world, and its error says why nothing can be forced.
+type ForcePreparer interface {
+	PrepareForcing() error
+}
+
+// ForceReporter is implemented by Forcers that can tell whether the
+// operations since Force ran with the forced choice: the library may find
+// it cannot run it at some size, and run its own instead.
+type ForceReporter interface {
+	Forced(c Collective) (ran bool, why string)
 }
 
 // Explainer is implemented by worlds that know which algorithm they run a

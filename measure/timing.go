@@ -52,6 +52,7 @@ func issue(r Rank, tr *watchdog.Tracker, call Call, n int) error {
 // p.Blocking says; it returns the wall time of one operation after the
 // stream has drained, and the host time spent issuing one, in µs.
 func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, p Plan, now func() time.Time) (wall, cpu float64, err error) {
+	now = clockOf(r, now)
 	if err := align(r, tr, what, p.Iters, call); err != nil {
 		return 0, 0, err
 	}
@@ -112,6 +113,7 @@ func timeLoop(r Rank, tr *watchdog.Tracker, what string, call Call, p Plan, now 
 // timeGraph captures iters operations into a graph once, replays it
 // replays times and returns the time of one operation, in µs.
 func timeGraph(r Rank, tr *watchdog.Tracker, what string, call Call, iters, replays int, now func() time.Time) (float64, error) {
+	now = clockOf(r, now)
 	gc, ok := r.(GraphCapturer)
 	if !ok {
 		return 0, fmt.Errorf("%w: this backend has no CUDA graphs", ErrUnsupported)
@@ -166,4 +168,15 @@ func iterStats(samples [][]float64) *results.IterStats {
 		}
 	}
 	return results.NewIterStats(per)
+}
+
+// clockOf is the clock a loop on r is timed by: the rank's modeled clock
+// where it has one (VirtualClock), else now.
+func clockOf(r Rank, now func() time.Time) func() time.Time {
+	if vc, ok := r.(VirtualClock); ok {
+		if c := vc.Clock(); c != nil {
+			return c
+		}
+	}
+	return now
 }

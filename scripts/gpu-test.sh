@@ -11,7 +11,7 @@
 #
 # Sections, in order: machine unit correct sweep latency groups multiproc
 # suites diag memory badinput fault doctor features explain profiler register
-# parity cycles. Without SECTIONS every section runs. The parity section takes
+# tune parity cycles logs. Without SECTIONS every section runs. The parity section takes
 # PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
 # (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS).
 # The log and a few result files go to $OUT (when set) or ./gpu-logs; the rest
@@ -23,6 +23,10 @@ WORK=${WORK:-/tmp/collbench-gpu}
 mkdir -p "$OUTDIR" "$WORK"
 BIN=${BIN:-bin/collbench}
 NCCL_TESTS=${NCCL_TESTS:-ext/nccl-tests}
+# NCCL's example tuner plugin's source: a git-ignored copy of plugins/tuner/example
+# from NCCL's main branch (2.28's ext-tuner/example reads NCCL's cost table as
+# float** and crashes on the first operation a line matches; main has the fix)
+TUNER_EXAMPLE=${TUNER_EXAMPLE:-ext/nccl-tuner-example}
 NCCL_2289=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2
 export NCCL_NVLS_ENABLE=0
 LOG=$OUTDIR/gpu-test.log
@@ -690,6 +694,121 @@ for (c, s), v in sorted(cells.items()):
     print(f"{c:10} {s:>10} | {med('none',0):8.2f} {med('local',0):9.2f} {med('symmetric',0):8.2f} | {med('none',1):9.2f} {med('local',1):7.2f} {med('symmetric',1):7.2f}")
 PY
 ok "registration measured"
+fi
+
+if want tune; then
+step "tune: allreduce, allgather, reduce-scatter and broadcast, 8 B - 1 GiB, within the default budget; the file it writes, checked by tune --check and loaded by NCCL's example tuner plugin"
+TUNE_SIZES=${TUNE_SIZES:-8:512M:x4,1G}
+TUNE_COLLS=allreduce,allgather,reduce-scatter,broadcast
+wall timeout -k 10 300 "$BIN" tune --backend nccl --collectives $TUNE_COLLS --sizes "$TUNE_SIZES" \
+  -o "$WORK/tune.json" --tuner-file "$WORK/tuner.csv" > "$WORK/tune.txt" 2> "$WORK/tune.err"; rc=$?
+cat "$WORK/tune.txt"; tail -3 "$WORK/tune.err"; cat "$WORK/tuner.csv" 2>/dev/null
+[ "$rc" = 0 ] && ok "tune within its budget (exit 0)" || bad "tune exit $rc"
+cp "$WORK/tune.json" "$OUTDIR/" 2>/dev/null
+# Every forced cell ran what NCCL's profiler recorded (tune leaves out any
+# that did not, with a note); every default names NCCL's own choice.
+python3 - "$WORK/tune.json" <<'PY' && ok "every forced cell ran its choice, as the profiler recorded" || bad "forced cells and the profiler disagree"
+import json, sys
+d = json.load(open(sys.argv[1]))
+forced = recorded = same = defaults = named = gains = sizes = whole = 0
+for c in d["collectives"]:
+    cells = 0
+    for r in c["results"]:
+        sizes += 1
+        gains += r["gain"] > 0
+        for cell in r["cells"]:
+            ch, ran = cell["choice"], cell.get("ran")
+            cells += ran is None
+            if ch.get("default"):
+                defaults += 1; named += ran is not None
+            elif ran is not None:
+                forced += 1; recorded += 1
+                same += ran["algorithm"] == ch["algorithm"] and ran["protocol"] == ch["protocol"]
+            else:
+                forced += 1
+    whole += cells == 0
+print("%d sizes, %d with a gain confirmed; %d forced cells, %d recorded, %d of them running their choice; %d defaults, %d named; %d collectives recorded whole"
+      % (sizes, gains, forced, recorded, same, defaults, named, whole))
+for n in d.get("notes", []): print("note:", n)
+sys.exit(0 if recorded and same == recorded and whole else 1)
+PY
+if [ -s "$WORK/tuner.csv" ]; then
+  wall timeout -k 10 300 "$BIN" tune --backend nccl --collectives $TUNE_COLLS --sizes "$TUNE_SIZES" --check "$WORK/tuner.csv" \
+    -o "$WORK/tune-check.json" > "$WORK/tune-check.txt" 2>&1; rc=$?
+  cat "$WORK/tune-check.txt"
+  python3 - "$WORK/tune.json" "$WORK/tune-check.json" <<'PY' && ok "tune --check reproduces every claimed gain" || bad "tune --check did not reproduce every claimed gain"
+import json, sys
+t, c = (json.load(open(p)) for p in sys.argv[1:3])
+claimed = {(x["collective"], r["size_bytes"]) for x in t["collectives"] for r in x["results"] if r["gain"] > 0}
+got = {(x["collective"], r["size_bytes"]): r["gain"] for x in c["collectives"] for r in x["results"]}
+miss = sorted(k for k in claimed if got.get(k, 0) <= 0)
+print("claimed %d gains; reproduced %d; not reproduced: %s" % (len(claimed), len(claimed) - len(miss), miss or "none"))
+sys.exit(1 if miss else 0)
+PY
+  if [ -f "$TUNER_EXAMPLE/plugin.c" ]; then
+    rm -rf "$WORK/tuner-example"; cp -r "$TUNER_EXAMPLE" "$WORK/tuner-example"
+    # Its Makefile wants NCCL's source tree around it; this is its compile line.
+    (cd "$WORK/tuner-example" && cc -Inccl -fPIC -shared -o libnccl-tuner-example.so -Wl,-soname,libnccl-tuner-example.so plugin.c) \
+      > "$WORK/tuner-example.build" 2>&1 || tail -5 "$WORK/tuner-example.build"
+    lib=$(ls "$WORK"/tuner-example/libnccl-tuner*.so 2>/dev/null | head -1)
+    if [ -n "$lib" ]; then
+      # The file's lines with channels -1, for the example plugin's default of one channel.
+      awk -F, 'BEGIN{OFS=","} /^#/||/^collective/{print; next} {$6=-1; print}' "$WORK/tuner.csv" > "$WORK/tuner-any.csv"
+      for pass in 1 2 3; do
+        for v in default file any; do
+          case $v in
+            default) env -u NCCL_TUNER_PLUGIN timeout -k 10 120 "$BIN" sweep --backend nccl --collectives $TUNE_COLLS --sizes "$TUNE_SIZES" -q -o "$WORK/ex-$v-$pass.json" > /dev/null 2> "$WORK/ex-$v-$pass.err" || { echo "sweep ($v, pass $pass) failed:"; grep -m1 -A14 "^SIGSEGV\|^panic\|^fatal\|^collbench" "$WORK/ex-$v-$pass.err"; } ;;
+            file) NCCL_TUNER_PLUGIN=$lib NCCL_TUNER_CONFIG_FILE=$WORK/tuner.csv timeout -k 10 120 "$BIN" sweep --backend nccl --collectives $TUNE_COLLS --sizes "$TUNE_SIZES" -q -o "$WORK/ex-$v-$pass.json" > /dev/null 2> "$WORK/ex-$v-$pass.err" || { echo "sweep ($v, pass $pass) failed:"; grep -m1 -A14 "^SIGSEGV\|^panic\|^fatal\|^collbench" "$WORK/ex-$v-$pass.err"; } ;;
+            any) NCCL_TUNER_PLUGIN=$lib NCCL_TUNER_CONFIG_FILE=$WORK/tuner-any.csv timeout -k 10 120 "$BIN" sweep --backend nccl --collectives $TUNE_COLLS --sizes "$TUNE_SIZES" -q -o "$WORK/ex-$v-$pass.json" > /dev/null 2> "$WORK/ex-$v-$pass.err" || { echo "sweep ($v, pass $pass) failed:"; grep -m1 -A14 "^SIGSEGV\|^panic\|^fatal\|^collbench" "$WORK/ex-$v-$pass.err"; } ;;
+          esac
+        done
+      done
+      python3 - "$WORK" "$WORK/tune.json" <<'PY' && ok "NCCL's example tuner plugin, loading the file, reproduces the gains" || bad "NCCL's example tuner plugin did not reproduce the gains"
+import json, sys, statistics, glob
+w, t = sys.argv[1], json.load(open(sys.argv[2]))
+def load(v):
+    out = {}
+    for p in sorted(glob.glob("%s/ex-%s-*.json" % (w, v))):
+        for r in json.load(open(p))["results"]:
+            h = r.get("out_of_place")
+            if h:
+                k = (r["collective"], r["size_bytes"])
+                out.setdefault(k, {"t": [], "algo": None})["t"].append(h["time_us"])
+                if r.get("algorithm"): out[k]["algo"] = r["algorithm"]
+    return out
+base, f, anyc = load("default"), load("file"), load("any")
+print("rows read: default %d, file %d, channels -1 %d" % (len(base), len(f), len(anyc)))
+compared = 0
+claimed = {(x["collective"], r["size_bytes"]): (r["best"]["choice"], r["gain"]) for x in t["collectives"] for r in x["results"] if r["gain"] > 0}
+miss = 0
+print("%-15s %10s %12s %12s %8s %8s  %s" % ("collective", "size", "default us", "file us", "gain", "claimed", "NCCL ran with the file"))
+for k in sorted(claimed):
+    if k not in base or k not in f:
+        print("%-15s %10d not in both sweeps" % k); miss += 1; continue
+    compared += 1
+    b, x = statistics.median(base[k]["t"]), statistics.median(f[k]["t"])
+    a = f[k]["algo"] or {}
+    g = b / x - 1
+    ch, cg = claimed[k]
+    ran = "%s/%s/%s" % (a.get("algo", "?"), a.get("proto", "?"), a.get("channels", "?"))
+    good = g > 0 and a.get("algo", "").lower() == ch["algorithm"] and a.get("proto", "").lower() == ch["protocol"]
+    miss += not good
+    print("%-15s %10d %12.1f %12.1f %+7.0f%% %+7.0f%%  %s%s" % (k[0], k[1], b, x, 100 * g, 100 * cg, ran, "" if good else "  <- not reproduced"))
+print("with channels -1 (the plugin's default of one channel), the largest size of each collective:")
+for c in sorted({k[0] for k in base}):
+    k = max(kk for kk in base if kk[0] == c)
+    if k in anyc:
+        a = anyc[k]["algo"] or {}
+        print("  %-15s %10d default %.1f us, channels -1 %.1f us (NCCL ran %s channels)" % (c, k[1], statistics.median(base[k]["t"]), statistics.median(anyc[k]["t"]), a.get("channels", "?")))
+sys.exit(1 if miss or not compared else 0)
+PY
+    else
+      bad "NCCL's example tuner plugin did not build"
+    fi
+  else
+    echo "(NCCL's example tuner plugin: no source in $TUNER_EXAMPLE)"
+  fi
+fi
 fi
 
 if want parity; then

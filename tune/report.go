@@ -88,22 +88,49 @@ func (r *Report) Verdict(res Result) string {
 		switch {
 		case file == nil:
 			return "no line of the file covers this size"
-		case res.Gain > 0 && !res.Best.Choice.Default:
+		case namesOwn(res, *file):
+			if slower, g := res.slower(*file); slower {
+				return fmt.Sprintf("names NCCL's own choice (%.0f%% slower so)", g*100)
+			}
+			return "names NCCL's own choice"
+		case res.Gain > 0 && (res.Confirmed || len(res.Pairs) == 0):
 			return fmt.Sprintf("reproduced: %+.0f%%", res.Gain*100)
 		}
-		if slower, g := Beats(res.Default, *file); slower {
+		if slower, g := res.slower(*file); slower {
 			return fmt.Sprintf("SLOWER than the default by %.0f%%", g*100)
 		}
 		return "within noise of the default"
 	}
 	switch {
+	case res.Gain > 0 && res.Confirmed:
+		return fmt.Sprintf("%+.0f%% (confirmed in %d pairs)", res.Gain*100, len(res.Pairs))
 	case res.Gain > 0:
 		return fmt.Sprintf("%+.0f%% (beyond both cells' noise)", res.Gain*100)
 	case res.Best.Choice.Default:
 		return "the default is best"
+	case len(res.Pairs) > 0:
+		return fmt.Sprintf("not confirmed in %d pairs: keep the default", len(res.Pairs))
 	default:
 		return "within noise: keep the default"
 	}
+}
+
+// namesOwn says whether a file's choice is what the default ran (as the
+// recorder saw it): a line that names NCCL's own choice, which a file for
+// NCCL's example plugin needs wherever NCCL's own channels are not one.
+func namesOwn(res Result, file Cell) bool {
+	d := res.Default.Ran
+	return d != nil && d.Algorithm == file.Choice.Algorithm && d.Protocol == file.Choice.Protocol &&
+		(file.Choice.Channels <= 0 || file.Choice.Channels == d.Channels)
+}
+
+// slower says whether the default beat the other cell: by the pairs where
+// there are any, else beyond both cells' noise.
+func (res Result) slower(other Cell) (bool, float64) {
+	if len(res.Pairs) > 0 {
+		return res.Slower()
+	}
+	return Beats(res.Default, other)
 }
 
 // otherThan is the one cell of a check that is not the default, or nil.
@@ -130,7 +157,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "## %s on %d ranks (%s backend)\n", c.Name, r.Ranks, r.Backend)
 		tb := report.PlainTable(w)
-		tb.Header("size", "default (µs)", second, "its time (µs)", "cells", "verdict")
+		// What the default ran, where the library's recorder said.
+		ran := slices.ContainsFunc(c.Results, func(x Result) bool { return x.Default.Ran != nil })
+		if ran {
+			tb.Header("size", "default (µs)", "default ran", second, "its time (µs)", "cells", "verdict")
+		} else {
+			tb.Header("size", "default (µs)", second, "its time (µs)", "cells", "verdict")
+		}
 		for _, res := range c.Results {
 			other := res.Best
 			if r.Check != "" {
@@ -142,7 +175,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if !res.Complete {
 				cells += " (cut short)"
 			}
-			if err := tb.Append(words.Bytes(res.Size), timeNoise(res.Default), other.Choice.String(), timeNoise(other), cells, r.Verdict(res)); err != nil {
+			row := []any{words.Bytes(res.Size), timeNoise(res.Default), other.Choice.String(), timeNoise(other), cells, r.Verdict(res)}
+			if ran {
+				row = slices.Insert(row, 2, any("-"))
+				if d := res.Default.Ran; d != nil {
+					row[2] = d.String()
+				}
+			}
+			if err := tb.Append(row...); err != nil {
 				return err
 			}
 		}
@@ -159,19 +199,36 @@ func (r *Report) WriteTable(w io.Writer) error {
 // Entries are the tuner file's lines: for each collective, the sizes
 // where the best choice beats the default beyond the noise of both. A
 // measured size s stands for the sizes above the size measured before it
-// up to s; neighbours with the same best choice share one line.
+// up to s; neighbours with the same choice share one line.
+//
+// On NCCL every line names its channels, and the sizes where the default
+// is kept and ran on more than one channel have lines too, naming what
+// the default ran (NCCL's profiler), because NCCL's example tuner plugin
+// runs every operation that no line covers, and every line whose channels
+// are -1, on one channel. Sizes whose runs were not recorded keep no line
+// or -1 (Unpinned names them).
 func (r *Report) Entries() []Entry {
 	var out []Entry
+	pin := r.Backend == "nccl"
 	for _, c := range r.Collectives {
 		name := strings.ReplaceAll(c.Name, "-", "")
 		var prev int64 = -1
 		for _, res := range c.Results {
 			lo := prev + 1
 			prev = res.Size
-			if res.Gain <= 0 || res.Best.Choice.Default {
+			var ch Choice
+			switch {
+			case res.Gain > 0 && !res.Best.Choice.Default:
+				ch = res.Best.Choice
+				if pin && ch.Channels <= 0 && res.Best.Ran != nil {
+					ch.Channels = res.Best.Ran.Channels
+				}
+			case pin && res.Default.Ran != nil && res.Default.Ran.Channels != 1:
+				// The example plugin would run it on one channel.
+				ch = *res.Default.Ran
+			default:
 				continue
 			}
-			ch := res.Best.Choice
 			if n := len(out); n > 0 {
 				last := &out[n-1]
 				if last.Collective == name && last.MaxBytes == lo-1 && last.Algorithm == ch.Algorithm && last.Protocol == ch.Protocol && last.Channels == channels(ch) {
@@ -193,6 +250,25 @@ func channels(c Choice) int {
 	return -1
 }
 
+// Unpinned are the sizes of an NCCL report whose line in Entries cannot
+// name its channels, or that have no line although NCCL's own choice there
+// is unknown: the recorder did not record them ("collective size" each).
+func (r *Report) Unpinned() []string {
+	if r.Backend != "nccl" {
+		return nil
+	}
+	var out []string
+	for _, c := range r.Collectives {
+		for _, res := range c.Results {
+			gain := res.Gain > 0 && !res.Best.Choice.Default
+			if (gain && res.Best.Choice.Channels <= 0 && res.Best.Ran == nil) || (!gain && res.Default.Ran == nil) {
+				out = append(out, c.Name+" "+words.Bytes(res.Size))
+			}
+		}
+	}
+	return out
+}
+
 // WriteTunerFile writes Entries in the example tuner plugin's format, with
 // comments that say what measured them.
 func (r *Report) WriteTunerFile(w io.Writer) error {
@@ -200,11 +276,19 @@ func (r *Report) WriteTunerFile(w io.Writer) error {
 		fmt.Sprintf("collbench tune, %s backend, %d ranks on %d nodes, %s", r.Backend, r.Ranks, r.Nodes, r.Started.UTC().Format(time.RFC3339)),
 		"only the sizes where the best choice beat the default beyond the noise of both",
 	}
+	if r.Backend == "nccl" {
+		comments[1] = "the best choice where it beat NCCL's own beyond the noise of both; elsewhere NCCL's own choice as its profiler recorded it"
+		comments = append(comments, "every line names its channels: NCCL's example tuner plugin runs operations no line covers, and lines of -1 channels, on one channel")
+	}
 	if r.Backend == "cpu" {
 		comments = append(comments, "the cpu backend's own algorithms: read by collbench tune --check, not by NCCL")
 	}
 	if !r.Complete {
 		comments = append(comments, "the search was cut short (budget or signal): sizes not measured have no line")
+	}
+	if u := r.Unpinned(); len(u) > 0 {
+		comments = append(comments, fmt.Sprintf("NCCL's profiler did not record %d sizes, so their channels are unknown (NCCL's example plugin runs them on one channel): %s",
+			len(u), strings.Join(u, ", ")))
 	}
 	return Write(w, r.Entries(), comments...)
 }
@@ -269,8 +353,8 @@ func (r *Report) Slower() []string {
 	}
 	for _, c := range r.Collectives {
 		for _, res := range c.Results {
-			if f := otherThan(res); f != nil {
-				if slower, g := Beats(res.Default, *f); slower {
+			if f := otherThan(res); f != nil && !namesOwn(res, *f) {
+				if slower, g := res.slower(*f); slower {
 					out = append(out, fmt.Sprintf("%s %s: %s is %.0f%% slower than the default", c.Name, words.Bytes(res.Size), f.Choice, g*100))
 				}
 			}

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -35,6 +36,9 @@ func (c Choice) String() string {
 type Cell struct {
 	Choice  Choice    `json:"choice"`
 	TimesUS []float64 `json:"times_us"`
+	// Ran is what the library's recorder saw it run (NCCL's profiler
+	// plugin: NCCL's own choice for the default), where it recorded.
+	Ran *Choice `json:"ran,omitempty"`
 }
 
 // Time is the cell's median time (µs).
@@ -99,6 +103,42 @@ type Result struct {
 	Gain     float64 `json:"gain"`
 	Refined  bool    `json:"refined"`  // the leaders were measured again
 	Complete bool    `json:"complete"` // every candidate was measured within the budget
+	// Pairs are the default's and the best's times measured one right
+	// after the other (µs, in pairs): a gain stands only where the pairs
+	// confirm it (PairedBeats), since small messages on a shared host
+	// move between latency bands from one minute to the next and two
+	// medians taken minutes apart can differ by a band.
+	Pairs [][2]float64 `json:"pairs,omitempty"`
+	// Confirmed says the pairs confirmed the gain; false with pairs where
+	// they did not (the gain is then 0).
+	Confirmed bool `json:"confirmed,omitempty"`
+}
+
+// MinPairs is how many pairs a gain must be confirmed by.
+const MinPairs = 5
+
+// PairedBeats says whether b is faster than a in pairs measured one right
+// after the other (each pair: a's time, b's time): in every pair but at
+// most one by more than twice MinNoise, over at least MinPairs pairs. The
+// gain is the median of a's time over b's, minus 1.
+func PairedBeats(pairs [][2]float64) (bool, float64) {
+	if len(pairs) == 0 {
+		return false, 0
+	}
+	ratios := make([]float64, 0, len(pairs))
+	for _, p := range pairs {
+		if p[1] <= 0 {
+			return false, 0
+		}
+		ratios = append(ratios, p[0]/p[1])
+	}
+	slices.Sort(ratios)
+	n := len(ratios)
+	gain := (ratios[(n-1)/2]+ratios[n/2])/2 - 1
+	if n < MinPairs {
+		return false, gain
+	}
+	return ratios[1] > 1+2*MinNoise, gain
 }
 
 // Search measures at every size NCCL's own choice and every candidate,
@@ -126,7 +166,7 @@ func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budge
 				break
 			}
 			ts, err := m(ctx, c, size, 1)
-			if err == ErrRefused || err == ErrIsDefault {
+			if errors.Is(err, ErrRefused) || errors.Is(err, ErrIsDefault) {
 				continue
 			}
 			if err != nil {
@@ -164,7 +204,10 @@ func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budge
 			// (a repeat of a large size takes seconds).
 			for k := 0; k < repeats && left(); k++ {
 				ts, err := m(ctx, c.Choice, r.Size, 1)
-				if err != nil && err != ErrRefused {
+				if errors.Is(err, ErrRefused) {
+					break
+				}
+				if err != nil {
 					if ctx.Err() != nil {
 						break
 					}
@@ -172,6 +215,43 @@ func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budge
 				}
 				c.TimesUS = append(c.TimesUS, ts...)
 				r.Refined = true
+			}
+		}
+		finish(r)
+		if onResult != nil {
+			onResult(*r)
+		}
+	}
+	// Confirm: every claimed gain measured again in pairs, the default
+	// and the best one right after the other.
+	for i := range out {
+		r := &out[i]
+		if r.Gain <= 0 || !left() {
+			continue
+		}
+		for k := 0; k < max(repeats, MinPairs) && left(); k++ {
+			// Each pair in turn starts with the other choice, so an order
+			// effect cannot pass for a gain.
+			order := []Choice{r.Default.Choice, r.Best.Choice}
+			if k%2 == 1 {
+				order[0], order[1] = order[1], order[0]
+			}
+			var got []float64
+			for _, c := range order {
+				ts, err := m(ctx, c, r.Size, 1)
+				if err != nil && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
+					return out, err
+				}
+				if err != nil || len(ts) == 0 {
+					break
+				}
+				got = append(got, ts[0])
+			}
+			if len(got) == 2 {
+				if k%2 == 1 {
+					got[0], got[1] = got[1], got[0]
+				}
+				r.Pairs = append(r.Pairs, [2]float64{got[0], got[1]})
 			}
 		}
 		finish(r)
@@ -205,9 +285,45 @@ func finish(r *Result) {
 	if r.Best.Choice.Default || len(r.Default.TimesUS) == 0 {
 		return
 	}
+	if len(r.Pairs) > 0 {
+		// The pairs have the last word.
+		if ok, g := PairedBeats(r.Pairs); ok {
+			r.Gain, r.Confirmed = g, true
+		}
+		return
+	}
 	if ok, g := Beats(r.Best, r.Default); ok {
 		r.Gain = g
 	}
+}
+
+// NewPairedResult is the result of a default and one other cell measured
+// alternately at one size (tune --check): their times in order make the
+// pairs, and the other's gain stands only where the pairs confirm it.
+func NewPairedResult(size int64, def, other Cell) Result {
+	r := Result{Size: size, Cells: []Cell{def, other}, Complete: true}
+	for i := range min(len(def.TimesUS), len(other.TimesUS)) {
+		r.Pairs = append(r.Pairs, [2]float64{def.TimesUS[i], other.TimesUS[i]})
+	}
+	finish(&r)
+	if r.Best.Choice.Default || !r.Confirmed {
+		// Report the other choice's gain as confirmed or not at all.
+		r.Gain = 0
+		if ok, g := PairedBeats(r.Pairs); ok {
+			r.Gain, r.Confirmed = g, true
+		}
+	}
+	return r
+}
+
+// Slower says whether, in r's pairs, the default beat the other choice
+// (the pairs confirm it), and by how much.
+func (r Result) Slower() (bool, float64) {
+	flipped := make([][2]float64, len(r.Pairs))
+	for i, p := range r.Pairs {
+		flipped[i] = [2]float64{p[1], p[0]}
+	}
+	return PairedBeats(flipped)
 }
 
 // NewResult is the result of cells measured at one size (one of them the

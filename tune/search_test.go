@@ -72,12 +72,81 @@ func TestSearchFindsTheKnownBest(t *testing.T) {
 				t.Errorf("%d B: a refused choice was kept", r.Size)
 			}
 		}
-		if reported[r.Size] != 2 {
-			t.Errorf("%d B reported %d times, want coarse and refined", r.Size, reported[r.Size])
+		want := 2
+		if r.Gain > 0 {
+			want = 3
+			if !r.Confirmed || len(r.Pairs) < MinPairs {
+				t.Errorf("%d B: a gain not confirmed in pairs (%d pairs)", r.Size, len(r.Pairs))
+			}
+		}
+		if reported[r.Size] != want {
+			t.Errorf("%d B reported %d times, want coarse, refined (and confirmed where a gain)", r.Size, reported[r.Size])
 		}
 	}
 	if g := rs[0].Gain; g < 0.25 || g > 0.35 {
 		t.Errorf("small-size gain %.3f, want about 0.3", g)
+	}
+}
+
+// banded is a collective whose every choice runs alike, on a host that
+// moves between two latency bands 25% apart every few operations (as the
+// shared GPU hosts do for small messages): any gain is the bands'.
+type banded struct{ calls int }
+
+func (b *banded) measure(_ context.Context, c Choice, size int64, repeats int) ([]float64, error) {
+	var ts []float64
+	for range repeats {
+		b.calls++
+		t := 10.0
+		if (b.calls/7)%2 == 1 {
+			t = 12.5
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+// TestSearchClaimsNoGainFromLatencyBands: medians taken apart can land in
+// different bands and look like a gain; the pairs, measured one right
+// after the other, do not confirm it, so no size claims one.
+func TestSearchClaimsNoGainFromLatencyBands(t *testing.T) {
+	b := &banded{}
+	rs, err := Search(context.Background(), b.measure, []int64{8, 64, 512, 4096, 32768}, cands[:3], time.Minute, 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paired := 0
+	for _, r := range rs {
+		if r.Gain > 0 {
+			t.Errorf("%d B: a gain of %.2f for %s from the bands alone", r.Size, r.Gain, r.Best.Choice)
+		}
+		if len(r.Pairs) > 0 {
+			paired++
+		}
+	}
+	if paired == 0 {
+		t.Error("no size looked like a gain before its pairs: the model does not plant the bands' trap")
+	}
+}
+
+// TestPairedBeats: a gain stands only where every pair but one shows it,
+// over at least MinPairs pairs.
+func TestPairedBeats(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pairs [][2]float64
+		want  bool
+	}{
+		{"10% in every pair, across two bands", [][2]float64{{11, 10}, {13.2, 12}, {11, 10}, {13.2, 12}, {11, 10}}, true},
+		{"one pair against", [][2]float64{{11, 10}, {10, 10.5}, {11, 10}, {11, 10}, {11, 10}}, true},
+		{"two pairs against", [][2]float64{{11, 10}, {10, 10.5}, {10, 10.5}, {11, 10}, {11, 10}}, false},
+		{"a band apart, alike within each pair", [][2]float64{{12.5, 12.5}, {10, 10}, {12.5, 12.4}, {10, 10.1}, {12.5, 12.5}}, false},
+		{"too few pairs", [][2]float64{{11, 10}, {11, 10}, {11, 10}}, false},
+		{"1% apart", [][2]float64{{10.1, 10}, {10.1, 10}, {10.1, 10}, {10.1, 10}, {10.1, 10}}, false},
+	} {
+		if got, _ := PairedBeats(tc.pairs); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

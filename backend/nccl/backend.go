@@ -46,6 +46,8 @@ type Backend struct {
 	// profWhy says why not.
 	profOn  bool
 	profWhy string
+	// force is collbench's tuner plugin's state (PrepareForcing).
+	force forcing
 	// threads is how a world's local GPUs issue their operations
 	// (SetThreads); "" is measure.ThreadsPerGPU.
 	threads string

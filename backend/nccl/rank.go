@@ -664,3 +664,19 @@ func (r *rank) LaunchGroup(c measure.Call, n int) error {
 		return nil
 	})
 }
+
+// Clock is the rank's stream's modeled time where the machine models time
+// (the fake machine under a model; measure.VirtualClock), nil on a GPU.
+func (r *rank) Clock() func() time.Time {
+	vc, ok := r.drv.(driver.VirtualClock)
+	if !ok {
+		return nil
+	}
+	if _, modeled := vc.StreamTime(r.stream); !modeled {
+		return nil
+	}
+	return func() time.Time {
+		t, _ := vc.StreamTime(r.stream)
+		return t
+	}
+}

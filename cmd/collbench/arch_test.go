@@ -16,7 +16,7 @@ import (
 var layers = [][]string{
 	{"dtype", "internal/..."},
 	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology"},
-	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler"},
+	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler", "backend/nccl/tuner"},
 	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report", "tune"},
 	{"doctor"},
 	{"runconfig", "engine"},
@@ -29,7 +29,7 @@ var layers = [][]string{
 var cliImports = []string{"engine", "results", "report", "measure", "doctor", "launch"}
 
 // cgoAllowed are the bindings, the only packages that may import "C".
-var cgoAllowed = []string{"cuda", "backend/nccl", "backend/nccl/profiler", "backend/nccl/fakegpu", "backend/nccl/kernels/hostemu", "backend/mpi"}
+var cgoAllowed = []string{"cuda", "backend/nccl", "backend/nccl/profiler", "backend/nccl/tuner", "backend/nccl/fakegpu", "backend/nccl/kernels/hostemu", "backend/mpi"}
 
 type listed struct {
 	ImportPath string

@@ -14,6 +14,14 @@ import (
 	"collbench/cuda"
 )
 
+// VirtualClock is implemented by machines whose streams keep modeled
+// time (the fake machine under a model): StreamTime waits for the
+// stream's work and says the time it reached; false on a machine without
+// a model.
+type VirtualClock interface {
+	StreamTime(s cuda.Stream) (time.Time, bool)
+}
+
 // Driver is the CUDA driver and NCCL together, as one machine offers them.
 type Driver interface {
 	CUDA

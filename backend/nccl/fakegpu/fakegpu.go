@@ -117,6 +117,9 @@ type Driver struct {
 	// whether the first communicator looked for it.
 	prof      *profiler
 	profTried bool
+	// tuner says whether NCCL loaded the tuner plugin; tunerTried whether
+	// the first communicator looked for it.
+	tuner, tunerTried bool
 	// anyAbort is closed when the first communicator is aborted: it ends
 	// the calls that a planted fault holds (Fault.Hang).
 	anyAbort  chan struct{}

@@ -40,6 +40,11 @@ type Model struct {
 	Shared map[int]float64
 	// SliceUS is the driver's time slice; 2000 when 0.
 	SliceUS float64
+	// Protocols gives NCCL's protocols their costs (protocolTime), so the
+	// algorithm and protocol a collective runs with change its time: a
+	// space with a known best for collbench tune. Off, every choice runs
+	// at the link's rate.
+	Protocols bool
 }
 
 // HealthyModel is a model of healthy Hopper GPUs as measured on the lent
@@ -177,7 +182,7 @@ func (c *clock) sendTime(a, b int, bytes int64) float64 {
 // collectiveTime is a collective of kind over the GPUs devs (in rank
 // order) of count elements of esz bytes: its bus bytes at the slowest link
 // of the ring; in a communicator of one, a copy.
-func (c *clock) collectiveTime(kind driver.OpKind, devs []int, count, esz int64) float64 {
+func (c *clock) collectiveTime(kind driver.OpKind, devs []int, count, esz int64, ch choice) float64 {
 	k := int64(len(devs))
 	s := count * esz
 	if k == 1 {
@@ -202,5 +207,5 @@ func (c *clock) collectiveTime(kind driver.OpKind, devs []int, count, esz int64)
 			rate = r
 		}
 	}
-	return c.m.LatencyUS*1e-6 + bus/(rate*1e9)*c.spread(c.m.LinkSpread)
+	return c.m.LatencyUS*1e-6 + c.protocolTime(ch.proto, bus/(rate*1e9)*c.spread(c.m.LinkSpread))
 }

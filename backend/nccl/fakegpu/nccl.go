@@ -168,6 +168,7 @@ type comm struct {
 	destroyed bool
 	aborted   bool
 	profCtx   unsafe.Pointer // the profiler plugin's context, nil without one
+	tunerCtx  unsafe.Pointer // the tuner plugin's context, nil without one
 	profSeq   uint64
 	// wedged is set once the profiler stall (Options.ProfilerStall) left
 	// the proxy thread stuck: destroy then waits for an abort.
@@ -209,6 +210,7 @@ func (d *Driver) InitRank(n int, id driver.UniqueID, rank int) (driver.Comm, err
 	cm := &comm{d: d, cl: cl, rank: rank, dev: c.dev, meetSeq: map[string]uint64{}}
 	cl.members[rank] = cm
 	cm.profInit()
+	cm.tunerInit()
 	return cm, nil
 }
 
@@ -243,6 +245,7 @@ func (c *comm) Destroy() error {
 	c.destroyed = true
 	c.cl.mu.Unlock()
 	c.profFinalize()
+	c.tunerFinalize()
 	return nil
 }
 
@@ -304,6 +307,7 @@ func (c *comm) Split(color, key int) (driver.Comm, error) {
 			for i, r := range rs {
 				m := &comm{d: c.d, cl: cl, rank: i, dev: c.cl.members[r].dev, meetSeq: map[string]uint64{}}
 				m.profInit()
+				m.tunerInit()
 				cl.members[i] = m
 				res[r] = m
 			}

@@ -203,8 +203,9 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 			return after(ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev)), k, n)
 		}
 		c.profSeq++
-		po := c.profCollective(o, c.profSeq)
-		if err := s.enqueue(func() error { return c.collective(s, o, f, po) }); err != nil {
+		ch := c.choose(o)
+		po := c.profCollective(o, c.profSeq, ch)
+		if err := s.enqueue(func() error { return c.collective(s, o, f, po, ch) }); err != nil {
 			return err
 		}
 	}
@@ -213,7 +214,7 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 
 // collective runs on the rank's stream: it meets the other ranks, and the
 // last to arrive computes every rank's output.
-func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp) error {
+func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choice) error {
 	t := dtype.DType(o.DType)
 	esz := int64(t.Size())
 	ns, nr := counts(o, c.rank, c.cl.n)
@@ -241,7 +242,7 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp) error {
 				q := v.(*part)
 				start, devs[r] = max(start, q.vt), q.dev
 			}
-			end := start + clk.collectiveTime(o.Kind, devs, o.Count, esz)
+			end := start + clk.collectiveTime(o.Kind, devs, o.Count, esz, ch)
 			if len(devs) == 1 { // a copy on one GPU: in its own slices
 				end = clk.busy(devs[0], start, end-start)
 			}

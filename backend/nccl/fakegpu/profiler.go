@@ -267,18 +267,6 @@ func (c *comm) profMask() int {
 	return int(C.fp_get_mask())
 }
 
-// fakeChoice is the machine's algorithm: trees and LL for small messages.
-func fakeChoice(k driver.OpKind, bytes int64) (algo, proto string, channels int) {
-	algo, proto, channels = "RING", "SIMPLE", 4
-	if bytes <= 64<<10 {
-		proto, channels = "LL", 2
-		if k == driver.AllReduce {
-			algo = "TREE"
-		}
-	}
-	return algo, proto, channels
-}
-
 var profFuncs = map[driver.OpKind]string{driver.AllReduce: "AllReduce", driver.AllGather: "AllGather",
 	driver.ReduceScatter: "ReduceScatter", driver.Broadcast: "Broadcast", driver.Reduce: "Reduce",
 	driver.AllToAll: "AlltoAll", driver.Gather: "Gather", driver.Scatter: "Scatter"}
@@ -296,7 +284,7 @@ type profOp struct {
 }
 
 // profCollective starts and stops a collective's event.
-func (c *comm) profCollective(o driver.Op, seq uint64) *profOp {
+func (c *comm) profCollective(o driver.Op, seq uint64, chosen choice) *profOp {
 	mask := c.profMask()
 	if mask&(profColl|profKernelCh) == 0 {
 		return nil
@@ -304,7 +292,8 @@ func (c *comm) profCollective(o driver.Op, seq uint64) *profOp {
 	p := c.d.prof
 	t := dtype.DType(o.DType)
 	bytes := o.Count * int64(t.Size())
-	algo, proto, ch := fakeChoice(o.Kind, bytes)
+	algo, proto := chosen.names()
+	ch := chosen.channels
 	h := C.fp_coll_event(c.profCtx, C.int(c.rank), C.uint64_t(seq), p.str(profFuncs[o.Kind]), C.uint64_t(o.Send), C.uint64_t(o.Recv),
 		C.size_t(o.Count), C.int(o.Root), p.str(t.String()), C.int(ch), p.str(algo), p.str(proto))
 	C.fp_stop(h)

@@ -3,6 +3,8 @@ package fakegpu
 import (
 	"sync"
 	"time"
+
+	"collbench/cuda"
 )
 
 // stream runs its work in order on its own goroutine, as a GPU stream
@@ -132,4 +134,19 @@ func (s *stream) endCapture() ([]func() error, error) {
 	ops := s.captured
 	s.capturing, s.captured = false, nil
 	return ops, nil
+}
+
+// StreamTime waits for the stream's work and returns its virtual time, as
+// a time from the Unix epoch (driver.VirtualClock); false without a Model.
+func (d *Driver) StreamTime(h cuda.Stream) (time.Time, bool) {
+	if d.clk == nil {
+		return time.Time{}, false
+	}
+	s, err := d.streamOf("StreamTime", h)
+	if err != nil || s.wait() != nil {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Unix(0, 0).Add(time.Duration(s.vt * 1e9)), true
 }

@@ -45,19 +45,23 @@ func NewCmdTune(f *Factory, runF func(*TuneOptions) error) *cobra.Command {
 algorithm it can be forced to run with inside one start, each result verified; it
 prints a table per collective (the default, the best, their times with their noise,
 the gain), and can write every cell as JSON (-o, rewritten after every result) and a
-tuner file (--tuner-file) in the format of NCCL's example tuner plugin, with lines
-only where the best beats the default beyond the noise of both cells.
+tuner file (--tuner-file) in the format of NCCL's example tuner plugin: the best
+choice where it beats the default beyond the noise of both cells, confirmed in pairs.
+
+On NCCL (2.26 and later) the choices are forced through collbench's own tuner plugin,
+carried in the binary: ring, tree and PAT with LL, LL128 and Simple, as NCCL accepts
+them; NCCL's profiler records what each cell ran. On the cpu backend, allreduce across
+processes (ring or recursive doubling).
 
 The search is budgeted (--budget): every candidate once, then the leaders again
-(--repeats), while time is left. Ctrl-C keeps what was measured.
+(--repeats), then each gain in pairs with the default, while time is left. Ctrl-C
+keeps what was measured.
 
---check FILE measures a tuner file's choices against the defaults, size by size,
-alternating, and fails (exit 1) where the file's choice is slower beyond noise.
-
-Today the cpu backend's allreduce (ring or recursive doubling, across processes) is
-the space that can be forced; NCCL's needs collbench's tuner plugin (docs/tune.md).`,
+--check FILE measures a tuner file's choices against the defaults, size by size, in
+pairs, and fails (exit 1) where the file's choice is slower (docs/tune.md).`,
 		Args: noArgs,
-		Example: "  collbench launch -n 4 -- tune --backend cpu --tuner-file cpu-tuner.csv -o tune.json\n" +
+		Example: "  collbench tune --backend nccl --collectives allreduce,allgather --tuner-file tuner.csv -o tune.json\n" +
+			"  collbench launch -n 4 -- tune --backend cpu --tuner-file cpu-tuner.csv -o tune.json\n" +
 			"  collbench launch -n 4 -- tune --backend cpu --check cpu-tuner.csv",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()

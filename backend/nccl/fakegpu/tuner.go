@@ -1,0 +1,178 @@
+package fakegpu
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stddef.h>
+
+// The machine's side of NCCL's tuner plugin interface, version 4, declared
+// here on its own (not shared with collbench's plugin), so the plugin is
+// called as NCCL calls it: a cost table of 7 algorithms by 3 protocols in
+// one block, -1 where a pair cannot run.
+typedef struct {
+	const char *name;
+	int (*init)(size_t, size_t, void *, void **);
+	int (*getCollInfo)(void *, int, size_t, int, float **, int, int, int, int *);
+	int (*destroy)(void *);
+} ft_v4;
+
+static ft_v4 *ft_plugin;
+
+static int ft_load(void) {
+	void *h = dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
+	if (!h) return 0;
+	ft_plugin = (ft_v4 *)dlsym(h, "ncclTunerPlugin_v4");
+	return ft_plugin != NULL;
+}
+
+static void *ft_init(size_t ranks, size_t nodes, int *err) {
+	void *ctx = NULL;
+	*err = ft_plugin->init(ranks, nodes, NULL, &ctx);
+	return ctx;
+}
+
+static int ft_ask(void *ctx, int func, size_t bytes, float *table, int *channels) {
+	return ft_plugin->getCollInfo(ctx, func, bytes, 1, (float **)table, 7, 3, 0, channels);
+}
+
+static void ft_destroy(void *ctx) { ft_plugin->destroy(ctx); }
+*/
+import "C"
+
+import (
+	"os"
+
+	"collbench/backend/nccl/driver"
+	"collbench/dtype"
+)
+
+// NCCL's algorithm and protocol indices and names as its profiler reports
+// them, and the collective types a tuner is asked about.
+var (
+	algoNames  = []string{"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"}
+	protoNames = []string{"LL", "LL128", "SIMPLE"}
+	tunerFuncs = map[driver.OpKind]int{driver.Broadcast: 0, driver.Reduce: 1, driver.AllGather: 2, driver.ReduceScatter: 3, driver.AllReduce: 4}
+)
+
+const (
+	algoTree, algoRing                       = 0, 1
+	protoLL, protoLL128, protoSimple         = 0, 1, 2
+	nAlgos, nProtos                          = 7, 3
+	tunerMinVersion                          = 22600
+	ignoreCost                       float32 = -1
+)
+
+// choice is how the machine's NCCL runs one collective.
+type choice struct {
+	algo, proto, channels int
+}
+
+func (c choice) names() (string, string) { return algoNames[c.algo], protoNames[c.proto] }
+
+// defaultChoice is the machine's NCCL's own rule, by each rank's count:
+// LL on two channels up to 64 KiB (tree for allreduce), ring with Simple
+// on four above.
+func defaultChoice(k driver.OpKind, bytes int64) choice {
+	if bytes <= 64<<10 {
+		if k == driver.AllReduce {
+			return choice{algoTree, protoLL, 2}
+		}
+		return choice{algoRing, protoLL, 2}
+	}
+	return choice{algoRing, protoSimple, 4}
+}
+
+// loadTuner looks the tuner plugin up as NCCL does, once per machine: in
+// the process, with NCCL_TUNER_PLUGIN=STATIC_PLUGIN, from NCCL 2.26.
+func (d *Driver) loadTuner() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.tunerTried {
+		d.tunerTried = true
+		d.tuner = os.Getenv("NCCL_TUNER_PLUGIN") == "STATIC_PLUGIN" && d.opts.NCCLVersion >= tunerMinVersion && C.ft_load() != 0
+	}
+	return d.tuner
+}
+
+// tunerInit introduces a new communicator rank to the plugin.
+func (c *comm) tunerInit() {
+	if !c.d.loadTuner() {
+		return
+	}
+	var errc C.int
+	ctx := C.ft_init(C.size_t(c.cl.n), 1, &errc)
+	if errc == 0 {
+		c.tunerCtx = ctx
+	}
+}
+
+// tunerFinalize tells the plugin the communicator rank is gone.
+func (c *comm) tunerFinalize() {
+	if c.tunerCtx != nil {
+		C.ft_destroy(c.tunerCtx)
+		c.tunerCtx = nil
+	}
+}
+
+// choose is the algorithm, protocol and channels of one collective: the
+// machine's rule, as its cost table says (the rule's pair cheapest, every
+// other pair the kind can run dearer), after the tuner plugin has seen the
+// table. Allreduce runs tree or ring, the others ring, each with LL, LL128
+// or Simple; alltoall, gather and scatter are sends and receives.
+func (c *comm) choose(o driver.Op) choice {
+	esz := int64(dtype.DType(o.DType).Size())
+	ns, nr := counts(o, c.rank, c.cl.n)
+	bytes := max(ns, nr) * esz // what NCCL tells a tuner
+	def := defaultChoice(o.Kind, o.Count*esz)
+	fn, asked := tunerFuncs[o.Kind]
+	if c.tunerCtx == nil || !asked {
+		return def
+	}
+	var table [nAlgos * nProtos]C.float
+	for i := range table {
+		table[i] = C.float(ignoreCost)
+	}
+	for a := range nAlgos {
+		if a != algoRing && (a != algoTree || o.Kind != driver.AllReduce) {
+			continue
+		}
+		for p := range nProtos {
+			table[a*nProtos+p] = 2
+		}
+	}
+	table[def.algo*nProtos+def.proto] = 1
+	channels := C.int(0)
+	if C.ft_ask(c.tunerCtx, C.int(fn), C.size_t(bytes), &table[0], &channels) != 0 {
+		return def
+	}
+	best := def
+	least := float32(1e30)
+	for a := range nAlgos {
+		for p := range nProtos {
+			if v := float32(table[a*nProtos+p]); v >= 0 && v < least {
+				least, best = v, choice{a, p, def.channels}
+			}
+		}
+	}
+	if channels > 0 {
+		best.channels = int(channels)
+	}
+	return best
+}
+
+// protocolTime is a transfer of base seconds at the link's rate with
+// protocol p, where the model gives protocols their costs: LL moves half
+// the data per line and adds nothing, LL128 loses 5% and adds 1 µs, Simple
+// adds 4 µs at the full rate.
+func (c *clock) protocolTime(p int, base float64) float64 {
+	if !c.m.Protocols {
+		return base
+	}
+	switch p {
+	case protoLL:
+		return base / 0.5
+	case protoLL128:
+		return 1e-6 + base/0.95
+	}
+	return 4e-6 + base
+}

@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"collbench/backend/nccl/fakegpu"
+	"collbench/measure"
+	"collbench/tune"
+)
+
+// protocolMachine is a fake 2-GPU H100 whose NCCL's protocols cost what
+// the model gives them (LL half the rate, LL128 +1 µs at 95%, Simple +4 µs)
+// while its own rule runs LL up to 64 KiB and Simple above: a space whose
+// best choice is known. NCCL_TUNER_PLUGIN is cleared for the test (and
+// restored after it), as a user's shell would have it.
+func protocolMachine(t *testing.T, version int) *System {
+	t.Setenv("NCCL_TUNER_PLUGIN", "")
+	m := fakegpu.HealthyModel(7)
+	m.Protocols, m.LatencyUS = true, 5
+	return gpuSystem(2, fakegpu.Options{Model: m, NCCLVersion: version})
+}
+
+func ncclTune(sizes ...int64) Tune {
+	p := DefaultBench().Plan
+	p.Collectives = []measure.Collective{measure.AllReduce, measure.AllGather}
+	p.Sizes, p.Iters, p.Warmup = sizes, 4, 1
+	return Tune{Plan: p, Backend: "nccl", Budget: time.Minute, Repeats: 3, Tool: "test", RunFlags: DefaultRunFlags()}
+}
+
+// TestTuneForcesNCCLThroughItsTunerPlugin tunes allreduce and allgather on
+// the fake machine through collbench's tuner plugin, which the machine's
+// NCCL calls as NCCL does: at 256 KiB and 1 MiB the default (Simple) loses
+// to LL and LL128 by the model's margins, and tune finds them; at 8 B the
+// default (LL) is best or within noise; every forced cell ran what the
+// profiler recorded, the default's own choice is in the report, PAT (which
+// the machine's table marks as unable to run) is left out with a note,
+// and the tuner file names channels on every line and covers every size.
+// Then --check with that file reproduces each gain.
+func TestTuneForcesNCCLThroughItsTunerPlugin(t *testing.T) {
+	sys := protocolMachine(t, 0)
+	tn := ncclTune(8, 256<<10, 1<<20)
+	rep, err := sys.RunTune(context.Background(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Backend != "nccl" || rep.Ranks != 2 || !rep.Complete || len(rep.Collectives) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	// The model runs tree and ring alike: the protocol is what is known.
+	want := map[int64]string{256 << 10: "ll", 1 << 20: "ll128"}
+	defaults := map[int64]string{8: "tree/ll/2ch", 256 << 10: "ring/simple/4ch", 1 << 20: "ring/simple/4ch"}
+	for _, res := range rep.Collectives[0].Results {
+		if res.Default.Ran == nil || res.Default.Ran.String() != defaults[res.Size] {
+			t.Errorf("allreduce %d B: the default ran %v, want %s", res.Size, res.Default.Ran, defaults[res.Size])
+		}
+		for _, c := range res.Cells {
+			if c.Choice.Default {
+				continue
+			}
+			if c.Ran == nil || c.Ran.Algorithm != c.Choice.Algorithm || c.Ran.Protocol != c.Choice.Protocol {
+				t.Errorf("allreduce %d B: %s forced, the profiler saw %v", res.Size, c.Choice, c.Ran)
+			}
+		}
+		if w := want[res.Size]; w != "" {
+			if res.Best.Choice.Protocol != w || res.Gain <= 0 {
+				t.Errorf("allreduce %d B: best %s (gain %.2f), want %s beyond noise", res.Size, res.Best.Choice, res.Gain, w)
+			}
+			if d := res.Default.Time() / res.Best.Time(); d < 1.3 {
+				t.Errorf("allreduce %d B: the best is %.2fx the default, the model gives it more", res.Size, d)
+			}
+		} else if res.Gain > 0 && res.Best.Choice.Protocol != "ll" {
+			t.Errorf("allreduce %d B: a gain of %.2f for %s where the default (LL) is as good as any", res.Size, res.Gain, res.Best.Choice)
+		}
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	if !strings.Contains(notes, "allgather: pat/simple cannot run here at 3 of the sizes") {
+		t.Errorf("notes:\n%s", notes)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "default ran") || !strings.Contains(table.String(), "ring/simple/4ch") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	es := rep.Entries()
+	var covered int
+	for _, e := range es {
+		if e.Channels <= 0 {
+			t.Errorf("line %+v leaves the channels to NCCL's example plugin (one channel)", e)
+		}
+		if e.Collective == "allreduce" {
+			covered += int(min(e.MaxBytes, 1<<20) - e.MinBytes + 1)
+		}
+	}
+	if covered != 1<<20+1 {
+		t.Errorf("allreduce lines cover %d of the %d sizes up to 1 MiB: %+v", covered, 1<<20+1, es)
+	}
+	var file bytes.Buffer
+	if err := rep.WriteTunerFile(&file); err != nil {
+		t.Fatal(err)
+	}
+	back, err := tune.Read(strings.NewReader(file.String()), "tuner.csv")
+	if err != nil || len(back) != len(es) {
+		t.Fatalf("the file reads back as %d lines (%v), want %d:\n%s", len(back), err, len(es), file.String())
+	}
+
+	// --check: the file, forced by the plugin, reproduces each gain.
+	path := t.TempDir() + "/tuner.csv"
+	if err := os.WriteFile(path, file.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tn.Check, tn.Plan.Collectives = path, tn.Plan.Collectives[:1]
+	chk, err := protocolMachine(t, 0).RunTune(context.Background(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range chk.Collectives[0].Results {
+		v := chk.Verdict(res)
+		if want[res.Size] != "" && !strings.HasPrefix(v, "reproduced") {
+			t.Errorf("check %d B: %s", res.Size, v)
+		}
+	}
+}
+
+// TestTuneOnAnNCCLWithoutTunerLookup: an NCCL that cannot load a tuner
+// from the process (2.25), or a tuner of the user's own, is a usage error
+// that says so, before any measurement.
+func TestTuneOnAnNCCLWithoutTunerLookup(t *testing.T) {
+	_, err := protocolMachine(t, 22503).RunTune(context.Background(), ncclTune(8))
+	if ExitCode(err) != 2 || !strings.Contains(err.Error(), "nothing to tune: NCCL's choices cannot be forced: NCCL 2.25.3 cannot load a tuner from the process") {
+		t.Errorf("exit %d: %v", ExitCode(err), err)
+	}
+	sys := protocolMachine(t, 0)
+	t.Setenv("NCCL_TUNER_PLUGIN", "/opt/mine.so")
+	_, err = sys.RunTune(context.Background(), ncclTune(8))
+	if ExitCode(err) != 2 || !strings.Contains(err.Error(), "NCCL_TUNER_PLUGIN=/opt/mine.so is the user's own tuner") {
+		t.Errorf("exit %d: %v", ExitCode(err), err)
+	}
+}
