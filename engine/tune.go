@@ -375,9 +375,9 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 				return nil, tune.ErrRefused
 			}
 			if err == nil && ran != nil {
-				if !c.Default && (ran.Algorithm != c.Algorithm || ran.Protocol != c.Protocol) {
+				if !c.Default && (ran.Algorithm != c.Algorithm || ran.Protocol != c.Protocol || (c.Channels > 0 && ran.Channels > 0 && ran.Channels != c.Channels)) {
 					// Forced, yet recorded running another: not the choice.
-					tr.strayed[name+" "+c.String()] = fmt.Sprintf("%s as %s/%s", words.Bytes(size), ran.Algorithm, ran.Protocol)
+					tr.strayed[name+" "+c.String()] = fmt.Sprintf("%s as %s", words.Bytes(size), ran)
 					return nil, tune.ErrRefused
 				}
 				tr.ran[ranKey{ci, size, c.String()}] = *ran
@@ -417,7 +417,7 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		share := time.Until(deadline) / time.Duration(len(work)-i)
 		name := tr.plan.Collectives[w.ci].String()
 		tr.asDefault = map[string]int{}
-		_, err := tune.Search(tr.ctx, measureFor(w.ci), tr.plan.Sizes, w.cands, share, tr.t.Repeats, func(r tune.Result) {
+		_, err := tune.SearchExpanding(tr.ctx, measureFor(w.ci), tr.plan.Sizes, w.cands, tr.channelGrid(w.ci), share, tr.t.Repeats, func(r tune.Result) {
 			tr.annotate(w.ci, &r)
 			tr.rep.Set(name, r)
 			if !r.Complete {
@@ -445,6 +445,42 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		}
 	}
 	return nil
+}
+
+// channelCounts are the channel counts tried with a size's leading
+// algorithm and protocol, up to the most channels NCCL has been seen to
+// run this collective with (forcing more than a communicator has is not
+// asked of NCCL).
+var channelCounts = []int{2, 4, 8, 16, 32}
+
+// channelGrid expands a size's candidates on NCCL (a vocabulary with
+// protocols to choose): the leader's algorithm and protocol, as NCCL's
+// profiler recorded them, on each count other than the one
+// it ran with (channelCounts). nil on the cpu backend.
+func (tr *tuner) channelGrid(ci int) tune.Expand {
+	if len(tr.vocab.Protocols) < 2 {
+		return nil
+	}
+	most := 0
+	return func(r tune.Result) []tune.Choice {
+		tr.annotate(ci, &r)
+		for _, c := range r.Cells {
+			if c.Ran != nil {
+				most = max(most, c.Ran.Channels)
+			}
+		}
+		ran := r.Best.Ran
+		if ran == nil || ran.Channels <= 0 {
+			return nil
+		}
+		var out []tune.Choice
+		for _, n := range channelCounts {
+			if n != ran.Channels && n <= most {
+				out = append(out, tune.Choice{Algorithm: ran.Algorithm, Protocol: ran.Protocol, Channels: n})
+			}
+		}
+		return out
+	}
 }
 
 // libNote keeps a note of the measuring (the library's recorder stopped,

@@ -77,6 +77,18 @@ func TestTuneForcesNCCLThroughItsTunerPlugin(t *testing.T) {
 			t.Errorf("allreduce %d B: a gain of %.2f for %s where the default (LL) is as good as any", res.Size, res.Gain, res.Best.Choice)
 		}
 	}
+	// The leader's channels on the grid: at 1 MiB the leader ran on 4
+	// channels, so 2 was tried, and ran on 2.
+	at1M := rep.Collectives[0].Results[2]
+	var two *tune.Cell
+	for i, c := range at1M.Cells {
+		if c.Choice.Channels == 2 {
+			two = &at1M.Cells[i]
+		}
+	}
+	if two == nil || two.Ran == nil || two.Ran.Channels != 2 || two.Ran.Protocol != two.Choice.Protocol {
+		t.Errorf("allreduce 1 MiB: no cell of the leader on 2 channels that ran so: %+v", at1M.Cells)
+	}
 	notes := strings.Join(rep.Notes, "\n")
 	if !strings.Contains(notes, "allgather: pat/simple cannot run here at 3 of the sizes") {
 		t.Errorf("notes:\n%s", notes)

@@ -150,6 +150,17 @@ func PairedBeats(pairs [][2]float64) (bool, float64) {
 // known, once measured coarsely and again once refined (rows on disk as
 // they are measured).
 func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budget time.Duration, repeats int, onResult func(Result)) ([]Result, error) {
+	return SearchExpanding(ctx, m, sizes, cands, nil, budget, repeats, onResult)
+}
+
+// Expand gives more candidates at one size once its first candidates are
+// measured: the leader's algorithm and protocol on a coarse grid of
+// channel counts, say. Each is measured once, in the same coarse pass.
+type Expand func(r Result) []Choice
+
+// SearchExpanding is Search with expand (nil: none) adding candidates at
+// each size after its first ones.
+func SearchExpanding(ctx context.Context, m Measure, sizes []int64, cands []Choice, expand Expand, budget time.Duration, repeats int, onResult func(Result)) ([]Result, error) {
 	if budget <= 0 {
 		return nil, fmt.Errorf("a budget of %v: give the search some time, e.g. 2m", budget)
 	}
@@ -159,24 +170,43 @@ func Search(ctx context.Context, m Measure, sizes []int64, cands []Choice, budge
 	var out []Result
 	for _, size := range sizes {
 		r := Result{Size: size, Complete: true}
-		all := append([]Choice{{Default: true}}, cands...)
-		for _, c := range all {
-			if !left() {
-				r.Complete = false
-				break
-			}
-			ts, err := m(ctx, c, size, 1)
-			if errors.Is(err, ErrRefused) || errors.Is(err, ErrIsDefault) {
-				continue
-			}
-			if err != nil {
-				if ctx.Err() != nil {
+		// coarse measures cs once each; false for an error that ends the
+		// search.
+		coarse := func(cs []Choice) error {
+			for _, c := range cs {
+				if !left() {
 					r.Complete = false
-					break
+					return nil
 				}
+				ts, err := m(ctx, c, size, 1)
+				if errors.Is(err, ErrRefused) || errors.Is(err, ErrIsDefault) {
+					continue
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						r.Complete = false
+						return nil
+					}
+					return err
+				}
+				r.Cells = append(r.Cells, Cell{Choice: c, TimesUS: ts})
+			}
+			return nil
+		}
+		if err := coarse(append([]Choice{{Default: true}}, cands...)); err != nil {
+			return out, err
+		}
+		if expand != nil && len(r.Cells) > 0 && r.Complete {
+			finish(&r)
+			var more []Choice
+			for _, c := range expand(r) {
+				if !slices.ContainsFunc(r.Cells, func(x Cell) bool { return x.Choice == c }) && !slices.Contains(more, c) {
+					more = append(more, c)
+				}
+			}
+			if err := coarse(more); err != nil {
 				return out, err
 			}
-			r.Cells = append(r.Cells, Cell{Choice: c, TimesUS: ts})
 		}
 		if len(r.Cells) > 0 {
 			finish(&r)

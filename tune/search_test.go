@@ -239,3 +239,43 @@ func TestSearchMeasuresTheDefaultsOwnChoiceOnce(t *testing.T) {
 		t.Error("the default's own choice was named best over the default")
 	}
 }
+
+// TestSearchExpandsTheLeader: the expansion sees each size's first cells
+// with the best known and adds its candidates to the same coarse pass;
+// a candidate already measured is not measured twice.
+func TestSearchExpandsTheLeader(t *testing.T) {
+	s := &space{rng: newRand(3), sd: 0.005}
+	var saw []string
+	expand := func(r Result) []Choice {
+		saw = append(saw, r.Best.Choice.String())
+		lead := r.Best.Choice
+		if lead.Default {
+			lead = Choice{Algorithm: "ring", Protocol: "ll128", Channels: -1} // already a candidate
+		}
+		two := lead
+		two.Channels = 2
+		return []Choice{two, lead}
+	}
+	rs, err := SearchExpanding(context.Background(), s.measure, []int64{8 << 10, 4 << 20}, cands, expand, time.Minute, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saw) != 2 || saw[0] != "tree/ll" || saw[1] != "ring/simple" {
+		t.Errorf("expand saw leaders %v, want tree/ll then ring/simple", saw)
+	}
+	for _, r := range rs {
+		seen := map[string]int{}
+		for _, c := range r.Cells {
+			seen[c.Choice.String()]++
+		}
+		for name, k := range seen {
+			if k != 1 {
+				t.Errorf("%d B: %s has %d cells", r.Size, name, k)
+			}
+		}
+		want := map[int64]string{8 << 10: "tree/ll/2ch", 4 << 20: "ring/simple/2ch"}[r.Size]
+		if seen[want] != 1 {
+			t.Errorf("%d B: no cell of %s: %v", r.Size, want, seen)
+		}
+	}
+}
