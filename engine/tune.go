@@ -61,6 +61,10 @@ type tuneStep struct {
 	Algo    string `json:"algo,omitempty"`
 	Size    int64  `json:"size"`
 	Repeats int    `json:"repeats"`
+	// NoRecord leaves the library's recorder off: what this cell runs
+	// is known already (each recording is one more chance for NCCL
+	// 2.28.3's profiler stall, which ends recording for the run).
+	NoRecord bool `json:"norecord,omitempty"`
 }
 
 // RunTune runs t and returns the report on rank 0 (nil elsewhere): every
@@ -198,6 +202,8 @@ type tuner struct {
 	// the recorder saw run as another (a size where it did).
 	refused map[string]int
 	strayed map[string]string
+	// cur names the step being measured, for the notes of the measuring.
+	cur string
 }
 
 // ranKey names one cell: a collective (index), a size and a choice.
@@ -286,6 +292,8 @@ func (tr *tuner) step(s tuneStep) ([]float64, *tune.Choice, error) {
 	var ran *tune.Choice
 	p := tr.plan
 	p.Collectives, p.Sizes = []measure.Collective{c}, []int64{s.Size}
+	p.NoRecord = p.NoRecord || s.NoRecord
+	tr.cur = fmt.Sprintf("%s %s with %s", c, words.Bytes(s.Size), algoName(s.Algo))
 	cases, err := p.Cases(tr.b, tr.n)
 	if err != nil {
 		return nil, nil, err
@@ -361,7 +369,8 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 				tr.asDefault[c.String()]++
 				return nil, tune.ErrIsDefault
 			}
-			s := tuneStep{Coll: ci, Size: size, Repeats: repeats, Algo: forceName(c, vocab)}
+			_, known := tr.ran[ranKey{ci, size, c.String()}]
+			s := tuneStep{Coll: ci, Size: size, Repeats: repeats, Algo: forceName(c, vocab), NoRecord: known}
 			if err := tr.agree(&s); err != nil {
 				return nil, err
 			}
@@ -486,9 +495,10 @@ func (tr *tuner) channelGrid(ci int) tune.Expand {
 // libNote keeps a note of the measuring (the library's recorder stopped,
 // say) once, for the report's notes.
 func (tr *tuner) libNote(n string) {
-	if tr.rank0 && !slices.Contains(tr.rep.Notes, n) {
-		tr.rep.Notes = append(tr.rep.Notes, n)
+	if !tr.rank0 || slices.ContainsFunc(tr.rep.Notes, func(x string) bool { return strings.HasPrefix(x, n) }) {
+		return
 	}
+	tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s (first while measuring %s)", n, tr.cur))
 }
 
 // annotate gives each cell of r what the recorder saw it run.
