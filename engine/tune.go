@@ -204,6 +204,10 @@ type tuner struct {
 	strayed map[string]string
 	// cur names the step being measured, for the notes of the measuring.
 	cur string
+	// oneChannel and uncovered are the sizes of a check on NCCL whose
+	// line names no channels, and that no line covers: NCCL's example
+	// plugin runs both on one channel.
+	oneChannel, uncovered []string
 }
 
 // ranKey names one cell: a collective (index), a size and a choice.
@@ -545,12 +549,25 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 			e, ok := tune.Match(entries, name, size, tr.n, tr.rep.Nodes)
 			if !ok {
 				// No line covers it: the plugin leaves it to the default,
-				// and there is nothing to compare.
+				// and there is nothing to compare (NCCL's example plugin
+				// runs it on one channel: a note says so).
+				if tr.b.Name() == "nccl" {
+					tr.uncovered = append(tr.uncovered, c.String()+" "+words.Bytes(size))
+				}
 				r := tune.Result{Size: size, Cells: cells, Complete: true}
 				tr.rep.Set(c.String(), r)
 				continue
 			}
-			cells = append(cells, tune.Cell{Choice: tune.Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels}})
+			file := tune.Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels}
+			if tr.b.Name() == "nccl" {
+				// What NCCL's example plugin runs with the line: one
+				// channel where it names none.
+				file, _ = tune.ExamplePluginChoice(entries, name, size, tr.n, tr.rep.Nodes)
+				if e.Channels <= 0 {
+					tr.oneChannel = append(tr.oneChannel, c.String()+" "+words.Bytes(size))
+				}
+			}
+			cells = append(cells, tune.Cell{Choice: file})
 			refused := false
 			for i := 0; i < reps && !refused; i++ {
 				// Each pair in turn starts with the other cell, so an
@@ -579,6 +596,14 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 			tr.rep.Set(c.String(), r)
 			tr.say(c.String(), r)
 		}
+	}
+	if len(tr.oneChannel) > 0 {
+		tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%d sizes have a line of channels -1, measured on one channel as NCCL's example tuner plugin runs them: %s",
+			len(tr.oneChannel), strings.Join(tr.oneChannel, ", ")))
+	}
+	if len(tr.uncovered) > 0 {
+		tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%d sizes have no line: collbench's plugin leaves them to NCCL, NCCL's example tuner plugin runs them on one channel: %s",
+			len(tr.uncovered), strings.Join(tr.uncovered, ", ")))
 	}
 	if len(tr.rep.Collectives) == 0 {
 		return UsageErrorf("--check %s: no line of the file is for the collectives asked for (%s)", tr.t.Check, collNames(tr.plan.Collectives))

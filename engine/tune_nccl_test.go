@@ -140,6 +140,32 @@ func TestTuneForcesNCCLThroughItsTunerPlugin(t *testing.T) {
 	}
 }
 
+// TestTuneCheckRunsLinesAsNCCLsExamplePlugin: a line that names no
+// channels is measured on one channel, as NCCL's example plugin runs it,
+// and a note names it; a size no line covers is named too.
+func TestTuneCheckRunsLinesAsNCCLsExamplePlugin(t *testing.T) {
+	path := t.TempDir() + "/tuner.csv"
+	if err := os.WriteFile(path, []byte("allreduce,0,262144,ring,ll,-1,-1,-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tn := ncclTune(8, 256<<10, 1<<20)
+	tn.Check, tn.Plan.Collectives = path, tn.Plan.Collectives[:1]
+	rep, err := protocolMachine(t, 0).RunTune(context.Background(), tn)
+	if err != nil && ExitCode(err) != 1 {
+		t.Fatal(err)
+	}
+	for _, res := range rep.Collectives[0].Results[:2] {
+		f := res.Cells[1]
+		if f.Choice.Channels != 1 || f.Ran == nil || f.Ran.Channels != 1 {
+			t.Errorf("%d B: the file's cell %+v (ran %v), want ring/ll on one channel", res.Size, f.Choice, f.Ran)
+		}
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	if !strings.Contains(notes, "2 sizes have a line of channels -1") || !strings.Contains(notes, "1 sizes have no line") || !strings.Contains(notes, "allreduce 1 MiB") {
+		t.Errorf("notes:\n%s", notes)
+	}
+}
+
 // TestTuneOnAnNCCLWithoutTunerLookup: an NCCL that cannot load a tuner
 // from the process (2.25), or a tuner of the user's own, is a usage error
 // that says so, before any measurement.

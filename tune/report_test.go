@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"collbench/internal/words"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -146,5 +148,84 @@ func golden(t *testing.T, name, got string) {
 	}
 	if got != string(want) {
 		t.Errorf("%s differs (go test -update rewrites it):\n%s", path, got)
+	}
+}
+
+// ncclReport is a search on NCCL as the lent 2-GPU hosts showed it: NCCL's
+// own choice on 1 channel up to 8 KiB, 4 at 32 KiB and 24 above; ring/LL
+// ahead at 2 MiB (recorded on 24 channels), tree ahead at 1 GiB; a size
+// whose runs the profiler did not record (after its stall).
+func ncclReport() *Report {
+	r := &Report{Schema: Schema, Backend: "nccl", Ranks: 2, Nodes: 1, Budget: "2m0s", Started: time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC), Complete: true}
+	own := func(a, p string, ch int) *Choice { return &Choice{Algorithm: a, Protocol: p, Channels: ch} }
+	ll, tree := Choice{Algorithm: "ring", Protocol: "ll", Channels: -1}, Choice{Algorithm: "tree", Protocol: "simple", Channels: -1}
+	for _, x := range []struct {
+		size   int64
+		ran    *Choice
+		other  Choice
+		d, o   []float64
+		ranOth *Choice
+	}{
+		{8, own("ring", "ll", 1), ll, []float64{10, 10.2, 9.9}, []float64{10.1, 10, 10}, own("ring", "ll", 1)},
+		{8192, own("ring", "ll", 1), ll, []float64{10, 10.2, 9.9}, []float64{10.1, 10, 10}, own("ring", "ll", 1)},
+		{32768, own("ring", "ll", 4), ll, []float64{10.3, 10.2, 10.4}, []float64{10.3, 10.2, 10.4}, own("ring", "ll", 4)},
+		{2 << 20, own("ring", "simple", 24), ll, []float64{28.3, 28.4, 28.2}, []float64{21.9, 22, 21.8}, own("ring", "ll", 24)},
+		{32 << 20, own("ring", "simple", 24), tree, []float64{139, 139.5, 139.2}, []float64{139.1, 139.3, 139.4}, own("tree", "simple", 24)},
+		{128 << 20, nil, tree, []float64{472, 473, 472.5}, []float64{472, 473, 472.5}, nil},
+		{1 << 30, own("ring", "simple", 24), tree, []float64{3284, 3290, 3280}, []float64{3137, 3140, 3135}, own("tree", "simple", 24)},
+	} {
+		d, o := cell(def, x.d...), cell(x.other, x.o...)
+		d.Ran, o.Ran = x.ran, x.ranOth
+		res := NewResult(x.size, []Cell{d, o})
+		res.Default.Ran = x.ran
+		if res.Best.Choice == x.other {
+			res.Best.Ran = x.ranOth
+		}
+		r.Set("allreduce", res)
+	}
+	return r
+}
+
+// TestTunerFileUnderNCCLsExamplePlugin: the file written for NCCL, read as
+// NCCL's example plugin reads it, makes NCCL run at every measured size
+// either the best choice (where it won) or NCCL's own choice on NCCL's own
+// channels; never one channel where NCCL ran more. A size the profiler did
+// not record is named in the file's comments instead.
+func TestTunerFileUnderNCCLsExamplePlugin(t *testing.T) {
+	r := ncclReport()
+	var buf bytes.Buffer
+	if err := r.WriteTunerFile(&buf); err != nil {
+		t.Fatal(err)
+	}
+	es, err := Read(strings.NewReader(buf.String()), "tuner.csv")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	for _, res := range r.Collectives[0].Results {
+		got, _ := ExamplePluginChoice(es, "allreduce", res.Size, r.Ranks, r.Nodes)
+		var want *Choice
+		switch {
+		case res.Gain > 0:
+			want = res.Best.Ran
+		default:
+			want = res.Default.Ran
+		}
+		if want == nil {
+			if !strings.Contains(buf.String(), "allreduce "+words.Bytes(res.Size)) {
+				t.Errorf("%d B: not recorded, and the file's comments do not name it:\n%s", res.Size, buf.String())
+			}
+			continue
+		}
+		if got.Channels != want.Channels || (got.Algorithm != "" && (got.Algorithm != want.Algorithm || got.Protocol != want.Protocol)) {
+			t.Errorf("%d B: the example plugin runs %s, want %s\n%s", res.Size, got, want, buf.String())
+		}
+	}
+	// The same report with every line's channels at -1, as a file written
+	// without them: the plugin runs NCCL on one channel at 2 MiB and up.
+	for i := range es {
+		es[i].Channels = -1
+	}
+	if got, _ := ExamplePluginChoice(es, "allreduce", 1<<30, 2, 1); got.Channels != 1 {
+		t.Errorf("a line of -1 channels: the model runs %d channels, the plugin runs 1", got.Channels)
 	}
 }
