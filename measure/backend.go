@@ -75,12 +75,12 @@ type Call struct {
 // CallGeometry recovers one rank's buffer lengths from a call's count on n ranks.
 func CallGeometry(c Call, n int) Geometry {
 	nn := int64(n)
-	switch c.Coll {
-	case AllGather, Gather, HyperCube:
+	switch specs[c.Coll].shape {
+	case gathered:
 		return Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count * nn}
-	case ReduceScatter, Scatter:
+	case scattered:
 		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count}
-	case AllToAll, AllToAllV:
+	case exchanged:
 		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count * nn}
 	}
 	return Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count}

@@ -29,35 +29,13 @@ const (
 	numCollectives
 )
 
-type collInfo struct {
-	name    string
-	aliases []string
-	reduces bool // takes a reduction operation
-	rooted  bool // takes a root rank
-	outcome string
-}
-
-var collInfos = [numCollectives]collInfo{
-	AllReduce:     {"allreduce", []string{"all-reduce", "all_reduce", "ar"}, true, false, "every rank ends with the reduction of all inputs"},
-	AllGather:     {"allgather", []string{"all-gather", "all_gather", "ag"}, false, false, "every rank ends with all ranks' inputs, in rank order"},
-	ReduceScatter: {"reduce-scatter", []string{"reducescatter", "reduce_scatter", "rs"}, true, false, "rank r ends with part r of the reduction"},
-	Broadcast:     {"broadcast", []string{"bcast"}, false, true, "every rank ends with the root's input"},
-	Reduce:        {"reduce", nil, true, true, "the root ends with the reduction of all inputs"},
-	AllToAll:      {"alltoall", []string{"all-to-all", "all_to_all", "a2a"}, false, false, "rank r sends its part p to rank p"},
-	SendRecv:      {"sendrecv", []string{"send-recv", "send_recv", "p2p"}, false, false, "each rank sends to rank+1 and receives from rank-1"},
-	Gather:        {"gather", nil, false, true, "the root ends with all ranks' inputs, in rank order"},
-	Scatter:       {"scatter", nil, false, true, "rank r ends with part r of the root's input"},
-	AllToAllV:     {"alltoallv", []string{"all-to-all-v", "all_to_all_v", "a2av"}, false, false, "alltoall with uneven counts between every pair of ranks"},
-	HyperCube:     {"hypercube", []string{"hyper-cube"}, false, false, "log2(n) rounds, each exchanging with rank XOR 2^k"},
-}
-
 // Outcome says in a few words what the collective leaves on each rank,
 // as its command's summary says it.
 func (c Collective) Outcome() string {
 	if c < 0 || c >= numCollectives {
 		return ""
 	}
-	return collInfos[c].outcome
+	return specs[c].outcome
 }
 
 // AllCollectives returns every collective in sweep order.
@@ -72,7 +50,7 @@ func AllCollectives() []Collective {
 // CollectiveNames lists the canonical command names.
 func CollectiveNames() []string {
 	out := make([]string, numCollectives)
-	for i, c := range collInfos {
+	for i, c := range specs {
 		out[i] = c.name
 	}
 	return out
@@ -81,7 +59,7 @@ func CollectiveNames() []string {
 // ParseCollective accepts a collective's name or alias, case-insensitively.
 func ParseCollective(s string) (Collective, error) {
 	k := strings.ToLower(strings.TrimSpace(s))
-	for i, c := range collInfos {
+	for i, c := range specs {
 		if k == c.name {
 			return Collective(i), nil
 		}
@@ -128,26 +106,26 @@ func (c Collective) String() string {
 	if c < 0 || c >= numCollectives {
 		return fmt.Sprintf("collective(%d)", int(c))
 	}
-	return collInfos[c].name
+	return specs[c].name
 }
 
 // Aliases returns the other accepted spellings.
-func (c Collective) Aliases() []string { return collInfos[c].aliases }
+func (c Collective) Aliases() []string { return specs[c].aliases }
 
 // Reduces reports whether c combines values with a reduction operation.
-func (c Collective) Reduces() bool { return collInfos[c].reduces }
+func (c Collective) Reduces() bool { return specs[c].reduces }
 
 // Rooted reports whether c has a root rank.
-func (c Collective) Rooted() bool { return collInfos[c].rooted }
+func (c Collective) Rooted() bool { return specs[c].rooted }
 
 // InPlaceDefined reports whether c has an in-place form. NCCL's alltoall
 // and send/recv are point-to-point exchanges whose in-place use overwrites
 // data before peers have read it, so collbench measures them out-of-place only.
-func (c Collective) InPlaceDefined() bool { return c != AllToAll && c != SendRecv && c != AllToAllV }
+func (c Collective) InPlaceDefined() bool { return !specs[c].noInPlace }
 
 // PowerOfTwo reports whether c runs only on a power-of-two number of ranks
 // (hypercube exchanges with rank XOR 2^k).
-func (c Collective) PowerOfTwo() bool { return c == HyperCube }
+func (c Collective) PowerOfTwo() bool { return specs[c].powerOfTwo }
 
 // PeakComparable reports whether the busbw of the collective named name can
 // be held against a link's peak. alltoallv cannot: its counts are uneven by
@@ -155,7 +133,7 @@ func (c Collective) PowerOfTwo() bool { return c == HyperCube }
 // unknown name is comparable.
 func PeakComparable(name string) bool {
 	c, err := ParseCollective(name)
-	return err != nil || c != AllToAllV
+	return err != nil || !specs[c].noPeak
 }
 
 // BusFactor converts algorithm bandwidth to bus bandwidth for n ranks, so
@@ -164,15 +142,7 @@ func (c Collective) BusFactor(n int) float64 {
 	if n <= 0 {
 		return 0
 	}
-	nf := float64(n)
-	switch c {
-	case AllReduce:
-		return 2 * (nf - 1) / nf
-	case AllGather, ReduceScatter, AllToAll, Gather, Scatter, AllToAllV, HyperCube:
-		return (nf - 1) / nf
-	default:
-		return 1
-	}
+	return specs[c].bus(float64(n))
 }
 
 // Geometry is the byte accounting of one row: how a requested size turns
@@ -198,29 +168,19 @@ func GeometryFor(c Collective, size int64, elemSize, n, rank int) Geometry {
 	count := size / int64(elemSize)
 	nn := int64(n)
 	var g Geometry
-	switch c {
-	case AllGather, Gather, HyperCube:
+	switch specs[c].shape {
+	case gathered:
 		g.SendCount = count / nn
 		g.RecvCount = g.SendCount * nn
 		g.Count = g.SendCount
 		g.SendInPlace = int64(rank) * g.SendCount
-	case Scatter:
+	case scattered:
 		g.RecvCount = count / nn
 		g.SendCount = g.RecvCount * nn
 		g.Count = g.RecvCount
 		g.RecvInPlace = int64(rank) * g.RecvCount
-	case AllToAllV:
-		// Count is the average per peer; the buffers hold n of it and
-		// the parts sent differ per peer (see VCount).
-		g.Count = count / nn
-		g.SendCount = g.Count * nn
-		g.RecvCount = g.SendCount
-	case ReduceScatter:
-		g.RecvCount = count / nn
-		g.SendCount = g.RecvCount * nn
-		g.Count = g.RecvCount
-		g.RecvInPlace = int64(rank) * g.RecvCount
-	case AllToAll:
+	case exchanged:
+		// Count is per peer (alltoallv's the average: see VCount).
 		g.Count = count / nn
 		g.SendCount = g.Count * nn
 		g.RecvCount = g.SendCount

@@ -183,37 +183,7 @@ func (e Expectation) reduceAt(idx int64) float64 {
 // Want returns the exact expected value of output element i and the
 // tolerance allowed around it (0 except for avg on float types).
 func (e Expectation) Want(i int64) (want, tol float64) {
-	n := int64(e.Ranks)
-	switch e.Coll {
-	case AllReduce, Reduce:
-		want = e.reduceAt(i)
-	case ReduceScatter:
-		want = e.reduceAt(int64(e.Rank)*e.Geom.RecvCount + i)
-	case Broadcast:
-		want = e.input(e.Root, i)
-	case AllGather, Gather, HyperCube:
-		c := max(e.Geom.SendCount, 1)
-		want = e.input(int(i/c), i%c)
-	case Scatter:
-		want = e.input(e.Root, int64(e.Rank)*e.Geom.RecvCount+i)
-	case AllToAllV:
-		// Find the sender whose part holds element i.
-		k := e.Ranks
-		var off int64
-		for p := 0; p < k; p++ {
-			c := VCount(e.Geom.Count, p, e.Rank, k)
-			if i < off+c {
-				want = e.input(p, VDispl(e.Geom.Count, p, e.Rank, k)+i-off)
-				break
-			}
-			off += c
-		}
-	case AllToAll:
-		c := max(e.Geom.Count, 1)
-		want = e.input(int(i/c), int64(e.Rank)*c+i%c)
-	case SendRecv:
-		want = e.input(int((int64(e.Rank)-1+n)%n), i)
-	}
+	want = specs[e.Coll].want(e, i)
 	if e.Op == Avg && e.DType.IsFloat() {
 		tol = float64(e.Ranks+1) * e.DType.ULP(float64(max(e.Domain.Hi, -e.Domain.Lo)))
 	}

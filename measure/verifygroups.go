@@ -234,23 +234,7 @@ func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, [
 			out = VRecvDispl(count, k, q, k) // what this rank receives in all
 		}
 		for e := int64(0); e < out; e++ {
-			var want float64
-			switch c {
-			case AllReduce, Reduce, ReduceScatter:
-				want = sum
-			case Broadcast, Scatter:
-				want = val(0)
-			case AllGather, AllToAll, Gather, HyperCube:
-				want = val(int(e / count))
-			case SendRecv:
-				want = val((q - 1 + k) % k)
-			case AllToAllV:
-				for p := 0; p < k; p++ {
-					if at := VRecvDispl(count, p, q, k); e >= at && e < at+VCount(count, p, q, k) {
-						want = val(p)
-					}
-				}
-			}
+			want := specs[c].groupWant(e, count, q, k, sum, val)
 			got := dt.Get(data, e)
 			if e == 0 && c == AllReduce {
 				ba[i] = results.BeforeAfter{WorldRank: r.WorldRank(), Before: float64(v), After: got, Want: want}
