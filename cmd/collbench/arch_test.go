@@ -15,7 +15,7 @@ import (
 // deliberately.
 var layers = [][]string{
 	{"dtype", "internal/..."},
-	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology"},
+	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology", "watch"},
 	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler", "backend/nccl/tuner"},
 	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report", "tune"},
 	{"doctor"},

@@ -1,0 +1,305 @@
+// Package watch is the judging half of collbench watch: it joins the
+// summaries each rank of a running job sends of its collectives (one per
+// rank and operation, from NCCL's profiler inside the job) by communicator
+// and operation number, and names a rank that is persistently later than
+// its peers: which rank, host and GPU, by how much, since which operation,
+// with the evidence. It holds bounded state whatever the job does: a
+// communicator's operations waiting for their last ranks, and the
+// communicators it follows, are capped, and what does not fit is dropped
+// and counted, never waited for.
+package watch
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Summary is one rank's account of one operation: when NCCL was handed it
+// and when the rank's kernel started and ended, on the rank's host clock
+// (the GPU's timer aligned to it, within ErrNS).
+type Summary struct {
+	Comm  uint64 // the communicator's hash
+	Seq   uint64 // the operation's number on the communicator
+	Ranks int    // the communicator's size
+	Rank  int
+	Host  string
+	GPU   string // the GPU's PCI bus id
+	// IssueNS is when the rank handed NCCL the operation; StartNS and
+	// EndNS bound its kernel; ErrNS is the alignment's error.
+	IssueNS, StartNS, EndNS, ErrNS int64
+}
+
+// Options bound what the collector holds and set when it names a rank.
+type Options struct {
+	// Window is how many of a rank's last operations are judged; a rank
+	// is named when it was the late one in at least Share of them, and
+	// cleared when that falls below Share/2.
+	Window int
+	Share  float64
+	// MinLate is the least lateness that counts, beyond the clocks'
+	// errors: well past scheduling noise.
+	MinLate time.Duration
+	// MaxPending is how many operations of one communicator may wait for
+	// their last ranks; MaxComms how many communicators are followed.
+	MaxPending, MaxComms int
+}
+
+// DefaultOptions judge the last 32 operations, name a rank late in 75% of
+// them by at least 50 µs, and hold at most 256 operations in flight per
+// communicator and 4,096 communicators.
+func DefaultOptions() Options {
+	return Options{Window: 32, Share: 0.75, MinLate: 50 * time.Microsecond, MaxPending: 256, MaxComms: 4096}
+}
+
+// Cause says what made a rank late.
+type Cause string
+
+// The causes: the rank handed NCCL its operations late (its host or its
+// process is slow: a busy CPU, a slow data loader), or on time while its
+// GPU started the kernel late (the GPU is shared, throttled or busy with
+// other work).
+const (
+	CauseIssue Cause = "issued late"
+	CauseGPU   Cause = "its GPU started the kernel late"
+)
+
+// Finding is a rank persistently later than its peers on a communicator.
+type Finding struct {
+	Comm       uint64
+	Rank       int
+	Host, GPU  string
+	Cause      Cause
+	By         time.Duration // median lateness over the late operations judged
+	Late, Of   int           // late in Late of its last Of operations
+	SinceSeq   uint64        // the first operation of the late run
+	Cleared    bool          // it stopped being late (a finding that ended)
+	ClearedSeq uint64
+}
+
+// String is the finding as collbench watch prints it.
+func (f Finding) String() string {
+	where := fmt.Sprintf("rank %d (%s, GPU %s)", f.Rank, f.Host, f.GPU)
+	if f.Cleared {
+		return fmt.Sprintf("cleared: %s on communicator %016x is no longer late, from operation %d", where, f.Comm, f.ClearedSeq)
+	}
+	return fmt.Sprintf("%s on communicator %016x: %s, %s after its peers at the median, in %d of its last %d operations, since operation %d",
+		where, f.Comm, f.Cause, f.By.Round(time.Microsecond), f.Late, f.Of, f.SinceSeq)
+}
+
+// outcome is one rank's part in one judged operation.
+type outcome struct {
+	seq   uint64
+	late  bool
+	by    int64 // ns after the next latest rank's start
+	issue bool  // its issue was late too (CauseIssue)
+}
+
+// pending is an operation some of whose ranks have not reported.
+type pending struct {
+	got []*Summary
+	n   int
+}
+
+// comm is what the collector holds of one communicator.
+type comm struct {
+	ranks   int
+	pending map[uint64]*pending
+	order   []uint64 // pending operations, oldest first
+	done    uint64   // the newest operation judged
+	who     []*Summary
+	hist    [][]outcome // per rank, the last Window outcomes
+	named   []*Finding  // per rank, the standing finding
+}
+
+// Collector joins summaries and judges them. Its methods are not safe for
+// concurrent use; collbench watch feeds it from one goroutine.
+type Collector struct {
+	o       Options
+	comms   map[uint64]*comm
+	dropped int64
+}
+
+// New returns a collector with o (zero fields take DefaultOptions').
+func New(o Options) *Collector {
+	d := DefaultOptions()
+	if o.Window <= 0 {
+		o.Window = d.Window
+	}
+	if o.Share <= 0 || o.Share > 1 {
+		o.Share = d.Share
+	}
+	if o.MinLate <= 0 {
+		o.MinLate = d.MinLate
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = d.MaxPending
+	}
+	if o.MaxComms <= 0 {
+		o.MaxComms = d.MaxComms
+	}
+	return &Collector{o: o, comms: map[uint64]*comm{}}
+}
+
+// Dropped is how many summaries were dropped: malformed, for a
+// communicator beyond MaxComms, or of operations that waited for their last
+// ranks beyond MaxPending.
+func (c *Collector) Dropped() int64 { return c.dropped }
+
+// Add takes one summary and returns what changed: a rank newly named, or
+// a named rank cleared.
+func (c *Collector) Add(s Summary) []Finding {
+	if s.Ranks < 2 || s.Rank < 0 || s.Rank >= s.Ranks {
+		c.dropped++
+		return nil
+	}
+	cm := c.comms[s.Comm]
+	if cm == nil {
+		if len(c.comms) >= c.o.MaxComms {
+			c.dropped++
+			return nil
+		}
+		cm = &comm{ranks: s.Ranks, pending: map[uint64]*pending{}, who: make([]*Summary, s.Ranks),
+			hist: make([][]outcome, s.Ranks), named: make([]*Finding, s.Ranks)}
+		c.comms[s.Comm] = cm
+	}
+	if s.Ranks != cm.ranks || (cm.done > 0 && s.Seq <= cm.done) {
+		c.dropped++ // a size that changed, or an operation judged already
+		return nil
+	}
+	p := cm.pending[s.Seq]
+	if p == nil {
+		if len(cm.order) >= c.o.MaxPending {
+			// The oldest operation in flight will not complete in time.
+			old := cm.order[0]
+			c.dropped += int64(cm.pending[old].n)
+			delete(cm.pending, old)
+			cm.order = cm.order[1:]
+		}
+		p = &pending{got: make([]*Summary, cm.ranks)}
+		cm.pending[s.Seq] = p
+		cm.order = append(cm.order, s.Seq)
+	}
+	if p.got[s.Rank] != nil {
+		c.dropped++
+		return nil
+	}
+	sc := s
+	p.got[s.Rank] = &sc
+	p.n++
+	cm.who[s.Rank] = &sc
+	if p.n < cm.ranks {
+		return nil
+	}
+	delete(cm.pending, s.Seq)
+	cm.order = slices.DeleteFunc(cm.order, func(q uint64) bool { return q == s.Seq })
+	cm.done = max(cm.done, s.Seq)
+	return c.judge(s.Comm, cm, s.Seq, p.got)
+}
+
+// judge records one complete operation: the rank whose kernel started
+// last is late when it started after the next latest by more than both
+// clocks' errors and MinLate. Then it names or clears ranks.
+func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Finding {
+	idx := make([]int, len(all))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return all[idx[a]].StartNS > all[idx[b]].StartNS })
+	last, next := all[idx[0]], all[idx[1]]
+	by := last.StartNS - next.StartNS
+	late := by > last.ErrNS+next.ErrNS+c.o.MinLate.Nanoseconds()
+	// Issued late as well: its issue came after the next latest rank's
+	// by most of its lateness.
+	issue := late && last.IssueNS-next.IssueNS > by/2
+	var out []Finding
+	for r := range all {
+		o := outcome{seq: seq}
+		if r == idx[0] {
+			o = outcome{seq: seq, late: late, by: by, issue: issue}
+		}
+		h := append(cm.hist[r], o)
+		if len(h) > c.o.Window {
+			h = h[len(h)-c.o.Window:]
+		}
+		cm.hist[r] = h
+		if f := c.update(id, cm, r); f != nil {
+			out = append(out, *f)
+		}
+	}
+	return out
+}
+
+// update names rank r when it was late in Share of a full window, and
+// clears it when that falls below half of Share.
+func (c *Collector) update(id uint64, cm *comm, r int) *Finding {
+	h := cm.hist[r]
+	var late int
+	var bys []int64
+	issued := 0
+	for _, o := range h {
+		if o.late {
+			late++
+			bys = append(bys, o.by)
+			if o.issue {
+				issued++
+			}
+		}
+	}
+	share := float64(late) / float64(len(h))
+	switch named := cm.named[r]; {
+	case named == nil && len(h) >= c.o.Window && share >= c.o.Share:
+		slices.Sort(bys)
+		who := cm.who[r]
+		f := &Finding{Comm: id, Rank: r, Host: who.Host, GPU: who.GPU, Cause: CauseGPU, By: time.Duration(bys[len(bys)/2]),
+			Late: late, Of: len(h), SinceSeq: since(h)}
+		if issued*2 > late {
+			f.Cause = CauseIssue
+		}
+		cm.named[r] = f
+		return f
+	case named != nil && share < c.o.Share/2:
+		cm.named[r] = nil
+		f := *named
+		f.Cleared, f.ClearedSeq = true, h[len(h)-1].seq
+		return &f
+	}
+	return nil
+}
+
+// since is the first operation of the late run: the start of the longest
+// run of outcomes, ending now, that holds no two on-time operations in a
+// row.
+func since(h []outcome) uint64 {
+	first := h[len(h)-1].seq
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].late {
+			first = h[i].seq
+			continue
+		}
+		if i > 0 && !h[i-1].late {
+			break
+		}
+	}
+	return first
+}
+
+// Standing are the findings that stand now, by communicator and rank.
+func (c *Collector) Standing() []Finding {
+	var out []Finding
+	for _, cm := range c.comms {
+		for _, f := range cm.named {
+			if f != nil {
+				out = append(out, *f)
+			}
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Comm != out[b].Comm {
+			return out[a].Comm < out[b].Comm
+		}
+		return out[a].Rank < out[b].Rank
+	})
+	return out
+}

@@ -1,0 +1,179 @@
+package watch
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+)
+
+// job is a modelled training job: ranks issue each collective about every
+// stepNS, with jitter; a delay (planted from an operation on, on one rank)
+// is added to when its host issues (host) or when its GPU starts the
+// kernel (gpu).
+type job struct {
+	ranks   int
+	rng     *rand.Rand
+	jitter  int64 // ns, uniform
+	errNS   int64
+	delayed map[int]plant
+}
+
+type plant struct {
+	from, to uint64 // operations [from, to)
+	by       int64  // ns
+	host     bool   // the host issues late (else the GPU starts late)
+	every    int    // only every k-th operation (1: all)
+}
+
+func (j *job) op(comm uint64, seq uint64) []Summary {
+	base := int64(seq) * 10_000_000
+	var out []Summary
+	for r := 0; r < j.ranks; r++ {
+		issue := base + j.rng.Int63n(j.jitter+1)
+		start := issue + 5_000 + j.rng.Int63n(j.jitter+1)
+		if p, ok := j.delayed[r]; ok && seq >= p.from && seq < p.to && (p.every <= 1 || int(seq)%p.every == 0) {
+			if p.host {
+				issue += p.by
+			}
+			start += p.by
+		}
+		out = append(out, Summary{Comm: comm, Seq: seq, Ranks: j.ranks, Rank: r, Host: "node" + string(rune('a'+r/8)), GPU: "0000:0" + string(rune('0'+r%8)) + ":00.0",
+			IssueNS: issue, StartNS: start, EndNS: start + 1_000_000, ErrNS: j.errNS})
+	}
+	return out
+}
+
+// run feeds ops [0, n) of comm in a shuffled rank order per operation,
+// and returns every change with the operation it came at.
+func run(c *Collector, j *job, comm uint64, n uint64) (changes []Finding, at []uint64) {
+	for seq := uint64(1); seq <= n; seq++ {
+		ss := j.op(comm, seq)
+		j.rng.Shuffle(len(ss), func(a, b int) { ss[a], ss[b] = ss[b], ss[a] })
+		for _, s := range ss {
+			for _, f := range c.Add(s) {
+				changes = append(changes, f)
+				at = append(at, seq)
+			}
+		}
+	}
+	return changes, at
+}
+
+// TestCleanJobRaisesNothing: 2,000 operations of 8 ranks whose starts
+// jitter by 40 µs (within the 50 µs floor and the clocks' error) name
+// nobody.
+func TestCleanJobRaisesNothing(t *testing.T) {
+	c := New(DefaultOptions())
+	j := &job{ranks: 8, rng: rand.New(rand.NewSource(1)), jitter: 40_000, errNS: 5_000} //nolint:gosec // G404: a seeded model
+	if ch, _ := run(c, j, 0xabc, 2000); len(ch) > 0 {
+		t.Errorf("a clean job raised %v", ch)
+	}
+	if c.Dropped() != 0 {
+		t.Errorf("%d dropped", c.Dropped())
+	}
+}
+
+// TestLateRankNamedAtEveryPlace: a rank delayed by 2 ms from operation
+// 500 is named within a window of operations, with its host and GPU, the
+// cause (its host issued late, or its GPU started late), and since when;
+// and cleared once the delay ends. Planted on the first, a middle and the
+// last rank.
+func TestLateRankNamedAtEveryPlace(t *testing.T) {
+	for _, r := range []int{0, 5, 15} {
+		for _, host := range []bool{true, false} {
+			c := New(DefaultOptions())
+			j := &job{ranks: 16, rng: rand.New(rand.NewSource(int64(r))), jitter: 30_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
+				delayed: map[int]plant{r: {from: 500, to: 900, by: 2_000_000, host: host}}}
+			ch, at := run(c, j, 7, 1200)
+			if len(ch) != 2 {
+				t.Fatalf("rank %d (host %v): changes %v", r, host, ch)
+			}
+			f := ch[0]
+			want := CauseGPU
+			if host {
+				want = CauseIssue
+			}
+			if f.Rank != r || f.Cleared || f.Cause != want || at[0] > 500+uint64(DefaultOptions().Window) || f.SinceSeq < 500 || f.SinceSeq > 510 {
+				t.Errorf("rank %d (host %v): %v at operation %d", r, host, f, at[0])
+			}
+			if f.By < 1900*time.Microsecond || f.By > 2100*time.Microsecond {
+				t.Errorf("rank %d: late by %v, planted 2 ms", r, f.By)
+			}
+			if !strings.Contains(f.String(), "node"+string(rune('a'+r/8))) || !strings.Contains(f.String(), "since operation") {
+				t.Errorf("finding says %q", f)
+			}
+			if !ch[1].Cleared || ch[1].Rank != r || at[1] < 900 || at[1] > 900+uint64(DefaultOptions().Window) {
+				t.Errorf("rank %d: cleared %v at %d", r, ch[1], at[1])
+			}
+		}
+	}
+}
+
+// TestOccasionalLatenessIsNotNamed: a rank late in one operation of five
+// (a periodic checkpoint, say) is below the share and never named.
+func TestOccasionalLatenessIsNotNamed(t *testing.T) {
+	c := New(DefaultOptions())
+	j := &job{ranks: 4, rng: rand.New(rand.NewSource(3)), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
+		delayed: map[int]plant{2: {from: 1, to: 5000, by: 3_000_000, host: true, every: 5}}}
+	if ch, _ := run(c, j, 1, 3000); len(ch) > 0 {
+		t.Errorf("named %v", ch)
+	}
+}
+
+// TestBoundedWhenRanksGoQuiet: a rank that stops sending (its process
+// gone, its summaries dropped) leaves every later operation incomplete:
+// the collector holds at most MaxPending of them, counts what it drops,
+// and names nobody.
+func TestBoundedWhenRanksGoQuiet(t *testing.T) {
+	o := DefaultOptions()
+	c := New(o)
+	j := &job{ranks: 4, rng: rand.New(rand.NewSource(4)), jitter: 20_000, errNS: 5_000} //nolint:gosec // G404: a seeded model
+	for seq := uint64(1); seq <= 5000; seq++ {
+		for _, s := range j.op(9, seq) {
+			if s.Rank == 3 && seq > 100 {
+				continue
+			}
+			if ch := c.Add(s); len(ch) > 0 {
+				t.Fatalf("named %v", ch)
+			}
+		}
+	}
+	if n := len(c.comms[9].pending); n > o.MaxPending {
+		t.Errorf("%d operations held, at most %d", n, o.MaxPending)
+	}
+	if want := int64(3 * (4900 - o.MaxPending)); c.Dropped() != want {
+		t.Errorf("dropped %d, want %d", c.Dropped(), want)
+	}
+	// Malformed and late summaries are dropped too, and so are
+	// communicators beyond the cap.
+	before := c.Dropped()
+	c.Add(Summary{Comm: 9, Seq: 5, Ranks: 4, Rank: 1})  // judged long ago
+	c.Add(Summary{Comm: 9, Seq: 6000, Ranks: 4, Rank: 9}) // no such rank
+	c.Add(Summary{Comm: 9, Seq: 6000, Ranks: 5, Rank: 1}) // the size changed
+	if c.Dropped() != before+3 {
+		t.Errorf("dropped %d more, want 3", c.Dropped()-before)
+	}
+	small := New(Options{MaxComms: 2})
+	for id := uint64(0); id < 5; id++ {
+		small.Add(Summary{Comm: id, Seq: 1, Ranks: 2, Rank: 0})
+	}
+	if len(small.comms) != 2 || small.Dropped() != 3 {
+		t.Errorf("%d communicators held, %d dropped", len(small.comms), small.Dropped())
+	}
+}
+
+// TestLateInOneCommunicator: a rank late on one communicator (its
+// tensor-parallel group, say) is named there only.
+func TestLateInOneCommunicator(t *testing.T) {
+	c := New(DefaultOptions())
+	late := &job{ranks: 4, rng: rand.New(rand.NewSource(5)), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
+		delayed: map[int]plant{1: {from: 1, to: 1 << 40, by: 1_000_000}}}
+	clean := &job{ranks: 4, rng: rand.New(rand.NewSource(6)), jitter: 20_000, errNS: 5_000} //nolint:gosec // G404: a seeded model
+	run(c, late, 100, 200)
+	run(c, clean, 200, 200)
+	st := c.Standing()
+	if len(st) != 1 || st[0].Comm != 100 || st[0].Rank != 1 {
+		t.Errorf("standing %v", st)
+	}
+}
