@@ -27,12 +27,12 @@ type plant struct {
 }
 
 func (j *job) op(comm uint64, seq uint64) []Summary {
-	base := int64(seq) * 10_000_000
+	base := int64(seq) * 10_000_000 //nolint:gosec // G115: a test's operation numbers are small
 	var out []Summary
 	for r := 0; r < j.ranks; r++ {
 		issue := base + j.rng.Int63n(j.jitter+1)
 		start := issue + 5_000 + j.rng.Int63n(j.jitter+1)
-		if p, ok := j.delayed[r]; ok && seq >= p.from && seq < p.to && (p.every <= 1 || int(seq)%p.every == 0) {
+		if p, ok := j.delayed[r]; ok && seq >= p.from && seq < p.to && (p.every <= 1 || seq%uint64(p.every) == 0) { //nolint:gosec // G115: every is small and positive
 			if p.host {
 				issue += p.by
 			}
@@ -80,6 +80,10 @@ func TestCleanJobRaisesNothing(t *testing.T) {
 // and cleared once the delay ends. Planted on the first, a middle and the
 // last rank.
 func TestLateRankNamedAtEveryPlace(t *testing.T) {
+	const window = 32
+	if DefaultOptions().Window != window {
+		t.Fatalf("the default window is %d; this test plants for %d", DefaultOptions().Window, window)
+	}
 	for _, r := range []int{0, 5, 15} {
 		for _, host := range []bool{true, false} {
 			c := New(DefaultOptions())
@@ -94,7 +98,7 @@ func TestLateRankNamedAtEveryPlace(t *testing.T) {
 			if host {
 				want = CauseIssue
 			}
-			if f.Rank != r || f.Cleared || f.Cause != want || at[0] > 500+uint64(DefaultOptions().Window) || f.SinceSeq < 500 || f.SinceSeq > 510 {
+			if f.Rank != r || f.Cleared || f.Cause != want || at[0] > 500+window || f.SinceSeq < 500 || f.SinceSeq > 510 {
 				t.Errorf("rank %d (host %v): %v at operation %d", r, host, f, at[0])
 			}
 			if f.By < 1900*time.Microsecond || f.By > 2100*time.Microsecond {
@@ -103,7 +107,7 @@ func TestLateRankNamedAtEveryPlace(t *testing.T) {
 			if !strings.Contains(f.String(), "node"+string(rune('a'+r/8))) || !strings.Contains(f.String(), "since operation") {
 				t.Errorf("finding says %q", f)
 			}
-			if !ch[1].Cleared || ch[1].Rank != r || at[1] < 900 || at[1] > 900+uint64(DefaultOptions().Window) {
+			if !ch[1].Cleared || ch[1].Rank != r || at[1] < 900 || at[1] > 900+window {
 				t.Errorf("rank %d: cleared %v at %d", r, ch[1], at[1])
 			}
 		}
@@ -148,7 +152,7 @@ func TestBoundedWhenRanksGoQuiet(t *testing.T) {
 	// Malformed and late summaries are dropped too, and so are
 	// communicators beyond the cap.
 	before := c.Dropped()
-	c.Add(Summary{Comm: 9, Seq: 5, Ranks: 4, Rank: 1})  // judged long ago
+	c.Add(Summary{Comm: 9, Seq: 5, Ranks: 4, Rank: 1})    // judged long ago
 	c.Add(Summary{Comm: 9, Seq: 6000, Ranks: 4, Rank: 9}) // no such rank
 	c.Add(Summary{Comm: 9, Seq: 6000, Ranks: 5, Rank: 1}) // the size changed
 	if c.Dropped() != before+3 {

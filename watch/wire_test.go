@@ -1,0 +1,177 @@
+package watch
+
+import (
+	"context"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// collector starts a Server on loopback with key and returns it with what
+// it reported.
+func collector(t *testing.T, key string) (*Server, func() ([]Finding, []string)) {
+	t.Helper()
+	var mu sync.Mutex
+	var fs []Finding
+	var notes []string
+	s, err := Listen("127.0.0.1:0", []byte(key), ServerOptions{
+		OnFinding: func(f Finding) { mu.Lock(); fs = append(fs, f); mu.Unlock() },
+		OnNote:    func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return s, func() ([]Finding, []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]Finding(nil), fs...), append([]string(nil), notes...)
+	}
+}
+
+// warnings collects a sender's one line.
+type warnings struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (w *warnings) add(s string) { w.mu.Lock(); w.lines = append(w.lines, s); w.mu.Unlock() }
+func (w *warnings) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.lines...)
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("no %s within 10 s", what)
+}
+
+// TestSendersToCollector: four processes of a job (two ranks each) send
+// their summaries over loopback with the job secret; a rank whose host
+// issues 2 ms late from operation 100 is named by the collector, with its
+// host. Planted on a rank of the first and of the last process.
+func TestSendersToCollector(t *testing.T) {
+	for _, late := range []int{1, 6} {
+		s, got := collector(t, "s3cret")
+		var senders []*Sender
+		for p := 0; p < 4; p++ {
+			senders = append(senders, NewSender(SenderOptions{Addr: s.Addr(), Key: []byte("s3cret"), Host: "node" + string(rune('a'+p)), PID: 100 + p, Flush: 5 * time.Millisecond}))
+		}
+		j := &job{ranks: 8, rng: rand.New(rand.NewSource(int64(late))), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
+			delayed: map[int]plant{late: {from: 100, to: 1 << 40, by: 2_000_000, host: true}}}
+		for seq := uint64(1); seq <= 200; seq++ {
+			for _, sum := range j.op(42, seq) {
+				sum.Host = "node" + string(rune('a'+sum.Rank/2))
+				senders[sum.Rank/2].Send(sum)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		waitFor(t, "finding", func() bool { fs, _ := got(); return len(fs) > 0 })
+		fs, notes := got()
+		if fs[0].Rank != late || fs[0].Host != "node"+string(rune('a'+late/2)) || fs[0].Cause != CauseIssue {
+			t.Errorf("late rank %d: %v (notes %q)", late, fs, notes)
+		}
+		if st := s.Standing(); len(st) != 1 || st[0].Rank != late || s.Dropped() != 0 {
+			t.Errorf("standing %v, %d dropped", st, s.Dropped())
+		}
+		for _, sn := range senders {
+			sn.Close()
+			if sn.Dropped() != 0 {
+				t.Errorf("a sender dropped %d summaries with the collector up", sn.Dropped())
+			}
+		}
+	}
+}
+
+// TestWrongSecretAndNoCollector: a process with the wrong secret is
+// refused (the collector notes it, the process says it once), and a
+// collector that does not answer costs one line; in both, Send never
+// blocks and every summary is dropped and counted.
+func TestWrongSecretAndNoCollector(t *testing.T) {
+	s, got := collector(t, "right")
+	var w warnings
+	bad := NewSender(SenderOptions{Addr: s.Addr(), Key: []byte("wrong"), Host: "nodex", PID: 7, Warn: w.add, Flush: 5 * time.Millisecond})
+	waitFor(t, "refusal", func() bool { return len(w.all()) > 0 })
+	for i := uint64(1); i <= 100_000; i++ {
+		bad.Send(Summary{Comm: 1, Seq: i, Ranks: 2})
+	}
+	bad.Close()
+	_, notes := got()
+	if lines := w.all(); len(lines) != 1 || !strings.Contains(lines[0], "refused this process: wrong job secret") || !strings.Contains(lines[0], "the job runs on") {
+		t.Errorf("the process said %q", lines)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "refused pid 7 on nodex") {
+		t.Errorf("the collector noted %q", notes)
+	}
+	if bad.Sent() != 0 || bad.Dropped() == 0 {
+		t.Errorf("sent %d, dropped %d", bad.Sent(), bad.Dropped())
+	}
+
+	var w2 warnings
+	gone := NewSender(SenderOptions{Addr: "127.0.0.1:1", Key: []byte("k"), Warn: w2.add, Flush: 5 * time.Millisecond, Queue: 16})
+	waitFor(t, "warning", func() bool { return len(w2.all()) > 0 })
+	for i := 0; i < 1000; i++ {
+		gone.Send(Summary{})
+	}
+	gone.Close()
+	if lines := w2.all(); len(lines) != 1 || !strings.Contains(lines[0], "does not answer") {
+		t.Errorf("said %q", lines)
+	}
+	if gone.Dropped() < 1000-16 {
+		t.Errorf("dropped %d of 1000 with no collector", gone.Dropped())
+	}
+}
+
+// TestCollectorKilledMidRun: the collector goes away; the sender keeps
+// taking summaries without blocking and counts them as dropped.
+func TestCollectorKilledMidRun(t *testing.T) {
+	s, err := Listen("127.0.0.1:0", []byte("k"), ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	sn := NewSender(SenderOptions{Addr: s.Addr(), Key: []byte("k"), Flush: 5 * time.Millisecond})
+	defer sn.Close()
+	for i := uint64(1); i <= 100; i++ {
+		sn.Send(Summary{Comm: 1, Seq: i, Ranks: 2, Rank: 0})
+	}
+	waitFor(t, "sent summaries", func() bool { return sn.Sent() == 100 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1000); i < 11_000; i++ {
+		sn.Send(Summary{Comm: 1, Seq: i, Ranks: 2, Rank: 0})
+	}
+	waitFor(t, "drops", func() bool { return sn.Dropped() > 0 })
+	if sn.Sent() > 100+int64(10_000) {
+		t.Errorf("sent %d", sn.Sent())
+	}
+}
+
+// TestListenWithoutSecret: a collector without a job secret is refused
+// at once, saying how to give one.
+func TestListenWithoutSecret(t *testing.T) {
+	if _, err := Listen("127.0.0.1:0", nil, ServerOptions{}); err == nil || !strings.Contains(err.Error(), "COLLBENCH_TOKEN") {
+		t.Errorf("%v", err)
+	}
+}
