@@ -16,6 +16,7 @@ import (
 	"collbench/internal/faults"
 	"collbench/internal/secret"
 	"collbench/launch"
+	"collbench/watch"
 )
 
 // envRule checks one COLLBENCH_* variable's value; "" is left to the
@@ -143,6 +144,7 @@ var envRules = []envRule{
 	{profiler.EnvSwitch, envOneOf("on", "off")},
 	{EnvProbeTimeout, envDuration},
 	{launch.EnvReports, envAny},
+	{watch.EnvAddr, envHostPort},
 	{"COLLBENCH_BIN", envAny},           // the drills' binary
 	{"COLLBENCH_DRILL_RUNS", envInt(1)}, // the drills' repeat count
 }

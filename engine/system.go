@@ -59,6 +59,11 @@ func (f *System) CPUBackend() (*cpu.Backend, error) {
 		}
 		opts.Faults = fs
 	}
+	if opts.Watch == nil {
+		if s := f.watchSink(); s != nil {
+			opts.Watch = s
+		}
+	}
 	return cpu.New(opts), nil
 }
 

@@ -29,6 +29,10 @@ type Summary struct {
 	// IssueNS is when the rank handed NCCL the operation; StartNS and
 	// EndNS bound its kernel; ErrNS is the alignment's error.
 	IssueNS, StartNS, EndNS, ErrNS int64
+	// Clock names the host clock the times are on (the host's boot id):
+	// ranks on clocks of different names are not compared, since a skew
+	// between hosts' clocks would pass for lateness.
+	Clock string `json:",omitempty"`
 }
 
 // Options bound what the collector holds and set when it names a rank.
@@ -80,7 +84,10 @@ type Finding struct {
 
 // String is the finding as collbench watch prints it.
 func (f Finding) String() string {
-	where := fmt.Sprintf("rank %d (%s, GPU %s)", f.Rank, f.Host, f.GPU)
+	where := fmt.Sprintf("rank %d (%s)", f.Rank, f.Host)
+	if f.GPU != "" {
+		where = fmt.Sprintf("rank %d (%s, GPU %s)", f.Rank, f.Host, f.GPU)
+	}
 	if f.Cleared {
 		return fmt.Sprintf("cleared: %s on communicator %016x is no longer late, from operation %d", where, f.Comm, f.ClearedSeq)
 	}
@@ -209,7 +216,7 @@ func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Fin
 	sort.Slice(idx, func(a, b int) bool { return all[idx[a]].StartNS > all[idx[b]].StartNS })
 	last, next := all[idx[0]], all[idx[1]]
 	by := last.StartNS - next.StartNS
-	late := by > last.ErrNS+next.ErrNS+c.o.MinLate.Nanoseconds()
+	late := last.Clock == next.Clock && by > last.ErrNS+next.ErrNS+c.o.MinLate.Nanoseconds()
 	// Issued late as well: its issue came after the next latest rank's
 	// by most of its lateness.
 	issue := late && last.IssueNS-next.IssueNS > by/2

@@ -167,6 +167,26 @@ func TestBoundedWhenRanksGoQuiet(t *testing.T) {
 	}
 }
 
+// TestClocksOfDifferentHostsAreNotCompared: a host whose clock runs 5 ms
+// ahead of the others' (its ranks look late in every operation) is not
+// named: ranks on clocks of different names are not compared.
+func TestClocksOfDifferentHostsAreNotCompared(t *testing.T) {
+	c := New(DefaultOptions())
+	j := &job{ranks: 4, rng: rand.New(rand.NewSource(8)), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
+		delayed: map[int]plant{3: {from: 1, to: 1 << 40, by: 5_000_000, host: true}}}
+	for seq := uint64(1); seq <= 300; seq++ {
+		for _, s := range j.op(5, seq) {
+			s.Clock = "boot-a"
+			if s.Rank == 3 {
+				s.Clock = "boot-b"
+			}
+			if ch := c.Add(s); len(ch) > 0 {
+				t.Fatalf("a skewed clock named %v", ch)
+			}
+		}
+	}
+}
+
 // TestLateInOneCommunicator: a rank late on one communicator (its
 // tensor-parallel group, say) is named there only.
 func TestLateInOneCommunicator(t *testing.T) {

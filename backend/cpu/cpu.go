@@ -27,6 +27,7 @@ import (
 	"collbench/internal/words"
 	"collbench/measure"
 	"collbench/results"
+	"collbench/watch"
 	"collbench/watchdog"
 )
 
@@ -42,6 +43,10 @@ type Options struct {
 	MemoryLimit int64
 	// Faults are planted faults (tests and drills only).
 	Faults *faults.Set
+	// Watch, if set, receives a summary of every collective a rank of a
+	// world across processes runs (collbench watch's collector); Send must
+	// not block.
+	Watch interface{ Send(watch.Summary) }
 }
 
 // MaxRanks is the most ranks one process runs: each is a goroutine, and

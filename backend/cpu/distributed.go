@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"collbench/dtype"
 	"collbench/internal/faults"
 	"collbench/measure"
 	"collbench/results"
+	"collbench/watch"
 	"collbench/watchdog"
 )
 
@@ -195,6 +197,17 @@ func (r *distRank) Launch(c measure.Call) error {
 		return r.w.m.abortErr
 	}
 	r.w.opts.Faults.ActOnProcess(r.WorldRank(), r.ops)
+	if d := r.w.opts.Faults.Late(r.WorldRank()); d > 0 {
+		// Planted: a straggling host, slow to issue each operation.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.w.m.aborted:
+			t.Stop()
+			return r.w.m.abortErr
+		}
+	}
+	issued := time.Now()
 	esz := int64(c.DType.Size())
 	g := measure.CallGeometry(c, r.Size())
 	send, err := span(c.Send, g.SendCount*esz)
@@ -217,6 +230,12 @@ func (r *distRank) Launch(c measure.Call) error {
 	}
 	if r.w.opts.AfterOp != nil {
 		r.w.opts.AfterOp(r.WorldRank(), c, recv)
+	}
+	if sink := r.w.opts.Watch; sink != nil {
+		// On host memory a collective starts when its rank issues it.
+		at := issued.UnixNano()
+		sink.Send(watch.Summary{Comm: uint64(r.c.id), Seq: uint64(r.ops), Ranks: r.c.size(), Rank: r.c.me, Host: r.host, //nolint:gosec // G115: counts, not negative
+			IssueNS: at, StartNS: at, EndNS: time.Now().UnixNano(), Clock: watch.HostClock()})
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ const Syntax = `items separated by ';':
   slow-link:A-B:RATE   bytes between ranks A and B move at RATE (e.g. 20MB/s), both ways
   delay-link:A-B:DUR   every message between ranks A and B is delayed by DUR (e.g. 5ms)
   slow-rank:R:RATE     everything rank R sends, and its local copies, move at RATE
-  late-rank:R:DUR      rank R's thread waits DUR before it issues each operation (a straggling host; NCCL backend)
+  late-rank:R:DUR      rank R's thread waits DUR before it issues each operation (a straggling host; NCCL backend, and cpu across processes)
   slow-host:H:RATE     the same for every rank on host H
   corrupt:R            rank R flips a bit in every message it sends (and in its outputs)
   probe-hang:R         rank R's algorithm probe stops answering once its world is open

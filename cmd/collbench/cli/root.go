@@ -61,6 +61,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdStream(f, nil))
 	root.AddCommand(NewCmdDoctor(f, nil))
 	root.AddCommand(NewCmdTune(f, nil))
+	root.AddCommand(NewCmdWatch(f, nil))
 	root.AddCommand(NewCmdAlgorithmProbe(f, nil))
 	root.AddCommand(NewCmdMan(f, nil))
 	return root

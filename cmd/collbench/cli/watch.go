@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"collbench/engine"
+)
+
+// WatchOptions are the flags of `collbench watch`.
+type WatchOptions struct {
+	IO      *IOStreams
+	Factory *Factory
+	Ctx     context.Context
+
+	Listen string
+	For    time.Duration
+}
+
+// NewCmdWatch builds `collbench watch`.
+func NewCmdWatch(f *Factory, runF func(*WatchOptions) error) *cobra.Command {
+	o := &WatchOptions{IO: f.IO, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Collect a running job's summaries of its collectives and name a rank persistently later than its peers",
+		Long: `watch is the collector of a running job: each process of the job that has
+COLLBENCH_WATCH=host:port (this collector's address) and the job's secret
+(COLLBENCH_TOKEN, the same here) sends a summary of every collective its ranks run,
+and watch joins them by communicator and operation and prints a line when a rank is
+later than its peers in most of its last 32 operations: which rank, host and GPU,
+why (its host issued late, or its GPU started late), by how much and since which
+operation; and a line when it is no longer late.
+
+A job's process never waits for the collector: summaries that cannot be sent are
+dropped and counted, and a collector that does not answer or refuses the secret costs
+one line on the job's stderr. Today collbench's own cpu backend across processes
+sends summaries; NCCL applications will, through collbench's profiler plugin.
+
+watch runs until interrupted, or for --for; it exits 1 when a rank stands named at
+the end.`,
+		Args:    noArgs,
+		Example: "  COLLBENCH_TOKEN=$SECRET collbench watch --listen :29600\n  COLLBENCH_TOKEN=$SECRET COLLBENCH_WATCH=node01:29600 collbench launch -n 4 -- sweep --backend cpu",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Ctx = cmd.Context()
+			if runF != nil {
+				return runF(o)
+			}
+			return watchRun(o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.Listen, "listen", ":29600", "address to collect on (host:port or :port)")
+	fs.DurationVar(&o.For, "for", 0, "stop after this long (0: until interrupted)")
+	return cmd
+}
+
+func watchRun(o *WatchOptions) error {
+	w := engine.Watch{Listen: o.Listen, For: o.For,
+		OnListening: func(addr string) {
+			fmt.Fprintf(o.IO.ErrOut, "collbench watch: collecting on %s (the job needs %s=<this host>:<port> and the same COLLBENCH_TOKEN)\n", addr, "COLLBENCH_WATCH")
+		},
+		OnFinding: func(f engine.WatchFinding) { fmt.Fprintln(o.IO.Out, f.String()) },
+		OnNote:    func(n string) { fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", n) },
+	}
+	standing, err := o.Factory.RunWatch(o.Ctx, w)
+	if err != nil {
+		return err
+	}
+	if len(standing) > 0 {
+		return &engine.CheckFailedError{Msg: fmt.Sprintf("collbench watch: %d rank(s) still late at the end: %s", len(standing), standing[0])}
+	}
+	fmt.Fprintln(o.IO.ErrOut, "collbench watch: no rank stands named")
+	return nil
+}

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"collbench/engine"
+)
+
+// startWatch runs the collector on loopback in this process, with the
+// test's environment, and returns its address and what it reported.
+func startWatch(t *testing.T) (string, func() []engine.WatchFinding) {
+	t.Helper()
+	f, _, _ := testFactory()
+	f.Environ = os.Environ
+	var mu sync.Mutex
+	var got []engine.WatchFinding
+	addr := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.RunWatch(ctx, engine.Watch{Listen: "127.0.0.1:0", OnListening: func(a string) { addr <- a },
+			OnFinding: func(w engine.WatchFinding) { mu.Lock(); got = append(got, w); mu.Unlock() }})
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case a := <-addr:
+		return a, func() []engine.WatchFinding {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]engine.WatchFinding(nil), got...)
+		}
+	case err := <-done:
+		t.Fatalf("the collector did not start: %v", err)
+	}
+	return "", nil
+}
+
+// TestWatchNamesALateRankUnderLaunch: four processes as two hosts
+// (collbench launch -n 4 --nodes 2), the cpu backend, one rank planted to
+// issue every operation 3 ms late; collbench watch, given the job's
+// address and secret, names that rank and its host, and no other. At a
+// rank of each host; and a clean job names nobody.
+func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
+	t.Setenv("COLLBENCH_TOKEN", "watch-test-secret")
+	for _, late := range []int{-1, 0, 3} {
+		addr, got := startWatch(t)
+		t.Setenv("COLLBENCH_WATCH", addr)
+		spec := ""
+		if late >= 0 {
+			spec = fmt.Sprintf("late-rank:%d:3ms", late)
+		}
+		t.Setenv("COLLBENCH_FAULTS", spec)
+		code, out, errOut := launchSelf(t, "-n", "4", "--nodes", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "120", "-w", "2", "-q")
+		if code != 0 {
+			t.Fatalf("late %d: exit %d\n%s\n%s", late, code, out, errOut)
+		}
+		if late < 0 {
+			time.Sleep(300 * time.Millisecond) // the last batches
+			if fs := got(); len(fs) > 0 {
+				t.Errorf("a clean job: %v", fs)
+			}
+			continue
+		}
+		var fs []engine.WatchFinding
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if fs = got(); len(fs) > 0 {
+				break
+			}
+		}
+		if len(fs) == 0 || fs[0].Rank != late || fs[0].Cleared || !strings.Contains(fs[0].String(), "issued late") {
+			t.Errorf("rank %d planted late: %v\n%s", late, fs, errOut)
+			continue
+		}
+		if want := fmt.Sprintf("node%d", late/2); !strings.Contains(fs[0].Host, want) {
+			t.Errorf("rank %d: named on host %q, want %s", late, fs[0].Host, want)
+		}
+		for _, f := range fs {
+			if f.Rank != late {
+				t.Errorf("another rank named: %v", f)
+			}
+		}
+	}
+}
+
+// TestWatchBadInput: no secret, a bad address, a negative --for: one line,
+// exit 2; a job pointed at a collector that is not there runs on, with one
+// line.
+func TestWatchBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"watch", "--for", "1s"}, "needs the job's secret"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "nowhere"}, "give host:port"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--for", "-1s"}, "positive duration"},
+	} {
+		f, _, errOut := testFactory()
+		env := tc.env
+		f.Environ = func() []string { return env }
+		if code := run(t, f, tc.args...); code != 2 || !strings.Contains(errOut.String(), tc.want) || strings.Count(strings.TrimSpace(errOut.String()), "\n") > 0 {
+			t.Errorf("%v: exit %d, %q", tc.args, code, errOut.String())
+		}
+	}
+	t.Setenv("COLLBENCH_TOKEN", "x")
+	t.Setenv("COLLBENCH_WATCH", "127.0.0.1:1")
+	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "20", "-w", "1", "-q")
+	if code != 0 || strings.Count(errOut, "does not answer") != 2 || !strings.Contains(out, "wrong elements:    0 (OK)") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}

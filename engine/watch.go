@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"collbench/internal/secret"
+	"collbench/watch"
+)
+
+// WatchFinding is a rank named or cleared by collbench watch
+// (watch.Finding): the CLI prints it.
+type WatchFinding = watch.Finding
+
+// Watch is one collbench watch run: the collector of a running job's
+// summaries, listening on Listen, for For (0: until ctx ends).
+type Watch struct {
+	Listen string
+	For    time.Duration
+	// OnListening receives the address the collector listens on;
+	// OnFinding each rank named or cleared; OnNote each process refused.
+	OnListening func(addr string)
+	OnFinding   func(watch.Finding)
+	OnNote      func(string)
+}
+
+// RunWatch runs the collector until ctx ends or w.For has passed, and
+// returns the findings that stand at the end.
+func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, error) {
+	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
+		return nil, UsageErrorf("--listen %q: give host:port or :port (e.g. :29600)", w.Listen)
+	}
+	if w.For < 0 {
+		return nil, UsageErrorf("--for %v: give a positive duration, or 0 to run until interrupted", w.For)
+	}
+	key, err := secret.Load(f.Getenv)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	if len(key) == 0 {
+		return nil, UsageErrorf("collbench watch needs the job's secret: set %s (or %s) to the value the job's processes have", secret.EnvToken, secret.EnvTokenFile)
+	}
+	s, err := watch.Listen(w.Listen, key, watch.ServerOptions{OnFinding: w.OnFinding, OnNote: w.OnNote})
+	if err != nil {
+		return nil, UsageErrorf("%v", err)
+	}
+	if w.OnListening != nil {
+		w.OnListening(s.Addr())
+	}
+	if w.For > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.For)
+		defer cancel()
+	}
+	if err := s.Serve(ctx); err != nil {
+		return s.Standing(), err
+	}
+	return s.Standing(), nil
+}
+
+// watchSenders are this process's senders to a collector, by address:
+// every backend opened in the process shares one.
+var watchSenders sync.Map
+
+// watchSink is the sender to the collector $COLLBENCH_WATCH names, or nil
+// without one. A malformed address or a missing job secret is one line on
+// stderr and no sender: the job runs as it would without collbench watch.
+func (f *System) watchSink() *watch.Sender {
+	addr := f.Getenv(watch.EnvAddr)
+	if addr == "" {
+		return nil
+	}
+	if s, ok := watchSenders.Load(addr); ok {
+		return s.(*watch.Sender)
+	}
+	warn := func(line string) {
+		if f.Stderr != nil {
+			fmt.Fprintln(f.Stderr, line)
+		}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		warn(fmt.Sprintf("collbench watch: %s=%q is not host:port; nothing is sent, the job runs on", watch.EnvAddr, addr))
+		watchSenders.Store(addr, (*watch.Sender)(nil))
+		return nil
+	}
+	key, err := secret.Load(f.Getenv)
+	if err != nil || len(key) == 0 {
+		warn(fmt.Sprintf("collbench watch: %s is set without the job secret (%s); nothing is sent, the job runs on", watch.EnvAddr, secret.EnvToken))
+		watchSenders.Store(addr, (*watch.Sender)(nil))
+		return nil
+	}
+	me, _ := f.Hostname()
+	s := watch.NewSender(watch.SenderOptions{Addr: addr, Key: key, Host: me, PID: os.Getpid(), Warn: warn})
+	actual, _ := watchSenders.LoadOrStore(addr, s)
+	if actual != s {
+		s.Close()
+	}
+	return actual.(*watch.Sender)
+}
