@@ -127,12 +127,16 @@ func (s *Sender) loop(ctx context.Context) {
 		}
 	}()
 	var batch []Summary
+	first := true
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
+		first = false // the first pass connects at once: a collector that is not there is said at the start
 		for len(s.ch) > 0 && len(batch) < s.o.Queue {
 			batch = append(batch, <-s.ch)
 		}

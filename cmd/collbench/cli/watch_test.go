@@ -49,7 +49,7 @@ func startWatch(t *testing.T) (string, func() []engine.WatchFinding) {
 
 // TestWatchNamesALateRankUnderLaunch: four processes as two hosts
 // (collbench launch -n 4 --nodes 2), the cpu backend, one rank planted to
-// issue every operation 3 ms late; collbench watch, given the job's
+// issue every operation 5 ms late; collbench watch, given the job's
 // address and secret, names that rank and its host, and no other. At a
 // rank of each host; and a clean job names nobody.
 func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
@@ -59,7 +59,7 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 		t.Setenv("COLLBENCH_WATCH", addr)
 		spec := ""
 		if late >= 0 {
-			spec = fmt.Sprintf("late-rank:%d:3ms", late)
+			spec = fmt.Sprintf("late-rank:%d:5ms", late)
 		}
 		t.Setenv("COLLBENCH_FAULTS", spec)
 		code, out, errOut := launchSelf(t, "-n", "4", "--nodes", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "120", "-w", "2", "-q")
@@ -116,7 +116,7 @@ func TestWatchBadInput(t *testing.T) {
 	}
 	t.Setenv("COLLBENCH_TOKEN", "x")
 	t.Setenv("COLLBENCH_WATCH", "127.0.0.1:1")
-	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "20", "-w", "1", "-q")
+	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K,4K,16K", "-n", "50", "-w", "1", "-q")
 	if code != 0 || strings.Count(errOut, "does not answer") != 2 || !strings.Contains(out, "wrong elements:    0 (OK)") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
 	}
