@@ -83,6 +83,7 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 			t.Errorf("rank %d planted late: %v\n%s", late, fs, errOut)
 			continue
 		}
+		t.Logf("rank %d planted late: %s", late, fs[0])
 		if want := fmt.Sprintf("node%d", late/2); !strings.Contains(fs[0].Host, want) {
 			t.Errorf("rank %d: named on host %q, want %s", late, fs[0].Host, want)
 		}
