@@ -70,7 +70,11 @@ func watchRun(o *WatchOptions) error {
 		return err
 	}
 	if len(standing) > 0 {
-		return &engine.CheckFailedError{Msg: fmt.Sprintf("collbench watch: %d rank(s) still late at the end: %s", len(standing), standing[0])}
+		what := "1 rank is"
+		if len(standing) > 1 {
+			what = fmt.Sprintf("%d ranks are", len(standing))
+		}
+		return &engine.CheckFailedError{Msg: fmt.Sprintf("watch: %s still late at the end; the first: %s", what, standing[0])}
 	}
 	fmt.Fprintln(o.IO.ErrOut, "collbench watch: no rank stands named")
 	return nil
