@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -54,7 +55,11 @@ func startWatch(t *testing.T) (string, func() []engine.WatchFinding) {
 // rank of each host; and a clean job names nobody.
 func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 	t.Setenv("COLLBENCH_TOKEN", "watch-test-secret")
-	for _, late := range []int{-1, 0, 3} {
+	places := []int{-1, 0, 3}
+	if testing.Short() {
+		places = places[2:] // one place; make test-long plants every one and the clean job
+	}
+	for _, late := range places {
 		addr, got := startWatch(t)
 		t.Setenv("COLLBENCH_WATCH", addr)
 		spec := ""
@@ -120,5 +125,31 @@ func TestWatchBadInput(t *testing.T) {
 	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K,4K,16K", "-n", "50", "-w", "1", "-q")
 	if code != 0 || strings.Count(errOut, "does not answer") != 2 || !strings.Contains(out, "wrong elements:    0 (OK)") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestWatchCommandExitsOneWhileARankStandsNamed: the command prints the
+// finding as it comes and exits 1 when the rank still stands named at the
+// end of --for.
+func TestWatchCommandExitsOneWhileARankStandsNamed(t *testing.T) {
+	t.Setenv("COLLBENCH_TOKEN", "cmd-secret")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	f, out, errOut := testFactory()
+	f.Environ = os.Environ
+	code := make(chan int, 1)
+	go func() { code <- run(t, f, "watch", "--listen", addr, "--for", "4s") }()
+	time.Sleep(300 * time.Millisecond)
+	t.Setenv("COLLBENCH_WATCH", addr)
+	t.Setenv("COLLBENCH_FAULTS", "late-rank:1:5ms")
+	if c, o, e := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "80", "-w", "2", "-q"); c != 0 {
+		t.Fatalf("the job: exit %d\n%s\n%s", c, o, e)
+	}
+	if c := <-code; c != 1 || !strings.Contains(out.String(), "rank 1 (") || !strings.Contains(errOut.String(), "1 rank is still late at the end") {
+		t.Errorf("exit %d\n%s\n%s", c, out.String(), errOut.String())
 	}
 }
