@@ -588,9 +588,11 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 					cells[k].TimesUS = append(cells[k].TimesUS, ts...)
 				}
 			}
-			r := tune.NewResult(size, cells)
+			var r tune.Result
 			if len(cells) == 2 {
 				r = tune.NewPairedResult(size, cells[0], cells[1])
+			} else {
+				r = tune.NewResult(size, cells)
 			}
 			tr.annotate(ci, &r)
 			tr.rep.Set(c.String(), r)

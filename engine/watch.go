@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -83,8 +82,7 @@ func (f *System) watchSink() *watch.Sender {
 			fmt.Fprintln(f.Stderr, line)
 		}
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+	if envHostPort(addr) != nil {
 		warn(fmt.Sprintf("collbench watch: %s=%q is not host:port; nothing is sent, the job runs on", watch.EnvAddr, addr))
 		watchSenders.Store(addr, (*watch.Sender)(nil))
 		return nil

@@ -336,12 +336,10 @@ func NewPairedResult(size int64, def, other Cell) Result {
 		r.Pairs = append(r.Pairs, [2]float64{def.TimesUS[i], other.TimesUS[i]})
 	}
 	finish(&r)
-	if r.Best.Choice.Default || !r.Confirmed {
-		// Report the other choice's gain as confirmed or not at all.
-		r.Gain = 0
-		if ok, g := PairedBeats(r.Pairs); ok {
-			r.Gain, r.Confirmed = g, true
-		}
+	// The other choice's gain is what its pairs confirm, or none.
+	r.Gain, r.Confirmed = 0, false
+	if ok, g := PairedBeats(r.Pairs); ok {
+		r.Gain, r.Confirmed = g, true
 	}
 	return r
 }

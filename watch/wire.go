@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,13 +362,3 @@ func (s *Server) Dropped() int64 {
 // EnvAddr is the variable that points a job's processes at the collector
 // (host:port); without it nothing is sent.
 const EnvAddr = "COLLBENCH_WATCH"
-
-// HostClock names this host's clocks: its boot id, which every process on
-// the host shares and no other host has (Summary.Clock).
-var HostClock = sync.OnceValue(func() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "pid " + strconv.Itoa(os.Getpid()) // comparable within this process only
-	}
-	return strings.TrimSpace(string(b))
-})

@@ -11,6 +11,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/faults"
+	"collbench/internal/hostclock"
 	"collbench/measure"
 	"collbench/results"
 	"collbench/watch"
@@ -235,7 +236,7 @@ func (r *distRank) Launch(c measure.Call) error {
 		// On host memory a collective starts when its rank issues it.
 		at := issued.UnixNano()
 		sink.Send(watch.Summary{Comm: uint64(r.c.id), Seq: uint64(r.ops), Ranks: r.c.size(), Rank: r.c.me, Host: r.host, //nolint:gosec // G115: counts, not negative
-			IssueNS: at, StartNS: at, EndNS: time.Now().UnixNano(), Clock: watch.HostClock()})
+			IssueNS: at, StartNS: at, EndNS: time.Now().UnixNano(), Clock: hostclock.ID()})
 	}
 	return nil
 }

@@ -2,12 +2,10 @@ package nccl
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"collbench/internal/hostclock"
 	"collbench/internal/words"
 	"collbench/measure"
 
@@ -101,7 +99,7 @@ func merge(rec *results.OpRecord, op *profiler.Op) {
 	if op.KernelChannels > 0 {
 		if op.ClockLo != 0 || op.ClockHi != 0 {
 			if rec.ClockLoNS == 0 && rec.ClockHiNS == 0 {
-				rec.ClockLoNS, rec.ClockHiNS, rec.Clock = op.ClockLo, op.ClockHi, hostClock()
+				rec.ClockLoNS, rec.ClockHiNS, rec.Clock = op.ClockLo, op.ClockHi, hostclock.ID()
 			} else {
 				rec.ClockLoNS, rec.ClockHiNS = max(rec.ClockLoNS, op.ClockLo), min(rec.ClockHiNS, op.ClockHi)
 			}
@@ -135,13 +133,3 @@ func merge(rec *results.OpRecord, op *profiler.Op) {
 		}
 	}
 }
-
-// hostClock names this host's monotonic clock: its boot id, which every
-// process on the host shares and no other host has.
-var hostClock = sync.OnceValue(func() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "pid " + strconv.Itoa(os.Getpid()) // comparable within this process only
-	}
-	return strings.TrimSpace(string(b))
-})
