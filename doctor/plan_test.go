@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -224,5 +225,32 @@ func TestConfirmStepClearsAPairOnlyByItsOwnFigure(t *testing.T) {
 	keep, _, stood = confirmStep(repOf, map[int]bool{0: true})
 	if !keep[0] || !keep[1] || keep[2] || !stood[1] {
 		t.Errorf("representative slow: keep %v, stood %v", keep, stood)
+	}
+}
+
+// TestSuspectRoundsMeasureAloneWhereRanksShareCores: suspects are measured
+// again in rounds of disjoint pairs, except where the ranks share the
+// host's cores (cpu, mpi): there each pair runs alone, so a neighbour's
+// measurement cannot make a healthy pair look slow.
+func TestSuspectRoundsMeasureAloneWhereRanksShareCores(t *testing.T) {
+	pairs := [][2]int{{0, 2}, {1, 3}, {0, 1}, {4, 5}}
+	for _, tc := range []struct {
+		alone bool
+		want  [][][2]int
+	}{
+		{false, [][][2]int{{{0, 2}, {1, 3}, {4, 5}}, {{0, 1}}}},
+		{true, [][][2]int{{{0, 2}}, {{1, 3}}, {{0, 1}}, {{4, 5}}}},
+	} {
+		if got := suspectRounds(pairs, tc.alone); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("alone %v: rounds %v, want %v", tc.alone, got, tc.want)
+		}
+	}
+	for _, b := range []string{"cpu", "mpi"} {
+		if !HostMemory(b) {
+			t.Errorf("the %s backend's ranks are not taken to share the host's cores", b)
+		}
+	}
+	if HostMemory("nccl") {
+		t.Error("the nccl backend's ranks are taken to share the host's cores")
 	}
 }

@@ -436,7 +436,7 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 			if !r.Complete {
 				tr.rep.Complete = false
 			}
-			tr.say(name, r)
+			tr.say(name+" "+words.Bytes(r.Size)+searchStage(r), r)
 		})
 		for _, ch := range w.cands {
 			if k := tr.asDefault[ch.String()]; k > 0 {
@@ -519,14 +519,29 @@ func (tr *tuner) annotate(ci int, r *tune.Result) {
 	set(&r.Best)
 }
 
-// say reports one result on the progress line and to OnReport.
-func (tr *tuner) say(coll string, r tune.Result) {
+// say reports one result, what is named, on the progress line and to
+// OnReport.
+func (tr *tuner) say(what string, r tune.Result) {
 	if tr.t.Progress != nil {
-		tr.t.Progress(fmt.Sprintf("%s %s: %s", coll, words.Bytes(r.Size), tr.rep.Verdict(r)))
+		tr.t.Progress(what + ": " + tr.rep.Verdict(r))
 	}
 	if tr.t.OnReport != nil {
 		tr.t.OnReport(tr.rep)
 	}
+}
+
+// searchStage names how far the search has taken r, for the progress
+// line: a size is reported once after its first pass, again once its
+// leaders are measured again, and again once a gain is tried in pairs,
+// and only the last says what stands.
+func searchStage(r tune.Result) string {
+	switch {
+	case len(r.Pairs) > 0:
+		return " (in pairs)"
+	case r.Refined:
+		return " (measured again)"
+	}
+	return " (first pass)"
 }
 
 // check measures, at every size of the plan, the default and the file's
@@ -596,7 +611,7 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 			}
 			tr.annotate(ci, &r)
 			tr.rep.Set(c.String(), r)
-			tr.say(c.String(), r)
+			tr.say(c.String()+" "+words.Bytes(r.Size), r)
 		}
 	}
 	if len(tr.oneChannel) > 0 {

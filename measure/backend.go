@@ -339,10 +339,13 @@ type ForceReporter interface {
 }
 
 // Explainer is implemented by worlds that know which algorithm they run a
-// collective with (the cpu backend); NCCL's choices come from its log.
+// collective with: the cpu backend always, the NCCL backend for what it
+// builds from sends and receives (NCCL's other choices come from its
+// profiler or its log).
 type Explainer interface {
 	// Algorithm names the algorithm of c on a communicator of ranks ranks
-	// for a row of bytes bytes.
+	// for a row of bytes bytes, or nil where the world cannot say (the row
+	// then keeps what the library recorded).
 	Algorithm(c Collective, bytes int64, ranks int) *results.AlgoChoice
 }
 

@@ -214,13 +214,18 @@ func AllOps() []ReduceOp { return dtype.AllOps() }
 func ParseOp(s string) (ReduceOp, error) { return dtype.ParseOp(s) }
 
 // VCount is how many elements rank `from` sends to rank `to` in an
-// alltoallv of average count per peer on n ranks: the weight 1+((to-from)
-// mod n) of n weights 1..n, scaled so a rank sends about n×count in all.
-// Every rank sends its smallest part to itself and its largest to the rank
-// before it, so each part differs, as in a mixture-of-experts exchange.
+// alltoallv of average count per peer on n ranks, the traffic of NCCL's
+// benchmark (alltoallv_perf, its default distance-weighted pattern): of
+// its n×count elements in all, a rank sends the rank d after it (d =
+// (to-from) mod n) the share d/(1+2+…+n-1), so nothing to itself and
+// its largest part to the rank before it, and every part differs, as in
+// a mixture-of-experts exchange. On one rank, all of it to itself.
 func VCount(count int64, from, to, n int) int64 {
-	w := int64(1 + ((to-from)%n+n)%n)
-	return count * 2 * w / int64(n+1)
+	if n == 1 {
+		return count
+	}
+	d := int64(((to-from)%n + n) % n)
+	return count * 2 * d / int64(n-1)
 }
 
 // VDispl is the element offset of rank from's part for rank to in from's

@@ -253,7 +253,9 @@ func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (resu
 	}
 	if ex, ok := rn.w.(Explainer); ok {
 		for gi, g := range groups {
-			grs[gi].Algorithm = ex.Algorithm(c.Coll, grs[gi].SizeBytes, len(g))
+			if a := ex.Algorithm(c.Coll, grs[gi].SizeBytes, len(g)); a != nil {
+				grs[gi].Algorithm = a
+			}
 		}
 	}
 	for gi := range grs {
@@ -557,12 +559,38 @@ func joinCollectives(cs []Collective) string {
 // so connection setup and clock ramp-up do not land in the first timing.
 const warmupOps = 20
 
-// warmWorld runs the first case at its first size warmupOps times.
+// warmTarget is the first case and size of the plan that moves data in
+// every group: a row below one element per rank (allgather of 8 B on 4
+// ranks) is discarded by the library and warms nothing (on 4x H200 the
+// first gather and scatter rows after such a row ran 26-41 us against 11
+// later). ok is false where no row moves data.
+func warmTarget(cases []Case, sizes []int64, groups [][]int) (c Case, size int64, ok bool) {
+	for _, c := range cases {
+		for _, size := range sizes {
+			moves := len(groups) > 0
+			for _, g := range groups {
+				if GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Count == 0 {
+					moves = false
+				}
+			}
+			if moves {
+				return c, size, true
+			}
+		}
+	}
+	return Case{}, 0, false
+}
+
+// warmWorld runs the first case and size that moves data (warmTarget)
+// warmupOps times.
 func (rn *Runner) warmWorld(bufs *buffers) error {
-	if len(rn.Cases) == 0 || len(rn.Plan.Sizes) == 0 || rn.Plan.Warmup == 0 || rn.SkipWorldWarmup {
+	if rn.Plan.Warmup == 0 || rn.SkipWorldWarmup {
 		return nil
 	}
-	c, size := rn.Cases[0], rn.Plan.Sizes[0]
+	c, size, ok := warmTarget(rn.Cases, rn.Plan.Sizes, rn.layout.Groups)
+	if !ok {
+		return nil
+	}
 	var need int64
 	for _, g := range rn.layout.Groups {
 		need = max(need, GeometryFor(c.Coll, size, c.DType.Size(), len(g), 0).Bytes)

@@ -93,6 +93,20 @@ func ntLayout(cols []string) ntColumns {
 	return c
 }
 
+// fill restores a blank operation column: NCCL's benchmark leaves it
+// empty for collectives that reduce nothing (hypercube_perf prints
+// "float              -1"), so such a line has one field fewer than its
+// header, and a number (the root) where the operation stands.
+func (c ntColumns) fill(f []string) []string {
+	if c.op < 0 || len(f) != c.n-1 || c.op >= len(f) {
+		return f
+	}
+	if _, err := strconv.Atoi(f[c.op]); err != nil {
+		return f
+	}
+	return slices.Insert(f, c.op, "none")
+}
+
 // ntSample is one measured line: a row's key parts and its two halves.
 type ntSample struct {
 	row   Row
@@ -130,7 +144,7 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 		if st.layout == nil || line == "" || line[0] < '0' || line[0] > '9' {
 			continue // NCCL's own log lines, MPI's, blank lines
 		}
-		f := strings.Fields(line)
+		f := st.layout.fill(strings.Fields(line))
 		if len(f) < st.layout.n || st.layout.size < 0 {
 			d.Unread = append(d.Unread, lineNo)
 			continue

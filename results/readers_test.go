@@ -108,6 +108,13 @@ func TestReadNCCLTestsText(t *testing.T) {
 		t.Fatalf("%+v %+v", d.Config, d.Results[0])
 	}
 
+	// hypercube_perf leaves the operation column blank (4x H200, 2.19.6).
+	d = readTestdata(t, "nccl-tests-2.19-hypercube-blank-redop.txt", ReadAny)
+	if len(d.Results) != 10 || len(d.Unread) != 0 || d.Results[0].Collective != "hypercube" || d.Results[9].SizeBytes != 1<<30 ||
+		d.Results[9].OutOfPlace.TimeUS != 2552.12 || d.Results[9].InPlace.BusBW != 332.66 || d.Results[9].Root != -1 {
+		t.Fatalf("%d rows, unread lines %v: %+v", len(d.Results), d.Unread, d.Results)
+	}
+
 	d = readTestdata(t, "nccl-tests-2.19-sendrecv-cycles.txt", ReadAny)
 	if len(d.Results) != 3 || d.Config.Cycles != 3 || d.Config.Agg != 4 || d.Config.CUDAGraph != 10 || d.Config.Check != 0 || d.Config.Ranks != 2 {
 		t.Fatalf("%+v, %d rows", d.Config, len(d.Results))

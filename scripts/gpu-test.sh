@@ -10,8 +10,8 @@
 #   SECTIONS="machine unit correct ..." scripts/gpu-test.sh   run only those
 #
 # Sections, in order: machine unit correct sweep latency groups multiproc
-# suites diag memory badinput fault doctor features explain profiler register
-# tune parity cycles logs. Without SECTIONS every section runs. The parity section takes
+# suites diag memory badinput fault doctor features exchanges explain profiler
+# register tune parity cycles logs. Without SECTIONS every section runs. The parity section takes
 # PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
 # (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS).
 # The log and a few result files go to $OUT (when set) or ./gpu-logs; the rest
@@ -540,6 +540,54 @@ done
 echo "--- the same features on NCCL's benchmark's other collectives: sweep --collectives all -m 2 -z 1 -u 3 -N 2 --check 1"
 "$BIN" sweep --backend nccl --collectives all --sizes 8,1M -n 4 -w 1 -m 2 -z 1 -u 3 -N 2 -q | grep -E '^# [a-z-]+$|wrong elements' | paste - - \
   && ok "all collectives with -m 2 -z 1 -u 3 -N 2" || bad "all collectives with features"
+fi
+
+if want exchanges; then
+step "gather, scatter, alltoallv, hypercube timed against NCCL's benchmark on every GPU: 8 B - 1 GiB, 3 alternating passes, medians of out-of-place time per size"
+build_nccl_tests
+if [ -x "$nt/gather_perf" ]; then
+  EXCH_SIZES=${EXCH_SIZES:-8:1G:x8}
+  for pass in 1 2 3; do
+    for c in gather scatter alltoallv hypercube; do
+      ref() { timeout -k 5 120 "$nt/${c}_perf" -t "$ngpu" -g 1 -b 8 -e 1G -f 8 -n 20 -w 5 > "$WORK/xref-$c-$pass.log" 2>&1; }
+      cb() { timeout -k 5 120 "$BIN" "$c" --backend nccl --sizes "$EXCH_SIZES" -n 20 -w 5 -q -o "$WORK/xcb-$c-$pass.json" > /dev/null 2>&1; }
+      if [ $((pass % 2)) = 1 ]; then ref; cb; else cb; ref; fi
+      "$BIN" baseline make "$WORK/xref-$c-$pass.log" -o "$WORK/xref-$c-$pass.json" > /dev/null 2>&1 || echo "($c pass $pass: NCCL's log not read)"
+    done
+  done
+  python3 - "$WORK" <<'PY' && ok "gather, scatter, alltoallv, hypercube within 5% of NCCL's benchmark at 64 KiB and up" || bad "gather, scatter, alltoallv, hypercube against NCCL's benchmark"
+import json, sys, glob, statistics
+w = sys.argv[1]
+# Rows are paired by their place in the sweep: alltoallv_perf rounds each
+# part down to 16 bytes, so its row of 64 B moves 48.
+def load(prefix, c):
+    out = []
+    for p in sorted(glob.glob("%s/%s-%s-*.json" % (w, prefix, c))):
+        rows = sorted((r["size_bytes"], r["out_of_place"]["time_us"]) for r in json.load(open(p))["results"]
+                      if r.get("out_of_place") and r["size_bytes"] > 0)
+        for i, (size, t) in enumerate(rows):
+            if i == len(out):
+                out.append((size, []))
+            out[i][1].append(t)
+    return out
+bad = 0
+for c in ["gather", "scatter", "alltoallv", "hypercube"]:
+    ref, cb = load("xref", c), load("xcb", c)
+    print("%s: out-of-place time (us), median of the passes; + = collbench slower" % c)
+    print("%12s %12s %10s %10s %8s" % ("size", "NCCL's size", "NCCL's", "collbench", "diff"))
+    for (rs, rt), (cs, ct) in zip(ref, cb):
+        a, b = statistics.median(rt), statistics.median(ct)
+        d = b / a - 1
+        gate = cs >= 65536 and abs(d) > 0.05
+        bad += gate
+        print("%12d %12d %10.1f %10.1f %+7.1f%%%s" % (cs, rs, a, b, 100 * d, "  <- beyond 5%" if gate else ""))
+    if not ref or not cb:
+        print("  no rows (NCCL's %d, collbench's %d)" % (len(ref), len(cb))); bad += 1
+sys.exit(1 if bad else 0)
+PY
+else
+  bad "NCCL's benchmark not built (source expected in $NCCL_TESTS)"
+fi
 fi
 
 if want explain; then

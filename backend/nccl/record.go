@@ -43,6 +43,17 @@ func (w *world) Recordable(c measure.Collective, size int64) string {
 	return ""
 }
 
+// Algorithm names the algorithm of the collectives NCCL builds from sends
+// and receives (P2P), at every size and whether recorded or not, as the
+// tuning-log probe does; for the others NCCL's record or log tells, and it
+// gives nil.
+func (w *world) Algorithm(c measure.Collective, bytes int64, ranks int) *results.AlgoChoice {
+	if ranks < 2 || bytes == 0 || LogsChoice(c) {
+		return nil
+	}
+	return P2PChoice()
+}
+
 // Records says whether this backend's worlds record what NCCL did through
 // collbench's profiler plugin, and if not, why.
 func (b *Backend) Records() (bool, string) { return b.profOn, b.profWhy }

@@ -23,6 +23,12 @@ import (
 // recordedSweep runs colls at sizes on n ranks in the given groups.
 func recordedSweep(t *testing.T, d *fakegpu.Driver, n int, groups [][]int, colls ...measure.Collective) ([]results.Row, *Backend) {
 	t.Helper()
+	return recordedSweepAt(t, d, n, groups, []int64{1024, 1 << 20}, colls...)
+}
+
+// recordedSweepAt is recordedSweep at the given sizes.
+func recordedSweepAt(t *testing.T, d *fakegpu.Driver, n int, groups [][]int, sizes []int64, colls ...measure.Collective) ([]results.Row, *Backend) {
+	t.Helper()
 	b, err := Open(Options{Driver: d})
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +39,7 @@ func recordedSweep(t *testing.T, d *fakegpu.Driver, n int, groups [][]int, colls
 	}
 	defer w.Close()
 	p := measure.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
-		Sizes: []int64{1024, 1 << 20}, Iters: 5, Warmup: 2, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
+		Sizes: sizes, Iters: 5, Warmup: 2, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
 	cases, err := p.Cases(b, n)
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +89,8 @@ func TestRecordedAlgorithmAndKernelTimes(t *testing.T) {
 					t.Errorf("%s %d: the in-place half was recorded too", row.Collective, row.SizeBytes)
 				}
 				if row.Collective == "sendrecv" {
-					if row.Algorithm != nil {
-						t.Errorf("sendrecv %d: algorithm %v; NCCL gives none for sends and receives", row.SizeBytes, row.Algorithm)
+					if a := row.Algorithm; a == nil || a.Algo != "P2P" || a.Source != P2PChoice().Source {
+						t.Errorf("sendrecv %d: algorithm %v; want P2P, as the probe says (NCCL chooses none for sends and receives)", row.SizeBytes, a)
 					}
 					continue
 				}
@@ -109,6 +115,74 @@ func TestRecordedAlgorithmAndKernelTimes(t *testing.T) {
 				t.Errorf("NCCL gave the plugin %d operations, want %d (one per rank and row)", got, want)
 			}
 		})
+	}
+}
+
+// An exchange NCCL builds from sends and receives names P2P on every row,
+// as the tuning-log probe does: the profiler records no algorithm for it,
+// and from p2pRecordLimit up it is not recorded at all (found on 4x H200:
+// --explain left every alltoall row without an algorithm).
+func TestExchangesNameP2PRecordedOrNot(t *testing.T) {
+	d := fakegpu.HGX("H100", 4, fakegpu.Options{})
+	rows, _ := recordedSweep(t, d, 4, nil, measure.AllToAll, measure.Gather, measure.SendRecv)
+	for _, row := range rows {
+		if a := row.Algorithm; a == nil || a.Algo != "P2P" {
+			t.Errorf("%s %d: algorithm %v, want P2P", row.Collective, row.SizeBytes, a)
+		}
+	}
+	b, err := Open(Options{Driver: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Open(context.Background(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ex := w.(measure.Explainer)
+	big := int64(p2pRecordLimit) * 4
+	if why := w.(*world).Recordable(measure.AllToAll, big); why == "" {
+		t.Fatalf("alltoall of %d bytes is recorded; the test wants a size beyond the limit", big)
+	}
+	for _, tc := range []struct {
+		c     measure.Collective
+		bytes int64
+		ranks int
+		want  string
+	}{
+		{measure.AllToAll, big, 4, "P2P"},
+		{measure.AllToAllV, 1 << 20, 4, "P2P"},
+		{measure.Scatter, 1 << 20, 2, "P2P"},
+		{measure.AllToAll, 0, 4, ""},        // nothing moves
+		{measure.SendRecv, 1 << 20, 1, ""},  // one rank: a local copy
+		{measure.AllReduce, 1 << 20, 4, ""}, // NCCL's own choice: its record tells
+		{measure.Broadcast, big, 4, ""},
+	} {
+		got := ""
+		if a := ex.Algorithm(tc.c, tc.bytes, tc.ranks); a != nil {
+			got = a.Algo
+		}
+		if got != tc.want {
+			t.Errorf("%s %d bytes on %d ranks: %q, want %q", tc.c, tc.bytes, tc.ranks, got, tc.want)
+		}
+	}
+}
+
+// TestRecorderSetUpAtTheFirstRowThatMovesData: the recorder's set-up
+// (one recorded operation per rank, thrown away) and the world's warm-up
+// run at the first row that moves data. An allgather of 8 B on 4 ranks is
+// empty, and NCCL discards it: set up there, the recorder was not set up
+// at all, and on 4x H200 the next row's timed loop ran cold (gather and
+// scatter 26-41 us against 11).
+func TestRecorderSetUpAtTheFirstRowThatMovesData(t *testing.T) {
+	d := fakegpu.HGX("H100", 4, fakegpu.Options{})
+	rows, _ := recordedSweepAt(t, d, 4, nil, []int64{8, 1024}, measure.AllGather)
+	if rows[0].Count != 0 || rows[1].Count == 0 {
+		t.Fatalf("counts %d and %d: the test wants an empty first row", rows[0].Count, rows[1].Count)
+	}
+	// 4 set-up operations, none for the empty row, 4 for the 1 KiB row.
+	if got, want := d.ProfiledOps(), int64(4+0+4); got != want {
+		t.Errorf("NCCL gave the plugin %d operations, want %d: the set-up ran where NCCL discards the operation", got, want)
 	}
 }
 

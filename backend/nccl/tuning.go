@@ -152,6 +152,12 @@ func LogsChoice(c measure.Collective) bool {
 	return false
 }
 
+// P2PChoice is the algorithm of a collective NCCL builds from sends and
+// receives: no algorithm or protocol is chosen, whatever the size.
+func P2PChoice() *results.AlgoChoice {
+	return &results.AlgoChoice{Algo: "P2P", Source: "NCCL runs it as sends and receives: no algorithm or protocol choice"}
+}
+
 // funcName is how NCCL's log names a collective.
 func funcName(c measure.Collective) string {
 	switch c {

@@ -190,10 +190,12 @@ DEV double reduce_at(const domain* d, int op, int t, i64 idx) {
 }
 
 // vcount is how many elements rank from sends to rank to in an alltoallv of
-// average count per peer, as suites.VCount.
+// average count per peer, as measure.VCount: the share d/(1+2+...+n-1) of
+// its whole, d = (to-from) mod n (NCCL's benchmark's pattern).
 DEV i64 vcount(i64 count, int from, int to, int n) {
-  i64 w = 1 + (((to - from) % n) + n) % n;
-  return count * 2 * w / (n + 1);
+  if (n == 1) return count;
+  i64 d = (((to - from) % n) + n) % n;
+  return count * 2 * d / (n - 1);
 }
 
 // cb_check compares count output elements of rank with their expected values

@@ -15,7 +15,6 @@ import (
 	"collbench/bootstrap"
 	"collbench/internal/faults"
 	"collbench/measure"
-	"collbench/results"
 	"collbench/watchdog"
 )
 
@@ -237,8 +236,7 @@ func matchLog(spec Spec, issued int, version int) ([]Choice, string) {
 			case len(g) < 2 || geo.Count == 0:
 				// NCCL copies locally or does nothing: no choice.
 			case !nccl.LogsChoice(c.Coll):
-				out = append(out, Choice{Row: row, Group: gi, Choice: &results.AlgoChoice{Algo: "P2P",
-					Source: "NCCL runs it as sends and receives: no algorithm or protocol choice"}})
+				out = append(out, Choice{Row: row, Group: gi, Choice: nccl.P2PChoice()})
 			default:
 				calls = append(calls, nccl.ExpectedCall{Coll: c.Coll, Key: row})
 			}
