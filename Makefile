@@ -181,9 +181,12 @@ gpu-bins: build build-mpi
 
 # Regenerate the embedded PTX of the GPU fill/check kernels (needs clang with NVPTX).
 CLANG ?= clang-14
+# ptx also rebuilds the host copy of the kernels (hostemu includes verify.cu
+# from its parent folder, which Go's build cache does not watch).
 ptx:
 	$(CLANG) -x cuda --cuda-device-only -nocudainc -nocudalib --cuda-gpu-arch=sm_70 -O3 -S \
 		-o backend/nccl/kernels/verify.ptx backend/nccl/kernels/verify.cu
+	$(GO) build -a ./backend/nccl/kernels/hostemu
 
 clean:
 	rm -rf bin man

@@ -81,6 +81,10 @@ func CallGeometry(c Call, n int) Geometry {
 	case scattered:
 		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count}
 	case exchanged:
+		if c.Coll == AllToAllV {
+			t := VRecvDispl(c.Count, c.DType.Size(), n, 0, n) // the sum of the parts
+			return Geometry{Count: c.Count, SendCount: t, RecvCount: t}
+		}
 		return Geometry{Count: c.Count, SendCount: c.Count * nn, RecvCount: c.Count * nn}
 	}
 	return Geometry{Count: c.Count, SendCount: c.Count, RecvCount: c.Count}

@@ -12,20 +12,20 @@ var allToAllVSpec = collSpec{
 	bus:       busParts,
 	want: func(e Expectation, i int64) float64 {
 		// The sender whose part holds element i.
-		k := e.Ranks
+		k, esz := e.Ranks, e.DType.Size()
 		var off int64
 		for p := 0; p < k; p++ {
-			c := VCount(e.Geom.Count, p, e.Rank, k)
+			c := VCount(e.Geom.Count, esz, p, e.Rank, k)
 			if i < off+c {
-				return e.input(p, VDispl(e.Geom.Count, p, e.Rank, k)+i-off)
+				return e.input(p, VDispl(e.Geom.Count, esz, p, e.Rank, k)+i-off)
 			}
 			off += c
 		}
 		return 0
 	},
-	groupWant: func(i, count int64, q, k int, _ float64, val func(int) float64) float64 {
+	groupWant: func(i, count int64, esz, q, k int, _ float64, val func(int) float64) float64 {
 		for p := 0; p < k; p++ {
-			if at := VRecvDispl(count, p, q, k); i >= at && i < at+VCount(count, p, q, k) {
+			if at := VRecvDispl(count, esz, p, q, k); i >= at && i < at+VCount(count, esz, p, q, k) {
 				return val(p)
 			}
 		}

@@ -12,7 +12,7 @@ var sendRecvSpec = collSpec{
 		n := int64(e.Ranks)
 		return e.input(int((int64(e.Rank)-1+n)%n), i)
 	},
-	groupWant: func(_, _ int64, q, k int, _ float64, val func(int) float64) float64 {
+	groupWant: func(_, _ int64, _, q, k int, _ float64, val func(int) float64) float64 {
 		return val((q - 1 + k) % k)
 	},
 }

@@ -180,9 +180,15 @@ func GeometryFor(c Collective, size int64, elemSize, n, rank int) Geometry {
 		g.Count = g.RecvCount
 		g.RecvInPlace = int64(rank) * g.RecvCount
 	case exchanged:
-		// Count is per peer (alltoallv's the average: see VCount).
+		// Count is per peer (alltoallv's the average, rounded to VAlign:
+		// see VCount; its rank sends and receives the sum of its parts).
 		g.Count = count / nn
 		g.SendCount = g.Count * nn
+		if c == AllToAllV {
+			a := VAlign(elemSize)
+			g.Count = g.Count / a * a
+			g.SendCount = VRecvDispl(g.Count, elemSize, n, 0, n)
+		}
 		g.RecvCount = g.SendCount
 	default:
 		g.Count = count
@@ -213,37 +219,44 @@ func AllOps() []ReduceOp { return dtype.AllOps() }
 // ParseOp accepts an operation's name, case-insensitively.
 func ParseOp(s string) (ReduceOp, error) { return dtype.ParseOp(s) }
 
-// VCount is how many elements rank `from` sends to rank `to` in an
-// alltoallv of average count per peer on n ranks, the traffic of NCCL's
-// benchmark (alltoallv_perf, its default distance-weighted pattern): of
-// its n×count elements in all, a rank sends the rank d after it (d =
-// (to-from) mod n) the share d/(1+2+…+n-1), so nothing to itself and
-// its largest part to the rank before it, and every part differs, as in
-// a mixture-of-experts exchange. On one rank, all of it to itself.
-func VCount(count int64, from, to, n int) int64 {
+// VAlign is the granularity, in elements of esz bytes, of an alltoallv's
+// per-peer count and parts: 16 bytes, as NCCL's benchmark rounds them (and
+// a part that starts off a 16-byte boundary is not what it measures).
+func VAlign(esz int) int64 { return max(1, int64(16/max(esz, 1))) }
+
+// VCount is how many elements of esz bytes rank `from` sends to rank `to`
+// in an alltoallv of average count per peer on n ranks, the traffic of
+// NCCL's benchmark (alltoallv_perf, its default distance-weighted
+// pattern): of its n×count elements in all, a rank sends the rank d after
+// it (d = (to-from) mod n) the share d/(1+2+…+n-1), rounded down to 16
+// bytes (VAlign), so nothing to itself and its largest part to the rank
+// before it, and every part differs, as in a mixture-of-experts exchange.
+// On one rank, all of it to itself.
+func VCount(count int64, esz, from, to, n int) int64 {
 	if n == 1 {
 		return count
 	}
 	d := int64(((to-from)%n + n) % n)
-	return count * 2 * d / int64(n-1)
+	a := VAlign(esz)
+	return count * 2 * d / int64(n-1) / a * a
 }
 
 // VDispl is the element offset of rank from's part for rank to in from's
 // send buffer (its parts in rank order).
-func VDispl(count int64, from, to, n int) int64 {
+func VDispl(count int64, esz, from, to, n int) int64 {
 	var d int64
 	for q := 0; q < to; q++ {
-		d += VCount(count, from, q, n)
+		d += VCount(count, esz, from, q, n)
 	}
 	return d
 }
 
 // VRecvDispl is the element offset, in rank to's receive buffer, of the
 // part it receives from rank from (parts in rank order of the senders).
-func VRecvDispl(count int64, from, to, n int) int64 {
+func VRecvDispl(count int64, esz, from, to, n int) int64 {
 	var d int64
 	for p := 0; p < from; p++ {
-		d += VCount(count, p, to, n)
+		d += VCount(count, esz, p, to, n)
 	}
 	return d
 }

@@ -81,9 +81,22 @@ func checkGeometry(t *testing.T, c Collective, g Geometry, count, n, rank, esz i
 	case ReduceScatter, Scatter:
 		param = count / n
 		send, recv, rOff = param*n, param, rank*param
-	case AllToAll, AllToAllV:
+	case AllToAll:
 		param = count / n
 		send, recv = param*n, param*n
+	case AllToAllV:
+		// alltoallv_perf: the per-peer count rounded down to 16 bytes,
+		// each part (d/(1+…+n-1) of the whole) rounded down to 16 bytes.
+		param = count / n &^ (16/esz - 1)
+		total := param * n * esz
+		var bytes int64
+		if n == 1 {
+			bytes = total &^ 15
+		}
+		for d := int64(1); d < n; d++ {
+			bytes += d * total / (n * (n - 1) / 2) &^ 15
+		}
+		send, recv = bytes/esz, bytes/esz
 	default:
 		param, send, recv = count, count, count
 	}
@@ -126,30 +139,37 @@ func TestParseOpAndAverage(t *testing.T) {
 }
 
 // TestAllToAllVParts checks the alltoallv pattern: every part differs per
-// peer, each rank sends and receives about n×count, and the send and
-// receive displacements tile the buffers without overlap.
+// peer and is a whole number of 16 bytes, each rank sends and receives
+// about n×count, and the send and receive displacements tile the buffers
+// without overlap.
 func TestAllToAllVParts(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 7, 8} {
-		const count = 1000
+		const count, esz = 1000, 4
 		for r := 0; r < n; r++ {
 			var sent, recvd int64
 			seen := map[int64]bool{}
 			for p := 0; p < n; p++ {
-				c := VCount(count, r, p, n)
+				c := VCount(count, esz, r, p, n)
+				if c*esz%16 != 0 || VDispl(count, esz, r, p, n)*esz%16 != 0 {
+					t.Fatalf("n=%d rank %d part %d: %d elements at %d, not whole 16 bytes", n, r, p, c, VDispl(count, esz, r, p, n))
+				}
 				if seen[c] {
 					t.Fatalf("n=%d rank %d: two peers get %d elements", n, r, c)
 				}
 				seen[c] = true
-				if VDispl(count, r, p, n) != sent {
-					t.Fatalf("n=%d: send displacement of part %d is %d, want %d", n, p, VDispl(count, r, p, n), sent)
+				if VDispl(count, esz, r, p, n) != sent {
+					t.Fatalf("n=%d: send displacement of part %d is %d, want %d", n, p, VDispl(count, esz, r, p, n), sent)
 				}
-				if VRecvDispl(count, p, r, n) != recvd {
-					t.Fatalf("n=%d: receive displacement of part %d is %d, want %d", n, p, VRecvDispl(count, p, r, n), recvd)
+				if VRecvDispl(count, esz, p, r, n) != recvd {
+					t.Fatalf("n=%d: receive displacement of part %d is %d, want %d", n, p, VRecvDispl(count, esz, p, r, n), recvd)
 				}
 				sent += c
-				recvd += VCount(count, p, r, n)
+				recvd += VCount(count, esz, p, r, n)
 			}
-			if sent > count*int64(n) || sent < count*int64(n)-int64(n) || recvd > count*int64(n) {
+			if g := GeometryFor(AllToAllV, count*esz*int64(n), esz, n, r); g.SendCount != sent || g.RecvCount != recvd {
+				t.Fatalf("n=%d rank %d: geometry sends %d and receives %d, the parts %d and %d", n, r, g.SendCount, g.RecvCount, sent, recvd)
+			}
+			if sent > count*int64(n) || sent < count*int64(n)-int64(n)*VAlign(esz) || recvd > count*int64(n) {
 				t.Fatalf("n=%d rank %d sends %d and receives %d, want about %d", n, r, sent, recvd, count*n)
 			}
 		}

@@ -26,7 +26,7 @@ type collSpec struct {
 	// groupWant is the value element i of rank q of k must hold in
 	// verify-groups, where rank j's input is val(j) everywhere, sum is
 	// their sum and count is the call's count.
-	groupWant func(i, count int64, q, k int, sum float64, val func(int) float64) float64
+	groupWant func(i, count int64, esz, q, k int, sum float64, val func(int) float64) float64
 }
 
 // shape is how a row's size becomes one rank's buffers.
@@ -51,11 +51,11 @@ func inOrderWant(e Expectation, i int64) float64 {
 	c := max(e.Geom.SendCount, 1)
 	return e.input(int(i/c), i%c)
 }
-func inOrderGroupWant(i, count int64, _, _ int, _ float64, val func(int) float64) float64 {
+func inOrderGroupWant(i, count int64, _, _, _ int, _ float64, val func(int) float64) float64 {
 	return val(int(i / count))
 }
-func sumGroupWant(_, _ int64, _, _ int, sum float64, _ func(int) float64) float64 { return sum }
-func rootGroupWant(_, _ int64, _, _ int, _ float64, val func(int) float64) float64 {
+func sumGroupWant(_, _ int64, _, _, _ int, sum float64, _ func(int) float64) float64 { return sum }
+func rootGroupWant(_, _ int64, _, _, _ int, _ float64, val func(int) float64) float64 {
 	return val(0)
 }
 

@@ -147,7 +147,7 @@ func (e Expectation) OutputCount() int64 {
 		return 0
 	}
 	if e.Coll == AllToAllV {
-		return VRecvDispl(e.Geom.Count, e.Ranks, e.Rank, e.Ranks)
+		return VRecvDispl(e.Geom.Count, e.DType.Size(), e.Ranks, e.Rank, e.Ranks)
 	}
 	return e.Geom.RecvCount
 }

@@ -120,9 +120,9 @@ func TestExpectationsPerCollective(t *testing.T) {
 					// Walk the senders' parts in rank order.
 					var off int64
 					for p := 0; p < n; p++ {
-						k := VCount(g.Count, p, q, n)
+						k := VCount(g.Count, dt.Size(), p, q, n)
 						if i < off+k {
-							want = in(p, VDispl(g.Count, p, q, n)+i-off)
+							want = in(p, VDispl(g.Count, dt.Size(), p, q, n)+i-off)
 							break
 						}
 						off += k

@@ -193,7 +193,7 @@ func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, [
 			return err
 		}
 		defer func() { _ = r.Free(recv) }()
-		g := CallGeometry(Call{Coll: c, Count: count}, k)
+		g := CallGeometry(Call{Coll: c, DType: dt, Count: count}, k)
 		v := int64(r.WorldRank() + 1)
 		p := Pattern{DType: dt, Domain: Domain{Kind: DomainRange, Lo: v, Hi: v}, Rank: r.Rank(), Ranks: k}
 		if err := r.Fill(View{send, 0}, g.SendCount, p); err != nil {
@@ -231,10 +231,10 @@ func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, [
 		q := r.Rank()
 		out := g.RecvCount
 		if c == AllToAllV {
-			out = VRecvDispl(count, k, q, k) // what this rank receives in all
+			out = VRecvDispl(count, dt.Size(), k, q, k) // what this rank receives in all
 		}
 		for e := int64(0); e < out; e++ {
-			want := specs[c].groupWant(e, count, q, k, sum, val)
+			want := specs[c].groupWant(e, count, dt.Size(), q, k, sum, val)
 			got := dt.Get(data, e)
 			if e == 0 && c == AllReduce {
 				ba[i] = results.BeforeAfter{WorldRank: r.WorldRank(), Before: float64(v), After: got, Want: want}

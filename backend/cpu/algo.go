@@ -149,14 +149,15 @@ func (c *comm) run(call measure.Call, send, recv []byte) error {
 		return c.scatter(tag, call.Root, send, recv, call.Count*esz)
 	case measure.AllToAllV:
 		part := func(b []byte, off, n int64) []byte { return b[off*esz : (off+n)*esz] }
-		own := measure.VCount(call.Count, q, q, k)
-		if err := c.copyOrStop(part(recv, measure.VRecvDispl(call.Count, q, q, k), own), part(send, measure.VDispl(call.Count, q, q, k), own)); err != nil {
+		es := call.DType.Size()
+		own := measure.VCount(call.Count, es, q, q, k)
+		if err := c.copyOrStop(part(recv, measure.VRecvDispl(call.Count, es, q, q, k), own), part(send, measure.VDispl(call.Count, es, q, q, k), own)); err != nil {
 			return err
 		}
 		for s := 1; s < k; s++ {
 			to, from := mod(q+s, k), mod(q-s, k)
-			out := part(send, measure.VDispl(call.Count, q, to, k), measure.VCount(call.Count, q, to, k))
-			in := part(recv, measure.VRecvDispl(call.Count, from, q, k), measure.VCount(call.Count, from, q, k))
+			out := part(send, measure.VDispl(call.Count, es, q, to, k), measure.VCount(call.Count, es, q, to, k))
+			in := part(recv, measure.VRecvDispl(call.Count, es, from, q, k), measure.VCount(call.Count, es, from, q, k))
 			if err := c.exchange(tag, to, out, from, in, t); err != nil {
 				return err
 			}

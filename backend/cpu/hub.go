@@ -127,9 +127,9 @@ func (h *hub) run(rk *rank, c measure.Call) ([]byte, error) {
 		}
 	case measure.AllToAllV:
 		for p := 0; p < n; p++ {
-			k := measure.VCount(c.Count, p, r, n) * esz
-			at := measure.VRecvDispl(c.Count, p, r, n) * esz
-			from := measure.VDispl(c.Count, p, r, n) * esz
+			k := measure.VCount(c.Count, int(esz), p, r, n) * esz
+			at := measure.VRecvDispl(c.Count, int(esz), p, r, n) * esz
+			from := measure.VDispl(c.Count, int(esz), p, r, n) * esz
 			if err := rk.copyOrStop(recv[at:at+k], h.slots[p].send[from:from+k]); err != nil {
 				return nil, err
 			}

@@ -431,6 +431,7 @@ type rank struct {
 	// v holds the alltoallv counts and displacements for vCount, in C memory.
 	v      *C.int
 	vCount int64
+	vEsz   int
 }
 
 func (r *rank) Rank() int      { return r.me }
@@ -568,7 +569,7 @@ func (r *rank) run(c measure.Call, n int, times *C.double) error {
 		if a.inplace == 1 {
 			return fmt.Errorf("%w: alltoallv in place", measure.ErrUnsupported)
 		}
-		r.vTables(count, scale, &a)
+		r.vTables(count, scale, int(esz), &a)
 	}
 	if err := r.planted(); err != nil {
 		return err
@@ -625,23 +626,23 @@ func ptr(b []byte) *C.char {
 }
 
 // vTables fills the alltoallv counts and displacements (in carried
-// elements; scale is carried elements per element) in C memory, kept for
-// the next call of the same count.
-func (r *rank) vTables(count, scale int64, a *C.cb_call) {
+// elements; scale is carried elements per element of esz bytes) in C
+// memory, kept for the next call of the same count and element size.
+func (r *rank) vTables(count, scale int64, esz int, a *C.cb_call) {
 	n := r.size
-	if r.v == nil || r.vCount != count {
+	if r.v == nil || r.vCount != count || r.vEsz != esz {
 		if r.v == nil {
 			r.v = (*C.int)(C.malloc(C.size_t(4*n) * C.size_t(unsafe.Sizeof(C.int(0)))))
 		}
 		t := unsafe.Slice(r.v, 4*n)
 		base := count / scale
 		for p := 0; p < n; p++ {
-			t[p] = C.int(measure.VCount(base, r.me, p, n) * scale)
-			t[n+p] = C.int(measure.VDispl(base, r.me, p, n) * scale)
-			t[2*n+p] = C.int(measure.VCount(base, p, r.me, n) * scale)
-			t[3*n+p] = C.int(measure.VRecvDispl(base, p, r.me, n) * scale)
+			t[p] = C.int(measure.VCount(base, esz, r.me, p, n) * scale)
+			t[n+p] = C.int(measure.VDispl(base, esz, r.me, p, n) * scale)
+			t[2*n+p] = C.int(measure.VCount(base, esz, p, r.me, n) * scale)
+			t[3*n+p] = C.int(measure.VRecvDispl(base, esz, p, r.me, n) * scale)
 		}
-		r.vCount = count
+		r.vCount, r.vEsz = count, esz
 	}
 	t := unsafe.Slice(r.v, 4*n)
 	a.scounts, a.sdispls, a.rcounts, a.rdispls = &t[0], &t[n], &t[2*n], &t[3*n]

@@ -442,14 +442,14 @@ func (r *rank) launchExchange(c measure.Call, send, recv cuda.DevPtr, esz int64)
 		n := r.Size()
 		ops := r.p2p[:0]
 		for p := 0; p < n; p++ {
-			out := cuda.DevPtr(measure.VDispl(c.Count, r.id, p, n) * esz)    //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			in := cuda.DevPtr(measure.VRecvDispl(c.Count, p, r.id, n) * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			out := cuda.DevPtr(measure.VDispl(c.Count, int(esz), r.id, p, n) * esz)    //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			in := cuda.DevPtr(measure.VRecvDispl(c.Count, int(esz), p, r.id, n) * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			// Empty parts (to itself) are not issued, as NCCL's benchmark
 			// does not issue them.
-			if k := measure.VCount(c.Count, r.id, p, n); k > 0 {
+			if k := measure.VCount(c.Count, int(esz), r.id, p, n); k > 0 {
 				ops = append(ops, sendOp(send+out, k, dt, p))
 			}
-			if k := measure.VCount(c.Count, p, r.id, n); k > 0 {
+			if k := measure.VCount(c.Count, int(esz), p, r.id, n); k > 0 {
 				ops = append(ops, recvOp(recv+in, k, dt, p))
 			}
 		}

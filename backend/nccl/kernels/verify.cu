@@ -189,13 +189,25 @@ DEV double reduce_at(const domain* d, int op, int t, i64 idx) {
   return acc;
 }
 
-// vcount is how many elements rank from sends to rank to in an alltoallv of
-// average count per peer, as measure.VCount: the share d/(1+2+...+n-1) of
-// its whole, d = (to-from) mod n (NCCL's benchmark's pattern).
-DEV i64 vcount(i64 count, int from, int to, int n) {
+// tsize is the size in bytes of an element of type t.
+DEV int tsize(int t) {
+  switch (t) {
+    case T_I8: case T_U8: case T_E4M3: case T_E5M2: return 1;
+    case T_F16: case T_BF16: return 2;
+    case T_I32: case T_U32: case T_F32: return 4;
+  }
+  return 8;
+}
+
+// vcount is how many elements of type t rank from sends to rank to in an
+// alltoallv of average count per peer, as measure.VCount: the share
+// d/(1+2+...+n-1) of its whole, d = (to-from) mod n, rounded down to 16
+// bytes (NCCL's benchmark's pattern).
+DEV i64 vcount(i64 count, int t, int from, int to, int n) {
   if (n == 1) return count;
   i64 d = (((to - from) % n) + n) % n;
-  return count * 2 * d / (n - 1);
+  i64 a = 16 / tsize(t);
+  return count * 2 * d / (n - 1) / a * a;
 }
 
 // cb_check compares count output elements of rank with their expected values
@@ -227,10 +239,10 @@ KERNEL void cb_check(const void* src, u64 count, int t, int coll, int op, int ro
         i64 off = 0;
         want = 0;
         for (int p = 0; p < n; p++) {
-          i64 c = vcount(ccount, p, rank, n);
+          i64 c = vcount(ccount, t, p, rank, n);
           if (ii < off + c) {
             i64 displ = 0;
-            for (int q = 0; q < rank; q++) displ += vcount(ccount, p, q, n);
+            for (int q = 0; q < rank; q++) displ += vcount(ccount, t, p, q, n);
             want = value(&d, p, displ + ii - off);
             break;
           }
