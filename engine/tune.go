@@ -430,7 +430,7 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 		share := time.Until(deadline) / time.Duration(len(work)-i)
 		name := tr.plan.Collectives[w.ci].String()
 		tr.asDefault = map[string]int{}
-		_, err := tune.SearchExpanding(tr.ctx, measureFor(w.ci), tr.plan.Sizes, w.cands, tr.channelGrid(w.ci), share, tr.t.Repeats, func(r tune.Result) {
+		_, err := tune.SearchExpanding(tr.ctx, measureFor(w.ci), tr.moving(w.ci), w.cands, tr.channelGrid(w.ci), share, tr.t.Repeats, func(r tune.Result) {
 			tr.annotate(w.ci, &r)
 			tr.rep.Set(name, r)
 			if !r.Complete {
@@ -530,6 +530,28 @@ func (tr *tuner) say(what string, r tune.Result) {
 	}
 }
 
+// moving is the plan's sizes at which collective ci moves data on this
+// world: below one element per rank (allgather of 8 B on 4 ranks) the
+// library discards the operation, and there is nothing to tune. A note
+// names the sizes left out.
+func (tr *tuner) moving(ci int) []int64 {
+	c := tr.plan.Collectives[ci]
+	esz := tr.plan.DTypes[0].Size()
+	var out []int64
+	var none []string
+	for _, size := range tr.plan.Sizes {
+		if measure.GeometryFor(c, size, esz, tr.n, 0).Count == 0 {
+			none = append(none, words.Bytes(size))
+			continue
+		}
+		out = append(out, size)
+	}
+	if len(none) > 0 {
+		tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: nothing moves at %s on %d ranks (under one %s per rank): left out", c, strings.Join(none, ", "), tr.n, tr.plan.DTypes[0]))
+	}
+	return out
+}
+
 // searchStage names how far the search has taken r, for the progress
 // line: a size is reported once after its first pass, again once its
 // leaders are measured again, and again once a gain is tried in pairs,
@@ -555,7 +577,7 @@ func (tr *tuner) check(entries []tune.Entry, measureFor func(int) tune.Measure) 
 			continue
 		}
 		m := measureFor(ci)
-		for _, size := range tr.plan.Sizes {
+		for _, size := range tr.moving(ci) {
 			if tr.ctx.Err() != nil || time.Now().After(deadline) {
 				tr.rep.Complete = false
 				return tr.ctx.Err()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,44 @@ func TestTuneOnAnNCCLWithoutTunerLookup(t *testing.T) {
 	_, err = sys.RunTune(context.Background(), ncclTune(8))
 	if ExitCode(err) != 2 || !strings.Contains(err.Error(), "NCCL_TUNER_PLUGIN=/opt/mine.so is the user's own tuner") {
 		t.Errorf("exit %d: %v", ExitCode(err), err)
+	}
+}
+
+// TestTuneLeavesOutSizesThatMoveNothing: on 4 GPUs an allgather of 8 B is
+// under one element per rank, NCCL discards it, and tune leaves it out
+// with a note instead of judging a choice that nothing ran (on 4x H200 it
+// reported "0.5 us, the default is best").
+func TestTuneLeavesOutSizesThatMoveNothing(t *testing.T) {
+	t.Setenv("NCCL_TUNER_PLUGIN", "")
+	m := fakegpu.HealthyModel(7)
+	m.Protocols = true
+	sys := gpuSystem(4, fakegpu.Options{Model: m})
+	tn := ncclTune(8, 4096)
+	rep, err := sys.RunTune(context.Background(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Collectives {
+		var sizes []int64
+		for _, r := range c.Results {
+			sizes = append(sizes, r.Size)
+		}
+		want := []int64{8, 4096}
+		if c.Name == "allgather" {
+			want = want[1:]
+		}
+		if !slices.Equal(sizes, want) {
+			t.Errorf("%s: results at %v, want %v", c.Name, sizes, want)
+		}
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "allgather: nothing moves at 8 B on 4 ranks")
+	}) {
+		t.Errorf("no note names the size left out: %q", rep.Notes)
+	}
+	// Nor is ring, which runs at every size that moves data, said to be
+	// refused at one (it was, at the empty size).
+	if slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "ring/ll cannot run here") }) {
+		t.Errorf("a note says ring/LL cannot run: %q", rep.Notes)
 	}
 }
