@@ -927,7 +927,11 @@ fi
 fi
 
 if [ "$section_start" != 0 ]; then python3 -c "print('(section took %.0f s)' % ($(date +%s.%N) - $section_start))"; fi
-# At most eight files come back from a lent machine: the log and these.
+# At most eight files come back from a lent machine: the log, every small
+# text, log and JSON file of $WORK in one archive, and these.
+outabs=$(cd "$OUTDIR" && pwd)
+(cd "$WORK" && find . -maxdepth 2 -type f \( -name '*.txt' -o -name '*.log' -o -name '*.json' -o -name '*.csv' -o -name '*.err' \) \
+  ! -name 'nccl-tests-build.log' -size -4M -print0 | tar czf "$outabs/work.tgz" --null -T -) 2>/dev/null || true
 for f in "$WORK"/facts-*gpu.json "$WORK"/tuning-2.28.*.log "$WORK/parity.json" "$WORK/doctor.json" "$WORK/sweep.json"; do
   [ -f "$f" ] && [ "$(ls "$OUTDIR" | wc -l)" -lt 8 ] && cp "$f" "$OUTDIR/"
 done

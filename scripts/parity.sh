@@ -15,6 +15,7 @@
 #   refg   NCCL's benchmark, one thread for every GPU (-t 1 -g N)
 #   cb     collbench ($BIN), with its host time (-C)
 #   cb1    collbench with one thread issuing for every GPU (--threads one)
+#   cb0    collbench without its NCCL profiler plugin (COLLBENCH_NCCL_PROFILER=off)
 #   ref2   NCCL's benchmark again: how far one program lands from itself here
 #   cb~N   the collbench binary bin/N (an earlier build, to compare builds)
 # Then scripts/parity-report.py prints, per collective and size, the medians
@@ -41,9 +42,9 @@ command -v python3 > /dev/null || die "needs python3 for the report"
 for v in $VARIANTS; do
   case $v in
     ref|ref2|refg) [ -x "$NT/all_reduce_perf" ] || [ "$BACKEND" = cpu ] || die "no NCCL benchmark under $NT: build it (make MPI=0 NCCL_HOME=/usr) and set NCCL_TESTS" ;;
-    cb|cb1) ;;
+    cb|cb1|cb0) ;;
     cb~*) [ -x "bin/${v#cb~}" ] || die "variant $v: no executable bin/${v#cb~} (copy an earlier build there)" ;;
-    *) die "unknown variant $v: use ref, ref2, refg, cb, cb1 or cb~NAME" ;;
+    *) die "unknown variant $v: use ref, ref2, refg, cb, cb1, cb0 or cb~NAME" ;;
   esac
 done
 ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
@@ -60,6 +61,7 @@ for pass in $(seq 1 "$PASSES"); do
         refg) ref_small "$c" -t 1 -g "$NGPU" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
         cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
         cb1) cb_small "$BIN" "$c" --threads one --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb0) COLLBENCH_NCCL_PROFILER=off cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
         cb~*) cb_small "bin/${v#cb~}" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
       esac
     done
