@@ -16,6 +16,13 @@ import (
 // (watch.Finding): the CLI prints it.
 type WatchFinding = watch.Finding
 
+// WatchRecord is what collbench watch has seen, as -o and --prom write it
+// (watch.Record).
+type WatchRecord = watch.Record
+
+// NewWatchRecord starts an empty record at t.
+func NewWatchRecord(t time.Time) *WatchRecord { return watch.NewRecord(t) }
+
 // Watch is one collbench watch run: the collector of a running job's
 // summaries, listening on Listen, for For (0: until ctx ends).
 type Watch struct {

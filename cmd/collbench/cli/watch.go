@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +20,8 @@ type WatchOptions struct {
 
 	Listen string
 	For    time.Duration
+	Output string // -o: the JSON record
+	Prom   string // --prom: node-exporter's textfile
 }
 
 // NewCmdWatch builds `collbench watch`.
@@ -39,6 +43,11 @@ dropped and counted, and a collector that does not answer or refuses the secret 
 one line on the job's stderr. Today collbench's own cpu backend across processes
 sends summaries; NCCL applications will, through collbench's profiler plugin.
 
+Each named rank comes with the doctor command that would confirm it on its node once
+drained. -o keeps a JSON record of every finding and of what stands, --prom the
+standing ones for node-exporter's textfile collector; both are rewritten whole after
+each finding, so the files are valid at every instant.
+
 watch runs until interrupted, or for --for; it exits 1 when a rank stands named at
 the end.`,
 		Args:    noArgs,
@@ -54,20 +63,76 @@ the end.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.Listen, "listen", ":29600", "address to collect on (host:port or :port)")
 	fs.DurationVar(&o.For, "for", 0, "stop after this long (0: until interrupted)")
+	fs.StringVarP(&o.Output, "output", "o", "", "keep a JSON record of every finding and of what stands in FILE")
+	fs.StringVar(&o.Prom, "prom", "", "keep the standing findings for node-exporter's textfile collector in FILE")
 	return cmd
 }
 
 func watchRun(o *WatchOptions) error {
+	type target struct {
+		t     *engine.Output
+		path  string
+		write func(io.Writer) error
+	}
+	rec := engine.NewWatchRecord(time.Now())
+	var targets []target
+	for _, out := range []struct {
+		flag, path string
+		write      func(io.Writer) error
+	}{{"--output", o.Output, rec.WriteJSON}, {"--prom", o.Prom, rec.WriteProm}} {
+		if out.path == "" {
+			continue
+		}
+		if out.path == "-" {
+			return engine.UsageErrorf("%s -: watch prints its findings on standard output; give %s a file", out.flag, out.flag)
+		}
+		t, err := outputTarget(out.flag, out.path)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, target{t, out.path, out.write})
+	}
+	var mu sync.Mutex
+	var writeErr error
+	save := func(final bool) {
+		for _, tg := range targets {
+			if err := writeTarget(nil, tg.t, final, tg.write); err != nil && writeErr == nil {
+				writeErr = err
+			}
+		}
+	}
 	w := engine.Watch{Listen: o.Listen, For: o.For,
 		OnListening: func(addr string) {
 			fmt.Fprintf(o.IO.ErrOut, "collbench watch: collecting on %s (the job needs %s=<this host>:<port> and the same COLLBENCH_TOKEN)\n", addr, "COLLBENCH_WATCH")
+			mu.Lock()
+			save(false) // the files exist, empty of findings, from the start
+			mu.Unlock()
 		},
-		OnFinding: func(f engine.WatchFinding) { fmt.Fprintln(o.IO.Out, f.String()) },
-		OnNote:    func(n string) { fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", n) },
+		OnFinding: func(f engine.WatchFinding) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintln(o.IO.Out, f.String())
+			if c := f.Confirm(); c != "" {
+				fmt.Fprintf(o.IO.Out, "  to confirm: %s\n", c)
+			}
+			rec.Add(f, time.Now())
+			save(false)
+		},
+		OnNote: func(n string) { fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", n) },
 	}
 	standing, err := o.Factory.RunWatch(o.Ctx, w)
+	mu.Lock()
+	rec.SetStanding(standing, time.Now())
+	save(true)
+	mu.Unlock()
+	for _, tg := range targets {
+		sayWrote(o.IO.ErrOut, "the watch record", tg.path)
+	}
 	if err != nil {
 		return err
+	}
+	if writeErr != nil {
+		return writeErr
 	}
 	if len(standing) > 0 {
 		what := "1 rank is"

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -112,6 +114,8 @@ func TestWatchBadInput(t *testing.T) {
 		{nil, []string{"watch", "--for", "1s"}, "needs the job's secret"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "nowhere"}, "give host:port"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--for", "-1s"}, "positive duration"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "-o", "-"}, "give --output a file"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--prom", "/nonexistent/dir/w.prom"}, "--prom"},
 	} {
 		f, _, errOut := testFactory()
 		env := tc.env
@@ -141,15 +145,37 @@ func TestWatchCommandExitsOneWhileARankStandsNamed(t *testing.T) {
 	ln.Close()
 	f, out, errOut := testFactory()
 	f.Environ = os.Environ
+	dir := t.TempDir()
+	rec, prom := filepath.Join(dir, "watch.json"), filepath.Join(dir, "watch.prom")
 	code := make(chan int, 1)
-	go func() { code <- run(t, f, "watch", "--listen", addr, "--for", "4s") }()
+	go func() { code <- run(t, f, "watch", "--listen", addr, "--for", "4s", "-o", rec, "--prom", prom) }()
 	time.Sleep(300 * time.Millisecond)
 	t.Setenv("COLLBENCH_WATCH", addr)
 	t.Setenv("COLLBENCH_FAULTS", "late-rank:1:5ms")
 	if c, o, e := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "80", "-w", "2", "-q"); c != 0 {
 		t.Fatalf("the job: exit %d\n%s\n%s", c, o, e)
 	}
-	if c := <-code; c != 1 || !strings.Contains(out.String(), "rank 1 (") || !strings.Contains(errOut.String(), "1 rank is still late at the end") {
+	if c := <-code; c != 1 || !strings.Contains(out.String(), "rank 1 (") || !strings.Contains(errOut.String(), "1 rank is still late at the end") ||
+		!strings.Contains(out.String(), "to confirm: on ") {
 		t.Errorf("exit %d\n%s\n%s", c, out.String(), errOut.String())
+	}
+	// The record and the textfile say the same: rank 1 stands named.
+	var doc struct {
+		Schema   string `json:"schema"`
+		Findings []struct {
+			Rank    int    `json:"rank"`
+			Confirm string `json:"confirm"`
+		} `json:"findings"`
+		Standing []struct {
+			Rank int `json:"rank"`
+		} `json:"standing"`
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil || json.Unmarshal(b, &doc) != nil || doc.Schema != "collbench/watch" || len(doc.Findings) == 0 ||
+		doc.Findings[0].Rank != 1 || doc.Findings[0].Confirm == "" || len(doc.Standing) != 1 || doc.Standing[0].Rank != 1 {
+		t.Errorf("the record (%v): %s", err, b)
+	}
+	if p, err := os.ReadFile(prom); err != nil || !strings.Contains(string(p), `rank="1"`) || !strings.Contains(string(p), "collbench_watch_late{") {
+		t.Errorf("the textfile (%v): %s", err, p)
 	}
 }

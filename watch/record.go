@@ -1,0 +1,139 @@
+package watch
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// RecordSchema names the JSON document collbench watch writes (-o).
+const RecordSchema = "collbench/watch"
+
+// MaxRecorded bounds the findings a Record keeps: a watch that runs for
+// weeks on a flapping rank keeps the newest and counts the rest.
+const MaxRecorded = 1000
+
+// Record is what collbench watch has seen: every finding in the order it
+// came (the newest MaxRecorded), and those that stand now. It is written
+// whole after each finding, so the file on disk is always a valid
+// document of everything seen so far.
+type Record struct {
+	Schema   string            `json:"schema"`
+	Started  time.Time         `json:"started"`
+	Updated  time.Time         `json:"updated"`
+	Findings []RecordedFinding `json:"findings"`
+	LeftOut  int               `json:"findings_left_out,omitempty"`
+	Standing []RecordedFinding `json:"standing"`
+	Total    int               `json:"findings_total"`
+}
+
+// RecordedFinding is one finding as written: when it came, its line, and
+// the doctor command that would confirm it on the drained node.
+type RecordedFinding struct {
+	At         time.Time `json:"at"`
+	Comm       string    `json:"communicator"`
+	Rank       int       `json:"rank"`
+	Host       string    `json:"host"`
+	GPU        string    `json:"gpu,omitempty"`
+	Cause      string    `json:"cause,omitempty"`
+	LateUS     float64   `json:"late_us,omitempty"`
+	Late       int       `json:"late_ops,omitempty"`
+	Of         int       `json:"of_ops,omitempty"`
+	SinceSeq   uint64    `json:"since_op"`
+	Cleared    bool      `json:"cleared,omitempty"`
+	ClearedSeq uint64    `json:"cleared_op,omitempty"`
+	Line       string    `json:"line"`
+	Confirm    string    `json:"confirm,omitempty"`
+}
+
+// NewRecord starts an empty record at t.
+func NewRecord(t time.Time) *Record {
+	return &Record{Schema: RecordSchema, Started: t, Updated: t, Findings: []RecordedFinding{}, Standing: []RecordedFinding{}}
+}
+
+// Confirm is the doctor command that would confirm f on its node once the
+// job has left it: doctor times each GPU alone and every path from it, so a
+// GPU that starts late, or a host that issues late, shows without the job.
+func (f Finding) Confirm() string {
+	if f.Cleared {
+		return ""
+	}
+	what := "its GPUs alone, in pairs and across hosts"
+	if f.GPU != "" {
+		what = "GPU " + f.GPU + " alone, in pairs and across hosts"
+	}
+	return fmt.Sprintf("on %s, once drained: collbench doctor -o doctor-%s.json (times %s)", f.Host, f.Host, what)
+}
+
+func recorded(f Finding, at time.Time) RecordedFinding {
+	r := RecordedFinding{At: at, Comm: fmt.Sprintf("%016x", f.Comm), Rank: f.Rank, Host: f.Host, GPU: f.GPU,
+		SinceSeq: f.SinceSeq, Cleared: f.Cleared, ClearedSeq: f.ClearedSeq, Line: f.String(), Confirm: f.Confirm()}
+	if !f.Cleared {
+		r.Cause, r.LateUS, r.Late, r.Of = string(f.Cause), float64(f.By)/float64(time.Microsecond), f.Late, f.Of
+	}
+	return r
+}
+
+// Add records f, seen at t: it joins the findings, and the standing ones
+// take it (a rank named) or lose its rank (a rank cleared).
+func (r *Record) Add(f Finding, t time.Time) {
+	rf := recorded(f, t)
+	r.Updated = t
+	r.Total++
+	r.Findings = append(r.Findings, rf)
+	if n := len(r.Findings) - MaxRecorded; n > 0 {
+		r.Findings = append(r.Findings[:0], r.Findings[n:]...)
+		r.LeftOut += n
+	}
+	kept := r.Standing[:0]
+	for _, s := range r.Standing {
+		if s.Comm != rf.Comm || s.Rank != rf.Rank {
+			kept = append(kept, s)
+		}
+	}
+	r.Standing = kept
+	if !f.Cleared {
+		r.Standing = append(r.Standing, rf)
+	}
+}
+
+// SetStanding replaces the standing findings with the collector's own
+// account at t (at the end of a watch).
+func (r *Record) SetStanding(fs []Finding, t time.Time) {
+	r.Updated = t
+	r.Standing = r.Standing[:0]
+	for _, f := range fs {
+		r.Standing = append(r.Standing, recorded(f, t))
+	}
+}
+
+// WriteJSON writes the record as one indented JSON document.
+func (r *Record) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteProm writes the standing findings and the counts in the text
+// format of node-exporter's textfile collector, as doctor's --prom does.
+func (r *Record) WriteProm(w io.Writer) error {
+	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace
+	var b strings.Builder
+	b.WriteString("# HELP collbench_watch_late 1 for each rank collbench watch names as late now.\n")
+	b.WriteString("# TYPE collbench_watch_late gauge\n")
+	for _, s := range r.Standing {
+		fmt.Fprintf(&b, "collbench_watch_late{communicator=%q,rank=\"%d\",host=\"%s\",gpu=\"%s\",cause=\"%s\"} 1\n", s.Comm, s.Rank, esc(s.Host), esc(s.GPU), esc(s.Cause))
+	}
+	b.WriteString("# HELP collbench_watch_late_seconds How late each named rank is after its peers (median).\n")
+	b.WriteString("# TYPE collbench_watch_late_seconds gauge\n")
+	for _, s := range r.Standing {
+		fmt.Fprintf(&b, "collbench_watch_late_seconds{communicator=%q,rank=\"%d\",host=\"%s\"} %g\n", s.Comm, s.Rank, esc(s.Host), s.LateUS/1e6)
+	}
+	b.WriteString("# HELP collbench_watch_findings_total Ranks named or cleared since the collector started.\n")
+	b.WriteString("# TYPE collbench_watch_findings_total counter\n")
+	fmt.Fprintf(&b, "collbench_watch_findings_total %d\n", r.Total)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,83 @@
+package watch
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil { //nolint:gosec // test files
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil { //nolint:gosec // test files
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs; got:\n%s", path, got)
+	}
+}
+
+// TestRecordKeepsEveryFindingAndWhatStands: a rank named on its GPU, a
+// rank named on its host, the first cleared: the document lists all three
+// in order, only the second stands, and each named one says the doctor
+// command that would confirm it; the Prometheus text gives what stands.
+func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	r := NewRecord(t0)
+	gpu := Finding{Comm: 0xabc, Rank: 3, Host: "node07", GPU: "0000:5d:00.0", Cause: CauseGPU, By: 1200 * time.Microsecond, Late: 28, Of: 32, SinceSeq: 40}
+	host := Finding{Comm: 0xabc, Rank: 1, Host: "node02", Cause: CauseIssue, By: 350 * time.Microsecond, Late: 25, Of: 32, SinceSeq: 90}
+	r.Add(gpu, t0.Add(10*time.Second))
+	r.Add(host, t0.Add(20*time.Second))
+	cleared := gpu
+	cleared.Cleared, cleared.ClearedSeq = true, 130
+	r.Add(cleared, t0.Add(30*time.Second))
+	if len(r.Findings) != 3 || r.Total != 3 || len(r.Standing) != 1 || r.Standing[0].Rank != 1 {
+		t.Fatalf("findings %d (total %d), standing %+v", len(r.Findings), r.Total, r.Standing)
+	}
+	if r.Findings[0].Confirm == "" || r.Findings[2].Confirm != "" {
+		t.Errorf("confirm commands: %q, %q", r.Findings[0].Confirm, r.Findings[2].Confirm)
+	}
+	var js, prom bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteProm(&prom); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "record.golden.json", js.Bytes())
+	golden(t, "record.golden.prom", prom.Bytes())
+}
+
+// TestRecordIsBounded: a rank that flaps for weeks cannot grow the
+// document without bound: the newest MaxRecorded findings stay, the rest
+// are counted.
+func TestRecordIsBounded(t *testing.T) {
+	r := NewRecord(time.Unix(0, 0))
+	f := Finding{Comm: 1, Rank: 2, Host: "h", Cause: CauseIssue}
+	for i := range MaxRecorded + 250 {
+		f.Cleared = i%2 == 1
+		f.SinceSeq = uint64(i) //nolint:gosec // G115: a loop index, not negative
+		r.Add(f, time.Unix(int64(i), 0))
+	}
+	if len(r.Findings) != MaxRecorded || r.LeftOut != 250 || r.Total != MaxRecorded+250 {
+		t.Fatalf("kept %d, left out %d, total %d", len(r.Findings), r.LeftOut, r.Total)
+	}
+	if r.Findings[0].SinceSeq != 250 || len(r.Standing) != 0 {
+		t.Errorf("the oldest kept is operation %d, standing %d", r.Findings[0].SinceSeq, len(r.Standing))
+	}
+}
