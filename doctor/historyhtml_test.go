@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"collbench/internal/golden"
 )
 
 // TestNodeHistoryPage writes a node's history of four runs, the newest
@@ -42,7 +44,7 @@ func TestNodeHistoryPage(t *testing.T) {
 	if n := strings.Count(page, "<svg"); n != 2 {
 		t.Errorf("%d plots, want 2 (copy, counters)", n)
 	}
-	golden(t, "node-history.html.golden", b.Bytes())
+	golden.Check(t, "node-history.html.golden", b.Bytes())
 	if _, err := LoadNodeHistory(dir, "node-2"); err == nil || !strings.Contains(err.Error(), "keeps no node node-2") {
 		t.Errorf("another node: %v", err)
 	}

@@ -2,31 +2,11 @@ package doctor
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"collbench/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./doctor -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file:\n%s", name, got)
-	}
-}
 
 // sampleReport is a 2-host report with one slow pair and one slow host.
 func sampleReport() *Report {
@@ -66,15 +46,15 @@ func TestReportFormats(t *testing.T) {
 	if err := r.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.txt.golden", txt.Bytes())
+	golden.Check(t, "report.txt.golden", txt.Bytes())
 	if err := r.WriteProm(&prom); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.prom.golden", prom.Bytes())
+	golden.Check(t, "report.prom.golden", prom.Bytes())
 	if err := r.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.json.golden", js.Bytes())
+	golden.Check(t, "report.json.golden", js.Bytes())
 	if !strings.HasPrefix(txt.String(), "# collbench doctor (full)") || !strings.Contains(strings.Split(txt.String(), "\n")[1], "FAIL node-a GPU 0") {
 		t.Error("the verdict must come first")
 	}
@@ -98,7 +78,7 @@ func TestReportHTML(t *testing.T) {
 				t.Fatal(err)
 			}
 			page := b.String()
-			golden(t, tc.name, b.Bytes())
+			golden.Check(t, tc.name, b.Bytes())
 			v, m := strings.Index(page, `id="verdict"`), strings.Index(page, "<h2")
 			if v < 0 || m < 0 || v > m {
 				t.Errorf("the verdict must come before the maps and the evidence (verdict at %d, first h2 at %d)", v, m)

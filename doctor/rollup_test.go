@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"collbench/internal/golden"
+
 	"collbench/internal/words"
 )
 
@@ -147,14 +149,14 @@ func TestReportAtScale(t *testing.T) {
 	if err := small.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report-8.txt.golden", txt.Bytes())
+	golden.Check(t, "report-8.txt.golden", txt.Bytes())
 
 	big := clusterReport(1024, 8)
 	txt.Reset()
 	if err := big.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report-8192.txt.golden", txt.Bytes())
+	golden.Check(t, "report-8192.txt.golden", txt.Bytes())
 	out := txt.String()
 	if lines := strings.Count(out, "\n"); lines >= 80 {
 		t.Errorf("the report of 8,192 ranks has %d lines (want under 80)", lines)

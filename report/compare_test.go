@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"collbench/internal/golden"
+
 	"collbench/results"
 )
 
@@ -62,7 +64,7 @@ func TestCompareVerdicts(t *testing.T) {
 		if err := WriteComparison(&b, c, f); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, g, b.Bytes())
+		golden.Check(t, g, b.Bytes())
 	}
 	var b bytes.Buffer
 	if err := WriteComparison(&b, c, "junit"); err != nil {
@@ -176,7 +178,7 @@ func TestHTMLReportStructure(t *testing.T) {
 		t.Fatal("no verdict")
 	}
 	skel = append(skel, "verdict "+verdict[1])
-	golden(t, "report.html.skeleton.golden", []byte(strings.Join(skel, "\n")+"\n"))
+	golden.Check(t, "report.html.skeleton.golden", []byte(strings.Join(skel, "\n")+"\n"))
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -218,7 +220,7 @@ func TestCompareAlgorithmNotes(t *testing.T) {
 	if err := WriteComparison(&b, c, "table"); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "compare-algorithm.table.golden", b.Bytes())
+	golden.Check(t, "compare-algorithm.table.golden", b.Bytes())
 	// Only one side recorded it.
 	c, _ = Compare(mk(1, nil), mk(1.3, after), "b", "c", DefaultThresholds())
 	if len(c.AlgorithmNotes) == 0 || !strings.Contains(c.AlgorithmNotes[0], "the baseline recorded no algorithm (current: TREE/SIMPLE/16ch)") {

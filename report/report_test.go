@@ -2,37 +2,17 @@ package report
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"collbench/internal/golden"
+
 	"collbench/internal/words"
 	"collbench/results"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./report -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file; got:\n%s", name, got)
-	}
-}
 
 func wrong(n int64) *int64 { return &n }
 
@@ -78,7 +58,7 @@ func TestTableGolden(t *testing.T) {
 	if err := WriteTable(&b, sampleDocument()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sweep.table.golden", b.Bytes())
+	golden.Check(t, "sweep.table.golden", b.Bytes())
 }
 
 func TestTableOneModeAndError(t *testing.T) {
@@ -94,7 +74,7 @@ func TestTableOneModeAndError(t *testing.T) {
 	if err := WriteTable(&b, d); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "oop-error.table.golden", b.Bytes())
+	golden.Check(t, "oop-error.table.golden", b.Bytes())
 }
 
 func TestJSONGoldenAndRoundTrip(t *testing.T) {
@@ -103,7 +83,7 @@ func TestJSONGoldenAndRoundTrip(t *testing.T) {
 	if err := results.Write(&b, d); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sweep.json.golden", b.Bytes())
+	golden.Check(t, "sweep.json.golden", b.Bytes())
 	back, err := results.Read(bytes.NewReader(b.Bytes()))
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +98,7 @@ func TestCSVGolden(t *testing.T) {
 	if err := WriteCSV(&b, sampleDocument()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sweep.csv.golden", b.Bytes())
+	golden.Check(t, "sweep.csv.golden", b.Bytes())
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if len(lines) != 1+8 {
 		t.Fatalf("want a header and 8 lines (4 rows x 2 modes), got %d", len(lines))
@@ -167,7 +147,7 @@ func TestGroupedTableGolden(t *testing.T) {
 	if err := WriteTable(&b, d); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "groups.table.golden", b.Bytes())
+	golden.Check(t, "groups.table.golden", b.Bytes())
 }
 
 func TestGroupVerificationGolden(t *testing.T) {
@@ -190,7 +170,7 @@ func TestGroupVerificationGolden(t *testing.T) {
 	if err := WriteGroupVerification(&b, v); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "verify-groups.golden", b.Bytes())
+	golden.Check(t, "verify-groups.golden", b.Bytes())
 }
 
 // TestTopologyAndPeakGolden renders a table with a topology summary and the
@@ -204,7 +184,7 @@ func TestTopologyAndPeakGolden(t *testing.T) {
 	if err := WriteTable(&b, d); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "peak.table.golden", b.Bytes())
+	golden.Check(t, "peak.table.golden", b.Bytes())
 	if !strings.Contains(b.String(), "65.7") { // 314.10 / 478.125
 		t.Errorf("%%peak of the 64 MiB row missing:\n%s", b.String())
 	}
@@ -276,5 +256,5 @@ func TestTableOfRealRecords(t *testing.T) {
 	if err := WriteTable(&b, d); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "recorded.table.golden", b.Bytes())
+	golden.Check(t, "recorded.table.golden", b.Bytes())
 }

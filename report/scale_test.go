@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"collbench/internal/golden"
+
 	"collbench/internal/words"
 	"collbench/results"
 )
@@ -70,7 +72,7 @@ func TestGroupedTableAtScale(t *testing.T) {
 		if err := WriteTable(&b, groupedAtScale(c.n, c.per)); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, c.name, b.Bytes())
+		golden.Check(t, c.name, b.Bytes())
 		out := b.String()
 		if lines := strings.Count(out, "\n"); lines > 40 {
 			t.Errorf("%d ranks: %d lines", c.n, lines)
@@ -135,7 +137,7 @@ func TestGroupVerificationAtScale(t *testing.T) {
 		if err := WriteGroupVerification(&b, verifyAtScale(c.n, 8)); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, c.name, b.Bytes())
+		golden.Check(t, c.name, b.Bytes())
 		if lines := strings.Count(b.String(), "\n"); lines > 40 {
 			t.Errorf("%d ranks: %d lines", c.n, lines)
 		}
@@ -165,7 +167,7 @@ func TestWorldAtScale(t *testing.T) {
 		if err := WriteWorld(&b, ms); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, c.name, b.Bytes())
+		golden.Check(t, c.name, b.Bytes())
 		if lines := strings.Count(b.String(), "\n"); lines > 20 {
 			t.Errorf("%d processes: %d lines", c.n, lines)
 		}
@@ -198,7 +200,7 @@ func TestHostTopologiesAtScale(t *testing.T) {
 		if err := WriteHostTopologies(&b, hs); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, c.name, b.Bytes())
+		golden.Check(t, c.name, b.Bytes())
 		if c.hosts > 1 && (!strings.Contains(b.String(), "3 shapes of host") || !strings.Contains(b.String(), "node-0500")) {
 			t.Errorf("the odd hosts are not named:\n%s", b.String())
 		}
@@ -232,7 +234,7 @@ func TestComparisonAtScale(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		golden(t, c.name, b.Bytes())
+		golden.Check(t, c.name, b.Bytes())
 		for _, line := range strings.Split(b.String(), "\n") {
 			if len(line) > 200 {
 				t.Errorf("%d ranks: a line of %d characters: %.120s…", c.n, len(line), line)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"collbench/internal/golden"
+
 	"collbench/dtype"
 	"collbench/measure"
 )
@@ -32,5 +34,5 @@ func TestWriteSupport(t *testing.T) {
 	if err := WriteSupport(&b, ms); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "support.golden", b.Bytes())
+	golden.Check(t, "support.golden", b.Bytes())
 }

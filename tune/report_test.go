@@ -2,17 +2,14 @@ package tune
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"collbench/internal/golden"
+
 	"collbench/internal/words"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func cell(c Choice, ts ...float64) Cell { return Cell{Choice: c, TimesUS: ts} }
 
@@ -90,7 +87,7 @@ func TestReportEntriesTableAndFile(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "table.golden", table.String()+"---\n"+file.String())
+	golden.Check(t, "table.golden", []byte(table.String()+"---\n"+file.String()))
 }
 
 // TestReportEnvironment: one NCCL choice best or within noise at every
@@ -128,26 +125,6 @@ func TestReportCheck(t *testing.T) {
 	}
 	if s := r.Slower(); len(s) != 1 || !strings.Contains(s[0], "1 MiB") {
 		t.Errorf("slower %v", s)
-	}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o750); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (go test -update rewrites it):\n%s", path, got)
 	}
 }
 

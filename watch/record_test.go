@@ -2,35 +2,11 @@ package watch
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"collbench/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil { //nolint:gosec // test files
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil { //nolint:gosec // test files
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs; got:\n%s", path, got)
-	}
-}
 
 // TestRecordKeepsEveryFindingAndWhatStands: a rank named on its GPU, a
 // rank named on its host, the first cleared: the document lists all three
@@ -59,8 +35,8 @@ func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	if err := r.WriteProm(&prom); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "record.golden.json", js.Bytes())
-	golden(t, "record.golden.prom", prom.Bytes())
+	golden.Check(t, "record.golden.json", js.Bytes())
+	golden.Check(t, "record.golden.prom", prom.Bytes())
 }
 
 // TestRecordIsBounded: a rank that flaps for weeks cannot grow the

@@ -3,7 +3,6 @@ package cpu
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"collbench/internal/golden"
+
 	"collbench/dtype"
 	"collbench/measure"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestRootedAndVariableGolden records where every element of gather,
 // scatter and alltoallv lands, for every type, on three ranks in one
@@ -46,7 +45,7 @@ func TestRootedAndVariableGolden(t *testing.T) {
 		}
 	}
 	path := filepath.Join("testdata", "rooted-and-variable.golden")
-	if *update {
+	if golden.Update() {
 		if err := os.MkdirAll("testdata", 0o755); err != nil { //nolint:gosec // test files in the test's own temporary directory
 			t.Fatal(err)
 		}

@@ -3,16 +3,14 @@ package nccl
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"collbench/internal/golden"
 	"collbench/measure"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestParseTuningLog reads every log under testdata/tuning, captured from
 // real NCCL versions or written in older versions' formats, against its
@@ -45,13 +43,13 @@ func TestParseTuningLog(t *testing.T) {
 				b.Write(line)
 				b.WriteByte('\n')
 			}
-			golden := strings.TrimSuffix(path, ".log") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
+			file := strings.TrimSuffix(path, ".log") + ".golden"
+			if golden.Update() {
+				if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 					t.Fatal(err)
 				}
 			}
-			want, err := os.ReadFile(golden)
+			want, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
