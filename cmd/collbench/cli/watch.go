@@ -70,16 +70,16 @@ the end.`,
 
 func watchRun(o *WatchOptions) error {
 	type target struct {
-		t     *engine.Output
-		path  string
-		write func(io.Writer) error
+		t          *engine.Output
+		what, path string
+		write      func(io.Writer) error
 	}
 	rec := engine.NewWatchRecord(time.Now())
 	var targets []target
 	for _, out := range []struct {
-		flag, path string
-		write      func(io.Writer) error
-	}{{"--output", o.Output, rec.WriteJSON}, {"--prom", o.Prom, rec.WriteProm}} {
+		flag, what, path string
+		write            func(io.Writer) error
+	}{{"--output", "the watch record", o.Output, rec.WriteJSON}, {"--prom", "the standing findings for Prometheus", o.Prom, rec.WriteProm}} {
 		if out.path == "" {
 			continue
 		}
@@ -90,10 +90,11 @@ func watchRun(o *WatchOptions) error {
 		if err != nil {
 			return err
 		}
-		targets = append(targets, target{t, out.path, out.write})
+		targets = append(targets, target{t, out.what, out.path, out.write})
 	}
 	var mu sync.Mutex
 	var writeErr error
+	started := false // the collector listened: only then are the files written
 	save := func(final bool) {
 		for _, tg := range targets {
 			if err := writeTarget(nil, tg.t, final, tg.write); err != nil && writeErr == nil {
@@ -105,6 +106,7 @@ func watchRun(o *WatchOptions) error {
 		OnListening: func(addr string) {
 			fmt.Fprintf(o.IO.ErrOut, "collbench watch: collecting on %s (the job needs %s=<this host>:<port> and the same COLLBENCH_TOKEN)\n", addr, "COLLBENCH_WATCH")
 			mu.Lock()
+			started = true
 			save(false) // the files exist, empty of findings, from the start
 			mu.Unlock()
 		},
@@ -122,11 +124,15 @@ func watchRun(o *WatchOptions) error {
 	}
 	standing, err := o.Factory.RunWatch(o.Ctx, w)
 	mu.Lock()
+	if !started { // refused before collecting (a usage error): nothing to keep
+		mu.Unlock()
+		return err
+	}
 	rec.SetStanding(standing, time.Now())
 	save(true)
 	mu.Unlock()
 	for _, tg := range targets {
-		sayWrote(o.IO.ErrOut, "the watch record", tg.path)
+		sayWrote(o.IO.ErrOut, tg.what, tg.path)
 	}
 	if err != nil {
 		return err

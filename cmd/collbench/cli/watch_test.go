@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,12 +117,25 @@ func TestWatchBadInput(t *testing.T) {
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--for", "-1s"}, "positive duration"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "-o", "-"}, "give --output a file"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--prom", "/nonexistent/dir/w.prom"}, "--prom"},
+		// refused before collecting: the record files are not written either
+		{nil, []string{"watch", "-o", "REC", "--for", "1s"}, "needs the job's secret"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "nowhere", "--prom", "REC", "-o", "REC2"}, "give host:port"},
 	} {
 		f, _, errOut := testFactory()
 		env := tc.env
 		f.Environ = func() []string { return env }
-		if code := run(t, f, tc.args...); code != 2 || !strings.Contains(errOut.String(), tc.want) || strings.Count(strings.TrimSpace(errOut.String()), "\n") > 0 {
+		dir := t.TempDir()
+		args := slices.Clone(tc.args)
+		for i, a := range args {
+			if strings.HasPrefix(a, "REC") {
+				args[i] = filepath.Join(dir, a)
+			}
+		}
+		if code := run(t, f, args...); code != 2 || !strings.Contains(errOut.String(), tc.want) || strings.Count(strings.TrimSpace(errOut.String()), "\n") > 0 {
 			t.Errorf("%v: exit %d, %q", tc.args, code, errOut.String())
+		}
+		if left, _ := os.ReadDir(dir); len(left) > 0 {
+			t.Errorf("%v: refused, yet wrote %s", tc.args, left[0].Name())
 		}
 	}
 	t.Setenv("COLLBENCH_TOKEN", "x")
