@@ -442,7 +442,7 @@ func (r *Report) ApplyHistory(dir string, rules HistoryRules, t time.Time, versi
 	if HostMemory(r.Backend) && rules.Drop == 0 {
 		// A host-memory backend's ranks share a host's cores: its figures vary
 		// from run to run as much as between peers.
-		rules.Drop = CPURules.Drop
+		rules.Drop = RulesFor(r.Backend).Drop
 	}
 	runs := rules.withDefaults().Runs
 	var written []string

@@ -254,3 +254,36 @@ func TestSuspectRoundsMeasureAloneWhereRanksShareCores(t *testing.T) {
 		t.Error("the nccl backend's ranks are taken to share the host's cores")
 	}
 }
+
+// TestMPIRulesPassTheSchedulersSlowMode: the one-way pair figures of a
+// healthy doctor --backend mpi run (4 ranks on 2 cores, GB/s), which named
+// 1-3 under the cpu backend's rules; under the mpi backend's rules nobody
+// is named, and a pair planted at 1 % of its peers still is. Each backend
+// gets its own rules.
+func TestMPIRulesPassTheSchedulersSlowMode(t *testing.T) {
+	healthy := map[string]float64{"0-1": 9.13, "0-2": 9.52, "0-3": 5.08, "1-2": 5.33, "1-3": 1.44, "2-3": 1.47}
+	samples := func(slow string, v float64) []sample {
+		var ss []sample
+		for k, f := range healthy {
+			if k == slow {
+				f = v
+			}
+			ss = append(ss, sample{Key: k, Class: "same host", Value: f})
+		}
+		return ss
+	}
+	if got := suspects(samples("", 0), Thresholds{Default: CPURules}); len(got) == 0 {
+		t.Fatal("the cpu backend's rules should name the scheduler's slow mode here; the case no longer shows what it stands for")
+	}
+	if got := suspects(samples("", 0), Thresholds{Default: RulesFor("mpi")}); len(got) != 0 {
+		t.Errorf("mpi rules named healthy pairs: %v", got)
+	}
+	if got := suspects(samples("0-2", 0.05), Thresholds{Default: RulesFor("mpi")}); len(got) != 1 || got[0].Key != "0-2" {
+		t.Errorf("mpi rules with 0-2 at 0.05 GB/s: %v, want 0-2 alone", got)
+	}
+	for backend, want := range map[string]Rules{"nccl": DefaultRules, "cpu": CPURules, "mpi": MPIRules} {
+		if got := RulesFor(backend); got != want {
+			t.Errorf("RulesFor(%s) = %+v, want %+v", backend, got, want)
+		}
+	}
+}

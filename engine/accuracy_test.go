@@ -109,6 +109,7 @@ func judgeRun(rep *doctor.Report, all []string, buses []string, host bool) bool 
 }
 
 func TestDoctorAccuracy(t *testing.T) {
+	skipModelSearchUnderRace(t)
 	n := 3
 	if testing.Short() {
 		n = 1 // make test: every kind once; make test-long: three each

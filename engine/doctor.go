@@ -79,11 +79,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	gpu := b.Name() == "nccl"
 	opts := doctor.Options{Knobs: d.Or(doctor.DefaultKnobs(!gpu)), Backend: b.Name(), Hosts: ss.Hosts, Board: board}
 	opts.Expectations, opts.Counters = d.Expectations, d.Counters
-	rules := doctor.DefaultRules
-	if !gpu {
-		rules = doctor.CPURules
-	}
-	opts.Thresholds = thresholds(d.Thresholds, rules)
+	opts.Thresholds = thresholds(d.Thresholds, doctor.RulesFor(b.Name()))
 	if d.OnReady != nil {
 		if err := d.OnReady(ss.Choice, pw.Rank0()); err != nil {
 			return nil, err

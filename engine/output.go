@@ -30,3 +30,12 @@ func MakeOutputDir(dir string) error {
 	}
 	return nil
 }
+
+// LatestOutput writes whole documents to an Output from a goroutine of its
+// own, the latest winning, so that a caller that must not stall never
+// waits on a slow disk or a pipe nobody reads (internal/outfile).
+type LatestOutput = outfile.Latest
+
+// NewLatestOutput starts a LatestOutput on t; durable asks each file write
+// to reach the disk before it is renamed into place.
+func NewLatestOutput(t *Output, durable bool) *LatestOutput { return outfile.NewLatest(t, durable) }

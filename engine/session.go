@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -280,6 +281,8 @@ func (f *System) StartSession(ctx context.Context, backend, ncclLib string, rank
 		return nil, err
 	} else if err := fs.FitsWorld(n); err != nil {
 		return nil, &UsageError{Err: err}
+	} else if err := faultsFitBackend(fs, choice.Backend.Name(), launch.MultiProcess()); err != nil {
+		return nil, err
 	}
 	if check != nil {
 		if err := check(n); err != nil {
@@ -298,4 +301,39 @@ func (f *System) StartSession(ctx context.Context, backend, ncclLib string, rank
 		s.Hosts = pw.Ctl.Hosts()
 	}
 	return s, nil
+}
+
+// plantedBy lists the kinds of fault each backend plants, in one process
+// and with a process per rank (where the fault is applied: backend/cpu's
+// cpu.go, distributed.go and mesh.go, backend/nccl's rank.go, backend/mpi's
+// mpi.go). The algorithm probe (backend/nccl/probe) plants probe-hang and
+// probe-exit whatever the backend.
+var plantedBy = map[string][2][]string{
+	"cpu":  {{"hang", "corrupt", "slow-rank", "slow-host", "probe-hang", "probe-exit"}, {"hang", "kill", "stop", "corrupt", "slow-rank", "slow-host", "slow-link", "delay-link", "late-rank", "probe-hang", "probe-exit"}},
+	"nccl": {{"hang", "late-rank", "probe-hang", "probe-exit"}, {"hang", "kill", "stop", "late-rank", "probe-hang", "probe-exit"}},
+	"mpi":  {{"hang", "kill", "stop", "probe-hang", "probe-exit"}, {"hang", "kill", "stop", "probe-hang", "probe-exit"}},
+}
+
+// faultsFitBackend refuses planted faults the backend would leave out:
+// the run would go on as if healthy, and a test or drill relying on the
+// fault would pass for the wrong reason.
+func faultsFitBackend(fs *faults.Set, backend string, multi bool) error {
+	lists, ok := plantedBy[backend]
+	if !ok || fs == nil {
+		return nil
+	}
+	i, where := 0, "in one process"
+	if multi {
+		i, where = 1, "with a process per rank"
+	}
+	left := fs.Unplanted(lists[i])
+	if len(left) == 0 {
+		return nil
+	}
+	hint := ""
+	if !multi && slices.Contains(lists[1], left[0]) {
+		hint = "; run a process per rank (collbench launch -n N) to plant it"
+	}
+	return UsageErrorf("%s=%q: the %s backend %s does not plant %s (it plants %s)%s",
+		faults.EnvFaults, fs.String(), backend, where, strings.Join(left, ", "), strings.Join(lists[i], ", "), hint)
 }

@@ -143,6 +143,7 @@ func simulate(t *testing.T, m *cluster.Model, quick bool) (*doctor.Report, time.
 }
 
 func TestSimulateNamesEachFaultSmall(t *testing.T) {
+	skipModelSearchUnderRace(t)
 	m := model(t, 32, 7)
 	ws := plantAll(m, 7)
 	rep, _ := simulate(t, m, false)
@@ -249,6 +250,7 @@ func quickWants(ws []want) []want {
 // TestSimulateQuickNamesEachFaultSmall is TestSimulateNamesEachFaultSmall
 // in quick mode (node admission): every planted fault named, nothing else.
 func TestSimulateQuickNamesEachFaultSmall(t *testing.T) {
+	skipModelSearchUnderRace(t)
 	for seed := uint64(7); seed <= 9; seed++ {
 		m := model(t, 32, seed)
 		ws := plantAll(m, seed)
@@ -272,5 +274,18 @@ func TestSimulateQuickAt1024(t *testing.T) {
 		rep, took := simulate(t, model(t, 1024, seed), true)
 		checkNamed(t, fmt.Sprintf("quick, clean seed %d", seed), rep, nil)
 		t.Logf("1,024 clean hosts, quick, seed %d: %d findings, %.1f s real", seed, len(rep.Findings), took.Seconds())
+	}
+}
+
+// skipModelSearchUnderRace skips, in make test's race-detector run, a
+// test that runs doctor's whole search on the cluster model many times
+// over: 59 s of the unit tests under -race, 9 s without. make test runs
+// those tests again without the race detector (the Makefile's
+// unit-quick), and TestSimulateCleanSmall keeps the model's search under
+// the race detector there; make test-long runs all of them with it.
+func skipModelSearchUnderRace(t *testing.T) {
+	t.Helper()
+	if raceBuild && testing.Short() {
+		t.Skip("make test runs this without -race (unit-quick's second step); make test-long with it")
 	}
 }

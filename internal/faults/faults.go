@@ -9,6 +9,7 @@ package faults
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,6 +49,7 @@ type Set struct {
 	hostRate  map[string]float64
 	corrupt   map[int]bool
 	probe     map[int]string // rank -> "hang" or "exit"
+	kinds     []string       // the kinds of fault the spec names, each once, in its order
 }
 
 // Parse reads a spec (see Syntax). An empty spec gives nil.
@@ -66,8 +68,27 @@ func Parse(spec string) (*Set, error) {
 		if err := s.add(item); err != nil {
 			return nil, fmt.Errorf("%s: %q: %v (%s)", EnvFaults, item, err, "see docs/faults.md, testing hooks")
 		}
+		if kind, _, _ := strings.Cut(item, ":"); !slices.Contains(s.kinds, kind) {
+			s.kinds = append(s.kinds, kind)
+		}
 	}
 	return s, nil
+}
+
+// Unplanted returns the kinds the spec names that are not among plants
+// (what a backend plants), in the spec's order: a fault that a backend
+// would silently leave out makes a test pass for the wrong reason.
+func (s *Set) Unplanted(plants []string) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for _, k := range s.kinds {
+		if !slices.Contains(plants, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // add parses one fault item of the spec (see Syntax) into the set.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,10 @@ import (
 
 	"collbench/engine"
 )
+
+// watchFinalWrite bounds how long watch waits, at its end, for its last
+// record to be written (a named pipe nobody reads would hold it forever).
+var watchFinalWrite = 10 * time.Second
 
 // WatchOptions are the flags of `collbench watch`.
 type WatchOptions struct {
@@ -70,7 +75,7 @@ the end.`,
 
 func watchRun(o *WatchOptions) error {
 	type target struct {
-		t          *engine.Output
+		w          *engine.LatestOutput
 		what, path string
 		write      func(io.Writer) error
 	}
@@ -90,16 +95,21 @@ func watchRun(o *WatchOptions) error {
 		if err != nil {
 			return err
 		}
-		targets = append(targets, target{t, out.what, out.path, out.write})
+		targets = append(targets, target{engine.NewLatestOutput(t, false), out.what, out.path, out.write})
 	}
 	var mu sync.Mutex
 	var writeErr error
 	started := false // the collector listened: only then are the files written
-	save := func(final bool) {
+	// save renders each document now (under mu) and hands it to its own
+	// writer: the collector never waits on a slow disk or a pipe nobody
+	// reads; a later document replaces one not yet written.
+	save := func() {
 		for _, tg := range targets {
-			if err := writeTarget(nil, tg.t, final, tg.write); err != nil && writeErr == nil {
-				writeErr = err
+			var b bytes.Buffer
+			if err := tg.write(&b); err != nil && writeErr == nil {
+				writeErr = &engine.RunError{Err: err}
 			}
+			tg.w.Offer(b.Bytes())
 		}
 	}
 	w := engine.Watch{Listen: o.Listen, For: o.For,
@@ -107,7 +117,7 @@ func watchRun(o *WatchOptions) error {
 			fmt.Fprintf(o.IO.ErrOut, "collbench watch: collecting on %s (the job needs %s=<this host>:<port> and the same COLLBENCH_TOKEN)\n", addr, "COLLBENCH_WATCH")
 			mu.Lock()
 			started = true
-			save(false) // the files exist, empty of findings, from the start
+			save() // the files exist, empty of findings, from the start
 			mu.Unlock()
 		},
 		OnFinding: func(f engine.WatchFinding) {
@@ -118,7 +128,7 @@ func watchRun(o *WatchOptions) error {
 				fmt.Fprintf(o.IO.Out, "  to confirm: %s\n", c)
 			}
 			rec.Add(f, time.Now())
-			save(false)
+			save()
 		},
 		OnNote: func(n string) { fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", n) },
 	}
@@ -129,9 +139,15 @@ func watchRun(o *WatchOptions) error {
 		return err
 	}
 	rec.SetStanding(standing, time.Now())
-	save(true)
+	save()
 	mu.Unlock()
 	for _, tg := range targets {
+		if werr := tg.w.Close(watchFinalWrite); werr != nil {
+			if writeErr == nil {
+				writeErr = &engine.RunError{Err: werr}
+			}
+			continue
+		}
 		sayWrote(o.IO.ErrOut, tg.what, tg.path)
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,6 +191,51 @@ func TestWatchCommandExitsOneWhileARankStandsNamed(t *testing.T) {
 		t.Errorf("the record (%v): %s", err, b)
 	}
 	if p, err := os.ReadFile(prom); err != nil || !strings.Contains(string(p), `rank="1"`) || !strings.Contains(string(p), "collbench_watch_late{") {
+		t.Errorf("the textfile (%v): %s", err, p)
+	}
+}
+
+// TestWatchNeverWaitsOnItsRecord: -o names a named pipe that no process
+// opens. The collector still collects from its first moment and names the
+// late rank, --prom is written, and the end waits for the pipe only
+// watchFinalWrite before one line names it (exit 3: the record asked for
+// was not written).
+func TestWatchNeverWaitsOnItsRecord(t *testing.T) {
+	t.Setenv("COLLBENCH_TOKEN", "fifo-secret")
+	old := watchFinalWrite
+	watchFinalWrite = time.Second
+	t.Cleanup(func() { watchFinalWrite = old })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	fifo, prom := filepath.Join(dir, "nobody-reads"), filepath.Join(dir, "watch.prom")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, out, errOut := testFactory()
+	f.Environ = os.Environ
+	start := time.Now()
+	code := make(chan int, 1)
+	go func() { code <- run(t, f, "watch", "--listen", addr, "--for", "3s", "-o", fifo, "--prom", prom) }()
+	time.Sleep(300 * time.Millisecond)
+	t.Setenv("COLLBENCH_WATCH", addr)
+	t.Setenv("COLLBENCH_FAULTS", "late-rank:0:5ms")
+	if c, o, e := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "80", "-w", "2", "-q"); c != 0 {
+		t.Fatalf("the job: exit %d\n%s\n%s", c, o, e)
+	}
+	c := <-code
+	took := time.Since(start)
+	if c != engine.ExitRunFailed || !strings.Contains(out.String(), "rank 0 (") || !strings.Contains(errOut.String(), fifo) {
+		t.Errorf("exit %d after %v\n%s\n%s", c, took, out.String(), errOut.String())
+	}
+	if took > 3*time.Second+watchFinalWrite+2*time.Second {
+		t.Errorf("watch --for 3s took %v with a pipe nobody reads as its record", took)
+	}
+	if p, err := os.ReadFile(prom); err != nil || !strings.Contains(string(p), `rank="0"`) {
 		t.Errorf("the textfile (%v): %s", err, p)
 	}
 }

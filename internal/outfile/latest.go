@@ -1,0 +1,101 @@
+package outfile
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Latest writes whole documents to a target from a goroutine of its own,
+// the latest one winning: Offer never waits, so a caller that must not
+// stall (a collector judging a job's summaries) keeps going while a slow
+// disk or a named pipe nobody reads holds the write. A document offered
+// while another is being written replaces any that still waits, and the
+// ones replaced are counted.
+type Latest struct {
+	t       *Target
+	durable bool
+
+	mu       sync.Mutex
+	next     []byte // the document waiting to be written; nil: none
+	writing  bool
+	replaced int
+	err      error // the first write error
+	idle     *sync.Cond
+}
+
+// NewLatest starts nothing until the first Offer; sync asks each file
+// write to reach the disk before it is renamed into place.
+func NewLatest(t *Target, durable bool) *Latest {
+	l := &Latest{t: t, durable: durable}
+	l.idle = sync.NewCond(&l.mu)
+	return l
+}
+
+// Offer hands doc (which Latest now owns) to the writer and returns at
+// once.
+func (l *Latest) Offer(doc []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.next != nil {
+		l.replaced++
+	}
+	l.next = doc
+	if !l.writing {
+		l.writing = true
+		go l.run()
+	}
+}
+
+func (l *Latest) run() {
+	l.mu.Lock()
+	for l.next != nil {
+		doc := l.next
+		l.next = nil
+		l.mu.Unlock()
+		err := l.t.Write(l.durable, func(w io.Writer) error {
+			_, err := io.Copy(w, bytes.NewReader(doc))
+			return err
+		})
+		l.mu.Lock()
+		if err != nil && l.err == nil {
+			l.err = err
+		}
+	}
+	l.writing = false
+	l.idle.Broadcast()
+	l.mu.Unlock()
+}
+
+// Replaced is how many documents were never written because a later one
+// replaced them while a write was under way.
+func (l *Latest) Replaced() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.replaced
+}
+
+// Close waits at most wait for the last document offered to be written
+// and returns the first write error; a write still under way after wait
+// is an error naming the target (the goroutine is left to it).
+func (l *Latest) Close(wait time.Duration) error {
+	done := make(chan struct{})
+	go func() {
+		l.mu.Lock()
+		for l.writing {
+			l.idle.Wait()
+		}
+		l.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		return fmt.Errorf("writing %s: still not written after %s (nothing read it); its last document was not written", l.t.Given, wait)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
