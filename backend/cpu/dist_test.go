@@ -205,7 +205,11 @@ func TestAlgorithmsByTheirTraffic(t *testing.T) {
 // TestDistributedGroups runs groups of a split world concurrently, each
 // with its own peers, and checks each group's values.
 func TestDistributedGroups(t *testing.T) {
-	for _, spec := range []string{"[[0,1],[2,3]]", "[[1,2,3],[0]]", "[[0,2],[1],[3]]"} {
+	for i, spec := range []string{"[[0,1],[2,3]]", "[[1,2,3],[0]]", "[[0,2],[1],[3]]"} {
+		sizes := []int64{4096, 1 << 20}
+		if testing.Short() && i > 0 {
+			sizes = sizes[:1] // make test: 1 MiB in the first layout only; make test-long in every one
+		}
 		l, err := measure.ParseLayout(spec, 4, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -215,10 +219,10 @@ func TestDistributedGroups(t *testing.T) {
 			colls = colls[:len(colls)-1] // hypercube is the last one
 		}
 		p := measure.Plan{Collectives: colls, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
-			Roots: []int{0}, Sizes: []int64{4096, 1 << 20}, Iters: 2, Check: 2, OutOfPlace: true, InPlace: true, Seed: 5}
+			Roots: []int{0}, Sizes: sizes, Iters: 2, Check: 2, OutOfPlace: true, InPlace: true, Seed: 5}
 		rows, errs := sweepAll(t, 4, Options{}, p, l)
 		noErrors(t, errs)
-		if len(rows) != 2*len(colls) || wrongTotal(rows) != 0 || len(rows[0].Groups) != len(l.Groups) {
+		if len(rows) != len(sizes)*len(colls) || wrongTotal(rows) != 0 || len(rows[0].Groups) != len(l.Groups) {
 			t.Fatalf("%s: %d rows, %d wrong", spec, len(rows), wrongTotal(rows))
 		}
 	}
