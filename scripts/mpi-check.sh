@@ -16,6 +16,9 @@ mpirun=(mpirun --oversubscribe -np 4)
 # mpirun ends the job at once when a process dies; a few seconds let the
 # others write their verdict first.
 mpirun+=(--mca odls_base_sigkill_timeout 10)
+# Every goroutine's stack if a process crashes (one rank's start once died
+# with SIGSEGV at pc 0 under a loaded host: docs/mpi.md).
+mpirun+=(-x GOTRACEBACK=all)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 SECONDS=0
@@ -73,12 +76,6 @@ print("mpi-check: %s named in the results file (%d rows kept): %s" % (sys.argv[2
 PY
 }
 fault "hang:1@40" "rank 1 (" "$tmp/hang.json"
-# A fault the mpi backend does not plant is refused (exit 2), not ignored.
-rc=0
-COLLBENCH_FAULTS="slow-link:0-1:20MB/s" timeout 60 "${mpirun[@]}" -x COLLBENCH_FAULTS "$bin" allreduce --backend mpi --sizes 1K > "$tmp/unplanted.txt" 2>&1 || rc=$?
-grep -q "the mpi backend with a process per rank does not plant slow-link" "$tmp/unplanted.txt" && [ "$rc" != 0 ] \
-  || { cat "$tmp/unplanted.txt"; fail "a slow-link on --backend mpi was not refused (exit $rc)"; }
-echo "mpi-check: a fault the mpi backend does not plant is refused (mpirun exit $rc)"
 if [ "$quick" != 1 ]; then
 fault "stop:2@40" "rank 2 (" "$tmp/stop.json"
 fault "kill:3@40" "rank 3 (" "$tmp/kill.json"
