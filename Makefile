@@ -120,16 +120,16 @@ smoke: build
 # written. Two drills run side by side (DRILL_PARALLEL). The delayed link is 20 ms: at 5 ms a clean-clone CI run on 2 cores missed it in 1 of 3 runs.
 DRILL_PARALLEL ?= 2
 drills: build
-	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:'
+	COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:|^\s*(FAIL|WARN) |# collbench doctor'
 
 # Each drill once, at its first place; no 64-process world (make test).
 drills-quick: build
-	COLLBENCH_DRILL_RUNS=1 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -short -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:'
+	COLLBENCH_DRILL_RUNS=1 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -short -count=1 -timeout 20m -parallel $(DRILL_PARALLEL) -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:|^\s*(FAIL|WARN) |# collbench doctor'
 
 # The drills as a soak: every case 6 times (its places two or three times
 # each), one at a time, about 11 minutes on 2 cores.
 drills-soak: build
-	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:'
+	COLLBENCH_DRILL_RUNS=6 COLLBENCH_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m -parallel 1 -run 'Drill|FaultReports' -v ./drills | grep -E 'named exactly|^(ok|FAIL|---|panic)|doctor_test|scale_test|evidence:|^\s*(FAIL|WARN) |# collbench doctor'
 
 # doctor on the cluster model (docs/simulate.md): every fault kind planted
 # at once on 1,024 hosts x 8 GPUs for 10 seeds, 10 clean seeded clusters,
