@@ -13,7 +13,7 @@ export CGO_ENABLED := 1
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick unit-race unit-fakegpu pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -76,13 +76,21 @@ test-long: unit drills simulate mpi-check
 
 # Four test binaries at once, and four parallel tests in each, on any core
 # count: many tests wait (on timeouts, on processes of their own) more than
-# they compute (the cli package: 171 s at -parallel 2, 115 s at 4).
-# The model's long searches (engine: doctor's accuracy, the simulator's
-# planted faults) skip under -race there and run here without it: 59 s of
-# the race run, 9 s in the second.
+# they compute (the cli package: 171 s at -parallel 2, 115 s at 4). The cli
+# package's fake-GPU tests run one at a time (they share the profiler
+# plugin's recorder, one per process), so they run in a test process of
+# their own beside the rest. The model's long searches (engine: doctor's
+# accuracy, the simulator's planted faults) skip under -race there and run
+# after without it: 59 s of the race run, 9 s in the second.
 unit-quick:
-	$(GO) test -race -short -count=1 -p 4 -parallel 4 ./...
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit-race unit-fakegpu
 	$(GO) test -short -count=1 -parallel 4 -run '$(MODEL_SEARCH_TESTS)' ./engine
+
+unit-race:
+	$(GO) test -race -short -count=1 -p 4 -parallel 4 -skip '^TestFakeGPU' ./...
+
+unit-fakegpu:
+	$(GO) test -race -short -count=1 -parallel 4 -run '^TestFakeGPU' ./cmd/collbench/cli
 
 MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall)$$
 
