@@ -306,13 +306,15 @@ func (f *System) StartSession(ctx context.Context, backend, ncclLib string, rank
 // plantedBy lists the kinds of fault each backend plants, in one process
 // and with a process per rank (where the fault is applied: backend/cpu's
 // cpu.go, distributed.go and mesh.go, backend/nccl's rank.go, backend/mpi's
-// mpi.go). The algorithm probe (backend/nccl/probe) plants probe-hang and
-// probe-exit whatever the backend.
+// mpi.go). probeFaults are planted by the algorithm probe
+// (backend/nccl/probe) whatever the backend.
 var plantedBy = map[string][2][]string{
-	"cpu":  {{"hang", "corrupt", "slow-rank", "slow-host", "probe-hang", "probe-exit"}, {"hang", "kill", "stop", "corrupt", "slow-rank", "slow-host", "slow-link", "delay-link", "late-rank", "probe-hang", "probe-exit"}},
-	"nccl": {{"hang", "late-rank", "probe-hang", "probe-exit"}, {"hang", "kill", "stop", "late-rank", "probe-hang", "probe-exit"}},
-	"mpi":  {{"hang", "kill", "stop", "probe-hang", "probe-exit"}, {"hang", "kill", "stop", "probe-hang", "probe-exit"}},
+	"cpu":  {{"hang", "corrupt", "slow-rank", "slow-host"}, {"hang", "kill", "stop", "corrupt", "slow-rank", "slow-host", "slow-link", "delay-link", "late-rank"}},
+	"nccl": {{"hang", "late-rank"}, {"hang", "kill", "stop", "late-rank"}},
+	"mpi":  {{"hang", "kill", "stop"}, {"hang", "kill", "stop"}},
 }
+
+var probeFaults = []string{"probe-hang", "probe-exit"}
 
 // faultsFitBackend refuses planted faults the backend would leave out:
 // the run would go on as if healthy, and a test or drill relying on the
@@ -322,11 +324,12 @@ func faultsFitBackend(fs *faults.Set, backend string, multi bool) error {
 	if !ok || fs == nil {
 		return nil
 	}
-	i, where := 0, "in one process"
+	plants, where := lists[0], "in one process"
 	if multi {
-		i, where = 1, "with a process per rank"
+		plants, where = lists[1], "with a process per rank"
 	}
-	left := fs.Unplanted(lists[i])
+	plants = append(slices.Clip(plants), probeFaults...)
+	left := fs.Unplanted(plants)
 	if len(left) == 0 {
 		return nil
 	}
@@ -335,5 +338,5 @@ func faultsFitBackend(fs *faults.Set, backend string, multi bool) error {
 		hint = "; run a process per rank (collbench launch -n N) to plant it"
 	}
 	return UsageErrorf("%s=%q: the %s backend %s does not plant %s (it plants %s)%s",
-		faults.EnvFaults, fs.String(), backend, where, strings.Join(left, ", "), strings.Join(lists[i], ", "), hint)
+		faults.EnvFaults, fs.String(), backend, where, strings.Join(left, ", "), strings.Join(plants, ", "), hint)
 }

@@ -1,7 +1,6 @@
 package outfile
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"sync"
@@ -19,19 +18,16 @@ type Latest struct {
 	durable bool
 
 	mu       sync.Mutex
-	next     []byte // the document waiting to be written; nil: none
-	writing  bool
+	next     []byte        // the document waiting to be written; nil: none
+	done     chan struct{} // closed when the writer goroutine ends; nil: none runs
 	replaced int
 	err      error // the first write error
-	idle     *sync.Cond
 }
 
-// NewLatest starts nothing until the first Offer; sync asks each file
+// NewLatest starts nothing until the first Offer; durable asks each file
 // write to reach the disk before it is renamed into place.
 func NewLatest(t *Target, durable bool) *Latest {
-	l := &Latest{t: t, durable: durable}
-	l.idle = sync.NewCond(&l.mu)
-	return l
+	return &Latest{t: t, durable: durable}
 }
 
 // Offer hands doc (which Latest now owns) to the writer and returns at
@@ -43,20 +39,20 @@ func (l *Latest) Offer(doc []byte) {
 		l.replaced++
 	}
 	l.next = doc
-	if !l.writing {
-		l.writing = true
-		go l.run()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		go l.run(l.done)
 	}
 }
 
-func (l *Latest) run() {
+func (l *Latest) run(done chan struct{}) {
 	l.mu.Lock()
 	for l.next != nil {
 		doc := l.next
 		l.next = nil
 		l.mu.Unlock()
 		err := l.t.Write(l.durable, func(w io.Writer) error {
-			_, err := io.Copy(w, bytes.NewReader(doc))
+			_, err := w.Write(doc)
 			return err
 		})
 		l.mu.Lock()
@@ -64,8 +60,8 @@ func (l *Latest) run() {
 			l.err = err
 		}
 	}
-	l.writing = false
-	l.idle.Broadcast()
+	l.done = nil
+	close(done)
 	l.mu.Unlock()
 }
 
@@ -81,19 +77,15 @@ func (l *Latest) Replaced() int {
 // and returns the first write error; a write still under way after wait
 // is an error naming the target (the goroutine is left to it).
 func (l *Latest) Close(wait time.Duration) error {
-	done := make(chan struct{})
-	go func() {
-		l.mu.Lock()
-		for l.writing {
-			l.idle.Wait()
+	l.mu.Lock()
+	done := l.done
+	l.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-time.After(wait):
+			return fmt.Errorf("writing %s: still not written after %s (nothing read it); its last document was not written", l.t.Given, wait)
 		}
-		l.mu.Unlock()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(wait):
-		return fmt.Errorf("writing %s: still not written after %s (nothing read it); its last document was not written", l.t.Given, wait)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -152,25 +153,10 @@ func TestWatchBadInput(t *testing.T) {
 // end of --for.
 func TestWatchCommandExitsOneWhileARankStandsNamed(t *testing.T) {
 	t.Setenv("COLLBENCH_TOKEN", "cmd-secret")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	f, out, errOut := testFactory()
-	f.Environ = os.Environ
 	dir := t.TempDir()
 	rec, prom := filepath.Join(dir, "watch.json"), filepath.Join(dir, "watch.prom")
-	code := make(chan int, 1)
-	go func() { code <- run(t, f, "watch", "--listen", addr, "--for", "4s", "-o", rec, "--prom", prom) }()
-	time.Sleep(300 * time.Millisecond)
-	t.Setenv("COLLBENCH_WATCH", addr)
-	t.Setenv("COLLBENCH_FAULTS", "late-rank:1:5ms")
-	if c, o, e := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "80", "-w", "2", "-q"); c != 0 {
-		t.Fatalf("the job: exit %d\n%s\n%s", c, o, e)
-	}
-	if c := <-code; c != 1 || !strings.Contains(out.String(), "rank 1 (") || !strings.Contains(errOut.String(), "1 rank is still late at the end") ||
+	c, out, errOut, _ := watchALateRank(t, 1, "--for", "4s", "-o", rec, "--prom", prom)
+	if c != 1 || !strings.Contains(out.String(), "rank 1 (") || !strings.Contains(errOut.String(), "1 rank is still late at the end") ||
 		!strings.Contains(out.String(), "to confirm: on ") {
 		t.Errorf("exit %d\n%s\n%s", c, out.String(), errOut.String())
 	}
@@ -205,30 +191,12 @@ func TestWatchNeverWaitsOnItsRecord(t *testing.T) {
 	old := watchFinalWrite
 	watchFinalWrite = time.Second
 	t.Cleanup(func() { watchFinalWrite = old })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	dir := t.TempDir()
 	fifo, prom := filepath.Join(dir, "nobody-reads"), filepath.Join(dir, "watch.prom")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, out, errOut := testFactory()
-	f.Environ = os.Environ
-	start := time.Now()
-	code := make(chan int, 1)
-	go func() { code <- run(t, f, "watch", "--listen", addr, "--for", "3s", "-o", fifo, "--prom", prom) }()
-	time.Sleep(300 * time.Millisecond)
-	t.Setenv("COLLBENCH_WATCH", addr)
-	t.Setenv("COLLBENCH_FAULTS", "late-rank:0:5ms")
-	if c, o, e := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "80", "-w", "2", "-q"); c != 0 {
-		t.Fatalf("the job: exit %d\n%s\n%s", c, o, e)
-	}
-	c := <-code
-	took := time.Since(start)
+	c, out, errOut, took := watchALateRank(t, 0, "--for", "3s", "-o", fifo, "--prom", prom)
 	if c != engine.ExitRunFailed || !strings.Contains(out.String(), "rank 0 (") || !strings.Contains(errOut.String(), fifo) {
 		t.Errorf("exit %d after %v\n%s\n%s", c, took, out.String(), errOut.String())
 	}
@@ -238,4 +206,31 @@ func TestWatchNeverWaitsOnItsRecord(t *testing.T) {
 	if p, err := os.ReadFile(prom); err != nil || !strings.Contains(string(p), `rank="0"`) {
 		t.Errorf("the textfile (%v): %s", err, p)
 	}
+}
+
+// watchALateRank runs `collbench watch --listen ADDR args...` on a free
+// address and, beside it, a job of 2 processes under launch whose rank
+// late is planted late, pointed at the collector; it returns watch's exit
+// code and output and how long watch took.
+func watchALateRank(t *testing.T, late int, args ...string) (int, *bytes.Buffer, *bytes.Buffer, time.Duration) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	f, out, errOut := testFactory()
+	f.Environ = os.Environ
+	start := time.Now()
+	code := make(chan int, 1)
+	go func() { code <- run(t, f, append([]string{"watch", "--listen", addr}, args...)...) }()
+	time.Sleep(300 * time.Millisecond)
+	t.Setenv("COLLBENCH_WATCH", addr)
+	t.Setenv("COLLBENCH_FAULTS", fmt.Sprintf("late-rank:%d:5ms", late))
+	if c, o, e := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "80", "-w", "2", "-q"); c != 0 {
+		t.Fatalf("the job: exit %d\n%s\n%s", c, o, e)
+	}
+	c := <-code
+	return c, out, errOut, time.Since(start)
 }
