@@ -113,27 +113,54 @@ func JoinOverMPI(ctx context.Context, m *MPI, o TCPOptions) (*TCP, error) {
 	return Join(ctx, o)
 }
 
-// bcastMax bounds the invitation rank 0 broadcasts.
+// bcastMax bounds the invitation rank 0 broadcasts, in bytes.
 const bcastMax = 1024
 
-// bcast sends rank 0's bytes (at most bcastMax) to every rank: one
+// bcast sends rank 0's bytes (at most bcastMax-4) to every rank: one
 // MPI_Bcast of a fixed-size frame, a length first.
 func (m *MPI) bcast(data []byte) ([]byte, error) {
 	if len(data) > bcastMax-4 {
 		return nil, fmt.Errorf("MPI broadcast of %d bytes is over %d", len(data), bcastMax-4)
 	}
-	buf := make([]byte, bcastMax)
+	frame := make([]uint32, bcastMax/4)
 	if m.rank == 0 {
-		n := len(data)
-		buf[0], buf[1], buf[2], buf[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
-		copy(buf[4:], data)
+		frame[0] = uint32(len(data))
+		packWords(frame[1:], data)
 	}
-	m.Do(func() { m.comm.BcastBytes(buf, 0) }) // gompi: MPI_Bcast
-	n := int(buf[0])<<24 | int(buf[1])<<16 | int(buf[2])<<8 | int(buf[3])
+	m.bcastWords(frame)
+	n := int(frame[0])
 	if n > bcastMax-4 {
 		return nil, errors.New("malformed MPI broadcast")
 	}
-	return buf[4 : 4+n], nil
+	return unpackWords(frame[1:], n), nil
+}
+
+// bcastWords broadcasts words from rank 0 into every rank's words, and
+// writes nothing past them. It goes through gompi's BcastUint32s, whose
+// count is in the slice's own elements: gompi v0.2.0's BcastBytes passes a
+// byte count with a 4-byte MPI type, and so writes four times the slice's
+// length into it on every rank but the root (it corrupted the Go heap).
+func (m *MPI) bcastWords(words []uint32) {
+	if len(words) == 0 {
+		return
+	}
+	m.Do(func() { m.comm.BcastUint32s(words, 0) }) // gompi: MPI_Bcast of MPI_UINT32_T
+}
+
+// packWords puts b into w, four bytes a word, little end first.
+func packWords(w []uint32, b []byte) {
+	for i, c := range b {
+		w[i/4] |= uint32(c) << (8 * (i % 4))
+	}
+}
+
+// unpackWords is the first n bytes packWords put into w.
+func unpackWords(w []uint32, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(w[i/4] >> (8 * (i % 4)))
+	}
+	return b
 }
 
 // finalizeGrace is how long Finalize waits for a call still on the MPI

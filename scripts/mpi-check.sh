@@ -4,11 +4,13 @@
 # groups (verify-groups, and [[1,2,3],[0]]); a hung, a stopped and a killed
 # rank named exactly, with the -o file keeping every finished row and the
 # verdict; doctor healthy, then with a hung rank named; and the cpu backend
-# under mpirun. Usage: scripts/mpi-check.sh BIN
-# With QUICK=1 (make test) each path runs once: the world, every collective
-# from 8 B to 64 KiB, the reversed groups, a hung rank, doctor (full) healthy, the
-# cpu backend; the forced algorithm, verify-groups, the stopped and killed
-# ranks and doctor's hung rank are make test-long's (make mpi-check).
+# under mpirun; first the bootstrap package's MPI tests. Usage:
+# scripts/mpi-check.sh BIN
+# With QUICK=1 (make test) each path runs once: the world, the bootstrap's
+# MPI tests, every collective from 8 B to 64 KiB, the reversed groups, a
+# hung rank, doctor (full) healthy, the cpu backend; the forced algorithm,
+# verify-groups, the stopped and killed ranks and doctor's hung rank are
+# make test-long's (make mpi-check).
 set -euo pipefail
 bin=${1:-bin/collbench-mpi}
 mpirun=(mpirun --oversubscribe -np 4)
@@ -16,8 +18,7 @@ mpirun=(mpirun --oversubscribe -np 4)
 # mpirun ends the job at once when a process dies; a few seconds let the
 # others write their verdict first.
 mpirun+=(--mca odls_base_sigkill_timeout 10)
-# Every goroutine's stack if a process crashes (one rank's start once died
-# with SIGSEGV at pc 0 under a loaded host: docs/mpi.md).
+# Every goroutine's stack if a process crashes.
 mpirun+=(-x GOTRACEBACK=all)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,6 +29,14 @@ fail() { echo "mpi-check: FAIL: $*"; exit 1; }
 
 "${mpirun[@]}" "$bin" world | tee "$tmp/world.txt"
 grep -q "world of 4 processes, launched by open mpi, joined over TCP (rank 0's address shared over MPI)" "$tmp/world.txt" || fail "world"
+
+# The bootstrap's own MPI calls, under mpirun: rank 0's broadcast reaches
+# every rank and writes nothing past its frame (gompi's byte broadcast wrote
+# four times its length into the Go heap: docs/mpi.md).
+go test -c -tags mpi -o "$tmp/bootstrap.test" ./bootstrap
+"${mpirun[@]}" "$tmp/bootstrap.test" -test.run 'MPI' > "$tmp/bootstrap.txt" 2>&1 \
+  || { cat "$tmp/bootstrap.txt"; fail "the bootstrap's MPI tests under mpirun"; }
+echo "mpi-check: the bootstrap's broadcast stays in its frame on 4 processes [${SECONDS}s]"
 
 "${mpirun[@]}" "$bin" sweep --backend mpi --collectives all --sizes "8:$top" -n 2 -w 1 -o "$tmp/sweep.json" > "$tmp/sweep.txt"
 ok=$(grep -c "wrong elements:    0 (OK)" "$tmp/sweep.txt")

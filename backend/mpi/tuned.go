@@ -38,11 +38,11 @@ static int cb_cvar(const char *name, long *val, char *item, int itemlen, char *s
 	if (bind != MPI_T_BIND_NO_OBJECT) return -2;
 	if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return -2;
 	int rc = MPI_SUCCESS;
-	if (dt == MPI_INT) {
+	if (dt == MPI_INT && count == 1) {
 		int v = 0;
 		rc = MPI_T_cvar_read(h, &v);
 		*val = v;
-	} else if (dt == MPI_C_BOOL) {
+	} else if (dt == MPI_C_BOOL && count == 1) {
 		_Bool v = 0;
 		rc = MPI_T_cvar_read(h, &v);
 		*val = v;
