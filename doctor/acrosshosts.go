@@ -54,6 +54,19 @@ func CrossRounds(ka, kb int) [][][2]int {
 	return rounds
 }
 
+// acrossHostsStage measures hosts against each other, and then across
+// leaf switches (acrossleaves.go).
+type acrossHostsStage struct{}
+
+func (acrossHostsStage) Name(*search) string { return "across hosts" }
+func (acrossHostsStage) Skip(d *search) string {
+	if len(d.hostList) < 2 {
+		return "one host"
+	}
+	return ""
+}
+func (acrossHostsStage) Run(d *search) error { return d.acrossHosts() }
+
 // acrossHosts pairs hosts once (every host measured with a partner), then
 // pairs only the suspects with hosts already seen healthy: a host slow with
 // two different partners is the culprit; a pair slow only together is the
@@ -220,10 +233,6 @@ func (d *search) nameHosts(res hostResult, slowWith map[int]map[int]bool, fine m
 // tailRatio is how much slower than its best an iteration must be to count
 // as a slow one: well past what noise spreads, well short of a stall.
 const tailRatio = 1.5
-
-// falseAlarms is the chance the doctor accepts, over all the figures it
-// judges at once, of naming a healthy part.
-const falseAlarms = 0.01
 
 // nameFlapping names ranks whose measurements across hosts had slow
 // iterations far more often than chance allows: a NIC or cable that

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +11,14 @@ import (
 	"collbench/internal/words"
 	"collbench/measure"
 )
+
+// aloneStage measures each GPU (or host-memory rank) alone: its copy and
+// fill rates against its peers and its model's expectation.
+type aloneStage struct{}
+
+func (aloneStage) Name(d *search) string { return "each " + Unit(d.o.Backend) + " alone" }
+func (aloneStage) Skip(*search) string   { return "" }
+func (aloneStage) Run(d *search) error   { return d.alone() }
 
 // alone measures every GPU by itself, all at once: a device-to-device copy
 // (an out-of-place broadcast in a communicator of one) and the fill
@@ -378,13 +385,4 @@ func ranksWord(rs []int) string {
 		return fmt.Sprintf("rank %d", rs[0])
 	}
 	return "ranks " + words.Ints(rs)
-}
-
-func sortedKeysS[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

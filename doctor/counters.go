@@ -247,3 +247,14 @@ func sortGrowth(gs []CounterGrowth) {
 		return 0
 	})
 }
+
+// rate is a part's growth per GB where traffic was counted, else per minute.
+func rate(g CounterGrowth) float64 {
+	if gb := g.GB(); gb > 0 {
+		return g.PerGB()
+	}
+	if g.Seconds > 0 {
+		return float64(g.Growth()) / (g.Seconds / 60)
+	}
+	return float64(g.Growth())
+}

@@ -1,3 +1,29 @@
+// Package doctor finds the bad GPU, link, NIC or host of a machine or a
+// cluster and names it. It runs stages on one world of ranks, splitting it
+// per round into groups (the rank-list machinery), with no relaunch:
+// health facts without traffic, each GPU alone, every GPU pair of a host,
+// host pairs across hosts, the whole world, and data checks everywhere.
+// The plans are pure functions; the judge compares each figure with its
+// peers of the same link class and with what the topology promises.
+//
+// Its files stand on floors, and a file uses only what its own floor and
+// those below declare (floors_test.go checks it):
+//
+//  5. rendering: the text report (report.go, rollup.go), HTML (html.go),
+//     Prometheus (prom.go), a node's history (history.go, historyhtml.go)
+//  4. the stages of the search, methods of one search over the world:
+//     doctor.go (Run, measuring a layout), alone.go, pairs.go, paths.go,
+//     acrosshosts.go, confirm.go, acrossleaves.go, wholeworld.go,
+//     shared.go, counterstage.go, and explain.go, which turns what the
+//     stages found into findings
+//  3. the rules: judge.go (slow against peers and peak), expect.go (what a
+//     GPU model should do), countjudge.go (how far counters may grow),
+//     health.go (a registry of rules over the health facts), plan.go (the
+//     rounds)
+//  2. the record: record.go (findings, figures, the report and its schema)
+//  1. the facts: facts.go (NVML's health of each GPU, a host's facts),
+//     counters.go, sample.go (the sampler beside each stage), knobs.go
+//  0. words.go: medians, sizes and plurals every floor uses
 package doctor
 
 import (
@@ -122,6 +148,20 @@ type wrongObs struct {
 	Count int64              `json:"count"`
 }
 
+// A stage is one step of the search over the world, after the health
+// facts: its name as the report gives it, why it has nothing to measure
+// here ("" when it has), and its run, which records what it measured on
+// the search for explain.go to judge.
+type stage interface {
+	Name(d *search) string
+	Skip(d *search) string
+	Run(d *search) error
+}
+
+// stages is the search's registry of stages, in the order they run; each
+// stage's type is in its own file.
+var stages = []stage{aloneStage{}, pairStage{}, acrossHostsStage{}, worldStage{}}
+
 // Run runs every stage on w and returns the report (complete on world
 // rank 0). Every process of a distributed world calls it with the same
 // options; rank 0 judges and the others follow its decisions.
@@ -168,22 +208,6 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		}
 	}
 	d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: "health", Layout: "-", What: fmt.Sprintf("NVML and sysfs facts of %d host(s), no traffic", len(o.Facts))})
-	// A stage that has nothing to measure here is not announced as running:
-	// the report says why it was skipped.
-	pairsHere := false
-	for _, h := range d.hostList {
-		pairsHere = pairsHere || len(d.members[h]) > 1
-	}
-	stages := []struct {
-		name string
-		run  func() error
-		skip string
-	}{
-		{"each " + Unit(o.Backend) + " alone", d.alone, ""},
-		{"every " + Unit(o.Backend) + " pair within a host", d.pairs, map[bool]string{false: "no host has two " + Unit(o.Backend) + "s"}[pairsHere]},
-		{"across hosts", d.acrossHosts, map[bool]string{true: "one host"}[len(d.hostList) < 2]},
-		{"the whole world", d.world, map[bool]string{true: "one " + Unit(o.Backend)}[d.n < 2]},
-	}
 	// A run that stops on a fault still gives rank 0 a verdict: what the
 	// finished stages found, and the stage it stopped in.
 	stopped := func(stage string, err error) (*Report, error) {
@@ -195,32 +219,35 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		d.rep.Seconds = now() - start
 		return d.rep, err
 	}
-	for _, s := range stages {
+	for _, st := range stages {
+		name := st.Name(d)
 		if err := ctx.Err(); err != nil {
-			return stopped(s.name, err)
+			return stopped(name, err)
 		}
-		if s.skip != "" {
-			d.rep.Stages = append(d.rep.Stages, StageTime{Stage: s.name, Skipped: s.skip})
-			d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: s.name, Layout: "-", What: "skipped: " + s.skip})
+		// A stage that has nothing to measure here is not announced as
+		// running: the report says why it was skipped.
+		if skip := st.Skip(d); skip != "" {
+			d.rep.Stages = append(d.rep.Stages, StageTime{Stage: name, Skipped: skip})
+			d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: name, Layout: "-", What: "skipped: " + skip})
 			continue
 		}
 		if d.rank0 && o.Progress != nil {
-			o.Progress(s.name)
+			o.Progress(name)
 		}
 		if o.Stage != nil {
-			o.Stage(s.name)
+			o.Stage(name)
 		}
 		t0 := now()
-		d.stageName, d.stageT0, d.roundsDone, d.plan = s.name, time.Now(), 0, 0
-		err := s.run()
+		d.stageName, d.stageT0, d.roundsDone, d.plan = name, time.Now(), 0, 0
+		err := st.Run(d)
 		if o.Stage != nil {
 			o.Stage("")
 		}
-		d.rep.Stages = append(d.rep.Stages, StageTime{Stage: s.name, Seconds: now() - t0, Rounds: d.roundsDone})
+		d.rep.Stages = append(d.rep.Stages, StageTime{Stage: name, Seconds: now() - t0, Rounds: d.roundsDone})
 		if err != nil {
-			return stopped(s.name, fmt.Errorf("%s: %w", s.name, err))
+			return stopped(name, fmt.Errorf("%s: %w", name, err))
 		}
-		d.rep.Completed = append(d.rep.Completed, s.name)
+		d.rep.Completed = append(d.rep.Completed, name)
 	}
 	if o.BeforeVerdict != nil {
 		if err := o.BeforeVerdict(); err != nil {
@@ -528,17 +555,4 @@ func (d *search) deviceName(r int) string {
 		return strings.TrimSuffix(d.o.Devices[r].Name, " on "+d.host(r))
 	}
 	return "device"
-}
-
-// HostMemory reports whether a backend's ranks run on host memory (the cpu
-// and mpi backends), with no GPU of their own.
-func HostMemory(backend string) bool { return backend == "cpu" || backend == "mpi" }
-
-// Unit is what one rank drives on a backend, for the report's words: a GPU,
-// or on a host-memory backend a rank (its memory and its thread).
-func Unit(backend string) string {
-	if HostMemory(backend) {
-		return "rank"
-	}
-	return "GPU"
 }

@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 )
@@ -27,15 +26,6 @@ var copyFraction = map[string]float64{
 // defaultCopyFraction holds a model without a measured fraction to a
 // healthy share typical of HBM parts.
 const defaultCopyFraction = 0.8
-
-// memoryGBps is the memory bandwidth g's limits give, 0 when NVML did not
-// report them.
-func (g GPUHealth) memoryGBps() float64 {
-	if g.MemBusWidth <= 0 || g.MemClockMaxMHz <= 0 {
-		return 0
-	}
-	return float64(g.MemBusWidth) / 8 * float64(g.MemClockMaxMHz) * 1e6 * 2 / 1e9
-}
 
 // ExpectedCopyGBps is the device-to-device copy rate a healthy GPU of g's
 // model reaches (over, where it names the model, replacing the measured
@@ -106,23 +96,6 @@ func (e Expectations) lookup(name string, what func(Expectation) float64) (strin
 		return "", 0
 	}
 	return best, what(e[best])
-}
-
-// GPUProcess is a compute process NVML lists on a GPU.
-type GPUProcess struct {
-	PID      uint32 `json:"pid"`
-	Name     string `json:"name,omitempty"` // from /proc, where the process is visible
-	MemBytes uint64 `json:"mem_bytes,omitempty"`
-}
-
-// processName is the command name of pid, "" where this process cannot see
-// it (another container's PID namespace).
-func processName(pid uint32) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // fillPerCoreCycle is how many elements doctor's fill kernel writes per

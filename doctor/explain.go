@@ -455,22 +455,6 @@ func firstWrong(o wrongObs, who func(int) string) string {
 	return fmt.Sprintf("first: %s element %d: want %s, got %s", who(m.Rank), m.Index, m.Want, m.Got)
 }
 
-func drop(v, peers float64) string {
-	if peers <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (%+.0f%%)", (v/peers-1)*100)
-}
-
-func sortedKeys[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // causeOf names what NVML saw on the ranks' GPUs that explains a slow
 // figure (another process on a GPU, a clock slowdown, a power or thermal
 // throttle or clocks held low while measured), or else generic. GPUs with

@@ -220,3 +220,100 @@ func TestHostsAreComparedOnPCIPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryHealthRuleFiresAlone plants, for each rule of the registries,
+// the one fact it judges into healthy hosts, at two places, and checks that
+// the rule names it and no other rule speaks. A rule added without a
+// planted fact here fails.
+func TestEveryHealthRuleFiresAlone(t *testing.T) {
+	gpuFaults := map[string]func(g *GPUHealth){
+		"pcie-width":  func(g *GPUHealth) { g.PCIeWidth = g.PCIeWidthMax / 2 },
+		"pcie-gen":    func(g *GPUHealth) { g.PCIeGen-- },
+		"nvlink-down": func(g *GPUHealth) { g.NVLinksActive-- },
+		"ecc":         func(g *GPUHealth) { g.ECCUncorrected = 1 },
+		"row-remap":   func(g *GPUHealth) { g.RemapFailed = true },
+		"throttle":    func(g *GPUHealth) { g.Throttle = []string{"hardware slowdown"} },
+	}
+	// Host rules on a host alone (with peers, a host's ACS is also a
+	// mismatch, as it should be).
+	hostFaults := map[string]func(h *HostFacts){
+		"nvlink-errors": func(h *HostFacts) {
+			h.GPUs[1].NVLinkErrors, h.GPUs[1].NVLinkGB = map[string]uint64{"replay": 3}, 10
+		},
+		"acs": func(h *HostFacts) { h.PCI.ACSRedirect = []string{"0000:00:01.0"} },
+	}
+	settingFaults := map[string]func(h *HostFacts){
+		"GPU count":             func(h *HostFacts) { h.GPUs = h.GPUs[:7] },
+		"driver":                func(h *HostFacts) { h.Driver = "" },
+		"NCCL":                  func(h *HostFacts) { h.NCCL = "2.19.3" },
+		"GPU model":             func(h *HostFacts) { h.GPUs[2].Name = "NVIDIA H200" },
+		"ECC mode":              func(h *HostFacts) { h.GPUs[2].ECCMode = "off" },
+		"MIG mode":              func(h *HostFacts) { h.GPUs[2].MIGMode = "on" },
+		"persistence mode":      func(h *HostFacts) { h.GPUs[2].Persistence = "off" },
+		"application clocks":    func(h *HostFacts) { h.GPUs[2].AppClocks = "1200 MHz" },
+		"power limit":           func(h *HostFacts) { h.GPUs[2].PowerLimitW = 400 },
+		"NCCL environment":      func(h *HostFacts) { h.NCCLEnv = map[string]string{"NCCL_ALGO": "ring"} },
+		"IOMMU":                 func(h *HostFacts) { h.PCI.IOMMU = "translated" },
+		"GPUDirect RDMA module": func(h *HostFacts) { h.PCI.GPUDirectRDMA = "nvidia_peermem" },
+	}
+	// Hosts that do not say are not different: the settings differ from
+	// hosts that say otherwise.
+	said := func(hs []HostFacts) {
+		for i := range hs {
+			hs[i].PCI.IOMMU, hs[i].PCI.GPUDirectRDMA = "passthrough", "not loaded"
+		}
+	}
+	hosts := func(n int) []HostFacts {
+		out := make([]HostFacts, n)
+		for i := range out {
+			out[i] = hostOf(fmt.Sprintf("node-%d", i+1), hgx(nil))
+		}
+		return out
+	}
+	check := func(what, kind, part string, hs []HostFacts) {
+		t.Helper()
+		fs := HealthFindings(hs)
+		if len(fs) != 1 || fs[0].Kind != kind || fs[0].Part != part {
+			t.Errorf("%s planted at %s: findings %v", what, part, fs)
+		}
+	}
+	for _, r := range gpuRules {
+		plant, ok := gpuFaults[r.Kind]
+		if !ok {
+			t.Errorf("the GPU rule %s has no planted fault in this test", r.Kind)
+			continue
+		}
+		for _, at := range [][2]int{{1, 0}, {0, 5}} {
+			hs := hosts(2)
+			g := &hs[at[0]].GPUs[at[1]]
+			plant(g)
+			check(r.Kind, r.Kind, fmt.Sprintf("%s GPU %d (%s)", hs[at[0]].Host, g.Index, g.BusID), hs)
+		}
+	}
+	for _, r := range hostRules {
+		plant, ok := hostFaults[r.Kind]
+		if !ok {
+			t.Errorf("the host rule %s has no planted fault in this test", r.Kind)
+			continue
+		}
+		hs := hosts(1)
+		plant(&hs[0])
+		check(r.Kind, r.Kind, "host node-1", hs)
+	}
+	for _, r := range settingsRules {
+		if r.What == "PCIe ACS on the GPUs' and NICs' paths" {
+			continue // the acs host rule's fact: planted above
+		}
+		plant, ok := settingFaults[r.What]
+		if !ok {
+			t.Errorf("the setting %q has no planted difference in this test", r.What)
+			continue
+		}
+		for _, at := range []int{0, 2} {
+			hs := hosts(3)
+			said(hs)
+			plant(&hs[at])
+			check(r.What, "mismatch", "host "+hs[at].Host, hs)
+		}
+	}
+}

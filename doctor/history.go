@@ -112,26 +112,6 @@ func (c NodeCounter) PerGB() float64 {
 	return 0
 }
 
-// HistoryChange is one figure of a node against its own past.
-type HistoryChange struct {
-	Host     string  `json:"host"`
-	Part     string  `json:"part"`
-	Metric   string  `json:"metric"`
-	Now      float64 `json:"now"`
-	Baseline float64 `json:"baseline"` // the median of the past runs; for counters, the highest past rate
-	Runs     int     `json:"runs"`
-	Since    string  `json:"since"` // the oldest past run compared, RFC 3339
-	Flagged  bool    `json:"flagged,omitempty"`
-}
-
-// Ratio is now over the baseline (0 without a baseline).
-func (c HistoryChange) Ratio() float64 {
-	if c.Baseline > 0 {
-		return c.Now / c.Baseline
-	}
-	return 0
-}
-
 // Fingerprint is a host's topology fingerprint: its GPUs (model, bus id,
 // NVLinks), the link matrix between them and its NICs; the same node after
 // a GPU, NIC or board swap has a new one and a new history.

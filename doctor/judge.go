@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -84,18 +83,6 @@ func (t Thresholds) Validate() error {
 		}
 	}
 	return nil
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // sample is one figure to judge: higher is better.
@@ -210,3 +197,7 @@ func classDrop(rule float64, vals []float64, m float64) float64 {
 	z := math.Sqrt2 * math.Erfinv(1-2*falseAlarms/float64(n))
 	return min(max(rule, z*sigma), 0.9)
 }
+
+// falseAlarms is the chance the doctor accepts, over all the figures it
+// judges at once, of naming a healthy part.
+const falseAlarms = 0.01

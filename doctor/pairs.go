@@ -17,6 +17,20 @@ func pairKey(a, b int) [2]int {
 	return [2]int{a, b}
 }
 
+// pairStage measures every pair of GPUs within each host.
+type pairStage struct{}
+
+func (pairStage) Name(d *search) string { return "every " + Unit(d.o.Backend) + " pair within a host" }
+func (pairStage) Skip(d *search) string {
+	for _, h := range d.hostList {
+		if len(d.members[h]) > 1 {
+			return ""
+		}
+	}
+	return "no host has two " + Unit(d.o.Backend) + "s"
+}
+func (pairStage) Run(d *search) error { return d.pairs() }
+
 // pairs measures every pair of GPUs within each host, in rounds of
 // disjoint pairs (all hosts at once): one way each direction, both ways at
 // once, at the bandwidth size and the latency size.

@@ -29,35 +29,6 @@ const minPathPeers = 4
 // stage's paths are slow (the network, one finding).
 const maxSlowPaths = 64
 
-// PathFigure is one network path between hosts as doctor's own
-// collectives used it, from NCCL's proxy through collbench's profiler
-// plugin: rank From handed Bytes to the network for rank To, which was
-// busy with them for WireUS. The report keeps the paths judged slow.
-type PathFigure struct {
-	Stage    string  `json:"stage"`
-	From     int     `json:"from"`
-	To       int     `json:"to"`
-	FromHost string  `json:"from_host"`
-	ToHost   string  `json:"to_host"`
-	Bytes    int64   `json:"bytes"`
-	WireUS   float64 `json:"wire_us"`
-	GBps     float64 `json:"gbps"`
-	// Peers is the median of the stage's other paths that were not
-	// flagged; Expected the NIC's rate (0 when unknown).
-	Peers    float64 `json:"peers"`
-	Expected float64 `json:"expected,omitempty"`
-	Why      string  `json:"why,omitempty"`
-}
-
-// PathsSeen says how many paths between hosts a stage's collectives
-// showed through NCCL's proxy, and their median rate.
-type PathsSeen struct {
-	Stage  string  `json:"stage"`
-	Paths  int     `json:"paths"`
-	Median float64 `json:"median_gbps"`
-	Slow   int     `json:"slow"`
-}
-
 // pathKey is one directed path within one stage.
 type pathKey struct {
 	stage    string

@@ -1,10 +1,3 @@
-// Package doctor finds the bad GPU, link, NIC or host of a machine or a
-// cluster and names it. It runs stages on one world of ranks, splitting it
-// per round into groups (the rank-list machinery), with no relaunch:
-// health facts without traffic, each GPU alone, every GPU pair of a host,
-// host pairs across hosts, the whole world, and data checks everywhere.
-// The plans are pure functions; the judge compares each figure with its
-// peers of the same link class and with what the topology promises.
 package doctor
 
 // PairRounds schedules every pair of n members into rounds of disjoint

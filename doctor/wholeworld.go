@@ -8,6 +8,18 @@ import (
 	"collbench/measure"
 )
 
+// worldStage runs collectives over the whole world, and halves of it.
+type worldStage struct{}
+
+func (worldStage) Name(*search) string { return "the whole world" }
+func (worldStage) Skip(d *search) string {
+	if d.n < 2 {
+		return "one " + Unit(d.o.Backend)
+	}
+	return ""
+}
+func (worldStage) Run(d *search) error { return d.world() }
+
 // world runs an allreduce over every rank at a large size and compares it
 // with the topology's expectation; when it falls short and no stage named
 // anything, it bisects the world down to the smallest group that still

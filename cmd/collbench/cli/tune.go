@@ -94,6 +94,9 @@ pairs, and fails (exit 1) where the file's choice is slower (docs/tune.md).`,
 	return cmd
 }
 
+// tuneRun runs collbench tune through the engine: tune's flags over the
+// benchmarks' defaults, the -o record rewritten as each report comes, then
+// the table, and the record and the tuner file where asked.
 func tuneRun(o *TuneOptions) error {
 	// The benchmarks' own defaults under tune's few flags.
 	sp := benchDefaults(o.Factory).Spec

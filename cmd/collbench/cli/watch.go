@@ -73,6 +73,10 @@ the end.`,
 	return cmd
 }
 
+// watchRun runs collbench watch: the collector listens for the ranks'
+// reports, each finding is printed as it comes, and -o and --prom get the
+// latest record through writers that never hold the collector up; at the
+// end each is written within watchFinalWrite or named as not written.
 func watchRun(o *WatchOptions) error {
 	type target struct {
 		w          *engine.LatestOutput

@@ -1,0 +1,130 @@
+package doctor
+
+import (
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// floors places each file of the doctor on a floor, lowest first, as the
+// package comment (doctor.go) tells them: a file uses what files on its own
+// floor or below declare, never what a file above declares.
+var floors = [][]string{
+	// the words every floor uses: sizes, medians, plurals
+	{"words.go"},
+	// the facts: NVML's health of each GPU, counters, the sampler, the knobs
+	{"facts.go", "counters.go", "sample.go", "knobs.go"},
+	// the record: findings, figures, the report and its schema
+	{"record.go"},
+	// the rules: what is slow (judge), what an H100 should do (expect), how
+	// far counters may grow, what the facts alone say, the rounds' plans
+	{"judge.go", "expect.go", "countjudge.go", "health.go", "plan.go"},
+	// the stages of the search, over one world of ranks
+	{"doctor.go", "alone.go", "pairs.go", "paths.go", "acrosshosts.go", "acrossleaves.go", "confirm.go",
+		"wholeworld.go", "shared.go", "counterstage.go", "explain.go"},
+	// the rendering: text, HTML, Prometheus, a node's history
+	{"report.go", "rollup.go", "html.go", "prom.go", "history.go", "historyhtml.go"},
+}
+
+func TestDoctorFilesUseNothingAbove(t *testing.T) {
+	floorOf := map[string]int{}
+	for i, fl := range floors {
+		for _, f := range fl {
+			floorOf[f] = i
+		}
+	}
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, n := range names {
+		if strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		if _, ok := floorOf[n]; !ok {
+			t.Errorf("%s is on no floor: place it in floors (floors_test.go) and in doctor.go's package comment", n)
+		}
+		af, err := parser.ParseFile(fset, n, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, af)
+	}
+	for n := range floorOf {
+		if _, err := os.Stat(n); err != nil {
+			t.Errorf("floors names %s, which is gone", n)
+		}
+	}
+	// The imports from their export data, as go list -export finds it in
+	// the build cache.
+	out, err := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}", ".").Output()
+	if err != nil {
+		t.Skipf("go list -export: %v", err)
+	}
+	export := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, file, ok := strings.Cut(line, "\t"); ok && file != "" {
+			export[path] = file
+		}
+	}
+	lookup := func(path string) (io.ReadCloser, error) {
+		if f, ok := export[path]; ok {
+			return os.Open(f)
+		}
+		return nil, fmt.Errorf("no export data for %s", path)
+	}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	pkg, err := conf.Check("collbench/doctor", fset, files, info)
+	if err != nil {
+		t.Fatalf("type-checking the doctor: %v", err)
+	}
+	var bad []string
+	for _, af := range files {
+		from := fset.Position(af.Pos()).Filename
+		ast.Inspect(af, func(n ast.Node) bool {
+			id, ok := n.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			o := info.Uses[id]
+			if o == nil || o.Pkg() != pkg || !declaredAtTop(o, pkg) {
+				return true
+			}
+			to := fset.Position(o.Pos()).Filename
+			if floorOf[to] > floorOf[from] {
+				bad = append(bad, from+" uses "+id.Name+" from "+to)
+			}
+			return true
+		})
+	}
+	slices.Sort(bad)
+	for _, b := range slices.Compact(bad) {
+		t.Errorf("a use up a floor: %s", b)
+	}
+}
+
+// declaredAtTop reports whether o is declared at the package's top level:
+// a function, method, type, variable or constant (a struct's fields go
+// with their type).
+func declaredAtTop(o types.Object, pkg *types.Package) bool {
+	switch o := o.(type) {
+	case *types.Func:
+		return true
+	case *types.Var:
+		return !o.IsField() && o.Parent() == pkg.Scope()
+	}
+	return o.Parent() == pkg.Scope()
+}
