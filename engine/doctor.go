@@ -43,6 +43,11 @@ type Doctor struct {
 	OnReady func(choice BackendChoice, rank0 bool) error
 	// Progress, if set, receives each step's line (rank 0 only).
 	Progress func(string)
+	// OnReport, if set, receives rank 0's report and the error the run
+	// ends with (DoctorVerdict) before the session closes, so the verdict
+	// is written while the process surely lives; what it returns is the
+	// error RunDoctor returns.
+	OnReport func(rep *doctor.Report, err error) error
 }
 
 // RunDoctor runs d and returns the report on rank 0 (nil elsewhere). A run
@@ -164,8 +169,21 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	if !gpu {
 		rep.Notes = append(rep.Notes, "health facts skipped: the "+b.Name()+" backend runs on host memory, with no GPUs to ask NVML about")
 	}
+	err = DoctorVerdict(rep, runErr)
+	if d.OnReport != nil {
+		// Before the session closes: after a fault, ending MPI or the
+		// control connection waits on the processes that failed, and a
+		// launcher may kill this one meanwhile.
+		err = d.OnReport(rep, err)
+	}
+	return rep, err
+}
+
+// DoctorVerdict is the error a doctor run ends with: the fault that ended
+// it, a check failed for a report with findings, or nil when healthy.
+func DoctorVerdict(rep *doctor.Report, runErr error) error {
 	if runErr != nil {
-		return rep, runErr
+		return runErr
 	}
 	if !rep.Healthy {
 		n := 0
@@ -174,9 +192,9 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 				n++
 			}
 		}
-		return rep, &CheckFailedError{Msg: fmt.Sprintf("doctor: %d finding(s); the verdict is above", n)}
+		return &CheckFailedError{Msg: fmt.Sprintf("doctor: %d finding(s); the verdict is above", n)}
 	}
-	return rep, nil
+	return nil
 }
 
 // faultFinding is the finding for a fault that ended a doctor run, naming

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -15,6 +16,7 @@ import (
 	"collbench/bootstrap"
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
+	"collbench/measure"
 )
 
 // TestFaultFindingNamesThePart: each fault that can end a doctor run
@@ -130,5 +132,87 @@ func TestDoctorNamesCountersThatGrow(t *testing.T) {
 	var prom strings.Builder
 	if err := rep.WriteProm(&prom); err != nil || !strings.Contains(prom.String(), `collbench_doctor_counter_growth{host="`) {
 		t.Errorf("prom: %v\n%s", err, prom.String())
+	}
+}
+
+// closeWaits is a backend whose worlds' Close waits for release: a world
+// whose teardown hangs, as ending MPI does after a fault.
+type closeWaits struct {
+	measure.Backend
+	closing, release chan struct{}
+}
+
+func (b closeWaits) Open(ctx context.Context, n int) (measure.World, error) {
+	w, err := b.Backend.Open(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return worldCloseWaits{w, b}, nil
+}
+
+type worldCloseWaits struct {
+	measure.World
+	b closeWaits
+}
+
+func (w worldCloseWaits) Close() error {
+	close(w.b.closing)
+	<-w.b.release
+	return w.World.Close()
+}
+
+func (w worldCloseWaits) Abort(err error) {
+	if a, ok := w.World.(measure.Aborter); ok {
+		a.Abort(err)
+	}
+}
+
+// TestDoctorReportsBeforeTheWorldCloses: rank 0's verdict goes to OnReport
+// before the world and the session close, so a teardown that hangs (MPI
+// after a fault, a launcher that kills the process meanwhile) cannot lose
+// it; RunDoctor returns what OnReport returned.
+func TestDoctorReportsBeforeTheWorldCloses(t *testing.T) {
+	hw := nvmlmock.HGX("H100")
+	hw.GPUs = hw.GPUs[:2]
+	sys := machineSystem(fakegpu.New(hw, fakegpu.Options{Model: fakegpu.HealthyModel(1)}))
+	b := closeWaits{closing: make(chan struct{}), release: make(chan struct{})}
+	open := sys.NCCL
+	sys.NCCL = func(lib string) (measure.Backend, error) {
+		inner, err := open(lib)
+		b.Backend = inner
+		return b, err
+	}
+	reported := make(chan error, 1)
+	mine := errors.New("the verdict as delivered")
+	d := Doctor{Backend: "nccl", Knobs: doctor.Knobs{BWSize: 64 << 10, CopySize: 64 << 10, WorldSize: 64 << 10, LatSize: 4 << 10, Iters: 3, Quick: true},
+		RunFlags: DefaultRunFlags(), OnReport: func(rep *doctor.Report, err error) error {
+			select {
+			case <-b.closing:
+				t.Error("the world was closing before the verdict was delivered")
+			default:
+			}
+			if rep == nil || len(rep.Completed) == 0 {
+				t.Errorf("delivered %+v", rep)
+			}
+			reported <- err
+			return mine
+		}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sys.RunDoctor(context.Background(), d)
+		done <- err
+	}()
+	select {
+	case err := <-reported:
+		if err != nil {
+			t.Errorf("a healthy run's verdict came with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no verdict within a minute")
+	}
+	<-b.closing
+	close(b.release)
+	if err := <-done; err != mine {
+		t.Errorf("RunDoctor returned %v, want what OnReport returned", err)
 	}
 }

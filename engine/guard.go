@@ -185,6 +185,7 @@ func (g *Guard) OnFault(err error) {
 	if !first {
 		return
 	}
+	g.pw.MarkFaulted()
 	// The bound starts before anything that could block: an abort that
 	// never returns must not keep the process.
 	if g.f.OwnsProcess {
@@ -276,7 +277,9 @@ func (g *Guard) Settle(runErr error, rows int) error {
 		return nil
 	}
 	runErr = g.Cause(runErr, rows)
-	if g.pw.Multi() && !IsFault(runErr) {
+	if IsFault(runErr) {
+		g.pw.MarkFaulted()
+	} else if g.pw.Multi() {
 		g.pw.Ctl.Abort(runErr)
 	}
 	return runErr

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"collbench/backend/cpu"
@@ -25,6 +26,17 @@ type ProcessWorld struct {
 	// MPI is the process's MPI membership when mpirun started the world
 	// (MPI builds only); nil otherwise.
 	MPI *bootstrap.MPI
+	// faulted is set once a run of this world ended on a fault (a process
+	// failed, hung or went silent, or a signal stopped it): Close then does
+	// not wait on the others at MPI_Finalize.
+	faulted atomic.Bool
+}
+
+// MarkFaulted records that a run of this world ended on a fault.
+func (p *ProcessWorld) MarkFaulted() {
+	if p != nil {
+		p.faulted.Store(true)
+	}
 }
 
 // mpiFinalizeBound is how long a process waits for the others at
@@ -37,7 +49,9 @@ func (p *ProcessWorld) Close() {
 		return
 	}
 	_ = p.Ctl.Close()
-	if p.MPI != nil {
+	// After a fault MPI_Finalize cannot complete: a process it waits for
+	// has failed or hangs. MPI then ends with the process.
+	if p.MPI != nil && !p.faulted.Load() {
 		_ = p.MPI.Finalize(mpiFinalizeBound)
 	}
 }

@@ -13,13 +13,12 @@
 # make test-long's (make mpi-check).
 set -euo pipefail
 bin=${1:-bin/collbench-mpi}
-mpirun=(mpirun --oversubscribe -np 4)
-[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+# Every goroutine's stack if a process crashes.
+base=(mpirun --oversubscribe -np 4 -x GOTRACEBACK=all)
+[ "$(id -u)" = 0 ] && base+=(--allow-run-as-root)
 # mpirun ends the job at once when a process dies; a few seconds let the
 # others write their verdict first.
-mpirun+=(--mca odls_base_sigkill_timeout 10)
-# Every goroutine's stack if a process crashes.
-mpirun+=(-x GOTRACEBACK=all)
+mpirun=("${base[@]}" --mca odls_base_sigkill_timeout 10)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 SECONDS=0
@@ -96,7 +95,9 @@ fi
 grep -q "mpi backend.*: healthy" "$tmp/doctor.txt" || { cat "$tmp/doctor.txt"; fail "doctor --backend mpi did not say healthy"; }
 if [ "$quick" != 1 ]; then
 rc=0
-COLLBENCH_FAULTS="hang:3@30" timeout 180 "${mpirun[@]}" -x COLLBENCH_FAULTS "$bin" doctor --backend mpi --quick \
+# Here mpirun kills the job 5 s after the first process exits: the verdict
+# must be on disk by then, not wait for MPI to end (it waited 9 s).
+COLLBENCH_FAULTS="hang:3@30" timeout 180 "${base[@]}" --mca odls_base_sigkill_timeout 5 -x COLLBENCH_FAULTS "$bin" doctor --backend mpi --quick \
   -o "$tmp/doctor-hang.json" --timeout 8s --heartbeat-timeout 6s > "$tmp/doctor-hang.txt" 2>&1 || rc=$?
 [ "$rc" != 0 ] || fail "doctor --backend mpi with a hung rank exited 0"
 python3 - "$tmp/doctor-hang.json" <<'PY' || { cat "$tmp/doctor-hang.txt"; fail "doctor --backend mpi: the hung rank is not named in the report"; }

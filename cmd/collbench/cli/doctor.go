@@ -187,50 +187,58 @@ func doctorRun(o *DoctorOptions) error {
 	if !o.Quiet {
 		d.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench doctor: %s\n", s) }
 	}
-	var rep *doctor.Report
-	var runErr error
-	if model != nil {
-		rep, runErr = engine.Simulate(o.Ctx, engine.Simulation{Model: model, Knobs: d.Knobs, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
-	} else {
-		rep, runErr = o.Factory.RunDoctor(o.Ctx, d)
-	}
-	if rep == nil {
-		return runErr
-	}
-	var historyErr error
-	if o.History != "" {
-		var paths []string
-		paths, historyErr = rep.ApplyHistory(o.History, historyRules, time.Now(), Version)
-		if historyErr != nil {
-			historyErr = &engine.UsageError{Err: historyErr}
-		}
-		for _, p := range paths {
-			sayWrote(o.IO.ErrOut, "the node's history record", p)
-		}
-	}
-	for _, w := range []struct {
-		flag  string
-		write func(io.Writer) error
-	}{{"--output", rep.WriteJSON}, {"--prom", rep.WriteProm}, {"--html", rep.WriteHTML}} {
-		if t := targets[w.flag]; t != nil {
-			if err := writeTarget(o.IO.Out, t, true, w.write); err != nil {
-				return err
+	// deliver writes the verdict where it was asked for: the node's
+	// history, the files, and the report on stdout. It returns the error
+	// the command ends with. A run on the world calls it before its session
+	// closes (engine.Doctor.OnReport): after a fault, ending MPI waits on
+	// the processes that failed, and the launcher may kill this one first.
+	deliver := func(rep *doctor.Report, runErr error) error {
+		var historyErr error
+		if o.History != "" {
+			var paths []string
+			paths, historyErr = rep.ApplyHistory(o.History, historyRules, time.Now(), Version)
+			if historyErr != nil {
+				historyErr = &engine.UsageError{Err: historyErr}
+			}
+			for _, p := range paths {
+				sayWrote(o.IO.ErrOut, "the node's history record", p)
 			}
 		}
-	}
-	if o.Format == "json" {
-		err = rep.WriteJSON(o.IO.Out)
-	} else {
-		err = rep.WriteTextWith(o.IO.Out, evidence)
-	}
-	if err != nil {
-		return &engine.RunError{Err: err}
-	}
-	if historyErr != nil {
-		if runErr == nil {
-			return historyErr
+		for _, w := range []struct {
+			flag  string
+			write func(io.Writer) error
+		}{{"--output", rep.WriteJSON}, {"--prom", rep.WriteProm}, {"--html", rep.WriteHTML}} {
+			if t := targets[w.flag]; t != nil {
+				if err := writeTarget(o.IO.Out, t, true, w.write); err != nil {
+					return err
+				}
+			}
 		}
-		fmt.Fprintf(o.IO.ErrOut, "collbench: %v\n", historyErr)
+		var err error
+		if o.Format == "json" {
+			err = rep.WriteJSON(o.IO.Out)
+		} else {
+			err = rep.WriteTextWith(o.IO.Out, evidence)
+		}
+		if err != nil {
+			return &engine.RunError{Err: err}
+		}
+		if historyErr != nil {
+			if runErr == nil {
+				return historyErr
+			}
+			fmt.Fprintf(o.IO.ErrOut, "collbench: %v\n", historyErr)
+		}
+		return runErr
 	}
+	if model != nil {
+		rep, runErr := engine.Simulate(o.Ctx, engine.Simulation{Model: model, Knobs: d.Knobs, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
+		if rep == nil {
+			return runErr
+		}
+		return deliver(rep, runErr)
+	}
+	d.OnReport = deliver
+	_, runErr := o.Factory.RunDoctor(o.Ctx, d)
 	return runErr
 }
