@@ -22,7 +22,7 @@ help:
 	@echo "make man       write the man pages to man/ (one per command)"
 	@echo "make run       build, then a verified allreduce sweep (CPU backend where there is no GPU)"
 	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race -short, the report pages, a smoke run, each doctor drill once and the MPI check's short form (under 5 min on 2 cores)"
-	@echo "make test-long the long tiers: every unit test with -race, every drill at every place and a 64-process world, doctor on the cluster model at 1,024 hosts (full and quick), the whole MPI check (about 30 min)"
+	@echo "make test-long the long tiers: every unit test with -race, every drill at every place and a 64-process world, doctor on the cluster model at 1,024 hosts (full and quick), the whole MPI check (about 45 min)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
 	@echo "make simulate  doctor on the cluster model: every fault kind at 1,024 hosts x 8 GPUs, 10 seeds; clean seeds; the scale table to 4,096 hosts (about 10 min)"
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
@@ -152,7 +152,7 @@ drills-soak: build
 # at once on 1,024 hosts x 8 GPUs for 10 seeds, 10 clean seeded clusters,
 # both in full and in quick mode, and the table of rounds and modelled time
 # from 16 to 4,096 hosts (engine/testdata/simulate-scale.golden; UPDATE=1
-# rewrites it). About 16 minutes on 2 cores.
+# rewrites it). About 29 minutes on 2 cores (measured 2026-11-27).
 simulate:
 	COLLBENCH_SIMULATE=1 $(GO) test -count=1 -timeout 45m -run 'TestSimulate' -v ./engine $(if $(UPDATE),-args -update-simulate) | grep -E 'simulate_test|^(ok|FAIL|---|panic)'
 
