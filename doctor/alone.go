@@ -325,7 +325,7 @@ func (d *search) recordGPUs(figs map[int]GPUFigure) {
 		}
 		d.rep.GPUs = append(d.rep.GPUs, f)
 	}
-	for _, why := range sortedKeysS(unexpected) {
+	for _, why := range sortedKeys(unexpected) {
 		who := ranksWord(unexpected[why])
 		if len(unexpected[why]) == d.n && d.n > 1 {
 			who = fmt.Sprintf("all %d ranks", d.n)

@@ -68,7 +68,7 @@ var KnownModels = []string{"A100", "A800", "H100", "H800", "H200", "H20", "GH200
 
 // Validate checks every model key and share.
 func (e Expectations) Validate() error {
-	for _, model := range sortedKeysS(e) {
+	for _, model := range sortedKeys(e) {
 		x := e[model]
 		switch {
 		case !slices.Contains(KnownModels, model):

@@ -196,13 +196,13 @@ func (r settingRule) odd(hosts []HostFacts) []oddHost {
 	// The most common value; "" may be it (no NCCL variables set on most
 	// hosts), so the first value seen starts the count, not "".
 	common, most := "", 0
-	for _, v := range sortedKeysS(count) {
+	for _, v := range sortedKeys(count) {
 		if n := len(count[v]); n > most {
 			common, most = v, n
 		}
 	}
 	var out []oddHost
-	for _, v := range sortedKeysS(count) {
+	for _, v := range sortedKeys(count) {
 		if v != common {
 			for _, h := range count[v] {
 				out = append(out, oddHost{h, v, common})

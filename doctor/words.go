@@ -1,19 +1,12 @@
 package doctor
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
 
-func sortedKeysS[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
+// plural is word, with an s unless n is 1.
 func plural(n int, word string) string {
 	if n == 1 {
 		return word
@@ -21,6 +14,8 @@ func plural(n int, word string) string {
 	return word + "s"
 }
 
+// drop words v against its peers as a signed percentage, " (-49%)"; ""
+// without peers.
 func drop(v, peers float64) string {
 	if peers <= 0 {
 		return ""
@@ -28,8 +23,9 @@ func drop(v, peers float64) string {
 	return fmt.Sprintf(" (%+.0f%%)", (v/peers-1)*100)
 }
 
-func sortedKeys[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
+// sortedKeys is m's keys in order (an empty slice, not nil, for none).
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
@@ -37,6 +33,7 @@ func sortedKeys[V any](m map[int]V) []int {
 	return out
 }
 
+// mode is the most common of xs (the first to reach the top count).
 func mode(xs []string) string {
 	count := map[string]int{}
 	best := ""
@@ -49,6 +46,7 @@ func mode(xs []string) string {
 	return best
 }
 
+// medianInt is the median of the positive xs, rounded; 0 for none.
 func medianInt(xs []int) int {
 	f := make([]float64, 0, len(xs))
 	for _, x := range xs {
@@ -59,6 +57,7 @@ func medianInt(xs []int) int {
 	return int(median(f) + 0.5)
 }
 
+// median is the median of xs; 0 for none.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -71,6 +70,8 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// gb words a figure for a table: "-" for 0, else three significant
+// digits, or one decimal from 10 up.
 func gb(v float64) string {
 	if v == 0 {
 		return "-"
