@@ -9,6 +9,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/results"
+	"collbench/watchdog"
 )
 
 // DefaultLayouts are the layouts verify-groups checks when none is given:
@@ -79,31 +80,63 @@ const simpleCount = 64
 // VerifyGroups runs every collective inside every group of each layout:
 // first with rank r contributing r+1 everywhere, then with the random
 // patterns of the full check, and reports each layout's outcome.
+//
+// Every step reports each local rank's progress to the watchdog's board
+// in ctx, if any, so that a run longer than the watchdog's timeout is not
+// taken for a hang. When a step fails, the layout it was in says which
+// step (LayoutVerify.Stopped) and the layouts not reached are listed as
+// results.NotStarted.
 func VerifyGroups(ctx context.Context, b Backend, w World, layouts []Layout, hosts []string, opts VerifyOptions) ([]results.LayoutVerify, error) {
 	var out []results.LayoutVerify
-	for _, l := range layouts {
-		if err := ctx.Err(); err != nil {
+	board := watchdog.BoardFrom(ctx)
+	for i, l := range layouts {
+		err := ctx.Err()
+		if err == nil {
+			var lv results.LayoutVerify
+			lv, err = verifyLayout(ctx, b, w, board, l, hosts, opts)
+			out = append(out, lv)
+			if err != nil {
+				err = fmt.Errorf("layout %s: %w", l.Spec, err)
+				i++
+			}
+		}
+		if err != nil {
+			for _, rest := range layouts[i:] {
+				out = append(out, results.LayoutVerify{Name: rest.Spec, Groups: rest.Groups, Stopped: results.NotStarted})
+			}
 			return out, err
 		}
-		lv, err := verifyLayout(ctx, b, w, l, hosts, opts)
-		out = append(out, lv)
-		if err != nil {
-			return out, fmt.Errorf("layout %s: %w", l.Spec, err)
-		}
+	}
+	for _, r := range w.Ranks() {
+		board.For(r.WorldRank()).Begin("verify-groups", watchdog.Idle, 0)
 	}
 	return out, nil
 }
 
+// track puts every local rank of w on the board at what, in phase p.
+func track(board *watchdog.Board, w World, what string, p watchdog.Phase) {
+	for _, r := range w.Ranks() {
+		board.For(r.WorldRank()).Begin(what, p, 1)
+	}
+}
+
 // verifyLayout checks every collective in one layout of groups: each
 // group's communicator, every element of every result.
-func verifyLayout(ctx context.Context, b Backend, w World, l Layout, hosts []string, opts VerifyOptions) (results.LayoutVerify, error) {
+func verifyLayout(ctx context.Context, b Backend, w World, board *watchdog.Board, l Layout, hosts []string, opts VerifyOptions) (lv results.LayoutVerify, err error) {
 	n := w.Size()
-	lv := results.LayoutVerify{Name: l.Spec, Groups: l.Groups}
+	lv = results.LayoutVerify{Name: l.Spec, Groups: l.Groups}
 	for r := 0; r < n; r++ {
 		lv.Communicators = append(lv.Communicators, l.Info(r, hosts))
 	}
+	step := "forming its communicators"
+	defer func() {
+		if err != nil {
+			lv.Stopped = step
+		}
+	}()
 	gw := w
 	if len(l.Groups) > 1 {
+		track(board, w, "the communicators of layout "+l.Spec, watchdog.Setup)
 		sw, err := w.Split(l)
 		if err != nil {
 			return lv, err
@@ -122,6 +155,8 @@ func verifyLayout(ctx context.Context, b Backend, w World, l Layout, hosts []str
 			lv.Collectives = append(lv.Collectives, cv)
 			continue
 		}
+		step = c.String() + ", rank r contributes r+1"
+		track(board, gw, step+" in layout "+l.Spec, watchdog.Check)
 		wrong, ms, before, err := simpleCheck(gw, l, c)
 		if err != nil {
 			return lv, fmt.Errorf("%s, rank r contributes r+1: %w", c, err)
@@ -141,7 +176,8 @@ func verifyLayout(ctx context.Context, b Backend, w World, l Layout, hosts []str
 		if err != nil {
 			return lv, err
 		}
-		rn := &Runner{World: w, Grouped: gw, Layout: l, Plan: plan, Cases: cases}
+		step = c.String() + ", full check"
+		rn := &Runner{World: w, Grouped: gw, Layout: l, Plan: plan, Cases: cases, Board: board}
 		rows, err := rn.Run(ctx)
 		if err != nil {
 			return lv, fmt.Errorf("%s, full check: %w", c, err)

@@ -87,6 +87,9 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 	fmt.Fprintf(w, "# backend:  %s %s, %d ranks\n", b.Name, b.Version, v.Ranks)
 	fmt.Fprintln(w, "# checks:   every collective in every group; rank r contributes r+1, then random exact patterns (out-of-place and in-place)")
 	for _, l := range v.Layouts {
+		if l.Stopped == results.NotStarted {
+			continue // listed in the results and the summary
+		}
 		fmt.Fprintf(w, "#\n# layout %s: %s\n", l.Name, words.Groups(l.Groups))
 		if len(l.Communicators) > maxRankRows {
 			if err := rankRollup(w, l); err != nil {
@@ -121,7 +124,13 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 		fmt.Fprintln(w, "#\n# results")
 		tb := PlainTable(w)
 		header := []any{"layout", "groups"}
-		for _, c := range v.Layouts[0].Collectives {
+		widest := v.Layouts[0]
+		for _, l := range v.Layouts {
+			if len(l.Collectives) > len(widest.Collectives) {
+				widest = l
+			}
+		}
+		for _, c := range widest.Collectives {
 			header = append(header, c.Collective)
 		}
 		tb.Header(header...)
@@ -178,6 +187,8 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 	switch {
 	case mismatched:
 		status = "FAIL: some values did not match"
+	case v.Error != "" && stoppedIn(v) != "":
+		status = "FAIL: not every layout was checked: " + stoppedIn(v) + ": " + v.Error
 	case v.Error != "":
 		// Every value checked matched; the check did not finish.
 		status = "FAIL: not every layout was checked: " + v.Error
@@ -199,4 +210,35 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 	}
 	fmt.Fprintf(w, "# %s\n", status)
 	return nil
+}
+
+// stoppedIn says where a verify-groups run that stopped early stopped: the
+// layout and its step, and how many layouts it never reached. It is empty
+// for a result that does not say (written before Stopped existed).
+func stoppedIn(v *results.GroupVerification) string {
+	at := ""
+	var rest []string
+	for _, l := range v.Layouts {
+		switch l.Stopped {
+		case "":
+		case results.NotStarted:
+			rest = append(rest, l.Name)
+		default:
+			at = fmt.Sprintf("layout %s stopped at %s", l.Name, l.Stopped)
+		}
+	}
+	if len(rest) > 0 {
+		if at != "" {
+			at += "; "
+		}
+		count, noun := len(rest), "layouts"
+		if count == 1 {
+			noun = "layout"
+		}
+		if len(rest) > 4 {
+			rest = append(rest[:3], fmt.Sprintf("and %d more", len(rest)-3))
+		}
+		at += fmt.Sprintf("%d %s not started (%s)", count, noun, strings.Join(rest, ", "))
+	}
+	return at
 }

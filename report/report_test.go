@@ -11,6 +11,7 @@ import (
 	"collbench/internal/golden"
 
 	"collbench/internal/words"
+	"collbench/measure"
 	"collbench/results"
 )
 
@@ -171,6 +172,36 @@ func TestGroupVerificationGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "verify-groups.golden", b.Bytes())
+}
+
+// TestGroupVerificationStoppedGolden: a run stopped by the watchdog in
+// its second layout's last collective says where it stopped and which
+// layouts it never reached; the matrix keeps every column of the first
+// layout, and the layouts not reached get no rank table.
+func TestGroupVerificationStoppedGolden(t *testing.T) {
+	comms := func(groups [][]int) []results.CommInfo {
+		l := measure.Layout{Groups: groups}
+		var out []results.CommInfo
+		for r := range 4 {
+			out = append(out, l.Info(r, []string{"h0", "h0", "h0", "h0"}))
+		}
+		return out
+	}
+	passed := []results.CollectiveVerify{{Collective: "allreduce", Pass: true}, {Collective: "allgather", Pass: true}, {Collective: "hypercube", Pass: true}}
+	v := &results.GroupVerification{Tool: results.Tool{Name: "collbench", Version: "1.2.3"},
+		Backend: results.Backend{Name: "nccl", Version: "2.28.3"}, Ranks: 4,
+		Error: "watchdog: rank 3 (h0, GPU 0000:5d:00.0) has not finished the check of hypercube, rank r contributes r+1 in layout pairs after 5m0s; ranks 0-2 are waiting for it",
+		Layouts: []results.LayoutVerify{
+			{Name: "all", Groups: [][]int{{0, 1, 2, 3}}, Communicators: comms([][]int{{0, 1, 2, 3}}), Collectives: passed},
+			{Name: "pairs", Groups: [][]int{{0, 1}, {2, 3}}, Communicators: comms([][]int{{0, 1}, {2, 3}}), Collectives: passed[:2],
+				Stopped: "hypercube, rank r contributes r+1"},
+			{Name: "uneven", Groups: [][]int{{0, 1, 2}, {3}}, Stopped: results.NotStarted},
+			{Name: "singletons", Groups: [][]int{{0}, {1}, {2}, {3}}, Stopped: results.NotStarted}}}
+	var b bytes.Buffer
+	if err := WriteGroupVerification(&b, v); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "verify-groups-stopped.golden", b.Bytes())
 }
 
 // TestTopologyAndPeakGolden renders a table with a topology summary and the

@@ -600,7 +600,14 @@ type LayoutVerify struct {
 	AllReduce []BeforeAfter `json:"allreduce"`
 	// Collectives holds each collective's outcome, in run order.
 	Collectives []CollectiveVerify `json:"collectives"`
+	// Stopped is set when the run stopped in this layout or before it: the
+	// step that did not finish ("forming its communicators", "hypercube,
+	// full check"), or NotStarted.
+	Stopped string `json:"stopped,omitempty"`
 }
+
+// NotStarted is LayoutVerify.Stopped of a layout the run never reached.
+const NotStarted = "not started"
 
 // BeforeAfter is one rank's allreduce input and output.
 type BeforeAfter struct {

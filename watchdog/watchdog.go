@@ -34,9 +34,10 @@ const (
 	Check                // the verification operation and the check of its output
 	Barrier              // waiting for every rank of the world
 	Done                 // finished
+	Setup                // forming communicators or other state every rank of a group must join
 )
 
-var phaseNames = []string{"idle", "fill", "warmup", "timed", "check", "barrier", "done"}
+var phaseNames = []string{"idle", "fill", "warmup", "timed", "check", "barrier", "done", "setup"}
 
 func (p Phase) String() string {
 	if p < 0 || int(p) >= len(phaseNames) {
@@ -431,6 +432,11 @@ func doing(r Record) string {
 		return fmt.Sprintf("%s iteration %d", what, r.Iter)
 	case Barrier:
 		return "the barrier after " + what
+	case Setup:
+		if r.What == "" {
+			return "setting up"
+		}
+		return "setting up " + what
 	case Idle:
 		if r.What == "" {
 			return "setting up"

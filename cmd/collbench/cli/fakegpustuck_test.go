@@ -222,7 +222,34 @@ func TestFakeGPUVerifyGroupsThatStopsSaysSo(t *testing.T) {
 	if code != engine.ExitHung {
 		t.Fatalf("exit %d, want %d: %s", code, engine.ExitHung, errOut)
 	}
-	if s := out.String(); strings.Contains(s, "some values did not match") || !strings.Contains(s, "# FAIL: not every layout was checked: layout ") {
+	want := "# FAIL: not every layout was checked: layout uneven stopped at forming its communicators; " +
+		"3 layouts not started (reversed, interleaved, singletons): watchdog: "
+	if s := out.String(); strings.Contains(s, "some values did not match") || !strings.Contains(s, want) ||
+		!strings.Contains(s, "not finished setting up the communicators of layout uneven after 1s") {
+		t.Errorf("summary:\n%s\nwant a line with %q", s, want)
+	}
+}
+
+// TestFakeGPUVerifyGroupsLongerThanTheTimeout: verify-groups reports its
+// progress to the watchdog at every step, so a run that lasts several
+// times --timeout, with every step well inside it, is not taken for a
+// hang. (Before, nothing it ran was on the board: the watchdog fired once
+// the whole run passed --timeout.) Rank 2 waits 10 ms before each
+// operation it issues.
+func TestFakeGPUVerifyGroupsLongerThanTheTimeout(t *testing.T) {
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
+	env := f.Environ
+	f.Environ = func() []string { return append(env(), faults.EnvFaults+"=late-rank:2:10ms") }
+	start := time.Now()
+	code := run(t, f, "verify-groups", "--backend", "nccl", "--sizes", "1K", "--timeout", "1s", "--rank-list", "[[0,2],[1,3]]")
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("exit %d after %v: %s\n%s", code, took, errOut, out)
+	}
+	if took < 2*time.Second {
+		t.Errorf("the run took %v: the test needs one of at least twice the 1s timeout", took)
+	}
+	if s := out.String(); !strings.Contains(s, "# PASS: every value matched") {
 		t.Errorf("summary:\n%s", s)
 	}
 }
