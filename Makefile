@@ -13,7 +13,7 @@ export CGO_ENABLED := 1
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick unit-race unit-fakegpu pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins ptx clean
+.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick unit-race unit-fakegpu pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins plugin ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -30,7 +30,8 @@ help:
 	@echo "make scale     worlds of 64, 128 and 256 processes on this machine: formation, sweep, verify-groups, doctor, a stopped rank, memory, rank 0's sockets"
 	@echo "make rendezvous-scale  the bootstrap tree of 1,024, 4,096 and 8,192 in-process members, and rank 0's own cost"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
-	@echo "make gpu-bins  build bin/collbench and bin/nccl.test for a GPU machine"
+	@echo "make gpu-bins  build bin/collbench, bin/collbench-mpi, bin/nccl.test and the watch plugin for a GPU machine"
+	@echo "make plugin    build collbench watch's NCCL profiler plugin, bin/libcollbench-watch.so (NCCL_PROFILER_PLUGIN)"
 	@echo "make ptx       regenerate the embedded PTX from backend/nccl/kernels/verify.cu (clang)"
 	@echo "make fmt       gofmt the tree"
 
@@ -41,6 +42,14 @@ help:
 BUILDFLAGS ?=
 build:
 	$(GO) build $(BUILDFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/collbench
+
+# collbench watch's NCCL profiler plugin: a shared library any NCCL
+# application loads (NCCL_PROFILER_PLUGIN=bin/libcollbench-watch.so);
+# collbench watch --plugin-path finds it beside the binary.
+PLUGIN ?= $(dir $(BIN))libcollbench-watch.so
+plugin:
+	$(GO) build $(BUILDFLAGS) -buildmode=c-shared -o $(PLUGIN) ./cmd/collbench-watch-plugin
+	rm -f $(PLUGIN:.so=.h)
 
 # The MPI build (needs Debian's libopenmpi-dev): mpirun -np N bin/collbench-mpi ...
 MPI_CFLAGS = $(shell pkg-config --cflags ompi 2>/dev/null || echo -I/usr/lib/x86_64-linux-gnu/openmpi/include)
@@ -54,6 +63,8 @@ man: build
 install:
 	$(MAKE) --no-print-directory build man BUILDFLAGS=-trimpath
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/collbench
+	$(MAKE) --no-print-directory plugin BUILDFLAGS=-trimpath
+	install -D -m 0755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/collbench/libcollbench-watch.so
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
@@ -205,7 +216,7 @@ test-gpu:
 	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) gpu-bins; fi
 	scripts/gpu-test.sh
 
-gpu-bins: build build-mpi
+gpu-bins: build build-mpi plugin
 	$(GO) test -c -o bin/nccl.test ./backend/nccl
 
 # Regenerate the embedded PTX of the GPU fill/check kernels (needs clang with NVPTX).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -107,4 +108,27 @@ func (f *System) watchSink() *watch.Sender {
 		s.Close()
 	}
 	return actual.(*watch.Sender)
+}
+
+// WatchPluginName is the file name of collbench watch's NCCL profiler
+// plugin (make plugin).
+const WatchPluginName = "libcollbench-watch.so"
+
+// WatchPluginPath finds the watch plugin that goes with the collbench
+// executable at exe: beside it (make plugin, make gpu-bins), or in
+// ../lib/collbench (make install). Not found is a usage error saying how
+// to build it.
+func WatchPluginPath(exe string) (string, error) {
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	dir := filepath.Dir(exe)
+	tried := []string{filepath.Join(dir, WatchPluginName), filepath.Join(dir, "..", "lib", "collbench", WatchPluginName)}
+	for _, p := range tried {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return filepath.Clean(p), nil
+		}
+	}
+	return "", UsageErrorf("collbench watch's NCCL plugin is not installed (looked for %s and %s): build it with make plugin, or install it with make install",
+		tried[0], filepath.Clean(tried[1]))
 }

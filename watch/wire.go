@@ -139,6 +139,9 @@ func (s *Sender) loop(ctx context.Context) {
 		}
 		if conn == nil && time.Now().After(retry) {
 			c, err := s.connect(ctx)
+			if err != nil && ctx.Err() != nil {
+				return // closed while it dialled: nothing to say
+			}
 			if err != nil {
 				s.warn(err.Error())
 				retry = time.Now().Add(30 * time.Second)
@@ -215,6 +218,7 @@ type Server struct {
 	onFinding func(Finding)
 	onNote    func(string)
 	conns     atomic.Int64
+	received  atomic.Int64
 	maxConns  int64
 	wg        sync.WaitGroup
 }
@@ -333,6 +337,7 @@ func (s *Server) serve(c net.Conn) {
 			s.onNote(fmt.Sprintf("pid %d on %s sent a batch that does not read: dropped", h.PID, h.Host))
 			continue
 		}
+		s.received.Add(int64(len(batch)))
 		s.mu.Lock()
 		var out []Finding
 		for _, sum := range batch {
@@ -351,6 +356,9 @@ func (s *Server) Standing() []Finding {
 	defer s.mu.Unlock()
 	return s.c.Standing()
 }
+
+// Received counts the summaries read from the job's processes.
+func (s *Server) Received() int64 { return s.received.Load() }
 
 // Dropped counts the summaries the judge dropped (Collector.Dropped).
 func (s *Server) Dropped() int64 {

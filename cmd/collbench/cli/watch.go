@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -27,11 +28,15 @@ type WatchOptions struct {
 	For    time.Duration
 	Output string // -o: the JSON record
 	Prom   string // --prom: node-exporter's textfile
+	// PluginPath: print where the NCCL plugin is and stop.
+	PluginPath bool
+	// Executable is this program's path (os.Executable; tests set it).
+	Executable func() (string, error)
 }
 
 // NewCmdWatch builds `collbench watch`.
 func NewCmdWatch(f *Factory, runF func(*WatchOptions) error) *cobra.Command {
-	o := &WatchOptions{IO: f.IO, Factory: f}
+	o := &WatchOptions{IO: f.IO, Factory: f, Executable: os.Executable}
 	cmd := &cobra.Command{
 		Use:   "watch",
 		Short: "Collect a running job's summaries of its collectives and name a rank persistently later than its peers",
@@ -45,8 +50,10 @@ operation; and a line when it is no longer late.
 
 A job's process never waits for the collector: summaries that cannot be sent are
 dropped and counted, and a collector that does not answer or refuses the secret costs
-one line on the job's stderr. Today collbench's own cpu backend across processes
-sends summaries; NCCL applications will, through collbench's profiler plugin.
+one line on the job's stderr. collbench's own cpu backend sends summaries across
+processes; an NCCL application (PyTorch, for one) sends them through collbench's
+NCCL profiler plugin: set NCCL_PROFILER_PLUGIN to the path --plugin-path prints
+(make plugin builds it beside the binary, make install under lib/collbench).
 
 Each named rank comes with the doctor command that would confirm it on its node once
 drained. -o keeps a JSON record of every finding and of what stands, --prom the
@@ -55,8 +62,9 @@ each finding, so the files are valid at every instant.
 
 watch runs until interrupted, or for --for; it exits 1 when a rank stands named at
 the end.`,
-		Args:    noArgs,
-		Example: "  COLLBENCH_TOKEN=$SECRET collbench watch --listen :29600\n  COLLBENCH_TOKEN=$SECRET COLLBENCH_WATCH=node01:29600 collbench launch -n 4 -- sweep --backend cpu",
+		Args: noArgs,
+		Example: "  COLLBENCH_TOKEN=$SECRET collbench watch --listen :29600\n  COLLBENCH_TOKEN=$SECRET COLLBENCH_WATCH=node01:29600 collbench launch -n 4 -- sweep --backend cpu\n" +
+			"  NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path) COLLBENCH_WATCH=node01:29600 COLLBENCH_TOKEN=$SECRET torchrun --nproc-per-node 8 train.py",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()
 			if runF != nil {
@@ -70,6 +78,7 @@ the end.`,
 	fs.DurationVar(&o.For, "for", 0, "stop after this long (0: until interrupted)")
 	fs.StringVarP(&o.Output, "output", "o", "", "keep a JSON record of every finding and of what stands in FILE")
 	fs.StringVar(&o.Prom, "prom", "", "keep the standing findings for node-exporter's textfile collector in FILE")
+	fs.BoolVar(&o.PluginPath, "plugin-path", false, "print the path of the NCCL profiler plugin an application loads to send summaries (NCCL_PROFILER_PLUGIN), and exit")
 	return cmd
 }
 
@@ -78,6 +87,18 @@ the end.`,
 // latest record through writers that never hold the collector up; at the
 // end each is written within watchFinalWrite or named as not written.
 func watchRun(o *WatchOptions) error {
+	if o.PluginPath {
+		exe, err := o.Executable()
+		if err != nil {
+			return &engine.RunError{Err: fmt.Errorf("cannot tell where this program is: %v", err)}
+		}
+		p, err := engine.WatchPluginPath(exe)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(o.IO.Out, p)
+		return nil
+	}
 	type target struct {
 		w          *engine.LatestOutput
 		what, path string

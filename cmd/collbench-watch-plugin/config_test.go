@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"collbench/watch"
+)
+
+// TestNewSender: the plugin's reading of its environment. Without a
+// collector nothing is sent and nothing said; a malformed address or a
+// missing secret is one line and no sender; both given make a sender.
+func TestNewSender(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		send bool
+		says string
+	}{
+		{"nothing set", nil, false, ""},
+		{"no port", map[string]string{watch.EnvAddr: "node01", "COLLBENCH_TOKEN": "s"}, false, "is not host:port"},
+		{"port out of range", map[string]string{watch.EnvAddr: "node01:70000", "COLLBENCH_TOKEN": "s"}, false, "is not host:port"},
+		{"no host", map[string]string{watch.EnvAddr: ":29600", "COLLBENCH_TOKEN": "s"}, false, "is not host:port"},
+		{"no secret", map[string]string{watch.EnvAddr: "127.0.0.1:9"}, false, "without the job secret"},
+		{"secret file missing", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN_FILE": "/nonexistent/token"}, false, "without the job secret"},
+		{"both", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN": "s"}, true, ""},
+	} {
+		var lines []string
+		s := newSender(func(k string) string { return c.env[k] }, func(l string) { lines = append(lines, l) })
+		if (s != nil) != c.send {
+			t.Errorf("%s: sender %v, want one: %v", c.name, s != nil, c.send)
+		}
+		if s != nil {
+			s.Close()
+		}
+		switch {
+		case c.says == "" && len(lines) > 0:
+			t.Errorf("%s: said %q", c.name, lines)
+		case c.says != "" && (len(lines) != 1 || !strings.Contains(lines[0], c.says)):
+			t.Errorf("%s: said %q, want one line with %q", c.name, lines, c.says)
+		}
+	}
+}
+
+// TestConfigureWithoutACollector: configured without COLLBENCH_WATCH, the
+// NCCL side is off (it asks NCCL for no event), not left undecided.
+func TestConfigureWithoutACollector(t *testing.T) {
+	t.Setenv(watch.EnvAddr, "")
+	if got := enabled(); got != -1 {
+		t.Fatalf("before configuring: %d, want -1", got)
+	}
+	cbwConfigure()
+	if got := enabled(); got != 0 {
+		t.Errorf("after configuring without a collector: %d, want 0 (off)", got)
+	}
+}

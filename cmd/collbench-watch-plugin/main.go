@@ -1,0 +1,126 @@
+// Command collbench-watch-plugin is collbench watch's NCCL profiler plugin,
+// built as a shared library (make plugin: bin/libcollbench-watch.so) that
+// any NCCL application loads with NCCL_PROFILER_PLUGIN set to its path.
+// With COLLBENCH_WATCH=host:port and the job's secret (COLLBENCH_TOKEN or
+// COLLBENCH_TOKEN_FILE) it sends a summary of every collective of every
+// communicator in the process to that collector: when the rank handed it
+// to NCCL and when its kernel started and ended, the GPU's timer aligned
+// to the host's clock (watch.Aligner). Without COLLBENCH_WATCH it asks
+// NCCL for no event at all. It never makes the job wait: NCCL's calls
+// only write into a ring per communicator (plugin.c); a goroutine takes
+// finished operations from the rings and queues their summaries to
+// watch.Sender, which drops what it cannot send.
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../backend/nccl/profiler -O2
+#cgo LDFLAGS: -ldl
+#include "watchplugin.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"collbench/internal/hostclock"
+	"collbench/internal/secret"
+	"collbench/watch"
+)
+
+// pollEvery is how often the rings are read; giveUp how long an operation
+// may wait for its last kernel channel before it is dropped.
+const (
+	pollEvery = 20 * time.Millisecond
+	giveUp    = 10 * time.Second
+)
+
+var configure sync.Once
+
+// cbwConfigure reads the environment once, on NCCL's first call, and
+// enables the NCCL side when a collector and the job's secret are given.
+//
+//export cbwConfigure
+func cbwConfigure() {
+	configure.Do(func() {
+		s := newSender(os.Getenv, func(line string) { fmt.Fprintln(os.Stderr, line) })
+		if s == nil {
+			C.cbw_enable(0)
+			return
+		}
+		C.cbw_enable(1)
+		go collect(s, hostclock.ID()+"/monotonic")
+	})
+}
+
+// newSender is the sender to the collector getenv names, or nil: without
+// COLLBENCH_WATCH silently, with a malformed address or without the
+// secret after one line.
+func newSender(getenv func(string) string, warn func(string)) *watch.Sender {
+	addr := getenv(watch.EnvAddr)
+	if addr == "" {
+		return nil
+	}
+	if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || !validPort(port) {
+		warn(fmt.Sprintf("collbench watch plugin: %s=%q is not host:port; nothing is sent, the job runs on", watch.EnvAddr, addr))
+		return nil
+	}
+	key, err := secret.Load(getenv)
+	if err != nil || len(key) == 0 {
+		warn(fmt.Sprintf("collbench watch plugin: %s is set without the job secret (%s or %s); nothing is sent, the job runs on",
+			watch.EnvAddr, secret.EnvToken, secret.EnvTokenFile))
+		return nil
+	}
+	me, _ := os.Hostname()
+	return watch.NewSender(watch.SenderOptions{Addr: addr, Key: key, Host: me, PID: os.Getpid(), Warn: warn})
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n < 65536
+}
+
+// collect takes finished operations from every communicator's ring, places
+// their kernels on the host's clock and queues their summaries, forever.
+func collect(s *watch.Sender, clock string) {
+	me, _ := os.Hostname()
+	aligners := map[int]*watch.Aligner{}
+	buf := make([]C.cbw_done, C.CBW_SLOTS)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for range tick.C {
+		older := int64(C.cbw_now()) - giveUp.Nanoseconds()
+		for i := range int(C.cbw_contexts()) {
+			var info C.cbw_info
+			if C.cbw_context(C.int(i), &info) != 0 {
+				continue
+			}
+			a := aligners[i]
+			if a == nil {
+				a = &watch.Aligner{}
+				aligners[i] = a
+			}
+			n := int(C.cbw_take(C.int(i), C.int64_t(older), &buf[0], C.int(len(buf))))
+			for _, d := range buf[:n] {
+				op := watch.KernelOp{Seq: uint64(d.seq), IssueNS: int64(d.issue), GPUStart: int64(d.gpu_start),
+					GPUStop: int64(d.gpu_stop), SeenMinusGPU: int64(d.seen_minus_gpu)}
+				start, end, errNS, ok := a.Place(op)
+				if !ok {
+					continue
+				}
+				s.Send(watch.Summary{Comm: uint64(info.hash), Seq: op.Seq, Ranks: int(info.ranks), Rank: int(info.rank),
+					Host: me, GPU: C.GoString(&info.bus[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Clock: clock})
+			}
+		}
+	}
+}
+
+// enabled says whether the NCCL side records: 1 yes, 0 no, -1 not
+// configured yet.
+func enabled() int { return int(C.cbw_enabled()) }
+
+func main() {}

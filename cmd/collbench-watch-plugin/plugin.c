@@ -1,0 +1,298 @@
+// plugin.c: the NCCL side of collbench's watch plugin. NCCL calls it on
+// the application's threads and its proxy thread; it only writes each
+// operation's times into a ring per communicator, never blocks, never
+// allocates after init and never calls into Go. The Go side (main.go)
+// collects finished operations from the rings and sends their summaries.
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "_cgo_export.h"
+#include "abi.h"
+#include "watchplugin.h"
+
+enum { KIND_OP = 0x7761, KIND_CH = 0x7763 };
+enum { FREE = 0, OPEN, DONE };
+
+typedef struct cbw_op cbw_op;
+
+// cbw_ch is the handle NCCL gets for every kernel channel of one operation.
+typedef struct {
+	int kind;
+	cbw_op *op;
+} cbw_ch;
+
+struct cbw_op {
+	int kind;
+	atomic_int state;
+	uint64_t seq;
+	int64_t issue;
+	int channels; // as NCCL announced them; 0 when it did not say
+	atomic_int started, stopped, coll_stopped;
+	_Atomic int64_t gpu_start, gpu_stop, seen_minus_gpu;
+	cbw_ch ch;
+};
+
+struct cbw_ctx {
+	uint64_t hash;
+	int rank, ranks;
+	char bus[32];
+	atomic_ullong head;
+	atomic_int dropped;
+	cbw_op ops[CBW_SLOTS];
+};
+
+static cbw_ctx *contexts[CBW_MAX_CONTEXTS];
+static atomic_int ncontexts, nrefused;
+static atomic_int enabled = -1; // -1: not decided yet
+
+static int64_t host_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + (int64_t)ts.tv_nsec;
+}
+
+static void atomic_min64(_Atomic int64_t *p, int64_t v) {
+	int64_t cur = atomic_load(p);
+	while (v < cur && !atomic_compare_exchange_weak(p, &cur, v)) {
+	}
+}
+
+static void atomic_max64(_Atomic int64_t *p, int64_t v) {
+	int64_t cur = atomic_load(p);
+	while (v > cur && !atomic_compare_exchange_weak(p, &cur, v)) {
+	}
+}
+
+// gpu_bus_id writes the PCI bus id of the calling thread's current CUDA
+// device (NCCL creates a communicator on its device's thread), or "" when
+// the driver cannot say. The driver's functions are looked up at run time.
+static void gpu_bus_id(char *out, int n) {
+	typedef int (*get_device_fn)(int *);
+	typedef int (*bus_id_fn)(char *, int, int);
+	out[0] = 0;
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (h == NULL) {
+		return;
+	}
+	get_device_fn get_device = (get_device_fn)dlsym(h, "cuCtxGetDevice");
+	bus_id_fn bus_id = (bus_id_fn)dlsym(h, "cuDeviceGetPCIBusId");
+	int dev = -1;
+	if (get_device != NULL && bus_id != NULL && get_device(&dev) == 0 && bus_id(out, n, dev) != 0) {
+		out[0] = 0;
+	}
+	dlclose(h);
+}
+
+void cbw_enable(int on) { atomic_store(&enabled, on); }
+
+int cbw_enabled(void) { return atomic_load(&enabled); }
+
+static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, int rank) {
+	*ctx = NULL;
+	if (atomic_load(&enabled) == -1) {
+		cbwConfigure(); // the Go side reads the environment once, then enables or not
+	}
+	if (atomic_load(&enabled) != 1) {
+		if (mask != NULL) {
+			*mask = 0; // nothing asked of NCCL: the plugin does nothing
+		}
+		return 0;
+	}
+	int i = atomic_fetch_add(&ncontexts, 1);
+	cbw_ctx *c = NULL;
+	if (i < CBW_MAX_CONTEXTS) {
+		c = calloc(1, sizeof(cbw_ctx));
+	}
+	if (c == NULL) {
+		atomic_fetch_add(&nrefused, 1);
+		if (i >= CBW_MAX_CONTEXTS) {
+			atomic_fetch_sub(&ncontexts, 1);
+		}
+		if (mask != NULL) {
+			*mask = 0;
+		}
+		return 0;
+	}
+	c->hash = hash;
+	c->rank = rank;
+	c->ranks = ranks;
+	gpu_bus_id(c->bus, sizeof(c->bus));
+	for (int s = 0; s < CBW_SLOTS; s++) {
+		c->ops[s].kind = KIND_OP;
+		c->ops[s].ch.kind = KIND_CH;
+		c->ops[s].ch.op = &c->ops[s];
+	}
+	// Published last: the collector reads contexts[i] once it is set.
+	__atomic_store_n(&contexts[i], c, __ATOMIC_RELEASE);
+	*ctx = c;
+	if (mask != NULL) {
+		*mask = CBP_COLL | CBP_KERNEL_CH;
+	}
+	return 0;
+}
+
+static void finish(cbw_op *op) {
+	int open = OPEN;
+	atomic_compare_exchange_strong(&op->state, &open, DONE);
+}
+
+// maybe_done marks op finished once every channel NCCL announced has
+// stopped, or, where it announced none, once the operation has stopped
+// and every channel that started has.
+static void maybe_done(cbw_op *op) {
+	int started = atomic_load(&op->started), stopped = atomic_load(&op->stopped);
+	if (stopped == 0) {
+		return;
+	}
+	if ((op->channels > 0 && stopped >= op->channels) || (atomic_load(&op->coll_stopped) && stopped >= started)) {
+		finish(op);
+	}
+}
+
+static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *parent, const cbp_detail *d) {
+	*handle = NULL;
+	cbw_ctx *c = (cbw_ctx *)ctx;
+	if (c == NULL) {
+		return 0;
+	}
+	if (type == CBP_COLL) {
+		uint64_t at = atomic_fetch_add(&c->head, 1);
+		cbw_op *op = &c->ops[at % CBW_SLOTS];
+		if (atomic_load(&op->state) != FREE) {
+			atomic_fetch_add(&c->dropped, 1); // the collector is behind: this one is not recorded
+			return 0;
+		}
+		op->seq = d->coll.seq;
+		op->channels = d->coll.nChannels;
+		atomic_store(&op->started, 0);
+		atomic_store(&op->stopped, 0);
+		atomic_store(&op->coll_stopped, 0);
+		atomic_store(&op->gpu_start, INT64_MAX);
+		atomic_store(&op->gpu_stop, INT64_MIN);
+		atomic_store(&op->seen_minus_gpu, INT64_MAX);
+		op->issue = host_ns(); // handed to NCCL: before its kernel starts
+		atomic_store(&op->state, OPEN);
+		*handle = op;
+		return 0;
+	}
+	if (type == CBP_KERNEL_CH && parent != NULL && ((cbw_op *)parent)->kind == KIND_OP) {
+		cbw_op *op = (cbw_op *)parent;
+		if (atomic_load(&op->state) != OPEN) {
+			return 0;
+		}
+		// NCCL's proxy reports the start once it has seen it: after it.
+		int64_t seen = host_ns(), g = (int64_t)d->kernelCh.gpuTimer;
+		atomic_min64(&op->gpu_start, g);
+		atomic_min64(&op->seen_minus_gpu, seen - g);
+		atomic_fetch_add(&op->started, 1);
+		*handle = &op->ch;
+	}
+	return 0;
+}
+
+static cbp_result stop_event(void *handle) {
+	if (handle == NULL) {
+		return 0;
+	}
+	int kind = *(int *)handle;
+	if (kind == KIND_OP) {
+		cbw_op *op = (cbw_op *)handle;
+		atomic_store(&op->coll_stopped, 1);
+		maybe_done(op);
+	} else if (kind == KIND_CH) {
+		cbw_op *op = ((cbw_ch *)handle)->op;
+		atomic_fetch_add(&op->stopped, 1);
+		maybe_done(op);
+	}
+	return 0;
+}
+
+static cbp_result record_state(void *handle, int state, cbp_state_args *args) {
+	if (handle == NULL || args == NULL || *(int *)handle != KIND_CH || state != CBP_STATE_KERNEL_CH_STOP) {
+		return 0;
+	}
+	cbw_op *op = ((cbw_ch *)handle)->op;
+	int64_t seen = host_ns(), g = (int64_t)args->kernelCh.gpuTimer;
+	atomic_max64(&op->gpu_stop, g);
+	atomic_min64(&op->seen_minus_gpu, seen - g);
+	return 0;
+}
+
+static cbp_result finalize(void *ctx) {
+	// The context stays allocated: the collector may still be reading it,
+	// and NCCL makes few communicators.
+	(void)ctx;
+	return 0;
+}
+
+static cbp_result init_v4(void **ctx, int *mask, const char *name, uint64_t hash, int nodes, int ranks, int rank, cbp_logger log) {
+	(void)name, (void)nodes, (void)log;
+	return init_common(ctx, mask, hash, ranks, rank);
+}
+
+static cbp_result init_v5(void **ctx, uint64_t id, int *mask, const char *name, int nodes, int ranks, int rank, cbp_logger log) {
+	(void)name, (void)nodes, (void)log;
+	return init_common(ctx, mask, id, ranks, rank);
+}
+
+static cbp_result start_v4(void *ctx, void **handle, cbp_descr_v4 *d) { return start_common(ctx, handle, d->type, d->parent, &d->d); }
+
+static cbp_result start_v5(void *ctx, void **handle, cbp_descr_v5 *d) { return start_common(ctx, handle, d->type, d->parent, &d->d); }
+
+cbp_plugin_v4 ncclProfiler_v4 = {"collbench-watch", init_v4, start_v4, stop_event, record_state, finalize};
+cbp_plugin_v5 ncclProfiler_v5 = {"collbench-watch", init_v5, start_v5, stop_event, record_state, finalize};
+
+int cbw_contexts(void) {
+	int n = atomic_load(&ncontexts);
+	return n > CBW_MAX_CONTEXTS ? CBW_MAX_CONTEXTS : n;
+}
+
+int cbw_refused(void) { return atomic_load(&nrefused); }
+
+int cbw_context(int i, cbw_info *out) {
+	if (i < 0 || i >= CBW_MAX_CONTEXTS) {
+		return -1;
+	}
+	cbw_ctx *c = __atomic_load_n(&contexts[i], __ATOMIC_ACQUIRE);
+	if (c == NULL) {
+		return -1;
+	}
+	out->hash = c->hash;
+	out->rank = c->rank;
+	out->ranks = c->ranks;
+	out->dropped = atomic_load(&c->dropped);
+	memcpy(out->bus, c->bus, sizeof(out->bus));
+	return 0;
+}
+
+int cbw_take(int i, int64_t older_than, cbw_done *out, int max) {
+	cbw_ctx *c = (i >= 0 && i < CBW_MAX_CONTEXTS) ? __atomic_load_n(&contexts[i], __ATOMIC_ACQUIRE) : NULL;
+	if (c == NULL) {
+		return 0;
+	}
+	int n = 0;
+	for (int s = 0; s < CBW_SLOTS && n < max; s++) {
+		cbw_op *op = &c->ops[s];
+		int st = atomic_load(&op->state);
+		if (st == DONE) {
+			cbw_done *o = &out[n++];
+			o->seq = op->seq;
+			o->issue = op->issue;
+			o->gpu_start = atomic_load(&op->gpu_start);
+			o->gpu_stop = atomic_load(&op->gpu_stop);
+			o->seen_minus_gpu = atomic_load(&op->seen_minus_gpu);
+			atomic_store(&op->state, FREE);
+		} else if (st == OPEN && op->issue < older_than) {
+			// Its channels were never all reported: given up, counted.
+			atomic_fetch_add(&c->dropped, 1);
+			atomic_store(&op->state, FREE);
+		}
+	}
+	return n;
+}
+
+int64_t cbw_now(void) { return host_ns(); }

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"collbench/watch"
+)
+
+// The plugin is tested as NCCL uses it: built as a shared library, loaded
+// with dlopen into processes of their own (testdata/harness.c plays NCCL,
+// one process per rank), sending to a collector over TCP with the job's
+// secret. A Go test process cannot load it itself (one Go runtime per
+// process).
+
+var (
+	buildOnce            sync.Once
+	libPath, harnessPath string
+	buildErr             error
+)
+
+// built returns the plugin library and the harness, built once per test
+// binary; the test is skipped without a C compiler.
+func built(t *testing.T) (string, string) {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build the test's NCCL stand-in")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "collbench-watch-plugin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		libPath, harnessPath = filepath.Join(dir, "libcollbench-watch.so"), filepath.Join(dir, "harness")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("no go command to build the plugin: %v", err)
+			return
+		}
+		if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", libPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the plugin: %v\n%s", err, out)
+			return
+		}
+		if out, err := exec.Command(cc, "-O2", "-Wall", "-o", harnessPath, "testdata/harness.c", "-ldl").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the harness: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return libPath, harnessPath
+}
+
+// job is one run of the harness: ranks processes of one communicator.
+type job struct {
+	version  int // the profiler interface NCCL offers: 5 or 4
+	ranks    int
+	ops      int
+	periodUS int
+	lateRank int   // -1: nobody
+	lateUS   int64 // the late rank's kernels start this much late (negative: it issues late)
+	lateFrom int
+	env      []string // COLLBENCH_WATCH and the secret, as the job has them
+}
+
+type ran struct {
+	masks  []string // the activation mask each rank's plugin asked for
+	stderr []string
+}
+
+func (j job) run(t *testing.T) ran {
+	t.Helper()
+	lib, harness := built(t)
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	base := ts.Nano() + int64(300*time.Millisecond) // every rank shares the timeline
+	out := ran{masks: make([]string, j.ranks), stderr: make([]string, j.ranks)}
+	var wg sync.WaitGroup
+	for r := range j.ranks {
+		// Each rank's GPU timer is 37 ms further behind the host's clock:
+		// unaligned, rank 0 would look late by tens of milliseconds.
+		cmd := exec.Command(harness, lib, fmt.Sprint(j.version), fmt.Sprint(r), fmt.Sprint(j.ranks), fmt.Sprint(base),
+			fmt.Sprint(j.periodUS), fmt.Sprint(j.ops), fmt.Sprint(r*37), fmt.Sprint(j.lateRank), fmt.Sprint(j.lateUS), fmt.Sprint(j.lateFrom))
+		cmd.Env = append(os.Environ(), j.env...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("rank %d: %v\n%s", r, err, e.String())
+			}
+			out.masks[r] = strings.TrimSpace(o.String())
+			out.stderr[r] = e.String()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// collector listens for the job; findings returns what it named, notes
+// the processes it refused, received how many summaries it read.
+func collector(t *testing.T, key string) (addr string, findings func() []watch.Finding, notes func() []string, received func() int64) {
+	t.Helper()
+	var mu sync.Mutex
+	var fs []watch.Finding
+	var ns []string
+	s, err := watch.Listen("127.0.0.1:0", []byte(key), watch.ServerOptions{
+		OnFinding: func(f watch.Finding) { mu.Lock(); fs = append(fs, f); mu.Unlock() },
+		OnNote:    func(n string) { mu.Lock(); ns = append(ns, n); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s.Addr(), func() []watch.Finding {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]watch.Finding(nil), fs...)
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), ns...)
+		}, s.Received
+}
+
+// TestPluginNamesTheLateRank: four processes of one communicator with
+// GPU timers 37 ms apart; a rank planted late (its GPU starting each
+// kernel 2 ms after its peers', or its process issuing 2 ms late) from
+// operation 40 on, at the first, a middle and the last rank, under both
+// profiler interface versions, is named with the right cause, by about
+// the planted lateness, and nobody else is; a clean job names nobody.
+func TestPluginNamesTheLateRank(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		version int
+		late    int
+		us      int64
+		cause   watch.Cause
+	}{
+		{"clean", 5, -1, 0, ""},
+		{"GPU of rank 0 late", 5, 0, 2000, watch.CauseGPU},
+		{"GPU of rank 2 late, interface v4", 4, 2, 2000, watch.CauseGPU},
+		{"rank 3 issues late", 5, 3, -2000, watch.CauseIssue},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			addr, findings, _, received := collector(t, "job-secret")
+			j := job{version: c.version, ranks: 4, ops: 120, periodUS: 3000, lateRank: c.late, lateUS: c.us, lateFrom: 40,
+				env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}}
+			got := j.run(t)
+			for r, m := range got.masks {
+				if m != "mask 66" { // collectives and kernel channels
+					t.Errorf("rank %d: %q, want the plugin to ask for collectives and kernel channels (mask 66)", r, m)
+				}
+				if got.stderr[r] != "" {
+					t.Errorf("rank %d wrote to stderr: %s", r, got.stderr[r])
+				}
+			}
+			// Every operation of every rank reaches the collector.
+			want := int64(j.ranks * j.ops)
+			for deadline := time.Now().Add(3 * time.Second); received() < want && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := received(); n != want {
+				t.Errorf("the collector read %d summaries, want %d (%d ranks x %d operations)", n, want, j.ranks, j.ops)
+			}
+			fs := findings()
+			if c.late < 0 {
+				if len(fs) > 0 {
+					t.Errorf("a clean job named %d: %v", len(fs), fs[0])
+				}
+				return
+			}
+			if len(fs) == 0 {
+				t.Fatalf("rank %d planted %d us late was not named", c.late, c.us)
+			}
+			for _, f := range fs {
+				if f.Rank != c.late || f.Cleared {
+					t.Errorf("named %v; planted: rank %d", f, c.late)
+					continue
+				}
+				if f.Cause != c.cause {
+					t.Errorf("cause %q, want %q: %v", f.Cause, c.cause, f)
+				}
+				if f.By < 1500*time.Microsecond || f.By > 2500*time.Microsecond {
+					t.Errorf("late by %v, planted 2ms: %v", f.By, f)
+				}
+				if f.SinceSeq < 40 {
+					t.Errorf("late since operation %d, planted from 40: %v", f.SinceSeq, f)
+				}
+			}
+		})
+	}
+}
+
+// TestPluginWithoutItsEnvironment: without COLLBENCH_WATCH the plugin asks
+// NCCL for no event at all and says nothing; with a malformed address or
+// without the secret it says so in one line and asks for nothing; with a
+// wrong secret the collector refuses it, the job's stderr has one line,
+// and the job runs to its end.
+func TestPluginWithoutItsEnvironment(t *testing.T) {
+	addr, findings, notes, received := collector(t, "job-secret")
+	for _, c := range []struct {
+		name, mask, says string
+		env              []string
+	}{
+		{"no collector", "mask 0", "", nil},
+		{"malformed address", "mask 0", "is not host:port", []string{watch.EnvAddr + "=nowhere", "COLLBENCH_TOKEN=job-secret"}},
+		{"no secret", "mask 0", "without the job secret", []string{watch.EnvAddr + "=" + addr}},
+		{"wrong secret", "mask 66", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := job{version: 5, ranks: 2, ops: 20, periodUS: 2000, lateRank: 1, lateUS: 3000, env: c.env}
+			got := j.run(t)
+			for r := range got.masks {
+				if got.masks[r] != c.mask {
+					t.Errorf("rank %d: %q, want %q", r, got.masks[r], c.mask)
+				}
+				lines := strings.Split(strings.TrimSpace(got.stderr[r]), "\n")
+				switch {
+				case c.says == "" && got.stderr[r] != "":
+					t.Errorf("rank %d wrote: %s", r, got.stderr[r])
+				case c.says != "" && (len(lines) != 1 || !strings.Contains(lines[0], c.says)):
+					t.Errorf("rank %d wrote %q, want one line with %q", r, got.stderr[r], c.says)
+				}
+			}
+		})
+	}
+	if fs, n := findings(), received(); len(fs) > 0 || n > 0 {
+		t.Errorf("the collector read %d summaries from processes it should not have heard (findings: %v)", n, fs)
+	}
+	if ns := notes(); len(ns) == 0 {
+		t.Error("the collector said nothing of the processes with the wrong secret")
+	}
+}

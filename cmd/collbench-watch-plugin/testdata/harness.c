@@ -1,0 +1,148 @@
+// harness.c plays NCCL for the watch plugin's test: one process is one
+// rank of one communicator. It loads the plugin as NCCL does (dlopen of
+// NCCL_PROFILER_PLUGIN, then ncclProfiler_v5 or _v4) and runs ops
+// collectives on a timeline every rank shares: operation i is issued at
+// base + i * period on CLOCK_MONOTONIC, its kernel starts lag us later
+// (plus LATE_US on the late rank, from operation LATE_FROM on; a negative
+// LATE_US issues the operation that much later instead) and runs
+// for 20 us; the GPU's timer is the host's clock minus skew ms. Each
+// channel's start and stop are reported a little after they happen, as
+// NCCL's proxy does. It prints the activation mask the plugin asked for.
+//
+//   harness PLUGIN VERSION RANK RANKS BASE_NS PERIOD_US OPS SKEW_MS LATE_RANK LATE_US LATE_FROM
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+	uint64_t seqNumber; const char *func; const void *sendBuff; void *recvBuff; size_t count; int root;
+	const char *datatype; uint8_t nChannels; uint8_t nWarps; const char *algo; const char *proto; void *parentGroup;
+} h_coll;
+typedef struct { uint8_t channelId; uint64_t pTimer; } h_kernel;
+typedef union { h_coll coll; h_kernel kernelCh; char pad[120]; } h_union;
+typedef struct { uint8_t type; void *parentObj; int rank; h_union u; } h_descr4;
+typedef struct { uint64_t type; void *parentObj; int rank; h_union u; } h_descr5;
+typedef union { struct { uint64_t pTimer; } kernelCh; char pad[16]; } h_state;
+typedef struct {
+	const char *name;
+	int (*init)(void **, int *, const char *, uint64_t, int, int, int, void *);
+	int (*startEvent)(void *, void **, h_descr4 *);
+	int (*stopEvent)(void *);
+	int (*recordEventState)(void *, int, h_state *);
+	int (*finalize)(void *);
+} h_v4;
+typedef struct {
+	const char *name;
+	int (*init)(void **, uint64_t, int *, const char *, int, int, int, void *);
+	int (*startEvent)(void *, void **, h_descr5 *);
+	int (*stopEvent)(void *);
+	int (*recordEventState)(void *, int, h_state *);
+	int (*finalize)(void *);
+} h_v5;
+
+static int version;
+static void *plugin;
+
+static int64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void sleep_until(int64_t t) {
+	struct timespec ts = {t / 1000000000ll, t % 1000000000ll};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+	}
+}
+
+static void *start(void *ctx, int type, void *parent, int rank, h_union *u) {
+	void *h = NULL;
+	if (version == 5) {
+		h_descr5 d;
+		memset(&d, 0, sizeof d);
+		d.type = type, d.parentObj = parent, d.rank = rank, d.u = *u;
+		((h_v5 *)plugin)->startEvent(ctx, &h, &d);
+	} else {
+		h_descr4 d;
+		memset(&d, 0, sizeof d);
+		d.type = (uint8_t)type, d.parentObj = parent, d.rank = rank, d.u = *u;
+		((h_v4 *)plugin)->startEvent(ctx, &h, &d);
+	}
+	return h;
+}
+
+static void stop(void *h) {
+	if (h != NULL) ((h_v5 *)plugin)->stopEvent(h); // same place in both versions
+}
+
+static void record(void *h, int state, h_state *a) {
+	if (h != NULL) ((h_v5 *)plugin)->recordEventState(h, state, a);
+}
+
+int main(int argc, char **argv) {
+	if (argc != 12) {
+		fprintf(stderr, "usage: harness PLUGIN VERSION RANK RANKS BASE_NS PERIOD_US OPS SKEW_MS LATE_RANK LATE_US LATE_FROM\n");
+		return 2;
+	}
+	int want = atoi(argv[2]), rank = atoi(argv[3]), ranks = atoi(argv[4]);
+	int64_t base = atoll(argv[5]), period = atoll(argv[6]) * 1000, skew = atoll(argv[8]) * 1000000;
+	int ops = atoi(argv[7]), late_rank = atoi(argv[9]), late_from = atoi(argv[11]);
+	int64_t late = atoll(argv[10]) * 1000;
+	void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL) {
+		fprintf(stderr, "harness: %s\n", dlerror());
+		return 1;
+	}
+	if (want >= 5 && (plugin = dlsym(lib, "ncclProfiler_v5")) != NULL) version = 5;
+	else if ((plugin = dlsym(lib, "ncclProfiler_v4")) != NULL) version = 4;
+	else {
+		fprintf(stderr, "harness: no profiler interface in %s\n", argv[1]);
+		return 1;
+	}
+	void *ctx = NULL;
+	int mask = -1;
+	const uint64_t hash = 0x5eed0000c0ffeeull;
+	if (version == 5) ((h_v5 *)plugin)->init(&ctx, hash, &mask, "test", 1, ranks, rank, NULL);
+	else ((h_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
+	printf("mask %d\n", mask);
+	fflush(stdout);
+	for (int i = 0; i < ops; i++) {
+		int late_now = rank == late_rank && i >= late_from;
+		int64_t issue = base + i * period + ((late_now && late < 0) ? -late : 0);
+		sleep_until(issue);
+		h_union u;
+		memset(&u, 0, sizeof u);
+		u.coll.seqNumber = (uint64_t)i, u.coll.func = "AllReduce", u.coll.count = 1024, u.coll.datatype = "ncclFloat32";
+		u.coll.nChannels = 2, u.coll.algo = "RING", u.coll.proto = "LL";
+		void *coll = (mask & (1 << 1)) ? start(ctx, 1 << 1, NULL, rank, &u) : NULL;
+		int64_t kstart = now_ns() + 30000 + ((late_now && late > 0) ? late : 0);
+		int64_t kstop = kstart + 20000;
+		if (mask & (1 << 6)) {
+			void *ch[2];
+			sleep_until(kstart + 5000);
+			for (int c = 0; c < 2; c++) {
+				h_union k;
+				memset(&k, 0, sizeof k);
+				k.kernelCh.channelId = (uint8_t)c, k.kernelCh.pTimer = (uint64_t)(kstart + c * 1000 - skew);
+				ch[c] = start(ctx, 1 << 6, coll, rank, &k);
+			}
+			sleep_until(kstop + 5000);
+			for (int c = 0; c < 2; c++) {
+				h_state a;
+				memset(&a, 0, sizeof a);
+				a.kernelCh.pTimer = (uint64_t)(kstop - skew);
+				record(ch[c], 22, &a);
+				stop(ch[c]);
+			}
+		}
+		stop(coll);
+	}
+	// A job runs on: give the plugin's collector time to send the last ones.
+	sleep_until(now_ns() + 400000000ll);
+	if (version == 5) ((h_v5 *)plugin)->finalize(ctx);
+	else ((h_v4 *)plugin)->finalize(ctx);
+	return 0;
+}

@@ -1,0 +1,38 @@
+// watchplugin.h: what the watch plugin's NCCL side (plugin.c) hands its Go
+// side (main.go).
+#ifndef COLLBENCH_WATCH_PLUGIN_H
+#define COLLBENCH_WATCH_PLUGIN_H
+
+#include <stdint.h>
+
+#define CBW_SLOTS 1024        // operations in flight per communicator
+#define CBW_MAX_CONTEXTS 1024 // communicators followed per process
+
+typedef struct cbw_ctx cbw_ctx;
+
+// cbw_info describes one communicator as this process sees it.
+typedef struct {
+	uint64_t hash;
+	int rank, ranks, dropped;
+	char bus[32];
+} cbw_info;
+
+// cbw_done is one finished operation: host times from CLOCK_MONOTONIC,
+// GPU times from the GPU's global timer (ns).
+typedef struct {
+	uint64_t seq;
+	int64_t issue, gpu_start, gpu_stop, seen_minus_gpu;
+} cbw_done;
+
+void cbw_enable(int on);
+int cbw_enabled(void);
+int64_t cbw_now(void); // CLOCK_MONOTONIC, ns
+int cbw_contexts(void);
+int cbw_refused(void);
+int cbw_context(int i, cbw_info *out);
+// cbw_take copies up to max finished operations of context i out and frees
+// their slots; operations issued before older_than (ns) and still not
+// finished are freed and counted as dropped.
+int cbw_take(int i, int64_t older_than, cbw_done *out, int max);
+
+#endif
