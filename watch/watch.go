@@ -30,9 +30,16 @@ type Summary struct {
 	// EndNS bound its kernel; ErrNS is the alignment's error.
 	IssueNS, StartNS, EndNS, ErrNS int64
 	// Clock names the host clock the times are on (the host's boot id):
-	// ranks on clocks of different names are not compared, since a skew
+	// ranks on clocks of different names are compared only where both
+	// know their offset from the collector's clock (Synced), since a skew
 	// between hosts' clocks would pass for lateness.
 	Clock string `json:",omitempty"`
+	// Synced is set when the sender measured its clock's offset from the
+	// collector's: a time plus OffsetNS is on the collector's clock,
+	// within OffsetErrNS.
+	Synced      bool  `json:",omitempty"`
+	OffsetNS    int64 `json:",omitempty"`
+	OffsetErrNS int64 `json:",omitempty"`
 }
 
 // Options bound what the collector holds and set when it names a rank.
@@ -213,13 +220,36 @@ func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Fin
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.Slice(idx, func(a, b int) bool { return all[idx[a]].StartNS > all[idx[b]].StartNS })
+	// One clock for all: the ranks' own when they share it, else the
+	// collector's where every rank knows its offset from it; otherwise
+	// only ranks on one clock are compared.
+	shared, synced := true, true
+	for _, s := range all {
+		shared = shared && s.Clock == all[0].Clock
+		synced = synced && s.Synced
+	}
+	move := !shared && synced
+	at := func(s *Summary, t int64) int64 {
+		if move {
+			return t + s.OffsetNS
+		}
+		return t
+	}
+	errOf := func(s *Summary) int64 {
+		if move {
+			return s.ErrNS + s.OffsetErrNS
+		}
+		return s.ErrNS
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		return at(all[idx[a]], all[idx[a]].StartNS) > at(all[idx[b]], all[idx[b]].StartNS)
+	})
 	last, next := all[idx[0]], all[idx[1]]
-	by := last.StartNS - next.StartNS
-	late := last.Clock == next.Clock && by > last.ErrNS+next.ErrNS+c.o.MinLate.Nanoseconds()
+	by := at(last, last.StartNS) - at(next, next.StartNS)
+	late := (move || last.Clock == next.Clock) && by > errOf(last)+errOf(next)+c.o.MinLate.Nanoseconds()
 	// Issued late as well: its issue came after the next latest rank's
 	// by most of its lateness.
-	issue := late && last.IssueNS-next.IssueNS > by/2
+	issue := late && at(last, last.IssueNS)-at(next, next.IssueNS) > by/2
 	var out []Finding
 	for r := range all {
 		o := outcome{seq: seq}

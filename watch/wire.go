@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,10 +25,18 @@ const (
 	frameWelcome   = 'W'
 	frameRefused   = 'X'
 	frameBatch     = 'S'
+	framePing      = 'P' // the sender's clock (8 bytes): the collector answers at once
+	framePong      = 'Q' // the ping's 8 bytes, then the collector's clock (8 bytes)
 	proofLabel     = "collbench watch"
 	frameLimit     = 4 << 20
 	// handshakeWait bounds every step of the handshake, both sides.
 	handshakeWait = 5 * time.Second
+	// A sender measures its clock's offset from the collector's in
+	// syncRounds pings (the one with the shortest round trip counts),
+	// each answered within pongWait, when it connects and every syncEvery.
+	syncRounds = 8
+	pongWait   = 500 * time.Millisecond
+	syncEvery  = 10 * time.Second
 )
 
 // hello is what a process says of itself.
@@ -50,6 +59,10 @@ type SenderOptions struct {
 	// Flush is how often a batch goes (default 100 ms).
 	Queue int
 	Flush time.Duration
+	// Now reads the clock the process's summaries are on, in ns (default:
+	// time.Now().UnixNano()); the sender measures that clock's offset
+	// from the collector's, so ranks on different hosts can be compared.
+	Now func() int64
 }
 
 // Sender sends a process's summaries to the collector without ever making
@@ -76,6 +89,9 @@ func NewSender(o SenderOptions) *Sender {
 	}
 	if o.Warn == nil {
 		o.Warn = func(string) {}
+	}
+	if o.Now == nil {
+		o.Now = func() int64 { return time.Now().UnixNano() }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sender{o: o, ch: make(chan Summary, o.Queue), cancel: cancel, done: make(chan struct{})}
@@ -124,6 +140,7 @@ func (s *Sender) loop(ctx context.Context) {
 		}
 	}()
 	var batch []Summary
+	var clk clock
 	first := true
 	for {
 		if !first {
@@ -146,7 +163,16 @@ func (s *Sender) loop(ctx context.Context) {
 				s.warn(err.Error())
 				retry = time.Now().Add(30 * time.Second)
 			} else {
-				conn = c
+				conn, clk = c, clock{}
+			}
+		}
+		if conn != nil && clk.due() {
+			if err := clk.measure(conn, s.o.Now); err != nil {
+				s.dropped.Add(int64(len(batch)))
+				batch = batch[:0]
+				_ = conn.Close()
+				conn, retry = nil, time.Now().Add(30*time.Second)
+				continue
 			}
 		}
 		if conn == nil {
@@ -156,6 +182,11 @@ func (s *Sender) loop(ctx context.Context) {
 		}
 		if len(batch) == 0 {
 			continue
+		}
+		if clk.synced {
+			for i := range batch {
+				batch[i].Synced, batch[i].OffsetNS, batch[i].OffsetErrNS = true, clk.off, clk.err
+			}
 		}
 		payload, err := json.Marshal(batch)
 		if err == nil {
@@ -220,6 +251,7 @@ type Server struct {
 	conns     atomic.Int64
 	received  atomic.Int64
 	maxConns  int64
+	epoch     time.Time // the collector's clock: this instant, moved on monotonically
 	wg        sync.WaitGroup
 }
 
@@ -251,7 +283,7 @@ func Listen(addr string, key []byte, o ServerOptions) (*Server, error) {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 1 << 14
 	}
-	return &Server{ln: ln, key: key, c: New(o.Judge), onFinding: o.OnFinding, onNote: o.OnNote, maxConns: int64(o.MaxConns)}, nil
+	return &Server{ln: ln, key: key, c: New(o.Judge), onFinding: o.OnFinding, onNote: o.OnNote, maxConns: int64(o.MaxConns), epoch: time.Now()}, nil
 }
 
 // Addr is where the collector listens.
@@ -329,6 +361,16 @@ func (s *Server) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
+		if typ == framePing {
+			if len(raw) == 8 {
+				pong := binary.LittleEndian.AppendUint64(append([]byte(nil), raw...), uint64(s.now())) //nolint:gosec // G115: a clock in ns since 1970 is positive
+				_ = c.SetWriteDeadline(time.Now().Add(pongWait))
+				if bootstrap.WriteFrame(c, framePong, pong) != nil {
+					return
+				}
+			}
+			continue
+		}
 		if typ != frameBatch {
 			continue
 		}
@@ -357,6 +399,10 @@ func (s *Server) Standing() []Finding {
 	return s.c.Standing()
 }
 
+// now reads the collector's clock in ns: wall-clock time at the start,
+// moved on by the monotonic clock, so no step of the wall clock shows.
+func (s *Server) now() int64 { return s.epoch.UnixNano() + time.Since(s.epoch).Nanoseconds() }
+
 // Received counts the summaries read from the job's processes.
 func (s *Server) Received() int64 { return s.received.Load() }
 
@@ -370,3 +416,53 @@ func (s *Server) Dropped() int64 {
 // EnvAddr is the variable that points a job's processes at the collector
 // (host:port); without it nothing is sent.
 const EnvAddr = "COLLBENCH_WATCH"
+
+// clock is a sender's measure of its clock's offset from the collector's.
+type clock struct {
+	synced, none bool // measured; the collector does not answer pings
+	off, err     int64
+	at           time.Time
+}
+
+// due says whether the offset is to be measured (again).
+func (k *clock) due() bool { return !k.none && (!k.synced || time.Since(k.at) > syncEvery) }
+
+// measure pings the collector syncRounds times and keeps the round with
+// the shortest trip: the collector read its clock between the sender's
+// two readings, so the offset is within half the trip of the midpoint. A
+// collector that does not answer (one from before pings) is left
+// unsynced; an error is the connection's.
+func (k *clock) measure(c net.Conn, now func() int64) error {
+	best := int64(-1)
+	var off int64
+	for range syncRounds {
+		t0 := now()
+		_ = c.SetDeadline(time.Now().Add(pongWait))
+		if err := bootstrap.WriteFrame(c, framePing, binary.LittleEndian.AppendUint64(nil, uint64(t0))); err != nil { //nolint:gosec // G115: the bits of t0 go and come back unchanged
+			return err
+		}
+		typ, raw, err := bootstrap.ReadFrame(c, 64)
+		t1 := now()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && best < 0 {
+			k.none = true
+			_ = c.SetDeadline(time.Time{})
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if typ != framePong || len(raw) != 16 || int64(binary.LittleEndian.Uint64(raw)) != t0 { //nolint:gosec // G115: see above
+			continue
+		}
+		tc := int64(binary.LittleEndian.Uint64(raw[8:])) //nolint:gosec // G115: the collector's clock in ns since 1970
+		if trip := t1 - t0; trip >= 0 && (best < 0 || trip < best) {
+			best, off = trip, tc-(t0+t1)/2
+		}
+	}
+	_ = c.SetDeadline(time.Time{})
+	if best >= 0 {
+		k.synced, k.off, k.err, k.at = true, off, (best+1)/2, time.Now()
+	}
+	return nil
+}

@@ -100,6 +100,56 @@ func TestSendersToCollector(t *testing.T) {
 	}
 }
 
+// TestSendersOnTwoHostsClocks: two hosts whose clocks are 50 ms apart
+// (the second runs ahead) send through their own senders; each measures
+// its offset from the collector's clock, so a rank whose GPU starts 2 ms
+// late is named on either host, and a clean job names nobody. Without
+// the offsets the two hosts' ranks are never compared.
+func TestSendersOnTwoHostsClocks(t *testing.T) {
+	const ahead = int64(50_000_000)
+	for _, late := range []int{-1, 1, 5} {
+		s, got := collector(t, "s3cret")
+		hosts := []string{"nodea", "nodeb"}
+		var senders []*Sender
+		for h := range hosts {
+			skew := int64(h) * ahead
+			senders = append(senders, NewSender(SenderOptions{Addr: s.Addr(), Key: []byte("s3cret"), Host: hosts[h], PID: 10 + h,
+				Flush: 5 * time.Millisecond, Now: func() int64 { return time.Now().UnixNano() + skew }}))
+		}
+		j := &job{ranks: 8, rng: rand.New(rand.NewSource(int64(late + 10))), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
+			delayed: map[int]plant{}}
+		if late >= 0 {
+			j.delayed[late] = plant{from: 20, to: 1 << 40, by: 2_000_000}
+		}
+		for seq := uint64(1); seq <= 120; seq++ {
+			for _, sum := range j.op(7, seq) {
+				h := sum.Rank / 4
+				sum.Host, sum.Clock = hosts[h], hosts[h]
+				sum.IssueNS += int64(h) * ahead
+				sum.StartNS += int64(h) * ahead
+				sum.EndNS += int64(h) * ahead
+				senders[h].Send(sum)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		if late >= 0 {
+			waitFor(t, "finding", func() bool { fs, _ := got(); return len(fs) > 0 })
+		} else {
+			waitFor(t, "every summary", func() bool { return s.Received() == 8*120 })
+		}
+		fs, notes := got()
+		switch {
+		case late < 0 && len(fs) > 0:
+			t.Errorf("clean job: named %v", fs)
+		case late >= 0 && (len(fs) == 0 || fs[0].Rank != late || fs[0].Cause != CauseGPU || fs[0].Host != hosts[late/4]):
+			t.Errorf("rank %d planted late: %v (notes %q)", late, fs, notes)
+		}
+		for _, sn := range senders {
+			sn.Close()
+		}
+	}
+}
+
 // TestWrongSecretAndNoCollector: a process with the wrong secret is
 // refused (the collector notes it, the process says it once), and a
 // collector that does not answer costs one line; in both, Send never

@@ -76,7 +76,10 @@ func newSender(getenv func(string) string, warn func(string)) *watch.Sender {
 		return nil
 	}
 	me, _ := os.Hostname()
-	return watch.NewSender(watch.SenderOptions{Addr: addr, Key: key, Host: me, PID: os.Getpid(), Warn: warn})
+	// The summaries' times are on CLOCK_MONOTONIC (plugin.c): the sender
+	// measures that clock's offset from the collector's.
+	return watch.NewSender(watch.SenderOptions{Addr: addr, Key: key, Host: me, PID: os.Getpid(), Warn: warn,
+		Now: func() int64 { return int64(C.cbw_now()) }})
 }
 
 func validPort(p string) bool {
