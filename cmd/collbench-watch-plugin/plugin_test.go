@@ -204,7 +204,10 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 				if f.By < 1500*time.Microsecond || f.By > 2500*time.Microsecond {
 					t.Errorf("late by %v, planted 2ms: %v", f.By, f)
 				}
-				if f.SinceSeq < 40 {
+				// The judge's "since" bridges a single on-time operation,
+				// so a stray late one just before the plant (a process
+				// held up on a busy host) may start the run a few early.
+				if f.SinceSeq < 34 || f.SinceSeq > 48 {
 					t.Errorf("late since operation %d, planted from 40: %v", f.SinceSeq, f)
 				}
 			}

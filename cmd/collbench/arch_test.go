@@ -20,7 +20,7 @@ var layers = [][]string{
 	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report", "tune"},
 	{"doctor"},
 	{"runconfig", "engine"},
-	{"cmd/collbench/cli", "cmd/collbench", "drills"},
+	{"cmd/collbench/cli", "cmd/collbench", "cmd/collbench-watch-plugin", "drills"},
 }
 
 // cliImports are the only collbench packages the CLI may import: the
@@ -29,7 +29,7 @@ var layers = [][]string{
 var cliImports = []string{"engine", "results", "report", "measure", "doctor", "launch"}
 
 // cgoAllowed are the bindings, the only packages that may import "C".
-var cgoAllowed = []string{"cuda", "backend/nccl", "backend/nccl/profiler", "backend/nccl/tuner", "backend/nccl/fakegpu", "backend/nccl/kernels/hostemu", "backend/mpi"}
+var cgoAllowed = []string{"cuda", "backend/nccl", "backend/nccl/profiler", "backend/nccl/tuner", "backend/nccl/fakegpu", "backend/nccl/kernels/hostemu", "backend/mpi", "cmd/collbench-watch-plugin"}
 
 type listed struct {
 	ImportPath string
