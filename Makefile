@@ -48,7 +48,7 @@ build:
 # collbench watch --plugin-path finds it beside the binary.
 PLUGIN ?= $(dir $(BIN))libcollbench-watch.so
 plugin:
-	$(GO) build $(BUILDFLAGS) -buildmode=c-shared -o $(PLUGIN) ./cmd/collbench-watch-plugin
+	$(GO) build $(BUILDFLAGS) -buildmode=c-shared -ldflags "-s -w" -o $(PLUGIN) ./cmd/collbench-watch-plugin
 	rm -f $(PLUGIN:.so=.h)
 
 # The MPI build (needs Debian's libopenmpi-dev): mpirun -np N bin/collbench-mpi ...

@@ -255,3 +255,40 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 		t.Error("the collector said nothing of the processes with the wrong secret")
 	}
 }
+
+// TestPluginCollectorGoneMidRun: the collector goes away while the job
+// runs; every rank still issues every operation on its timeline and ends
+// when it would have (NCCL's calls never wait on the collector), and
+// nothing is said on the job's stderr after the start.
+func TestPluginCollectorGoneMidRun(t *testing.T) {
+	built(t) // before the clock starts
+	s, err := watch.Listen("127.0.0.1:0", []byte("job-secret"), watch.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Serve(ctx); close(done) }()
+	j := job{version: 5, ranks: 4, ops: 300, periodUS: 2000, lateRank: -1,
+		env: []string{watch.EnvAddr + "=" + s.Addr(), "COLLBENCH_TOKEN=job-secret"}}
+	go func() {
+		time.Sleep(500 * time.Millisecond) // the job is 0.2 s into its 0.6 s of operations
+		cancel()
+	}()
+	start := time.Now()
+	got := j.run(t)
+	took := time.Since(start)
+	<-done
+	// 0.3 s before the first operation, 0.6 s of operations, 0.4 s after.
+	if want := 1300 * time.Millisecond; took > want+700*time.Millisecond {
+		t.Errorf("the job took %v with its collector gone, on a timeline of %v", took, want)
+	}
+	for r, e := range got.stderr {
+		if e != "" {
+			t.Errorf("rank %d wrote to stderr: %s", r, e)
+		}
+	}
+	if n := s.Received(); n == 0 || n >= int64(j.ranks*j.ops) {
+		t.Errorf("the collector read %d summaries before it went: want some, not all %d", n, j.ranks*j.ops)
+	}
+}
