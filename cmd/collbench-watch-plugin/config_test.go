@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +33,9 @@ func TestNewSender(t *testing.T) {
 		}
 		if s != nil {
 			s.Close()
+			// Nothing listens at port 9: the sender may have said so
+			// before it was closed, which is its own line, not this one.
+			lines = slices.DeleteFunc(lines, func(l string) bool { return strings.Contains(l, "does not answer") })
 		}
 		switch {
 		case c.says == "" && len(lines) > 0:
