@@ -6,11 +6,13 @@
 // (plus LATE_US on the late rank, from operation LATE_FROM on; a negative
 // LATE_US issues the operation that much later instead) and runs
 // for 20 us; the GPU's timer is the host's clock minus skew ms. Each
-// channel's start and stop are reported a little after they happen, as
-// NCCL's proxy does. It prints the activation mask the plugin asked for.
+// channel's start and stop are reported a little after they happen, from
+// a second thread, as NCCL's proxy does (so the issuing thread never waits
+// for a kernel). It prints the activation mask the plugin asked for.
 //
 //   harness PLUGIN VERSION RANK RANKS BASE_NS PERIOD_US OPS SKEW_MS LATE_RANK LATE_US LATE_FROM
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +84,45 @@ static void record(void *h, int state, h_state *a) {
 	if (h != NULL) ((h_v5 *)plugin)->recordEventState(h, state, a);
 }
 
+// The proxy: a queue of kernels to report, in issue order.
+#define QLEN 4096
+static struct kernel { void *ctx, *coll; int rank; int64_t start, stop, skew; } queue[QLEN];
+static int qhead, qtail, qdone;
+static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t qcv = PTHREAD_COND_INITIALIZER;
+
+static void *proxy(void *arg) {
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&qmu);
+		while (qhead == qtail && !qdone) pthread_cond_wait(&qcv, &qmu);
+		if (qhead == qtail && qdone) {
+			pthread_mutex_unlock(&qmu);
+			return NULL;
+		}
+		struct kernel k = queue[qhead % QLEN];
+		qhead++;
+		pthread_mutex_unlock(&qmu);
+		void *ch[2];
+		sleep_until(k.start + 5000);
+		for (int c = 0; c < 2; c++) {
+			h_union u;
+			memset(&u, 0, sizeof u);
+			u.kernelCh.channelId = (uint8_t)c, u.kernelCh.pTimer = (uint64_t)(k.start + c * 1000 - k.skew);
+			ch[c] = start(k.ctx, 1 << 6, k.coll, k.rank, &u);
+		}
+		sleep_until(k.stop + 5000);
+		for (int c = 0; c < 2; c++) {
+			h_state a;
+			memset(&a, 0, sizeof a);
+			a.kernelCh.pTimer = (uint64_t)(k.stop - k.skew);
+			record(ch[c], 22, &a);
+			stop(ch[c]);
+		}
+		stop(k.coll);
+	}
+}
+
 int main(int argc, char **argv) {
 	if (argc != 12) {
 		fprintf(stderr, "usage: harness PLUGIN VERSION RANK RANKS BASE_NS PERIOD_US OPS SKEW_MS LATE_RANK LATE_US LATE_FROM\n");
@@ -109,6 +150,8 @@ int main(int argc, char **argv) {
 	else ((h_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
 	printf("mask %d\n", mask);
 	fflush(stdout);
+	pthread_t px;
+	pthread_create(&px, NULL, proxy, NULL);
 	for (int i = 0; i < ops; i++) {
 		int late_now = rank == late_rank && i >= late_from;
 		int64_t issue = base + i * period + ((late_now && late < 0) ? -late : 0);
@@ -119,27 +162,21 @@ int main(int argc, char **argv) {
 		u.coll.nChannels = 2, u.coll.algo = "RING", u.coll.proto = "LL";
 		void *coll = (mask & (1 << 1)) ? start(ctx, 1 << 1, NULL, rank, &u) : NULL;
 		int64_t kstart = now_ns() + 30000 + ((late_now && late > 0) ? late : 0);
-		int64_t kstop = kstart + 20000;
 		if (mask & (1 << 6)) {
-			void *ch[2];
-			sleep_until(kstart + 5000);
-			for (int c = 0; c < 2; c++) {
-				h_union k;
-				memset(&k, 0, sizeof k);
-				k.kernelCh.channelId = (uint8_t)c, k.kernelCh.pTimer = (uint64_t)(kstart + c * 1000 - skew);
-				ch[c] = start(ctx, 1 << 6, coll, rank, &k);
-			}
-			sleep_until(kstop + 5000);
-			for (int c = 0; c < 2; c++) {
-				h_state a;
-				memset(&a, 0, sizeof a);
-				a.kernelCh.pTimer = (uint64_t)(kstop - skew);
-				record(ch[c], 22, &a);
-				stop(ch[c]);
-			}
+			pthread_mutex_lock(&qmu);
+			queue[qtail % QLEN] = (struct kernel){ctx, coll, rank, kstart, kstart + 20000, skew};
+			qtail++;
+			pthread_cond_signal(&qcv);
+			pthread_mutex_unlock(&qmu);
+		} else {
+			stop(coll);
 		}
-		stop(coll);
 	}
+	pthread_mutex_lock(&qmu);
+	qdone = 1;
+	pthread_cond_signal(&qcv);
+	pthread_mutex_unlock(&qmu);
+	pthread_join(px, NULL);
 	// A job runs on: give the plugin's collector time to send the last ones.
 	sleep_until(now_ns() + 400000000ll);
 	if (version == 5) ((h_v5 *)plugin)->finalize(ctx);
