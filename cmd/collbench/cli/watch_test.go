@@ -115,6 +115,8 @@ func TestWatchBadInput(t *testing.T) {
 		want string
 	}{
 		{nil, []string{"watch", "--for", "1s"}, "needs the job's secret"},
+		// the test binary has no plugin beside it
+		{nil, []string{"watch", "--plugin-path"}, "build it with make plugin"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "nowhere"}, "give host:port"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--for", "-1s"}, "positive duration"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "-o", "-"}, "give --output a file"},
