@@ -90,19 +90,12 @@ func (f *System) watchSink() *watch.Sender {
 			fmt.Fprintln(f.Stderr, line)
 		}
 	}
-	if envHostPort(addr) != nil {
-		warn(fmt.Sprintf("collbench watch: %s=%q is not host:port; nothing is sent, the job runs on", watch.EnvAddr, addr))
-		watchSenders.Store(addr, (*watch.Sender)(nil))
-		return nil
-	}
-	key, err := secret.Load(f.Getenv)
-	if err != nil || len(key) == 0 {
-		warn(fmt.Sprintf("collbench watch: %s is set without the job secret (%s); nothing is sent, the job runs on", watch.EnvAddr, secret.EnvToken))
-		watchSenders.Store(addr, (*watch.Sender)(nil))
-		return nil
-	}
 	me, _ := f.Hostname()
-	s := watch.NewSender(watch.SenderOptions{Addr: addr, Key: key, Host: me, PID: os.Getpid(), Warn: warn})
+	s := watch.SenderFromEnv(f.Getenv, "collbench watch", watch.SenderOptions{Host: me, PID: os.Getpid(), Warn: warn})
+	if s == nil {
+		watchSenders.Store(addr, (*watch.Sender)(nil))
+		return nil
+	}
 	actual, _ := watchSenders.LoadOrStore(addr, s)
 	if actual != s {
 		s.Close()

@@ -413,10 +413,6 @@ func (s *Server) Dropped() int64 {
 	return s.c.Dropped()
 }
 
-// EnvAddr is the variable that points a job's processes at the collector
-// (host:port); without it nothing is sent.
-const EnvAddr = "COLLBENCH_WATCH"
-
 // clock is a sender's measure of its clock's offset from the collector's.
 type clock struct {
 	synced, none bool // measured; the collector does not answer pings

@@ -21,14 +21,11 @@ import "C"
 
 import (
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"collbench/internal/hostclock"
-	"collbench/internal/secret"
 	"collbench/watch"
 )
 
@@ -57,34 +54,14 @@ func cbwConfigure() {
 	})
 }
 
-// newSender is the sender to the collector getenv names, or nil: without
-// COLLBENCH_WATCH silently, with a malformed address or without the
-// secret after one line.
+// newSender is the sender to the collector getenv names, or nil
+// (watch.SenderFromEnv). The summaries' times are on CLOCK_MONOTONIC
+// (plugin.c): the sender measures that clock's offset from the
+// collector's.
 func newSender(getenv func(string) string, warn func(string)) *watch.Sender {
-	addr := getenv(watch.EnvAddr)
-	if addr == "" {
-		return nil
-	}
-	if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || !validPort(port) {
-		warn(fmt.Sprintf("collbench watch plugin: %s=%q is not host:port; nothing is sent, the job runs on", watch.EnvAddr, addr))
-		return nil
-	}
-	key, err := secret.Load(getenv)
-	if err != nil || len(key) == 0 {
-		warn(fmt.Sprintf("collbench watch plugin: %s is set without the job secret (%s or %s); nothing is sent, the job runs on",
-			watch.EnvAddr, secret.EnvToken, secret.EnvTokenFile))
-		return nil
-	}
 	me, _ := os.Hostname()
-	// The summaries' times are on CLOCK_MONOTONIC (plugin.c): the sender
-	// measures that clock's offset from the collector's.
-	return watch.NewSender(watch.SenderOptions{Addr: addr, Key: key, Host: me, PID: os.Getpid(), Warn: warn,
+	return watch.SenderFromEnv(getenv, "collbench watch plugin", watch.SenderOptions{Host: me, PID: os.Getpid(), Warn: warn,
 		Now: func() int64 { return int64(C.cbw_now()) }})
-}
-
-func validPort(p string) bool {
-	n, err := strconv.Atoi(p)
-	return err == nil && n > 0 && n < 65536
 }
 
 // collect takes finished operations from every communicator's ring, places
