@@ -53,7 +53,7 @@ func built(t *testing.T) (string, string) {
 			buildErr = fmt.Errorf("building the plugin: %v\n%s", err, out)
 			return
 		}
-		if out, err := exec.Command(cc, "-O2", "-Wall", "-pthread", "-o", harnessPath, "testdata/harness.c", "-ldl").CombinedOutput(); err != nil {
+		if out, err := exec.Command(cc, "-O2", "-Wall", "-pthread", "-I../../backend/nccl/fakegpu", "-o", harnessPath, "testdata/harness.c", "-ldl").CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building the harness: %v\n%s", err, out)
 		}
 	})

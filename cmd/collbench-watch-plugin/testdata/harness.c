@@ -19,31 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-	uint64_t seqNumber; const char *func; const void *sendBuff; void *recvBuff; size_t count; int root;
-	const char *datatype; uint8_t nChannels; uint8_t nWarps; const char *algo; const char *proto; void *parentGroup;
-} h_coll;
-typedef struct { uint8_t channelId; uint64_t pTimer; } h_kernel;
-typedef union { h_coll coll; h_kernel kernelCh; char pad[120]; } h_union;
-typedef struct { uint8_t type; void *parentObj; int rank; h_union u; } h_descr4;
-typedef struct { uint64_t type; void *parentObj; int rank; h_union u; } h_descr5;
-typedef union { struct { uint64_t pTimer; } kernelCh; char pad[16]; } h_state;
-typedef struct {
-	const char *name;
-	int (*init)(void **, int *, const char *, uint64_t, int, int, int, void *);
-	int (*startEvent)(void *, void **, h_descr4 *);
-	int (*stopEvent)(void *);
-	int (*recordEventState)(void *, int, h_state *);
-	int (*finalize)(void *);
-} h_v4;
-typedef struct {
-	const char *name;
-	int (*init)(void **, uint64_t, int *, const char *, int, int, int, void *);
-	int (*startEvent)(void *, void **, h_descr5 *);
-	int (*stopEvent)(void *);
-	int (*recordEventState)(void *, int, h_state *);
-	int (*finalize)(void *);
-} h_v5;
+#include "ncclside.h" // backend/nccl/fakegpu: the NCCL side of the interface
 
 static int version;
 static void *plugin;
@@ -60,28 +36,28 @@ static void sleep_until(int64_t t) {
 	}
 }
 
-static void *start(void *ctx, int type, void *parent, int rank, h_union *u) {
+static void *start(void *ctx, int type, void *parent, int rank, fp_union *u) {
 	void *h = NULL;
 	if (version == 5) {
-		h_descr5 d;
+		fp_descr5 d;
 		memset(&d, 0, sizeof d);
 		d.type = type, d.parentObj = parent, d.rank = rank, d.u = *u;
-		((h_v5 *)plugin)->startEvent(ctx, &h, &d);
+		((fp_v5 *)plugin)->startEvent(ctx, &h, &d);
 	} else {
-		h_descr4 d;
+		fp_descr4 d;
 		memset(&d, 0, sizeof d);
 		d.type = (uint8_t)type, d.parentObj = parent, d.rank = rank, d.u = *u;
-		((h_v4 *)plugin)->startEvent(ctx, &h, &d);
+		((fp_v4 *)plugin)->startEvent(ctx, &h, &d);
 	}
 	return h;
 }
 
 static void stop(void *h) {
-	if (h != NULL) ((h_v5 *)plugin)->stopEvent(h); // same place in both versions
+	if (h != NULL) ((fp_v5 *)plugin)->stopEvent(h); // same place in both versions
 }
 
-static void record(void *h, int state, h_state *a) {
-	if (h != NULL) ((h_v5 *)plugin)->recordEventState(h, state, a);
+static void record(void *h, int state, fp_state *a) {
+	if (h != NULL) ((fp_v5 *)plugin)->recordEventState(h, state, a);
 }
 
 // The proxy: a queue of kernels to report, in issue order.
@@ -106,14 +82,14 @@ static void *proxy(void *arg) {
 		void *ch[2];
 		sleep_until(k.start + 5000);
 		for (int c = 0; c < 2; c++) {
-			h_union u;
+			fp_union u;
 			memset(&u, 0, sizeof u);
 			u.kernelCh.channelId = (uint8_t)c, u.kernelCh.pTimer = (uint64_t)(k.start + c * 1000 - k.skew);
 			ch[c] = start(k.ctx, 1 << 6, k.coll, k.rank, &u);
 		}
 		sleep_until(k.stop + 5000);
 		for (int c = 0; c < 2; c++) {
-			h_state a;
+			fp_state a;
 			memset(&a, 0, sizeof a);
 			a.kernelCh.pTimer = (uint64_t)(k.stop - k.skew);
 			record(ch[c], 22, &a);
@@ -146,8 +122,8 @@ int main(int argc, char **argv) {
 	void *ctx = NULL;
 	int mask = -1;
 	const uint64_t hash = 0x5eed0000c0ffeeull;
-	if (version == 5) ((h_v5 *)plugin)->init(&ctx, hash, &mask, "test", 1, ranks, rank, NULL);
-	else ((h_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
+	if (version == 5) ((fp_v5 *)plugin)->init(&ctx, hash, &mask, "test", 1, ranks, rank, NULL);
+	else ((fp_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
 	printf("mask %d\n", mask);
 	fflush(stdout);
 	pthread_t px;
@@ -156,7 +132,7 @@ int main(int argc, char **argv) {
 		int late_now = rank == late_rank && i >= late_from;
 		int64_t issue = base + i * period + ((late_now && late < 0) ? -late : 0);
 		sleep_until(issue);
-		h_union u;
+		fp_union u;
 		memset(&u, 0, sizeof u);
 		u.coll.seqNumber = (uint64_t)i, u.coll.func = "AllReduce", u.coll.count = 1024, u.coll.datatype = "ncclFloat32";
 		u.coll.nChannels = 2, u.coll.algo = "RING", u.coll.proto = "LL";
@@ -179,7 +155,7 @@ int main(int argc, char **argv) {
 	pthread_join(px, NULL);
 	// A job runs on: give the plugin's collector time to send the last ones.
 	sleep_until(now_ns() + 400000000ll);
-	if (version == 5) ((h_v5 *)plugin)->finalize(ctx);
-	else ((h_v4 *)plugin)->finalize(ctx);
+	if (version == 5) ((fp_v5 *)plugin)->finalize(ctx);
+	else ((fp_v4 *)plugin)->finalize(ctx);
 	return 0;
 }
