@@ -89,22 +89,20 @@ const simpleCount = 64
 func VerifyGroups(ctx context.Context, b Backend, w World, layouts []Layout, hosts []string, opts VerifyOptions) ([]results.LayoutVerify, error) {
 	var out []results.LayoutVerify
 	board := watchdog.BoardFrom(ctx)
-	for i, l := range layouts {
-		err := ctx.Err()
-		if err == nil {
-			var lv results.LayoutVerify
-			lv, err = verifyLayout(ctx, b, w, board, l, hosts, opts)
-			out = append(out, lv)
-			if err != nil {
-				err = fmt.Errorf("layout %s: %w", l.Spec, err)
-				i++
-			}
+	notStarted := func(rest []Layout) []results.LayoutVerify {
+		for _, l := range rest {
+			out = append(out, results.LayoutVerify{Name: l.Spec, Groups: l.Groups, Stopped: results.NotStarted})
 		}
+		return out
+	}
+	for i, l := range layouts {
+		if err := ctx.Err(); err != nil {
+			return notStarted(layouts[i:]), err
+		}
+		lv, err := verifyLayout(ctx, b, w, board, l, hosts, opts)
+		out = append(out, lv)
 		if err != nil {
-			for _, rest := range layouts[i:] {
-				out = append(out, results.LayoutVerify{Name: rest.Spec, Groups: rest.Groups, Stopped: results.NotStarted})
-			}
-			return out, err
+			return notStarted(layouts[i+1:]), fmt.Errorf("layout %s: %w", l.Spec, err)
 		}
 	}
 	for _, r := range w.Ranks() {
@@ -159,13 +157,14 @@ func verifyLayout(ctx context.Context, b Backend, w World, board *watchdog.Board
 		track(board, gw, step+" in layout "+l.Spec, watchdog.Check)
 		wrong, ms, before, err := simpleCheck(gw, l, c)
 		if err != nil {
-			return lv, fmt.Errorf("%s, rank r contributes r+1: %w", c, err)
+			return lv, fmt.Errorf("%s: %w", step, err)
 		}
 		cv.SimpleWrong = wrong
 		cv.Mismatches = ms
 		if c == AllReduce {
 			lv.AllReduce = before
 		}
+		step = c.String() + ", full check"
 		plan := Plan{Collectives: []Collective{c}, DTypes: opts.DTypes, Ops: opts.Ops, Sizes: opts.Sizes,
 			Iters: 1, Warmup: 0, Check: 1, OutOfPlace: true, InPlace: true, Seed: opts.Seed, SkipUnsupported: true,
 			// Values only: nothing is recorded. (NCCL 2.28.3's profiler,
@@ -176,11 +175,10 @@ func verifyLayout(ctx context.Context, b Backend, w World, board *watchdog.Board
 		if err != nil {
 			return lv, err
 		}
-		step = c.String() + ", full check"
 		rn := &Runner{World: w, Grouped: gw, Layout: l, Plan: plan, Cases: cases, Board: board}
 		rows, err := rn.Run(ctx)
 		if err != nil {
-			return lv, fmt.Errorf("%s, full check: %w", c, err)
+			return lv, fmt.Errorf("%s: %w", step, err)
 		}
 		for _, row := range rows {
 			for _, h := range row.Halves() {

@@ -184,11 +184,12 @@ func WriteGroupVerification(w io.Writer, v *results.GroupVerification) error {
 			mismatched = mismatched || !c.Pass
 		}
 	}
+	where := stoppedIn(v)
 	switch {
 	case mismatched:
 		status = "FAIL: some values did not match"
-	case v.Error != "" && stoppedIn(v) != "":
-		status = "FAIL: not every layout was checked: " + stoppedIn(v) + ": " + v.Error
+	case v.Error != "" && where != "":
+		status = "FAIL: not every layout was checked: " + where + ": " + v.Error
 	case v.Error != "":
 		// Every value checked matched; the check did not finish.
 		status = "FAIL: not every layout was checked: " + v.Error
