@@ -426,8 +426,9 @@ func (k *clock) due() bool { return !k.none && (!k.synced || time.Since(k.at) > 
 // measure pings the collector syncRounds times and keeps the round with
 // the shortest trip: the collector read its clock between the sender's
 // two readings, so the offset is within half the trip of the midpoint. A
-// collector that does not answer (one from before pings) is left
-// unsynced; an error is the connection's.
+// collector that never answers (one from before pings) is left unsynced;
+// one that stops answering keeps its last offset until the next period.
+// An error is the connection's.
 func (k *clock) measure(c net.Conn, now func() int64) error {
 	best := int64(-1)
 	var off int64
@@ -441,7 +442,11 @@ func (k *clock) measure(c net.Conn, now func() int64) error {
 		t1 := now()
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() && best < 0 {
-			k.none = true
+			// No answer: a collector from before pings when it never
+			// answered; else a slow moment, measured again next period
+			// (a late answer is told from the next one by its echo).
+			k.none = !k.synced
+			k.at = time.Now()
 			_ = c.SetDeadline(time.Time{})
 			return nil
 		}
