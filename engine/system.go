@@ -16,6 +16,7 @@ import (
 	"collbench/internal/faults"
 	"collbench/measure"
 	"collbench/results"
+	"collbench/watch"
 )
 
 // System is what a run needs from the machine it runs on, so tests can
@@ -187,7 +188,18 @@ func (f *System) OpenNCCL(lib string) (measure.Backend, error) {
 	if p, ok := b.(faultPlanter); ok && fs != nil {
 		p.PlantFaults(fs)
 	}
+	if w, ok := b.(watched); ok {
+		if s := f.watchSink(); s != nil {
+			w.SetWatch(s, f.HostIdentity())
+		}
+	}
 	return b, nil
+}
+
+// watched is a backend that sends collbench watch a summary of every
+// operation it issues ($COLLBENCH_WATCH).
+type watched interface {
+	SetWatch(sink interface{ Send(watch.Summary) }, host string)
 }
 
 // faultPlanter is a backend that takes planted faults after it is opened.

@@ -28,7 +28,7 @@ NCCL_TESTS=${NCCL_TESTS:-ext/nccl-tests}
 # float** and crashes on the first operation a line matches; main has the fix)
 TUNER_EXAMPLE=${TUNER_EXAMPLE:-ext/nccl-tuner-example}
 NCCL_2289=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LOG=$OUTDIR/gpu-test.log
 exec > >(tee -a "$LOG") 2>&1
 exec 3>&1 # the log, for lines printed inside redirected commands
@@ -930,17 +930,18 @@ PY
   }
   medstep() { python3 -c "import json,sys; v=[json.loads(l)['median_ms'] for l in open(sys.argv[1]) if l.startswith('{')]; print('%.3f' % max(v) if v else 'nan')" "$1"; }
   # WATCH_PARTS picks parts (a lent machine runs 10 minutes per command):
-  # detect (about 55 s a run), clean (WATCH_CLEAN_S + 30 s), overhead
-  # (about 80 s a pair).
-  parts=" ${WATCH_PARTS:-detect clean overhead} "
+  # detect (about 50 s a run), clean (WATCH_CLEAN_S + 30 s), overhead
+  # (about 80 s a pair), launch (collbench's own NCCL backend under
+  # launch -n 4 --nodes 2, about 15 s a run).
+  parts=" ${WATCH_PARTS:-detect clean overhead launch} "
   named=0; runs=${WATCH_RUNS:-10}
   [[ $parts == *" detect "* ]] || runs=0
   for i in $(seq 1 "$runs"); do
-    timeout -k 5 100 "$BIN" watch --listen 127.0.0.1:29650 --for 80s -o "$WORK/watch-$i.json" > "$WORK/watch-$i.txt" 2>&1 &
+    timeout -k 5 90 "$BIN" watch --listen 127.0.0.1:29650 --for 75s -o "$WORK/watch-$i.json" > "$WORK/watch-$i.txt" 2>&1 &
     wpid=$!; sleep 1
-    job 45 "$WORK/job-$i.log" plugin &
+    job 35 "$WORK/job-$i.log" plugin &
     jpid=$!
-    sleep 20; start_load 2 30; loaded=$(date +%s.%N)
+    sleep 15; start_load 2 40; loaded=$(date +%s.%N)
     wait $jpid; jrc=$?; kill $load 2>/dev/null; kill -INT $wpid 2>/dev/null; wait $wpid 2>/dev/null
     delay=$(python3 - "$WORK/watch-$i.json" "$loaded" <<'PY'
 import datetime, json, sys
@@ -986,6 +987,38 @@ d = (statistics.median(on) - statistics.median(off)) / statistics.median(off) * 
 print(f"step time: without {statistics.median(off):.3f} ms (runs {min(off):.3f}-{max(off):.3f}), with {statistics.median(on):.3f} ms (runs {min(on):.3f}-{max(on):.3f}): {d:+.2f}%")
 sys.exit(0 if d <= 1 else 1)
 PY
+  fi
+  # collbench's own NCCL backend under launch -n 4 --nodes 2 (two simulated
+  # hosts): a rank planted to issue 5 ms late (late-rank) is named within
+  # 15 s of the job's start, with its host; a clean job names nobody.
+  if [[ $parts == *" launch "* ]] && [ "$ngpu" -ge 4 ]; then
+    lnamed=0; lruns=${WATCH_LAUNCH_RUNS:-4}
+    for i in $(seq 0 "$lruns"); do
+      late=$(( (i - 1) % 4 )); [ "$i" -eq 0 ] && late=-1
+      timeout -k 5 60 "$BIN" watch --listen 127.0.0.1:29650 --for 45s -o "$WORK/watch-launch-$i.json" > "$WORK/watch-launch-$i.txt" 2>&1 &
+      wpid=$!; sleep 1
+      spec=""; [ "$late" -ge 0 ] && spec="late-rank:$late:5ms"
+      t0=$(date +%s.%N)
+      COLLBENCH_WATCH=127.0.0.1:29650 COLLBENCH_FAULTS=$spec timeout -k 10 60 "$BIN" launch -n 4 --nodes 2 -- sweep --backend nccl \
+        --collectives allreduce,allgather --sizes 8:16M -n 20 -w 5 -q -o "$WORK/launch-watch-$i.json" > "$WORK/launch-watch-$i.txt" 2>&1; lrc=$?
+      sleep 1; kill -INT $wpid 2>/dev/null; wait $wpid 2>/dev/null
+      res=$(python3 - "$WORK/watch-launch-$i.json" "$t0" "$late" <<'PY'
+import datetime, json, sys
+d = json.load(open(sys.argv[1])); t0 = float(sys.argv[2]); late = int(sys.argv[3])
+named = [f for f in d["findings"] if not f.get("cleared")]
+ranks = sorted({(f["rank"], f["host"]) for f in named})
+hit = [f for f in named if f["rank"] == late and f["host"].endswith("node%d" % (late // 2))] if late >= 0 else []
+at = min((datetime.datetime.fromisoformat(f["at"].replace("Z", "+00:00")).timestamp() - t0 for f in hit), default=None)
+ok = (not named) if late < 0 else (at is not None and at <= 15 and all(f in hit for f in named))
+print("ok" if ok else "bad", "named %s" % (", ".join("rank %d on %s" % r for r in ranks) or "nobody"), "after %.1f s" % at if at is not None else "")
+PY
+)
+      echo "launch run $i (late rank ${late/#-1/none}): sweep exit $lrc, $res"
+      [ "$i" -eq 1 ] && head -3 "$WORK/watch-launch-$i.txt"
+      case "$res" in ok*) [ "$lrc" -eq 0 ] && lnamed=$((lnamed + 1)) ;; esac
+    done
+    [ "$lnamed" -eq $((lruns + 1)) ] && ok "launch -n 4 --nodes 2: the late rank named within 15 s with its host in $lruns of $lruns runs, the clean job named nobody" \
+      || bad "launch -n 4 --nodes 2: $lnamed of $((lruns + 1)) runs as expected (see above)"
   fi
   unset COLLBENCH_TOKEN
 fi

@@ -55,6 +55,11 @@ type Backend struct {
 	// faults are planted for tests and drills (PlantFaults); nil plants
 	// nothing.
 	faults *faults.Set
+	// watch receives a summary of every operation issued (SetWatch), nil
+	// when no collbench watch collector is named; watchHost is the host
+	// the summaries name.
+	watch     WatchSink
+	watchHost string
 }
 
 // PlantFaults plants the hangs, kills and stops of fs ($COLLBENCH_FAULTS,
@@ -214,6 +219,7 @@ func (b *Backend) Open(ctx context.Context, n int) (measure.World, error) {
 				initErr = err
 				break
 			}
+			r.watchComm = commID(id)
 			if r.comm, err = b.drv.InitRank(n, id, r.id); err != nil {
 				initErr = err
 				break
@@ -311,7 +317,7 @@ func (w *world) Split(l measure.Layout) (measure.World, error) {
 		local[r.worldRank] = true
 	}
 	byWorld := map[int]*rank{}
-	for _, g := range l.Groups {
+	for gi, g := range l.Groups {
 		for i, wr := range g {
 			if wr < 0 || wr >= w.size {
 				return nil, fmt.Errorf("rank %d is outside the world of %d ranks", wr, w.size)
@@ -323,6 +329,7 @@ func (w *world) Split(l measure.Layout) (measure.World, error) {
 			nr := *p
 			nr.w, nr.id, nr.size, nr.derived, nr.comm, nr.aborted = sw, i, len(g), true, nil, newCommAbort()
 			nr.events, nr.gang, nr.gi = nil, nil, 0
+			nr.watchComm, nr.watchSeq = splitID(p.watchComm, gi), 0
 			byWorld[wr] = &nr
 		}
 	}
@@ -496,6 +503,7 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl measure.Control, devi
 		return nil, fmt.Errorf("sharing the NCCL id: %w", err)
 	}
 	copy(id[:], all[0])
+	r.watchComm = commID(id)
 	err = wk.do(func() error {
 		var err error
 		r.freeBefore, _, _ = b.drv.MemInfo()

@@ -71,6 +71,9 @@ type rank struct {
 	// owned are the buffers allocated through this rank and not yet
 	// freed: the profiler's records are matched to ranks by address.
 	owned *bufList
+	// watchComm names the rank's communicator alike on all its ranks, and
+	// watchSeq counts the operations issued on it, for collbench watch.
+	watchComm, watchSeq uint64
 }
 
 // bufList is a rank's buffers; a split world's rank shares its parent's.
@@ -304,6 +307,7 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 	if err := r.plantedHang(n); err != nil {
 		return err
 	}
+	defer r.issued(time.Now())
 	single, send, recv, err := r.prepare(c)
 	if err != nil {
 		return err
@@ -659,6 +663,7 @@ func (r *rank) LaunchGroup(c measure.Call, n int) error {
 			if err := r.plantedHang(n); err != nil {
 				return err
 			}
+			defer r.issued(time.Now())
 			return g.step(r, share{op: &r.rep, per: n, n: 1})
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"collbench/backend/nccl/fakegpu"
 	"collbench/engine"
 )
 
@@ -235,4 +236,64 @@ func watchALateRank(t *testing.T, late int, args ...string) (int, *bytes.Buffer,
 	}
 	c := <-code
 	return c, out, errOut, time.Since(start)
+}
+
+// TestWatchNamesALateGPUOnNCCL: collbench's own NCCL backend, on a fake
+// machine of four GPUs in one process, sends collbench watch a summary of
+// every operation its ranks issue: a rank planted to issue late is named
+// by its GPU, as issuing late, and no other; in a sub-communicator of a
+// rank list as well; a clean run names nobody.
+func TestWatchNamesALateGPUOnNCCL(t *testing.T) {
+	t.Setenv("COLLBENCH_TOKEN", "watch-nccl-secret")
+	cases := []struct {
+		late     int
+		rankList string
+	}{{-1, ""}, {1, ""}, {3, "[[0,1],[2,3]]"}}
+	if testing.Short() {
+		cases = cases[2:] // make test-long runs the clean job and the whole world too
+	}
+	for _, c := range cases {
+		addr, got := startWatch(t)
+		f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
+		spec := ""
+		if c.late >= 0 {
+			spec = fmt.Sprintf("late-rank:%d:2ms", c.late)
+		}
+		env := f.Environ()
+		f.Environ = func() []string {
+			return append(env, "COLLBENCH_WATCH="+addr, "COLLBENCH_TOKEN=watch-nccl-secret", "COLLBENCH_FAULTS="+spec)
+		}
+		args := []string{"allreduce", "--sizes", "1K:64K", "-n", "20", "-w", "2", "-q"}
+		if c.rankList != "" {
+			args = append(args, "--rank-list", c.rankList)
+		}
+		if code := run(t, f, args...); code != 0 {
+			t.Fatalf("late %d: exit %d\n%s\n%s", c.late, code, out, errOut)
+		}
+		var fs []engine.WatchFinding
+		if c.late < 0 {
+			time.Sleep(300 * time.Millisecond) // the last batches
+			if fs = got(); len(fs) > 0 {
+				t.Errorf("a clean run: %v", fs)
+			}
+			continue
+		}
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && len(fs) == 0; time.Sleep(20 * time.Millisecond) {
+			fs = got()
+		}
+		rank, bus := c.late, []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"}[c.late]
+		if c.rankList != "" {
+			rank = c.late % 2 // its place in the group [2,3]
+		}
+		if len(fs) == 0 || fs[0].Rank != rank || fs[0].GPU != bus || fs[0].Cleared || !strings.Contains(fs[0].String(), "issued late") {
+			t.Errorf("GPU %d planted late (rank list %q): %v\n%s", c.late, c.rankList, fs, errOut)
+			continue
+		}
+		t.Logf("GPU %d planted late: %s", c.late, fs[0])
+		for _, f := range fs {
+			if f.GPU != bus {
+				t.Errorf("another GPU named: %v", f)
+			}
+		}
+	}
 }
