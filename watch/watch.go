@@ -151,6 +151,9 @@ func New(o Options) *Collector {
 	if o.MinLate <= 0 {
 		o.MinLate = d.MinLate
 	}
+	if o.MinIssueLate <= 0 {
+		o.MinIssueLate = d.MinIssueLate
+	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = d.MaxPending
 	}

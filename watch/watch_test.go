@@ -120,11 +120,12 @@ func TestLateRankNamedAtEveryPlace(t *testing.T) {
 // of 32 operations at a time). A rank that issues 300 us late in every
 // operation is below the issue floor and not named, at the first, a middle
 // and the last rank; the same lateness on a GPU that starts late, the
-// host having issued on time, is named.
+// host having issued on time, is named. The collector is made as collbench
+// watch's server makes it, from zero options.
 func TestHostIssueJitterIsNotNamed(t *testing.T) {
 	for _, r := range []int{0, 2, 3} {
 		for _, host := range []bool{true, false} {
-			c := New(DefaultOptions())
+			c := New(Options{})
 			j := &job{ranks: 4, rng: rand.New(rand.NewSource(int64(r))), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
 				delayed: map[int]plant{r: {from: 1, to: 5000, by: 300_000, host: host}}}
 			ch, _ := run(c, j, 5, 2000)
