@@ -54,7 +54,7 @@ type Options struct {
 	// counts for a rank that issued late as well: processes that meet
 	// only in their collectives issue apart by hundreds of microseconds
 	// with nothing wrong (a clean 4-GPU PyTorch job on 4x H200: one rank
-	// or another last by 70-315 us in 24 of 32 operations at a time).
+	// or another last by 68-316 us in 24 of 32 operations at a time).
 	MinLate, MinIssueLate time.Duration
 	// MaxPending is how many operations of one communicator may wait for
 	// their last ranks; MaxComms how many communicators are followed.

@@ -116,7 +116,7 @@ func TestLateRankNamedAtEveryPlace(t *testing.T) {
 
 // TestHostIssueJitterIsNotNamed: processes that meet only in their
 // collectives issue apart by hundreds of microseconds with nothing wrong
-// (seen in a clean PyTorch job on 4x H200: one rank last by 70-315 us in 24
+// (seen in a clean PyTorch job on 4x H200: one rank last by 68-316 us in 24
 // of 32 operations at a time). A rank that issues 300 us late in every
 // operation is below the issue floor and not named, at the first, a middle
 // and the last rank; the same lateness on a GPU that starts late, the
