@@ -307,7 +307,9 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 	if err := r.plantedHang(n); err != nil {
 		return err
 	}
-	defer r.issued(time.Now())
+	if r.w.b.watch != nil {
+		defer r.issued(time.Now())
+	}
 	single, send, recv, err := r.prepare(c)
 	if err != nil {
 		return err
@@ -663,7 +665,9 @@ func (r *rank) LaunchGroup(c measure.Call, n int) error {
 			if err := r.plantedHang(n); err != nil {
 				return err
 			}
-			defer r.issued(time.Now())
+			if r.w.b.watch != nil {
+				defer r.issued(time.Now())
+			}
 			return g.step(r, share{op: &r.rep, per: n, n: 1})
 		}
 	}

@@ -49,8 +49,8 @@ func splitID(parent uint64, g int) uint64 {
 }
 
 // issued sends the summary of the operation the rank started issuing at
-// at, if the backend is watched. Operations captured into a CUDA graph run
-// later, so they are not sent.
+// at (called only where the backend is watched). Operations captured into
+// a CUDA graph run later, so they are not sent.
 func (r *rank) issued(at time.Time) {
 	sink := r.w.b.watch
 	if sink == nil || r.capturing {
