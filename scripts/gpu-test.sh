@@ -896,14 +896,15 @@ if [ -n "$plugin" ] && [ "$ngpu" -ge 2 ]; then
   cat > "$WORK/job.py" <<'PY'
 # A training-like loop: matmuls, an allreduce of a 64 MiB bucket and an
 # allgather per step; rank 0 says when to stop (every rank runs the same
-# steps). Prints each rank's median step time.
+# steps). Prints each rank's median step time; with a second argument
+# ARG, writes every step's end and time to ARG.rankN.
 import json, os, statistics, sys, time, torch, torch.distributed as dist
 dist.init_process_group("nccl")
 torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 r, n = dist.get_rank(), dist.get_world_size()
 x = torch.randn(16 << 20, device="cuda"); y = torch.randn(1 << 20, device="cuda")
 out = [torch.empty_like(y) for _ in range(n)]; w = torch.randn(2048, 2048, device="cuda")
-stop = torch.zeros(1, device="cuda"); end = time.time() + float(sys.argv[1]); times = []
+stop = torch.zeros(1, device="cuda"); end = time.time() + float(sys.argv[1]); times, ends = [], []
 while True:
     t0 = time.time()
     for _ in range(4):
@@ -913,9 +914,13 @@ while True:
         stop.fill_(1)
     dist.broadcast(stop, 0)
     torch.cuda.synchronize()
-    times.append(time.time() - t0)
+    times.append(time.time() - t0); ends.append(time.time())
     if stop.item():
         break
+# Each step's end (epoch seconds) and time, for a part that compares
+# stretches of the run (the collector killed mid-run).
+if len(sys.argv) > 2:
+    json.dump({"ends": ends, "times": times}, open("%s.rank%d" % (sys.argv[2], r), "w"))
 print(json.dumps({"rank": r, "steps": len(times), "median_ms": 1000 * statistics.median(times[10:] or times)}), flush=True)
 dist.destroy_process_group()
 PY
@@ -923,7 +928,7 @@ PY
   # job SECONDS LOG [plugin]: the job on every GPU, with the plugin when asked.
   job() {
     if [ "${3:-}" = plugin ]; then
-      NCCL_PROFILER_PLUGIN=$plugin COLLBENCH_WATCH=127.0.0.1:29650 timeout -k 10 $(($1 + 120)) "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" "$WORK/job.py" "$1" > "$2" 2>&1
+      NCCL_PROFILER_PLUGIN=$plugin COLLBENCH_WATCH=127.0.0.1:29650 timeout -k 10 $(($1 + 120)) "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" "$WORK/job.py" "$1" ${4:-} > "$2" 2>&1
     else
       timeout -k 10 $(($1 + 120)) "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" "$WORK/job.py" "$1" > "$2" 2>&1
     fi
@@ -932,8 +937,9 @@ PY
   # WATCH_PARTS picks parts (a lent machine runs 10 minutes per command):
   # detect (about 50 s a run), clean (WATCH_CLEAN_S + 30 s), overhead
   # (about 80 s a pair), launch (collbench's own NCCL backend under
-  # launch -n 4 --nodes 2, about 15 s a run).
-  parts=" ${WATCH_PARTS:-detect clean overhead launch} "
+  # launch -n 4 --nodes 2, about 15 s a run), kill (the collector killed
+  # mid-run, about 55 s).
+  parts=" ${WATCH_PARTS:-detect clean overhead launch kill} "
   named=0; runs=${WATCH_RUNS:-10}
   [[ $parts == *" detect "* ]] || runs=0
   for i in $(seq 1 "$runs"); do
@@ -994,6 +1000,30 @@ on = [med(f"{w}/job-on-{i}.log") for i in range(1, n + 1)]
 d = (statistics.median(on) - statistics.median(off)) / statistics.median(off) * 100
 print(f"step time: without {statistics.median(off):.3f} ms (runs {min(off):.3f}-{max(off):.3f}), with {statistics.median(on):.3f} ms (runs {min(on):.3f}-{max(on):.3f}): {d:+.2f}%")
 sys.exit(0 if d <= 1 else 1)
+PY
+  fi
+  # The collector killed mid-run (SIGKILL, 15 s into a 40 s job): the
+  # job's step time in the 10 s after the kill (from 2 s after it) against
+  # the 10 s before it, the slowest rank's median of each; within 1%.
+  if [[ $parts == *" kill "* ]]; then
+    timeout -k 5 60 "$BIN" watch --listen 127.0.0.1:29650 --for 55s > "$WORK/watch-kill.txt" 2>&1 &
+    wpid=$!; sleep 1
+    job 40 "$WORK/job-kill.log" plugin "$WORK/steps-kill" &
+    jpid=$!
+    sleep 20; kill -9 $wpid 2>/dev/null; killed=$(date +%s.%N)
+    wait $jpid; jrc=$?
+    python3 - "$WORK/steps-kill" "$killed" "$ngpu" "$jrc" <<'PY' && ok "the collector killed mid-run: the job ran on at the same speed" || bad "the collector killed mid-run"
+import json, statistics, sys
+base, k, n, rc = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+before, after = [], []
+for r in range(n):
+    d = json.load(open("%s.rank%d" % (base, r)))
+    b = [t for e, t in zip(d["ends"], d["times"]) if k - 10 <= e < k]
+    a = [t for e, t in zip(d["ends"], d["times"]) if k + 2 <= e < k + 12]
+    before.append(statistics.median(b)); after.append(statistics.median(a))
+b, a = 1000 * max(before), 1000 * max(after)
+print("job exit %d; step time 10 s before the kill %.3f ms, 10 s after it %.3f ms (%+.2f%%)" % (rc, b, a, (a - b) / b * 100))
+sys.exit(0 if rc == 0 and a <= b * 1.01 else 1)
 PY
   fi
   # collbench's own NCCL backend under launch -n 4 --nodes 2 (two simulated
