@@ -258,6 +258,37 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 	}
 }
 
+// TestPluginInAProcessThatForks: each rank forks at operation 50, as a
+// PyTorch data loader's workers are forked, and the child works for 200 ms
+// and ends (with _exit as Python's multiprocessing does, and with exit,
+// which runs the library's destructors). The child ends with 0, the rank
+// issues every operation, every one reaches the collector, and nobody is
+// named: the Go runtime the plugin carries neither hangs nor breaks a
+// forked child, and the parent's sender goes on.
+func TestPluginInAProcessThatForks(t *testing.T) {
+	for _, how := range []string{"_exit", "exit"} {
+		addr, findings, _, received := collector(t, "job-secret")
+		j := job{version: 5, ranks: 4, ops: 150, periodUS: 4000, lateRank: -1,
+			env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", "HARNESS_FORK_AT=50", "HARNESS_FORK_EXIT=" + how}}
+		got := j.run(t)
+		for r, m := range got.masks {
+			if m != "mask 66\nchild exit 0" || got.stderr[r] != "" {
+				t.Errorf("%s: rank %d printed %q, stderr %q", how, r, m, got.stderr[r])
+			}
+		}
+		want := int64(j.ranks * j.ops)
+		for deadline := time.Now().Add(5 * time.Second); received() < want && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := received(); n != want {
+			t.Errorf("%s: the collector read %d summaries, want %d", how, n, want)
+		}
+		if fs := findings(); len(fs) > 0 {
+			t.Errorf("%s: named %v", how, fs)
+		}
+	}
+}
+
 // TestPluginCollectorGoneMidRun: the collector goes away while the job
 // runs; every rank still issues every operation on its timeline and ends
 // when it would have (NCCL's calls never wait on the collector), and

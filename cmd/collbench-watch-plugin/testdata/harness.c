@@ -10,6 +10,12 @@
 // a second thread, as NCCL's proxy does (so the issuing thread never waits
 // for a kernel). It prints the activation mask the plugin asked for.
 //
+// With HARNESS_FORK_AT=N it forks at operation N, as a training job's data
+// loader does: the child works for 200 ms (allocating and freeing memory)
+// and ends with _exit, or with exit when HARNESS_FORK_EXIT=exit; the rank
+// goes on issuing, waits at most 5 s for the child at its end, prints
+// "child exit S" and returns 3 unless the child ended with 0.
+//
 //   harness PLUGIN VERSION RANK RANKS BASE_NS PERIOD_US OPS SKEW_MS LATE_RANK LATE_US LATE_FROM
 #include <dlfcn.h>
 #include <pthread.h>
@@ -17,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ncclside.h" // backend/nccl/fakegpu: the NCCL side of the interface
 
@@ -128,7 +136,24 @@ int main(int argc, char **argv) {
 	fflush(stdout);
 	pthread_t px;
 	pthread_create(&px, NULL, proxy, NULL);
+	const char *fork_env = getenv("HARNESS_FORK_AT");
+	int fork_at = fork_env ? atoi(fork_env) : -1;
+	pid_t child = -1;
 	for (int i = 0; i < ops; i++) {
+		if (i == fork_at) {
+			child = fork();
+			if (child == 0) {
+				int64_t until = now_ns() + 200000000ll;
+				while (now_ns() < until) {
+					void *p = malloc(1 << 16);
+					memset(p, 1, 1 << 16);
+					free(p);
+				}
+				const char *how = getenv("HARNESS_FORK_EXIT");
+				if (how && strcmp(how, "exit") == 0) exit(0);
+				_exit(0);
+			}
+		}
 		int late_now = rank == late_rank && i >= late_from;
 		int64_t issue = base + i * period + ((late_now && late < 0) ? -late : 0);
 		sleep_until(issue);
@@ -155,6 +180,13 @@ int main(int argc, char **argv) {
 	pthread_join(px, NULL);
 	// A job runs on: give the plugin's collector time to send the last ones.
 	sleep_until(now_ns() + 400000000ll);
+	if (child > 0) {
+		int st = -1;
+		int64_t until = now_ns() + 5000000000ll;
+		while (waitpid(child, &st, WNOHANG) == 0 && now_ns() < until) sleep_until(now_ns() + 10000000ll);
+		printf("child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 3;
+	}
 	if (version == 5) ((fp_v5 *)plugin)->finalize(ctx);
 	else ((fp_v4 *)plugin)->finalize(ctx);
 	return 0;
