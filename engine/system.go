@@ -199,7 +199,7 @@ func (f *System) OpenNCCL(lib string) (measure.Backend, error) {
 // watched is a backend that sends collbench watch a summary of every
 // operation it issues ($COLLBENCH_WATCH).
 type watched interface {
-	SetWatch(sink interface{ Send(watch.Summary) }, host string)
+	SetWatch(sink watch.Sink, host string)
 }
 
 // faultPlanter is a backend that takes planted faults after it is opened.

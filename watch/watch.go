@@ -42,6 +42,10 @@ type Summary struct {
 	OffsetErrNS int64 `json:",omitempty"`
 }
 
+// Sink takes the summary of each operation a rank runs: a Sender, or a
+// test's recorder. A backend that is watched is given one.
+type Sink interface{ Send(Summary) }
+
 // Options bound what the collector holds and set when it names a rank.
 type Options struct {
 	// Window is how many of a rank's last operations are judged; a rank

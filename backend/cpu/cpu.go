@@ -46,7 +46,7 @@ type Options struct {
 	// Watch, if set, receives a summary of every collective a rank of a
 	// world across processes runs (collbench watch's collector); Send must
 	// not block.
-	Watch interface{ Send(watch.Summary) }
+	Watch watch.Sink
 }
 
 // MaxRanks is the most ranks one process runs: each is a goroutine, and

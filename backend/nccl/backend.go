@@ -19,6 +19,7 @@ import (
 	"collbench/internal/syncx"
 	"collbench/measure"
 	"collbench/results"
+	"collbench/watch"
 	"collbench/watchdog"
 )
 
@@ -58,7 +59,7 @@ type Backend struct {
 	// watch receives a summary of every operation issued (SetWatch), nil
 	// when no collbench watch collector is named; watchHost is the host
 	// the summaries name.
-	watch     WatchSink
+	watch     watch.Sink
 	watchHost string
 }
 

@@ -10,16 +10,12 @@ import (
 	"collbench/watch"
 )
 
-// WatchSink receives a summary of each operation a rank issues (a
-// collbench watch sender).
-type WatchSink = interface{ Send(watch.Summary) }
-
 // SetWatch sends sink a summary of every operation the backend's ranks
 // issue, naming host as theirs. The times are the host's: when the rank's
 // thread handed NCCL the operation, and when that call returned. Without
 // the profiler's kernel times a rank is judged by when it issued, which is
 // what a straggling host moves (the planted fault late-rank).
-func (b *Backend) SetWatch(sink WatchSink, host string) {
+func (b *Backend) SetWatch(sink watch.Sink, host string) {
 	b.watch, b.watchHost = sink, host
 }
 

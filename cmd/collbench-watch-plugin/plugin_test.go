@@ -76,7 +76,7 @@ type job struct {
 }
 
 type ran struct {
-	masks  []string // the activation mask each rank's plugin asked for
+	stdout []string // each rank's output: the activation mask its plugin asked for, and what the harness says after
 	stderr []string
 }
 
@@ -88,7 +88,7 @@ func (j job) run(t *testing.T) ran {
 		t.Fatal(err)
 	}
 	base := ts.Nano() + int64(300*time.Millisecond) // every rank shares the timeline
-	out := ran{masks: make([]string, j.ranks), stderr: make([]string, j.ranks)}
+	out := ran{stdout: make([]string, j.ranks), stderr: make([]string, j.ranks)}
 	var wg sync.WaitGroup
 	for r := range j.ranks {
 		// Each rank's GPU timer is 37 ms further behind the host's clock:
@@ -107,7 +107,7 @@ func (j job) run(t *testing.T) ran {
 			if err := cmd.Wait(); err != nil {
 				t.Errorf("rank %d: %v\n%s", r, err, e.String())
 			}
-			out.masks[r] = strings.TrimSpace(o.String())
+			out.stdout[r] = strings.TrimSpace(o.String())
 			out.stderr[r] = e.String()
 		}()
 	}
@@ -169,7 +169,7 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			j := job{version: c.version, ranks: 4, ops: 160, periodUS: 8000, lateRank: c.late, lateUS: c.us, lateFrom: 40,
 				env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}}
 			got := j.run(t)
-			for r, m := range got.masks {
+			for r, m := range got.stdout {
 				if m != "mask 66" { // collectives and kernel channels
 					t.Errorf("rank %d: %q, want the plugin to ask for collectives and kernel channels (mask 66)", r, m)
 				}
@@ -236,9 +236,9 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := job{version: 5, ranks: 2, ops: 20, periodUS: 2000, lateRank: 1, lateUS: 3000, env: c.env}
 			got := j.run(t)
-			for r := range got.masks {
-				if got.masks[r] != c.mask {
-					t.Errorf("rank %d: %q, want %q", r, got.masks[r], c.mask)
+			for r := range got.stdout {
+				if got.stdout[r] != c.mask {
+					t.Errorf("rank %d: %q, want %q", r, got.stdout[r], c.mask)
 				}
 				lines := strings.Split(strings.TrimSpace(got.stderr[r]), "\n")
 				switch {
@@ -271,7 +271,7 @@ func TestPluginInAProcessThatForks(t *testing.T) {
 		j := job{version: 5, ranks: 4, ops: 150, periodUS: 4000, lateRank: -1,
 			env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", "HARNESS_FORK_AT=50", "HARNESS_FORK_EXIT=" + how}}
 		got := j.run(t)
-		for r, m := range got.masks {
+		for r, m := range got.stdout {
 			if m != "mask 66\nchild exit 0" || got.stderr[r] != "" {
 				t.Errorf("%s: rank %d printed %q, stderr %q", how, r, m, got.stderr[r])
 			}
