@@ -21,6 +21,10 @@ type WatchFinding = watch.Finding
 // (watch.Record).
 type WatchRecord = watch.Record
 
+// WatchCounts is what collbench watch's collector has taken in
+// (watch.Counts).
+type WatchCounts = watch.Counts
+
 // NewWatchRecord starts an empty record at t.
 func NewWatchRecord(t time.Time) *WatchRecord { return watch.NewRecord(t) }
 
@@ -30,31 +34,35 @@ type Watch struct {
 	Listen string
 	For    time.Duration
 	// OnListening receives the address the collector listens on;
-	// OnFinding each rank named or cleared; OnNote each process refused.
+	// OnFinding each rank named or cleared; OnNote each process refused;
+	// OnCounts what the collector has taken in, every CountsEvery
+	// (default 10 s) while it runs.
 	OnListening func(addr string)
 	OnFinding   func(watch.Finding)
 	OnNote      func(string)
+	OnCounts    func(watch.Counts)
+	CountsEvery time.Duration
 }
 
 // RunWatch runs the collector until ctx ends or w.For has passed, and
-// returns the findings that stand at the end.
-func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, error) {
+// returns the findings that stand at the end and what it took in.
+func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, watch.Counts, error) {
 	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
-		return nil, UsageErrorf("--listen %q: give host:port or :port (e.g. :29600)", w.Listen)
+		return nil, watch.Counts{}, UsageErrorf("--listen %q: give host:port or :port (e.g. :29600)", w.Listen)
 	}
 	if w.For < 0 {
-		return nil, UsageErrorf("--for %v: give a positive duration, or 0 to run until interrupted", w.For)
+		return nil, watch.Counts{}, UsageErrorf("--for %v: give a positive duration, or 0 to run until interrupted", w.For)
 	}
 	key, err := secret.Load(f.Getenv)
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return nil, watch.Counts{}, &UsageError{Err: err}
 	}
 	if len(key) == 0 {
-		return nil, UsageErrorf("collbench watch needs the job's secret: set %s (or %s) to the value the job's processes have", secret.EnvToken, secret.EnvTokenFile)
+		return nil, watch.Counts{}, UsageErrorf("collbench watch needs the job's secret: set %s (or %s) to the value the job's processes have", secret.EnvToken, secret.EnvTokenFile)
 	}
 	s, err := watch.Listen(w.Listen, key, watch.ServerOptions{OnFinding: w.OnFinding, OnNote: w.OnNote})
 	if err != nil {
-		return nil, UsageErrorf("%v", err)
+		return nil, watch.Counts{}, UsageErrorf("%v", err)
 	}
 	if w.OnListening != nil {
 		w.OnListening(s.Addr())
@@ -64,10 +72,30 @@ func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, error)
 		ctx, cancel = context.WithTimeout(ctx, w.For)
 		defer cancel()
 	}
-	if err := s.Serve(ctx); err != nil {
-		return s.Standing(), err
+	if w.OnCounts != nil {
+		every := w.CountsEvery
+		if every <= 0 {
+			every = 10 * time.Second
+		}
+		tick := time.NewTicker(every)
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-tick.C:
+					w.OnCounts(s.Counts())
+				case <-done:
+					return
+				}
+			}
+		}()
+		defer func() { tick.Stop(); close(done); wg.Wait() }()
 	}
-	return s.Standing(), nil
+	err = s.Serve(ctx)
+	return s.Standing(), s.Counts(), err
 }
 
 // watchSenders are this process's senders to a collector, by address:
@@ -101,6 +129,20 @@ func (f *System) watchSink() *watch.Sender {
 		s.Close()
 	}
 	return actual.(*watch.Sender)
+}
+
+// CloseWatch sends what this process's senders to collbench watch still
+// hold and closes them, about a second at most for a collector that is
+// slow or gone: the process's last operations reach the collector too. A
+// process that ends calls it once its command has returned.
+func CloseWatch() {
+	watchSenders.Range(func(addr, v any) bool {
+		if s, _ := v.(*watch.Sender); s != nil {
+			s.Close()
+		}
+		watchSenders.Delete(addr)
+		return true
+	})
 }
 
 // WatchPluginName is the file name of collbench watch's NCCL profiler

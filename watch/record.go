@@ -27,6 +27,8 @@ type Record struct {
 	LeftOut  int               `json:"findings_left_out,omitempty"`
 	Standing []RecordedFinding `json:"standing"`
 	Total    int               `json:"findings_total"`
+	// Counts is what the collector had taken in at Updated.
+	Counts Counts `json:"counts"`
 }
 
 // RecordedFinding is one finding as written: when it came, its line, and
@@ -109,6 +111,17 @@ func (r *Record) SetStanding(fs []Finding, t time.Time) {
 	}
 }
 
+// SetCounts records what the collector has taken in, at t.
+func (r *Record) SetCounts(c Counts, t time.Time) {
+	r.Counts, r.Updated = c, t
+}
+
+// String says what a collector judged, in one line.
+func (c Counts) String() string {
+	return fmt.Sprintf("judged %d operations on %d communicators from %d processes (%d summaries received, %d dropped)",
+		c.Operations, c.Communicators, c.Processes, c.Summaries, c.Dropped)
+}
+
 // WriteJSON writes the record as one indented JSON document.
 func (r *Record) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -134,6 +147,20 @@ func (r *Record) WriteProm(w io.Writer) error {
 	b.WriteString("# HELP collbench_watch_findings_total Ranks named or cleared since the collector started.\n")
 	b.WriteString("# TYPE collbench_watch_findings_total counter\n")
 	fmt.Fprintf(&b, "collbench_watch_findings_total %d\n", r.Total)
+	for _, m := range []struct {
+		name, help string
+		v          int64
+	}{
+		{"processes_total", "Processes the collector admitted.", r.Counts.Processes},
+		{"summaries_received_total", "Summaries received from the job's processes.", r.Counts.Summaries},
+		{"summaries_dropped_total", "Summaries the collector dropped (malformed, beyond its bounds, or whose operation never completed).", r.Counts.Dropped},
+		{"operations_judged_total", "Operations every rank reported, judged.", r.Counts.Operations},
+	} {
+		fmt.Fprintf(&b, "# HELP collbench_watch_%s %s\n# TYPE collbench_watch_%s counter\ncollbench_watch_%s %d\n", m.name, m.help, m.name, m.name, m.v)
+	}
+	b.WriteString("# HELP collbench_watch_communicators Communicators the collector follows.\n")
+	b.WriteString("# TYPE collbench_watch_communicators gauge\n")
+	fmt.Fprintf(&b, "collbench_watch_communicators %d\n", r.Counts.Communicators)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

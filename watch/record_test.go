@@ -11,7 +11,8 @@ import (
 // TestRecordKeepsEveryFindingAndWhatStands: a rank named on its GPU, a
 // rank named on its host, the first cleared: the document lists all three
 // in order, only the second stands, and each named one says the doctor
-// command that would confirm it; the Prometheus text gives what stands.
+// command that would confirm it; the Prometheus text gives what stands;
+// both say what the collector took in.
 func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	r := NewRecord(t0)
@@ -22,6 +23,7 @@ func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	cleared := gpu
 	cleared.Cleared, cleared.ClearedSeq = true, 130
 	r.Add(cleared, t0.Add(30*time.Second))
+	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Communicators: 2}, t0.Add(40*time.Second))
 	if len(r.Findings) != 3 || r.Total != 3 || len(r.Standing) != 1 || r.Standing[0].Rank != 1 {
 		t.Fatalf("findings %d (total %d), standing %+v", len(r.Findings), r.Total, r.Standing)
 	}

@@ -60,8 +60,9 @@ type Options struct {
 	// with nothing wrong (a clean 4-GPU PyTorch job on 4x H200: one rank
 	// or another last by 68-316 us in 24 of 32 operations at a time).
 	MinLate, MinIssueLate time.Duration
-	// MaxPending is how many operations of one communicator may wait for
-	// their last ranks; MaxComms how many communicators are followed.
+	// MaxPending is how many consecutive operations of one communicator
+	// may wait for their last ranks (a window by operation number);
+	// MaxComms how many communicators are followed.
 	MaxPending, MaxComms int
 }
 
@@ -118,21 +119,29 @@ type outcome struct {
 	issue bool  // its issue was late too (CauseIssue)
 }
 
-// pending is an operation some of whose ranks have not reported.
-type pending struct {
-	got []*Summary
-	n   int
+// slot is one operation in a communicator's window: the ranks that have
+// reported it, until every one has and it is judged.
+type slot struct {
+	seq    uint64
+	got    []*Summary // nil once judged
+	n      int
+	judged bool
 }
 
 // comm is what the collector holds of one communicator.
 type comm struct {
-	ranks   int
-	pending map[uint64]*pending
-	order   []uint64 // pending operations, oldest first
-	done    uint64   // the newest operation judged
-	who     []*Summary
-	hist    [][]outcome // per rank, the last Window outcomes
-	named   []*Finding  // per rank, the standing finding
+	ranks int
+	// window holds the operations base to base+MaxPending-1, the one of
+	// number q in window[q%MaxPending]. It moves on as newer operations
+	// come: the ones it leaves are dropped, and so are summaries of
+	// operations before it. A window by number, not by arrival, keeps a
+	// process whose whole batch comes after another's from pushing out
+	// the operations the other just opened.
+	window []slot
+	base   uint64
+	who    []*Summary
+	hist   [][]outcome // per rank, the last Window outcomes
+	named  []*Finding  // per rank, the standing finding
 }
 
 // Collector joins summaries and judges them. Its methods are not safe for
@@ -141,7 +150,26 @@ type Collector struct {
 	o       Options
 	comms   map[uint64]*comm
 	dropped int64
+	judged  int64
 }
+
+// Counts is what a collector has taken in: the evidence behind a watch
+// that names nobody, and the first thing to read when it names nobody
+// because nothing came (no process connected, or every summary dropped).
+type Counts struct {
+	Processes     int64 `json:"processes"`         // processes admitted, in all
+	Summaries     int64 `json:"summaries"`         // summaries received
+	Dropped       int64 `json:"summaries_dropped"` // dropped by the judge (Collector.Dropped)
+	Operations    int64 `json:"operations_judged"` // operations every rank reported, judged
+	Communicators int   `json:"communicators"`     // communicators followed
+}
+
+// Judged is how many operations were judged: every rank of the
+// communicator reported them.
+func (c *Collector) Judged() int64 { return c.judged }
+
+// Communicators is how many communicators the collector follows.
+func (c *Collector) Communicators() int { return len(c.comms) }
 
 // New returns a collector with o (zero fields take DefaultOptions').
 func New(o Options) *Collector {
@@ -169,7 +197,7 @@ func New(o Options) *Collector {
 
 // Dropped is how many summaries were dropped: malformed, for a
 // communicator beyond MaxComms, or of operations that waited for their last
-// ranks beyond MaxPending.
+// ranks while MaxPending newer ones came.
 func (c *Collector) Dropped() int64 { return c.dropped }
 
 // Add takes one summary and returns what changed: a rank newly named, or
@@ -185,29 +213,34 @@ func (c *Collector) Add(s Summary) []Finding {
 			c.dropped++
 			return nil
 		}
-		cm = &comm{ranks: s.Ranks, pending: map[uint64]*pending{}, who: make([]*Summary, s.Ranks),
+		// The window starts with this operation at its end, open to the
+		// earlier ones other ranks may still send.
+		w := uint64(c.o.MaxPending) //nolint:gosec // G115: a positive bound
+		cm = &comm{ranks: s.Ranks, window: make([]slot, w), base: s.Seq - min(s.Seq, w-1), who: make([]*Summary, s.Ranks),
 			hist: make([][]outcome, s.Ranks), named: make([]*Finding, s.Ranks)}
 		c.comms[s.Comm] = cm
 	}
-	if s.Ranks != cm.ranks || (cm.done > 0 && s.Seq <= cm.done) {
-		c.dropped++ // a size that changed, or an operation judged already
+	if s.Ranks != cm.ranks || s.Seq < cm.base {
+		c.dropped++ // a size that changed, or an operation the window has left
 		return nil
 	}
-	p := cm.pending[s.Seq]
-	if p == nil {
-		if len(cm.order) >= c.o.MaxPending {
-			// The oldest operation in flight will not complete in time.
-			old := cm.order[0]
-			c.dropped += int64(cm.pending[old].n)
-			delete(cm.pending, old)
-			cm.order = cm.order[1:]
+	w := uint64(len(cm.window)) //nolint:gosec // G115: a positive bound
+	if s.Seq >= cm.base+w {
+		// Move on: the operations left behind will not complete in time.
+		to := s.Seq - w + 1
+		for q := cm.base; q < to && q < cm.base+w; q++ {
+			if sl := &cm.window[q%w]; sl.seq == q && !sl.judged {
+				c.dropped += int64(sl.n)
+			}
 		}
-		p = &pending{got: make([]*Summary, cm.ranks)}
-		cm.pending[s.Seq] = p
-		cm.order = append(cm.order, s.Seq)
+		cm.base = to
 	}
-	if p.got[s.Rank] != nil {
-		c.dropped++
+	p := &cm.window[s.Seq%w]
+	if p.seq != s.Seq || (p.got == nil && !p.judged) {
+		*p = slot{seq: s.Seq, got: make([]*Summary, cm.ranks)}
+	}
+	if p.judged || p.got[s.Rank] != nil {
+		c.dropped++ // judged already, or a second summary of one rank
 		return nil
 	}
 	sc := s
@@ -217,10 +250,21 @@ func (c *Collector) Add(s Summary) []Finding {
 	if p.n < cm.ranks {
 		return nil
 	}
-	delete(cm.pending, s.Seq)
-	cm.order = slices.DeleteFunc(cm.order, func(q uint64) bool { return q == s.Seq })
-	cm.done = max(cm.done, s.Seq)
-	return c.judge(s.Comm, cm, s.Seq, p.got)
+	got := p.got
+	p.got, p.judged = nil, true
+	c.judged++
+	return c.judge(s.Comm, cm, s.Seq, got)
+}
+
+// held is how many operations wait for their last ranks.
+func (cm *comm) held() int {
+	n := 0
+	for i := range cm.window {
+		if sl := &cm.window[i]; sl.seq >= cm.base && sl.got != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // judge records one complete operation: the rank whose kernel started

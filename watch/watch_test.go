@@ -69,8 +69,8 @@ func TestCleanJobRaisesNothing(t *testing.T) {
 	if ch, _ := run(c, j, 0xabc, 2000); len(ch) > 0 {
 		t.Errorf("a clean job raised %v", ch)
 	}
-	if c.Dropped() != 0 {
-		t.Errorf("%d dropped", c.Dropped())
+	if c.Dropped() != 0 || c.Judged() != 2000 || c.Communicators() != 1 {
+		t.Errorf("%d dropped, %d operations judged on %d communicators; want 0, 2000 on 1", c.Dropped(), c.Judged(), c.Communicators())
 	}
 }
 
@@ -168,7 +168,7 @@ func TestBoundedWhenRanksGoQuiet(t *testing.T) {
 			}
 		}
 	}
-	if n := len(c.comms[9].pending); n > o.MaxPending {
+	if n := c.comms[9].held(); n > o.MaxPending {
 		t.Errorf("%d operations held, at most %d", n, o.MaxPending)
 	}
 	if want := int64(3 * (4900 - o.MaxPending)); c.Dropped() != want {
@@ -189,6 +189,47 @@ func TestBoundedWhenRanksGoQuiet(t *testing.T) {
 	}
 	if len(small.comms) != 2 || small.Dropped() != 3 {
 		t.Errorf("%d communicators held, %d dropped", len(small.comms), small.Dropped())
+	}
+}
+
+// TestBatchesOfOneRankAfterAnother: each process sends its summaries in
+// batches, and one process's batch can come whole before another's. Four
+// ranks whose 600 operations each come in one batch, one rank after
+// another, still have the last MaxPending operations judged (the first
+// rank's batch pushed the ones before out of the window); ranks whose
+// batches of 100 come a quarter of a batch apart have all 3,000 judged
+// and none dropped.
+func TestBatchesOfOneRankAfterAnother(t *testing.T) {
+	for _, tc := range []struct {
+		ops, batch, lag int
+		judged, dropped int64
+	}{
+		{600, 600, 600, 256, 4 * (600 - 256)},
+		{3000, 100, 25, 3000, 0},
+	} {
+		c := New(DefaultOptions())
+		j := &job{ranks: 4, rng: rand.New(rand.NewSource(11)), jitter: 20_000, errNS: 5_000} //nolint:gosec // G404: a seeded model
+		byRank := make([][]Summary, 4)
+		for seq := 1; seq <= tc.ops; seq++ {
+			for _, s := range j.op(3, uint64(seq)) { //nolint:gosec // G115: a positive count
+				byRank[s.Rank] = append(byRank[s.Rank], s)
+			}
+		}
+		// At step k, rank r sends what it has up to operation k*batch -
+		// r*lag.
+		for k := 1; k*tc.batch-3*tc.lag <= tc.ops+tc.batch; k++ {
+			for r := range byRank {
+				for len(byRank[r]) > 0 && int(byRank[r][0].Seq) <= k*tc.batch-r*tc.lag { //nolint:gosec // G115: small numbers
+					if ch := c.Add(byRank[r][0]); len(ch) > 0 {
+						t.Fatalf("named %v", ch)
+					}
+					byRank[r] = byRank[r][1:]
+				}
+			}
+		}
+		if c.Judged() != tc.judged || c.Dropped() != tc.dropped {
+			t.Errorf("batches of %d, %d apart: %d judged, %d dropped; want %d and %d", tc.batch, tc.lag, c.Judged(), c.Dropped(), tc.judged, tc.dropped)
+		}
 	}
 }
 

@@ -76,8 +76,13 @@ type Sender struct {
 	sent    atomic.Int64
 	warned  sync.Once
 	cancel  context.CancelFunc
+	closing chan struct{} // closed by Close: send what is queued, then stop
+	closed  sync.Once
 	done    chan struct{}
 }
+
+// flushWait bounds how long Close spends sending what is queued.
+const flushWait = time.Second
 
 // NewSender starts sending in the background.
 func NewSender(o SenderOptions) *Sender {
@@ -94,7 +99,7 @@ func NewSender(o SenderOptions) *Sender {
 		o.Now = func() int64 { return time.Now().UnixNano() }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Sender{o: o, ch: make(chan Summary, o.Queue), cancel: cancel, done: make(chan struct{})}
+	s := &Sender{o: o, ch: make(chan Summary, o.Queue), cancel: cancel, closing: make(chan struct{}), done: make(chan struct{})}
 	go s.loop(ctx)
 	return s
 }
@@ -115,10 +120,20 @@ func (s *Sender) Dropped() int64 { return s.dropped.Load() }
 // Sent counts the summaries written to the collector.
 func (s *Sender) Sent() int64 { return s.sent.Load() }
 
-// Close stops the sender, within the handshake's bound at most.
+// Close sends what is queued and stops the sender: a process that ends
+// loses none of its last summaries to a collector that is connected, and
+// waits about flushWait at most for one that is slow or gone (a
+// collector not connected to is not waited for).
 func (s *Sender) Close() {
-	s.cancel()
-	<-s.done
+	s.closed.Do(func() { close(s.closing) })
+	t := time.NewTimer(flushWait)
+	defer t.Stop()
+	select {
+	case <-s.done:
+	case <-t.C:
+		s.cancel()
+		<-s.done
+	}
 }
 
 func (s *Sender) warn(why string) {
@@ -141,18 +156,24 @@ func (s *Sender) loop(ctx context.Context) {
 	}()
 	var batch []Summary
 	var clk clock
-	first := true
+	first, last := true, false
 	for {
 		if !first {
 			select {
 			case <-ctx.Done():
 				return
+			case <-s.closing:
+				last = true
 			case <-tick.C:
 			}
 		}
 		first = false // the first pass connects at once: a collector that is not there is said at the start
 		for len(s.ch) > 0 && len(batch) < s.o.Queue {
 			batch = append(batch, <-s.ch)
+		}
+		if last {
+			s.flush(conn, clk, batch)
+			return
 		}
 		if conn == nil && time.Now().After(retry) {
 			c, err := s.connect(ctx)
@@ -183,35 +204,57 @@ func (s *Sender) loop(ctx context.Context) {
 		if len(batch) == 0 {
 			continue
 		}
-		if clk.synced {
-			for i := range batch {
-				batch[i].Synced, batch[i].OffsetNS, batch[i].OffsetErrNS = true, clk.off, clk.err
-			}
-		}
-		payload, err := json.Marshal(batch)
-		if err == nil {
-			_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-			err = bootstrap.WriteFrame(conn, frameBatch, payload)
-		}
-		if err != nil {
+		if err := s.write(conn, clk, batch, time.Second); err != nil {
 			// Gone or too slow: drop the batch and connect again later.
-			s.dropped.Add(int64(len(batch)))
 			_ = conn.Close()
 			conn, retry = nil, time.Now().Add(30*time.Second)
-		} else {
-			s.sent.Add(int64(len(batch)))
 		}
 		batch = batch[:0]
 	}
 }
 
-// connect dials the collector and proves the job secret.
+// flush is the last pass of a closing sender: what is queued goes to
+// the collector it is connected to, within flushWait, or is dropped.
+func (s *Sender) flush(conn net.Conn, clk clock, batch []Summary) {
+	if conn == nil {
+		s.dropped.Add(int64(len(batch)))
+		return
+	}
+	if len(batch) > 0 {
+		_ = s.write(conn, clk, batch, flushWait)
+	}
+}
+
+// write sends one batch, with the clock's offset where it was measured,
+// within wait; what was not written is counted as dropped.
+func (s *Sender) write(conn net.Conn, clk clock, batch []Summary, wait time.Duration) error {
+	if clk.synced {
+		for i := range batch {
+			batch[i].Synced, batch[i].OffsetNS, batch[i].OffsetErrNS = true, clk.off, clk.err
+		}
+	}
+	payload, err := json.Marshal(batch)
+	if err == nil {
+		_ = conn.SetWriteDeadline(time.Now().Add(wait))
+		err = bootstrap.WriteFrame(conn, frameBatch, payload)
+	}
+	if err != nil {
+		s.dropped.Add(int64(len(batch)))
+		return err
+	}
+	s.sent.Add(int64(len(batch)))
+	return nil
+}
+
+// connect dials the collector and proves the job secret; ending ctx ends
+// it at once, at any step.
 func (s *Sender) connect(ctx context.Context) (net.Conn, error) {
 	d := net.Dialer{Timeout: handshakeWait}
 	c, err := d.DialContext(ctx, "tcp", s.o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("the collector at %s does not answer (%v)", s.o.Addr, err)
 	}
+	defer context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })()
 	fail := func(err error) (net.Conn, error) {
 		_ = c.Close()
 		return nil, err
@@ -249,6 +292,7 @@ type Server struct {
 	onFinding func(Finding)
 	onNote    func(string)
 	conns     atomic.Int64
+	admitted  atomic.Int64
 	received  atomic.Int64
 	maxConns  int64
 	epoch     time.Time // the collector's clock: this instant, moved on monotonically
@@ -355,6 +399,7 @@ func (s *Server) serve(c net.Conn) {
 	if bootstrap.WriteFrame(c, frameWelcome, nil) != nil {
 		return
 	}
+	s.admitted.Add(1)
 	_ = c.SetDeadline(time.Time{})
 	for {
 		typ, raw, err := bootstrap.ReadFrame(c, frameLimit)
@@ -411,6 +456,14 @@ func (s *Server) Dropped() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.c.Dropped()
+}
+
+// Counts says what the collector has taken in so far.
+func (s *Server) Counts() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Counts{Processes: s.admitted.Load(), Summaries: s.received.Load(), Dropped: s.c.Dropped(),
+		Operations: s.c.Judged(), Communicators: s.c.Communicators()}
 }
 
 // clock is a sender's measure of its clock's offset from the collector's.

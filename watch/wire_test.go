@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"math/rand"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -135,7 +136,12 @@ func TestSendersOnTwoHostsClocks(t *testing.T) {
 		if late >= 0 {
 			waitFor(t, "finding", func() bool { fs, _ := got(); return len(fs) > 0 })
 		} else {
-			waitFor(t, "every summary", func() bool { return s.Received() == 8*120 })
+			// Every summary in and every operation judged: the counts
+			// are the evidence behind a clean job's silence.
+			waitFor(t, "every operation judged", func() bool { return s.Counts().Operations == 120 })
+			if c := s.Counts(); c != (Counts{Processes: 2, Summaries: 8 * 120, Operations: 120, Communicators: 1}) {
+				t.Errorf("clean job: counts %+v", c)
+			}
 		}
 		fs, notes := got()
 		switch {
@@ -223,5 +229,52 @@ func TestCollectorKilledMidRun(t *testing.T) {
 func TestListenWithoutSecret(t *testing.T) {
 	if _, err := Listen("127.0.0.1:0", nil, ServerOptions{}); err == nil || !strings.Contains(err.Error(), "COLLBENCH_TOKEN") {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestCloseSendsWhatIsQueued: a process that ends closes its sender; the
+// summaries still queued reach the collector (the sender would not have
+// flushed them for an hour), and a collector that never answers the
+// handshake holds Close up about flushWait, not the handshake's 5 s.
+func TestCloseSendsWhatIsQueued(t *testing.T) {
+	s, _ := collector(t, "k")
+	sn := NewSender(SenderOptions{Addr: s.Addr(), Key: []byte("k"), Flush: time.Hour})
+	waitFor(t, "the sender admitted", func() bool { return s.Counts().Processes == 1 })
+	for i := uint64(1); i <= 500; i++ {
+		sn.Send(Summary{Comm: 1, Seq: i, Ranks: 2, Rank: 0})
+	}
+	sn.Close()
+	if sn.Sent() != 500 || sn.Dropped() != 0 {
+		t.Errorf("closed with 500 queued: sent %d, dropped %d", sn.Sent(), sn.Dropped())
+	}
+	waitFor(t, "every summary", func() bool { return s.Received() == 500 })
+
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts, and says nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	go func() {
+		var held []net.Conn // open and silent until the test ends
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	stuck := NewSender(SenderOptions{Addr: mute.Addr().String(), Key: []byte("k"), Flush: time.Hour})
+	stuck.Send(Summary{Comm: 1, Seq: 1, Ranks: 2, Rank: 0})
+	time.Sleep(50 * time.Millisecond) // inside its handshake
+	start := time.Now()
+	stuck.Close()
+	if took := time.Since(start); took > flushWait+time.Second {
+		t.Errorf("Close took %v with a collector that never answers", took)
 	}
 }

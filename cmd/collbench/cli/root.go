@@ -186,5 +186,7 @@ func MainWith(f *Factory, args []string) int {
 		engine.ExitNow(code)
 	}()
 	f.OwnsProcess = true
-	return Run(ctx, f, args)
+	code := Run(ctx, f, args)
+	engine.CloseWatch() // the last summaries of a watched run
+	return code
 }

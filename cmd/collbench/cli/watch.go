@@ -58,10 +58,12 @@ NCCL profiler plugin: set NCCL_PROFILER_PLUGIN to the path --plugin-path prints
 Each named rank comes with the doctor command that would confirm it on its node once
 drained. -o keeps a JSON record of every finding and of what stands, --prom the
 standing ones for node-exporter's textfile collector; both are rewritten whole after
-each finding, so the files are valid at every instant.
+each finding and every 10 s with what the collector has taken in (processes,
+summaries received and dropped, operations judged), so the files are valid at every
+instant.
 
-watch runs until interrupted, or for --for; it exits 1 when a rank stands named at
-the end.`,
+watch runs until interrupted, or for --for; at the end it says what it judged (a
+watch that judged nothing says why), and it exits 1 when a rank stands named.`,
 		Args: noArgs,
 		Example: "  COLLBENCH_TOKEN=$SECRET collbench watch --listen :29600\n  COLLBENCH_TOKEN=$SECRET COLLBENCH_WATCH=node01:29600 collbench launch -n 4 -- sweep --backend cpu\n" +
 			"  NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path) COLLBENCH_WATCH=node01:29600 COLLBENCH_TOKEN=$SECRET torchrun --nproc-per-node 8 train.py",
@@ -156,14 +158,21 @@ func watchRun(o *WatchOptions) error {
 			save()
 		},
 		OnNote: func(n string) { fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", n) },
+		OnCounts: func(c engine.WatchCounts) {
+			mu.Lock()
+			defer mu.Unlock()
+			rec.SetCounts(c, time.Now())
+			save()
+		},
 	}
-	standing, err := o.Factory.RunWatch(o.Ctx, w)
+	standing, counts, err := o.Factory.RunWatch(o.Ctx, w)
 	mu.Lock()
 	if !started { // refused before collecting (a usage error): nothing to keep
 		mu.Unlock()
 		return err
 	}
 	rec.SetStanding(standing, time.Now())
+	rec.SetCounts(counts, time.Now())
 	save()
 	mu.Unlock()
 	for _, tg := range targets {
@@ -188,6 +197,20 @@ func watchRun(o *WatchOptions) error {
 		}
 		return &engine.CheckFailedError{Msg: fmt.Sprintf("watch: %s still late at the end; the first: %s", what, standing[0])}
 	}
-	fmt.Fprintln(o.IO.ErrOut, "collbench watch: no rank stands named")
+	fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", judgedLine(counts))
 	return nil
+}
+
+// judgedLine is watch's last line when no rank stands named: what it
+// judged, or, where that is nothing, the likeliest reason.
+func judgedLine(c engine.WatchCounts) string {
+	switch {
+	case c.Processes == 0:
+		return "no rank stands named, but nothing was judged: no process connected (the job needs COLLBENCH_WATCH=<this host>:<port> and the same COLLBENCH_TOKEN; an NCCL application also NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path))"
+	case c.Summaries == 0:
+		return fmt.Sprintf("no rank stands named, but nothing was judged: %d processes connected and sent no summary (did their NCCL load the plugin? NCCL_DEBUG=INFO says)", c.Processes)
+	case c.Operations == 0:
+		return fmt.Sprintf("no rank stands named, but nothing was judged: %d summaries came, and no operation was reported by every rank of its communicator (is every process of the job sending?)", c.Summaries)
+	}
+	return "no rank stands named; " + c.String()
 }

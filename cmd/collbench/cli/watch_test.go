@@ -20,19 +20,23 @@ import (
 )
 
 // startWatch runs the collector on loopback in this process, with the
-// test's environment, and returns its address and what it reported.
-func startWatch(t *testing.T) (string, func() []engine.WatchFinding) {
+// test's environment, and returns its address, what it reported, and what
+// it has taken in (its counts, every 20 ms).
+func startWatch(t *testing.T) (string, func() []engine.WatchFinding, func() engine.WatchCounts) {
 	t.Helper()
 	f, _, _ := testFactory()
 	f.Environ = os.Environ
 	var mu sync.Mutex
 	var got []engine.WatchFinding
+	var counts engine.WatchCounts
 	addr := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.RunWatch(ctx, engine.Watch{Listen: "127.0.0.1:0", OnListening: func(a string) { addr <- a },
-			OnFinding: func(w engine.WatchFinding) { mu.Lock(); got = append(got, w); mu.Unlock() }})
+		_, _, err := f.RunWatch(ctx, engine.Watch{Listen: "127.0.0.1:0", OnListening: func(a string) { addr <- a },
+			OnFinding:   func(w engine.WatchFinding) { mu.Lock(); got = append(got, w); mu.Unlock() },
+			OnCounts:    func(c engine.WatchCounts) { mu.Lock(); counts = c; mu.Unlock() },
+			CountsEvery: 20 * time.Millisecond})
 		done <- err
 	}()
 	t.Cleanup(func() {
@@ -44,14 +48,36 @@ func startWatch(t *testing.T) (string, func() []engine.WatchFinding) {
 	select {
 	case a := <-addr:
 		return a, func() []engine.WatchFinding {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]engine.WatchFinding(nil), got...)
-		}
+				mu.Lock()
+				defer mu.Unlock()
+				return append([]engine.WatchFinding(nil), got...)
+			}, func() engine.WatchCounts {
+				mu.Lock()
+				defer mu.Unlock()
+				return counts
+			}
 	case err := <-done:
 		t.Fatalf("the collector did not start: %v", err)
 	}
-	return "", nil
+	return "", nil, nil
+}
+
+// judgedAtLeast waits up to 5 s for the collector to have judged n
+// operations, and fails the test if it does not: a clean job that names
+// nobody proves something only when its operations were judged. (A job
+// this short sends each process's summaries in one batch, so the first
+// operations of a job of more than watch.DefaultOptions' MaxPending can
+// be pushed out, and counted as dropped.)
+func judgedAtLeast(t *testing.T, counts func() engine.WatchCounts, n int64) {
+	t.Helper()
+	c := counts()
+	for end := time.Now().Add(5 * time.Second); c.Operations < n && time.Now().Before(end); c = counts() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // what a last batch would bring
+	if c = counts(); c.Operations < n {
+		t.Errorf("the collector %s; want %d operations or more judged", c, n)
+	}
 }
 
 // TestWatchNamesALateRankUnderLaunch: four processes as two hosts
@@ -66,7 +92,7 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 		places = places[2:] // one place; make test-long plants every one and the clean job
 	}
 	for _, late := range places {
-		addr, got := startWatch(t)
+		addr, got, counts := startWatch(t)
 		t.Setenv("COLLBENCH_WATCH", addr)
 		spec := ""
 		if late >= 0 {
@@ -78,7 +104,7 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 			t.Fatalf("late %d: exit %d\n%s\n%s", late, code, out, errOut)
 		}
 		if late < 0 {
-			time.Sleep(300 * time.Millisecond) // the last batches
+			judgedAtLeast(t, counts, 120) // every process sends its last summaries as it ends
 			if fs := got(); len(fs) > 0 {
 				t.Errorf("a clean job: %v", fs)
 			}
@@ -165,7 +191,8 @@ func TestWatchCommandExitsOneWhileARankStandsNamed(t *testing.T) {
 	}
 	// The record and the textfile say the same: rank 1 stands named.
 	var doc struct {
-		Schema   string `json:"schema"`
+		Schema   string             `json:"schema"`
+		Counts   engine.WatchCounts `json:"counts"`
 		Findings []struct {
 			Rank    int    `json:"rank"`
 			Confirm string `json:"confirm"`
@@ -176,11 +203,43 @@ func TestWatchCommandExitsOneWhileARankStandsNamed(t *testing.T) {
 	}
 	b, err := os.ReadFile(rec)
 	if err != nil || json.Unmarshal(b, &doc) != nil || doc.Schema != "collbench/watch" || len(doc.Findings) == 0 ||
-		doc.Findings[0].Rank != 1 || doc.Findings[0].Confirm == "" || len(doc.Standing) != 1 || doc.Standing[0].Rank != 1 {
+		doc.Findings[0].Rank != 1 || doc.Findings[0].Confirm == "" || len(doc.Standing) != 1 || doc.Standing[0].Rank != 1 ||
+		doc.Counts.Processes != 2 || doc.Counts.Operations == 0 || doc.Counts.Communicators != 1 {
 		t.Errorf("the record (%v): %s", err, b)
 	}
 	if p, err := os.ReadFile(prom); err != nil || !strings.Contains(string(p), `rank="1"`) || !strings.Contains(string(p), "collbench_watch_late{") {
 		t.Errorf("the textfile (%v): %s", err, p)
+	}
+}
+
+// TestWatchSaysWhatItJudged: a watch that names nobody says what it
+// judged, so silence is evidence: after a clean job of two processes, the
+// operations, communicators and processes, in its last line and in the
+// record alike; with no job at all, that nothing was judged and why.
+func TestWatchSaysWhatItJudged(t *testing.T) {
+	t.Setenv("COLLBENCH_TOKEN", "cmd-secret")
+	rec := filepath.Join(t.TempDir(), "watch.json")
+	c, _, errOut, _ := watchALateRank(t, -1, "--for", "3s", "-o", rec)
+	var doc struct {
+		Counts engine.WatchCounts `json:"counts"`
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("the record (%v): %s", err, b)
+	}
+	cn := doc.Counts
+	// 2 ranks, 80 timed and 2 warm-up operations and the checks: at
+	// least the timed ones judged, every summary of both ranks received.
+	if c != 0 || cn.Processes != 2 || cn.Communicators != 1 || cn.Operations < 80 || cn.Summaries < 2*cn.Operations || cn.Dropped != 0 ||
+		!strings.Contains(errOut.String(), "no rank stands named; "+cn.String()) {
+		t.Errorf("a clean job: exit %d, counts %+v\n%s", c, cn, errOut.String())
+	}
+
+	f, _, errOut := testFactory()
+	f.Environ = os.Environ
+	if c := run(t, f, "watch", "--listen", "127.0.0.1:0", "--for", "200ms"); c != 0 ||
+		!strings.Contains(errOut.String(), "nothing was judged: no process connected (the job needs COLLBENCH_WATCH=") {
+		t.Errorf("no job: exit %d\n%s", c, errOut.String())
 	}
 }
 
@@ -230,7 +289,11 @@ func watchALateRank(t *testing.T, late int, args ...string) (int, *bytes.Buffer,
 	go func() { code <- run(t, f, append([]string{"watch", "--listen", addr}, args...)...) }()
 	time.Sleep(300 * time.Millisecond)
 	t.Setenv("COLLBENCH_WATCH", addr)
-	t.Setenv("COLLBENCH_FAULTS", fmt.Sprintf("late-rank:%d:5ms", late))
+	spec := ""
+	if late >= 0 {
+		spec = fmt.Sprintf("late-rank:%d:5ms", late)
+	}
+	t.Setenv("COLLBENCH_FAULTS", spec)
 	if c, o, e := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "80", "-w", "2", "-q"); c != 0 {
 		t.Fatalf("the job: exit %d\n%s\n%s", c, o, e)
 	}
@@ -253,7 +316,7 @@ func TestWatchNamesALateGPUOnNCCL(t *testing.T) {
 		cases = cases[2:] // make test-long runs the clean job and the whole world too
 	}
 	for _, c := range cases {
-		addr, got := startWatch(t)
+		addr, got, counts := startWatch(t)
 		f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
 		spec := ""
 		if c.late >= 0 {
@@ -272,7 +335,8 @@ func TestWatchNamesALateGPUOnNCCL(t *testing.T) {
 		}
 		var fs []engine.WatchFinding
 		if c.late < 0 {
-			time.Sleep(300 * time.Millisecond) // the last batches
+			engine.CloseWatch()         // as a process that ends does: its last summaries go
+			judgedAtLeast(t, counts, 7) // a call per row at least
 			if fs = got(); len(fs) > 0 {
 				t.Errorf("a clean run: %v", fs)
 			}
