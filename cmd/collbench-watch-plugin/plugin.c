@@ -166,7 +166,12 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 			atomic_fetch_add(&c->dropped, 1); // the collector is behind: this one is not recorded
 			return 0;
 		}
-		op->seq = d->coll.seq;
+		// The operation's number is the communicator's own count of
+		// collectives: every rank calls them in one order. NCCL's
+		// seqNumber counts each function's calls apart (the first
+		// allreduce and the first allgather are both 0), so it does not
+		// tell one operation from another.
+		op->seq = at + 1;
 		op->channels = d->coll.nChannels;
 		atomic_store(&op->started, 0);
 		atomic_store(&op->stopped, 0);

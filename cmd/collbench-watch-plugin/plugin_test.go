@@ -116,8 +116,8 @@ func (j job) run(t *testing.T) ran {
 }
 
 // collector listens for the job; findings returns what it named, notes
-// the processes it refused, received how many summaries it read.
-func collector(t *testing.T, key string) (addr string, findings func() []watch.Finding, notes func() []string, received func() int64) {
+// the processes it refused, counts what it took in.
+func collector(t *testing.T, key string) (addr string, findings func() []watch.Finding, notes func() []string, counts func() watch.Counts) {
 	t.Helper()
 	var mu sync.Mutex
 	var fs []watch.Finding
@@ -140,7 +140,7 @@ func collector(t *testing.T, key string) (addr string, findings func() []watch.F
 			mu.Lock()
 			defer mu.Unlock()
 			return append([]string(nil), ns...)
-		}, s.Received
+		}, s.Counts
 }
 
 // TestPluginNamesTheLateRank: four processes of one communicator with
@@ -165,7 +165,7 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			addr, findings, _, received := collector(t, "job-secret")
+			addr, findings, _, counts := collector(t, "job-secret")
 			j := job{version: c.version, ranks: 4, ops: 160, periodUS: 8000, lateRank: c.late, lateUS: c.us, lateFrom: 40,
 				env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}}
 			got := j.run(t)
@@ -177,13 +177,15 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 					t.Errorf("rank %d wrote to stderr: %s", r, got.stderr[r])
 				}
 			}
-			// Every operation of every rank reaches the collector.
+			// Every operation of every rank reaches the collector, and
+			// every operation is judged: the three functions' operations
+			// are told apart though NCCL numbers each function's alone.
 			want := int64(j.ranks * j.ops)
-			for deadline := time.Now().Add(5 * time.Second); received() < want && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(5 * time.Second); counts().Operations < int64(j.ops) && time.Now().Before(deadline); {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if n := received(); n != want {
-				t.Errorf("the collector read %d summaries, want %d (%d ranks x %d operations)", n, want, j.ranks, j.ops)
+			if n := counts(); n.Summaries != want || n.Operations != int64(j.ops) || n.Dropped != 0 {
+				t.Errorf("the collector %s; want %d summaries (%d ranks x %d operations), all %d operations judged", n, want, j.ranks, j.ops, j.ops)
 			}
 			fs := findings()
 			if c.late < 0 {
@@ -223,7 +225,7 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 // wrong secret the collector refuses it, the job's stderr has one line,
 // and the job runs to its end.
 func TestPluginWithoutItsEnvironment(t *testing.T) {
-	addr, findings, notes, received := collector(t, "job-secret")
+	addr, findings, notes, counts := collector(t, "job-secret")
 	for _, c := range []struct {
 		name, mask, says string
 		env              []string
@@ -250,7 +252,7 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 			}
 		})
 	}
-	if fs, n := findings(), received(); len(fs) > 0 || n > 0 {
+	if fs, n := findings(), counts().Summaries; len(fs) > 0 || n > 0 {
 		t.Errorf("the collector read %d summaries from processes it should not have heard (findings: %v)", n, fs)
 	}
 	if ns := notes(); len(ns) == 0 {
@@ -267,7 +269,7 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 // forked child, and the parent's sender goes on.
 func TestPluginInAProcessThatForks(t *testing.T) {
 	for _, how := range []string{"_exit", "exit"} {
-		addr, findings, _, received := collector(t, "job-secret")
+		addr, findings, _, counts := collector(t, "job-secret")
 		j := job{version: 5, ranks: 4, ops: 150, periodUS: 4000, lateRank: -1,
 			env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", "HARNESS_FORK_AT=50", "HARNESS_FORK_EXIT=" + how}}
 		got := j.run(t)
@@ -277,10 +279,10 @@ func TestPluginInAProcessThatForks(t *testing.T) {
 			}
 		}
 		want := int64(j.ranks * j.ops)
-		for deadline := time.Now().Add(5 * time.Second); received() < want && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); counts().Summaries < want && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if n := received(); n != want {
+		if n := counts().Summaries; n != want {
 			t.Errorf("%s: the collector read %d summaries, want %d", how, n, want)
 		}
 		if fs := findings(); len(fs) > 0 {

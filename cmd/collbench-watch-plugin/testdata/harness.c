@@ -1,7 +1,9 @@
 // harness.c plays NCCL for the watch plugin's test: one process is one
 // rank of one communicator. It loads the plugin as NCCL does (dlopen of
 // NCCL_PROFILER_PLUGIN, then ncclProfiler_v5 or _v4) and runs ops
-// collectives on a timeline every rank shares: operation i is issued at
+// collectives on a timeline every rank shares (an allreduce, an allgather
+// and a broadcast in turn, each numbered on its own as NCCL numbers
+// them): operation i is issued at
 // base + i * period on CLOCK_MONOTONIC, its kernel starts lag us later
 // (plus LATE_US on the late rank, from operation LATE_FROM on; a negative
 // LATE_US issues the operation that much later instead) and runs
@@ -159,7 +161,11 @@ int main(int argc, char **argv) {
 		sleep_until(issue);
 		fp_union u;
 		memset(&u, 0, sizeof u);
-		u.coll.seqNumber = (uint64_t)i, u.coll.func = "AllReduce", u.coll.count = 1024, u.coll.datatype = "ncclFloat32";
+		// A step of a training job: an allreduce, an allgather and a
+		// broadcast. NCCL numbers each function's operations on its own
+		// (seqNumber counts that function's calls on the communicator).
+		static const char *funcs[3] = {"AllReduce", "AllGather", "Broadcast"};
+		u.coll.seqNumber = (uint64_t)(i / 3), u.coll.func = funcs[i % 3], u.coll.count = 1024, u.coll.datatype = "ncclFloat32";
 		u.coll.nChannels = 2, u.coll.algo = "RING", u.coll.proto = "LL";
 		void *coll = (mask & (1 << 1)) ? start(ctx, 1 << 1, NULL, rank, &u) : NULL;
 		int64_t kstart = now_ns() + 30000 + ((late_now && late > 0) ? late : 0);
