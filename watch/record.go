@@ -48,6 +48,19 @@ type RecordedFinding struct {
 	ClearedSeq uint64    `json:"cleared_op,omitempty"`
 	Line       string    `json:"line"`
 	Confirm    string    `json:"confirm,omitempty"`
+	// Link is set for a slow link from Rank.
+	Link *RecordedLink `json:"link,omitempty"`
+}
+
+// RecordedLink is a slow link's part of a recorded finding: the peer it
+// sends to, its median rate over its slow operations and the median
+// link's in them, in bytes per second.
+type RecordedLink struct {
+	Peer      int     `json:"peer"`
+	PeerHost  string  `json:"peer_host"`
+	PeerGPU   string  `json:"peer_gpu,omitempty"`
+	Rate      float64 `json:"rate_bytes_per_s,omitempty"`
+	MedianBps float64 `json:"median_link_bytes_per_s,omitempty"`
 }
 
 // NewRecord starts an empty record at t.
@@ -62,6 +75,9 @@ func (f Finding) Confirm() string {
 	if f.Cleared {
 		return ""
 	}
+	if f.Link != nil {
+		return f.linkConfirm()
+	}
 	what := "its GPUs alone, in pairs and across hosts"
 	if f.GPU != "" {
 		what = "GPU " + f.GPU + " alone, in pairs and across hosts"
@@ -74,6 +90,12 @@ func recorded(f Finding, at time.Time) RecordedFinding {
 		SinceSeq: f.SinceSeq, Cleared: f.Cleared, ClearedSeq: f.ClearedSeq, Line: f.String(), Confirm: f.Confirm()}
 	if !f.Cleared {
 		r.Cause, r.LateUS, r.Late, r.Of = string(f.Cause), float64(f.By)/float64(time.Microsecond), f.Late, f.Of
+	}
+	if l := f.Link; l != nil {
+		r.Link = &RecordedLink{Peer: l.Peer, PeerHost: l.PeerHost, PeerGPU: l.PeerGPU}
+		if !f.Cleared {
+			r.Link.Rate, r.Link.MedianBps = l.Rate, l.Median
+		}
 	}
 	return r
 }
@@ -91,7 +113,7 @@ func (r *Record) Add(f Finding, t time.Time) {
 	}
 	kept := r.Standing[:0]
 	for _, s := range r.Standing {
-		if s.Comm != rf.Comm || s.Rank != rf.Rank {
+		if s.Comm != rf.Comm || s.Rank != rf.Rank || linkPeer(s.Link) != linkPeer(rf.Link) {
 			kept = append(kept, s)
 		}
 	}
@@ -99,6 +121,14 @@ func (r *Record) Add(f Finding, t time.Time) {
 	if !f.Cleared {
 		r.Standing = append(r.Standing, rf)
 	}
+}
+
+// linkPeer is the peer of a recorded link, -1 for a rank's own finding.
+func linkPeer(l *RecordedLink) int {
+	if l == nil {
+		return -1
+	}
+	return l.Peer
 }
 
 // SetStanding replaces the standing findings with the collector's own
@@ -137,14 +167,33 @@ func (r *Record) WriteProm(w io.Writer) error {
 	b.WriteString("# HELP collbench_watch_late 1 for each rank collbench watch names as late now.\n")
 	b.WriteString("# TYPE collbench_watch_late gauge\n")
 	for _, s := range r.Standing {
-		fmt.Fprintf(&b, "collbench_watch_late{communicator=%q,rank=\"%d\",host=\"%s\",gpu=\"%s\",cause=\"%s\"} 1\n", s.Comm, s.Rank, esc(s.Host), esc(s.GPU), esc(s.Cause))
+		if s.Link == nil {
+			fmt.Fprintf(&b, "collbench_watch_late{communicator=%q,rank=\"%d\",host=\"%s\",gpu=\"%s\",cause=\"%s\"} 1\n", s.Comm, s.Rank, esc(s.Host), esc(s.GPU), esc(s.Cause))
+		}
 	}
 	b.WriteString("# HELP collbench_watch_late_seconds How late each named rank is after its peers (median).\n")
 	b.WriteString("# TYPE collbench_watch_late_seconds gauge\n")
 	for _, s := range r.Standing {
-		fmt.Fprintf(&b, "collbench_watch_late_seconds{communicator=%q,rank=\"%d\",host=\"%s\"} %g\n", s.Comm, s.Rank, esc(s.Host), s.LateUS/1e6)
+		if s.Link == nil {
+			fmt.Fprintf(&b, "collbench_watch_late_seconds{communicator=%q,rank=\"%d\",host=\"%s\"} %g\n", s.Comm, s.Rank, esc(s.Host), s.LateUS/1e6)
+		}
 	}
-	b.WriteString("# HELP collbench_watch_findings_total Ranks named or cleared since the collector started.\n")
+	b.WriteString("# HELP collbench_watch_slow_link_bytes_per_second The send rate of each link collbench watch names as slow now (median over its slow operations).\n")
+	b.WriteString("# TYPE collbench_watch_slow_link_bytes_per_second gauge\n")
+	for _, s := range r.Standing {
+		if l := s.Link; l != nil {
+			fmt.Fprintf(&b, "collbench_watch_slow_link_bytes_per_second{communicator=%q,rank=\"%d\",peer=\"%d\",host=\"%s\",peer_host=\"%s\"} %g\n",
+				s.Comm, s.Rank, l.Peer, esc(s.Host), esc(l.PeerHost), l.Rate)
+		}
+	}
+	b.WriteString("# HELP collbench_watch_link_median_bytes_per_second The median link's send rate in the operations where a named link was slow.\n")
+	b.WriteString("# TYPE collbench_watch_link_median_bytes_per_second gauge\n")
+	for _, s := range r.Standing {
+		if l := s.Link; l != nil {
+			fmt.Fprintf(&b, "collbench_watch_link_median_bytes_per_second{communicator=%q,rank=\"%d\",peer=\"%d\"} %g\n", s.Comm, s.Rank, l.Peer, l.MedianBps)
+		}
+	}
+	b.WriteString("# HELP collbench_watch_findings_total Ranks and links named or cleared since the collector started.\n")
 	b.WriteString("# TYPE collbench_watch_findings_total counter\n")
 	fmt.Fprintf(&b, "collbench_watch_findings_total %d\n", r.Total)
 	for _, m := range []struct {

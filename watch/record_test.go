@@ -9,8 +9,8 @@ import (
 )
 
 // TestRecordKeepsEveryFindingAndWhatStands: a rank named on its GPU, a
-// rank named on its host, the first cleared: the document lists all three
-// in order, only the second stands, and each named one says the doctor
+// rank named on its host, the first cleared, a slow link named: the
+// document lists all four in order, the second and the link stand, and each named one says the doctor
 // command that would confirm it; the Prometheus text gives what stands;
 // both say what the collector took in.
 func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
@@ -23,8 +23,11 @@ func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	cleared := gpu
 	cleared.Cleared, cleared.ClearedSeq = true, 130
 	r.Add(cleared, t0.Add(30*time.Second))
+	link := Finding{Comm: 0xabc, Rank: 5, Host: "node03", GPU: "0000:18:00.0", Cause: CauseLink, Late: 27, Of: 32, SinceSeq: 140,
+		Link: &LinkFinding{Peer: 6, PeerHost: "node04", PeerGPU: "0000:18:00.0", Rate: 2.1e9, Median: 21.5e9}}
+	r.Add(link, t0.Add(35*time.Second))
 	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Communicators: 2}, t0.Add(40*time.Second))
-	if len(r.Findings) != 3 || r.Total != 3 || len(r.Standing) != 1 || r.Standing[0].Rank != 1 {
+	if len(r.Findings) != 4 || r.Total != 4 || len(r.Standing) != 2 || r.Standing[0].Rank != 1 || r.Standing[1].Link == nil {
 		t.Fatalf("findings %d (total %d), standing %+v", len(r.Findings), r.Total, r.Standing)
 	}
 	if r.Findings[0].Confirm == "" || r.Findings[2].Confirm != "" {

@@ -40,6 +40,9 @@ type Summary struct {
 	Synced      bool  `json:",omitempty"`
 	OffsetNS    int64 `json:",omitempty"`
 	OffsetErrNS int64 `json:",omitempty"`
+	// Links are what the rank sent each peer in the operation, where its
+	// sender measures it (a sample of the operations may carry them).
+	Links []Link `json:",omitempty"`
 }
 
 // Sink takes the summary of each operation a rank runs: a Sender, or a
@@ -64,13 +67,24 @@ type Options struct {
 	// may wait for their last ranks (a window by operation number);
 	// MaxComms how many communicators are followed.
 	MaxPending, MaxComms int
+	// A link (one rank's sends to one peer) is slow in an operation when
+	// its rate on the wire is below LinkShare of the operation's median
+	// link's, among the links that moved at least MinLinkBytes; it is
+	// named and cleared by Window and Share as a rank is. MaxLinks bounds
+	// the links followed per communicator.
+	LinkShare    float64
+	MinLinkBytes int64
+	MaxLinks     int
 }
 
 // DefaultOptions judge the last 32 operations, name a rank late in 75% of
-// them by at least 50 µs (1 ms where it issued late), and hold at most 256
-// operations in flight per communicator and 4,096 communicators.
+// them by at least 50 µs (1 ms where it issued late) and a link slower than
+// half the median link in 75% of those it moved 64 KiB or more in, and
+// hold at most 256 operations in flight and 65,536 links per communicator,
+// and 4,096 communicators.
 func DefaultOptions() Options {
-	return Options{Window: 32, Share: 0.75, MinLate: 50 * time.Microsecond, MinIssueLate: time.Millisecond, MaxPending: 256, MaxComms: 4096}
+	return Options{Window: 32, Share: 0.75, MinLate: 50 * time.Microsecond, MinIssueLate: time.Millisecond, MaxPending: 256, MaxComms: 4096,
+		LinkShare: 0.5, MinLinkBytes: MinLinkBytesDefault, MaxLinks: 1 << 16}
 }
 
 // Cause says what made a rank late.
@@ -83,6 +97,7 @@ type Cause string
 const (
 	CauseIssue Cause = "issued late"
 	CauseGPU   Cause = "its GPU started the kernel late"
+	CauseLink  Cause = "sends slowly"
 )
 
 // Finding is a rank persistently later than its peers on a communicator.
@@ -96,10 +111,16 @@ type Finding struct {
 	SinceSeq   uint64        // the first operation of the late run
 	Cleared    bool          // it stopped being late (a finding that ended)
 	ClearedSeq uint64
+	// Link is set where the finding is of a slow link from Rank: Late of
+	// Of are then its slow operations.
+	Link *LinkFinding
 }
 
 // String is the finding as collbench watch prints it.
 func (f Finding) String() string {
+	if f.Link != nil {
+		return f.linkString()
+	}
 	where := fmt.Sprintf("rank %d (%s)", f.Rank, f.Host)
 	if f.GPU != "" {
 		where = fmt.Sprintf("rank %d (%s, GPU %s)", f.Rank, f.Host, f.GPU)
@@ -142,6 +163,7 @@ type comm struct {
 	who    []*Summary
 	hist   [][]outcome // per rank, the last Window outcomes
 	named  []*Finding  // per rank, the standing finding
+	links  map[linkKey]*linkState
 }
 
 // Collector joins summaries and judges them. Its methods are not safe for
@@ -192,6 +214,15 @@ func New(o Options) *Collector {
 	if o.MaxComms <= 0 {
 		o.MaxComms = d.MaxComms
 	}
+	if o.LinkShare <= 0 || o.LinkShare >= 1 {
+		o.LinkShare = d.LinkShare
+	}
+	if o.MinLinkBytes <= 0 {
+		o.MinLinkBytes = d.MinLinkBytes
+	}
+	if o.MaxLinks <= 0 {
+		o.MaxLinks = d.MaxLinks
+	}
 	return &Collector{o: o, comms: map[uint64]*comm{}}
 }
 
@@ -217,7 +248,7 @@ func (c *Collector) Add(s Summary) []Finding {
 		// earlier ones other ranks may still send.
 		w := uint64(c.o.MaxPending) //nolint:gosec // G115: a positive bound
 		cm = &comm{ranks: s.Ranks, window: make([]slot, w), base: s.Seq - min(s.Seq, w-1), who: make([]*Summary, s.Ranks),
-			hist: make([][]outcome, s.Ranks), named: make([]*Finding, s.Ranks)}
+			hist: make([][]outcome, s.Ranks), named: make([]*Finding, s.Ranks), links: map[linkKey]*linkState{}}
 		c.comms[s.Comm] = cm
 	}
 	if s.Ranks != cm.ranks || s.Seq < cm.base {
@@ -253,7 +284,7 @@ func (c *Collector) Add(s Summary) []Finding {
 	got := p.got
 	p.got, p.judged = nil, true
 	c.judged++
-	return c.judge(s.Comm, cm, s.Seq, got)
+	return append(c.judge(s.Comm, cm, s.Seq, got), c.judgeLinks(s.Comm, cm, s.Seq, got)...)
 }
 
 // held is how many operations wait for their last ranks.
@@ -391,12 +422,22 @@ func (c *Collector) Standing() []Finding {
 				out = append(out, *f)
 			}
 		}
+		out = append(out, cm.standingLinks()...)
+	}
+	peer := func(f Finding) int {
+		if f.Link == nil {
+			return -1 // a rank's own finding before its links'
+		}
+		return f.Link.Peer
 	}
 	sort.Slice(out, func(a, b int) bool {
 		if out[a].Comm != out[b].Comm {
 			return out[a].Comm < out[b].Comm
 		}
-		return out[a].Rank < out[b].Rank
+		if out[a].Rank != out[b].Rank {
+			return out[a].Rank < out[b].Rank
+		}
+		return peer(out[a]) < peer(out[b])
 	})
 	return out
 }

@@ -2,10 +2,12 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"collbench/dtype"
 	"collbench/internal/reduce"
 	"collbench/measure"
+	"collbench/watch"
 )
 
 // The collective algorithms of the CPU backend across processes, on one
@@ -47,10 +49,33 @@ type comm struct {
 	members []int // world ranks, by rank in the communicator
 	me      int
 	seq     uint32
-	scratch []byte // pieceSize bytes
+	scratch []byte      // pieceSize bytes
+	index   map[int]int // rank in the communicator by world rank, made on first use
 }
 
 func (c *comm) size() int { return len(c.members) }
+
+// links is what this rank sent each member of the communicator between
+// two of the mesh's wire counts (before and after an operation), by rank
+// in the communicator; peers outside it, and peers sent nothing, are left
+// out.
+func (c *comm) links(before, after map[int][2]int64) []watch.Link {
+	if c.index == nil {
+		c.index = make(map[int]int, len(c.members))
+		for i, w := range c.members {
+			c.index[w] = i
+		}
+	}
+	var out []watch.Link
+	for world, a := range after {
+		i, ok := c.index[world]
+		if b := before[world]; ok && i != c.me && a[0] > b[0] {
+			out = append(out, watch.Link{Peer: i, Bytes: a[0] - b[0], WireNS: a[1] - b[1]})
+		}
+	}
+	slices.SortFunc(out, func(x, y watch.Link) int { return x.Peer - y.Peer })
+	return out
+}
 
 // copyOrStop copies as copy does, stopping early when the world is aborted.
 func (c *comm) copyOrStop(dst, src []byte) error { return copyOrStop(dst, src, c.m.abortedErr) }

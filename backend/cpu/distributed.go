@@ -219,6 +219,11 @@ func (r *distRank) Launch(c measure.Call) error {
 	if err != nil {
 		return err
 	}
+	sink := r.w.opts.Watch
+	var before map[int][2]int64
+	if sink != nil {
+		before = r.w.m.wire()
+	}
 	if err := r.c.run(c, send, recv); err != nil {
 		return err
 	}
@@ -232,11 +237,11 @@ func (r *distRank) Launch(c measure.Call) error {
 	if r.w.opts.AfterOp != nil {
 		r.w.opts.AfterOp(r.WorldRank(), c, recv)
 	}
-	if sink := r.w.opts.Watch; sink != nil {
+	if sink != nil {
 		// On host memory a collective starts when its rank issues it.
 		at := issued.UnixNano()
 		sink.Send(watch.Summary{Comm: uint64(r.c.id), Seq: uint64(r.ops), Ranks: r.c.size(), Rank: r.c.me, Host: r.host, //nolint:gosec // G115: counts, not negative
-			IssueNS: at, StartNS: at, EndNS: time.Now().UnixNano(), Clock: hostclock.ID()})
+			IssueNS: at, StartNS: at, EndNS: time.Now().UnixNano(), Clock: hostclock.ID(), Links: r.c.links(before, r.w.m.wire())})
 	}
 	return nil
 }

@@ -83,6 +83,10 @@ type link struct {
 	flip  [1]byte
 	pace  faults.Throttle
 	delay time.Duration
+	// wireBytes and wireNS count what this rank sent the peer and the time
+	// its sends took, planted delays and rates included (collbench watch's
+	// links).
+	wireBytes, wireNS atomic.Int64
 }
 
 func newMesh(me int, hosts []string, ln net.Listener, addrs []string, key []byte, fs *faults.Set, track *watchdog.Tracker) *mesh {
@@ -185,6 +189,18 @@ func (m *mesh) accept() {
 	}
 }
 
+// wire is what this rank has sent each peer it has a link to, and the
+// time its sends took, so far: by world rank, {bytes, ns}.
+func (m *mesh) wire() map[int][2]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int][2]int64, len(m.links))
+	for peer, l := range m.links {
+		out[peer] = [2]int64{l.wireBytes.Load(), l.wireNS.Load()}
+	}
+	return out
+}
+
 // link returns the connection to peer, making it on first use: the lower
 // rank dials, the higher one waits for it.
 func (m *mesh) link(peer int) (*link, error) {
@@ -284,7 +300,15 @@ func (l *link) send(tag uint64, data []byte) error {
 
 func (l *link) sendFrame(tag uint64, p []byte) error {
 	m := l.m
-	if err := m.sleep(l.delay); err != nil {
+	t0 := time.Now()
+	defer func() {
+		l.wireBytes.Add(int64(frameHeader + len(p)))
+		l.wireNS.Add(time.Since(t0).Nanoseconds())
+	}()
+	// A planted delay, then a planted rate: the frame reaches the peer
+	// when a link of that rate would have carried it, so its receiver
+	// waits for it as its sender does (not the sender alone, after).
+	if err := m.sleep(l.delay + l.pace.Wait(frameHeader+len(p))); err != nil {
 		return err
 	}
 	binary.LittleEndian.PutUint64(l.whdr[0:], tag)
@@ -307,7 +331,7 @@ func (l *link) sendFrame(tag uint64, p []byte) error {
 		return l.fail(err)
 	}
 	m.sent.Add(int64(frameHeader + len(p)))
-	return m.sleep(l.pace.Wait(frameHeader + len(p)))
+	return nil
 }
 
 // recvFrame reads the next frame, which must carry tag, into dst and

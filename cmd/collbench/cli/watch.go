@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,11 @@ COLLBENCH_WATCH=host:port (this collector's address) and the job's secret
 and watch joins them by communicator and operation and prints a line when a rank is
 later than its peers in most of its last 32 operations: which rank, host and GPU,
 why (its host issued late, or its GPU started late), by how much and since which
-operation; and a line when it is no longer late.
+operation; and a line when it is no longer late. Where the job's processes measure
+what each rank sends each peer (collbench's cpu backend, and the plugin for NCCL's
+network sends), it also names a link
+that sends at less than half the median link's rate in most of its operations: its
+two ends, their hosts, its rate and the median's.
 
 A job's process never waits for the collector: summaries that cannot be sent are
 dropped and counted, and a collector that does not answer or refuses the secret costs
@@ -191,14 +196,34 @@ func watchRun(o *WatchOptions) error {
 		return writeErr
 	}
 	if len(standing) > 0 {
-		what := "1 rank is"
-		if len(standing) > 1 {
-			what = fmt.Sprintf("%d ranks are", len(standing))
-		}
-		return &engine.CheckFailedError{Msg: fmt.Sprintf("watch: %s still late at the end; the first: %s", what, standing[0])}
+		return &engine.CheckFailedError{Msg: fmt.Sprintf("watch: %s at the end; the first: %s", standingWhat(standing), standing[0])}
 	}
 	fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", judgedLine(counts))
 	return nil
+}
+
+// standingWhat says how many ranks stand late and links slow.
+func standingWhat(fs []engine.WatchFinding) string {
+	links := 0
+	for _, f := range fs {
+		if f.Link != nil {
+			links++
+		}
+	}
+	var parts []string
+	switch n := len(fs) - links; {
+	case n == 1:
+		parts = append(parts, "1 rank is still late")
+	case n > 1:
+		parts = append(parts, fmt.Sprintf("%d ranks are still late", n))
+	}
+	switch {
+	case links == 1:
+		parts = append(parts, "1 link is still slow")
+	case links > 1:
+		parts = append(parts, fmt.Sprintf("%d links are still slow", links))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // judgedLine is watch's last line when no rank stands named: what it

@@ -132,6 +132,54 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 	}
 }
 
+// TestWatchNamesASlowLinkUnderLaunch: four processes as two hosts, the
+// cpu backend, one link planted to carry 50 MB/s (the others carry GB/s
+// on loopback): collbench watch names that link by its two ends and their
+// hosts, with its rate, and no rank and no other link; a clean job of the
+// same size names nothing. Across the hosts and at the ring's wrap (rank 3
+// to rank 0); inside a host too with make test-long.
+func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
+	t.Setenv("COLLBENCH_TOKEN", "watch-test-secret")
+	places := [][2]int{{-1, -1}, {3, 0}, {1, 2}, {0, 1}}
+	if testing.Short() {
+		places = places[:2] // the clean job and one link; make test-long plants the others
+	}
+	for _, p := range places {
+		addr, got, counts := startWatch(t)
+		t.Setenv("COLLBENCH_WATCH", addr)
+		spec := ""
+		if p[0] >= 0 {
+			spec = fmt.Sprintf("slow-link:%d-%d:50MB/s", p[0], p[1])
+		}
+		t.Setenv("COLLBENCH_FAULTS", spec)
+		code, out, errOut := launchSelf(t, "-n", "4", "--nodes", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1M", "-n", "50", "-w", "1", "-q")
+		if code != 0 {
+			t.Fatalf("link %d-%d: exit %d\n%s\n%s", p[0], p[1], code, out, errOut)
+		}
+		if p[0] < 0 {
+			judgedAtLeast(t, counts, 50)
+			if fs := got(); len(fs) > 0 {
+				t.Errorf("a clean job of 1 MiB allreduces: %v", fs)
+			}
+			continue
+		}
+		var fs []engine.WatchFinding
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && len(fs) == 0; time.Sleep(20 * time.Millisecond) {
+			fs = got()
+		}
+		if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != p[0] || fs[0].Link.Peer != p[1] || fs[0].Cleared {
+			t.Errorf("link %d to %d planted slow: %v", p[0], p[1], fs)
+			continue
+		}
+		f := fs[0]
+		if f.Host != fmt.Sprintf("vm-node%d", p[0]/2) || f.Link.PeerHost != fmt.Sprintf("vm-node%d", p[1]/2) ||
+			f.Link.Rate > 55e6 || f.Link.Rate < 30e6 || f.Link.Median < 10*f.Link.Rate {
+			t.Errorf("link %d to %d: %s", p[0], p[1], f)
+		}
+		t.Logf("link %d-%d planted at 50 MB/s: %s", p[0], p[1], f)
+	}
+}
+
 // TestWatchBadInput: no secret, a bad address, a negative --for: one line,
 // exit 2; a job pointed at a collector that is not there runs on, with one
 // line.

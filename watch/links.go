@@ -1,0 +1,220 @@
+package watch
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Link is what one rank sent one peer in one operation: the bytes, and
+// the time they spent on the wire, from when they were handed to the
+// transport until it was done with them (not the time spent waiting for
+// the peer to be ready, which a slow peer, not a slow link, causes).
+type Link struct {
+	Peer   int // the peer's rank in the communicator
+	Bytes  int64
+	WireNS int64
+}
+
+// linkKey is one direction of one link of a communicator.
+type linkKey struct{ from, to int }
+
+// linkState is what the collector holds of one direction of a link: its
+// last outcomes and the finding that stands, if any.
+type linkState struct {
+	hist  []linkOutcome
+	named *Finding
+}
+
+// linkOutcome is one link's part in one judged operation.
+type linkOutcome struct {
+	seq          uint64
+	slow         bool
+	rate, median float64 // bytes per second
+}
+
+// judgeLinks judges the links of one complete operation: each direction
+// that moved at least MinLinkBytes is slow when its rate on the wire is
+// below LinkShare of the operation's median link's. At least three links
+// must have moved that much, so there is a median to be slower than.
+// Then it names or clears links as update does ranks.
+func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) []Finding {
+	moved := map[linkKey]Link{}
+	for _, s := range all {
+		for _, l := range s.Links {
+			if l.Peer < 0 || l.Peer >= cm.ranks || l.Peer == s.Rank || l.WireNS <= 0 {
+				continue
+			}
+			k := linkKey{s.Rank, l.Peer}
+			sum := moved[k]
+			sum.Peer, sum.Bytes, sum.WireNS = l.Peer, sum.Bytes+l.Bytes, sum.WireNS+l.WireNS
+			moved[k] = sum
+		}
+	}
+	rates := map[linkKey]float64{}
+	for k, l := range moved {
+		if l.Bytes >= c.o.MinLinkBytes {
+			rates[k] = float64(l.Bytes) / (float64(l.WireNS) / 1e9)
+		}
+	}
+	if len(rates) < 3 {
+		return nil
+	}
+	rs := make([]float64, 0, len(rates))
+	for _, r := range rates {
+		rs = append(rs, r)
+	}
+	slices.Sort(rs)
+	median := rs[len(rs)/2]
+	keys := make([]linkKey, 0, len(rates))
+	for k := range rates {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool {
+		if keys[a].from != keys[b].from {
+			return keys[a].from < keys[b].from
+		}
+		return keys[a].to < keys[b].to
+	})
+	var out []Finding
+	for _, k := range keys {
+		st := cm.links[k]
+		if st == nil {
+			if len(cm.links) >= c.o.MaxLinks {
+				continue // bounded: a link first seen beyond the cap is not followed
+			}
+			st = &linkState{}
+			cm.links[k] = st
+		}
+		o := linkOutcome{seq: seq, slow: rates[k] < c.o.LinkShare*median, rate: rates[k], median: median}
+		st.hist = append(st.hist, o)
+		if len(st.hist) > c.o.Window {
+			st.hist = st.hist[len(st.hist)-c.o.Window:]
+		}
+		if f := c.updateLink(id, cm, k, st); f != nil {
+			out = append(out, *f)
+		}
+	}
+	return out
+}
+
+// updateLink names a link slow in Share of a full window of the
+// operations it moved enough in, and clears it when that falls below half
+// of Share.
+func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *Finding {
+	var slow int
+	var rates, medians []float64
+	for _, o := range st.hist {
+		if o.slow {
+			slow++
+			rates = append(rates, o.rate)
+			medians = append(medians, o.median)
+		}
+	}
+	share := float64(slow) / float64(len(st.hist))
+	switch {
+	case st.named == nil && len(st.hist) >= c.o.Window && share >= c.o.Share:
+		slices.Sort(rates)
+		slices.Sort(medians)
+		from, to := cm.who[k.from], cm.who[k.to]
+		f := &Finding{Comm: id, Rank: k.from, Host: from.Host, GPU: from.GPU, Cause: CauseLink,
+			Link: &LinkFinding{Peer: k.to, PeerHost: to.Host, PeerGPU: to.GPU, Rate: rates[len(rates)/2], Median: medians[len(medians)/2]},
+			Late: slow, Of: len(st.hist), SinceSeq: sinceSlow(st.hist)}
+		st.named = f
+		return f
+	case st.named != nil && share < c.o.Share/2:
+		f := *st.named
+		st.named = nil
+		f.Cleared, f.ClearedSeq = true, st.hist[len(st.hist)-1].seq
+		return &f
+	}
+	return nil
+}
+
+// sinceSlow is where a link's slow run began, as since is for a rank.
+func sinceSlow(h []linkOutcome) uint64 {
+	first := h[len(h)-1].seq
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].slow {
+			first = h[i].seq
+			continue
+		}
+		if i > 0 && !h[i-1].slow {
+			break
+		}
+	}
+	return first
+}
+
+// LinkFinding is what a finding of a slow link adds: the peer the rank
+// sends to over it, and the link's median rate over its slow operations
+// against the median link's in them.
+type LinkFinding struct {
+	Peer              int
+	PeerHost, PeerGPU string
+	Rate, Median      float64 // bytes per second
+}
+
+// rate says a rate in bytes per second as a person reads it.
+func rate(bps float64) string {
+	switch {
+	case bps >= 999.5e6:
+		return fmt.Sprintf("%.2f GB/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.1f MB/s", bps/1e6)
+	}
+	return fmt.Sprintf("%.0f kB/s", bps/1e3)
+}
+
+// linkString is a link finding as collbench watch prints it.
+func (f Finding) linkString() string {
+	l := f.Link
+	where := fmt.Sprintf("link from rank %d (%s) to rank %d (%s)", f.Rank, place(f.Host, f.GPU), l.Peer, place(l.PeerHost, l.PeerGPU))
+	if f.Cleared {
+		return fmt.Sprintf("cleared: %s on communicator %016x is no longer slow, from operation %d", where, f.Comm, f.ClearedSeq)
+	}
+	return fmt.Sprintf("%s on communicator %016x: %s, %s where the median link sends %s, in %d of its last %d operations, since operation %d",
+		where, f.Comm, f.Cause, rate(l.Rate), rate(l.Median), f.Late, f.Of, f.SinceSeq)
+}
+
+// place is a rank's host, and its GPU where known.
+func place(host, gpu string) string {
+	if gpu == "" {
+		return host
+	}
+	return host + ", GPU " + gpu
+}
+
+// MinLinkBytesDefault is the least a link must move in an operation to be
+// judged: below it, a send's time is its latency, not its rate.
+const MinLinkBytesDefault = 64 << 10
+
+// linkConfirm is the doctor command that would confirm a slow link once
+// its hosts are drained.
+func (f Finding) linkConfirm() string {
+	l := f.Link
+	if l.PeerHost == f.Host {
+		return fmt.Sprintf("on %s, once drained: collbench doctor -o doctor-%s.json (times every path between its GPUs, %s's and %s's among them)",
+			f.Host, f.Host, orRank(f.GPU, f.Rank), orRank(l.PeerGPU, l.Peer))
+	}
+	return fmt.Sprintf("on %s and %s, once drained: collbench doctor -o doctor-%s-%s.json under the launcher, one process per GPU of the two hosts (times every path between them, and each NIC)",
+		f.Host, l.PeerHost, f.Host, l.PeerHost)
+}
+
+func orRank(gpu string, rank int) string {
+	if gpu != "" {
+		return "GPU " + gpu
+	}
+	return fmt.Sprintf("rank %d", rank)
+}
+
+// standingLinks are the link findings that stand on cm.
+func (cm *comm) standingLinks() []Finding {
+	var out []Finding
+	for _, st := range cm.links {
+		if st.named != nil {
+			out = append(out, *st.named)
+		}
+	}
+	return out
+}

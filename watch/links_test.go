@@ -1,0 +1,138 @@
+package watch
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// ringJob is a modelled ring of ranks: each operation, every rank sends
+// its next rank 1 MiB at about 10 GB/s (±10%), and a planted link sends
+// at slowBps in operations [from, to).
+type ringJob struct {
+	ranks     int
+	rng       *rand.Rand
+	from, to  uint64
+	slowFrom  int // the planted link: slowFrom to slowFrom+1; -1 none
+	slowBps   float64
+	bytes     int64
+	extraPeer bool // each rank also sends its previous rank as much
+}
+
+func (j *ringJob) op(comm, seq uint64) []Summary {
+	var out []Summary
+	for r := 0; r < j.ranks; r++ {
+		s := Summary{Comm: comm, Seq: seq, Ranks: j.ranks, Rank: r, Host: "node" + string(rune('a'+r/4)),
+			IssueNS: int64(seq) * 1e7, StartNS: int64(seq)*1e7 + 5000, EndNS: int64(seq)*1e7 + 500_000, ErrNS: 5000} //nolint:gosec // G115: small numbers
+		peers := []int{(r + 1) % j.ranks}
+		if j.extraPeer {
+			peers = append(peers, (r+j.ranks-1)%j.ranks)
+		}
+		for _, p := range peers {
+			bps := 10e9 * (0.9 + 0.2*j.rng.Float64())
+			if r == j.slowFrom && p == (r+1)%j.ranks && seq >= j.from && seq < j.to {
+				bps = j.slowBps
+			}
+			s.Links = append(s.Links, Link{Peer: p, Bytes: j.bytes, WireNS: int64(float64(j.bytes) / bps * 1e9)})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestSlowLinkNamedAtEveryPlace: in a ring of 8 ranks on two hosts, one
+// link sending at 1 GB/s where the others send at about 10 GB/s, from
+// operation 100 to 300, is named within a window of operations, by its
+// two ends and their hosts, with its rate and the median link's; it is
+// cleared after the plant ends; no other link and no rank is named. At
+// the first link, one inside a host, one across the hosts and the last
+// (from rank 7 to rank 0); a link at 6 GB/s (above half the median) and
+// a clean ring name nothing.
+func TestSlowLinkNamedAtEveryPlace(t *testing.T) {
+	for _, tc := range []struct {
+		from  int
+		bps   float64
+		named bool
+	}{{0, 1e9, true}, {1, 1e9, true}, {3, 1e9, true}, {7, 1e9, true}, {2, 6e9, false}, {-1, 0, false}} {
+		c := New(DefaultOptions())
+		j := &ringJob{ranks: 8, rng: rand.New(rand.NewSource(int64(tc.from + 20))), from: 100, to: 300, slowFrom: tc.from, slowBps: tc.bps, bytes: 1 << 20, extraPeer: tc.from == 3} //nolint:gosec // G404: a seeded model
+		var changes []Finding
+		var at []uint64
+		for seq := uint64(1); seq <= 500; seq++ {
+			for _, s := range j.op(0x11, seq) {
+				for _, f := range c.Add(s) {
+					changes, at = append(changes, f), append(at, seq)
+				}
+			}
+		}
+		if !tc.named {
+			if len(changes) > 0 {
+				t.Errorf("link from %d at %.0f B/s: named %v", tc.from, tc.bps, changes[0])
+			}
+			continue
+		}
+		to := (tc.from + 1) % 8
+		if len(changes) != 2 || changes[0].Link == nil || changes[0].Rank != tc.from || changes[0].Link.Peer != to || changes[0].Cleared || !changes[1].Cleared {
+			t.Fatalf("link %d to %d planted slow: %v", tc.from, to, changes)
+		}
+		f := changes[0]
+		// Named once 75% of the window of 32 is slow, cleared once under
+		// half that.
+		if at[0] < 100+23 || at[0] > 100+32 || at[1] < 300 || at[1] > 300+32 {
+			t.Errorf("named at operation %d, cleared at %d; planted 100 to 300, window 32", at[0], at[1])
+		}
+		if f.Link.Rate < 0.99e9 || f.Link.Rate > 1.01e9 || f.Link.Median < 9e9 || f.Link.Median > 11e9 {
+			t.Errorf("rate %.3g, median %.3g: want about 1e9 and 1e10", f.Link.Rate, f.Link.Median)
+		}
+		if f.Host != "node"+string(rune('a'+tc.from/4)) || f.Link.PeerHost != "node"+string(rune('a'+to/4)) {
+			t.Errorf("hosts %s and %s for ranks %d and %d", f.Host, f.Link.PeerHost, tc.from, to)
+		}
+		line := f.String()
+		if !strings.Contains(line, "sends slowly, 1.00 GB/s where the median link sends") || !strings.HasPrefix(line, "link from rank") {
+			t.Errorf("line: %s", line)
+		}
+		if c := f.Confirm(); (f.Host == f.Link.PeerHost) != strings.Contains(c, "between its GPUs") {
+			t.Errorf("confirm for %s to %s: %s", f.Host, f.Link.PeerHost, c)
+		}
+		t.Logf("%s\n  %s", line, f.Confirm())
+	}
+}
+
+// TestLinksNotJudgedWithoutPeersOrBytes: links that move less than
+// MinLinkBytes are latency, not rate, and are not judged; nor are the
+// links of an operation with fewer than three that moved enough (no
+// median to be slower than).
+func TestLinksNotJudgedWithoutPeersOrBytes(t *testing.T) {
+	for _, tc := range []struct {
+		ranks int
+		bytes int64
+	}{{8, 32 << 10}, {2, 1 << 20}} {
+		c := New(DefaultOptions())
+		j := &ringJob{ranks: tc.ranks, rng: rand.New(rand.NewSource(3)), from: 1, to: 1 << 40, slowFrom: 0, slowBps: 1e8, bytes: tc.bytes} //nolint:gosec // G404: a seeded model
+		for seq := uint64(1); seq <= 200; seq++ {
+			for _, s := range j.op(0x12, seq) {
+				if ch := c.Add(s); len(ch) > 0 {
+					t.Errorf("%d ranks, %d bytes a link: named %v", tc.ranks, tc.bytes, ch[0])
+				}
+			}
+		}
+		if len(c.comms[0x12].links) != 0 {
+			t.Errorf("%d ranks, %d bytes: %d links followed", tc.ranks, tc.bytes, len(c.comms[0x12].links))
+		}
+	}
+}
+
+// TestLinksBounded: a communicator's links beyond MaxLinks are not
+// followed (a job whose every rank sends to every other, at scale).
+func TestLinksBounded(t *testing.T) {
+	c := New(Options{MaxLinks: 5})
+	j := &ringJob{ranks: 8, rng: rand.New(rand.NewSource(5)), slowFrom: -1, bytes: 1 << 20, extraPeer: true} //nolint:gosec // G404: a seeded model
+	for seq := uint64(1); seq <= 10; seq++ {
+		for _, s := range j.op(0x13, seq) {
+			c.Add(s)
+		}
+	}
+	if n := len(c.comms[0x13].links); n != 5 {
+		t.Errorf("%d links followed, at most 5", n)
+	}
+}
