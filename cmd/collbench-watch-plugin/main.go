@@ -5,7 +5,9 @@
 // COLLBENCH_TOKEN_FILE) it sends a summary of every collective of every
 // communicator in the process to that collector: when the rank handed it
 // to NCCL and when its kernel started and ended, the GPU's timer aligned
-// to the host's clock (watch.Aligner). Without COLLBENCH_WATCH it asks
+// to the host's clock (watch.Aligner), and, for one operation in
+// CBW_LINK_EVERY, what it sent each peer over the network and the time
+// those sends spent on the wire (NCCL's proxy steps). Without COLLBENCH_WATCH it asks
 // NCCL for no event at all. It never makes the job wait: NCCL's calls
 // only write into a ring per communicator (plugin.c); a goroutine takes
 // finished operations from the rings and queues their summaries to
@@ -22,6 +24,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -93,10 +96,31 @@ func collect(s *watch.Sender, clock string) {
 					continue
 				}
 				s.Send(watch.Summary{Comm: uint64(info.hash), Seq: op.Seq, Ranks: int(info.ranks), Rank: int(info.rank),
-					Host: me, GPU: C.GoString(&info.bus[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Clock: clock})
+					Host: me, GPU: C.GoString(&info.bus[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Clock: clock,
+					Links: links(d)})
 			}
 		}
 	}
+}
+
+// links are an operation's network sends by peer, its channels' summed:
+// what the rank sent each peer, and the time its steps spent on the wire.
+func links(d C.cbw_done) []watch.Link {
+	var out []watch.Link
+	for _, snd := range d.sent[:int(d.nsent)] {
+		if snd.bytes <= 0 || snd.wire_ns <= 0 {
+			continue
+		}
+		peer := int(snd.peer)
+		i := slices.IndexFunc(out, func(l watch.Link) bool { return l.Peer == peer })
+		if i < 0 {
+			out = append(out, watch.Link{Peer: peer})
+			i = len(out) - 1
+		}
+		out[i].Bytes += int64(snd.bytes)
+		out[i].WireNS += int64(snd.wire_ns)
+	}
+	return out
 }
 
 // enabled says whether the NCCL side records: 1 yes, 0 no, -1 not

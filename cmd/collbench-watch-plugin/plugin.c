@@ -9,12 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "_cgo_export.h"
 #include "abi.h"
 #include "watchplugin.h"
 
-enum { KIND_OP = 0x7761, KIND_CH = 0x7763 };
+enum { KIND_OP = 0x7761, KIND_CH = 0x7763, KIND_SEND = 0x7773, KIND_STEP = 0x7774 };
 enum { FREE = 0, OPEN, DONE };
 
 typedef struct cbw_op cbw_op;
@@ -25,6 +26,28 @@ typedef struct {
 	cbw_op *op;
 } cbw_ch;
 
+typedef struct cbw_send cbw_send;
+
+// cbw_step is the handle of one network step of a send: when it was posted
+// to the network (0: not yet), and how many bytes it carried.
+typedef struct {
+	int kind;
+	cbw_send *send;
+	atomic_int busy;
+	_Atomic int64_t wire_at;
+	_Atomic int64_t size;
+} cbw_step;
+
+// cbw_send is the handle of one proxy operation that sends: one peer, one
+// channel, of a recording operation.
+struct cbw_send {
+	int kind;
+	cbw_op *op;
+	int peer, channel;
+	_Atomic int64_t bytes, wire_ns;
+	cbw_step steps[CBW_STEPS];
+};
+
 struct cbw_op {
 	int kind;
 	atomic_int state;
@@ -34,6 +57,12 @@ struct cbw_op {
 	atomic_int started, stopped, coll_stopped;
 	_Atomic int64_t gpu_start, gpu_stop, seen_minus_gpu;
 	cbw_ch ch;
+	// Every CBW_LINK_EVERY-th operation records its network sends: the
+	// proxy operations that send, up to CBW_LINKS of them. It is finished
+	// only once every proxy operation that started has stopped too.
+	int records;
+	atomic_int nsends, proxy_started, proxy_stopped;
+	cbw_send sends[CBW_LINKS];
 };
 
 struct cbw_ctx {
@@ -46,6 +75,7 @@ struct cbw_ctx {
 };
 
 static cbw_ctx *contexts[CBW_MAX_CONTEXTS];
+static pid_t me; // a proxy operation of another process has a parent that is not ours
 static atomic_int ncontexts, nrefused;
 static atomic_int enabled = -1; // -1: not decided yet
 
@@ -117,6 +147,7 @@ static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, i
 		}
 		return 0;
 	}
+	me = getpid();
 	c->hash = hash;
 	c->rank = rank;
 	c->ranks = ranks;
@@ -130,7 +161,7 @@ static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, i
 	__atomic_store_n(&contexts[i], c, __ATOMIC_RELEASE);
 	*ctx = c;
 	if (mask != NULL) {
-		*mask = CBP_COLL | CBP_KERNEL_CH;
+		*mask = CBP_COLL | CBP_KERNEL_CH | CBP_PROXY_OP | CBP_PROXY_STEP;
 	}
 	return 0;
 }
@@ -148,9 +179,43 @@ static void maybe_done(cbw_op *op) {
 	if (stopped == 0) {
 		return;
 	}
+	if (atomic_load(&op->proxy_stopped) < atomic_load(&op->proxy_started)) {
+		return; // a send still on the wire: its proxy operation's stop finishes op
+	}
 	if ((op->channels > 0 && stopped >= op->channels) || (atomic_load(&op->coll_stopped) && stopped >= started)) {
 		finish(op);
 	}
+}
+
+// start_send returns the handle of a proxy operation of a recording
+// operation that sends, or NULL (not recorded: a receive, another
+// process's, an operation that does not record, or more sends than kept).
+static void *start_send(void *parent, const cbp_detail *d) {
+	if (parent == NULL || d->proxyOp.pid != me || !d->proxyOp.isSend || *(int *)parent != KIND_OP) {
+		return NULL;
+	}
+	cbw_op *op = (cbw_op *)parent;
+	if (!op->records || atomic_load(&op->state) != OPEN) {
+		return NULL;
+	}
+	int i = atomic_fetch_add(&op->nsends, 1);
+	if (i >= CBW_LINKS) {
+		return NULL;
+	}
+	cbw_send *snd = &op->sends[i];
+	snd->kind = KIND_SEND;
+	snd->op = op;
+	snd->peer = d->proxyOp.peer;
+	snd->channel = d->proxyOp.channel;
+	atomic_store(&snd->bytes, 0);
+	atomic_store(&snd->wire_ns, 0);
+	for (int k = 0; k < CBW_STEPS; k++) {
+		snd->steps[k].kind = KIND_STEP;
+		snd->steps[k].send = snd;
+		atomic_store(&snd->steps[k].busy, 0);
+	}
+	atomic_fetch_add(&op->proxy_started, 1);
+	return snd;
 }
 
 static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *parent, const cbp_detail *d) {
@@ -179,6 +244,10 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		atomic_store(&op->gpu_start, INT64_MAX);
 		atomic_store(&op->gpu_stop, INT64_MIN);
 		atomic_store(&op->seen_minus_gpu, INT64_MAX);
+		op->records = (at % CBW_LINK_EVERY) == 0;
+		atomic_store(&op->nsends, 0);
+		atomic_store(&op->proxy_started, 0);
+		atomic_store(&op->proxy_stopped, 0);
 		op->issue = host_ns(); // handed to NCCL: before its kernel starts
 		atomic_store(&op->state, OPEN);
 		*handle = op;
@@ -195,6 +264,22 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		atomic_min64(&op->seen_minus_gpu, seen - g);
 		atomic_fetch_add(&op->started, 1);
 		*handle = &op->ch;
+		return 0;
+	}
+	if (type == CBP_PROXY_OP) {
+		*handle = start_send(parent, d);
+		return 0;
+	}
+	if (type == CBP_PROXY_STEP && parent != NULL && *(int *)parent == KIND_SEND) {
+		cbw_send *snd = (cbw_send *)parent;
+		cbw_step *st = &snd->steps[(unsigned)d->proxyStep.step % CBW_STEPS];
+		int idle = 0;
+		if (!atomic_compare_exchange_strong(&st->busy, &idle, 1)) {
+			return 0; // more steps in flight than kept: this one is not timed
+		}
+		atomic_store(&st->wire_at, 0);
+		atomic_store(&st->size, 0);
+		*handle = st;
 	}
 	return 0;
 }
@@ -212,11 +297,34 @@ static cbp_result stop_event(void *handle) {
 		cbw_op *op = ((cbw_ch *)handle)->op;
 		atomic_fetch_add(&op->stopped, 1);
 		maybe_done(op);
+	} else if (kind == KIND_STEP) {
+		cbw_step *st = (cbw_step *)handle;
+		int64_t at = atomic_load(&st->wire_at);
+		if (at != 0) {
+			atomic_fetch_add(&st->send->bytes, atomic_load(&st->size));
+			atomic_fetch_add(&st->send->wire_ns, host_ns() - at);
+		}
+		atomic_store(&st->busy, 0);
+	} else if (kind == KIND_SEND) {
+		cbw_op *op = ((cbw_send *)handle)->op;
+		atomic_fetch_add(&op->proxy_stopped, 1);
+		maybe_done(op);
 	}
 	return 0;
 }
 
 static cbp_result record_state(void *handle, int state, cbp_state_args *args) {
+	if (handle != NULL && args != NULL && *(int *)handle == KIND_STEP) {
+		// Posted to the network: its time on the wire starts.
+		cbw_step *st = (cbw_step *)handle;
+		if (args->proxyStep.transSize > (size_t)atomic_load(&st->size)) {
+			atomic_store(&st->size, (int64_t)args->proxyStep.transSize);
+		}
+		if (state == CBP_STATE_STEP_SEND_WAIT && atomic_load(&st->wire_at) == 0) {
+			atomic_store(&st->wire_at, host_ns());
+		}
+		return 0;
+	}
 	if (handle == NULL || args == NULL || *(int *)handle != KIND_CH || state != CBP_STATE_KERNEL_CH_STOP) {
 		return 0;
 	}
@@ -290,6 +398,12 @@ int cbw_take(int i, int64_t older_than, cbw_done *out, int max) {
 			o->gpu_start = atomic_load(&op->gpu_start);
 			o->gpu_stop = atomic_load(&op->gpu_stop);
 			o->seen_minus_gpu = atomic_load(&op->seen_minus_gpu);
+			o->nsent = 0;
+			int n_sends = atomic_load(&op->nsends);
+			for (int k = 0; k < n_sends && k < CBW_LINKS; k++) {
+				cbw_send *snd = &op->sends[k];
+				o->sent[o->nsent++] = (cbw_sent){snd->peer, atomic_load(&snd->bytes), atomic_load(&snd->wire_ns)};
+			}
 			atomic_store(&op->state, FREE);
 		} else if (st == OPEN && op->issue < older_than) {
 			// Its channels were never all reported: given up, counted.

@@ -170,8 +170,8 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 				env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}}
 			got := j.run(t)
 			for r, m := range got.stdout {
-				if m != "mask 66" { // collectives and kernel channels
-					t.Errorf("rank %d: %q, want the plugin to ask for collectives and kernel channels (mask 66)", r, m)
+				if m != "mask 90" { // collectives, proxy operations and steps, kernel channels
+					t.Errorf("rank %d: %q, want the plugin to ask for collectives, proxy operations and steps and kernel channels (mask 90)", r, m)
 				}
 				if got.stderr[r] != "" {
 					t.Errorf("rank %d wrote to stderr: %s", r, got.stderr[r])
@@ -219,6 +219,52 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 	}
 }
 
+// TestPluginNamesTheSlowLink: four processes of one communicator whose
+// operations also send the next rank 1 MiB over the network on each of
+// two channels (1 GB/s, as NCCL's proxy reports each step); one rank's
+// sends planted at 100 MB/s. The plugin times the sends of one operation
+// in four: the link from that rank to the next is named, with both ends
+// and its rate against the median link's, and no rank is named (the
+// kernels keep their timeline). At rank 0 and at the wrap (rank 3 to
+// rank 0); a clean job names nothing, with every operation judged.
+func TestPluginNamesTheSlowLink(t *testing.T) {
+	for _, slow := range []int{-1, 0, 3} {
+		addr, findings, _, counts := collector(t, "job-secret")
+		env := []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", "HARNESS_NET_BYTES=1048576", "HARNESS_NET_BPS=1e9"}
+		if slow >= 0 {
+			env = append(env, fmt.Sprintf("HARNESS_SLOW_SEND=%d", slow), "HARNESS_SLOW_BPS=1e8")
+		}
+		j := job{version: 5, ranks: 4, ops: 200, periodUS: 8000, lateRank: -1, env: env}
+		got := j.run(t)
+		for r, e := range got.stderr {
+			if e != "" {
+				t.Errorf("rank %d wrote to stderr: %s", r, e)
+			}
+		}
+		for deadline := time.Now().Add(5 * time.Second); counts().Operations < int64(j.ops) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := counts(); n.Operations != int64(j.ops) {
+			t.Errorf("slow link from %d: the collector %s; want all %d operations judged", slow, n, j.ops)
+		}
+		fs := findings()
+		if slow < 0 {
+			if len(fs) > 0 {
+				t.Errorf("a clean job named %v", fs[0])
+			}
+			continue
+		}
+		if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != slow || fs[0].Link.Peer != (slow+1)%4 {
+			t.Errorf("the link from rank %d planted at 100 MB/s: %v", slow, fs)
+			continue
+		}
+		if l := fs[0].Link; l.Rate > 0.11e9 || l.Rate < 0.05e9 || l.Median < 0.5e9 {
+			t.Errorf("rate %.3g against the median's %.3g: want about 1e8 and 1e9", l.Rate, l.Median)
+		}
+		t.Logf("%s", fs[0])
+	}
+}
+
 // TestPluginWithoutItsEnvironment: without COLLBENCH_WATCH the plugin asks
 // NCCL for no event at all and says nothing; with a malformed address or
 // without the secret it says so in one line and asks for nothing; with a
@@ -233,7 +279,7 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 		{"no collector", "mask 0", "", nil},
 		{"malformed address", "mask 0", "is not host:port", []string{watch.EnvAddr + "=nowhere", "COLLBENCH_TOKEN=job-secret"}},
 		{"no secret", "mask 0", "without the job secret", []string{watch.EnvAddr + "=" + addr}},
-		{"wrong secret", "mask 66", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}},
+		{"wrong secret", "mask 90", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j := job{version: 5, ranks: 2, ops: 20, periodUS: 2000, lateRank: 1, lateUS: 3000, env: c.env}
@@ -274,7 +320,7 @@ func TestPluginInAProcessThatForks(t *testing.T) {
 			env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", "HARNESS_FORK_AT=50", "HARNESS_FORK_EXIT=" + how}}
 		got := j.run(t)
 		for r, m := range got.stdout {
-			if m != "mask 66\nchild exit 0" || got.stderr[r] != "" {
+			if m != "mask 90\nchild exit 0" || got.stderr[r] != "" {
 				t.Errorf("%s: rank %d printed %q, stderr %q", how, r, m, got.stderr[r])
 			}
 		}

@@ -7,6 +7,9 @@
 
 #define CBW_SLOTS 1024        // operations in flight per communicator
 #define CBW_MAX_CONTEXTS 1024 // communicators followed per process
+#define CBW_LINK_EVERY 4      // one operation in this many records its sends' times
+#define CBW_LINKS 4           // (peer, channel) sends recorded per operation
+#define CBW_STEPS 8           // steps in flight per send (NCCL keeps 8)
 
 typedef struct cbw_ctx cbw_ctx;
 
@@ -17,11 +20,22 @@ typedef struct {
 	char bus[32];
 } cbw_info;
 
+// cbw_sent is what one rank sent one peer on one channel in one
+// operation over the network: bytes, and the time its steps spent on the
+// wire (from being posted to the network until done), in ns.
+typedef struct {
+	int peer;
+	int64_t bytes, wire_ns;
+} cbw_sent;
+
 // cbw_done is one finished operation: host times from CLOCK_MONOTONIC,
-// GPU times from the GPU's global timer (ns).
+// GPU times from the GPU's global timer (ns); nsent sends where the
+// operation was one that records them and went over the network.
 typedef struct {
 	uint64_t seq;
 	int64_t issue, gpu_start, gpu_stop, seen_minus_gpu;
+	int nsent;
+	cbw_sent sent[CBW_LINKS];
 } cbw_done;
 
 void cbw_enable(int on);

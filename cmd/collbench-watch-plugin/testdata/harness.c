@@ -12,6 +12,14 @@
 // a second thread, as NCCL's proxy does (so the issuing thread never waits
 // for a kernel). It prints the activation mask the plugin asked for.
 //
+// With HARNESS_NET_BYTES=B each operation also sends the next rank B
+// bytes over "the network" on each of its 2 channels, one proxy operation
+// and one step each, as NCCL's proxy reports them: the step is posted
+// (SEND_PEER_WAIT, then SEND_WAIT) and stops after B / HARNESS_NET_BPS
+// seconds, or B / HARNESS_SLOW_BPS on rank HARNESS_SLOW_SEND. The proxy
+// spends that time only on steps the plugin times (it returned a handle),
+// so a slow link does not push the rest of the timeline behind.
+//
 // With HARNESS_FORK_AT=N it forks at operation N, as a training job's data
 // loader does: the child works for 200 ms (allocating and freeing memory)
 // and ends with _exit, or with exit when HARNESS_FORK_EXIT=exit; the rank
@@ -33,6 +41,8 @@
 
 static int version;
 static void *plugin;
+static int64_t net_bytes;
+static double net_bps = 1e9;
 
 static int64_t now_ns(void) {
 	struct timespec ts;
@@ -72,8 +82,9 @@ static void record(void *h, int state, fp_state *a) {
 
 // The proxy: a queue of kernels to report, in issue order.
 #define QLEN 4096
-static struct kernel { void *ctx, *coll; int rank; int64_t start, stop, skew; } queue[QLEN];
+static struct kernel { void *ctx, *coll; int rank, ranks; int64_t start, stop, skew; } queue[QLEN];
 static int qhead, qtail, qdone;
+static void send_over_network(const struct kernel *k);
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcv = PTHREAD_COND_INITIALIZER;
 
@@ -97,6 +108,9 @@ static void *proxy(void *arg) {
 			u.kernelCh.channelId = (uint8_t)c, u.kernelCh.pTimer = (uint64_t)(k.start + c * 1000 - k.skew);
 			ch[c] = start(k.ctx, 1 << 6, k.coll, k.rank, &u);
 		}
+		if (net_bytes > 0) {
+			send_over_network(&k);
+		}
 		sleep_until(k.stop + 5000);
 		for (int c = 0; c < 2; c++) {
 			fp_state a;
@@ -109,6 +123,31 @@ static void *proxy(void *arg) {
 	}
 }
 
+// send_over_network reports one operation's network sends to the next
+// rank: a proxy operation and a step per channel.
+static void send_over_network(const struct kernel *k) {
+	for (int c = 0; c < 2; c++) {
+		fp_union u;
+		memset(&u, 0, sizeof u);
+		u.proxyOp.pid = getpid(), u.proxyOp.channelId = (uint8_t)c, u.proxyOp.peer = (k->rank + 1) % k->ranks;
+		u.proxyOp.nSteps = 1, u.proxyOp.chunkSize = (int)net_bytes, u.proxyOp.isSend = 1;
+		void *op = start(k->ctx, 1 << 3, k->coll, k->rank, &u);
+		memset(&u, 0, sizeof u);
+		u.proxyStep.step = 0;
+		void *st = start(k->ctx, 1 << 4, op, k->rank, &u);
+		fp_state a;
+		memset(&a, 0, sizeof a);
+		a.proxyStep.transSize = (size_t)net_bytes;
+		record(st, 20, &a); // waiting for the peer: not on the wire yet
+		record(st, 9, &a);  // posted to the network
+		if (st != NULL) {
+			sleep_until(now_ns() + (int64_t)((double)net_bytes / net_bps * 1e9));
+		}
+		stop(st);
+		stop(op);
+	}
+}
+
 int main(int argc, char **argv) {
 	if (argc != 12) {
 		fprintf(stderr, "usage: harness PLUGIN VERSION RANK RANKS BASE_NS PERIOD_US OPS SKEW_MS LATE_RANK LATE_US LATE_FROM\n");
@@ -118,6 +157,9 @@ int main(int argc, char **argv) {
 	int64_t base = atoll(argv[5]), period = atoll(argv[6]) * 1000, skew = atoll(argv[8]) * 1000000;
 	int ops = atoi(argv[7]), late_rank = atoi(argv[9]), late_from = atoi(argv[11]);
 	int64_t late = atoll(argv[10]) * 1000;
+	if (getenv("HARNESS_NET_BYTES")) net_bytes = atoll(getenv("HARNESS_NET_BYTES"));
+	if (getenv("HARNESS_NET_BPS")) net_bps = atof(getenv("HARNESS_NET_BPS"));
+	if (getenv("HARNESS_SLOW_SEND") && atoi(getenv("HARNESS_SLOW_SEND")) == rank && getenv("HARNESS_SLOW_BPS")) net_bps = atof(getenv("HARNESS_SLOW_BPS"));
 	void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) {
 		fprintf(stderr, "harness: %s\n", dlerror());
@@ -171,7 +213,7 @@ int main(int argc, char **argv) {
 		int64_t kstart = now_ns() + 30000 + ((late_now && late > 0) ? late : 0);
 		if (mask & (1 << 6)) {
 			pthread_mutex_lock(&qmu);
-			queue[qtail % QLEN] = (struct kernel){ctx, coll, rank, kstart, kstart + 20000, skew};
+			queue[qtail % QLEN] = (struct kernel){ctx, coll, rank, ranks, kstart, kstart + 20000, skew};
 			qtail++;
 			pthread_cond_signal(&qcv);
 			pthread_mutex_unlock(&qmu);
