@@ -940,8 +940,8 @@ PY
   # detect (about 50 s a run), clean (WATCH_CLEAN_S + 30 s), overhead
   # (about 80 s a pair), launch (collbench's own NCCL backend under
   # launch -n 4 --nodes 2, about 15 s a run), kill (the collector killed
-  # mid-run, about 55 s).
-  parts=" ${WATCH_PARTS:-detect clean overhead launch kill} "
+  # mid-run, about 55 s), net (NCCL over sockets, WATCH_NET_S + 30 s).
+  parts=" ${WATCH_PARTS:-detect clean overhead launch kill net} "
   named=0; runs=${WATCH_RUNS:-10}
   [[ $parts == *" detect "* ]] || runs=0
   for i in $(seq 1 "$runs"); do
@@ -1030,6 +1030,22 @@ b, a = 1000 * max(before), 1000 * max(after)
 print("job exit %d; step time 10 s before the kill %.3f ms, 10 s after it %.3f ms (%+.2f%%)" % (rc, b, a, (a - b) / b * 100))
 sys.exit(0 if rc == 0 and a <= b * 1.01 else 1)
 PY
+  fi
+  # NCCL over its network transport between the GPUs of this host (P2P and
+  # shared memory off: sockets), so its proxy reports network steps: a
+  # clean job whose links the plugin measures names nothing, and link
+  # measurements are judged (WATCH_NET_S s).
+  if [[ $parts == *" net "* ]]; then
+    nets=${WATCH_NET_S:-60}
+    timeout -k 5 $((nets + 200)) "$BIN" watch --listen 127.0.0.1:29650 --for $((nets + 150))s -o "$WORK/watch-net.json" > "$WORK/watch-net.txt" 2>&1 &
+    wpid=$!; sleep 1
+    NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 job "$nets" "$WORK/job-net.log" plugin; jrc=$?
+    kill -INT $wpid 2>/dev/null; wait $wpid 2>/dev/null
+    tail -1 "$WORK/watch-net.txt"
+    read -r n ops links <<< "$(python3 -c "import json; d=json.load(open('$WORK/watch-net.json')); c=d['counts']; print(d['findings_total'], c['operations_judged'], c.get('links_judged', 0))" 2>/dev/null || echo unread 0 0)"
+    echo "network transport: step time $(medstep "$WORK/job-net.log") ms"
+    [ "$jrc" -eq 0 ] && [ "$n" = 0 ] && [ "$ops" -gt 0 ] && [ "$links" -gt 0 ] && ok "NCCL over sockets: $links link measurements and $ops operations judged, nothing named" \
+      || bad "NCCL over sockets: exit $jrc, $n findings, $ops operations and $links link measurements judged"
   fi
   # collbench's own NCCL backend under launch -n 4 --nodes 2 (two simulated
   # hosts): a rank planted to issue 5 ms late (late-rank) is named within

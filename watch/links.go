@@ -86,6 +86,7 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 			st = &linkState{}
 			cm.links[k] = st
 		}
+		c.linked++
 		o := linkOutcome{seq: seq, slow: rates[k] < c.o.LinkShare*median, rate: rates[k], median: median}
 		st.hist = append(st.hist, o)
 		if len(st.hist) > c.o.Window {

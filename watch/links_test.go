@@ -65,6 +65,9 @@ func TestSlowLinkNamedAtEveryPlace(t *testing.T) {
 				}
 			}
 		}
+		if want := int64(500 * 8); tc.from != 3 && c.LinksJudged() != want {
+			t.Errorf("%d link measurements judged, want %d (8 links in 500 operations)", c.LinksJudged(), want)
+		}
 		if !tc.named {
 			if len(changes) > 0 {
 				t.Errorf("link from %d at %.0f B/s: named %v", tc.from, tc.bps, changes[0])

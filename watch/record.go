@@ -148,8 +148,12 @@ func (r *Record) SetCounts(c Counts, t time.Time) {
 
 // String says what a collector judged, in one line.
 func (c Counts) String() string {
-	return fmt.Sprintf("judged %d operations on %d communicators from %d processes (%d summaries received, %d dropped)",
-		c.Operations, c.Communicators, c.Processes, c.Summaries, c.Dropped)
+	links := ""
+	if c.Links > 0 {
+		links = fmt.Sprintf(" and %d link measurements", c.Links)
+	}
+	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped)",
+		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped)
 }
 
 // WriteJSON writes the record as one indented JSON document.
@@ -204,6 +208,7 @@ func (r *Record) WriteProm(w io.Writer) error {
 		{"summaries_received_total", "Summaries received from the job's processes.", r.Counts.Summaries},
 		{"summaries_dropped_total", "Summaries the collector dropped (malformed, beyond its bounds, or whose operation never completed).", r.Counts.Dropped},
 		{"operations_judged_total", "Operations every rank reported, judged.", r.Counts.Operations},
+		{"links_judged_total", "Link measurements judged (one link's sends in one operation).", r.Counts.Links},
 	} {
 		fmt.Fprintf(&b, "# HELP collbench_watch_%s %s\n# TYPE collbench_watch_%s counter\ncollbench_watch_%s %d\n", m.name, m.help, m.name, m.name, m.v)
 	}

@@ -26,7 +26,7 @@ func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	link := Finding{Comm: 0xabc, Rank: 5, Host: "node03", GPU: "0000:18:00.0", Cause: CauseLink, Late: 27, Of: 32, SinceSeq: 140,
 		Link: &LinkFinding{Peer: 6, PeerHost: "node04", PeerGPU: "0000:18:00.0", Rate: 2.1e9, Median: 21.5e9}}
 	r.Add(link, t0.Add(35*time.Second))
-	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Communicators: 2}, t0.Add(40*time.Second))
+	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Links: 1600, Communicators: 2}, t0.Add(40*time.Second))
 	if len(r.Findings) != 4 || r.Total != 4 || len(r.Standing) != 2 || r.Standing[0].Rank != 1 || r.Standing[1].Link == nil {
 		t.Fatalf("findings %d (total %d), standing %+v", len(r.Findings), r.Total, r.Standing)
 	}

@@ -173,6 +173,7 @@ type Collector struct {
 	comms   map[uint64]*comm
 	dropped int64
 	judged  int64
+	linked  int64 // link measurements judged
 }
 
 // Counts is what a collector has taken in: the evidence behind a watch
@@ -183,12 +184,17 @@ type Counts struct {
 	Summaries     int64 `json:"summaries"`         // summaries received
 	Dropped       int64 `json:"summaries_dropped"` // dropped by the judge (Collector.Dropped)
 	Operations    int64 `json:"operations_judged"` // operations every rank reported, judged
+	Links         int64 `json:"links_judged"`      // link measurements judged (one link in one operation)
 	Communicators int   `json:"communicators"`     // communicators followed
 }
 
 // Judged is how many operations were judged: every rank of the
 // communicator reported them.
 func (c *Collector) Judged() int64 { return c.judged }
+
+// LinksJudged is how many link measurements were judged: one link's
+// sends in one operation, compared with the operation's other links.
+func (c *Collector) LinksJudged() int64 { return c.linked }
 
 // Communicators is how many communicators the collector follows.
 func (c *Collector) Communicators() int { return len(c.comms) }
