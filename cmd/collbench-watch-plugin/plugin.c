@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -356,6 +357,67 @@ static cbp_result start_v4(void *ctx, void **handle, cbp_descr_v4 *d) { return s
 
 static cbp_result start_v5(void *ctx, void **handle, cbp_descr_v5 *d) { return start_common(ctx, handle, d->type, d->parent, &d->d); }
 
+// The profiler interfaces of NCCL 2.23 to 2.25 (versions 1 to 3) pass no
+// communicator to init, so the plugin cannot follow one. It answers them
+// only to say so: with its environment set, one line on the job's stderr,
+// and no event asked of NCCL; without it, nothing.
+typedef struct {
+	const char *name;
+	cbp_result (*init)(void **ctx, int *mask);
+	cbp_result (*startEvent)(void *ctx, void **handle, void *d);
+	cbp_result (*stopEvent)(void *handle);
+	cbp_result (*recordEventState)(void *handle, int state, void *args);
+	cbp_result (*finalize)(void *ctx);
+} cbw_plugin_old;
+
+static atomic_int told_old;
+
+static void init_old(void **ctx, int *mask, int version) {
+	*ctx = NULL;
+	if (mask != NULL) {
+		*mask = 0;
+	}
+	const char *addr = getenv("COLLBENCH_WATCH");
+	if (addr != NULL && addr[0] != 0 && atomic_exchange(&told_old, 1) == 0) {
+		fprintf(stderr, "collbench watch plugin: this NCCL offers the profiler interface version %d; the plugin needs version 4 or 5 (NCCL 2.26 or later), so nothing is sent; the job runs on without it\n", version);
+	}
+}
+
+static cbp_result init_v1(void **ctx, int *mask) {
+	init_old(ctx, mask, 1);
+	return 0;
+}
+
+static cbp_result init_v2(void **ctx, int *mask) {
+	init_old(ctx, mask, 2);
+	return 0;
+}
+
+static cbp_result init_v3(void **ctx, int *mask) {
+	init_old(ctx, mask, 3);
+	return 0;
+}
+
+
+static cbp_result start_old(void *ctx, void **handle, void *d) {
+	(void)ctx, (void)d;
+	*handle = NULL;
+	return 0;
+}
+
+static cbp_result record_old(void *handle, int state, void *args) {
+	(void)handle, (void)state, (void)args;
+	return 0;
+}
+
+static cbp_result stop_old(void *handle) {
+	(void)handle;
+	return 0;
+}
+
+cbw_plugin_old ncclProfiler_v1 = {"collbench-watch", init_v1, start_old, stop_old, record_old, finalize};
+cbw_plugin_old ncclProfiler_v2 = {"collbench-watch", init_v2, start_old, stop_old, record_old, finalize};
+cbw_plugin_old ncclProfiler_v3 = {"collbench-watch", init_v3, start_old, stop_old, record_old, finalize};
 cbp_plugin_v4 ncclProfiler_v4 = {"collbench-watch", init_v4, start_v4, stop_event, record_state, finalize};
 cbp_plugin_v5 ncclProfiler_v5 = {"collbench-watch", init_v5, start_v5, stop_event, record_state, finalize};
 

@@ -269,20 +269,28 @@ func TestPluginNamesTheSlowLink(t *testing.T) {
 // NCCL for no event at all and says nothing; with a malformed address or
 // without the secret it says so in one line and asks for nothing; with a
 // wrong secret the collector refuses it, the job's stderr has one line,
-// and the job runs to its end.
+// and the job runs to its end. Loaded by an NCCL whose profiler interface
+// it cannot follow (versions 1 to 3), it asks for nothing and says so in
+// one line, where its environment is set.
 func TestPluginWithoutItsEnvironment(t *testing.T) {
 	addr, findings, notes, counts := collector(t, "job-secret")
+	good := []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}
 	for _, c := range []struct {
 		name, mask, says string
 		env              []string
+		version          int
 	}{
-		{"no collector", "mask 0", "", nil},
-		{"malformed address", "mask 0", "is not host:port", []string{watch.EnvAddr + "=nowhere", "COLLBENCH_TOKEN=job-secret"}},
-		{"no secret", "mask 0", "without the job secret", []string{watch.EnvAddr + "=" + addr}},
-		{"wrong secret", "mask 90", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}},
+		{"no collector", "mask 0", "", nil, 5},
+		{"malformed address", "mask 0", "is not host:port", []string{watch.EnvAddr + "=nowhere", "COLLBENCH_TOKEN=job-secret"}, 5},
+		{"no secret", "mask 0", "without the job secret", []string{watch.EnvAddr + "=" + addr}, 5},
+		{"wrong secret", "mask 90", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}, 5},
+		// An NCCL of 2.23 to 2.25 offers interface 3, 2 or 1 only.
+		{"interface 3", "mask 0", "profiler interface version 3; the plugin needs version 4 or 5", good, 3},
+		{"interface 1", "mask 0", "profiler interface version 1; the plugin needs version 4 or 5", good, 1},
+		{"interface 2 without the environment", "mask 0", "", nil, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j := job{version: 5, ranks: 2, ops: 20, periodUS: 2000, lateRank: 1, lateUS: 3000, env: c.env}
+			j := job{version: c.version, ranks: 2, ops: 20, periodUS: 2000, lateRank: 1, lateUS: 3000, env: c.env}
 			got := j.run(t)
 			for r := range got.stdout {
 				if got.stdout[r] != c.mask {

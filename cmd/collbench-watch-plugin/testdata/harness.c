@@ -26,6 +26,9 @@
 // goes on issuing, waits at most 5 s for the child at its end, prints
 // "child exit S" and returns 3 unless the child ended with 0.
 //
+// VERSION is the profiler interface NCCL offers: 5 or 4, or 1 to 3 as an
+// older NCCL (the plugin then asks for nothing).
+//
 //   harness PLUGIN VERSION RANK RANKS BASE_NS PERIOD_US OPS SKEW_MS LATE_RANK LATE_US LATE_FROM
 #include <dlfcn.h>
 #include <pthread.h>
@@ -41,6 +44,16 @@
 
 static int version;
 static void *plugin;
+// fp_old is the profiler interface of NCCL 2.23 to 2.25 (versions 1 to
+// 3): init has no communicator.
+typedef struct {
+	const char *name;
+	int (*init)(void **ctx, int *mask);
+	int (*startEvent)(void *ctx, void **handle, void *d);
+	int (*stopEvent)(void *handle);
+	int (*recordEventState)(void *handle, int state, void *args);
+	int (*finalize)(void *ctx);
+} fp_old;
 static int64_t net_bytes;
 static double net_bps = 1e9;
 
@@ -165,8 +178,11 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "harness: %s\n", dlerror());
 		return 1;
 	}
+	char sym[32];
+	snprintf(sym, sizeof sym, "ncclProfiler_v%d", want);
 	if (want >= 5 && (plugin = dlsym(lib, "ncclProfiler_v5")) != NULL) version = 5;
-	else if ((plugin = dlsym(lib, "ncclProfiler_v4")) != NULL) version = 4;
+	else if (want == 4 && (plugin = dlsym(lib, "ncclProfiler_v4")) != NULL) version = 4;
+	else if (want >= 1 && want <= 3 && (plugin = dlsym(lib, sym)) != NULL) version = want; // an older NCCL
 	else {
 		fprintf(stderr, "harness: no profiler interface in %s\n", argv[1]);
 		return 1;
@@ -175,7 +191,8 @@ int main(int argc, char **argv) {
 	int mask = -1;
 	const uint64_t hash = 0x5eed0000c0ffeeull;
 	if (version == 5) ((fp_v5 *)plugin)->init(&ctx, hash, &mask, "test", 1, ranks, rank, NULL);
-	else ((fp_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
+	else if (version == 4) ((fp_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
+	else ((fp_old *)plugin)->init(&ctx, &mask);
 	printf("mask %d\n", mask);
 	fflush(stdout);
 	pthread_t px;
@@ -236,6 +253,7 @@ int main(int argc, char **argv) {
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 3;
 	}
 	if (version == 5) ((fp_v5 *)plugin)->finalize(ctx);
-	else ((fp_v4 *)plugin)->finalize(ctx);
+	else if (version == 4) ((fp_v4 *)plugin)->finalize(ctx);
+	else ((fp_old *)plugin)->finalize(ctx);
 	return 0;
 }
