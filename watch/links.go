@@ -80,11 +80,12 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 	for _, k := range keys {
 		st := cm.links[k]
 		if st == nil {
-			if len(cm.links) >= c.o.MaxLinks {
+			if c.nlinks >= c.o.MaxLinks {
 				continue // bounded: a link first seen beyond the cap is not followed
 			}
 			st = &linkState{}
 			cm.links[k] = st
+			c.nlinks++
 		}
 		c.linked++
 		o := linkOutcome{seq: seq, slow: rates[k] < c.o.LinkShare*median, rate: rates[k], median: median}
@@ -134,17 +135,7 @@ func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *F
 
 // sinceSlow is where a link's slow run began, as since is for a rank.
 func sinceSlow(h []linkOutcome) uint64 {
-	first := h[len(h)-1].seq
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].slow {
-			first = h[i].seq
-			continue
-		}
-		if i > 0 && !h[i-1].slow {
-			break
-		}
-	}
-	return first
+	return runStart(h, func(o linkOutcome) (bool, uint64) { return o.slow, o.seq })
 }
 
 // LinkFinding is what a finding of a slow link adds: the peer the rank

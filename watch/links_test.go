@@ -125,17 +125,20 @@ func TestLinksNotJudgedWithoutPeersOrBytes(t *testing.T) {
 	}
 }
 
-// TestLinksBounded: a communicator's links beyond MaxLinks are not
-// followed (a job whose every rank sends to every other, at scale).
+// TestLinksBounded: links beyond MaxLinks, all communicators' together,
+// are not followed (a job whose every rank sends to every other, at
+// scale, or many communicators).
 func TestLinksBounded(t *testing.T) {
-	c := New(Options{MaxLinks: 5})
+	c := New(Options{MaxLinks: 20})
 	j := &ringJob{ranks: 8, rng: rand.New(rand.NewSource(5)), slowFrom: -1, bytes: 1 << 20, extraPeer: true} //nolint:gosec // G404: a seeded model
 	for seq := uint64(1); seq <= 10; seq++ {
-		for _, s := range j.op(0x13, seq) {
-			c.Add(s)
+		for _, comm := range []uint64{0x13, 0x14} {
+			for _, s := range j.op(comm, seq) {
+				c.Add(s)
+			}
 		}
 	}
-	if n := len(c.comms[0x13].links); n != 5 {
-		t.Errorf("%d links followed, at most 5", n)
+	if a, b := len(c.comms[0x13].links), len(c.comms[0x14].links); a != 16 || b != 4 {
+		t.Errorf("%d and %d links followed on two communicators of 16 each; want the first 20: 16 and 4", a, b)
 	}
 }

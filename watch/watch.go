@@ -71,7 +71,7 @@ type Options struct {
 	// its rate on the wire is below LinkShare of the operation's median
 	// link's, among the links that moved at least MinLinkBytes; it is
 	// named and cleared by Window and Share as a rank is. MaxLinks bounds
-	// the links followed per communicator.
+	// the links followed, all communicators' together.
 	LinkShare    float64
 	MinLinkBytes int64
 	MaxLinks     int
@@ -80,8 +80,8 @@ type Options struct {
 // DefaultOptions judge the last 32 operations, name a rank late in 75% of
 // them by at least 50 µs (1 ms where it issued late) and a link slower than
 // half the median link in 75% of those it moved 64 KiB or more in, and
-// hold at most 256 operations in flight and 65,536 links per communicator,
-// and 4,096 communicators.
+// hold at most 256 operations in flight per communicator, 4,096
+// communicators and 65,536 links (a link's window is about 1 KiB).
 func DefaultOptions() Options {
 	return Options{Window: 32, Share: 0.75, MinLate: 50 * time.Microsecond, MinIssueLate: time.Millisecond, MaxPending: 256, MaxComms: 4096,
 		LinkShare: 0.5, MinLinkBytes: MinLinkBytesDefault, MaxLinks: 1 << 16}
@@ -174,6 +174,7 @@ type Collector struct {
 	dropped int64
 	judged  int64
 	linked  int64 // link measurements judged
+	nlinks  int   // links followed, every communicator's
 }
 
 // Counts is what a collector has taken in: the evidence behind a watch
@@ -406,13 +407,21 @@ func (c *Collector) update(id uint64, cm *comm, r int) *Finding {
 // run of outcomes, ending now, that holds no two on-time operations in a
 // row.
 func since(h []outcome) uint64 {
-	first := h[len(h)-1].seq
+	return runStart(h, func(o outcome) (bool, uint64) { return o.late, o.seq })
+}
+
+// runStart is where the run of h's bad outcomes that ends now began: the
+// longest run, ending with the newest, that holds no two good ones in a
+// row. at says of one outcome whether it was bad, and its operation.
+func runStart[T any](h []T, at func(T) (bool, uint64)) uint64 {
+	_, first := at(h[len(h)-1])
 	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].late {
-			first = h[i].seq
+		bad, seq := at(h[i])
+		if bad {
+			first = seq
 			continue
 		}
-		if i > 0 && !h[i-1].late {
+		if prev, _ := at(h[max(i-1, 0)]); i > 0 && !prev {
 			break
 		}
 	}
