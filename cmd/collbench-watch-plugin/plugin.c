@@ -196,11 +196,16 @@ static void *start_send(void *parent, const cbp_detail *d) {
 		return NULL;
 	}
 	cbw_op *op = (cbw_op *)parent;
-	if (!op->records || atomic_load(&op->state) != OPEN) {
+	if (!op->records) {
 		return NULL;
 	}
-	int i = atomic_fetch_add(&op->nsends, 1);
+	// Counted first, so the operation is not finished (and taken) while
+	// its send is being set up.
+	atomic_fetch_add(&op->proxy_started, 1);
+	int i = atomic_load(&op->state) == OPEN ? atomic_fetch_add(&op->nsends, 1) : CBW_LINKS;
 	if (i >= CBW_LINKS) {
+		atomic_fetch_add(&op->proxy_stopped, 1);
+		maybe_done(op);
 		return NULL;
 	}
 	cbw_send *snd = &op->sends[i];
@@ -215,7 +220,6 @@ static void *start_send(void *parent, const cbp_detail *d) {
 		snd->steps[k].send = snd;
 		atomic_store(&snd->steps[k].busy, 0);
 	}
-	atomic_fetch_add(&op->proxy_started, 1);
 	return snd;
 }
 
