@@ -169,7 +169,9 @@ type comm struct {
 	aborted   bool
 	profCtx   unsafe.Pointer // the profiler plugin's context, nil without one
 	tunerCtx  unsafe.Pointer // the tuner plugin's context, nil without one
-	profSeq   uint64
+	// profSeq numbers each function's calls apart, as NCCL's seqNumber
+	// does (the first allreduce and the first allgather are both 0).
+	profSeq map[driver.OpKind]uint64
 	// wedged is set once the profiler stall (Options.ProfilerStall) left
 	// the proxy thread stuck: destroy then waits for an abort.
 	wedged atomic.Bool

@@ -207,9 +207,13 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 		if f != nil && !f.Async && !f.Corrupt {
 			return after(ncclErr(call, orInt(f.Code, driver.InternalError), fmt.Sprintf("fault planted on GPU %d", c.dev)), k, n)
 		}
-		c.profSeq++
+		if c.profSeq == nil {
+			c.profSeq = map[driver.OpKind]uint64{}
+		}
+		seq := c.profSeq[o.Kind]
+		c.profSeq[o.Kind]++
 		ch := c.choose(o)
-		po := c.profCollective(o, c.profSeq, ch)
+		po := c.profCollective(o, seq, ch)
 		if err := s.enqueue(func() error { return c.collective(s, o, f, po, ch) }); err != nil {
 			return err
 		}
