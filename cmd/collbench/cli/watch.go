@@ -226,16 +226,16 @@ func standingWhat(fs []engine.WatchFinding) string {
 	return strings.Join(parts, " and ")
 }
 
-// judgedLine is watch's last line when no rank stands named: what it
+// judgedLine is watch's last line when no rank or link stands named: what it
 // judged, or, where that is nothing, the likeliest reason.
 func judgedLine(c engine.WatchCounts) string {
 	switch {
 	case c.Processes == 0:
-		return "no rank stands named, but nothing was judged: no process connected (the job needs COLLBENCH_WATCH=<this host>:<port> and the same COLLBENCH_TOKEN; an NCCL application also NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path))"
+		return "no finding stands, but nothing was judged: no process connected (the job needs COLLBENCH_WATCH=<this host>:<port> and the same COLLBENCH_TOKEN; an NCCL application also NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path))"
 	case c.Summaries == 0:
-		return fmt.Sprintf("no rank stands named, but nothing was judged: %d processes connected and sent no summary (did their NCCL load the plugin? NCCL_DEBUG=INFO says)", c.Processes)
+		return fmt.Sprintf("no finding stands, but nothing was judged: %d processes connected and sent no summary (did their NCCL load the plugin? NCCL_DEBUG=INFO says)", c.Processes)
 	case c.Operations == 0:
-		return fmt.Sprintf("no rank stands named, but nothing was judged: %d summaries came, and no operation was reported by every rank of its communicator (is every process of the job sending?)", c.Summaries)
+		return fmt.Sprintf("no finding stands, but nothing was judged: %d summaries came, and no operation was reported by every rank of its communicator (is every process of the job sending?)", c.Summaries)
 	}
-	return "no rank stands named; " + c.String()
+	return "no finding stands; " + c.String()
 }

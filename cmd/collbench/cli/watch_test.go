@@ -279,7 +279,7 @@ func TestWatchSaysWhatItJudged(t *testing.T) {
 	// 2 ranks, 80 timed and 2 warm-up operations and the checks: at
 	// least the timed ones judged, every summary of both ranks received.
 	if c != 0 || cn.Processes != 2 || cn.Communicators != 1 || cn.Operations < 80 || cn.Summaries < 2*cn.Operations || cn.Dropped != 0 ||
-		!strings.Contains(errOut.String(), "no rank stands named; "+cn.String()) {
+		!strings.Contains(errOut.String(), "no finding stands; "+cn.String()) {
 		t.Errorf("a clean job: exit %d, counts %+v\n%s", c, cn, errOut.String())
 	}
 
