@@ -59,11 +59,12 @@ struct cbw_op {
 	_Atomic int64_t gpu_start, gpu_stop, seen_minus_gpu;
 	cbw_ch ch;
 	// Every CBW_LINK_EVERY-th operation records its network sends: the
-	// proxy operations that send, up to CBW_LINKS of them. It is finished
-	// only once every proxy operation that started has stopped too.
+	// proxy operations that send, up to CBW_LINKS of them, in sends (its
+	// slot's block of the context's pool; NULL in the other slots). It is
+	// finished only once every proxy operation that started has stopped.
 	int records;
 	atomic_int nsends, proxy_started, proxy_stopped;
-	cbw_send sends[CBW_LINKS];
+	cbw_send *sends;
 };
 
 struct cbw_ctx {
@@ -73,6 +74,9 @@ struct cbw_ctx {
 	atomic_ullong head;
 	atomic_int dropped;
 	cbw_op ops[CBW_SLOTS];
+	// pool holds the sends of the slots that record them, allocated
+	// apart so that a job without network transport never touches it.
+	cbw_send *pool;
 };
 
 static cbw_ctx *contexts[CBW_MAX_CONTEXTS];
@@ -137,6 +141,10 @@ static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, i
 	cbw_ctx *c = NULL;
 	if (i < CBW_MAX_CONTEXTS) {
 		c = calloc(1, sizeof(cbw_ctx));
+		if (c != NULL && (c->pool = calloc(CBW_SLOTS / CBW_LINK_EVERY * CBW_LINKS, sizeof(cbw_send))) == NULL) {
+			free(c);
+			c = NULL;
+		}
 	}
 	if (c == NULL) {
 		atomic_fetch_add(&nrefused, 1);
@@ -157,6 +165,7 @@ static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, i
 		c->ops[s].kind = KIND_OP;
 		c->ops[s].ch.kind = KIND_CH;
 		c->ops[s].ch.op = &c->ops[s];
+		c->ops[s].sends = s % CBW_LINK_EVERY == 0 ? &c->pool[s / CBW_LINK_EVERY * CBW_LINKS] : NULL;
 	}
 	// Published last: the collector reads contexts[i] once it is set.
 	__atomic_store_n(&contexts[i], c, __ATOMIC_RELEASE);
@@ -249,7 +258,7 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		atomic_store(&op->gpu_start, INT64_MAX);
 		atomic_store(&op->gpu_stop, INT64_MIN);
 		atomic_store(&op->seen_minus_gpu, INT64_MAX);
-		op->records = (at % CBW_LINK_EVERY) == 0;
+		op->records = (at % CBW_LINK_EVERY) == 0 && op->sends != NULL; // CBW_SLOTS is a multiple of CBW_LINK_EVERY
 		atomic_store(&op->nsends, 0);
 		atomic_store(&op->proxy_started, 0);
 		atomic_store(&op->proxy_stopped, 0);

@@ -10,6 +10,7 @@
 #define CBW_LINK_EVERY 4      // one operation in this many records its sends' times
 #define CBW_LINKS 4           // (peer, channel) sends recorded per operation
 #define CBW_STEPS 8           // steps in flight per send (NCCL keeps 8)
+_Static_assert(CBW_SLOTS % CBW_LINK_EVERY == 0, "a recording operation's slot has a block of sends");
 
 typedef struct cbw_ctx cbw_ctx;
 
