@@ -252,6 +252,11 @@ func TestPluginNamesTheSlowLink(t *testing.T) {
 			if len(fs) > 0 {
 				t.Errorf("a clean job named %v", fs[0])
 			}
+			// One operation in four carries its sends: 4 links in each
+			// of 50 operations.
+			if n := counts().Links; n != int64(j.ops/4*j.ranks) {
+				t.Errorf("%d link measurements judged, want %d", n, j.ops/4*j.ranks)
+			}
 			continue
 		}
 		if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != slow || fs[0].Link.Peer != (slow+1)%4 {
