@@ -39,6 +39,9 @@ type linkOutcome struct {
 // must have moved that much, so there is a median to be slower than.
 // Then it names or clears links as update does ranks.
 func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) []Finding {
+	if !slices.ContainsFunc(all, func(s *Summary) bool { return len(s.Links) > 0 }) {
+		return nil // most operations carry none: nothing to allocate
+	}
 	moved := map[linkKey]Link{}
 	for _, s := range all {
 		for _, l := range s.Links {
