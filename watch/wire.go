@@ -63,6 +63,10 @@ type SenderOptions struct {
 	// time.Now().UnixNano()); the sender measures that clock's offset
 	// from the collector's, so ranks on different hosts can be compared.
 	Now func() int64
+	// Every sends only the operations whose number is a multiple of it
+	// (EnvEvery; 0 and 1: every operation). The others are not sent, and
+	// not counted as dropped.
+	Every int
 }
 
 // Sender sends a process's summaries to the collector without ever making
@@ -107,6 +111,9 @@ func NewSender(o SenderOptions) *Sender {
 // Send queues one summary, or drops it when the queue is full; it never
 // blocks.
 func (s *Sender) Send(sum Summary) {
+	if s.o.Every > 1 && sum.Seq%uint64(s.o.Every) != 0 { //nolint:gosec // G115: Every is positive
+		return // not in the sample
+	}
 	select {
 	case s.ch <- sum:
 	default:

@@ -9,8 +9,9 @@ import (
 )
 
 // TestNewSender: the plugin's reading of its environment. Without a
-// collector nothing is sent and nothing said; a malformed address or a
-// missing secret is one line and no sender; both given make a sender.
+// collector nothing is sent and nothing said; a malformed address, a
+// missing secret or a sample that is not a whole number from 1 to
+// 1,000,000 is one line and no sender; both given make a sender.
 func TestNewSender(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -25,6 +26,10 @@ func TestNewSender(t *testing.T) {
 		{"no secret", map[string]string{watch.EnvAddr: "127.0.0.1:9"}, false, "without the job secret"},
 		{"secret file missing", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN_FILE": "/nonexistent/token"}, false, "without the job secret"},
 		{"both", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN": "s"}, true, ""},
+		{"a sample of every 8th", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN": "s", watch.EnvEvery: "8"}, true, ""},
+		{"sample not a number", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN": "s", watch.EnvEvery: "half"}, false, "COLLBENCH_WATCH_EVERY=\"half\" is not a whole number from 1 to 1000000"},
+		{"sample of 0", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN": "s", watch.EnvEvery: "0"}, false, "is not a whole number"},
+		{"sample too sparse", map[string]string{watch.EnvAddr: "127.0.0.1:9", "COLLBENCH_TOKEN": "s", watch.EnvEvery: "1000001"}, false, "is not a whole number"},
 	} {
 		var lines []string
 		s := newSender(func(k string) string { return c.env[k] }, func(l string) { lines = append(lines, l) })

@@ -165,7 +165,10 @@ static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, i
 		c->ops[s].kind = KIND_OP;
 		c->ops[s].ch.kind = KIND_CH;
 		c->ops[s].ch.op = &c->ops[s];
-		c->ops[s].sends = s % CBW_LINK_EVERY == 0 ? &c->pool[s / CBW_LINK_EVERY * CBW_LINKS] : NULL;
+		// Operation at+1 sits in slot at % CBW_SLOTS: the ones that record
+		// (a number that is a multiple of CBW_LINK_EVERY) in the slots
+		// one short of a multiple.
+		c->ops[s].sends = (s + 1) % CBW_LINK_EVERY == 0 ? &c->pool[s / CBW_LINK_EVERY * CBW_LINKS] : NULL;
 	}
 	// Published last: the collector reads contexts[i] once it is set.
 	__atomic_store_n(&contexts[i], c, __ATOMIC_RELEASE);
@@ -258,7 +261,10 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		atomic_store(&op->gpu_start, INT64_MAX);
 		atomic_store(&op->gpu_stop, INT64_MIN);
 		atomic_store(&op->seen_minus_gpu, INT64_MAX);
-		op->records = (at % CBW_LINK_EVERY) == 0 && op->sends != NULL; // CBW_SLOTS is a multiple of CBW_LINK_EVERY
+		// The operations whose number is a multiple of CBW_LINK_EVERY: the
+		// same on every rank, and among those a sampled job sends
+		// (COLLBENCH_WATCH_EVERY) where that is a multiple too.
+		op->records = op->seq % CBW_LINK_EVERY == 0 && op->sends != NULL; // CBW_SLOTS is a multiple of CBW_LINK_EVERY
 		atomic_store(&op->nsends, 0);
 		atomic_store(&op->proxy_started, 0);
 		atomic_store(&op->proxy_stopped, 0);

@@ -158,16 +158,23 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 		late    int
 		us      int64
 		cause   watch.Cause
+		every   int // COLLBENCH_WATCH_EVERY; 0: unset
 	}{
-		{"clean", 5, -1, 0, ""},
-		{"GPU of rank 0 late", 5, 0, 5000, watch.CauseGPU},
-		{"GPU of rank 2 late, interface v4", 4, 2, 5000, watch.CauseGPU},
-		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue},
+		{"clean", 5, -1, 0, "", 0},
+		{"GPU of rank 0 late", 5, 0, 5000, watch.CauseGPU, 0},
+		{"GPU of rank 2 late, interface v4", 4, 2, 5000, watch.CauseGPU, 0},
+		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue, 0},
+		{"GPU of rank 1 late, every second operation sent", 5, 1, 5000, watch.CauseGPU, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			addr, findings, _, counts := collector(t, "job-secret")
-			j := job{version: c.version, ranks: 4, ops: 160, periodUS: 8000, lateRank: c.late, lateUS: c.us, lateFrom: 40,
-				env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}}
+			env := []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}
+			sent := 160 // operations each rank sends
+			if c.every > 0 {
+				env = append(env, fmt.Sprintf("%s=%d", watch.EnvEvery, c.every))
+				sent /= c.every
+			}
+			j := job{version: c.version, ranks: 4, ops: 160, periodUS: 8000, lateRank: c.late, lateUS: c.us, lateFrom: 40, env: env}
 			got := j.run(t)
 			for r, m := range got.stdout {
 				if m != "mask 90" { // collectives, proxy operations and steps, kernel channels
@@ -180,12 +187,12 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			// Every operation of every rank reaches the collector, and
 			// every operation is judged: the three functions' operations
 			// are told apart though NCCL numbers each function's alone.
-			want := int64(j.ranks * j.ops)
-			for deadline := time.Now().Add(5 * time.Second); counts().Operations < int64(j.ops) && time.Now().Before(deadline); {
+			want := int64(j.ranks * sent)
+			for deadline := time.Now().Add(5 * time.Second); counts().Operations < int64(sent) && time.Now().Before(deadline); {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if n := counts(); n.Summaries != want || n.Operations != int64(j.ops) || n.Dropped != 0 {
-				t.Errorf("the collector %s; want %d summaries (%d ranks x %d operations), all %d operations judged", n, want, j.ranks, j.ops, j.ops)
+			if n := counts(); n.Summaries != want || n.Operations != int64(sent) || n.Dropped != 0 {
+				t.Errorf("the collector %s; want %d summaries (%d ranks x %d operations), all %d operations judged", n, want, j.ranks, sent, sent)
 			}
 			fs := findings()
 			if c.late < 0 {
