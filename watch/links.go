@@ -16,7 +16,8 @@ type Link struct {
 	WireNS int64
 }
 
-// linkKey is one direction of one link of a communicator.
+// linkKey is one direction of one link of a communicator; with to = -1,
+// every link to and from rank from (an end).
 type linkKey struct{ from, to int }
 
 // linkState is what the collector holds of one direction of a link: its
@@ -69,9 +70,34 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 	}
 	slices.Sort(rs)
 	median := rs[len(rs)/2]
-	keys := make([]linkKey, 0, len(rates))
+	slowAt := func(k linkKey) bool { return rates[k] < c.o.LinkShare*median }
+	// A rank all of whose links (two or more, to and from it) are slow is
+	// the slow part, not its links: a slow GPU or host slows what it sends
+	// and what it takes in alike. Its links' outcomes go to it.
+	type ends struct{ judged, slow int }
+	touch := map[int]ends{}
+	for k := range rates {
+		for _, r := range []int{k.from, k.to} {
+			e := touch[r]
+			e.judged++
+			if slowAt(k) {
+				e.slow++
+			}
+			touch[r] = e
+		}
+	}
+	slowEnd := func(r int) bool { e := touch[r]; return e.judged >= 2 && e.slow == e.judged }
+	endRate := map[int][]float64{}
+	keys := make([]linkKey, 0, len(rates)+len(touch))
 	for k := range rates {
 		keys = append(keys, k)
+		endRate[k.from] = append(endRate[k.from], rates[k])
+		endRate[k.to] = append(endRate[k.to], rates[k])
+	}
+	for r, e := range touch {
+		if e.judged >= 2 {
+			keys = append(keys, linkKey{r, -1})
+		}
 	}
 	sort.Slice(keys, func(a, b int) bool {
 		if keys[a].from != keys[b].from {
@@ -90,8 +116,15 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 			cm.links[k] = st
 			c.nlinks++
 		}
-		c.linked++
-		o := linkOutcome{seq: seq, slow: rates[k] < c.o.LinkShare*median, rate: rates[k], median: median}
+		var o linkOutcome
+		if k.to < 0 {
+			rs := endRate[k.from]
+			slices.Sort(rs)
+			o = linkOutcome{seq: seq, slow: slowEnd(k.from), rate: rs[len(rs)/2], median: median}
+		} else {
+			c.linked++
+			o = linkOutcome{seq: seq, slow: slowAt(k) && !slowEnd(k.from) && !slowEnd(k.to), rate: rates[k], median: median}
+		}
 		st.hist = append(st.hist, o)
 		if len(st.hist) > c.o.Window {
 			st.hist = st.hist[len(st.hist)-c.o.Window:]
@@ -121,10 +154,15 @@ func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *F
 	case st.named == nil && len(st.hist) >= c.o.Window && share >= c.o.Share:
 		slices.Sort(rates)
 		slices.Sort(medians)
-		from, to := cm.who[k.from], cm.who[k.to]
+		from := cm.who[k.from]
 		f := &Finding{Comm: id, Rank: k.from, Host: from.Host, GPU: from.GPU, Cause: CauseLink,
-			Link: &LinkFinding{Peer: k.to, PeerHost: to.Host, PeerGPU: to.GPU, Rate: rates[len(rates)/2], Median: medians[len(medians)/2]},
+			Link: &LinkFinding{Peer: k.to, Rate: rates[len(rates)/2], Median: medians[len(medians)/2]},
 			Late: slow, Of: len(st.hist), SinceSeq: sinceSlow(st.hist)}
+		if k.to < 0 {
+			f.Cause = CauseEnd
+		} else {
+			f.Link.PeerHost, f.Link.PeerGPU = cm.who[k.to].Host, cm.who[k.to].GPU
+		}
 		st.named = f
 		return f
 	case st.named != nil && share < c.o.Share/2:
@@ -143,7 +181,8 @@ func sinceSlow(h []linkOutcome) uint64 {
 
 // LinkFinding is what a finding of a slow link adds: the peer the rank
 // sends to over it, and the link's median rate over its slow operations
-// against the median link's in them.
+// against the median link's in them. Peer is -1 where every link to and
+// from the rank is slow (CauseEnd), and Rate is then its links' median.
 type LinkFinding struct {
 	Peer              int
 	PeerHost, PeerGPU string
@@ -164,6 +203,14 @@ func rate(bps float64) string {
 // linkString is a link finding as collbench watch prints it.
 func (f Finding) linkString() string {
 	l := f.Link
+	if l.Peer < 0 {
+		where := fmt.Sprintf("rank %d (%s)", f.Rank, place(f.Host, f.GPU))
+		if f.Cleared {
+			return fmt.Sprintf("cleared: %s on communicator %016x: its links are no longer all slow, from operation %d", where, f.Comm, f.ClearedSeq)
+		}
+		return fmt.Sprintf("%s on communicator %016x: %s, %s where the median link sends %s, in %d of its last %d operations, since operation %d",
+			where, f.Comm, f.Cause, rate(l.Rate), rate(l.Median), f.Late, f.Of, f.SinceSeq)
+	}
 	where := fmt.Sprintf("link from rank %d (%s) to rank %d (%s)", f.Rank, place(f.Host, f.GPU), l.Peer, place(l.PeerHost, l.PeerGPU))
 	if f.Cleared {
 		return fmt.Sprintf("cleared: %s on communicator %016x is no longer slow, from operation %d", where, f.Comm, f.ClearedSeq)

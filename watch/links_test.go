@@ -2,6 +2,7 @@ package watch
 
 import (
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,7 +17,8 @@ type ringJob struct {
 	slowFrom  int // the planted link: slowFrom to slowFrom+1; -1 none
 	slowBps   float64
 	bytes     int64
-	extraPeer bool // each rank also sends its previous rank as much
+	extraPeer bool  // each rank also sends its previous rank as much
+	slowRanks []int // every link to and from these ranks sends at slowBps too
 }
 
 func (j *ringJob) op(comm, seq uint64) []Summary {
@@ -31,6 +33,9 @@ func (j *ringJob) op(comm, seq uint64) []Summary {
 		for _, p := range peers {
 			bps := 10e9 * (0.9 + 0.2*j.rng.Float64())
 			if r == j.slowFrom && p == (r+1)%j.ranks && seq >= j.from && seq < j.to {
+				bps = j.slowBps
+			}
+			if (slices.Contains(j.slowRanks, r) || slices.Contains(j.slowRanks, p)) && seq >= j.from && seq < j.to {
 				bps = j.slowBps
 			}
 			s.Links = append(s.Links, Link{Peer: p, Bytes: j.bytes, WireNS: int64(float64(j.bytes) / bps * 1e9)})
@@ -101,6 +106,35 @@ func TestSlowLinkNamedAtEveryPlace(t *testing.T) {
 	}
 }
 
+// TestSlowRankNamedNotItsLinks: a rank every link of which, to it and
+// from it, sends at 1 GB/s where the others send at 10 (a slow GPU, NIC
+// or host slows both) is named itself, as a rank whose links are all
+// slow, and none of its links is; at the wrap (rank 0) and inside the
+// ring (rank 5).
+func TestSlowRankNamedNotItsLinks(t *testing.T) {
+	for _, r := range []int{0, 5} {
+		c := New(DefaultOptions())
+		j := &ringJob{ranks: 8, rng: rand.New(rand.NewSource(int64(r))), from: 100, to: 300, slowFrom: -1, slowRanks: []int{r}, slowBps: 1e9, bytes: 1 << 20} //nolint:gosec // G404: a seeded model
+		var changes []Finding
+		for seq := uint64(1); seq <= 500; seq++ {
+			for _, s := range j.op(0x15, seq) {
+				changes = append(changes, c.Add(s)...)
+			}
+		}
+		if len(changes) != 2 || changes[0].Rank != r || changes[0].Link == nil || changes[0].Link.Peer != -1 || changes[0].Cause != CauseEnd || !changes[1].Cleared {
+			t.Fatalf("rank %d's links planted slow: %v", r, changes)
+		}
+		f := changes[0]
+		if f.Link.Rate < 0.99e9 || f.Link.Rate > 1.01e9 || !strings.Contains(f.String(), "every link to and from it is slow, 1.00 GB/s where the median link sends") {
+			t.Errorf("%s", f)
+		}
+		if c := f.Confirm(); !strings.Contains(c, "alone, in pairs and across hosts") {
+			t.Errorf("confirm: %s", c)
+		}
+		t.Logf("%s", f)
+	}
+}
+
 // TestLinksNotJudgedWithoutPeersOrBytes: links that move less than
 // MinLinkBytes are latency, not rate, and are not judged; nor are the
 // links of an operation with fewer than three that moved enough (no
@@ -129,7 +163,7 @@ func TestLinksNotJudgedWithoutPeersOrBytes(t *testing.T) {
 // are not followed (a job whose every rank sends to every other, at
 // scale, or many communicators).
 func TestLinksBounded(t *testing.T) {
-	c := New(Options{MaxLinks: 20})
+	c := New(Options{MaxLinks: 30})
 	j := &ringJob{ranks: 8, rng: rand.New(rand.NewSource(5)), slowFrom: -1, bytes: 1 << 20, extraPeer: true} //nolint:gosec // G404: a seeded model
 	for seq := uint64(1); seq <= 10; seq++ {
 		for _, comm := range []uint64{0x13, 0x14} {
@@ -138,7 +172,8 @@ func TestLinksBounded(t *testing.T) {
 			}
 		}
 	}
-	if a, b := len(c.comms[0x13].links), len(c.comms[0x14].links); a != 16 || b != 4 {
-		t.Errorf("%d and %d links followed on two communicators of 16 each; want the first 20: 16 and 4", a, b)
+	// Each communicator has 16 links and 8 ends (a rank's links together).
+	if a, b := len(c.comms[0x13].links), len(c.comms[0x14].links); a != 24 || b != 6 {
+		t.Errorf("%d and %d links and ends followed on two communicators of 24 each; want the first 30: 24 and 6", a, b)
 	}
 }

@@ -53,11 +53,11 @@ type RecordedFinding struct {
 }
 
 // RecordedLink is a slow link's part of a recorded finding: the peer it
-// sends to, its median rate over its slow operations and the median
-// link's in them, in bytes per second.
+// sends to (-1: every link to and from the rank), its median rate over
+// its slow operations and the median link's in them, in bytes per second.
 type RecordedLink struct {
 	Peer      int     `json:"peer"`
-	PeerHost  string  `json:"peer_host"`
+	PeerHost  string  `json:"peer_host,omitempty"`
 	PeerGPU   string  `json:"peer_gpu,omitempty"`
 	Rate      float64 `json:"rate_bytes_per_s,omitempty"`
 	MedianBps float64 `json:"median_link_bytes_per_s,omitempty"`
@@ -75,7 +75,7 @@ func (f Finding) Confirm() string {
 	if f.Cleared {
 		return ""
 	}
-	if f.Link != nil {
+	if f.Link != nil && f.Link.Peer >= 0 {
 		return f.linkConfirm()
 	}
 	what := "its GPUs alone, in pairs and across hosts"
@@ -123,12 +123,22 @@ func (r *Record) Add(f Finding, t time.Time) {
 	}
 }
 
-// linkPeer is the peer of a recorded link, -1 for a rank's own finding.
+// linkPeer is the peer of a recorded link (-1: all the rank's links), -2
+// for a rank's own finding.
 func linkPeer(l *RecordedLink) int {
 	if l == nil {
-		return -1
+		return -2
 	}
 	return l.Peer
+}
+
+// promPeer is a link's peer as a label: its rank, or "all" for every
+// link to and from the rank.
+func promPeer(peer int) string {
+	if peer < 0 {
+		return "all"
+	}
+	return fmt.Sprint(peer)
 }
 
 // SetStanding replaces the standing findings with the collector's own
@@ -186,15 +196,15 @@ func (r *Record) WriteProm(w io.Writer) error {
 	b.WriteString("# TYPE collbench_watch_slow_link_bytes_per_second gauge\n")
 	for _, s := range r.Standing {
 		if l := s.Link; l != nil {
-			fmt.Fprintf(&b, "collbench_watch_slow_link_bytes_per_second{communicator=%q,rank=\"%d\",peer=\"%d\",host=\"%s\",peer_host=\"%s\"} %g\n",
-				s.Comm, s.Rank, l.Peer, esc(s.Host), esc(l.PeerHost), l.Rate)
+			fmt.Fprintf(&b, "collbench_watch_slow_link_bytes_per_second{communicator=%q,rank=\"%d\",peer=\"%s\",host=\"%s\",peer_host=\"%s\"} %g\n",
+				s.Comm, s.Rank, promPeer(l.Peer), esc(s.Host), esc(l.PeerHost), l.Rate)
 		}
 	}
 	b.WriteString("# HELP collbench_watch_link_median_bytes_per_second The median link's send rate in the operations where a named link was slow.\n")
 	b.WriteString("# TYPE collbench_watch_link_median_bytes_per_second gauge\n")
 	for _, s := range r.Standing {
 		if l := s.Link; l != nil {
-			fmt.Fprintf(&b, "collbench_watch_link_median_bytes_per_second{communicator=%q,rank=\"%d\",peer=\"%d\"} %g\n", s.Comm, s.Rank, l.Peer, l.MedianBps)
+			fmt.Fprintf(&b, "collbench_watch_link_median_bytes_per_second{communicator=%q,rank=\"%d\",peer=\"%s\"} %g\n", s.Comm, s.Rank, promPeer(l.Peer), l.MedianBps)
 		}
 	}
 	b.WriteString("# HELP collbench_watch_findings_total Ranks and links named or cleared since the collector started.\n")

@@ -9,8 +9,9 @@ import (
 )
 
 // TestRecordKeepsEveryFindingAndWhatStands: a rank named on its GPU, a
-// rank named on its host, the first cleared, a slow link named: the
-// document lists all four in order, the second and the link stand, and each named one says the doctor
+// rank named on its host, the first cleared, a slow link named, a rank
+// whose links are all slow: the document lists all five in order, the
+// second, the link and the last stand, and each named one says the doctor
 // command that would confirm it; the Prometheus text gives what stands;
 // both say what the collector took in.
 func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
@@ -26,8 +27,11 @@ func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	link := Finding{Comm: 0xabc, Rank: 5, Host: "node03", GPU: "0000:18:00.0", Cause: CauseLink, Late: 27, Of: 32, SinceSeq: 140,
 		Link: &LinkFinding{Peer: 6, PeerHost: "node04", PeerGPU: "0000:18:00.0", Rate: 2.1e9, Median: 21.5e9}}
 	r.Add(link, t0.Add(35*time.Second))
+	end := Finding{Comm: 0xabc, Rank: 9, Host: "node05", GPU: "0000:2a:00.0", Cause: CauseEnd, Late: 32, Of: 32, SinceSeq: 150,
+		Link: &LinkFinding{Peer: -1, Rate: 3.2e9, Median: 21.5e9}}
+	r.Add(end, t0.Add(36*time.Second))
 	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Links: 1600, Communicators: 2}, t0.Add(40*time.Second))
-	if len(r.Findings) != 4 || r.Total != 4 || len(r.Standing) != 2 || r.Standing[0].Rank != 1 || r.Standing[1].Link == nil {
+	if len(r.Findings) != 5 || r.Total != 5 || len(r.Standing) != 3 || r.Standing[0].Rank != 1 || r.Standing[1].Link == nil || r.Standing[2].Link.Peer != -1 {
 		t.Fatalf("findings %d (total %d), standing %+v", len(r.Findings), r.Total, r.Standing)
 	}
 	if r.Findings[0].Confirm == "" || r.Findings[2].Confirm != "" {

@@ -98,6 +98,7 @@ const (
 	CauseIssue Cause = "issued late"
 	CauseGPU   Cause = "its GPU started the kernel late"
 	CauseLink  Cause = "sends slowly"
+	CauseEnd   Cause = "every link to and from it is slow"
 )
 
 // Finding is a rank persistently later than its peers on a communicator.
@@ -441,7 +442,7 @@ func (c *Collector) Standing() []Finding {
 	}
 	peer := func(f Finding) int {
 		if f.Link == nil {
-			return -1 // a rank's own finding before its links'
+			return -2 // a rank's own finding first, then all its links, then each
 		}
 		return f.Link.Peer
 	}

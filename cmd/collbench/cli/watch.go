@@ -204,18 +204,27 @@ func watchRun(o *WatchOptions) error {
 
 // standingWhat says how many ranks stand late and links slow.
 func standingWhat(fs []engine.WatchFinding) string {
-	links := 0
+	links, ends := 0, 0
 	for _, f := range fs {
-		if f.Link != nil {
+		switch {
+		case f.Link != nil && f.Link.Peer >= 0:
 			links++
+		case f.Link != nil:
+			ends++
 		}
 	}
 	var parts []string
-	switch n := len(fs) - links; {
+	switch n := len(fs) - links - ends; {
 	case n == 1:
 		parts = append(parts, "1 rank is still late")
 	case n > 1:
 		parts = append(parts, fmt.Sprintf("%d ranks are still late", n))
+	}
+	switch {
+	case ends == 1:
+		parts = append(parts, "1 rank's links are still all slow")
+	case ends > 1:
+		parts = append(parts, fmt.Sprintf("%d ranks' links are still all slow", ends))
 	}
 	switch {
 	case links == 1:

@@ -137,10 +137,11 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 // on loopback): collbench watch names that link by its two ends and their
 // hosts, with its rate, and no rank and no other link; a clean job of the
 // same size names nothing. Across the hosts and at the ring's wrap (rank 3
-// to rank 0); inside a host too with make test-long.
+// to rank 0); inside a host too with make test-long, and a slow rank (its
+// own copies at 200 MB/s), which is named itself and not its links.
 func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 	t.Setenv("COLLBENCH_TOKEN", "watch-test-secret")
-	places := [][2]int{{-1, -1}, {3, 0}, {1, 2}, {0, 1}}
+	places := [][2]int{{-1, -1}, {3, 0}, {1, 2}, {0, 1}, {2, -1}} // {2, -1}: rank 2 slow itself
 	if testing.Short() {
 		places = places[:2] // the clean job and one link; make test-long plants the others
 	}
@@ -148,8 +149,11 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 		addr, got, counts := startWatch(t)
 		t.Setenv("COLLBENCH_WATCH", addr)
 		spec := ""
-		if p[0] >= 0 {
+		switch {
+		case p[0] >= 0 && p[1] >= 0:
 			spec = fmt.Sprintf("slow-link:%d-%d:50MB/s", p[0], p[1])
+		case p[0] >= 0:
+			spec = fmt.Sprintf("slow-rank:%d:200MB/s", p[0])
 		}
 		t.Setenv("COLLBENCH_FAULTS", spec)
 		code, out, errOut := launchSelf(t, "-n", "4", "--nodes", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1M", "-n", "50", "-w", "1", "-q")
@@ -166,6 +170,15 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 		var fs []engine.WatchFinding
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && len(fs) == 0; time.Sleep(20 * time.Millisecond) {
 			fs = got()
+		}
+		if p[1] < 0 {
+			// A slow rank: every link to and from it is slow, and it is
+			// named, not its links.
+			if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != p[0] || fs[0].Link.Peer != -1 || fs[0].Cleared {
+				t.Errorf("rank %d planted slow: %v", p[0], fs)
+			}
+			t.Logf("rank %d planted slow: %v", p[0], fs)
+			continue
 		}
 		if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != p[0] || fs[0].Link.Peer != p[1] || fs[0].Cleared {
 			t.Errorf("link %d to %d planted slow: %v", p[0], p[1], fs)
