@@ -25,6 +25,9 @@ type WatchRecord = watch.Record
 // (watch.Counts).
 type WatchCounts = watch.Counts
 
+// WatchTally says how many ranks and links fs name (watch.Tally).
+func WatchTally(fs []WatchFinding) string { return watch.Tally(fs) }
+
 // NewWatchRecord starts an empty record at t.
 func NewWatchRecord(t time.Time) *WatchRecord { return watch.NewRecord(t) }
 

@@ -166,6 +166,53 @@ func (c Counts) String() string {
 		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped)
 }
 
+// Verdict is collbench watch's last line where no finding stands: what it
+// judged, or, where that is nothing, the likeliest reason.
+func (c Counts) Verdict() string {
+	switch {
+	case c.Processes == 0:
+		return "no finding stands, but nothing was judged: no process connected (the job needs COLLBENCH_WATCH=<this host>:<port> and the same COLLBENCH_TOKEN; an NCCL application also NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path))"
+	case c.Summaries == 0:
+		return fmt.Sprintf("no finding stands, but nothing was judged: %d processes connected and sent no summary (did their NCCL load the plugin? NCCL_DEBUG=INFO says)", c.Processes)
+	case c.Operations == 0:
+		return fmt.Sprintf("no finding stands, but nothing was judged: %d summaries came, and no operation was reported by every rank of its communicator (is every process of the job sending?)", c.Summaries)
+	}
+	return "no finding stands; " + c.String()
+}
+
+// Tally says what fs hold: how many ranks are late, how many ranks' links
+// are all slow, and how many links are slow.
+func Tally(fs []Finding) string {
+	var late, ends, links int
+	for _, f := range fs {
+		switch {
+		case f.Link == nil:
+			late++
+		case f.Link.Peer < 0:
+			ends++
+		default:
+			links++
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		n         int
+		one, many string
+	}{
+		{late, "1 rank is still late", "%d ranks are still late"},
+		{ends, "1 rank's links are still all slow", "%d ranks' links are still all slow"},
+		{links, "1 link is still slow", "%d links are still slow"},
+	} {
+		switch {
+		case p.n == 1:
+			parts = append(parts, p.one)
+		case p.n > 1:
+			parts = append(parts, fmt.Sprintf(p.many, p.n))
+		}
+	}
+	return strings.Join(parts, " and ")
+}
+
 // WriteJSON writes the record as one indented JSON document.
 func (r *Record) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)

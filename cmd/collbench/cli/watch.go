@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,9 +48,9 @@ later than its peers in most of its last 32 operations: which rank, host and GPU
 why (its host issued late, or its GPU started late), by how much and since which
 operation; and a line when it is no longer late. Where the job's processes measure
 what each rank sends each peer (collbench's cpu backend, and the plugin for NCCL's
-network sends), it also names a link
-that sends at less than half the median link's rate in most of its operations: its
-two ends, their hosts, its rate and the median's.
+network sends), it also names a link that sends at less than half the median link's
+rate in most of its operations (its two ends, their hosts, its rate and the
+median's), or a rank all of whose links are that slow.
 
 A job's process never waits for the collector: summaries that cannot be sent are
 dropped and counted, and a collector that does not answer or refuses the secret costs
@@ -68,7 +67,7 @@ summaries received and dropped, operations judged), so the files are valid at ev
 instant.
 
 watch runs until interrupted, or for --for; at the end it says what it judged (a
-watch that judged nothing says why), and it exits 1 when a rank stands named.`,
+watch that judged nothing says why), and it exits 1 when a rank or link stands named.`,
 		Args: noArgs,
 		Example: "  COLLBENCH_TOKEN=$SECRET collbench watch --listen :29600\n  COLLBENCH_TOKEN=$SECRET COLLBENCH_WATCH=node01:29600 collbench launch -n 4 -- sweep --backend cpu\n" +
 			"  NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path) COLLBENCH_WATCH=node01:29600 COLLBENCH_TOKEN=$SECRET torchrun --nproc-per-node 8 train.py",
@@ -196,55 +195,8 @@ func watchRun(o *WatchOptions) error {
 		return writeErr
 	}
 	if len(standing) > 0 {
-		return &engine.CheckFailedError{Msg: fmt.Sprintf("watch: %s at the end; the first: %s", standingWhat(standing), standing[0])}
+		return &engine.CheckFailedError{Msg: fmt.Sprintf("watch: %s at the end; the first: %s", engine.WatchTally(standing), standing[0])}
 	}
-	fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", judgedLine(counts))
+	fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", counts.Verdict())
 	return nil
-}
-
-// standingWhat says how many ranks stand late and links slow.
-func standingWhat(fs []engine.WatchFinding) string {
-	links, ends := 0, 0
-	for _, f := range fs {
-		switch {
-		case f.Link != nil && f.Link.Peer >= 0:
-			links++
-		case f.Link != nil:
-			ends++
-		}
-	}
-	var parts []string
-	switch n := len(fs) - links - ends; {
-	case n == 1:
-		parts = append(parts, "1 rank is still late")
-	case n > 1:
-		parts = append(parts, fmt.Sprintf("%d ranks are still late", n))
-	}
-	switch {
-	case ends == 1:
-		parts = append(parts, "1 rank's links are still all slow")
-	case ends > 1:
-		parts = append(parts, fmt.Sprintf("%d ranks' links are still all slow", ends))
-	}
-	switch {
-	case links == 1:
-		parts = append(parts, "1 link is still slow")
-	case links > 1:
-		parts = append(parts, fmt.Sprintf("%d links are still slow", links))
-	}
-	return strings.Join(parts, " and ")
-}
-
-// judgedLine is watch's last line when no rank or link stands named: what it
-// judged, or, where that is nothing, the likeliest reason.
-func judgedLine(c engine.WatchCounts) string {
-	switch {
-	case c.Processes == 0:
-		return "no finding stands, but nothing was judged: no process connected (the job needs COLLBENCH_WATCH=<this host>:<port> and the same COLLBENCH_TOKEN; an NCCL application also NCCL_PROFILER_PLUGIN=$(collbench watch --plugin-path))"
-	case c.Summaries == 0:
-		return fmt.Sprintf("no finding stands, but nothing was judged: %d processes connected and sent no summary (did their NCCL load the plugin? NCCL_DEBUG=INFO says)", c.Processes)
-	case c.Operations == 0:
-		return fmt.Sprintf("no finding stands, but nothing was judged: %d summaries came, and no operation was reported by every rank of its communicator (is every process of the job sending?)", c.Summaries)
-	}
-	return "no finding stands; " + c.String()
 }
