@@ -149,9 +149,9 @@ func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *F
 			medians = append(medians, o.median)
 		}
 	}
-	share := float64(slow) / float64(len(st.hist))
+	name, clear := c.verdict(st.named != nil, slow, len(st.hist))
 	switch {
-	case st.named == nil && len(st.hist) >= c.o.Window && share >= c.o.Share:
+	case name:
 		slices.Sort(rates)
 		slices.Sort(medians)
 		from := cm.who[k.from]
@@ -165,7 +165,7 @@ func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *F
 		}
 		st.named = f
 		return f
-	case st.named != nil && share < c.o.Share/2:
+	case clear:
 		f := *st.named
 		st.named = nil
 		f.Cleared, f.ClearedSeq = true, st.hist[len(st.hist)-1].seq

@@ -295,17 +295,6 @@ func (c *Collector) Add(s Summary) []Finding {
 	return append(c.judge(s.Comm, cm, s.Seq, got), c.judgeLinks(s.Comm, cm, s.Seq, got)...)
 }
 
-// held is how many operations wait for their last ranks.
-func (cm *comm) held() int {
-	n := 0
-	for i := range cm.window {
-		if sl := &cm.window[i]; sl.seq >= cm.base && sl.got != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // judge records one complete operation: the rank whose kernel started
 // last is late when it started after the next latest by more than both
 // clocks' errors and MinLate. Then it names or clears ranks.
@@ -383,9 +372,9 @@ func (c *Collector) update(id uint64, cm *comm, r int) *Finding {
 			}
 		}
 	}
-	share := float64(late) / float64(len(h))
+	name, clear := c.verdict(cm.named[r] != nil, late, len(h))
 	switch named := cm.named[r]; {
-	case named == nil && len(h) >= c.o.Window && share >= c.o.Share:
+	case name:
 		slices.Sort(bys)
 		who := cm.who[r]
 		f := &Finding{Comm: id, Rank: r, Host: who.Host, GPU: who.GPU, Cause: CauseGPU, By: time.Duration(bys[len(bys)/2]),
@@ -395,13 +384,21 @@ func (c *Collector) update(id uint64, cm *comm, r int) *Finding {
 		}
 		cm.named[r] = f
 		return f
-	case named != nil && share < c.o.Share/2:
+	case clear:
 		cm.named[r] = nil
 		f := *named
 		f.Cleared, f.ClearedSeq = true, h[len(h)-1].seq
 		return &f
 	}
 	return nil
+}
+
+// verdict says, of a history of n outcomes bad of which were bad (late or
+// slow), whether it names what it judges (a full window, Share of it bad)
+// or, where that stands named, clears it (below half of Share).
+func (c *Collector) verdict(named bool, bad, n int) (name, clear bool) {
+	share := float64(bad) / float64(n)
+	return !named && n >= c.o.Window && share >= c.o.Share, named && share < c.o.Share/2
 }
 
 // since is the first operation of the late run: the start of the longest

@@ -267,3 +267,14 @@ func TestLateInOneCommunicator(t *testing.T) {
 		t.Errorf("standing %v", st)
 	}
 }
+
+// held is how many operations wait for their last ranks.
+func (cm *comm) held() int {
+	n := 0
+	for i := range cm.window {
+		if sl := &cm.window[i]; sl.seq >= cm.base && sl.got != nil {
+			n++
+		}
+	}
+	return n
+}
