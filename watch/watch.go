@@ -393,8 +393,8 @@ func (c *Collector) update(id uint64, cm *comm, r int) *Finding {
 	return nil
 }
 
-// verdict says, of a history of n outcomes bad of which were bad (late or
-// slow), whether it names what it judges (a full window, Share of it bad)
+// verdict says, of a history of n outcomes of which bad were late or
+// slow, whether it names what it judges (a full window, Share of it bad)
 // or, where that stands named, clears it (below half of Share).
 func (c *Collector) verdict(named bool, bad, n int) (name, clear bool) {
 	share := float64(bad) / float64(n)
