@@ -576,15 +576,16 @@ step "gather, scatter, alltoallv, hypercube timed against NCCL's benchmark on ev
 build_nccl_tests
 if [ -x "$nt/gather_perf" ]; then
   EXCH_SIZES=${EXCH_SIZES:-8:1G:x8}
+  EXCH_COLLS=${EXCH_COLLS:-gather scatter alltoallv hypercube}
   for pass in 1 2 3; do
-    for c in gather scatter alltoallv hypercube; do
+    for c in $EXCH_COLLS; do
       ref() { timeout -k 5 120 "$nt/${c}_perf" -t "$ngpu" -g 1 -b 8 -e 1G -f 8 -n 20 -w 5 > "$WORK/xref-$c-$pass.log" 2>&1; }
       cb() { timeout -k 5 120 "$BIN" "$c" --backend nccl --sizes "$EXCH_SIZES" -n 20 -w 5 -q -o "$WORK/xcb-$c-$pass.json" > /dev/null 2>&1; }
       if [ $((pass % 2)) = 1 ]; then ref; cb; else cb; ref; fi
       "$BIN" baseline make "$WORK/xref-$c-$pass.log" -o "$WORK/xref-$c-$pass.json" > /dev/null 2>&1 || echo "($c pass $pass: NCCL's log not read)"
     done
   done
-  python3 - "$WORK" <<'PY' && ok "gather, scatter, alltoallv, hypercube within 5% of NCCL's benchmark at 64 KiB and up" || bad "gather, scatter, alltoallv, hypercube against NCCL's benchmark"
+  python3 - "$WORK" $EXCH_COLLS <<'PY' && ok "$EXCH_COLLS within 5% of NCCL's benchmark at 64 KiB and up" || bad "$EXCH_COLLS against NCCL's benchmark"
 import json, sys, glob, statistics
 w = sys.argv[1]
 # Rows are paired by their place in the sweep: alltoallv_perf rounds each
@@ -600,7 +601,7 @@ def load(prefix, c):
             out[i][1].append(t)
     return out
 bad = 0
-for c in ["gather", "scatter", "alltoallv", "hypercube"]:
+for c in sys.argv[2:]:
     ref, cb = load("xref", c), load("xcb", c)
     print("%s: out-of-place time (us), median of the passes; + = collbench slower" % c)
     print("%12s %12s %10s %10s %8s" % ("size", "NCCL's size", "NCCL's", "collbench", "diff"))
@@ -889,7 +890,7 @@ fi
 fi
 
 if want watch; then
-step "watch: a PyTorch job with collbench's NCCL plugin; a copy loop started on GPU 2 mid-run is named within 15 s (WATCH_RUNS runs), a clean run (WATCH_CLEAN_S s) names nobody, step time with and without the plugin (WATCH_PAIRS alternating pairs)"
+step "watch: a PyTorch job with collbench's NCCL plugin; a copy loop started mid-run on GPU n/2 (GPU 2 of 4, GPU 1 of 2) is named within 15 s (WATCH_RUNS runs), a clean run (WATCH_CLEAN_S s) names nobody, step time with and without the plugin (WATCH_PAIRS alternating pairs)"
 py=/opt/torch/.venv/bin/python; [ -x "$py" ] || py=python3
 plugin=$("$BIN" watch --plugin-path 2>&1) || { bad "watch plugin: $plugin"; plugin=""; }
 if [ -n "$plugin" ] && [ "$ngpu" -ge 2 ]; then
@@ -942,37 +943,37 @@ PY
   # launch -n 4 --nodes 2, about 15 s a run), kill (the collector killed
   # mid-run, about 55 s), net (NCCL over sockets, WATCH_NET_S + 30 s).
   parts=" ${WATCH_PARTS:-detect clean overhead launch kill net} "
-  named=0; runs=${WATCH_RUNS:-10}
+  named=0; runs=${WATCH_RUNS:-10}; victim=$((ngpu / 2))
   [[ $parts == *" detect "* ]] || runs=0
   for i in $(seq 1 "$runs"); do
     timeout -k 5 90 "$BIN" watch --listen 127.0.0.1:29650 --for 75s -o "$WORK/watch-$i.json" > "$WORK/watch-$i.txt" 2>&1 &
     wpid=$!; sleep 1
     job 35 "$WORK/job-$i.log" plugin &
     jpid=$!
-    sleep 15; launched=$(date +%s.%N); start_load 2 40; loaded=$(date +%s.%N)
+    sleep 15; launched=$(date +%s.%N); start_load $victim 40; loaded=$(date +%s.%N)
     wait $jpid; jrc=$?; kill $load 2>/dev/null; kill -INT $wpid 2>/dev/null; wait $wpid 2>/dev/null
-    # The other program's CUDA start on GPU 2 already delays GPU 2's kernels,
+    # The other program's CUDA start on the GPU already delays its kernels,
     # so the time to a finding counts from its launch; a finding before
     # that, or of another rank, is a false alarm.
-    res=$(python3 - "$WORK/watch-$i.json" "$launched" "$loaded" <<'PY'
+    res=$(python3 - "$WORK/watch-$i.json" "$launched" "$loaded" "$victim" <<'PY'
 import datetime, json, sys
-d = json.load(open(sys.argv[1])); t0, t1 = float(sys.argv[2]), float(sys.argv[3])
+d = json.load(open(sys.argv[1])); t0, t1, v = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 ts = lambda f: datetime.datetime.fromisoformat(f["at"].replace("Z", "+00:00")).timestamp()
 for f in d["findings"]:
     print("  %+6.1f s  rank %d %s %s" % (ts(f) - t0, f["rank"], "cleared" if f.get("cleared") else f.get("cause"), "" if f.get("cleared") else "by %.0f us in %d of %d" % (f["late_us"], f["late_ops"], f["of_ops"])), file=sys.stderr)
 named = [f for f in d["findings"] if not f.get("cleared")]
-hits = [ts(f) - t0 for f in named if f["rank"] == 2]
-others = [f for f in named if f["rank"] != 2]
+hits = [ts(f) - t0 for f in named if f["rank"] == v]
+others = [f for f in named if f["rank"] != v]
 at = min(hits, default=None)
 ok = at is not None and 0 <= at <= 15 and not others
 print("ok" if ok else "bad", "named %s s after the other program's launch (its copies began %.1f s after it), %d others named" % ("%.1f" % at if at is not None else "never", t1 - t0, len(others)))
 PY
 )
-    echo "run $i: job exit $jrc, rank 2 (GPU 2) $res"
+    echo "run $i: job exit $jrc, rank $victim (GPU $victim) $res"
     case "$res" in ok*) [ "$jrc" -eq 0 ] && named=$((named + 1)) ;; esac
     [ "$i" -eq 1 ] && head -3 "$WORK/watch-$i.txt"
   done
-  [ "$runs" -eq 0 ] || { [ "$named" -ge $(( (runs * 9 + 9) / 10 )) ] && ok "a copy loop on GPU 2 named within 15 s in $named of $runs runs, nobody else named" || bad "a copy loop on GPU 2 named within 15 s in $named of $runs runs"; }
+  [ "$runs" -eq 0 ] || { [ "$named" -ge $(( (runs * 9 + 9) / 10 )) ] && ok "a copy loop on GPU $victim named within 15 s in $named of $runs runs, nobody else named" || bad "a copy loop on GPU $victim named within 15 s in $named of $runs runs"; }
   clean=${WATCH_CLEAN_S:-600}
   if [[ $parts == *" clean "* ]]; then
   timeout -k 5 $((clean + 200)) "$BIN" watch --listen 127.0.0.1:29650 --for $((clean + 150))s -o "$WORK/watch-clean.json" > "$WORK/watch-clean.txt" 2>&1 &

@@ -144,6 +144,17 @@ static nb_gres nb_GroupP2P(const nb_p2p *ops, int n, ncclComm_t c, cudaStream_t 
 	g.end = p_GroupEnd();
 	return g;
 }
+// nb_RepeatP2P issues the group of ops n times back to back, as
+// nb_Repeat does for one call; done says how many were issued whole.
+typedef struct { nb_gres g; int done; } nb_rres;
+static nb_rres nb_RepeatP2P(const nb_p2p *ops, int m, int n, ncclComm_t c, cudaStream_t st) {
+	nb_rres res = {{0, 0, 0}, 0};
+	for (; res.done < n; res.done++) {
+		res.g = nb_GroupP2P(ops, m, c, st);
+		if (res.g.r != 0 || res.g.end != 0) return res;
+	}
+	return res;
+}
 // nb_call is one operation that nb_Repeat issues n times back to back,
 // the way a C benchmark's timed loop does: one call from Go for the whole
 // loop. For NB_SENDRECV each repetition is nb_GroupP2P of one send (to peer
@@ -151,7 +162,6 @@ static nb_gres nb_GroupP2P(const nb_p2p *ops, int n, ncclComm_t c, cudaStream_t 
 // repetitions were issued whole and, in g, how the failed one ended.
 enum { NB_ALLREDUCE = 1, NB_BROADCAST, NB_REDUCE, NB_ALLGATHER, NB_REDUCESCATTER, NB_ALLTOALL, NB_GATHER, NB_SCATTER, NB_SENDRECV };
 typedef struct { int kind; devptr send; devptr recv; size_t count; int dt; int op; int root; int to; int from; } nb_call;
-typedef struct { nb_gres g; int done; } nb_rres;
 // nb_one issues k once on c and st.
 static nb_gres nb_one(const nb_call *k, ncclComm_t c, cudaStream_t st) {
 	nb_gres g = {0, 0, 0};
@@ -470,10 +480,11 @@ func groupError(g C.nb_gres, send func(i int) bool, comm C.ncclComm_t) error {
 	return errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
 }
 
-// GroupP2P enqueues ops as one group in a single call into C, so that a
-// small exchange costs one crossing from Go instead of one per call.
-func (c *comm) GroupP2P(ops []driver.P2P, s cuda.Stream) error {
-	if len(ops) == 0 {
+// GroupP2P enqueues ops as one group, n times back to back, in a single
+// call into C, so that an exchange costs one crossing from Go for the whole
+// loop instead of one per call or per repetition.
+func (c *comm) GroupP2P(ops []driver.P2P, n int, s cuda.Stream) error {
+	if len(ops) == 0 || n <= 0 {
 		return nil
 	}
 	c.ops = c.ops[:0]
@@ -484,11 +495,15 @@ func (c *comm) GroupP2P(ops []driver.P2P, s cuda.Stream) error {
 		}
 		c.ops = append(c.ops, C.nb_p2p{buf: C.devptr(o.Buf), count: C.size_t(o.Count), dt: C.int(o.DType), peer: C.int(o.Peer), send: send})
 	}
-	g := C.nb_GroupP2P(&c.ops[0], C.int(len(c.ops)), c.c, stream(s))
-	if g.r == driver.Success && g.end == driver.Success {
+	res := C.nb_RepeatP2P(&c.ops[0], C.int(len(c.ops)), C.int(n), c.c, stream(s))
+	if res.g.r == driver.Success && res.g.end == driver.Success {
 		return nil
 	}
-	return groupError(g, func(i int) bool { return ops[i].Send }, c.c)
+	err := groupError(res.g, func(i int) bool { return ops[i].Send }, c.c)
+	if n > 1 {
+		err = fmt.Errorf("%w (after %d of %d groups issued)", err, int(res.done), n)
+	}
+	return err
 }
 
 // registration is a buffer registered with a communicator.

@@ -298,9 +298,10 @@ func (r *rank) addr(v measure.View, bytes int64) (cuda.DevPtr, error) {
 func (r *rank) Launch(c measure.Call) error { return r.Repeat(c, 1) }
 
 // Repeat issues c n times back to back on the rank's stream. A collective
-// that is one NCCL call, or one send/recv pair, is issued from C in a
-// single crossing for all n (as NCCL's benchmark's loop issues them); the
-// exchanges with many peers and the hypercube are issued from Go. With one
+// that is one NCCL call, one send/recv pair or one group of sends and
+// receives (the exchanges with many peers) is issued from C in a single
+// crossing for all n, as NCCL's benchmark's loop issues them; the
+// hypercube, a group per step, is issued from Go. With one
 // thread issuing for every local GPU (--threads one), the rank's gang
 // issues each of the n operations in one group with the other GPUs'.
 func (r *rank) Repeat(c measure.Call, n int) error {
@@ -321,12 +322,19 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 		return r.comm.Repeat(&r.rep, n, r.stream)
 	}
 	esz := int64(c.DType.Size())
-	for k := 0; k < n; k++ {
-		if err := r.launchExchange(c, send, recv, esz); err != nil {
-			return err
+	if c.Coll == measure.HyperCube {
+		for k := 0; k < n; k++ {
+			if err := r.hypercube(c, send, recv, esz); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	return nil
+	ops, err := r.exchangeOps(c, send, recv, esz)
+	if err != nil {
+		return err
+	}
+	return r.exchange(ops, n)
 }
 
 // plantedHang counts the n operations the rank is about to issue and acts
@@ -371,8 +379,8 @@ func (r *rank) buffers(c measure.Call) (send, recv cuda.DevPtr, err error) {
 }
 
 // prepare sets r.rep to c when c is one NCCL call (or one send/recv pair)
-// and says whether it is; the other collectives are exchanges issued from
-// Go (launchExchange). It returns c's buffers' addresses.
+// and says whether it is; the other collectives are exchanges (exchangeOps,
+// hypercube). It returns c's buffers' addresses.
 func (r *rank) prepare(c measure.Call) (single bool, send, recv cuda.DevPtr, err error) {
 	if send, recv, err = r.buffers(c); err != nil {
 		return false, 0, 0, err
@@ -412,11 +420,11 @@ func (r *rank) prepare(c measure.Call) (single bool, send, recv cuda.DevPtr, err
 	return true, send, recv, nil
 }
 
-// launchExchange issues once the collectives that Repeat cannot hand to C
-// whole: alltoall, gather and scatter as sends and receives (libraries
-// without the calls), alltoallv and the hypercube.
-func (r *rank) launchExchange(c measure.Call, send, recv cuda.DevPtr, esz int64) error {
-	dt, s := int(c.DType), r.stream
+// exchangeOps is the group of sends and receives that is one of c on the
+// rank: alltoall, gather and scatter (libraries without the calls) and
+// alltoallv. The slice is the rank's, reused by the next exchange.
+func (r *rank) exchangeOps(c measure.Call, send, recv cuda.DevPtr, esz int64) ([]driver.P2P, error) {
+	dt := int(c.DType)
 	switch c.Coll {
 	case measure.AllToAll:
 		ops := r.p2p[:0]
@@ -424,7 +432,7 @@ func (r *rank) launchExchange(c measure.Call, send, recv cuda.DevPtr, esz int64)
 		for p := 0; p < r.Size(); p++ {
 			ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p), recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		}
-		return r.exchange(ops)
+		return ops, nil
 	case measure.Gather, measure.Scatter:
 		// Older libraries: one send and one receive per peer, in a group.
 		part := cuda.DevPtr(c.Count * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
@@ -436,14 +444,14 @@ func (r *rank) launchExchange(c measure.Call, send, recv cuda.DevPtr, esz int64)
 					ops = append(ops, recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 				}
 			}
-			return r.exchange(ops)
+			return ops, nil
 		}
 		if r.id == c.Root {
 			for p := 0; p < r.Size(); p++ {
 				ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 			}
 		}
-		return r.exchange(append(ops, recvOp(recv, c.Count, dt, c.Root)))
+		return append(ops, recvOp(recv, c.Count, dt, c.Root)), nil
 	case measure.AllToAllV:
 		n := r.Size()
 		ops := r.p2p[:0]
@@ -459,39 +467,49 @@ func (r *rank) launchExchange(c measure.Call, send, recv cuda.DevPtr, esz int64)
 				ops = append(ops, recvOp(recv+in, k, dt, p))
 			}
 		}
-		return r.exchange(ops)
-	case measure.HyperCube:
-		// An allgather by recursive doubling: exchange ever larger blocks
-		// with rank XOR 2^k.
-		part := c.Count * esz
-		if own := recv + cuda.DevPtr(int64(r.id)*part); own != send { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			if err := r.drv.CopyAsync(own, send, part, s); err != nil {
-				return err
-			}
+		return ops, nil
+	}
+	return nil, fmt.Errorf("nccl backend: collective %v not implemented", c.Coll)
+}
+
+// hypercube issues one allgather by recursive doubling: exchange ever
+// larger blocks with rank XOR 2^k, a group per step.
+func (r *rank) hypercube(c measure.Call, send, recv cuda.DevPtr, esz int64) error {
+	dt, s := int(c.DType), r.stream
+	part := c.Count * esz
+	if own := recv + cuda.DevPtr(int64(r.id)*part); own != send { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		if err := r.drv.CopyAsync(own, send, part, s); err != nil {
+			return err
 		}
-		for mask := 1; mask < r.Size(); mask <<= 1 {
-			blk := r.id &^ (mask - 1)
-			theirs := blk ^ mask
-			err := r.exchange(append(r.p2p[:0],
-				sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),     //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-				recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask))) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			if err != nil {
+	}
+	for mask := 1; mask < r.Size(); mask <<= 1 {
+		blk := r.id &^ (mask - 1)
+		theirs := blk ^ mask
+		err := r.exchange(append(r.p2p[:0],
+			sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),        //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask)), 1) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exchange issues ops as one group on the rank's stream n times and keeps
+// their storage for the next exchange, so that issuing one allocates
+// nothing. A gang issues each group in a step of its own, with the other
+// GPUs' groups.
+func (r *rank) exchange(ops []driver.P2P, n int) error {
+	r.p2p = ops
+	if g := r.issuingGang(); g != nil {
+		for k := 0; k < n; k++ {
+			if err := g.step(r, share{p2p: ops, n: 1}); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return fmt.Errorf("nccl backend: collective %v not implemented", c.Coll)
-}
-
-// exchange issues ops as one group on the rank's stream and keeps their
-// storage for the next exchange, so that issuing one allocates nothing.
-func (r *rank) exchange(ops []driver.P2P) error {
-	r.p2p = ops
-	if g := r.issuingGang(); g != nil {
-		return g.step(r, share{p2p: ops, n: 1})
-	}
-	return r.comm.GroupP2P(ops, r.stream)
+	return r.comm.GroupP2P(ops, n, r.stream)
 }
 
 // grouped runs calls inside ncclGroupStart/End, always closing the group.

@@ -130,8 +130,10 @@ type Comm interface {
 	// failed call, and its error names the call and how many were issued.
 	Repeat(op *Op, n int, s cuda.Stream) error
 	// GroupP2P enqueues sends and receives as one group (ncclGroupStart,
-	// the calls in order, ncclGroupEnd), always closing the group.
-	GroupP2P(ops []P2P, s cuda.Stream) error
+	// the calls in order, ncclGroupEnd, always closing the group), n times
+	// back to back; it stops at the first failed group, and its error says
+	// how many were issued.
+	GroupP2P(ops []P2P, n int, s cuda.Stream) error
 	// Register registers bytes at p: locally, or as a symmetric window (a
 	// collective call: every rank registers the same size).
 	Register(p cuda.DevPtr, bytes int64, symmetric bool) (Registration, error)

@@ -172,7 +172,7 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 		pair := []driver.P2P{{Buf: op.Send, Count: op.Count, DType: op.DType, Peer: op.To, Send: true},
 			{Buf: op.Recv, Count: op.Count, DType: op.DType, Peer: op.From}}
 		for k := 0; k < n; k++ {
-			if err := c.GroupP2P(pair, h); err != nil {
+			if err := c.groupP2P(pair, h); err != nil {
 				return after(err, k, n)
 			}
 		}
@@ -366,12 +366,23 @@ func describe(o driver.Op) string {
 	return fmt.Sprintf("%s of %d %s (op %d, root %d)", o.Kind.Call(), o.Count, dtype.DType(o.DType), o.RedOp, o.Root)
 }
 
-// GroupP2P enqueues sends and receives that run as one group: sends are
-// posted first, then each receive takes the oldest message from its peer.
-func (c *comm) GroupP2P(ops []driver.P2P, h cuda.Stream) error {
+// GroupP2P enqueues n groups of sends and receives, one after another;
+// in each, sends are posted first, then each receive takes the oldest
+// message from its peer.
+func (c *comm) GroupP2P(ops []driver.P2P, n int, h cuda.Stream) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	for k := 0; k < n; k++ {
+		if err := c.groupP2P(ops, h); err != nil {
+			return afterGroups(err, k, n)
+		}
+	}
+	return nil
+}
+
+// groupP2P enqueues one group of ops.
+func (c *comm) groupP2P(ops []driver.P2P, h cuda.Stream) error {
 	for _, o := range ops {
 		call := "ncclRecv"
 		if o.Send {
