@@ -43,6 +43,7 @@ type RecordedFinding struct {
 	LateUS     float64   `json:"late_us,omitempty"`
 	Late       int       `json:"late_ops,omitempty"`
 	Of         int       `json:"of_ops,omitempty"`
+	Func       string    `json:"func,omitempty"`
 	SinceSeq   uint64    `json:"since_op"`
 	Cleared    bool      `json:"cleared,omitempty"`
 	ClearedSeq uint64    `json:"cleared_op,omitempty"`
@@ -89,7 +90,7 @@ func recorded(f Finding, at time.Time) RecordedFinding {
 	r := RecordedFinding{At: at, Comm: fmt.Sprintf("%016x", f.Comm), Rank: f.Rank, Host: f.Host, GPU: f.GPU,
 		SinceSeq: f.SinceSeq, Cleared: f.Cleared, ClearedSeq: f.ClearedSeq, Line: f.String(), Confirm: f.Confirm()}
 	if !f.Cleared {
-		r.Cause, r.LateUS, r.Late, r.Of = string(f.Cause), float64(f.By)/float64(time.Microsecond), f.Late, f.Of
+		r.Cause, r.LateUS, r.Late, r.Of, r.Func = string(f.Cause), float64(f.By)/float64(time.Microsecond), f.Late, f.Of, f.Func
 	}
 	if l := f.Link; l != nil {
 		r.Link = &RecordedLink{Peer: l.Peer, PeerHost: l.PeerHost, PeerGPU: l.PeerGPU}

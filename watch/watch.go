@@ -26,6 +26,12 @@ type Summary struct {
 	Rank  int
 	Host  string
 	GPU   string // the GPU's PCI bus id
+	// Func is the collective's name (AllReduce, AllGather, ...) where the
+	// sender knows it. A rank's lateness is judged among the operations
+	// of one function: a GPU slowed by another program's work starts late
+	// the collective that follows its compute, while the collectives
+	// queued right behind that one start together on every rank.
+	Func string `json:",omitempty"`
 	// IssueNS is when the rank handed NCCL the operation; StartNS and
 	// EndNS bound its kernel; ErrNS is the alignment's error.
 	IssueNS, StartNS, EndNS, ErrNS int64
@@ -109,6 +115,7 @@ type Finding struct {
 	Cause      Cause
 	By         time.Duration // median lateness over the late operations judged
 	Late, Of   int           // late in Late of its last Of operations
+	Func       string        // of that function, where the senders name it
 	SinceSeq   uint64        // the first operation of the late run
 	Cleared    bool          // it stopped being late (a finding that ended)
 	ClearedSeq uint64
@@ -129,8 +136,12 @@ func (f Finding) String() string {
 	if f.Cleared {
 		return fmt.Sprintf("cleared: %s on communicator %016x is no longer late, from operation %d", where, f.Comm, f.ClearedSeq)
 	}
-	return fmt.Sprintf("%s on communicator %016x: %s, %s after its peers at the median, in %d of its last %d operations, since operation %d",
-		where, f.Comm, f.Cause, f.By.Round(time.Microsecond), f.Late, f.Of, f.SinceSeq)
+	ops := "operations"
+	if f.Func != "" {
+		ops = f.Func + " operations"
+	}
+	return fmt.Sprintf("%s on communicator %016x: %s, %s after its peers at the median, in %d of its last %d %s, since operation %d",
+		where, f.Comm, f.Cause, f.By.Round(time.Microsecond), f.Late, f.Of, ops, f.SinceSeq)
 }
 
 // outcome is one rank's part in one judged operation.
@@ -162,9 +173,35 @@ type comm struct {
 	window []slot
 	base   uint64
 	who    []*Summary
-	hist   [][]outcome // per rank, the last Window outcomes
-	named  []*Finding  // per rank, the standing finding
+	funcs  []*history // a history per function, at most MaxFuncs
+	named  []*Finding // per rank, the standing finding
 	links  map[linkKey]*linkState
+}
+
+// history is the last Window outcomes of each rank in the operations of
+// one function.
+type history struct {
+	fn   string
+	hist [][]outcome
+}
+
+// MaxFuncs bounds the functions a communicator's ranks are judged in
+// apart; operations of further functions share one history.
+const MaxFuncs = 16
+
+// history is the history of fn's operations on cm.
+func (cm *comm) history(fn string) *history {
+	if len(cm.funcs) >= MaxFuncs {
+		fn = "" // further functions: judged together
+	}
+	for _, h := range cm.funcs {
+		if h.fn == fn {
+			return h
+		}
+	}
+	h := &history{fn: fn, hist: make([][]outcome, cm.ranks)}
+	cm.funcs = append(cm.funcs, h)
+	return h
 }
 
 // Collector joins summaries and judges them. Its methods are not safe for
@@ -256,7 +293,7 @@ func (c *Collector) Add(s Summary) []Finding {
 		// earlier ones other ranks may still send.
 		w := uint64(c.o.MaxPending) //nolint:gosec // G115: a positive bound
 		cm = &comm{ranks: s.Ranks, window: make([]slot, w), base: s.Seq - min(s.Seq, w-1), who: make([]*Summary, s.Ranks),
-			hist: make([][]outcome, s.Ranks), named: make([]*Finding, s.Ranks), links: map[linkKey]*linkState{}}
+			named: make([]*Finding, s.Ranks), links: map[linkKey]*linkState{}}
 		c.comms[s.Comm] = cm
 	}
 	if s.Ranks != cm.ranks || s.Seq < cm.base {
@@ -297,7 +334,8 @@ func (c *Collector) Add(s Summary) []Finding {
 
 // judge records one complete operation: the rank whose kernel started
 // last is late when it started after the next latest by more than both
-// clocks' errors and MinLate. Then it names or clears ranks.
+// clocks' errors and MinLate. Then it names or clears ranks by their
+// history in the operations of its function.
 func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Finding {
 	idx := make([]int, len(all))
 	for i := range idx {
@@ -339,27 +377,32 @@ func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Fin
 		late, issue = false, false
 	}
 	var out []Finding
+	fh := cm.history(all[0].Func)
 	for r := range all {
 		o := outcome{seq: seq}
 		if r == idx[0] {
 			o = outcome{seq: seq, late: late, by: by, issue: issue}
 		}
-		h := append(cm.hist[r], o)
+		h := append(fh.hist[r], o)
 		if len(h) > c.o.Window {
 			h = h[len(h)-c.o.Window:]
 		}
-		cm.hist[r] = h
-		if f := c.update(id, cm, r); f != nil {
+		fh.hist[r] = h
+		if f := c.update(id, cm, fh, r); f != nil {
 			out = append(out, *f)
 		}
 	}
 	return out
 }
 
-// update names rank r when it was late in Share of a full window, and
-// clears it when that falls below half of Share.
-func (c *Collector) update(id uint64, cm *comm, r int) *Finding {
-	h := cm.hist[r]
+// update names rank r when it was late in Share of a full window of fh's
+// operations, and clears it when that falls below half of Share in the
+// function that named it.
+func (c *Collector) update(id uint64, cm *comm, fh *history, r int) *Finding {
+	if named := cm.named[r]; named != nil && named.Func != fh.fn {
+		return nil // named in another function: that one clears it
+	}
+	h := fh.hist[r]
 	var late int
 	var bys []int64
 	issued := 0
@@ -378,7 +421,7 @@ func (c *Collector) update(id uint64, cm *comm, r int) *Finding {
 		slices.Sort(bys)
 		who := cm.who[r]
 		f := &Finding{Comm: id, Rank: r, Host: who.Host, GPU: who.GPU, Cause: CauseGPU, By: time.Duration(bys[len(bys)/2]),
-			Late: late, Of: len(h), SinceSeq: since(h)}
+			Late: late, Of: len(h), Func: fh.fn, SinceSeq: since(h)}
 		if issued*2 > late {
 			f.Cause = CauseIssue
 		}

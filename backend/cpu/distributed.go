@@ -241,7 +241,7 @@ func (r *distRank) Launch(c measure.Call) error {
 		// On host memory a collective starts when its rank issues it.
 		at := issued.UnixNano()
 		sink.Send(watch.Summary{Comm: uint64(r.c.id), Seq: uint64(r.ops), Ranks: r.c.size(), Rank: r.c.me, Host: r.host, //nolint:gosec // G115: counts, not negative
-			IssueNS: at, StartNS: at, EndNS: time.Now().UnixNano(), Clock: hostclock.ID(), Links: r.c.links(before, r.w.m.wire())})
+			Func: c.Coll.String(), IssueNS: at, StartNS: at, EndNS: time.Now().UnixNano(), Clock: hostclock.ID(), Links: r.c.links(before, r.w.m.wire())})
 	}
 	return nil
 }

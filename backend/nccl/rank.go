@@ -309,7 +309,7 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 		return err
 	}
 	if r.w.b.watch != nil {
-		defer r.issued(time.Now())
+		defer r.issued(time.Now(), c.Coll)
 	}
 	single, send, recv, err := r.prepare(c)
 	if err != nil {
@@ -684,7 +684,7 @@ func (r *rank) LaunchGroup(c measure.Call, n int) error {
 				return err
 			}
 			if r.w.b.watch != nil {
-				defer r.issued(time.Now())
+				defer r.issued(time.Now(), c.Coll)
 			}
 			return g.step(r, share{op: &r.rep, per: n, n: 1})
 		}

@@ -7,6 +7,7 @@ import (
 
 	"collbench/backend/nccl/driver"
 	"collbench/internal/hostclock"
+	"collbench/measure"
 	"collbench/watch"
 )
 
@@ -44,10 +45,10 @@ func splitID(parent uint64, g int) uint64 {
 	return h.Sum64()
 }
 
-// issued sends the summary of the operation the rank started issuing at
-// at (called only where the backend is watched). Operations captured into
+// issued sends the summary of the operation of collective coll the rank
+// started issuing at at (called only where the backend is watched). Operations captured into
 // a CUDA graph run later, so they are not sent.
-func (r *rank) issued(at time.Time) {
+func (r *rank) issued(at time.Time, coll measure.Collective) {
 	sink := r.w.b.watch
 	if sink == nil || r.capturing {
 		return
@@ -55,5 +56,5 @@ func (r *rank) issued(at time.Time) {
 	r.watchSeq++
 	ns := at.UnixNano()
 	sink.Send(watch.Summary{Comm: r.watchComm, Seq: r.watchSeq, Ranks: r.size, Rank: r.id, Host: r.w.b.watchHost, GPU: r.dev.busID,
-		IssueNS: ns, StartNS: ns, EndNS: time.Now().UnixNano(), ErrNS: issueErr.Nanoseconds(), Clock: hostclock.ID()})
+		Func: coll.String(), IssueNS: ns, StartNS: ns, EndNS: time.Now().UnixNano(), ErrNS: issueErr.Nanoseconds(), Clock: hostclock.ID()})
 }

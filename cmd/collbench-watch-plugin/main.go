@@ -96,7 +96,7 @@ func collect(s *watch.Sender, clock string) {
 					continue
 				}
 				s.Send(watch.Summary{Comm: uint64(info.hash), Seq: op.Seq, Ranks: int(info.ranks), Rank: int(info.rank),
-					Host: me, GPU: C.GoString(&info.bus[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Clock: clock,
+					Host: me, GPU: C.GoString(&info.bus[0]), Func: C.GoString(&d._func[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Clock: clock,
 					Links: links(d)})
 			}
 		}

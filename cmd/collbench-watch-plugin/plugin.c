@@ -53,6 +53,7 @@ struct cbw_op {
 	int kind;
 	atomic_int state;
 	uint64_t seq;
+	const char *func; // NCCL's name of the collective (its static string), or NULL
 	int64_t issue;
 	int channels; // as NCCL announced them; 0 when it did not say
 	atomic_int started, stopped, coll_stopped;
@@ -254,6 +255,7 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		// allreduce and the first allgather are both 0), so it does not
 		// tell one operation from another.
 		op->seq = at + 1;
+		op->func = d->coll.func;
 		op->channels = d->coll.nChannels;
 		atomic_store(&op->started, 0);
 		atomic_store(&op->stopped, 0);
@@ -475,6 +477,11 @@ int cbw_take(int i, int64_t older_than, cbw_done *out, int max) {
 		if (st == DONE) {
 			cbw_done *o = &out[n++];
 			o->seq = op->seq;
+			o->func[0] = 0;
+			if (op->func != NULL) {
+				strncpy(o->func, op->func, sizeof(o->func) - 1);
+				o->func[sizeof(o->func) - 1] = 0;
+			}
 			o->issue = op->issue;
 			o->gpu_start = atomic_load(&op->gpu_start);
 			o->gpu_stop = atomic_load(&op->gpu_stop);

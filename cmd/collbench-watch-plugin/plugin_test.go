@@ -158,23 +158,36 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 		late    int
 		us      int64
 		cause   watch.Cause
-		every   int // COLLBENCH_WATCH_EVERY; 0: unset
+		every   int    // COLLBENCH_WATCH_EVERY; 0: unset
+		fn      string // late only in this function's operations (HARNESS_LATE_FUNC)
 	}{
-		{"clean", 5, -1, 0, "", 0},
-		{"GPU of rank 0 late", 5, 0, 5000, watch.CauseGPU, 0},
-		{"GPU of rank 2 late, interface v4", 4, 2, 5000, watch.CauseGPU, 0},
-		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue, 0},
-		{"GPU of rank 1 late, every second operation sent", 5, 1, 5000, watch.CauseGPU, 2},
+		{"clean", 5, -1, 0, "", 0, ""},
+		{"GPU of rank 0 late", 5, 0, 5000, watch.CauseGPU, 0, ""},
+		{"GPU of rank 2 late, interface v4", 4, 2, 5000, watch.CauseGPU, 0, ""},
+		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue, 0, ""},
+		{"GPU of rank 1 late, every second operation sent", 5, 1, 5000, watch.CauseGPU, 2, ""},
+		{"GPU of rank 2 late in its allreduces only", 5, 2, 5000, watch.CauseGPU, 0, "AllReduce"},
+		{"GPU of rank 0 late in its broadcasts only, interface v4", 4, 0, 5000, watch.CauseGPU, 0, "Broadcast"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			addr, findings, _, counts := collector(t, "job-secret")
 			env := []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret"}
-			sent := 160 // operations each rank sends
+			// Operations each rank runs and sends: a rank is judged among
+			// one function's operations, a third of them here, so a
+			// sampled job runs longer to fill a window with each.
+			ops := 160
+			if c.every > 0 {
+				ops *= c.every
+			}
+			sent := ops
 			if c.every > 0 {
 				env = append(env, fmt.Sprintf("%s=%d", watch.EnvEvery, c.every))
 				sent /= c.every
 			}
-			j := job{version: c.version, ranks: 4, ops: 160, periodUS: 8000, lateRank: c.late, lateUS: c.us, lateFrom: 40, env: env}
+			if c.fn != "" {
+				env = append(env, "HARNESS_LATE_FUNC="+c.fn)
+			}
+			j := job{version: c.version, ranks: 4, ops: ops, periodUS: 8000, lateRank: c.late, lateUS: c.us, lateFrom: 40, env: env}
 			got := j.run(t)
 			for r, m := range got.stdout {
 				if m != "mask 90" { // collectives, proxy operations and steps, kernel channels
@@ -211,6 +224,9 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 				}
 				if f.Cause != c.cause {
 					t.Errorf("cause %q, want %q: %v", f.Cause, c.cause, f)
+				}
+				if c.fn != "" && f.Func != c.fn {
+					t.Errorf("named in its %q operations, planted in its %s: %v", f.Func, c.fn, f)
 				}
 				// The median lateness over its late operations; a busy
 				// host's scheduling moves it by up to a few ms.

@@ -20,6 +20,11 @@
 // spends that time only on steps the plugin times (it returned a handle),
 // so a slow link does not push the rest of the timeline behind.
 //
+// With HARNESS_LATE_FUNC=F the late rank is late only in the operations
+// of function F (AllReduce: as a GPU that another program slows starts
+// late the collective that follows its compute, and the ones queued behind
+// it on time).
+//
 // With HARNESS_FORK_AT=N it forks at operation N, as a training job's data
 // loader does: the child works for 200 ms (allocating and freeing memory)
 // and ends with _exit, or with exit when HARNESS_FORK_EXIT=exit; the rank
@@ -197,6 +202,7 @@ int main(int argc, char **argv) {
 	fflush(stdout);
 	pthread_t px;
 	pthread_create(&px, NULL, proxy, NULL);
+	const char *late_func = getenv("HARNESS_LATE_FUNC");
 	const char *fork_env = getenv("HARNESS_FORK_AT");
 	int fork_at = fork_env ? atoi(fork_env) : -1;
 	pid_t child = -1;
@@ -215,7 +221,8 @@ int main(int argc, char **argv) {
 				_exit(0);
 			}
 		}
-		int late_now = rank == late_rank && i >= late_from;
+		static const char *funcs[3] = {"AllReduce", "AllGather", "Broadcast"};
+		int late_now = rank == late_rank && i >= late_from && (late_func == NULL || strcmp(late_func, funcs[i % 3]) == 0);
 		int64_t issue = base + i * period + ((late_now && late < 0) ? -late : 0);
 		sleep_until(issue);
 		fp_union u;
@@ -223,7 +230,6 @@ int main(int argc, char **argv) {
 		// A step of a training job: an allreduce, an allgather and a
 		// broadcast. NCCL numbers each function's operations on its own
 		// (seqNumber counts that function's calls on the communicator).
-		static const char *funcs[3] = {"AllReduce", "AllGather", "Broadcast"};
 		u.coll.seqNumber = (uint64_t)(i / 3), u.coll.func = funcs[i % 3], u.coll.count = 1024, u.coll.datatype = "ncclFloat32";
 		u.coll.nChannels = 2, u.coll.algo = "RING", u.coll.proto = "LL";
 		void *coll = (mask & (1 << 1)) ? start(ctx, 1 << 1, NULL, rank, &u) : NULL;
