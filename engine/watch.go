@@ -36,6 +36,9 @@ func NewWatchRecord(t time.Time) *WatchRecord { return watch.NewRecord(t) }
 type Watch struct {
 	Listen string
 	For    time.Duration
+	// Persist is how long a rank or link must stay late or slow before
+	// it is named (watch.Options.Persist); 0 names at once.
+	Persist time.Duration
 	// OnListening receives the address the collector listens on;
 	// OnFinding each rank named or cleared; OnNote each process refused;
 	// OnCounts what the collector has taken in, every CountsEvery
@@ -56,6 +59,9 @@ func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, watch.
 	if w.For < 0 {
 		return nil, watch.Counts{}, UsageErrorf("--for %v: give a positive duration, or 0 to run until interrupted", w.For)
 	}
+	if w.Persist < 0 {
+		return nil, watch.Counts{}, UsageErrorf("--persist %v: give how long a rank or link must stay late or slow before it is named (e.g. 2s), or 0 to name it at once", w.Persist)
+	}
 	key, err := secret.Load(f.Getenv)
 	if err != nil {
 		return nil, watch.Counts{}, &UsageError{Err: err}
@@ -63,7 +69,9 @@ func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, watch.
 	if len(key) == 0 {
 		return nil, watch.Counts{}, UsageErrorf("collbench watch needs the job's secret: set %s (or %s) to the value the job's processes have", secret.EnvToken, secret.EnvTokenFile)
 	}
-	s, err := watch.Listen(w.Listen, key, watch.ServerOptions{OnFinding: w.OnFinding, OnNote: w.OnNote})
+	judge := watch.DefaultOptions()
+	judge.Persist = max(w.Persist, time.Nanosecond)
+	s, err := watch.Listen(w.Listen, key, watch.ServerOptions{Judge: judge, OnFinding: w.OnFinding, OnNote: w.OnNote})
 	if err != nil {
 		return nil, watch.Counts{}, UsageErrorf("%v", err)
 	}

@@ -8,8 +8,9 @@ import (
 )
 
 // TestAcceptanceJudgesOnlyMultiRankRows: rows at or above the size bound
-// fail below the peak fraction; one-rank rows move nothing over a link and
-// are not judged, and a run of only those says it was skipped; alltoallv's
+// fail below the peak fraction; one-rank rows, and rows whose every group
+// is one rank (halves of 2 GPUs, seen on 2x H200), move nothing over a link
+// and are not judged, and a run of only those says it was skipped; alltoallv's
 // uneven counts are not held against the peak, and a slow group row says
 // which rank list it ran under.
 func TestAcceptanceJudgesOnlyMultiRankRows(t *testing.T) {
@@ -27,6 +28,16 @@ func TestAcceptanceJudgesOnlyMultiRankRows(t *testing.T) {
 		r.Layout = "pairs"
 		return r
 	}
+	// halves of a world of n ranks of one rank each (2 GPUs): verified,
+	// nothing crosses a link, busbw 0.
+	ones := func(n int) results.Row {
+		r := grouped(n, 0)
+		r.Layout = "halves"
+		for g := 0; g < n; g++ {
+			r.Groups = append(r.Groups, results.GroupResult{ID: g, Ranks: []int{g}, NoBandwidth: true})
+		}
+		return r
+	}
 	top := &results.TopologySummary{PeakGBps: 400}
 	for _, tc := range []struct {
 		name string
@@ -40,6 +51,8 @@ func TestAcceptanceJudgesOnlyMultiRankRows(t *testing.T) {
 		{"one rank beside a slow row", []results.Row{row(1, 0), row(2, 100)}, true, "busbw 100.0 GB/s"},
 		{"uneven alltoallv is not judged", []results.Row{row(4, 300), v(4, 100)}, false, "1 alltoallv rows not judged: their counts are uneven"},
 		{"a slow group is named", []results.Row{grouped(2, 100)}, true, "allreduce float 1 GiB on pairs: busbw 100.0"},
+		{"groups of one rank are not judged", []results.Row{ones(2), row(2, 300)}, false, "every row of at least 1 GiB reached 60%"},
+		{"groups of one rank alone", []results.Row{ones(4)}, false, "skipped, no row of at least 1 GiB ran on two or more ranks"},
 	} {
 		var b strings.Builder
 		got := Acceptance(&b, &results.Document{Topology: top, Results: tc.rows}, 1<<30, 0.6)

@@ -439,9 +439,23 @@ type IterStats struct {
 // Halves returns the row's measured halves, out-of-place first.
 func (r Row) Halves() []*Half { return halves(r.OutOfPlace, r.InPlace) }
 
-// OneRank reports a row measured on a world of one rank: its bandwidth is
-// size/time, but nothing crossed a link, so it has no share of a link peak.
-func (r Row) OneRank() bool { return r.Ranks == 1 }
+// OneRank reports a row in which nothing crossed a link: measured on a
+// world of one rank, or under a rank list whose every group is one rank
+// (halves of 2 GPUs). It has no share of a link peak.
+func (r Row) OneRank() bool {
+	if r.Ranks == 1 {
+		return true
+	}
+	if len(r.Groups) == 0 {
+		return false
+	}
+	for _, g := range r.Groups {
+		if !g.NoBandwidth {
+			return false
+		}
+	}
+	return true
+}
 
 // halves lists the halves that were measured.
 func halves(hs ...*Half) []*Half {

@@ -22,7 +22,7 @@ func TestShippedConfigsLoad(t *testing.T) {
 		}
 	}
 	c, _ := Load("../configs/acceptance.yaml")
-	if c.Acceptance == nil || c.Acceptance.PeakFraction != 0.6 || int64(c.Acceptance.MinSize) != 1<<30 || c.Suites[0].Line == 0 {
+	if c.Acceptance == nil || c.Acceptance.PeakFraction != 0.5 || int64(c.Acceptance.MinSize) != 1<<30 || c.Suites[0].Line == 0 {
 		t.Errorf("acceptance: %+v", c.Acceptance)
 	}
 	c, _ = Load("../configs/ci.yaml")

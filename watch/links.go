@@ -23,8 +23,9 @@ type linkKey struct{ from, to int }
 // linkState is what the collector holds of one direction of a link: its
 // last outcomes and the finding that stands, if any.
 type linkState struct {
-	hist  []linkOutcome
-	named *Finding
+	hist    []linkOutcome
+	named   *Finding
+	pending onset
 }
 
 // linkOutcome is one link's part in one judged operation.
@@ -129,7 +130,7 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 		if len(st.hist) > c.o.Window {
 			st.hist = st.hist[len(st.hist)-c.o.Window:]
 		}
-		if f := c.updateLink(id, cm, k, st); f != nil {
+		if f := c.updateLink(id, cm, k, st, all[k.from].StartNS); f != nil {
 			out = append(out, *f)
 		}
 	}
@@ -137,9 +138,10 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 }
 
 // updateLink names a link slow in Share of a full window of the
-// operations it moved enough in, and clears it when that falls below half
-// of Share.
-func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *Finding {
+// operations it moved enough in for Persist up to now (the time of its
+// sender's operation just judged), and clears it when that falls below
+// half of Share.
+func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState, now int64) *Finding {
 	var slow int
 	var rates, medians []float64
 	for _, o := range st.hist {
@@ -149,7 +151,7 @@ func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *F
 			medians = append(medians, o.median)
 		}
 	}
-	name, clear := c.verdict(st.named != nil, slow, len(st.hist))
+	name, clear := c.verdict(st.named != nil, slow, len(st.hist), &st.pending, now, func() uint64 { return sinceSlow(st.hist) })
 	switch {
 	case name:
 		slices.Sort(rates)
@@ -157,7 +159,7 @@ func (c *Collector) updateLink(id uint64, cm *comm, k linkKey, st *linkState) *F
 		from := cm.who[k.from]
 		f := &Finding{Comm: id, Rank: k.from, Host: from.Host, GPU: from.GPU, Cause: CauseLink,
 			Link: &LinkFinding{Peer: k.to, Rate: rates[len(rates)/2], Median: medians[len(medians)/2]},
-			Late: slow, Of: len(st.hist), SinceSeq: sinceSlow(st.hist)}
+			Late: slow, Of: len(st.hist), SinceSeq: st.pending.since}
 		if k.to < 0 {
 			f.Cause = CauseEnd
 		} else {

@@ -159,12 +159,14 @@ func (r *Record) SetCounts(c Counts, t time.Time) {
 
 // String says what a collector judged, in one line.
 func (c Counts) String() string {
-	links := ""
+	links, unjudged := "", ""
 	if c.Links > 0 {
 		links = fmt.Sprintf(" and %d link measurements", c.Links)
+	} else if c.LinksIn > 0 {
+		unjudged = fmt.Sprintf("; %d link measurements received, none judged: links are compared within an operation, among 3 or more that moved %d KiB or more each", c.LinksIn, MinLinkBytesDefault>>10)
 	}
-	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped)",
-		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped)
+	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped%s)",
+		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped, unjudged)
 }
 
 // Verdict is collbench watch's last line where no finding stands: what it
@@ -267,6 +269,7 @@ func (r *Record) WriteProm(w io.Writer) error {
 		{"summaries_dropped_total", "Summaries the collector dropped (malformed, beyond its bounds, or whose operation never completed).", r.Counts.Dropped},
 		{"operations_judged_total", "Operations every rank reported, judged.", r.Counts.Operations},
 		{"links_judged_total", "Link measurements judged (one link's sends in one operation).", r.Counts.Links},
+		{"links_received_total", "Link measurements received in summaries, judged or not.", r.Counts.LinksIn},
 	} {
 		fmt.Fprintf(&b, "# HELP collbench_watch_%s %s\n# TYPE collbench_watch_%s counter\ncollbench_watch_%s %d\n", m.name, m.help, m.name, m.name, m.v)
 	}

@@ -30,7 +30,7 @@ func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	end := Finding{Comm: 0xabc, Rank: 9, Host: "node05", GPU: "0000:2a:00.0", Cause: CauseEnd, Late: 32, Of: 32, SinceSeq: 150,
 		Link: &LinkFinding{Peer: -1, Rate: 3.2e9, Median: 21.5e9}}
 	r.Add(end, t0.Add(36*time.Second))
-	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Links: 1600, Communicators: 2}, t0.Add(40*time.Second))
+	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Links: 1600, LinksIn: 1712, Communicators: 2}, t0.Add(40*time.Second))
 	if len(r.Findings) != 5 || r.Total != 5 || len(r.Standing) != 3 || r.Standing[0].Rank != 1 || r.Standing[1].Link == nil || r.Standing[2].Link.Peer != -1 {
 		t.Fatalf("findings %d (total %d), standing %+v", len(r.Findings), r.Total, r.Standing)
 	}

@@ -25,15 +25,25 @@ type plant struct {
 	by       int64  // ns
 	host     bool   // the host issues late (else the GPU starts late)
 	every    int    // only every k-th operation (1: all)
+	burst    uint64 // late only in the first burst of every period operations (0: all)
+	period   uint64
 }
 
+// opNS is how far apart the models' operations are.
+const opNS = 10_000_000
+
+// persistOps is how many operations the models run in the default
+// Persist.
+func persistOps() uint64 { return uint64(DefaultOptions().Persist.Nanoseconds() / opNS) } //nolint:gosec // G115: positive
+
 func (j *job) op(comm uint64, seq uint64) []Summary {
-	base := int64(seq) * 10_000_000 //nolint:gosec // G115: a test's operation numbers are small
+	base := int64(seq) * opNS //nolint:gosec // G115: a test's operation numbers are small
 	var out []Summary
 	for r := 0; r < j.ranks; r++ {
 		issue := base + j.rng.Int63n(j.jitter+1)
 		start := issue + 5_000 + j.rng.Int63n(j.jitter+1)
-		if p, ok := j.delayed[r]; ok && seq >= p.from && seq < p.to && (p.every <= 1 || seq%uint64(p.every) == 0) { //nolint:gosec // G115: every is small and positive
+		if p, ok := j.delayed[r]; ok && seq >= p.from && seq < p.to && (p.every <= 1 || seq%uint64(p.every) == 0) && //nolint:gosec // G115: every is small and positive
+			(p.burst == 0 || (seq-p.from)%p.period < p.burst) {
 			if p.host {
 				issue += p.by
 			}
@@ -103,7 +113,7 @@ func TestLateRankNamedAtEveryPlace(t *testing.T) {
 			if host {
 				want = CauseIssue
 			}
-			if f.Rank != r || f.Cleared || f.Cause != want || at[0] > 500+window || f.SinceSeq < 500 || f.SinceSeq > 510 {
+			if f.Rank != r || f.Cleared || f.Cause != want || at[0] < 500+window*3/4-1+persistOps() || at[0] > 500+window+persistOps() || f.SinceSeq < 500 || f.SinceSeq > 510 {
 				t.Errorf("rank %d (host %v): %v at operation %d", r, host, f, at[0])
 			}
 			if f.By < 1900*time.Microsecond || f.By > 2100*time.Microsecond {
@@ -167,6 +177,7 @@ func TestOccasionalLatenessIsNotNamed(t *testing.T) {
 func TestLateInOneFunctionIsNamed(t *testing.T) {
 	const window = 32
 	steps := []string{"AllReduce", "AllGather", "Broadcast"}
+	span := uint64(3 * window) // a window of one function's operations
 	for _, ranks := range []int{2, 4} {
 		for _, r := range []int{0, ranks - 1} {
 			j := &job{ranks: ranks, rng: rand.New(rand.NewSource(int64(ranks*10 + r))), jitter: 20_000, errNS: 5_000, funcs: steps, //nolint:gosec // G404: a seeded model
@@ -176,19 +187,43 @@ func TestLateInOneFunctionIsNamed(t *testing.T) {
 				t.Fatalf("%d ranks, rank %d late in its allreduces: changes %v", ranks, r, ch)
 			}
 			f := ch[0]
-			if f.Rank != r || f.Cleared || f.Cause != CauseGPU || f.Func != "AllReduce" || at[0] > 300+uint64(len(steps)*window) {
+			if f.Rank != r || f.Cleared || f.Cause != CauseGPU || f.Func != "AllReduce" || at[0] > 300+span+persistOps() {
 				t.Errorf("%d ranks: %v at operation %d; want rank %d named in its AllReduce operations", ranks, f, at[0], r)
 			}
 			if !strings.Contains(f.String(), "of its last 32 AllReduce operations") {
 				t.Errorf("finding says %q", f)
 			}
-			if !ch[1].Cleared || ch[1].Rank != r || at[1] < 900 || at[1] > 900+uint64(len(steps)*window) {
+			if !ch[1].Cleared || ch[1].Rank != r || at[1] < 900 || at[1] > 900+span {
 				t.Errorf("%d ranks: cleared %v at %d", ranks, ch[1], at[1])
 			}
 			j.funcs, j.rng = nil, rand.New(rand.NewSource(1)) //nolint:gosec // G404: a seeded model
 			if ch, _ := run(New(DefaultOptions()), j, 3, 1200); len(ch) > 0 {
 				t.Errorf("%d ranks, functions unnamed: named %v", ranks, ch)
 			}
+		}
+	}
+}
+
+// TestShortBurstsAreNotNamed: a clean 2-GPU PyTorch job on 2x H200 had
+// one GPU's allreduces start about 700 µs late in bursts of about 100 ms,
+// a few seconds apart. Each burst fills 75% of the window of 32 and then
+// ends; such a rank is not named, as each burst is shorter than Persist
+// (here bursts of 0.5 s every 3 s, at the first and the last rank). A
+// collector that names at once (Persist 1 ns) does name it: the bursts
+// are what the default holds back.
+func TestShortBurstsAreNotNamed(t *testing.T) {
+	for _, r := range []int{0, 1} {
+		j := func() *job {
+			return &job{ranks: 2, rng: rand.New(rand.NewSource(int64(40 + r))), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
+				delayed: map[int]plant{r: {from: 100, to: 1 << 40, by: 700_000, burst: 50, period: 300}}}
+		}
+		if ch, _ := run(New(DefaultOptions()), j(), 9, 3000); len(ch) > 0 {
+			t.Errorf("rank %d late in bursts of 0.5 s: named %v", r, ch[0])
+		}
+		o := DefaultOptions()
+		o.Persist = time.Nanosecond
+		if ch, _ := run(New(o), j(), 9, 3000); len(ch) == 0 || ch[0].Rank != r {
+			t.Errorf("rank %d late in bursts of 0.5 s, named at once: %v; want it named", r, ch)
 		}
 	}
 }
@@ -319,8 +354,8 @@ func TestLateInOneCommunicator(t *testing.T) {
 	late := &job{ranks: 4, rng: rand.New(rand.NewSource(5)), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
 		delayed: map[int]plant{1: {from: 1, to: 1 << 40, by: 1_000_000}}}
 	clean := &job{ranks: 4, rng: rand.New(rand.NewSource(6)), jitter: 20_000, errNS: 5_000} //nolint:gosec // G404: a seeded model
-	run(c, late, 100, 200)
-	run(c, clean, 200, 200)
+	run(c, late, 100, 400)
+	run(c, clean, 200, 400)
 	st := c.Standing()
 	if len(st) != 1 || st[0].Comm != 100 || st[0].Rank != 1 {
 		t.Errorf("standing %v", st)

@@ -77,7 +77,7 @@ func TestSendersToCollector(t *testing.T) {
 		}
 		j := &job{ranks: 8, rng: rand.New(rand.NewSource(int64(late))), jitter: 20_000, errNS: 5_000, //nolint:gosec // G404: a seeded model
 			delayed: map[int]plant{late: {from: 100, to: 1 << 40, by: 2_000_000, host: true}}}
-		for seq := uint64(1); seq <= 200; seq++ {
+		for seq := uint64(1); seq <= 400; seq++ {
 			for _, sum := range j.op(42, seq) {
 				sum.Host = "node" + string(rune('a'+sum.Rank/2))
 				senders[sum.Rank/2].Send(sum)
@@ -122,7 +122,8 @@ func TestSendersOnTwoHostsClocks(t *testing.T) {
 		if late >= 0 {
 			j.delayed[late] = plant{from: 20, to: 1 << 40, by: 2_000_000}
 		}
-		for seq := uint64(1); seq <= 120; seq++ {
+		const ops = 300
+		for seq := uint64(1); seq <= ops; seq++ {
 			for _, sum := range j.op(7, seq) {
 				h := sum.Rank / 4
 				sum.Host, sum.Clock = hosts[h], hosts[h]
@@ -138,8 +139,8 @@ func TestSendersOnTwoHostsClocks(t *testing.T) {
 		} else {
 			// Every summary in and every operation judged: the counts
 			// are the evidence behind a clean job's silence.
-			waitFor(t, "every operation judged", func() bool { return s.Counts().Operations == 120 })
-			if c := s.Counts(); c != (Counts{Processes: 2, Summaries: 8 * 120, Operations: 120, Communicators: 1}) {
+			waitFor(t, "every operation judged", func() bool { return s.Counts().Operations == ops })
+			if c := s.Counts(); c != (Counts{Processes: 2, Summaries: 8 * ops, Operations: ops, Communicators: 1}) {
 				t.Errorf("clean job: counts %+v", c)
 			}
 		}

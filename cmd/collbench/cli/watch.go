@@ -24,10 +24,11 @@ type WatchOptions struct {
 	Factory *Factory
 	Ctx     context.Context
 
-	Listen string
-	For    time.Duration
-	Output string // -o: the JSON record
-	Prom   string // --prom: node-exporter's textfile
+	Listen  string
+	For     time.Duration
+	Persist time.Duration
+	Output  string // -o: the JSON record
+	Prom    string // --prom: node-exporter's textfile
 	// PluginPath: print where the NCCL plugin is and stop.
 	PluginPath bool
 	// Executable is this program's path (os.Executable; tests set it).
@@ -44,9 +45,12 @@ func NewCmdWatch(f *Factory, runF func(*WatchOptions) error) *cobra.Command {
 COLLBENCH_WATCH=host:port (this collector's address) and the job's secret
 (COLLBENCH_TOKEN, the same here) sends a summary of every collective its ranks run,
 and watch joins them by communicator and operation and prints a line when a rank is
-later than its peers in most of its last 32 operations: which rank, host and GPU,
-why (its host issued late, or its GPU started late), by how much and since which
-operation; and a line when it is no longer late. Where the job's processes measure
+later than its peers in most of its last 32 operations of one collective, and has
+stayed so for --persist (2 s; a shorter burst is not a slow part): which rank, host
+and GPU, why (its host issued late, or its GPU started late), by how much and since
+which operation; and a line when it is no longer late. Each collective is judged
+apart: a GPU that other work slows starts late the collective after its compute,
+while those queued behind it start with its peers. Where the job's processes measure
 what each rank sends each peer (collbench's cpu backend, and the plugin for NCCL's
 network sends), it also names a link that sends at less than half the median link's
 rate in most of its operations (its two ends, their hosts, its rate and the
@@ -82,6 +86,7 @@ watch that judged nothing says why), and it exits 1 when a rank or link stands n
 	fs := cmd.Flags()
 	fs.StringVar(&o.Listen, "listen", ":29600", "address to collect on (host:port or :port)")
 	fs.DurationVar(&o.For, "for", 0, "stop after this long (0: until interrupted)")
+	fs.DurationVar(&o.Persist, "persist", 2*time.Second, "how long a rank or link must stay late or slow before it is named (0: at once)")
 	fs.StringVarP(&o.Output, "output", "o", "", "keep a JSON record of every finding and of what stands in FILE")
 	fs.StringVar(&o.Prom, "prom", "", "keep the standing findings for node-exporter's textfile collector in FILE")
 	fs.BoolVar(&o.PluginPath, "plugin-path", false, "print the path of the NCCL profiler plugin an application loads to send summaries (NCCL_PROFILER_PLUGIN), and exit")
@@ -143,7 +148,7 @@ func watchRun(o *WatchOptions) error {
 			tg.w.Offer(b.Bytes())
 		}
 	}
-	w := engine.Watch{Listen: o.Listen, For: o.For,
+	w := engine.Watch{Listen: o.Listen, For: o.For, Persist: o.Persist,
 		OnListening: func(addr string) {
 			fmt.Fprintf(o.IO.ErrOut, "collbench watch: collecting on %s (the job needs %s=<this host>:<port> and the same COLLBENCH_TOKEN)\n", addr, "COLLBENCH_WATCH")
 			mu.Lock()

@@ -207,6 +207,7 @@ func TestWatchBadInput(t *testing.T) {
 		{nil, []string{"watch", "--plugin-path"}, "build it with make plugin"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "nowhere"}, "give host:port"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--for", "-1s"}, "positive duration"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--persist", "-2s"}, "--persist -2s: give how long"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "-o", "-"}, "give --output a file"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--prom", "/nonexistent/dir/w.prom"}, "--prom"},
 		// refused before collecting: the record files are not written either
@@ -334,7 +335,8 @@ func TestWatchNeverWaitsOnItsRecord(t *testing.T) {
 // watchALateRank runs `collbench watch --listen ADDR args...` on a free
 // address and, beside it, a job of 2 processes under launch whose rank
 // late is planted late, pointed at the collector; it returns watch's exit
-// code and output and how long watch took.
+// code and output and how long watch took. The job lasts under a second,
+// so watch names a rank once it has stayed late for 100 ms (--persist).
 func watchALateRank(t *testing.T, late int, args ...string) (int, *bytes.Buffer, *bytes.Buffer, time.Duration) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -347,7 +349,9 @@ func watchALateRank(t *testing.T, late int, args ...string) (int, *bytes.Buffer,
 	f.Environ = os.Environ
 	start := time.Now()
 	code := make(chan int, 1)
-	go func() { code <- run(t, f, append([]string{"watch", "--listen", addr}, args...)...) }()
+	go func() {
+		code <- run(t, f, append([]string{"watch", "--listen", addr, "--persist", "100ms"}, args...)...)
+	}()
 	time.Sleep(300 * time.Millisecond)
 	t.Setenv("COLLBENCH_WATCH", addr)
 	spec := ""
