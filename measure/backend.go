@@ -70,6 +70,12 @@ type Call struct {
 	Count int64 // the count argument: per rank, or per peer for alltoall
 	Send  View
 	Recv  View
+	// Rotate allows a backend that moves buffers (BufferRotator) to run
+	// successive repetitions of the call on successive places of its
+	// buffers, as NCCL's benchmark does, so that none is timed on what the
+	// one before left in the GPU's cache. Set for warm-up and timed
+	// repetitions, never where the output is checked.
+	Rotate bool
 }
 
 // CallGeometry recovers one rank's buffer lengths from a call's count on n ranks.
@@ -254,6 +260,19 @@ type MemoryMeter interface {
 	// (-1 if unknown).
 	UsedMemory() int64
 }
+
+// BufferRotator is implemented by worlds whose ranks move the buffers of
+// a call with Rotate between repetitions, within the buffers' room: the
+// runner then allocates buffers of RotationRoom (at most the largest size
+// needs) from the start, where memory allows.
+type BufferRotator interface {
+	RotatesBuffers() bool
+}
+
+// RotationRoom is the least a rotating world's buffers are allocated at,
+// where the sweep's largest size needs that much: a size of 16 MiB then
+// runs on 64 places in turn, as NCCL's benchmark's sweep to 1 GiB does.
+const RotationRoom = 1 << 30
 
 // MemoryBudgeter is implemented by worlds that know how much memory each
 // of their local ranks may still allocate.

@@ -79,16 +79,29 @@ type buffers struct {
 	world      World
 	index      map[int]int // world rank -> position
 	limit      int64       // the largest size any case needs
+	room       int64       // what to allocate from the start where it fits (0: no more than needed)
 	have       int64
 	register   int // Plan.Register
 	send, recv []Buffer
 }
 
+// ensure makes each rank's buffers hold need bytes at least: b.room
+// where that is more and the memory allows, else allocFor.
 func (b *buffers) ensure(need int64) error {
 	if need <= b.have && b.have > 0 {
 		return nil
 	}
 	size := allocFor(need, b.limit)
+	if room := min(b.room, b.limit); room > size {
+		if b.alloc(room) == nil {
+			return nil
+		}
+	}
+	return b.alloc(size)
+}
+
+// alloc replaces every rank's buffers with buffers of size bytes.
+func (b *buffers) alloc(size int64) error {
 	b.release()
 	err := b.world.Run(func(r Rank) error {
 		i := b.index[r.WorldRank()]

@@ -125,6 +125,9 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	pad := int64(8 * rn.Plan.Misalign) // room for misaligned views
 	bufs := &buffers{world: rn.w, index: rn.index, limit: max(maxBytes+pad, 8), register: rn.Plan.Register,
 		send: make([]Buffer, len(local)), recv: make([]Buffer, len(local))}
+	if br, ok := rn.w.(BufferRotator); ok && br.RotatesBuffers() {
+		bufs.room = RotationRoom
+	}
 	defer bufs.release()
 	if err := rn.warmWorld(bufs); err != nil {
 		return nil, err
@@ -354,6 +357,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			bad[i] = append(bad[i], ms...)
 		}
 		tr.Begin(what, watchdog.Warmup, p.Warmup)
+		call.Rotate = true
 		if err := issue(r, tr, call, p.Warmup); err != nil {
 			return err
 		}
@@ -369,10 +373,12 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			s0, r0 = tc.Traffic()
 		}
 		var err error
+		timed := call
+		timed.Rotate = true
 		if p.GraphReplays > 0 {
-			times[i], err = timeGraph(r, tr, what, call, p.Iters, p.GraphReplays, now)
+			times[i], err = timeGraph(r, tr, what, timed, p.Iters, p.GraphReplays, now)
 		} else {
-			times[i], cpus[i], err = timeLoop(r, tr, what, call, p, now)
+			times[i], cpus[i], err = timeLoop(r, tr, what, timed, p, now)
 		}
 		if err != nil {
 			return err
@@ -393,7 +399,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 				return fmt.Errorf("%w: this backend cannot time single iterations", ErrUnsupported)
 			}
 			tr.Begin(what+" (per-iteration timing)", watchdog.Timed, p.Iters)
-			if samples[i], err = it.TimeEach(call, p.Iters); err != nil {
+			if samples[i], err = it.TimeEach(timed, p.Iters); err != nil {
 				return err
 			}
 		}

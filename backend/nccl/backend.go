@@ -457,6 +457,10 @@ func initGroups(drv driver.Driver, l measure.Layout, ids []driver.UniqueID, byWo
 
 func (w *world) Size() int { return w.size }
 
+// RotatesBuffers says that the world's ranks move a call's buffers between
+// repetitions where the call allows it (measure.BufferRotator).
+func (w *world) RotatesBuffers() bool { return true }
+
 // Control returns the control connection of a world that spans processes.
 func (w *world) Control() measure.Control { return w.ctl }
 

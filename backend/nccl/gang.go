@@ -111,7 +111,7 @@ func (g *gang) issue() error {
 	}
 	var failed error
 	for i, m := range g.members {
-		if err := m.comm.GroupP2P(g.shares[i].p2p, 1, m.stream); err != nil {
+		if err := m.comm.GroupP2P(g.shares[i].p2p, 1, driver.Rotation{}, m.stream); err != nil {
 			failed = &driver.PartError{Part: i, Err: err}
 			break
 		}

@@ -125,47 +125,52 @@ static const char *nb_GetErrorString(ncclResult_t r) { return p_GetErrorString(r
 static const char *nb_GetLastError(ncclComm_t c) { return p_GetLastError ? p_GetLastError(c) : NULL; }
 static ncclResult_t nb_GroupStart(void) { return p_GroupStart(); }
 static ncclResult_t nb_GroupEnd(void) { return p_GroupEnd(); }
-// nb_p2p is one send or receive of a grouped exchange; nb_GroupP2P issues
-// a whole exchange in one call from Go: ncclGroupStart, the sends and
-// receives in order, and always ncclGroupEnd once the group is open.
+// nb_p2p is one send or receive of a grouped exchange; nb_GroupP2PAt issues
+// a whole exchange, every buffer moved by shift bytes: ncclGroupStart, the
+// sends and receives in order, and always ncclGroupEnd once the group is
+// open.
 typedef struct { devptr buf; size_t count; int dt; int peer; int send; } nb_p2p;
 typedef struct { ncclResult_t r; int at; ncclResult_t end; } nb_gres;
-static nb_gres nb_GroupP2P(const nb_p2p *ops, int n, ncclComm_t c, cudaStream_t st) {
+// nb_rot moves buffers between repetitions (driver.Rotation): repetition i
+// adds nb_shift(rot, i) bytes to every address.
+typedef struct { size_t stride; int steps; int first; } nb_rot;
+static size_t nb_shift(nb_rot r, int i) { return r.steps > 1 ? (size_t)((r.first + i) % r.steps) * r.stride : 0; }
+static nb_gres nb_GroupP2PAt(const nb_p2p *ops, int n, size_t shift, ncclComm_t c, cudaStream_t st) {
 	nb_gres g = {0, 0, 0};
 	g.r = p_GroupStart();
 	if (g.r != 0) { g.at = -1; return g; }
 	for (int i = 0; i < n; i++) {
 		const nb_p2p *o = &ops[i];
 		ncclResult_t r;
-		if (o->send) r = p_Send ? p_Send(VP(o->buf), o->count, o->dt, o->peer, c, st) : CB_MISSING;
-		else r = p_Recv ? p_Recv(VP(o->buf), o->count, o->dt, o->peer, c, st) : CB_MISSING;
+		if (o->send) r = p_Send ? p_Send(VP(o->buf + shift), o->count, o->dt, o->peer, c, st) : CB_MISSING;
+		else r = p_Recv ? p_Recv(VP(o->buf + shift), o->count, o->dt, o->peer, c, st) : CB_MISSING;
 		if (r != 0) { g.r = r; g.at = i; break; }
 	}
 	g.end = p_GroupEnd();
 	return g;
 }
-// nb_RepeatP2P issues the group of ops n times back to back, as
-// nb_Repeat does for one call; done says how many were issued whole.
+// nb_RepeatP2P issues the group of ops n times back to back, moved by rot,
+// as nb_Repeat does for one call; done says how many were issued whole.
 typedef struct { nb_gres g; int done; } nb_rres;
-static nb_rres nb_RepeatP2P(const nb_p2p *ops, int m, int n, ncclComm_t c, cudaStream_t st) {
+static nb_rres nb_RepeatP2P(const nb_p2p *ops, int m, int n, nb_rot rot, ncclComm_t c, cudaStream_t st) {
 	nb_rres res = {{0, 0, 0}, 0};
 	for (; res.done < n; res.done++) {
-		res.g = nb_GroupP2P(ops, m, c, st);
+		res.g = nb_GroupP2PAt(ops, m, nb_shift(rot, res.done), c, st);
 		if (res.g.r != 0 || res.g.end != 0) return res;
 	}
 	return res;
 }
 // nb_call is one operation that nb_Repeat issues n times back to back,
 // the way a C benchmark's timed loop does: one call from Go for the whole
-// loop. For NB_SENDRECV each repetition is nb_GroupP2P of one send (to peer
+// loop. For NB_SENDRECV each repetition is nb_GroupP2PAt of one send (to peer
 // "to") and one receive (from peer "from"). The result says how many
 // repetitions were issued whole and, in g, how the failed one ended.
 enum { NB_ALLREDUCE = 1, NB_BROADCAST, NB_REDUCE, NB_ALLGATHER, NB_REDUCESCATTER, NB_ALLTOALL, NB_GATHER, NB_SCATTER, NB_SENDRECV };
-typedef struct { int kind; devptr send; devptr recv; size_t count; int dt; int op; int root; int to; int from; } nb_call;
-// nb_one issues k once on c and st.
-static nb_gres nb_one(const nb_call *k, ncclComm_t c, cudaStream_t st) {
+typedef struct { int kind; devptr send; devptr recv; size_t count; int dt; int op; int root; int to; int from; nb_rot rot; } nb_call;
+// nb_one issues k once on c and st, its buffers moved by shift bytes.
+static nb_gres nb_one(const nb_call *k, size_t shift, ncclComm_t c, cudaStream_t st) {
 	nb_gres g = {0, 0, 0};
-	void *s = VP(k->send), *r = VP(k->recv);
+	void *s = VP(k->send + shift), *r = VP(k->recv + shift);
 	ncclResult_t *e = &g.r;
 	switch (k->kind) {
 	case NB_ALLREDUCE: *e = p_AllReduce(s, r, k->count, k->dt, k->op, c, st); break;
@@ -178,7 +183,7 @@ static nb_gres nb_one(const nb_call *k, ncclComm_t c, cudaStream_t st) {
 	case NB_SCATTER: *e = p_Scatter ? p_Scatter(s, r, k->count, k->dt, k->root, c, st) : CB_MISSING; break;
 	case NB_SENDRECV: {
 		const nb_p2p pair[2] = {{k->send, k->count, k->dt, k->to, 1}, {k->recv, k->count, k->dt, k->from, 0}};
-		g = nb_GroupP2P(pair, 2, c, st);
+		g = nb_GroupP2PAt(pair, 2, shift, c, st);
 		break;
 	}
 	default: *e = CB_MISSING;
@@ -188,7 +193,7 @@ static nb_gres nb_one(const nb_call *k, ncclComm_t c, cudaStream_t st) {
 static nb_rres nb_Repeat(const nb_call *k, int n, ncclComm_t c, cudaStream_t st) {
 	nb_rres res = {{0, 0, 0}, 0};
 	for (; res.done < n; res.done++) {
-		res.g = nb_one(k, c, st);
+		res.g = nb_one(k, nb_shift(k->rot, res.done), c, st);
 		if (res.g.r != 0 || res.g.end != 0) return res;
 	}
 	return res;
@@ -205,7 +210,7 @@ static nb_mres nb_RepeatGroup(const nb_call *calls, const int *per, const ncclCo
 		if (res.start != 0) return res;
 		for (int i = 0; i < m && res.part < 0; i++) {
 			for (int j = 0; j < per[i]; j++) {
-				nb_gres g = nb_one(&calls[i], comms[i], streams[i]);
+				nb_gres g = nb_one(&calls[i], nb_shift(calls[i].rot, res.done * per[i] + j), comms[i], streams[i]);
 				if (g.r != 0 || g.end != 0) { res.g = g; res.part = i; break; }
 			}
 		}
@@ -402,8 +407,7 @@ func (c *comm) Repeat(k *driver.Op, n int, s cuda.Stream) error {
 	if n <= 0 {
 		return nil
 	}
-	call := C.nb_call{kind: C.int(k.Kind), send: C.devptr(k.Send), recv: C.devptr(k.Recv), count: C.size_t(k.Count),
-		dt: C.int(k.DType), op: C.int(k.RedOp), root: C.int(k.Root), to: C.int(k.To), from: C.int(k.From)}
+	call := cCall(k)
 	res := C.nb_Repeat(&call, C.int(n), c.c, stream(s))
 	if res.g.r == driver.Success && res.g.end == driver.Success {
 		return nil
@@ -420,6 +424,17 @@ func (c *comm) Repeat(k *driver.Op, n int, s cuda.Stream) error {
 	return err
 }
 
+// cCall is k as nb_Repeat takes it.
+func cCall(k *driver.Op) C.nb_call {
+	return C.nb_call{kind: C.int(k.Kind), send: C.devptr(k.Send), recv: C.devptr(k.Recv), count: C.size_t(k.Count),
+		dt: C.int(k.DType), op: C.int(k.RedOp), root: C.int(k.Root), to: C.int(k.To), from: C.int(k.From), rot: cRot(k.Rot)}
+}
+
+// cRot is r as the C loops take it.
+func cRot(r driver.Rotation) C.nb_rot {
+	return C.nb_rot{stride: C.size_t(max(r.Stride, 0)), steps: C.int(r.Steps), first: C.int(r.First)}
+}
+
 // RepeatGroup issues n groups, each with every part's operation, in a
 // single call into C (see driver.NCCL).
 func (system) RepeatGroup(parts []driver.Part, n int) error {
@@ -431,9 +446,7 @@ func (system) RepeatGroup(parts []driver.Part, n int) error {
 	comms := make([]C.ncclComm_t, len(parts))
 	streams := make([]C.cudaStream_t, len(parts))
 	for i, p := range parts {
-		k := p.Op
-		calls[i] = C.nb_call{kind: C.int(k.Kind), send: C.devptr(k.Send), recv: C.devptr(k.Recv), count: C.size_t(k.Count),
-			dt: C.int(k.DType), op: C.int(k.RedOp), root: C.int(k.Root), to: C.int(k.To), from: C.int(k.From)}
+		calls[i] = cCall(p.Op)
 		per[i] = C.int(max(p.Per, 1))
 		c, ok := p.Comm.(*comm)
 		if !ok {
@@ -463,7 +476,7 @@ func (system) RepeatGroup(parts []driver.Part, n int) error {
 }
 
 // groupError names the failed call of a group of sends and receives that
-// nb_GroupP2P issued: ncclGroupStart, the send or receive at g.at (send
+// nb_GroupP2PAt issued: ncclGroupStart, the send or receive at g.at (send
 // says which op is a send), and ncclGroupEnd, which closed the group.
 func groupError(g C.nb_gres, send func(i int) bool, comm C.ncclComm_t) error {
 	if g.r != driver.Success && g.at < 0 {
@@ -480,10 +493,10 @@ func groupError(g C.nb_gres, send func(i int) bool, comm C.ncclComm_t) error {
 	return errors.Join(err, ncclCheck("ncclGroupEnd", g.end, nil))
 }
 
-// GroupP2P enqueues ops as one group, n times back to back, in a single
-// call into C, so that an exchange costs one crossing from Go for the whole
+// GroupP2P enqueues ops as one group, n times back to back (moved by rot),
+// in a single call into C, so that an exchange costs one crossing from Go for the whole
 // loop instead of one per call or per repetition.
-func (c *comm) GroupP2P(ops []driver.P2P, n int, s cuda.Stream) error {
+func (c *comm) GroupP2P(ops []driver.P2P, n int, rot driver.Rotation, s cuda.Stream) error {
 	if len(ops) == 0 || n <= 0 {
 		return nil
 	}
@@ -495,7 +508,7 @@ func (c *comm) GroupP2P(ops []driver.P2P, n int, s cuda.Stream) error {
 		}
 		c.ops = append(c.ops, C.nb_p2p{buf: C.devptr(o.Buf), count: C.size_t(o.Count), dt: C.int(o.DType), peer: C.int(o.Peer), send: send})
 	}
-	res := C.nb_RepeatP2P(&c.ops[0], C.int(len(c.ops)), C.int(n), c.c, stream(s))
+	res := C.nb_RepeatP2P(&c.ops[0], C.int(len(c.ops)), C.int(n), cRot(rot), c.c, stream(s))
 	if res.g.r == driver.Success && res.g.end == driver.Success {
 		return nil
 	}

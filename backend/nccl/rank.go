@@ -74,6 +74,12 @@ type rank struct {
 	// watchComm names the rank's communicator alike on all its ranks, and
 	// watchSeq counts the operations issued on it, for collbench watch.
 	watchComm, watchSeq uint64
+	// rotCall is the call whose buffers the rank moves between
+	// repetitions (measure.Call.Rotate), and rotNext the place its next
+	// repetition takes; p2pMoved holds an exchange moved to one place.
+	rotCall  measure.Call
+	rotNext  int
+	p2pMoved []driver.P2P
 }
 
 // bufList is a rank's buffers; a split world's rank shares its parent's.
@@ -315,7 +321,9 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 	if err != nil {
 		return err
 	}
+	rot := r.rotation(c, n)
 	if single {
+		r.rep.Rot = rot
 		if g := r.issuingGang(); g != nil {
 			return g.step(r, share{op: &r.rep, per: 1, n: n})
 		}
@@ -324,7 +332,8 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 	esz := int64(c.DType.Size())
 	if c.Coll == measure.HyperCube {
 		for k := 0; k < n; k++ {
-			if err := r.hypercube(c, send, recv, esz); err != nil {
+			sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
+			if err := r.hypercube(c, send+sh, recv+sh, esz); err != nil {
 				return err
 			}
 		}
@@ -334,7 +343,46 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 	if err != nil {
 		return err
 	}
-	return r.exchange(ops, n)
+	return r.exchange(ops, n, rot)
+}
+
+// rotation is how the n repetitions of c about to be issued move their
+// buffers: where c may rotate (measure.Call.Rotate), by the larger of its
+// send and receive lengths (as NCCL's benchmark moves them), over as many
+// places as both buffers hold, going on from where the last repetitions
+// of the same call left off. Other calls move nothing.
+func (r *rank) rotation(c measure.Call, n int) driver.Rotation {
+	if !c.Rotate {
+		return driver.Rotation{}
+	}
+	esz := int64(c.DType.Size())
+	g := measure.CallGeometry(c, r.Size())
+	stride := max(g.SendCount, g.RecvCount) * esz
+	if stride <= 0 {
+		return driver.Rotation{}
+	}
+	steps := int64(-1)
+	for _, v := range []struct {
+		view  measure.View
+		bytes int64
+	}{{c.Send, g.SendCount * esz}, {c.Recv, g.RecvCount * esz}} {
+		b, ok := v.view.Buf.(*devBuf)
+		if !ok {
+			return driver.Rotation{}
+		}
+		if fit := (b.n-v.view.Off-v.bytes)/stride + 1; steps < 0 || fit < steps {
+			steps = fit
+		}
+	}
+	if steps <= 1 {
+		return driver.Rotation{}
+	}
+	if c != r.rotCall {
+		r.rotCall, r.rotNext = c, 0
+	}
+	rot := driver.Rotation{Stride: stride, Steps: int(steps), First: r.rotNext}
+	r.rotNext = (r.rotNext + n) % int(steps)
+	return rot
 }
 
 // plantedHang counts the n operations the rank is about to issue and acts
@@ -486,8 +534,8 @@ func (r *rank) hypercube(c measure.Call, send, recv cuda.DevPtr, esz int64) erro
 		blk := r.id &^ (mask - 1)
 		theirs := blk ^ mask
 		err := r.exchange(append(r.p2p[:0],
-			sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),        //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask)), 1) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),                           //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask)), 1, driver.Rotation{}) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		if err != nil {
 			return err
 		}
@@ -495,21 +543,27 @@ func (r *rank) hypercube(c measure.Call, send, recv cuda.DevPtr, esz int64) erro
 	return nil
 }
 
-// exchange issues ops as one group on the rank's stream n times and keeps
-// their storage for the next exchange, so that issuing one allocates
-// nothing. A gang issues each group in a step of its own, with the other
-// GPUs' groups.
-func (r *rank) exchange(ops []driver.P2P, n int) error {
+// exchange issues ops as one group on the rank's stream n times, moved by
+// rot, and keeps their storage for the next exchange, so that issuing one
+// allocates nothing. A gang issues each group in a step of its own, with
+// the other GPUs' groups.
+func (r *rank) exchange(ops []driver.P2P, n int, rot driver.Rotation) error {
 	r.p2p = ops
 	if g := r.issuingGang(); g != nil {
 		for k := 0; k < n; k++ {
-			if err := g.step(r, share{p2p: ops, n: 1}); err != nil {
+			moved := r.p2pMoved[:0]
+			for _, o := range ops {
+				o.Buf += cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
+				moved = append(moved, o)
+			}
+			r.p2pMoved = moved
+			if err := g.step(r, share{p2p: moved, n: 1}); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return r.comm.GroupP2P(ops, n, r.stream)
+	return r.comm.GroupP2P(ops, n, rot, r.stream)
 }
 
 // grouped runs calls inside ncclGroupStart/End, always closing the group.
@@ -686,6 +740,7 @@ func (r *rank) LaunchGroup(c measure.Call, n int) error {
 			if r.w.b.watch != nil {
 				defer r.issued(time.Now(), c.Coll)
 			}
+			r.rep.Rot = r.rotation(c, n)
 			return g.step(r, share{op: &r.rep, per: n, n: 1})
 		}
 	}

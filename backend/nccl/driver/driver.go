@@ -131,9 +131,9 @@ type Comm interface {
 	Repeat(op *Op, n int, s cuda.Stream) error
 	// GroupP2P enqueues sends and receives as one group (ncclGroupStart,
 	// the calls in order, ncclGroupEnd, always closing the group), n times
-	// back to back; it stops at the first failed group, and its error says
-	// how many were issued.
-	GroupP2P(ops []P2P, n int, s cuda.Stream) error
+	// back to back, each moved by rot; it stops at the first failed group,
+	// and its error says how many were issued.
+	GroupP2P(ops []P2P, n int, rot Rotation, s cuda.Stream) error
 	// Register registers bytes at p: locally, or as a symmetric window (a
 	// collective call: every rank registers the same size).
 	Register(p cuda.DevPtr, bytes int64, symmetric bool) (Registration, error)
@@ -214,6 +214,26 @@ type Op struct {
 	RedOp      int
 	Root       int
 	To, From   int
+	// Rot moves the buffers from one repetition to the next.
+	Rot Rotation
+}
+
+// Rotation moves an operation's buffers between repetitions, as NCCL's
+// benchmark does, so that no repetition reads what the one before left in
+// the GPU's cache: repetition i of a Repeat, RepeatGroup or GroupP2P (in
+// issue order, from 0) adds ((First + i) % Steps) * Stride bytes to every
+// buffer address. The zero Rotation moves nothing.
+type Rotation struct {
+	Stride       int64
+	Steps, First int
+}
+
+// Shift is the bytes added to the buffers of repetition i.
+func (r Rotation) Shift(i int) int64 {
+	if r.Steps <= 1 || r.Stride <= 0 {
+		return 0
+	}
+	return int64((r.First+i)%r.Steps) * r.Stride
 }
 
 // P2P is one send or receive of a grouped exchange.

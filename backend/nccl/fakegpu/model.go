@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"collbench/backend/nccl/driver"
+	"collbench/cuda"
 )
 
 // Model makes the machine's work take the time a modeled machine would
@@ -45,6 +46,13 @@ type Model struct {
 	// space with a known best for collbench tune. Off, every choice runs
 	// at the link's rate.
 	Protocols bool
+	// CacheBytes is each GPU's L2 cache: a collective whose every rank
+	// runs it on the same buffers as its GPU's last collective, its send
+	// and receive bytes within CacheBytes, finds them in the cache and
+	// takes CachedFactor of its time (NCCL's benchmark moves its buffers
+	// between repetitions so that none does). 0: no cache.
+	CacheBytes   int64
+	CachedFactor float64
 }
 
 // HealthyModel is a model of healthy Hopper GPUs as measured on the lent
@@ -63,6 +71,39 @@ type clock struct {
 	d   *Driver
 	mu  sync.Mutex
 	rng *rand.Rand
+	// last are the buffers of each GPU's last collective (CacheBytes).
+	last map[int][2]cuda.DevPtr
+}
+
+// cacheUse is one rank's part of a collective, as the cache sees it.
+type cacheUse struct {
+	dev        int
+	send, recv cuda.DevPtr
+	bytes      int64
+}
+
+// cached is the factor of a collective's time that its ranks' uses leave:
+// CachedFactor where every rank's buffers are its GPU's last collective's
+// and fit in the cache, else 1. It records the uses as each GPU's last.
+func (c *clock) cached(uses []cacheUse) float64 {
+	if c.m.CacheBytes <= 0 {
+		return 1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[int][2]cuda.DevPtr{}
+	}
+	hit := true
+	for _, u := range uses {
+		k := [2]cuda.DevPtr{u.send, u.recv}
+		hit = hit && u.bytes <= c.m.CacheBytes && c.last[u.dev] == k
+		c.last[u.dev] = k
+	}
+	if hit && c.m.CachedFactor > 0 {
+		return c.m.CachedFactor
+	}
+	return 1
 }
 
 func newClock(d *Driver, m *Model) *clock {

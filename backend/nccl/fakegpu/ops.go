@@ -143,7 +143,9 @@ func (d *Driver) RepeatGroup(parts []driver.Part, n int) error {
 				_ = d.GroupEnd()
 				return &driver.PartError{Part: i, Err: fmt.Errorf("part %d: not a communicator of this machine", i)}
 			}
-			if err := c.Repeat(p.Op, max(p.Per, 1), p.Stream); err != nil {
+			op := *p.Op
+			op.Rot.First += k * max(p.Per, 1) // the group's calls go on from the last group's
+			if err := c.Repeat(&op, max(p.Per, 1), p.Stream); err != nil {
 				_ = d.GroupEnd()
 				return &driver.PartError{Part: i, Err: afterGroups(err, k, n)}
 			}
@@ -162,16 +164,18 @@ func afterGroups(err error, k, n int) error {
 	return err
 }
 
-// Repeat enqueues op n times on the stream; each runs when every rank of
-// the communicator has reached it in its own stream.
+// Repeat enqueues op n times on the stream, each moved by op.Rot; each
+// runs when every rank of the communicator has reached it in its own
+// stream.
 func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 	if n <= 0 {
 		return nil
 	}
 	if op.Kind == driver.SendRecv {
-		pair := []driver.P2P{{Buf: op.Send, Count: op.Count, DType: op.DType, Peer: op.To, Send: true},
-			{Buf: op.Recv, Count: op.Count, DType: op.DType, Peer: op.From}}
 		for k := 0; k < n; k++ {
+			sh := cuda.DevPtr(op.Rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
+			pair := []driver.P2P{{Buf: op.Send + sh, Count: op.Count, DType: op.DType, Peer: op.To, Send: true},
+				{Buf: op.Recv + sh, Count: op.Count, DType: op.DType, Peer: op.From}}
 			if err := c.groupP2P(pair, h); err != nil {
 				return after(err, k, n)
 			}
@@ -200,6 +204,13 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 	}
 	c.d.noteIssuer(c.dev)
 	for k := 0; k < n; k++ {
+		o := o
+		if sh := cuda.DevPtr(op.Rot.Shift(k)); sh != 0 { //nolint:gosec // G115: a shift within the buffers, not negative
+			o.Send, o.Recv = o.Send+sh, o.Recv+sh
+			if err := c.validate(call, o); err != nil {
+				return after(err, k, n)
+			}
+		}
 		f := c.d.fault(call, c.dev)
 		if f != nil && f.Hang {
 			return after(c.d.hang(call, c.dev), k, n)
@@ -247,11 +258,13 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 			// once for all.
 			var start float64
 			devs := make([]int, len(vals))
+			uses := make([]cacheUse, len(vals))
 			for r, v := range vals {
 				q := v.(*part)
 				start, devs[r] = max(start, q.vt), q.dev
+				uses[r] = cacheUse{dev: q.dev, send: q.op.Send, recv: q.op.Recv, bytes: int64(len(q.send) + len(q.recv))}
 			}
-			end := start + clk.collectiveTime(o.Kind, devs, o.Count, esz, ch)
+			end := start + clk.collectiveTime(o.Kind, devs, o.Count, esz, ch)*clk.cached(uses)
 			if len(devs) == 1 { // a copy on one GPU: in its own slices
 				end = clk.busy(devs[0], start, end-start)
 			}
@@ -366,15 +379,22 @@ func describe(o driver.Op) string {
 	return fmt.Sprintf("%s of %d %s (op %d, root %d)", o.Kind.Call(), o.Count, dtype.DType(o.DType), o.RedOp, o.Root)
 }
 
-// GroupP2P enqueues n groups of sends and receives, one after another;
+// GroupP2P enqueues n groups of sends and receives, one after another,
+// each moved by rot;
 // in each, sends are posted first, then each receive takes the oldest
 // message from its peer.
-func (c *comm) GroupP2P(ops []driver.P2P, n int, h cuda.Stream) error {
+func (c *comm) GroupP2P(ops []driver.P2P, n int, rot driver.Rotation, h cuda.Stream) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	moved := make([]driver.P2P, len(ops))
 	for k := 0; k < n; k++ {
-		if err := c.groupP2P(ops, h); err != nil {
+		sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
+		for i, o := range ops {
+			o.Buf += sh
+			moved[i] = o
+		}
+		if err := c.groupP2P(moved, h); err != nil {
 			return afterGroups(err, k, n)
 		}
 	}
