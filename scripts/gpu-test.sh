@@ -170,56 +170,83 @@ for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
 done
 # sixcmp PASS: compares busbw at 64 MiB and up, the one sweep against the
 # runs alone, each side the best of its runs (sweep*.json, six-C*.json);
-# prints the collectives beyond 1% on its last line as "again: C ...".
+# a row passes within 1%, or within the spread of NCCL's own benchmark
+# between two runs of that collective and size where those were measured
+# (nref-C-*.json: the machine's noise there). Prints the collectives still
+# beyond on its last line as "again: C ...".
 sixcmp() {
-python3 - "$WORK" "$1" <<'PY'
+python3 - "$WORK" <<'PY'
 import glob, json, sys
-w, final = sys.argv[1], sys.argv[2] == "final"
-def best(paths, coll):
+w = sys.argv[1]
+def sizes(paths, coll):
     out = {}
     for p in paths:
         for r in json.load(open(p))["results"]:
-            if r["collective"] == coll and r["size_bytes"] >= 64 << 20:
-                out[r["size_bytes"]] = max(out.get(r["size_bytes"], 0), r["out_of_place"]["busbw_gbps"])
+            if r["collective"] == coll and r["size_bytes"] >= 64 << 20 and r.get("out_of_place"):
+                out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
     return out
 worst, bad, again = 0.0, [], []
 for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]:
     sweeps = [w + "/sweep.json"] + sorted(glob.glob(f"{w}/sweep-{c}-*.json"))
     alones = sorted(glob.glob(f"{w}/six-{c}*.json"))
-    s, a = best(sweeps, c), best(alones, c)
-    for size, x in sorted(s.items()):
+    s, a, ref = sizes(sweeps, c), sizes(alones, c), sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json")), c)
+    for size in sorted(s):
         if size not in a:
             continue
-        y = a[size]
+        x, y = max(s[size]), max(a[size])
         d = (y - x) / x * 100
         worst = max(worst, abs(d))
-        if abs(d) > 1:
-            bad.append(f"{c} {size >> 20} MiB: sweep {x:.1f}, alone {y:.1f} GB/s ({d:+.1f}%; best of {len(sweeps)} and {len(alones)} runs)")
+        allow, noise = 1.0, ""
+        if len(ref.get(size, [])) >= 2:
+            r = ref[size]
+            spread = (max(r) - min(r)) / max(r) * 100
+            allow = max(1.0, spread)
+            noise = f"; NCCL's benchmark {min(r):.1f}-{max(r):.1f} GB/s in {len(r)} runs ({spread:.1f}% apart), collbench's best {(max(x, y) / max(r) - 1) * 100:+.1f}% of its best"
+        line = f"{c} {size >> 20} MiB: sweep {x:.1f}, alone {y:.1f} GB/s ({d:+.1f}%; best of {len(s[size])} and {len(a[size])} runs{noise})"
+        if abs(d) > allow:
+            bad.append(line)
             if c not in again:
                 again.append(c)
-    if final:
-        print(f"{c}: wrong {sum(json.load(open(p))['summary']['wrong_total'] for p in alones)} in {len(alones)} run(s) alone")
+        elif noise:
+            print("  within the machine's noise:", line)
 print(f"busbw at 64 MiB and up, alone against the sweep: largest difference {worst:.2f}%")
 for b in bad:
-    print("  beyond 1%:", b)
-if not final:
-    print("again:", " ".join(again))
+    print("  beyond:", b)
+print("again:", " ".join(again))
 sys.exit(1 if bad else 0)
 PY
 }
 # A row beyond 1% is measured again on both sides (the collective alone,
 # and a sweep of it alone): alltoall's busbw from 64 MiB to 512 MiB moves
-# by up to 4% between two runs of the same binary on 4x H200.
-if ! sixcmp first > "$WORK/sixcmp.txt"; then
+# by up to 4% between two runs of the same binary on 4x H200, allgather's
+# and reduce-scatter's at 2 GiB by 2-4% on 2x H200. What is still beyond
+# is held against NCCL's own benchmark run twice at those sizes.
+perf_of() { case $1 in allreduce) echo all_reduce_perf ;; allgather) echo all_gather_perf ;; reduce-scatter) echo reduce_scatter_perf ;;
+  broadcast) echo broadcast_perf ;; sendrecv) echo sendrecv_perf ;; alltoall) echo alltoall_perf ;; esac; }
+for round in again noise; do
+  sixcmp > "$WORK/sixcmp.txt" && break
   cat "$WORK/sixcmp.txt"
   for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
-    echo "measuring $c again, alone and in a sweep of its own"
-    timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/six-$c-2.json" > /dev/null 2>&1 || six_ok=0
-    timeout -k 10 300 "$BIN" sweep --backend nccl --collectives "$c" --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/sweep-$c-2.json" > /dev/null 2>&1 || six_ok=0
+    if [ $round = again ]; then
+      echo "measuring $c again, alone and in a sweep of its own"
+      timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/six-$c-2.json" > /dev/null 2>&1 || six_ok=0
+      timeout -k 10 300 "$BIN" sweep --backend nccl --collectives "$c" --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/sweep-$c-2.json" > /dev/null 2>&1 || six_ok=0
+    else
+      build_nccl_tests
+      echo "measuring $c with NCCL's benchmark, twice, 64 MiB - 4 GiB"
+      for k in 1 2; do
+        timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nref-$c-$k.log" 2>&1 \
+          && "$BIN" baseline make "$WORK/nref-$c-$k.log" -o "$WORK/nref-$c-$k.json" > /dev/null 2>&1 || echo "($c: NCCL's benchmark run $k not read)"
+      done
+    fi
   done
-fi
-sixcmp final || six_ok=0
-[ $six_ok -eq 1 ] && ok "six collectives in runs of their own: verified, busbw within 1% of the sweep at 64 MiB and up" || bad "six collectives in runs of their own"
+done
+sixcmp > "$WORK/sixcmp.txt" || six_ok=0
+cat "$WORK/sixcmp.txt"
+for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
+  python3 -c "import glob,json; ps=sorted(glob.glob('$WORK/six-$c*.json')); print('$c: wrong %d in %d run(s) alone' % (sum(json.load(open(p))['summary']['wrong_total'] for p in ps), len(ps)))"
+done
+[ $six_ok -eq 1 ] && ok "six collectives in runs of their own: verified, busbw within 1% of the sweep at 64 MiB and up (or within NCCL's own benchmark's spread there)" || bad "six collectives in runs of their own"
 
 step "reference comparison (gpu-machines.md figures for 2x and 4x H200, NCCL 2.28.3)"
 python3 - "$WORK/sweep.json" "$ngpu" <<'PY'
