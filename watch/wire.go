@@ -83,6 +83,7 @@ type Sender struct {
 	closing chan struct{} // closed by Close: send what is queued, then stop
 	closed  sync.Once
 	done    chan struct{}
+	flushes chan chan struct{} // Flush's requests: send what is queued now, then close the channel
 }
 
 // flushWait bounds how long Close spends sending what is queued.
@@ -103,7 +104,8 @@ func NewSender(o SenderOptions) *Sender {
 		o.Now = func() int64 { return time.Now().UnixNano() }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Sender{o: o, ch: make(chan Summary, o.Queue), cancel: cancel, closing: make(chan struct{}), done: make(chan struct{})}
+	s := &Sender{o: o, ch: make(chan Summary, o.Queue), cancel: cancel, closing: make(chan struct{}), done: make(chan struct{}),
+		flushes: make(chan chan struct{})}
 	go s.loop(ctx)
 	return s
 }
@@ -143,6 +145,28 @@ func (s *Sender) Close() {
 	}
 }
 
+// Flush sends what is queued now to the collector the sender is connected
+// to, and returns once it is written or after about flushWait (at once
+// where none is connected); the sender goes on. A communicator that ends
+// flushes, so that a process ending right after loses nothing.
+func (s *Sender) Flush() {
+	t := time.NewTimer(flushWait)
+	defer t.Stop()
+	ack := make(chan struct{})
+	select {
+	case s.flushes <- ack:
+	case <-s.done:
+		return
+	case <-t.C:
+		return
+	}
+	select {
+	case <-ack:
+	case <-s.done:
+	case <-t.C:
+	}
+}
+
 func (s *Sender) warn(why string) {
 	s.warned.Do(func() { s.o.Warn("collbench watch: " + why + "; the job runs on without it") })
 }
@@ -171,6 +195,21 @@ func (s *Sender) loop(ctx context.Context) {
 				return
 			case <-s.closing:
 				last = true
+			case ack := <-s.flushes:
+				// Now, with the clock's offset as it stands: what is queued
+				// goes where a collector is connected.
+				for len(s.ch) > 0 && len(batch) < s.o.Queue {
+					batch = append(batch, <-s.ch)
+				}
+				if conn != nil && len(batch) > 0 {
+					if err := s.write(conn, clk, batch, flushWait); err != nil {
+						_ = conn.Close()
+						conn, retry = nil, time.Now().Add(30*time.Second)
+					}
+					batch = batch[:0]
+				}
+				close(ack)
+				continue
 			case <-tick.C:
 			}
 		}

@@ -279,3 +279,37 @@ func TestCloseSendsWhatIsQueued(t *testing.T) {
 		t.Errorf("Close took %v with a collector that never answers", took)
 	}
 }
+
+// TestFlushSendsWhatIsQueued: a sender whose own flush never comes (an
+// hour) sends what is queued when Flush is called, goes on sending, and
+// a Flush with no collector connected returns at once.
+func TestFlushSendsWhatIsQueued(t *testing.T) {
+	s, _ := collector(t, "k")
+	sn := NewSender(SenderOptions{Addr: s.Addr(), Key: []byte("k"), Flush: time.Hour})
+	defer sn.Close()
+	waitFor(t, "the sender admitted", func() bool { return s.Counts().Processes == 1 })
+	for round, n := range []uint64{300, 200} {
+		for i := uint64(1); i <= n; i++ {
+			sn.Send(Summary{Comm: 1, Seq: uint64(round)*1000 + i, Ranks: 2, Rank: 0}) //nolint:gosec // G115: small
+		}
+		sn.Flush()
+		want := int64(300)
+		if round == 1 {
+			want = 500
+		}
+		if sn.Sent() != want || sn.Dropped() != 0 {
+			t.Errorf("round %d: flushed with %d queued: sent %d in all, dropped %d", round, n, sn.Sent(), sn.Dropped())
+		}
+		waitFor(t, "every summary", func() bool { return s.Received() == want })
+	}
+
+	alone := NewSender(SenderOptions{Addr: "127.0.0.1:1", Key: []byte("k"), Flush: time.Hour})
+	defer alone.Close()
+	alone.Send(Summary{Comm: 1, Seq: 1, Ranks: 2, Rank: 0})
+	time.Sleep(50 * time.Millisecond) // its first pass has failed to connect
+	start := time.Now()
+	alone.Flush()
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Errorf("Flush with no collector took %v", took)
+	}
+}

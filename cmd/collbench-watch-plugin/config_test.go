@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"collbench/watch"
 )
@@ -61,5 +62,21 @@ func TestConfigureWithoutACollector(t *testing.T) {
 	cbwConfigure()
 	if got := enabled(); got != 0 {
 		t.Errorf("after configuring without a collector: %d, want 0 (off)", got)
+	}
+}
+
+// TestFinalizeWithoutACollector: a communicator finalized in a process
+// with no collector configured costs nothing: nothing is taken or sent,
+// and NCCL's call returns at once.
+func TestFinalizeWithoutACollector(t *testing.T) {
+	t.Setenv(watch.EnvAddr, "")
+	cbwConfigure()
+	start := time.Now()
+	cbwFinalize()
+	if running.Load() != nil {
+		t.Error("a collector's taker runs without COLLBENCH_WATCH")
+	}
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Errorf("finalize took %v without a collector", took)
 	}
 }

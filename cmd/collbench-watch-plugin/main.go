@@ -26,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"collbench/internal/hostclock"
@@ -41,6 +42,10 @@ const (
 
 var configure sync.Once
 
+// running is the process's collector of finished operations once
+// configured with a collector to send to (nil otherwise).
+var running atomic.Pointer[taker]
+
 // cbwConfigure reads the environment once, on NCCL's first call, and
 // enables the NCCL side when a collector and the job's secret are given.
 //
@@ -53,8 +58,24 @@ func cbwConfigure() {
 			return
 		}
 		C.cbw_enable(1)
-		go collect(s, hostclock.ID()+"/monotonic")
+		me, _ := os.Hostname()
+		t := &taker{s: s, clock: hostclock.ID() + "/monotonic", host: me, aligners: map[int]*watch.Aligner{}, buf: make([]C.cbw_done, C.CBW_SLOTS)}
+		running.Store(t)
+		go t.loop()
 	})
+}
+
+// cbwFinalize runs when NCCL finalizes a communicator: what has finished
+// is taken and sent now, waiting about a second at most for a collector
+// that is slow (none for one that is gone), so that a job that ends right
+// after loses none of its last operations.
+//
+//export cbwFinalize
+func cbwFinalize() {
+	if t := running.Load(); t != nil {
+		t.take()
+		t.s.Flush()
+	}
 }
 
 // newSender is the sender to the collector getenv names, or nil
@@ -67,38 +88,52 @@ func newSender(getenv func(string) string, warn func(string)) *watch.Sender {
 		Now: func() int64 { return int64(C.cbw_now()) }})
 }
 
-// collect takes finished operations from every communicator's ring, places
-// their kernels on the host's clock and queues their summaries, forever.
-func collect(s *watch.Sender, clock string) {
-	me, _ := os.Hostname()
-	aligners := map[int]*watch.Aligner{}
-	buf := make([]C.cbw_done, C.CBW_SLOTS)
+// taker takes finished operations from every communicator's ring, places
+// their kernels on the host's clock and queues their summaries: every
+// pollEvery (loop), and when a communicator is finalized.
+type taker struct {
+	s           *watch.Sender
+	clock, host string
+	mu          sync.Mutex // one take at a time: a slot is taken once
+	aligners    map[int]*watch.Aligner
+	buf         []C.cbw_done
+}
+
+// loop takes every pollEvery, forever.
+func (t *taker) loop() {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for range tick.C {
-		older := int64(C.cbw_now()) - giveUp.Nanoseconds()
-		for i := range int(C.cbw_contexts()) {
-			var info C.cbw_info
-			if C.cbw_context(C.int(i), &info) != 0 {
+		t.take()
+	}
+}
+
+// take queues the summaries of the operations finished now.
+func (t *taker) take() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	older := int64(C.cbw_now()) - giveUp.Nanoseconds()
+	for i := range int(C.cbw_contexts()) {
+		var info C.cbw_info
+		if C.cbw_context(C.int(i), &info) != 0 {
+			continue
+		}
+		a := t.aligners[i]
+		if a == nil {
+			a = &watch.Aligner{}
+			t.aligners[i] = a
+		}
+		n := int(C.cbw_take(C.int(i), C.int64_t(older), &t.buf[0], C.int(len(t.buf))))
+		for _, d := range t.buf[:n] {
+			op := watch.KernelOp{Seq: uint64(d.seq), IssueNS: int64(d.issue), GPUStart: int64(d.gpu_start),
+				GPUStop: int64(d.gpu_stop), SeenMinusGPU: int64(d.seen_minus_gpu)}
+			start, end, errNS, ok := a.Place(op)
+			if !ok {
 				continue
 			}
-			a := aligners[i]
-			if a == nil {
-				a = &watch.Aligner{}
-				aligners[i] = a
-			}
-			n := int(C.cbw_take(C.int(i), C.int64_t(older), &buf[0], C.int(len(buf))))
-			for _, d := range buf[:n] {
-				op := watch.KernelOp{Seq: uint64(d.seq), IssueNS: int64(d.issue), GPUStart: int64(d.gpu_start),
-					GPUStop: int64(d.gpu_stop), SeenMinusGPU: int64(d.seen_minus_gpu)}
-				start, end, errNS, ok := a.Place(op)
-				if !ok {
-					continue
-				}
-				s.Send(watch.Summary{Comm: uint64(info.hash), Seq: op.Seq, Ranks: int(info.ranks), Rank: int(info.rank),
-					Host: me, GPU: C.GoString(&info.bus[0]), Func: C.GoString(&d._func[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Clock: clock,
-					Links: links(d)})
-			}
+			t.s.Send(watch.Summary{Comm: uint64(info.hash), Seq: op.Seq, Ranks: int(info.ranks), Rank: int(info.rank),
+				Host: t.host, GPU: C.GoString(&info.bus[0]), Func: C.GoString(&d._func[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Clock: t.clock,
+				Links: links(d)})
 		}
 	}
 }

@@ -359,8 +359,11 @@ static cbp_result record_state(void *handle, int state, cbp_state_args *args) {
 
 static cbp_result finalize(void *ctx) {
 	// The context stays allocated: the collector may still be reading it,
-	// and NCCL makes few communicators.
-	(void)ctx;
+	// and NCCL makes few communicators. What has finished goes out now: a
+	// process often ends right after its communicators.
+	if (ctx != NULL && atomic_load(&enabled) == 1) {
+		cbwFinalize();
+	}
 	return 0;
 }
 

@@ -249,8 +249,6 @@ int main(int argc, char **argv) {
 	pthread_cond_signal(&qcv);
 	pthread_mutex_unlock(&qmu);
 	pthread_join(px, NULL);
-	// A job runs on: give the plugin's collector time to send the last ones.
-	sleep_until(now_ns() + 400000000ll);
 	if (child > 0) {
 		int st = -1;
 		int64_t until = now_ns() + 5000000000ll;
@@ -258,6 +256,8 @@ int main(int argc, char **argv) {
 		printf("child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 3;
 	}
+	// The job ends as soon as its communicator is finalized: the plugin
+	// sends its last operations then, or they are lost.
 	if (version == 5) ((fp_v5 *)plugin)->finalize(ctx);
 	else if (version == 4) ((fp_v4 *)plugin)->finalize(ctx);
 	else ((fp_old *)plugin)->finalize(ctx);
