@@ -71,13 +71,8 @@ func stragglerLine(rows []results.Row, comms []results.CommInfo) string {
 // when every row ran in groups of one rank.
 func movesData(rows []results.Row) bool {
 	for _, r := range rows {
-		if len(r.Groups) == 0 {
+		if len(r.Groups) == 0 || !r.OneRank() {
 			return true
-		}
-		for _, g := range r.Groups {
-			if !g.NoBandwidth {
-				return true
-			}
 		}
 	}
 	return false

@@ -198,9 +198,7 @@ func (s *Sender) loop(ctx context.Context) {
 			case ack := <-s.flushes:
 				// Now, with the clock's offset as it stands: what is queued
 				// goes where a collector is connected.
-				for len(s.ch) > 0 && len(batch) < s.o.Queue {
-					batch = append(batch, <-s.ch)
-				}
+				batch = s.drain(batch)
 				if conn != nil && len(batch) > 0 {
 					if err := s.write(conn, clk, batch, flushWait); err != nil {
 						_ = conn.Close()
@@ -214,9 +212,7 @@ func (s *Sender) loop(ctx context.Context) {
 			}
 		}
 		first = false // the first pass connects at once: a collector that is not there is said at the start
-		for len(s.ch) > 0 && len(batch) < s.o.Queue {
-			batch = append(batch, <-s.ch)
-		}
+		batch = s.drain(batch)
 		if last {
 			s.flush(conn, clk, batch)
 			return
@@ -257,6 +253,14 @@ func (s *Sender) loop(ctx context.Context) {
 		}
 		batch = batch[:0]
 	}
+}
+
+// drain adds what is queued to batch, up to the queue's length.
+func (s *Sender) drain(batch []Summary) []Summary {
+	for len(s.ch) > 0 && len(batch) < s.o.Queue {
+		batch = append(batch, <-s.ch)
+	}
+	return batch
 }
 
 // flush is the last pass of a closing sender: what is queued goes to
