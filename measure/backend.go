@@ -73,10 +73,24 @@ type Call struct {
 	// Rotate allows a backend that moves buffers (BufferRotator) to run
 	// successive repetitions of the call on successive places of its
 	// buffers, as NCCL's benchmark does, so that none is timed on what the
-	// one before left in the GPU's cache. Set for warm-up and timed
-	// repetitions, never where the output is checked.
-	Rotate bool
+	// one before left in the GPU's cache. It names the loop the
+	// repetitions belong to (RotateWarmup, RotateTimed): each loop starts
+	// at the buffers' start, as each of NCCL's benchmark's loops does,
+	// and the repetitions of one loop issued in several steps go on where
+	// the last step ended. NoRotation (the zero value) moves nothing, and
+	// is what a call whose output is checked takes.
+	Rotate Rotation
 }
+
+// Rotation is the loop a call's repetitions belong to (Call.Rotate).
+type Rotation uint8
+
+// The loops whose repetitions a backend may move through its buffers.
+const (
+	NoRotation Rotation = iota
+	RotateWarmup
+	RotateTimed
+)
 
 // CallGeometry recovers one rank's buffer lengths from a call's count on n ranks.
 func CallGeometry(c Call, n int) Geometry {

@@ -357,7 +357,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			bad[i] = append(bad[i], ms...)
 		}
 		tr.Begin(what, watchdog.Warmup, p.Warmup)
-		call.Rotate = true
+		call.Rotate = RotateWarmup
 		if err := issue(r, tr, call, p.Warmup); err != nil {
 			return err
 		}
@@ -374,7 +374,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 		}
 		var err error
 		timed := call
-		timed.Rotate = true
+		timed.Rotate = RotateTimed
 		if p.GraphReplays > 0 {
 			times[i], err = timeGraph(r, tr, what, timed, p.Iters, p.GraphReplays, now)
 		} else {

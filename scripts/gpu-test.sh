@@ -160,20 +160,30 @@ kill $smi 2>/dev/null
 awk -F, '{ if ($2+0 > m[$1]) m[$1] = $2+0 } END { for (g in m) printf "GPU %s peak memory used during the sweep: %d MiB\n", g, m[g] }' /tmp/gpumem.csv | sort
 grep -E '^#|GiB|MiB|  8 B' "$WORK/sweep.txt" | grep -E '^# (collbench|backend|ranks|[a-z-]+$|wrong|avg)| (8 B|1 MiB|64 MiB|1 GiB|4 GiB) '
 
-step "the same six collectives 8 B - 4 GiB, each in a collbench <collective> run of its own: verified, busbw at 64 MiB and up within 1% of the one sweep's"
+step "the same six collectives 8 B - 4 GiB, each in a collbench <collective> run of its own, verified; busbw at 64 MiB and up, the sweep's and the runs' alone, within 1% of NCCL's benchmark (run twice: within 1% of the range of its runs)"
 six_ok=1
+rm -f "$WORK"/six-* "$WORK"/nref-* "$WORK"/sweep-*-2.json
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
   start=$(date +%s.%N)
   timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 8:4G --check 1 -n 20 -q -o "$WORK/six-$c.json" > /dev/null 2> "$WORK/six-$c.err"; rc=$?
   python3 -c "print('$c alone: exit $rc, wall %.1f s' % ($(date +%s.%N) - $start))"
   [ $rc -eq 0 ] || { six_ok=0; tail -3 "$WORK/six-$c.err"; }
 done
-# sixcmp PASS: compares busbw at 64 MiB and up, the one sweep against the
-# runs alone, each side the best of its runs (sweep*.json, six-C*.json);
-# a row passes within 1%, or within the spread of NCCL's own benchmark
-# between two runs of that collective and size where those were measured
-# (nref-C-*.json: the machine's noise there). Prints the collectives still
-# beyond on its last line as "again: C ...".
+perf_of() { case $1 in allreduce) echo all_reduce_perf ;; allgather) echo all_gather_perf ;; reduce-scatter) echo reduce_scatter_perf ;;
+  broadcast) echo broadcast_perf ;; sendrecv) echo sendrecv_perf ;; alltoall) echo alltoall_perf ;; esac; }
+# nref C K: NCCL's benchmark's run K of C at 64 MiB - 4 GiB, as collbench's rows (nref-C-K.json).
+nref() {
+  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nref-$1-$2.log" 2>&1 \
+    && "$BIN" baseline make "$WORK/nref-$1-$2.log" -o "$WORK/nref-$1-$2.json" > /dev/null 2>&1 || echo "($1: NCCL's benchmark run $2 not read)"
+}
+build_nccl_tests
+for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do nref $c 1; nref $c 2; done
+# sixcmp: for every collective and size from 64 MiB, collbench's best busbw
+# in the one sweep (sweep*.json) and alone (six-C*.json), each held against
+# NCCL's benchmark's runs (nref-C-*.json): within 1% of the range they span
+# (two runs of one program differ here by up to a few % at 2-4 GiB, and
+# that much cannot be told apart). Prints the collectives beyond on its
+# last line as "again: C ...".
 sixcmp() {
 python3 - "$WORK" <<'PY'
 import glob, json, sys
@@ -185,68 +195,55 @@ def sizes(paths, coll):
             if r["collective"] == coll and r["size_bytes"] >= 64 << 20 and r.get("out_of_place"):
                 out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
     return out
-worst, bad, again = 0.0, [], []
+def off(v, lo, hi):
+    """How far v lies outside [lo, hi], in percent (0 inside)."""
+    return (v / hi - 1) * 100 if v > hi else (v / lo - 1) * 100 if v < lo else 0.0
+worst, bad, again, n = 0.0, [], [], 0
 for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]:
-    sweeps = [w + "/sweep.json"] + sorted(glob.glob(f"{w}/sweep-{c}-*.json"))
-    alones = sorted(glob.glob(f"{w}/six-{c}*.json"))
-    s, a, ref = sizes(sweeps, c), sizes(alones, c), sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json")), c)
-    for size in sorted(s):
-        if size not in a:
+    s = sizes([w + "/sweep.json"] + sorted(glob.glob(f"{w}/sweep-{c}-*.json")), c)
+    a = sizes(sorted(glob.glob(f"{w}/six-{c}*.json")), c)
+    ref = sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json")), c)
+    for size in sorted(set(s) | set(a)):
+        r = ref.get(size, [])
+        if size not in s or size not in a or not r:
+            bad.append(f"{c} {size >> 20} MiB: a row is missing (sweep {size in s}, alone {size in a}, NCCL's benchmark {len(r)} runs)")
+            again.append(c)
             continue
-        x, y = max(s[size]), max(a[size])
-        d = (y - x) / x * 100
-        worst = max(worst, abs(d))
-        allow, noise = 1.0, ""
-        if len(ref.get(size, [])) >= 2:
-            r = ref[size]
-            spread = (max(r) - min(r)) / max(r) * 100
-            allow = max(1.0, spread)
-            noise = f"; NCCL's benchmark {min(r):.1f}-{max(r):.1f} GB/s in {len(r)} runs ({spread:.1f}% apart), collbench's best {(max(x, y) / max(r) - 1) * 100:+.1f}% of its best"
-        line = f"{c} {size >> 20} MiB: sweep {x:.1f}, alone {y:.1f} GB/s ({d:+.1f}%; best of {len(s[size])} and {len(a[size])} runs{noise})"
-        if abs(d) > allow:
+        n += 1
+        x, y, lo, hi = max(s[size]), max(a[size]), min(r), max(r)
+        dx, dy = off(x, lo, hi), off(y, lo, hi)
+        worst = max(worst, abs(dx), abs(dy))
+        line = (f"{c} {size >> 20} MiB: sweep {x:.1f} ({dx:+.1f}%), alone {y:.1f} GB/s ({dy:+.1f}%); NCCL's benchmark "
+                f"{lo:.1f}-{hi:.1f} in {len(r)} runs ({(hi - lo) / hi * 100:.1f}% apart); best of {len(s[size])} and {len(a[size])} runs")
+        if max(abs(dx), abs(dy)) > 1.0:
             bad.append(line)
             if c not in again:
                 again.append(c)
-        elif noise:
-            print("  within the machine's noise:", line)
-print(f"busbw at 64 MiB and up, alone against the sweep: largest difference {worst:.2f}%")
+print(f"busbw at 64 MiB and up: {n} rows; the farthest from NCCL's benchmark's range, sweep or alone: {worst:.2f}%")
 for b in bad:
-    print("  beyond:", b)
+    print("  beyond 1%:", b)
 print("again:", " ".join(again))
 sys.exit(1 if bad else 0)
 PY
 }
-# A row beyond 1% is measured again on both sides (the collective alone,
-# and a sweep of it alone): alltoall's busbw from 64 MiB to 512 MiB moves
-# by up to 4% between two runs of the same binary on 4x H200, allgather's
-# and reduce-scatter's at 2 GiB by 2-4% on 2x H200. What is still beyond
-# is held against NCCL's own benchmark run twice at those sizes.
-perf_of() { case $1 in allreduce) echo all_reduce_perf ;; allgather) echo all_gather_perf ;; reduce-scatter) echo reduce_scatter_perf ;;
-  broadcast) echo broadcast_perf ;; sendrecv) echo sendrecv_perf ;; alltoall) echo alltoall_perf ;; esac; }
-for round in again noise; do
-  sixcmp > "$WORK/sixcmp.txt" && break
+# A collective with a row beyond 1% is measured once more on every side
+# (alone, a sweep of it alone, NCCL's benchmark a third time) and judged
+# on the best of each.
+if ! sixcmp > "$WORK/sixcmp.txt"; then
   cat "$WORK/sixcmp.txt"
   for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
-    if [ $round = again ]; then
-      echo "measuring $c again, alone and in a sweep of its own"
-      timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/six-$c-2.json" > /dev/null 2>&1 || six_ok=0
-      timeout -k 10 300 "$BIN" sweep --backend nccl --collectives "$c" --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/sweep-$c-2.json" > /dev/null 2>&1 || six_ok=0
-    else
-      build_nccl_tests
-      echo "measuring $c with NCCL's benchmark, twice, 64 MiB - 4 GiB"
-      for k in 1 2; do
-        timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nref-$c-$k.log" 2>&1 \
-          && "$BIN" baseline make "$WORK/nref-$c-$k.log" -o "$WORK/nref-$c-$k.json" > /dev/null 2>&1 || echo "($c: NCCL's benchmark run $k not read)"
-      done
-    fi
+    echo "measuring $c again: alone, in a sweep of its own, and with NCCL's benchmark"
+    timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/six-$c-2.json" > /dev/null 2>&1 || six_ok=0
+    timeout -k 10 300 "$BIN" sweep --backend nccl --collectives "$c" --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/sweep-$c-2.json" > /dev/null 2>&1 || six_ok=0
+    nref "$c" 3
   done
-done
-sixcmp > "$WORK/sixcmp.txt" || six_ok=0
+  sixcmp > "$WORK/sixcmp.txt" || six_ok=0
+fi
 cat "$WORK/sixcmp.txt"
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
   python3 -c "import glob,json; ps=sorted(glob.glob('$WORK/six-$c*.json')); print('$c: wrong %d in %d run(s) alone' % (sum(json.load(open(p))['summary']['wrong_total'] for p in ps), len(ps)))"
 done
-[ $six_ok -eq 1 ] && ok "six collectives in runs of their own: verified, busbw within 1% of the sweep at 64 MiB and up (or within NCCL's own benchmark's spread there)" || bad "six collectives in runs of their own"
+[ $six_ok -eq 1 ] && ok "six collectives in runs of their own, verified; the sweep and the runs alone within 1% of NCCL's benchmark at 64 MiB and up" || bad "six collectives in runs of their own"
 
 step "reference comparison (gpu-machines.md figures for 2x and 4x H200, NCCL 2.28.3)"
 python3 - "$WORK/sweep.json" "$ngpu" <<'PY'
@@ -606,7 +603,7 @@ echo "--- the same features on NCCL's benchmark's other collectives: sweep --col
 fi
 
 if want exchanges; then
-step "gather, scatter, alltoallv, hypercube timed against NCCL's benchmark on every GPU: 8 B - 1 GiB, 3 alternating passes, medians of out-of-place time per size"
+step "gather, scatter, alltoallv, hypercube timed against NCCL's benchmark on every GPU: 8 B - 1 GiB, the medians of 3 alternating passes where NCCL's time is 100 us or more; 8 B - 16 MiB in each latency band (scripts/parity.sh)"
 build_nccl_tests
 if [ -x "$nt/gather_perf" ]; then
   EXCH_SIZES=${EXCH_SIZES:-8:1G:x8}
@@ -619,7 +616,7 @@ if [ -x "$nt/gather_perf" ]; then
       "$BIN" baseline make "$WORK/xref-$c-$pass.log" -o "$WORK/xref-$c-$pass.json" > /dev/null 2>&1 || echo "($c pass $pass: NCCL's log not read)"
     done
   done
-  python3 - "$WORK" $EXCH_COLLS <<'PY' && ok "$EXCH_COLLS within 5% of NCCL's benchmark at 64 KiB and up" || bad "$EXCH_COLLS against NCCL's benchmark"
+  python3 - "$WORK" $EXCH_COLLS <<'PY' && ok "$EXCH_COLLS within 5% of NCCL's benchmark where it takes 100 us or more (medians)" || bad "$EXCH_COLLS against NCCL's benchmark where it takes 100 us or more"
 import json, math, sys, glob, statistics
 w = sys.argv[1]
 # Rows are paired by size: each of collbench's with NCCL's nearest, within a
@@ -647,13 +644,28 @@ for c in sys.argv[2:]:
         paired += 1
         a, b = statistics.median(ref[rs]), statistics.median(cb[cs])
         d = b / a - 1
-        gate = cs >= 65536 and abs(d) > 0.05
+        # Where NCCL's time is under 100 us, the host's two latency bands
+        # (about 3 us apart) move a median by more than 3%: those sizes are
+        # judged in each band below (8 B - 16 MiB).
+        gate = a >= 100 and abs(d) > 0.05
         bad += gate
         print("%12d %12d %10.1f %10.1f %+7.1f%%%s" % (cs, rs, a, b, 100 * d, "  <- beyond 5%" if gate else ""))
     if not paired:
         print("  no rows paired (NCCL's %d, collbench's %d)" % (len(ref), len(cb))); bad += 1
 sys.exit(1 if bad else 0)
 PY
+  # Up to 16 MiB the times are a few latencies (under 100 us on 2 and 4
+  # H200) and fall in the host's two latency bands: each band is compared
+  # on its own, as for the small messages of the other collectives
+  # (EXCH_PASSES x 10 cycles a size).
+  rm -rf "$WORK/xparity"
+  # On every GPU, as above (parity.sh alone takes GPUs 0 and 1).
+  CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((ngpu - 1)))} \
+  BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${EXCH_PASSES:-4} CYCLES=10 EMAX=16M VARIANTS="ref cb" COLLS="$EXCH_COLLS" \
+    scripts/parity.sh "$WORK/xparity" > "$WORK/xparity.txt" 2>&1
+  cat "$WORK/xparity.txt"
+  grep -q "^WITHIN-BAND OK" "$WORK/xparity.txt" && ok "$EXCH_COLLS at 8 B - 16 MiB within 5% of NCCL's benchmark in each latency band" \
+    || bad "$EXCH_COLLS at 8 B - 16 MiB in each latency band (the whole table: $WORK/xparity.txt)"
 else
   bad "NCCL's benchmark not built (source expected in $NCCL_TESTS)"
 fi
@@ -1135,7 +1147,7 @@ fi
 
 if want parity; then
 two_gpus
-step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, 4 alternating passes of 10 cycles each, median over every cycle (scripts/parity.sh)"
+step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place time, 50 iters, 10 warm-up, 4 alternating passes of 10 cycles each, each latency band compared on its own (scripts/parity.sh)"
 build_nccl_tests
 if [ -x "$nt/sendrecv_perf" ]; then
   "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 8 -n 1 -w 0 | grep -E "nccl-tests|NCCL version" | head -2
@@ -1144,7 +1156,9 @@ if [ -x "$nt/sendrecv_perf" ]; then
     scripts/parity.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1
   cp "$WORK/parity/parity.json" "$WORK/parity.json" 2>/dev/null
   cat "$WORK/parity.txt"
-  grep -q "^PARITY OK" "$WORK/parity.txt" && ok "small-message parity (medians)" || bad "small-message parity (medians)"
+  # The medians are shown, not judged: where the tools land in the slow
+  # band at different shares, the median lies anywhere in the gap.
+  echo "medians (shown only): $(grep -E '^PARITY ' "$WORK/parity.txt")"
   grep -q "^WITHIN-BAND OK" "$WORK/parity.txt" && ok "small-message parity within each band" || bad "small-message parity within each band"
   # The reference against itself: how far apart two runs of one program land here.
   grep -E "^SAME-PROGRAM" "$WORK/parity.txt"

@@ -2,13 +2,14 @@
 # parity.sh: small-message parity of collbench with NCCL's benchmark, the
 # way it is judged on hosts whose small-message times fall in two latency
 # bands (docs/parity.md). For each collective, PASSES alternating passes run
-# the 8 B - 64 KiB sweep CYCLES times in one process (NCCL's benchmark -N,
+# the 8 B - EMAX (default 64 KiB) sweep CYCLES times in one process (NCCL's benchmark -N,
 # collbench --cycles), out-of-place and in-place, 50 iterations, 10 warm-up,
 # on GPUs 0 and 1 (CUDA_VISIBLE_DEVICES; N GPUs, as many as it lists), with
 # NVLink SHARP off. Even passes
 # run the variants in reverse order, so no tool always follows the other.
 #
 #   PASSES=4 CYCLES=10 scripts/parity.sh OUTDIR
+#   COLLS="gather scatter" EMAX=4M scripts/parity.sh OUTDIR
 #
 # Variants (VARIANTS, default "ref cb ref2"):
 #   ref    NCCL's benchmark, one thread per GPU (-t N -g 1), from $NCCL_TESTS/build
@@ -19,10 +20,11 @@
 #   ref2   NCCL's benchmark again: how far one program lands from itself here
 #   cb~N   the collbench binary bin/N (an earlier build, to compare builds)
 # Then scripts/parity-report.py prints, per collective and size, the medians
-# of every cycle and the verdicts: PARITY (medians within 5%) and
-# WITHIN-BAND (each band compared on its own), and with ref2 the same for
-# NCCL's benchmark against itself (SAME-PROGRAM). Exit: 0 when both verdicts
-# are OK, 1 otherwise, 2 on bad input.
+# of every cycle and the verdicts: PARITY (medians within 5%, shown only:
+# where the two tools land in the slow band at different shares the median
+# says nothing) and WITHIN-BAND (each band compared on its own), and with
+# ref2 the same for NCCL's benchmark against itself (SAME-PROGRAM). Exit: 0
+# when WITHIN-BAND is OK, 1 otherwise, 2 on bad input.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/collbench}
@@ -31,12 +33,15 @@ export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 W=${1:-/tmp/collbench-parity}
 PASSES=${PASSES:-4}
 CYCLES=${CYCLES:-10}
+EMAX=${EMAX:-64K}
 COLLS=${COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv}
 VARIANTS=${VARIANTS:-"ref cb ref2"}
 BACKEND=${BACKEND:-nccl}
 NGPU=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
 die() { echo "parity.sh: $*" >&2; exit 2; }
 case $PASSES$CYCLES in *[!0-9]*|'') die "PASSES and CYCLES take whole numbers (got PASSES=$PASSES CYCLES=$CYCLES)";; esac
+# A band is compared at a size where each tool has 10 times in it.
+[ $((PASSES * CYCLES)) -ge 20 ] || echo "parity.sh: PASSES x CYCLES = $((PASSES * CYCLES)) times per size: too few for one band of 10 of each tool where the slow share is near one half; use 40 or more" >&2
 command -v python3 > /dev/null || die "needs python3 for the report"
 [ -x "$BIN" ] || die "no collbench at $BIN: run make build, or set BIN"
 for v in $VARIANTS; do
@@ -48,8 +53,11 @@ for v in $VARIANTS; do
   esac
 done
 ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
-ref_small() { local c=$1; shift; "$NT/$(ref_name "$c")_perf" -b 8 -e 64K -f 2 -n 50 -w 10 "$@"; }
-cb_small() { local b=$1 c=$2; shift 2; "$b" "$c" --backend "$BACKEND" --sizes 8:64K -n 50 -w 10 -q "$@"; }
+# Every run has a bound (RUN_S seconds, default 300); its exit status goes
+# to OUTDIR/runs.txt, and collbench's stderr beside its JSON (.err).
+RUN_S=${RUN_S:-300}
+ref_small() { local c=$1; shift; timeout -k 5 "$RUN_S" "$NT/$(ref_name "$c")_perf" -b 8 -e "$EMAX" -f 2 -n 50 -w 10 "$@"; }
+cb_small() { local b=$1 c=$2; shift 2; timeout -k 5 "$RUN_S" "$b" "$c" --backend "$BACKEND" --sizes "8:$EMAX" -n 50 -w 10 -q "$@"; }
 mkdir -p "$W" || die "cannot make $W"
 for pass in $(seq 1 "$PASSES"); do
   order=$VARIANTS
@@ -57,13 +65,14 @@ for pass in $(seq 1 "$PASSES"); do
   for c in $COLLS; do
     for v in $order; do
       case $v in
-        ref|ref2) [ "$BACKEND" = cpu ] || ref_small "$c" -t "$NGPU" -g 1 -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+        ref|ref2) [ "$BACKEND" = cpu ] && continue; ref_small "$c" -t "$NGPU" -g 1 -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
         refg) ref_small "$c" -t 1 -g "$NGPU" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
-        cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
-        cb1) cb_small "$BIN" "$c" --threads one --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
-        cb0) COLLBENCH_NCCL_PROFILER=off cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
-        cb~*) cb_small "bin/${v#cb~}" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2>&1 ;;
+        cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+        cb1) cb_small "$BIN" "$c" --threads one --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+        cb0) COLLBENCH_NCCL_PROFILER=off cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+        cb~*) cb_small "bin/${v#cb~}" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
       esac
+      echo "$v $c pass $pass: exit $?" >> "$W/runs.txt"
     done
   done
 done
@@ -72,4 +81,4 @@ case " $VARIANTS " in *" ref "*) ;; *) exit 0 ;; esac
 case " $VARIANTS " in *" cb "*) ;; *) exit 0 ;; esac
 python3 scripts/parity-report.py "$W" "$COLLS" | tee "$W/report.txt" || exit 2
 case " $VARIANTS " in *" ref2 "*) python3 scripts/parity-report.py --pair ref,ref2 "$W" "$COLLS" ;; esac
-grep -q "^PARITY OK" "$W/report.txt" && grep -q "^WITHIN-BAND OK" "$W/report.txt"
+grep -q "^WITHIN-BAND OK" "$W/report.txt"

@@ -349,10 +349,12 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 // rotation is how the n repetitions of c about to be issued move their
 // buffers: where c may rotate (measure.Call.Rotate), by the larger of its
 // send and receive lengths (as NCCL's benchmark moves them), over as many
-// places as both buffers hold, going on from where the last repetitions
-// of the same call left off. Other calls move nothing.
+// places as both buffers hold. A loop starts at the buffers' start and
+// goes on where its last step left off: a call equal to the last one
+// moved (the same operation, buffers and loop) continues it. Other calls
+// move nothing.
 func (r *rank) rotation(c measure.Call, n int) driver.Rotation {
-	if !c.Rotate {
+	if c.Rotate == measure.NoRotation {
 		return driver.Rotation{}
 	}
 	esz := int64(c.DType.Size())
