@@ -236,6 +236,26 @@ if ! sixcmp > "$WORK/sixcmp.txt"; then
     timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/six-$c-2.json" > /dev/null 2>&1 || six_ok=0
     timeout -k 10 300 "$BIN" sweep --backend nccl --collectives "$c" --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/sweep-$c-2.json" > /dev/null 2>&1 || six_ok=0
     nref "$c" 3
+    # Not judged, shown: the same collective without the check passes, and
+    # without collbench's NCCL profiler plugin, against NCCL's best.
+    timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 0 -n 20 -q -o "$WORK/diag-$c-nocheck.json" > /dev/null 2>&1
+    COLLBENCH_NCCL_PROFILER=off timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G -n 20 -q -o "$WORK/diag-$c-noprofiler.json" > /dev/null 2>&1
+    python3 - "$WORK" "$c" <<'PY'
+import glob, json, sys
+w, c = sys.argv[1:]
+def bw(p):
+    try:
+        return {r["size_bytes"]: r["out_of_place"]["busbw_gbps"] for r in json.load(open(p))["results"] if r.get("out_of_place")}
+    except (OSError, ValueError, KeyError):
+        return {}
+ref = {}
+for p in glob.glob(f"{w}/nref-{c}-*.json"):
+    for s, v in bw(p).items():
+        ref[s] = max(ref.get(s, 0), v)
+for what in ("nocheck", "noprofiler"):
+    got = bw(f"{w}/diag-{c}-{what}.json")
+    print(f"  {c} {what:10}", "  ".join(f"{s >> 20}M {v:.1f} ({(v / ref[s] - 1) * 100:+.1f}%)" for s, v in sorted(got.items()) if s in ref) or "no rows")
+PY
   done
   sixcmp > "$WORK/sixcmp.txt" || six_ok=0
 fi
