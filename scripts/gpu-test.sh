@@ -13,7 +13,11 @@
 # suites diag memory badinput fault doctor features exchanges explain profiler
 # register tune watch parity cycles logs. Without SECTIONS every section runs. The parity section takes
 # PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
-# (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS).
+# (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS). Shorter runs:
+# EXCH_PASSES (exchanges' band passes, 4), PROF_ROUNDS (profiler's wall-time
+# rounds, 3), CYCLE_RUNS (cycles' runs of each -N, 5), and the watch
+# section's WATCH_* (its comments). docs/gpu.md gives a set that fits every
+# section in one session's device time.
 # The log and a few result files go to $OUT (when set) or ./gpu-logs; the rest
 # stays in $WORK.
 set -u
@@ -781,8 +785,8 @@ then ok "profiler plugin: every send between the hosts has its time on the wire"
 cp "$WORK/prof-plugin.json" "$OUT/prof-plugin.json" 2>/dev/null || true
 build_nccl_tests
 if [ -x "$nt/all_reduce_perf" ]; then
-  echo "wall time, alternating, 3 rounds: NCCL's all_reduce_perf; collbench allreduce (plugin); collbench allreduce with the probe (COLLBENCH_NCCL_PROFILER=off)"
-  for round in 1 2 3; do
+  echo "wall time, alternating, ${PROF_ROUNDS:-3} rounds: NCCL's all_reduce_perf; collbench allreduce (plugin); collbench allreduce with the probe (COLLBENCH_NCCL_PROFILER=off)"
+  for round in $(seq 1 "${PROF_ROUNDS:-3}"); do
     echo "round $round, -b 8 -e 1G -f 2 -n 20 -w 5 -c 1:"
     wall "$nt/all_reduce_perf" -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 > /dev/null
     wall "$BIN" allreduce -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 -q > /dev/null
@@ -1189,19 +1193,20 @@ fi
 
 if want cycles; then
 two_gpus
-step "run-to-run noise and --cycles: 5 runs each of -N 1, 3 and 5; each later run compared with a baseline of the first (the machine is unchanged, so every regression is a false alarm)"
+runs=${CYCLE_RUNS:-5}
+step "run-to-run noise and --cycles: $runs runs each of -N 1, 3 and 5; each later run compared with a baseline of the first (the machine is unchanged, so every regression is a false alarm)"
 for n in 1 3 5; do
-  for run in 1 2 3 4 5; do
+  for run in $(seq 1 "$runs"); do
     "$BIN" sweep --backend nccl --collectives allreduce,allgather,alltoall --sizes 8:1G:x4 -n 20 -w 5 -N $n -q -o "$WORK/cyc-$n-$run.json" > /dev/null 2>&1
   done
   "$BIN" baseline make "$WORK/cyc-$n-1.json" -o "$WORK/cyc-$n-base.json" > /dev/null 2>&1
   falses=0; rows=0
-  for run in 2 3 4 5; do
+  for run in $(seq 2 "$runs"); do
     "$BIN" compare "$WORK/cyc-$n-base.json" "$WORK/cyc-$n-$run.json" --format json > "$WORK/cyc-cmp.json" 2>/dev/null
     read r f <<< "$(python3 -c "import json; c=json.load(open('$WORK/cyc-cmp.json')); print(len(c['rows']), c['counts'].get('regressed', 0))")"
     rows=$((rows + r)); falses=$((falses + f))
   done
-  echo "--cycles $n: $falses false regressions in $rows compared row halves (4 runs against the first)"
+  echo "--cycles $n: $falses false regressions in $rows compared row halves ($((runs - 1)) runs against the first)"
 done
 ok "cycles noise measured"
 fi
