@@ -175,9 +175,10 @@ for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
 done
 perf_of() { case $1 in allreduce) echo all_reduce_perf ;; allgather) echo all_gather_perf ;; reduce-scatter) echo reduce_scatter_perf ;;
   broadcast) echo broadcast_perf ;; sendrecv) echo sendrecv_perf ;; alltoall) echo alltoall_perf ;; esac; }
-# nref C K: NCCL's benchmark's run K of C at 64 MiB - 4 GiB, as collbench's rows (nref-C-K.json).
+# nref C K: NCCL's benchmark's run K of C at 64 MiB - 4 GiB, as collbench's rows
+# (nref-C-K.json), checking its results as collbench's runs do (-c 1, --check 1).
 nref() {
-  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nref-$1-$2.log" 2>&1 \
+  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 1 > "$WORK/nref-$1-$2.log" 2>&1 \
     && "$BIN" baseline make "$WORK/nref-$1-$2.log" -o "$WORK/nref-$1-$2.json" > /dev/null 2>&1 || echo "($1: NCCL's benchmark run $2 not read)"
 }
 build_nccl_tests
