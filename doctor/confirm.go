@@ -89,12 +89,8 @@ func confirmStep(repOf []int, slow map[int]bool) (keep, measured, stood []bool) 
 }
 
 // measureCross measures the pairs ids[which] again, in rounds of disjoint
-// pairs, and says (on rank 0) which of them are still slow. Each round
-// also measures up to controlsPerRound healthy pairs of each class it
-// holds, on hosts none of its suspects is on: a suspect is slow against
-// its class's controls of the same round where there are any (what a
-// loaded host or fabric does to every pair at that moment does it to
-// them too), else against its peers' figure from the first measurement.
+// pairs, and says (on rank 0) which of them are still slow against their
+// peers' figure.
 func (d *search) measureCross(ids []crossID, peers []float64, which []int, step *int) (map[int]bool, error) {
 	var again [][]int // indexes into ids, per round of disjoint pairs
 	var placed [][][2]int
@@ -110,104 +106,29 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 		}
 		placed[k], again[k] = append(placed[k], p), append(again[k], i)
 	}
-	suspect := map[crossID]bool{}
-	for _, c := range ids {
-		suspect[c] = true
-	}
 	slow := map[int]bool{}
 	for k, round := range placed {
-		var mine []crossID
-		for _, i := range again[k] {
-			mine = append(mine, ids[i])
-		}
-		controls := d.crossControls(mine, suspect)
-		groups := make([][]int, 0, len(round)+len(controls))
-		for _, p := range round {
-			groups = append(groups, []int{p[0], p[1]})
-		}
-		for _, c := range controls {
-			groups = append(groups, []int{d.crossRank(c, 0), d.crossRank(c, 1)})
+		groups := make([][]int, len(round))
+		for i, p := range round {
+			groups[i] = []int{p[0], p[1]}
 		}
 		l := d.layout(groups)
 		hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
 		if err != nil {
 			return nil, err
 		}
-		what := fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize))
-		if len(controls) > 0 {
-			what += fmt.Sprintf(", beside %d healthy pair(s) on other hosts", len(controls))
-		}
-		d.step("host", *step, l, what)
+		d.step("host", *step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize)))
 		*step++
-		if !d.rank0 {
-			continue
-		}
-		byClass := map[string][]float64{}
-		for ci, c := range controls {
-			if h := hs[0][len(round)+ci]; h != nil {
-				byClass[crossClass(c)] = append(byClass[crossClass(c)], h.BusBW)
-			}
-		}
-		for gi, i := range again[k] {
-			class := crossClass(ids[i])
-			ref := peers[i]
-			if bw := byClass[class]; len(bw) > 0 {
-				ref = median(bw)
-			}
-			drop := d.o.Thresholds.For(class).Drop
-			if h := hs[0][gi]; h != nil && h.BusBW < ref*(1-drop) {
-				slow[i] = true
+		if d.rank0 {
+			for gi, i := range again[k] {
+				drop := d.o.Thresholds.For(crossClass(ids[i])).Drop
+				if h := hs[0][gi]; h != nil && h.BusBW < peers[i]*(1-drop) {
+					slow[i] = true
+				}
 			}
 		}
 	}
 	return slow, nil
-}
-
-// controlsPerRound is how many healthy pairs of each class a round of
-// pairs measured again takes beside its suspects.
-const controlsPerRound = 3
-
-// crossControls picks, for the suspects of one round, up to
-// controlsPerRound pairs of each of their classes (rail, cross-rail) that
-// are not suspects, between hosts that no suspect of the round is on, each
-// rank in one pair at most: the first such pairs of neighbouring hosts in
-// the host list, so every process picks the same ones. Where every host
-// holds a suspect (two hosts, for one), there are none.
-func (d *search) crossControls(round []crossID, suspect map[crossID]bool) []crossID {
-	busy := map[int]bool{}
-	need := map[string]int{}
-	for _, c := range round {
-		busy[c.HA], busy[c.HB] = true, true
-		need[crossClass(c)] = controlsPerRound
-	}
-	var out []crossID
-	for ha := 0; ha+1 < len(d.hostList); ha++ {
-		hb := ha + 1
-		if busy[ha] || busy[hb] {
-			continue
-		}
-		na, nb := len(d.members[d.hostList[ha]]), len(d.members[d.hostList[hb]])
-		usedA, usedB := map[int]bool{}, map[int]bool{}
-		for la := 0; la < na; la++ {
-			for lb := 0; lb < nb; lb++ {
-				c := crossID{HA: ha, HB: hb, LA: la, LB: lb}
-				flip := crossID{HA: hb, HB: ha, LA: lb, LB: la}
-				if usedA[la] || usedB[lb] || suspect[c] || suspect[flip] || need[crossClass(c)] <= 0 {
-					continue
-				}
-				out = append(out, c)
-				need[crossClass(c)]--
-				usedA[la], usedB[lb] = true, true
-			}
-		}
-		// Each host pair gives a host's ranks to one control each at most;
-		// the next pair of hosts starts after these two.
-		busy[ha], busy[hb] = true, true
-		if need["rail"] <= 0 && need["cross-rail"] <= 0 {
-			break
-		}
-	}
-	return out
 }
 
 // keepCross keeps the pairs rank 0 marks, and every process follows.

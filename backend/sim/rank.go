@@ -208,11 +208,19 @@ func (r *rank) issue(c measure.Call, n int) ([]float64, error) {
 		for _, x := range g.members {
 			start = math.Max(start, w.clock[x])
 		}
+		// A group on more than one host crosses the fabric (busy-fabric).
+		across := false
+		for _, x := range g.members {
+			across = across || x/m.GPUsPerHost != lead/m.GPUsPerHost
+		}
 		g.times = make([]float64, n)
 		total := 0.0
 		for k := range g.times {
 			w.ops[lead]++
 			g.times[k] = m.Draw(t.US[g.idx], t.FlapUS[g.idx], t.Flaps[g.idx], uint64(lead), w.ops[lead]) //nolint:gosec // G115: a rank, never negative
+			if across {
+				g.times[k] /= m.Busy((start + total) / 1e6)
+			}
 			total += g.times[k]
 		}
 		for _, x := range g.members {

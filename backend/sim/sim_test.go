@@ -152,3 +152,52 @@ func TestWaitsEnd(t *testing.T) {
 		t.Errorf("a rank failed: %v, want its error", err)
 	}
 }
+
+// TestBusyFabric: a busy fabric slows what crosses hosts while its window
+// lasts, and nothing else: a sendrecv between two hosts in the window
+// takes 1/factor of the time it takes before; one within a host, and one
+// between hosts after the window, take what they did.
+func TestBusyFabric(t *testing.T) {
+	timeOf := func(w *World, pair []int) float64 {
+		// The pair, and every other rank on its own (as doctor lays out a round).
+		l := measure.Layout{Groups: [][]int{pair}}
+		for r := range w.n {
+			if r != pair[0] && r != pair[1] {
+				l.Groups = append(l.Groups, []int{r})
+			}
+		}
+		sw, err := w.Split(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sw.Close()
+		rn := &measure.Runner{World: w, Layout: l, Grouped: sw,
+			Plan: measure.Plan{Collectives: []measure.Collective{measure.SendRecv}, DTypes: []dtype.DType{dtype.Float32},
+				Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{64 << 20}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, Average: measure.AvgMean, Seed: 3, IterStats: true},
+			Cases: []measure.Case{{Coll: measure.SendRecv, DType: dtype.Float32, Op: measure.NoOp, Root: -1}}}
+		rows, err := rn.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The modelled time of one operation (the wall time of the loop is
+		// this process's own).
+		return rows[0].Groups[0].OutOfPlace.Iter.P50US
+	}
+	clean, _ := newWorld(t)
+	across, within := timeOf(clean, []int{0, 4}), timeOf(clean, []int{0, 1})
+	from := 0.0
+	busy, _ := newWorld(t, cluster.Fault{Kind: cluster.BusyFabric, Factor: 0.25, FromS: &from, ForS: 1})
+	if got := timeOf(busy, []int{0, 4}); math.Abs(got/across-4) > 0.2 {
+		t.Errorf("between hosts in the window: %.1f us against %.1f clean (x%.2f), want x4", got, across, got/across)
+	}
+	if got := timeOf(busy, []int{0, 1}); math.Abs(got/within-1) > 0.1 {
+		t.Errorf("within a host in the window: %.1f us against %.1f clean (x%.2f), want x1", got, within, got/within)
+	}
+	late := 1e-3
+	after, _ := newWorld(t, cluster.Fault{Kind: cluster.BusyFabric, Factor: 0.25, FromS: &late, ForS: 1e-6})
+	timeOf(after, []int{0, 1}) // the ranks' clocks pass the window's start
+	timeOf(after, []int{0, 1})
+	if got := timeOf(after, []int{0, 4}); math.Abs(got/across-1) > 0.1 {
+		t.Errorf("between hosts after the window: %.1f us against %.1f clean (x%.2f), want x1", got, across, got/across)
+	}
+}

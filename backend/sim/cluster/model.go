@@ -98,21 +98,41 @@ const (
 	SlowGPU     = "slow-gpu"     // host, gpu, factor
 	SlowNVLink  = "slow-nvlink"  // host, factor
 	WrongData   = "wrong-data"   // host, gpu
+	BusyFabric  = "busy-fabric"  // factor, from_s, for_s
 )
 
 // FaultKinds are the kinds a cluster file may plant, in the docs' order.
-var FaultKinds = []string{SlowNIC, FlappingNIC, SlowUplink, SlowGPU, SlowNVLink, WrongData}
+var FaultKinds = []string{SlowNIC, FlappingNIC, SlowUplink, SlowGPU, SlowNVLink, WrongData, BusyFabric}
 
 // Fault is one planted fault. Factor is the share of its healthy speed the
 // part keeps (0.5: half); a flapping NIC keeps it in one operation of Every.
+// A busy fabric (another job's traffic) is no part: every operation between
+// hosts that starts from FromS seconds into the run, for ForS seconds, keeps
+// Factor of its speed. The run's seconds are the ranks' own (collectives
+// and each measurement's host work; making communicators aside).
 type Fault struct {
-	Kind   string  `yaml:"kind"`
-	Host   *int    `yaml:"host"`
-	GPU    *int    `yaml:"gpu"`
-	Leaf   *int    `yaml:"leaf"`
-	Spine  *int    `yaml:"spine"`
-	Factor float64 `yaml:"factor"`
-	Every  int     `yaml:"every"`
+	Kind   string   `yaml:"kind"`
+	Host   *int     `yaml:"host"`
+	GPU    *int     `yaml:"gpu"`
+	Leaf   *int     `yaml:"leaf"`
+	Spine  *int     `yaml:"spine"`
+	Factor float64  `yaml:"factor"`
+	Every  int      `yaml:"every"`
+	FromS  *float64 `yaml:"from_s"`
+	ForS   float64  `yaml:"for_s"`
+}
+
+// Busy is the share of its speed an operation between hosts that starts at
+// second s of the run keeps: the least factor of the busy-fabric faults
+// whose window holds s, 1 where none does.
+func (m *Model) Busy(s float64) float64 {
+	f := 1.0
+	for _, x := range m.Faults {
+		if x.Kind == BusyFabric && x.FromS != nil && s >= *x.FromS && s < *x.FromS+x.ForS {
+			f = min(f, x.Factor)
+		}
+	}
+	return f
 }
 
 // Defaults is an H200 cluster: 8 GPUs per host on NVSwitch, 400 Gb/s NICs,
@@ -265,13 +285,14 @@ func (m *Model) check(doc *yaml.Node) error {
 		p := []any{"faults", i}
 		where := func(key string) []any { return append(append([]any(nil), p...), key) }
 		need := map[string][]string{SlowNIC: {"host", "gpu", "factor"}, FlappingNIC: {"host", "gpu", "factor", "every"},
-			SlowUplink: {"leaf", "spine", "factor"}, SlowGPU: {"host", "gpu", "factor"}, SlowNVLink: {"host", "factor"}, WrongData: {"host", "gpu"}}
+			SlowUplink: {"leaf", "spine", "factor"}, SlowGPU: {"host", "gpu", "factor"}, SlowNVLink: {"host", "factor"}, WrongData: {"host", "gpu"},
+			BusyFabric: {"factor", "from_s", "for_s"}}
 		keys, ok := need[f.Kind]
 		if !ok {
 			return bad(where("kind"), "fault kind %q is not one of %s", f.Kind, strings.Join(FaultKinds, ", "))
 		}
 		given := map[string]bool{"host": f.Host != nil, "gpu": f.GPU != nil, "leaf": f.Leaf != nil, "spine": f.Spine != nil,
-			"factor": f.Factor != 0, "every": f.Every != 0}
+			"factor": f.Factor != 0, "every": f.Every != 0, "from_s": f.FromS != nil, "for_s": f.ForS != 0}
 		for _, k := range keys {
 			if !given[k] {
 				return bad(p, "fault %s needs %s: (it takes %s)", f.Kind, k, strings.Join(keys, ", "))
@@ -297,6 +318,12 @@ func (m *Model) check(doc *yaml.Node) error {
 		}
 		if given["factor"] && (f.Factor <= 0 || f.Factor >= 1) {
 			return bad(where("factor"), "fault %s: factor %v must be between 0 and 1 (the share of its speed the part keeps)", f.Kind, f.Factor)
+		}
+		if f.FromS != nil && (*f.FromS < 0 || *f.FromS != *f.FromS) {
+			return bad(where("from_s"), "fault %s: from_s %v must be 0 or more (seconds into the run)", f.Kind, *f.FromS)
+		}
+		if given["for_s"] && (f.ForS <= 0 || f.ForS != f.ForS) {
+			return bad(where("for_s"), "fault %s: for_s %v must be above 0 (seconds)", f.Kind, f.ForS)
 		}
 		if given["every"] && f.Every < 2 {
 			return bad(where("every"), "fault %s: every %d must be 2 or more (slow one operation in every)", f.Kind, f.Every)
