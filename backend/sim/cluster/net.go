@@ -89,6 +89,9 @@ func NewNet(m *Model) *Net {
 			}
 		case WrongData:
 			n.wrong[*f.Host*g+*f.GPU] = true
+		case BusyFabric:
+			// A window of the run, not a part: the backend applies it to
+			// each operation between hosts by its start (Model.Busy).
 		}
 	}
 	return n
