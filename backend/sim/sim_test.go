@@ -10,6 +10,7 @@ import (
 	"collbench/backend/sim/cluster"
 	"collbench/dtype"
 	"collbench/measure"
+	"collbench/results"
 )
 
 func newWorld(t *testing.T, faults ...cluster.Fault) (*World, *cluster.Model) {
@@ -27,6 +28,21 @@ func newWorld(t *testing.T, faults ...cluster.Fault) (*World, *cluster.Model) {
 // elements of each group.
 func run(t *testing.T, w *World, l measure.Layout, c measure.Collective, size int64) []int64 {
 	t.Helper()
+	rows := measureRows(t, w, l, c, size)
+	var out []int64
+	if len(rows[0].Groups) == 0 {
+		return []int64{*rows[0].OutOfPlace.Wrong}
+	}
+	for _, g := range rows[0].Groups {
+		out = append(out, *g.OutOfPlace.Wrong)
+	}
+	return out
+}
+
+// measureRows measures c on l at size, every element checked and every
+// iteration timed (its modelled time).
+func measureRows(t *testing.T, w *World, l measure.Layout, c measure.Collective, size int64) []results.Row {
+	t.Helper()
 	op, root := measure.Sum, -1
 	if !c.Reduces() {
 		op = measure.NoOp
@@ -41,14 +57,7 @@ func run(t *testing.T, w *World, l measure.Layout, c measure.Collective, size in
 	if err != nil {
 		t.Fatalf("%s: %v", c, err)
 	}
-	var out []int64
-	if len(rows[0].Groups) == 0 {
-		return []int64{*rows[0].OutOfPlace.Wrong}
-	}
-	for _, g := range rows[0].Groups {
-		out = append(out, *g.OutOfPlace.Wrong)
-	}
-	return out
+	return rows
 }
 
 // TestDataIsRight: every collective the model runs computes its held
@@ -159,29 +168,15 @@ func TestWaitsEnd(t *testing.T) {
 // between hosts after the window, take what they did.
 func TestBusyFabric(t *testing.T) {
 	timeOf := func(w *World, pair []int) float64 {
-		// The pair, and every other rank on its own (as doctor lays out a round).
+		// The pair, and every other rank on its own (as doctor lays out a
+		// round); the modelled time of one operation.
 		l := measure.Layout{Groups: [][]int{pair}}
 		for r := range w.n {
 			if r != pair[0] && r != pair[1] {
 				l.Groups = append(l.Groups, []int{r})
 			}
 		}
-		sw, err := w.Split(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sw.Close()
-		rn := &measure.Runner{World: w, Layout: l, Grouped: sw,
-			Plan: measure.Plan{Collectives: []measure.Collective{measure.SendRecv}, DTypes: []dtype.DType{dtype.Float32},
-				Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{64 << 20}, Iters: 3, Warmup: 1, Check: 1, OutOfPlace: true, Average: measure.AvgMean, Seed: 3, IterStats: true},
-			Cases: []measure.Case{{Coll: measure.SendRecv, DType: dtype.Float32, Op: measure.NoOp, Root: -1}}}
-		rows, err := rn.Run(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The modelled time of one operation (the wall time of the loop is
-		// this process's own).
-		return rows[0].Groups[0].OutOfPlace.Iter.P50US
+		return measureRows(t, w, l, measure.SendRecv, 64<<20)[0].Groups[0].OutOfPlace.Iter.P50US
 	}
 	clean, _ := newWorld(t)
 	across, within := timeOf(clean, []int{0, 4}), timeOf(clean, []int{0, 1})
