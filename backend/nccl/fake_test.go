@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,5 +279,67 @@ func TestFakeTimedRepetitionsMissTheCache(t *testing.T) {
 			}
 		}
 		w.Close()
+	}
+}
+
+// TestFakeBuffersComeFromNCCLsAllocator: a run's buffers come from
+// ncclMemAlloc, as NCCL's benchmark (2.19 and newer) allocates them, where
+// the loaded NCCL has it; from cuMemAlloc with NCCL 2.18, or on a GPU where
+// ncclMemAlloc fails. Every row verifies, and every buffer is freed by its
+// own allocator's call (the fake refuses the other).
+func TestFakeBuffersComeFromNCCLsAllocator(t *testing.T) {
+	nccl218 := &driver.Features{SendRecv: true, AllToAll: true, Split: true, Gather: true, Abort: true}
+	for _, tc := range []struct {
+		name string
+		opts fakegpu.Options
+		want []string // the allocator of each rank's buffers
+	}{
+		{"NCCL with ncclMemAlloc", fakegpu.Options{}, []string{"ncclMemAlloc", "ncclMemAlloc"}},
+		{"NCCL 2.18", fakegpu.Options{Features: nccl218}, []string{"cuMemAlloc", "cuMemAlloc"}},
+		{"ncclMemAlloc fails on GPU 1", fakegpu.Options{Faults: []fakegpu.Fault{{Call: "ncclMemAlloc", Device: 1, Code: driver.UnhandledCudaError}}},
+			[]string{"ncclMemAlloc", "cuMemAlloc"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Timeout = 10 * time.Second
+			drv := fakegpu.HGX("H100", 2, tc.opts)
+			b, err := Open(Options{Driver: drv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := sweep(t, b, 2, measure.AllReduce, measure.AllGather)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) == 0 {
+				t.Fatal("no rows")
+			}
+			for _, r := range rows {
+				for _, h := range r.Halves() {
+					if h.Wrong == nil || *h.Wrong != 0 {
+						t.Errorf("%s %d bytes: #wrong %v", r.Collective, r.SizeBytes, h.Wrong)
+					}
+				}
+			}
+			w, err := b.Open(context.Background(), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			got := make([]string, 2)
+			err = w.Run(func(r measure.Rank) error {
+				buf, err := r.Alloc(1 << 20)
+				if err != nil {
+					return err
+				}
+				got[r.Rank()] = drv.AllocatedBy(buf.(*devBuf).ptr)
+				return r.Free(buf)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("the ranks' buffers came from %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

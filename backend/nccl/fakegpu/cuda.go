@@ -118,6 +118,21 @@ func (d *Driver) allocate(call string, bytes int64, nccl bool) (cuda.DevPtr, err
 	return d.mem.add(c.dev, bytes, nccl).base, nil
 }
 
+// AllocatedBy names the call that allocated the live memory at p:
+// "ncclMemAlloc", "cuMemAlloc", or "" where p is in no allocation.
+func (d *Driver) AllocatedBy(p cuda.DevPtr) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch a := d.mem.find(p); {
+	case a == nil:
+		return ""
+	case a.nccl:
+		return "ncclMemAlloc"
+	default:
+		return "cuMemAlloc"
+	}
+}
+
 // Alloc allocates device memory on the current GPU.
 func (d *Driver) Alloc(bytes int64) (cuda.DevPtr, error) {
 	return d.allocate("cuMemAlloc", bytes, false)
