@@ -112,7 +112,7 @@ unit-race:
 unit-fakegpu:
 	$(GO) test -race -short -count=1 -parallel 4 -run '^TestFakeGPU' ./cmd/collbench/cli
 
-MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall)$$
+MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall|TestSimulateBusyFabric)$$
 
 unit:
 	$(GO) test -race -count=1 ./...

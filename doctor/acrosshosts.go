@@ -170,10 +170,12 @@ func (d *search) acrossHosts() error {
 			ids, why, peers = append(ids, c), append(why, res.CrossWhy[i]), append(peers, res.Peers[i])
 		}
 	}
+	d.crossSeen = cross
 	ids, why, peers, err := d.confirmCross(ids, why, peers, &step)
 	if err != nil {
 		return err
 	}
+	leaves := len(d.found) // the uplinks acrossLeaves names start here
 	if d.o.Fabric != nil {
 		if err := d.acrossLeaves(&step); err != nil {
 			return err
@@ -187,9 +189,72 @@ func (d *search) acrossHosts() error {
 	}
 	triage()
 	named := d.nameHosts(res, slowWith, fine)
+	d.nameBusyFabric()
+	if d.nameSlowFabric(ids, cross) {
+		// The uplinks between leaves, slow with everything else, are part
+		// of the fabric named.
+		d.found = append(d.found[:leaves], slices.DeleteFunc(d.found[leaves:], func(f Finding) bool { return f.Kind == "slow-uplink" })...)
+		return nil
+	}
 	nic := d.nameCross(ids, why, peers, cross, named)
 	d.nameFlapping(cross, nic)
 	return nil
+}
+
+// nameBusyFabric warns when the healthy pairs measured beside the suspects
+// ran well below their own first figures: the fabric between hosts slowed
+// during the run (another job's traffic, most likely), and the suspects
+// were judged as it moved.
+func (d *search) nameBusyFabric() {
+	drop := d.o.Thresholds.For("rail").Drop
+	if d.crossScale >= 1-drop {
+		return
+	}
+	d.found = append(d.found, Finding{Severity: "WARN", Stage: "host", Kind: "busy-fabric", Part: "the fabric between hosts",
+		Value: d.crossScale,
+		Msg: fmt.Sprintf("healthy pairs across hosts measured again ran at %.0f%% of their first figures: the fabric slowed during the run, "+
+			"and pairs measured again were judged against that", d.crossScale*100),
+		Cause: "traffic of another job on the same switches, or a fabric-wide change mid-run: run doctor again on a quiet fabric"})
+}
+
+// nameSlowFabric names the fabric as a whole, and no part of it, when more
+// than half of the pairs across hosts measured are slow after their
+// measurements again, on more than half of the hosts: no one NIC, cable or
+// host explains that. It says whether it named it.
+func (d *search) nameSlowFabric(ids []crossID, all []crossFig) bool {
+	hosts := map[int]bool{}
+	for _, c := range ids {
+		hosts[c.HA], hosts[c.HB] = true, true
+	}
+	if len(all) < 4 || 2*len(ids) <= len(all) || 2*len(hosts) <= len(d.hostList) {
+		return false
+	}
+	slow := map[crossID]bool{}
+	for _, c := range ids {
+		slow[c] = true
+	}
+	var bad, good []float64
+	for _, c := range all {
+		if slow[c.crossID] {
+			bad = append(bad, c.Both)
+		} else {
+			good = append(good, c.Both)
+		}
+	}
+	msg := fmt.Sprintf("%d of the %d GPU pairs across hosts measured were slow, on %d of %d hosts (median %s GB/s both ways",
+		len(ids), len(all), len(hosts), len(d.hostList), gb(median(bad)))
+	if len(good) > 0 {
+		msg += fmt.Sprintf(", the rest %s", gb(median(good)))
+	}
+	f := Finding{Severity: "FAIL", Stage: "host", Kind: "slow-fabric", Part: "the fabric between hosts", Value: median(bad), Unit: "GB/s",
+		Cause: "the fabric as a whole, not one part: another job's traffic, or a setting on every host or switch (MTU, adaptive routing, PFC, the NICs' link rate)"}
+	if peak := d.nicPeak(); peak > 0 {
+		f.Expected = peak
+		msg += fmt.Sprintf("; the NICs carry %s", gb(peak))
+	}
+	f.Msg = msg + ")"
+	d.found = append(d.found, f)
+	return true
 }
 
 // nameHosts names the hosts slow with two different partners, otherwise

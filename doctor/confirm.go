@@ -90,15 +90,22 @@ func confirmStep(repOf []int, slow map[int]bool) (keep, measured, stood []bool) 
 
 // measureCross measures the pairs ids[which] again, in rounds of disjoint
 // pairs, and says (on rank 0) which of them are still slow against their
-// peers' figure.
+// peers' figure. A round gives suspects at most half of the world's ranks;
+// the rest measure healthy pairs across hosts beside them (controls): what
+// a busy fabric or loaded hosts do to every pair at that moment shows in
+// the controls against their own first figures, and a suspect's peers'
+// figure is scaled by that (never above 1). So a fabric that turned slow
+// mid-run, or cores that every rank shares, make no suspect slow, while a
+// part that is slow itself stays slow beside fine controls.
 func (d *search) measureCross(ids []crossID, peers []float64, which []int, step *int) (map[int]bool, error) {
-	var again [][]int // indexes into ids, per round of disjoint pairs
+	room := max(1, d.n/4) // suspect pairs per round: half the ranks
+	var again [][]int     // indexes into ids, per round of disjoint pairs
 	var placed [][][2]int
 	for _, i := range which {
 		c := ids[i]
 		p := [2]int{d.crossRank(c, 0), d.crossRank(c, 1)}
 		k := 0
-		for k < len(placed) && touches(placed[k], p) {
+		for k < len(placed) && (touches(placed[k], p) || len(placed[k]) >= room) {
 			k++
 		}
 		if k == len(placed) {
@@ -106,29 +113,110 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 		}
 		placed[k], again[k] = append(placed[k], p), append(again[k], i)
 	}
+	suspect := map[crossID]bool{}
+	for _, c := range ids {
+		suspect[c] = true
+	}
 	slow := map[int]bool{}
 	for k, round := range placed {
-		groups := make([][]int, len(round))
-		for i, p := range round {
-			groups[i] = []int{p[0], p[1]}
+		controls := d.crossControls(round, suspect, max(len(round), minControls))
+		groups := make([][]int, 0, len(round)+len(controls))
+		for _, p := range round {
+			groups = append(groups, []int{p[0], p[1]})
+		}
+		for _, c := range controls {
+			groups = append(groups, []int{c.A, c.B})
 		}
 		l := d.layout(groups)
 		hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
 		if err != nil {
 			return nil, err
 		}
-		d.step("host", *step, l, fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize)))
+		what := fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize))
+		if len(controls) > 0 {
+			what += fmt.Sprintf(", beside %d healthy pair(s) across hosts", len(controls))
+		}
+		d.step("host", *step, l, what)
 		*step++
-		if d.rank0 {
-			for gi, i := range again[k] {
-				drop := d.o.Thresholds.For(crossClass(ids[i])).Drop
-				if h := hs[0][gi]; h != nil && h.BusBW < peers[i]*(1-drop) {
-					slow[i] = true
-				}
+		if !d.rank0 {
+			continue
+		}
+		var ratios []float64
+		for ci, c := range controls {
+			if h := hs[0][len(round)+ci]; h != nil && c.Both > 0 {
+				ratios = append(ratios, h.BusBW/c.Both)
+			}
+		}
+		scale := 1.0
+		if len(ratios) > 0 {
+			scale = min(1, median(ratios))
+		}
+		d.crossScale = min(d.crossScale, scale)
+		peak := d.nicPeak()
+		for gi, i := range again[k] {
+			r := d.o.Thresholds.For(crossClass(ids[i]))
+			// Below its peers (as the controls moved), or still below what
+			// the NICs should carry: the hardware's bar does not move with
+			// the fabric's load.
+			if h := hs[0][gi]; h != nil && (h.BusBW < peers[i]*scale*(1-r.Drop) || (peak > 0 && h.BusBW < r.PeakFraction*peak)) {
+				slow[i] = true
 			}
 		}
 	}
 	return slow, nil
+}
+
+// minControls is the fewest controls a round of pairs measured again asks
+// for (it takes as many as it has suspects where that is more): the median
+// of one or two would move with one control's noise.
+const minControls = 4
+
+// crossControls picks up to want healthy pairs across hosts (measured in
+// the first rounds and not suspects, with no rank found slow alone), each
+// rank in one pair at most and none in a pair of round, taking the pairs
+// in the order they were measured, every host pair's in turn, so they
+// spread over the hosts. Every process picks the same ones; rank 0's hold
+// their first figures (Both).
+func (d *search) crossControls(round [][2]int, suspect map[crossID]bool, want int) []crossFig {
+	used := map[int]bool{}
+	for _, p := range round {
+		used[p[0]], used[p[1]] = true, true
+	}
+	byHosts := map[[2]int][]crossFig{}
+	var order [][2]int
+	for _, c := range d.crossSeen {
+		_, a := d.slowRanks[c.A]
+		_, b := d.slowRanks[c.B]
+		if suspect[c.crossID] || a || b {
+			continue
+		}
+		k := [2]int{c.HA, c.HB}
+		if byHosts[k] == nil {
+			order = append(order, k)
+		}
+		byHosts[k] = append(byHosts[k], c)
+	}
+	var out []crossFig
+	for more := true; more && len(out) < want; {
+		more = false
+		for _, k := range order {
+			for len(byHosts[k]) > 0 {
+				c := byHosts[k][0]
+				byHosts[k] = byHosts[k][1:]
+				if used[c.A] || used[c.B] {
+					continue
+				}
+				used[c.A], used[c.B] = true, true
+				out = append(out, c)
+				more = true
+				break
+			}
+			if len(out) == want {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // keepCross keeps the pairs rank 0 marks, and every process follows.

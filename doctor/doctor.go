@@ -130,8 +130,15 @@ type search struct {
 	moved map[string]map[int]*traffic
 	// Agreed outcomes of the stages (every process knows them).
 	slowRanks map[int]suspect
-	slowPairs map[string]suspect // by "a-b", a < b
-	found     []Finding
+	// crossSeen is every pair across hosts as first measured (the figures
+	// on rank 0), from which pairs measured again take their controls.
+	crossSeen []crossFig
+	// crossScale is the least median, over the rounds of pairs measured
+	// again, of their controls' figures over their first ones (1 when
+	// none fell).
+	crossScale float64
+	slowPairs  map[string]suspect // by "a-b", a < b
+	found      []Finding
 	// iters is the timed iterations of each measurement: Options.Iters,
 	// cut (for the rest of the run) when one operation is so slow that a
 	// measurement would pass MeasureBudget (bound).
@@ -172,7 +179,7 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		now = func() float64 { return time.Since(t0).Seconds() }
 	}
 	start := now()
-	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{},
+	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, crossScale: 1,
 		members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}, iters: o.Iters}
 	if dist, ok := w.(measure.Distributed); ok && dist.Control() != nil {
 		d.ctl = dist.Control()

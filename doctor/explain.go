@@ -96,12 +96,17 @@ func (d *search) assemble() {
 			hostParts = append(hostParts, f.Part)
 		}
 	}
-	uplink := false
+	uplink, fabric := false, false
 	for _, f := range fs {
 		uplink = uplink || f.Kind == "slow-uplink"
+		fabric = fabric || f.Kind == "slow-fabric"
 	}
 	covered := func(from, to int) bool {
 		if named[from] || named[to] || explained(from, to) {
+			return true
+		}
+		// The fabric named as a whole covers every path between hosts.
+		if fabric && d.host(from) != d.host(to) {
 			return true
 		}
 		// A slow uplink slows paths between leaves: it is named already.

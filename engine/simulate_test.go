@@ -289,3 +289,34 @@ func skipModelSearchUnderRace(t *testing.T) {
 		t.Skip("make test runs this without -race (unit-quick's second step); make test-long with it")
 	}
 }
+
+// TestSimulateBusyFabric: another job's traffic on the fabric is no part's
+// fault. On 8 hosts, a fabric at 30% of the NICs' rate from the start or
+// from 4 s into the run is named as the fabric, and no NIC, uplink or host;
+// one at 70% from 5 s (above the least the NICs should carry) makes the
+// pairs of the last rounds suspects, 64 pairs named before the healthy
+// pairs measured beside them when measured again: now they clear them, and
+// a warning says the fabric slowed; no part is named.
+func TestSimulateBusyFabric(t *testing.T) {
+	skipModelSearchUnderRace(t)
+	at := func(s float64) *float64 { return &s }
+	for _, tc := range []struct {
+		name   string
+		fault  cluster.Fault
+		wanted []want
+	}{
+		{"30% from the start", cluster.Fault{Kind: cluster.BusyFabric, Factor: 0.3, FromS: at(0), ForS: 1000},
+			[]want{{kind: "slow-fabric", rank: -1, fault: "the fabric named"}}},
+		{"30% from 4 s", cluster.Fault{Kind: cluster.BusyFabric, Factor: 0.3, FromS: at(4), ForS: 1000},
+			[]want{{kind: "slow-fabric", rank: -1, fault: "the fabric named"}, {kind: "busy-fabric", rank: -1, fault: "the fabric's slowing warned of"}}},
+		{"70% from 5 s", cluster.Fault{Kind: cluster.BusyFabric, Factor: 0.7, FromS: at(5), ForS: 1000},
+			[]want{{kind: "busy-fabric", rank: -1, fault: "the fabric's slowing warned of"}}},
+	} {
+		for _, quick := range []bool{true, false} {
+			m := model(t, 8, 3, tc.fault)
+			m.Fabric.HostsPerLeaf = 2
+			rep, _ := simulate(t, m, quick)
+			checkNamed(t, fmt.Sprintf("%s, quick %v", tc.name, quick), rep, tc.wanted)
+		}
+	}
+}

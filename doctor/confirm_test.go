@@ -1,0 +1,58 @@
+package doctor
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestCrossControls: the healthy pairs measured beside the suspects are
+// no suspect, have no rank found slow alone and no rank of the round's
+// suspects, use each rank once, spread over the host pairs in turn, and
+// stop at what was asked.
+func TestCrossControls(t *testing.T) {
+	const hosts, per = 4, 4
+	d := &search{n: hosts * per, rank0: true, slowRanks: map[int]suspect{5: {}}, members: map[string][]int{}}
+	for h := range hosts {
+		name := fmt.Sprintf("h%d", h)
+		d.hostList = append(d.hostList, name)
+		for l := range per {
+			d.members[name] = append(d.members[name], h*per+l)
+		}
+	}
+	// Every pair of ranks across host pairs 0-1 and 2-3, as measured.
+	for _, hp := range [][2]int{{0, 1}, {2, 3}} {
+		for s, pairs := range CrossRounds(per, per) {
+			for _, l := range pairs {
+				c := crossID{HA: hp[0], HB: hp[1], LA: l[0], LB: l[1]}
+				d.crossSeen = append(d.crossSeen, crossFig{crossID: c, A: d.crossRank(c, 0), B: d.crossRank(c, 1), Both: float64(10 + s)})
+			}
+		}
+	}
+	suspect := map[crossID]bool{{HA: 0, HB: 1, LA: 0, LB: 1}: true}
+	round := [][2]int{{0, 5}, {8, 12}} // ranks of the round's suspects
+	got := d.crossControls(round, suspect, 5)
+	if len(got) != 5 {
+		t.Fatalf("%d controls, want 5: %+v", len(got), got)
+	}
+	used := map[int]bool{0: true, 5: true, 8: true, 12: true}
+	hostPairs := map[[2]int]int{}
+	for _, c := range got {
+		switch {
+		case suspect[c.crossID]:
+			t.Errorf("control %+v is a suspect", c.crossID)
+		case c.A == 5 || c.B == 5:
+			t.Errorf("control %+v has rank 5, found slow alone", c.crossID)
+		case used[c.A] || used[c.B]:
+			t.Errorf("control %+v reuses a rank of the round or of another control", c.crossID)
+		}
+		used[c.A], used[c.B] = true, true
+		hostPairs[[2]int{c.HA, c.HB}]++
+	}
+	if hostPairs[[2]int{0, 1}] == 0 || hostPairs[[2]int{2, 3}] == 0 {
+		t.Errorf("controls on host pairs %v, want both host pairs", hostPairs)
+	}
+	// As many as the free ranks allow, and no more.
+	if all := d.crossControls(round, suspect, 100); len(all) > (hosts*per-4)/2 {
+		t.Errorf("%d controls from %d free ranks", len(all), hosts*per-4)
+	}
+}
