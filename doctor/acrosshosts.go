@@ -432,7 +432,7 @@ func (d *search) nameCross(ids []crossID, why []string, peers []float64, all []c
 		if nic[a] || nic[b] {
 			continue
 		}
-		f := Finding{Severity: "FAIL", Stage: "host", Ranks: []int{a, b}, Msg: why[i], Peers: peers[i], Unit: "GB/s"}
+		f := Finding{Severity: "FAIL", Stage: "host", Ranks: []int{a, b}, Msg: why[i] + againWords(d.crossAgain[c]), Peers: peers[i], Unit: "GB/s"}
 		if c.LA == c.LB {
 			f.Kind, f.Part, f.Cause = "slow-rail", fmt.Sprintf("rail %d: %s ↔ %s", c.LA, d.o.Who(a), d.o.Who(b)), "the NIC, cable or switch port of this rail"
 		} else {

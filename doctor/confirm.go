@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"strings"
 
 	"collbench/internal/words"
 	"collbench/measure"
@@ -20,6 +21,72 @@ import (
 // however many pairs one bad part slows. It returns the pairs still slow,
 // with why and their peers' figure; step counts the rounds for progress.
 func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
+	tested := len(ids)
+	ids, why, peers, err := d.confirmCrossOnce(ids, why, peers, step)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Enough evidence: where healthy pairs beside the suspects fell slow
+	// now and then (ranks that share a host's cores), a pair slow in one
+	// measurement again is no proof. It is measured itself until chance
+	// (the controls' rate of slow figures, to the power of its slow
+	// measurements again, times the pairs tested) falls under falseAlarms,
+	// and cleared by one that is not slow; at most confirmAttempts more.
+	for extra := 0; extra < confirmAttempts && len(ids) > 0; extra++ {
+		var more []int
+		if d.rank0 {
+			need := d.againNeeded(tested)
+			for i, c := range ids {
+				if len(d.crossAgain[c]) < need {
+					more = append(more, i)
+				}
+			}
+		}
+		if err := d.agree(&more); err != nil {
+			return nil, nil, nil, err
+		}
+		if len(more) == 0 {
+			break
+		}
+		slow, err := d.measureCross(ids, peers, more, step)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		keep := make([]bool, len(ids))
+		for i := range keep {
+			keep[i] = true
+		}
+		for _, i := range more {
+			keep[i] = slow[i]
+		}
+		if ids, why, peers, err = d.keepCross(ids, why, peers, keep); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return ids, why, peers, nil
+}
+
+// againNeeded is how many slow measurements again of its own a pair needs
+// among tested suspects: the least m with tested * p^m under falseAlarms,
+// where p is the controls' rate of slow figures so far (with one slow and
+// one fine figure added, so that a few controls say little). 1 where no
+// control was measured.
+func (d *search) againNeeded(tested int) int {
+	if d.ctlN == 0 {
+		return 1
+	}
+	p := float64(d.ctlSlow+1) / float64(d.ctlN+2)
+	m, chance := 1, float64(tested)*p
+	for chance >= falseAlarms && m < confirmAttempts+1 {
+		m++
+		chance *= p
+	}
+	return m
+}
+
+// confirmCrossOnce is confirmCross's first part: the attempts with
+// representatives, then each pair not measured itself once.
+func (d *search) confirmCrossOnce(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
 	self := map[crossID]bool{}   // measured itself again at least once
 	backed := map[crossID]bool{} // stood by a slow representative, last time
 	for attempt := 0; attempt < confirmAttempts && len(ids) > 0; attempt++ {
@@ -151,6 +218,14 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 		if len(ratios) > 0 {
 			scale = min(1, median(ratios))
 		}
+		// A control is slow as a suspect would be: below its first figure
+		// by more than the drop, beyond what moved them all.
+		for _, x := range ratios {
+			d.ctlN++
+			if x < scale*(1-d.o.Thresholds.For("rail").Drop) {
+				d.ctlSlow++
+			}
+		}
 		d.crossScale = min(d.crossScale, scale)
 		peak := d.nicPeak()
 		for gi, i := range again[k] {
@@ -158,12 +233,46 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 			// Below its peers (as the controls moved), or still below what
 			// the NICs should carry: the hardware's bar does not move with
 			// the fabric's load.
-			if h := hs[0][gi]; h != nil && (h.BusBW < peers[i]*scale*(1-r.Drop) || (peak > 0 && h.BusBW < r.PeakFraction*peak)) {
+			h := hs[0][gi]
+			if h == nil {
+				continue
+			}
+			if h.BusBW < peers[i]*scale*(1-r.Drop) || (peak > 0 && h.BusBW < r.PeakFraction*peak) {
 				slow[i] = true
 			}
+			if d.crossAgain == nil {
+				d.crossAgain = map[crossID][]againFig{}
+			}
+			d.crossAgain[ids[i]] = append(d.crossAgain[ids[i]], againFig{BW: h.BusBW, Controls: len(ratios), Scale: scale})
 		}
 	}
 	return slow, nil
+}
+
+// againFig is one measurement again of a pair across hosts: its figure,
+// and how many controls beside it ran at what share (their median) of
+// their first figures.
+type againFig struct {
+	BW       float64
+	Controls int
+	Scale    float64
+}
+
+// againWords says how a pair measured again fared, for its finding.
+func againWords(fs []againFig) string {
+	if len(fs) == 0 {
+		return ""
+	}
+	var bw []string
+	for _, f := range fs {
+		bw = append(bw, gb(f.BW))
+	}
+	last := fs[len(fs)-1]
+	s := fmt.Sprintf("; measured again at %s GB/s", strings.Join(bw, ", "))
+	if last.Controls > 0 {
+		s += fmt.Sprintf(", the last time beside %d healthy pair(s) at %.0f%% of their first figures", last.Controls, last.Scale*100)
+	}
+	return s
 }
 
 // minControls is the fewest controls a round of pairs measured again asks

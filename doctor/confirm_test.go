@@ -56,3 +56,25 @@ func TestCrossControls(t *testing.T) {
 		t.Errorf("%d controls from %d free ranks", len(all), hosts*per-4)
 	}
 }
+
+// TestAgainNeeded: the slow measurements again a pair needs grow with how
+// often healthy controls were slow and with the pairs tested, and stay
+// at one where no control was measured.
+func TestAgainNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		ctlN, ctlSlow, tested, want int
+	}{
+		{0, 0, 16, 1},     // no controls: as before
+		{200, 0, 1, 1},    // p = 1/202: one is enough for 1 pair tested
+		{100, 0, 2, 2},    // p = 1/102: 2 pairs tested need 2
+		{14, 0, 16, 3},    // p = 1/16, 16 pairs: 16/16^3 = 0.004
+		{40, 4, 16, 4},    // p = 5/42: 16 p^3 = 0.027, 16 p^4 = 0.0032
+		{20, 10, 16, 4},   // p = 1/2: never enough; at most confirmAttempts+1
+		{200, 0, 1000, 3}, // many pairs tested need more
+	} {
+		d := &search{ctlN: tc.ctlN, ctlSlow: tc.ctlSlow}
+		if got := d.againNeeded(tc.tested); got != tc.want {
+			t.Errorf("controls %d (slow %d), %d tested: %d measurements again, want %d", tc.ctlN, tc.ctlSlow, tc.tested, got, tc.want)
+		}
+	}
+}

@@ -137,8 +137,14 @@ type search struct {
 	// again, of their controls' figures over their first ones (1 when
 	// none fell).
 	crossScale float64
-	slowPairs  map[string]suspect // by "a-b", a < b
-	found      []Finding
+	// crossAgain is, on rank 0, every measurement again of a pair across
+	// hosts, for its finding's evidence.
+	crossAgain map[crossID][]againFig
+	// ctlN and ctlSlow count, on rank 0, the controls measured beside pairs
+	// measured again, and those that were slow.
+	ctlN, ctlSlow int
+	slowPairs     map[string]suspect // by "a-b", a < b
+	found         []Finding
 	// iters is the timed iterations of each measurement: Options.Iters,
 	// cut (for the rest of the run) when one operation is so slow that a
 	// measurement would pass MeasureBudget (bound).
