@@ -14,7 +14,8 @@
 # register tune watch parity cycles logs. Without SECTIONS every section runs. The parity section takes
 # PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
 # (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS). Shorter runs:
-# EXCH_PASSES (exchanges' band passes, 4), PROF_ROUNDS (profiler's wall-time
+# SIX_PASSES (the sweep section's alternating passes of each of the six
+# collectives against NCCL's benchmark, 4), EXCH_PASSES (exchanges' band passes, 4), PROF_ROUNDS (profiler's wall-time
 # rounds, 3), CYCLE_RUNS (cycles' runs of each -N, 5), and the watch
 # section's WATCH_* (its comments). docs/gpu.md gives a set that fits every
 # section in one session's device time.
