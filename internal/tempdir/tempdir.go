@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // atExit holds what must be undone even when the process exits at once,
@@ -62,12 +63,25 @@ func Make(prefix string) (dir string, release func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	unregister := OnExit(func() { _ = os.RemoveAll(dir) })
+	unregister := OnExit(func() { removeAll(dir) })
 	return dir, func() {
 		unregister()
-		_ = os.RemoveAll(dir)
+		removeAll(dir)
 	}, nil
 }
+
+// removeAll removes dir and what it holds. A file another process writes
+// into it while it is emptied (a rank's report as the launcher exits)
+// leaves it not empty: it tries again, for up to removeFor.
+func removeAll(dir string) {
+	deadline := time.Now().Add(removeFor)
+	for os.RemoveAll(dir) != nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// removeFor bounds removeAll's tries.
+const removeFor = 500 * time.Millisecond
 
 // staleDir matches the temporary directories Make makes: collbench-,
 // a kind, the process id, a random part.

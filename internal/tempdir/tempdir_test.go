@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTempDirIsRemovedOnEitherPath: a temporary directory goes with its
@@ -73,6 +74,42 @@ func TestStaleTempDirsOfDeadProcessesAreRemoved(t *testing.T) {
 	for _, d := range []string{live, other} {
 		if _, err := os.Stat(filepath.Join(dir, d)); err != nil {
 			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+}
+
+// TestTempDirIsRemovedWhileWrittenInto: another process's files written
+// into the directory while it is being removed (ranks leave their reports
+// as the launcher exits at once) do not leave it behind, on either path.
+func TestTempDirIsRemovedWhileWrittenInto(t *testing.T) {
+	for _, exitAtOnce := range []bool{false, true} {
+		for try := range 5 {
+			dir, release, err := Make("collbench-test-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				// Write files until the directory is gone (a write then
+				// fails), for 100 ms at most.
+				end := time.Now().Add(100 * time.Millisecond)
+				for i := 0; time.Now().Before(end); i++ {
+					if os.WriteFile(filepath.Join(dir, fmt.Sprintf("rank-%d.json", i)), []byte("{}"), 0o600) != nil {
+						return
+					}
+				}
+			}()
+			time.Sleep(200 * time.Microsecond)
+			if exitAtOnce {
+				RunExitCleanups()
+				release = func() {}
+			}
+			release()
+			<-done
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("exit at once %v, try %d: %s left behind (%v)", exitAtOnce, try, dir, err)
+			}
 		}
 	}
 }
