@@ -222,16 +222,13 @@ func (d *search) nameBusyFabric() {
 // measurements again, on more than half of the hosts: no one NIC, cable or
 // host explains that. It says whether it named it.
 func (d *search) nameSlowFabric(ids []crossID, all []crossFig) bool {
-	hosts := map[int]bool{}
+	hosts, slow := map[int]bool{}, map[crossID]bool{}
 	for _, c := range ids {
 		hosts[c.HA], hosts[c.HB] = true, true
+		slow[c] = true
 	}
 	if len(all) < 4 || 2*len(ids) <= len(all) || 2*len(hosts) <= len(d.hostList) {
 		return false
-	}
-	slow := map[crossID]bool{}
-	for _, c := range ids {
-		slow[c] = true
 	}
 	var bad, good []float64
 	for _, c := range all {

@@ -8,18 +8,11 @@ import (
 	"collbench/measure"
 )
 
-// confirmCross measures the slow pairs across hosts again, only them, in
-// rounds of disjoint pairs, up to confirmAttempts times; one attempt that
-// is not slow clears a pair. A rank in several slow pairs (its NIC, most
-// likely) would need a round per pair, as pairs of a round are disjoint:
-// it is measured again with one of them, a different one each attempt,
-// and its other pairs stand by that one while it is slow. A fine
-// representative clears only itself: a pair is cleared by its own figure,
-// never by another pair's (on a loaded host a healthy pair can be a
-// suspect beside a slow one), so the pairs it stood for are measured
-// themselves, in a later attempt or at the end. The rounds stay few
-// however many pairs one bad part slows. It returns the pairs still slow,
-// with why and their peers' figure; step counts the rounds for progress.
+// confirmCross measures the slow pairs across hosts again until each is
+// cleared by a figure that is not slow or has enough slow ones that chance
+// cannot explain them (confirmCrossOnce, then the loop below). It returns
+// the pairs still slow, with why and their peers' figure; step counts the
+// rounds for progress.
 func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
 	tested := len(ids)
 	ids, why, peers, err := d.confirmCrossOnce(ids, why, peers, step)
@@ -84,8 +77,18 @@ func (d *search) againNeeded(tested int) int {
 	return m
 }
 
-// confirmCrossOnce is confirmCross's first part: the attempts with
-// representatives, then each pair not measured itself once.
+// confirmCrossOnce measures the slow pairs across hosts again, only them, in
+// rounds of disjoint pairs, up to confirmAttempts times; one attempt that
+// is not slow clears a pair. A rank in several slow pairs (its NIC, most
+// likely) would need a round per pair, as pairs of a round are disjoint:
+// it is measured again with one of them, a different one each attempt,
+// and its other pairs stand by that one while it is slow. A fine
+// representative clears only itself: a pair is cleared by its own figure,
+// never by another pair's (on a loaded host a healthy pair can be a
+// suspect beside a slow one), so the pairs it stood for are measured
+// themselves, in a later attempt or at the end. The rounds stay few
+// however many pairs one bad part slows. It returns the pairs still slow,
+// with why and their peers' figure; step counts the rounds for progress.
 func (d *search) confirmCrossOnce(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
 	self := map[crossID]bool{}   // measured itself again at least once
 	backed := map[crossID]bool{} // stood by a slow representative, last time
@@ -185,6 +188,7 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 		suspect[c] = true
 	}
 	slow := map[int]bool{}
+	peak := d.nicPeak()
 	for k, round := range placed {
 		controls := d.crossControls(round, suspect, max(len(round), minControls))
 		groups := make([][]int, 0, len(round)+len(controls))
@@ -227,7 +231,6 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 			}
 		}
 		d.crossScale = min(d.crossScale, scale)
-		peak := d.nicPeak()
 		for gi, i := range again[k] {
 			r := d.o.Thresholds.For(crossClass(ids[i]))
 			// Below its peers (as the controls moved), or still below what
@@ -239,9 +242,6 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 			}
 			if h.BusBW < peers[i]*scale*(1-r.Drop) || (peak > 0 && h.BusBW < r.PeakFraction*peak) {
 				slow[i] = true
-			}
-			if d.crossAgain == nil {
-				d.crossAgain = map[crossID][]againFig{}
 			}
 			d.crossAgain[ids[i]] = append(d.crossAgain[ids[i]], againFig{BW: h.BusBW, Controls: len(ratios), Scale: scale})
 		}

@@ -185,7 +185,7 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		now = func() float64 { return time.Since(t0).Seconds() }
 	}
 	start := now()
-	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, crossScale: 1,
+	d := &search{ctx: ctx, w: w, o: o, n: w.Size(), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, crossScale: 1, crossAgain: map[crossID][]againFig{},
 		members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}, iters: o.Iters}
 	if dist, ok := w.(measure.Distributed); ok && dist.Control() != nil {
 		d.ctl = dist.Control()
