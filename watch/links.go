@@ -32,6 +32,7 @@ type linkState struct {
 type linkOutcome struct {
 	seq          uint64
 	slow         bool
+	below        bool    // below LinkShare of the median, whatever its ends did
 	rate, median float64 // bytes per second
 }
 
@@ -100,7 +101,12 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 			keys = append(keys, linkKey{r, -1})
 		}
 	}
+	// Ends first, so that a link's outcome below sees its ends' histories
+	// with this operation in them.
 	sort.Slice(keys, func(a, b int) bool {
+		if ea, eb := keys[a].to < 0, keys[b].to < 0; ea != eb {
+			return ea
+		}
 		if keys[a].from != keys[b].from {
 			return keys[a].from < keys[b].from
 		}
@@ -124,7 +130,14 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 			o = linkOutcome{seq: seq, slow: slowEnd(k.from), rate: rs[len(rs)/2], median: median}
 		} else {
 			c.linked++
-			o = linkOutcome{seq: seq, slow: slowAt(k) && !slowEnd(k.from) && !slowEnd(k.to), rate: rates[k], median: median}
+			o = linkOutcome{seq: seq, below: slowAt(k), rate: rates[k], median: median}
+			below := 0
+			for _, h := range append(st.hist, o) {
+				if h.below {
+					below++
+				}
+			}
+			o.slow = o.below && !c.endHeld(cm, k.from, below) && !c.endHeld(cm, k.to, below)
 		}
 		st.hist = append(st.hist, o)
 		if len(st.hist) > c.o.Window {
@@ -135,6 +148,29 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 		}
 	}
 	return out
+}
+
+// endHeld says whether rank r is held to be the slow part of a link that
+// was below the median's share in below of its last operations: every
+// link to and from r was slow in at least half as many, and in at least
+// half of Share of the operations r's history holds. A slow GPU or host
+// slows all its links in nearly every operation, as often as any one of
+// them; a slow link leaves its ends' other links healthy, save when they
+// stall by chance. Judged over the window, not one operation, so that in
+// a ring, where each rank has two links, a stall of a slow link's
+// neighbour does not take the link's outcome from it.
+func (c *Collector) endHeld(cm *comm, r, below int) bool {
+	st := cm.links[linkKey{r, -1}]
+	if st == nil || len(st.hist) == 0 {
+		return false
+	}
+	slow := 0
+	for _, o := range st.hist {
+		if o.slow {
+			slow++
+		}
+	}
+	return 2*slow >= below && float64(slow) >= c.o.Share/2*float64(len(st.hist))
 }
 
 // updateLink names a link slow in Share of a full window of the
