@@ -79,14 +79,15 @@ run: build
 # The newcomer's test (at most 5 minutes on 2 cores with a warm build
 # cache): every path once. test-long runs the long tiers; CI runs both.
 # Lint beside the unit tests (whose last minute is one package of tests
-# that mostly wait); the browser, the smoke run and the MPI check side by
-# side; then the drills alone: doctor's verdicts judge speeds, and with the
+# that mostly wait), then the MPI check's short form there (about 45 s,
+# 7 s of it on a core: it waits on mpirun and a planted hang's bound);
+# the browser and the smoke run side by side; then the drills alone: doctor's verdicts judge speeds, and with the
 # smoke run and the MPI check beside them a planted slow link on 2 cores
 # once ran as fast as its loaded healthy peers. Each job's output is kept
 # together.
 test:
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit-quick
-	$(MAKE) --no-print-directory -j2 --output-sync=target pages smoke mpi-quick
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit-quick lint mpi-quick
+	$(MAKE) --no-print-directory -j2 --output-sync=target pages smoke
 	$(MAKE) --no-print-directory drills-quick
 
 test-long: unit drills simulate mpi-check

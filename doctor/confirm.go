@@ -231,6 +231,12 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 			}
 		}
 		d.crossScale = min(d.crossScale, scale)
+		if len(ratios) > 0 {
+			d.ctlRounds++
+			if scale < 1-d.o.Thresholds.For("rail").Drop {
+				d.lowRounds++
+			}
+		}
 		for gi, i := range again[k] {
 			r := d.o.Thresholds.For(crossClass(ids[i]))
 			// Below its peers (as the controls moved), or still below what

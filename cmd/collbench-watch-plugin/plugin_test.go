@@ -25,9 +25,19 @@ import (
 
 var (
 	buildOnce            sync.Once
+	buildDir             string
 	libPath, harnessPath string
 	buildErr             error
 )
+
+// TestMain removes what built made once the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
 
 // built returns the plugin library and the harness, built once per test
 // binary; the test is skipped without a C compiler.
@@ -43,6 +53,7 @@ func built(t *testing.T) (string, string) {
 			buildErr = err
 			return
 		}
+		buildDir = dir
 		libPath, harnessPath = filepath.Join(dir, "libcollbench-watch.so"), filepath.Join(dir, "harness")
 		gobin, err := exec.LookPath("go")
 		if err != nil {

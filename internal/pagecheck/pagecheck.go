@@ -129,8 +129,16 @@ func Open(ctx context.Context, path string, o Options) (*Page, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	// Chromium leaves its singleton socket's folder in $TMPDIR when it is
+	// stopped rather than closed; give it a folder of its own to remove.
+	tmp, err := os.MkdirTemp("", "collbench-pagecheck")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // after the browser has gone (acancel waits for it)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(o.Browser),
+		chromedp.Env("TMPDIR="+tmp),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.WindowSize(o.Width, o.Height),
