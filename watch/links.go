@@ -132,7 +132,10 @@ func (c *Collector) judgeLinks(id uint64, cm *comm, seq uint64, all []*Summary) 
 			c.linked++
 			o = linkOutcome{seq: seq, below: slowAt(k), rate: rates[k], median: median}
 			below := 0
-			for _, h := range append(st.hist, o) {
+			if o.below {
+				below++
+			}
+			for _, h := range st.hist {
 				if h.below {
 					below++
 				}
