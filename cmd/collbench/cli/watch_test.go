@@ -175,13 +175,13 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 			// A slow rank: every link to and from it is slow, and it is
 			// named, not its links.
 			if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != p[0] || fs[0].Link.Peer != -1 || fs[0].Cleared {
-				t.Errorf("rank %d planted slow: %v", p[0], fs)
+				t.Errorf("rank %d planted slow: %v (the collector's counts: %+v)", p[0], fs, counts())
 			}
 			t.Logf("rank %d planted slow: %v", p[0], fs)
 			continue
 		}
 		if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != p[0] || fs[0].Link.Peer != p[1] || fs[0].Cleared {
-			t.Errorf("link %d to %d planted slow: %v", p[0], p[1], fs)
+			t.Errorf("link %d to %d planted slow: %v (the collector's counts: %+v)", p[0], p[1], fs, counts())
 			continue
 		}
 		f := fs[0]
