@@ -203,7 +203,8 @@ func (d *search) acrossHosts() error {
 
 // nameBusyFabric warns when the healthy pairs measured beside the suspects
 // ran well below their own first figures in two rounds or more (in the one
-// round, where there was one): the fabric between hosts slowed during the
+// round, where there was one), of the rounds with minControls controls or
+// more: the fabric between hosts slowed during the
 // run (another job's traffic, most likely), and the suspects were judged
 // as it moved. One round of several is a moment's noise, not the fabric:
 // its suspects were still judged against it, and their findings say so.

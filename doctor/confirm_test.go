@@ -103,3 +103,36 @@ func TestBusyFabricNeedsTwoRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestPairControl: the healthy pair measured after a suspect pair where
+// ranks share the host's cores is of the suspect's host and apart from
+// its ranks where one is (in turn by attempt); never a suspect or a pair
+// with a rank found slow alone; another host's where the suspect's host
+// has none; none where no healthy pair is left.
+func TestPairControl(t *testing.T) {
+	hostOf := func(r int) string { return fmt.Sprint(r / 4) }
+	// Two hosts of 4 ranks: every pair of each, in three rounds.
+	rounds := [][][2]int{{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, {{0, 2}, {1, 3}, {4, 6}, {5, 7}}, {{0, 3}, {1, 2}, {4, 7}, {5, 6}}}
+	none := map[int]suspect{}
+	for _, tc := range []struct {
+		name     string
+		suspects [][2]int
+		slow     map[int]suspect
+		p        [2]int
+		attempt  int
+		want     [2]int
+		ok       bool
+	}{
+		{"same host, apart", [][2]int{{1, 2}}, none, [2]int{1, 2}, 0, [2]int{0, 3}, true},
+		{"the one apart, at a later attempt", [][2]int{{0, 1}}, none, [2]int{0, 1}, 1, [2]int{2, 3}, true},
+		{"not a suspect", [][2]int{{0, 1}, {2, 3}}, none, [2]int{0, 1}, 0, [2]int{4, 5}, true},
+		{"not a slow rank's", [][2]int{{0, 1}}, map[int]suspect{2: {}}, [2]int{0, 1}, 0, [2]int{4, 5}, true},
+		{"touching, where nothing else is", [][2]int{{0, 1}, {2, 3}, {4, 5}, {4, 6}, {4, 7}, {5, 6}, {5, 7}, {6, 7}}, none, [2]int{0, 1}, 0, [2]int{0, 2}, true},
+		{"none left", [][2]int{{0, 1}}, map[int]suspect{2: {}, 3: {}, 4: {}, 5: {}, 6: {}, 7: {}}, [2]int{0, 1}, 0, [2]int{}, false},
+	} {
+		got, ok := pairControl(rounds, tc.suspects, tc.slow, hostOf, tc.p, tc.attempt)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: control %v (%v), want %v (%v)", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -138,8 +138,8 @@ type search struct {
 	// none fell).
 	crossScale float64
 	// ctlRounds counts the rounds of pairs measured again that had
-	// controls, and lowRounds those whose controls' median fell below
-	// their first figures by more than the drop.
+	// minControls controls or more, and lowRounds those whose controls'
+	// median fell below their first figures by more than the drop.
 	ctlRounds, lowRounds int
 	// crossAgain is, on rank 0, every measurement again of a pair across
 	// hosts, for its finding's evidence.

@@ -94,7 +94,14 @@ func (d *search) pairs() error {
 	// share the host's cores, so there one suspect is measured at a time:
 	// two pairs measured at once on a 2-core host each ran at a fraction
 	// of their speed, and a healthy pair was named (-79%, once in 8 runs).
+	// There each suspect is followed by a healthy pair of its host, which
+	// shares those cores (a control): a suspect's peers' figure moves by
+	// the control's figure against its first one (never up), so cores
+	// taken by another workload for a second clear the suspect measured
+	// in it. A drill beside another one on 2 cores named a healthy pair
+	// slow in four measurements in a row, its peers unmeasured meanwhile.
 	alone := HostMemory(d.o.Backend)
+	round := len(rounds)
 	for attempt := 0; attempt < confirmAttempts && len(sus) > 0; attempt++ {
 		var keys [][2]int
 		for _, s := range sus {
@@ -102,25 +109,47 @@ func (d *search) pairs() error {
 		}
 		again := suspectRounds(keys, alone)
 		re := map[[2]int]PairFigure{}
-		for k, pairs := range again {
-			got, err := d.measurePairs(pairs, "pair", len(rounds)+attempt*len(again)+k)
+		ctlOf := map[[2]int][2]int{}
+		ctlAgain := map[[2]int]PairFigure{}
+		for _, pairs := range again {
+			got, err := d.measurePairs(pairs, "pair", round)
 			if err != nil {
 				return err
 			}
+			round++
 			for key, f := range got {
 				re[key] = f
 			}
+			if !alone {
+				continue
+			}
+			c, ok := pairControl(rounds, keys, d.slowRanks, d.host, pairs[0], attempt)
+			if !ok {
+				continue
+			}
+			if got, err = d.measurePairs([][2]int{c}, "pair", round); err != nil {
+				return err
+			}
+			round++
+			ctlOf[pairs[0]], ctlAgain[c] = c, got[c]
 		}
 		var still []suspect
 		if d.rank0 {
 			for _, s := range sus {
-				f, ok := re[parsePair(s.Key)]
+				p := parsePair(s.Key)
+				f, ok := re[p]
 				if !ok {
 					continue
 				}
 				r := d.o.Thresholds.For(f.Class)
 				v := f.metric(s.Metric)
-				if v < s.Peers*(1-r.Drop) || (f.Expected > 0 && r.PeakFraction > 0 && v < r.PeakFraction*f.Expected) {
+				scale := 1.0
+				if c, ok := ctlOf[p]; ok {
+					if first, now := figs[c].metric(s.Metric), ctlAgain[c].metric(s.Metric); first > 0 && now > 0 {
+						scale = min(1, now/first)
+					}
+				}
+				if v < s.Peers*scale*(1-r.Drop) || (f.Expected > 0 && r.PeakFraction > 0 && v < r.PeakFraction*f.Expected) {
 					still = append(still, s)
 				}
 			}
@@ -134,6 +163,40 @@ func (d *search) pairs() error {
 		d.slowPairs[s.Key] = s
 	}
 	return nil
+}
+
+// pairControl is the healthy pair measured after suspect p on a backend
+// whose ranks share the host's cores: a pair from the first rounds that is
+// no suspect and has no rank found slow alone, of p's host and apart from
+// p's ranks where there is one, else of another host, else of p's host
+// with one of p's ranks; the attempt-th such (in turn). Every process
+// picks the same one.
+func pairControl(rounds [][][2]int, suspects [][2]int, slowRanks map[int]suspect, hostOf func(int) string, p [2]int, attempt int) ([2]int, bool) {
+	var lists [3][][2]int // p's host apart from p, other hosts, p's host touching p
+	for _, round := range rounds {
+		for _, c := range round {
+			c = pairKey(c[0], c[1])
+			_, a := slowRanks[c[0]]
+			_, b := slowRanks[c[1]]
+			if a || b || slices.Contains(suspects, c) {
+				continue
+			}
+			switch {
+			case hostOf(c[0]) != hostOf(p[0]):
+				lists[1] = append(lists[1], c)
+			case touches([][2]int{p}, c):
+				lists[2] = append(lists[2], c)
+			default:
+				lists[0] = append(lists[0], c)
+			}
+		}
+	}
+	for _, list := range lists {
+		if len(list) > 0 {
+			return list[attempt%len(list)], true
+		}
+	}
+	return [2]int{}, false
 }
 
 // suspectRounds places pairs in rounds measured one after the other:
