@@ -189,6 +189,7 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 	}
 	slow := map[int]bool{}
 	peak := d.nicPeak()
+	lowBar := 1 - d.o.Thresholds.For("rail").Drop // a control below this share of its first figure is slow
 	for k, round := range placed {
 		controls := d.crossControls(round, suspect, max(len(round), minControls))
 		groups := make([][]int, 0, len(round)+len(controls))
@@ -226,7 +227,7 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 		// by more than the drop, beyond what moved them all.
 		for _, x := range ratios {
 			d.ctlN++
-			if x < scale*(1-d.o.Thresholds.For("rail").Drop) {
+			if x < scale*lowBar {
 				d.ctlSlow++
 			}
 		}
@@ -237,7 +238,7 @@ func (d *search) measureCross(ids []crossID, peers []float64, which []int, step 
 		// of three such rounds fell to 29%).
 		if len(ratios) >= minControls {
 			d.ctlRounds++
-			if scale < 1-d.o.Thresholds.For("rail").Drop {
+			if scale < lowBar {
 				d.lowRounds++
 			}
 		}

@@ -109,8 +109,7 @@ func (d *search) pairs() error {
 		}
 		again := suspectRounds(keys, alone)
 		re := map[[2]int]PairFigure{}
-		ctlOf := map[[2]int][2]int{}
-		ctlAgain := map[[2]int]PairFigure{}
+		ctlNow := map[[2]int]PairFigure{} // by suspect: its control measured after it
 		for _, pairs := range again {
 			got, err := d.measurePairs(pairs, "pair", round)
 			if err != nil {
@@ -131,7 +130,7 @@ func (d *search) pairs() error {
 				return err
 			}
 			round++
-			ctlOf[pairs[0]], ctlAgain[c] = c, got[c]
+			ctlNow[pairs[0]] = got[c]
 		}
 		var still []suspect
 		if d.rank0 {
@@ -144,8 +143,8 @@ func (d *search) pairs() error {
 				r := d.o.Thresholds.For(f.Class)
 				v := f.metric(s.Metric)
 				scale := 1.0
-				if c, ok := ctlOf[p]; ok {
-					if first, now := figs[c].metric(s.Metric), ctlAgain[c].metric(s.Metric); first > 0 && now > 0 {
+				if c, ok := ctlNow[p]; ok {
+					if first, now := figs[pairKey(c.A, c.B)].metric(s.Metric), c.metric(s.Metric); first > 0 && now > 0 {
 						scale = min(1, now/first)
 					}
 				}
