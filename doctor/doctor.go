@@ -154,6 +154,9 @@ type search struct {
 	// measurement would pass MeasureBudget (bound).
 	iters   int
 	cutNote int // 1 + the index of the note that says so, once cut
+	// pairModel, set by tests, measures a round of pairs within hosts on
+	// a model of the machine instead of the world.
+	pairModel func(pairs [][2]int, round int) map[[2]int]PairFigure
 }
 
 // wrongObs is a group in which some rank received wrong values.

@@ -55,7 +55,7 @@ func (d *search) pairs() error {
 	d.plan = len(rounds)
 	figs := map[[2]int]PairFigure{}
 	for k, pairs := range rounds {
-		got, err := d.measurePairs(pairs, "pair", k)
+		got, err := d.pairRound(pairs, k)
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func (d *search) pairs() error {
 		re := map[[2]int]PairFigure{}
 		ctlNow := map[[2]int]PairFigure{} // by suspect: its control measured after it
 		for _, pairs := range again {
-			got, err := d.measurePairs(pairs, "pair", round)
+			got, err := d.pairRound(pairs, round)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func (d *search) pairs() error {
 			if !ok {
 				continue
 			}
-			if got, err = d.measurePairs([][2]int{c}, "pair", round); err != nil {
+			if got, err = d.pairRound([][2]int{c}, round); err != nil {
 				return err
 			}
 			round++
@@ -167,11 +167,15 @@ func (d *search) pairs() error {
 // pairControl is the healthy pair measured after suspect p on a backend
 // whose ranks share the host's cores: a pair from the first rounds that is
 // no suspect and has no rank found slow alone, of p's host and apart from
-// p's ranks where there is one, else of another host, else of p's host
-// with one of p's ranks; the attempt-th such (in turn). Every process
-// picks the same one.
+// p's ranks where there is one, else of p's host with one of p's ranks,
+// else of another host; the attempt-th such (in turn). Every process picks
+// the same one. A pair of p's host shares the cores another workload
+// takes from p; another host's does not (on a model of two hosts of four
+// ranks, a workload that took one host's cores from the last round of the
+// first pass named both of that round's pairs, whose one disjoint pair
+// was the other suspect, TestPairsBusyHostWindow).
 func pairControl(rounds [][][2]int, suspects [][2]int, slowRanks map[int]suspect, hostOf func(int) string, p [2]int, attempt int) ([2]int, bool) {
-	var lists [3][][2]int // p's host apart from p, other hosts, p's host touching p
+	var lists [3][][2]int // p's host apart from p, p's host touching p, other hosts
 	for _, round := range rounds {
 		for _, c := range round {
 			c = pairKey(c[0], c[1])
@@ -182,9 +186,9 @@ func pairControl(rounds [][][2]int, suspects [][2]int, slowRanks map[int]suspect
 			}
 			switch {
 			case hostOf(c[0]) != hostOf(p[0]):
-				lists[1] = append(lists[1], c)
-			case touches([][2]int{p}, c):
 				lists[2] = append(lists[2], c)
+			case touches([][2]int{p}, c):
+				lists[1] = append(lists[1], c)
 			default:
 				lists[0] = append(lists[0], c)
 			}
@@ -232,6 +236,15 @@ func touches(round [][2]int, p [2]int) bool {
 		}
 	}
 	return false
+}
+
+// pairRound measures one round of disjoint pairs within hosts: on the
+// world (measurePairs), or on the model of a machine a test gives.
+func (d *search) pairRound(pairs [][2]int, round int) (map[[2]int]PairFigure, error) {
+	if d.pairModel != nil {
+		return d.pairModel(pairs, round), nil
+	}
+	return d.measurePairs(pairs, "pair", round)
 }
 
 // measurePairs runs one round of disjoint pairs.

@@ -214,14 +214,17 @@ def sizes(paths, coll):
             if r["collective"] == coll and r["size_bytes"] >= 64 << 20 and r.get("out_of_place"):
                 out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
     return out
+def npass(p):
+    """The pass number of a file named ...-C-K.json."""
+    return int(p.rsplit("-", 1)[1].split(".")[0])
 def off(v, lo, hi):
     """How far v lies outside [lo, hi], in percent (0 inside)."""
     return (v / hi - 1) * 100 if v > hi else (v / lo - 1) * 100 if v < lo else 0.0
 worst, bad, again, n = 0.0, [], [], 0
 for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]:
     s = sizes([w + "/sweep.json"], c)
-    a = sizes(sorted(glob.glob(f"{w}/cbref-{c}-*.json")), c)
-    ref = sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json")), c)
+    a = sizes(sorted(glob.glob(f"{w}/cbref-{c}-*.json"), key=npass), c)
+    ref = sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json"), key=npass), c)
     for size in sorted(set(s) | set(a) | set(ref)):
         r, y = ref.get(size, []), a.get(size, [])
         if size not in s or len(y) < 2 or len(r) < 2:
@@ -237,10 +240,13 @@ for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "
         worst = max(worst, 0.0 if inside else abs(d))
         line = (f"{c} {size >> 20} MiB: collbench {my:.1f} ({d:+.1f}%), NCCL's benchmark {mr:.1f} GB/s, medians of {len(y)} and {len(r)} passes "
                 f"(NCCL's {min(r):.1f}-{max(r):.1f}, collbench's {min(y):.1f}-{max(y):.1f}); sweep {s[size][0]:.1f} ({dx:+.1f}% outside them)")
-        print(("  " if abs(d) <= 1.0 or inside else "  beyond 1%: ") + line)
         if (abs(d) > 1.0 and not inside) or abs(dx) > 1.0:
+            # A failing row carries every pass, in the order each tool ran.
+            line += ("; passes: NCCL's " + " ".join(f"{v:.1f}" for v in r)
+                     + ", collbench's " + " ".join(f"{v:.1f}" for v in y))
             bad.append(line)
             again += [c] if c not in again else []
+        print(("  " if abs(d) <= 1.0 or inside else "  beyond 1%: ") + line)
 print(f"busbw at 64 MiB and up: {n} rows; the farthest collbench's median from NCCL's, outside NCCL's own range: {worst:.2f}%; {len(bad)} rows fail")
 for b in bad:
     print("  FAILS:", b)
