@@ -150,6 +150,7 @@ type busyHostModel struct {
 	slow  [][2]int
 	busy  []busyWindow
 	calls int
+	seen  [][][2]int // each call's pairs
 }
 
 type busyWindow struct {
@@ -162,6 +163,7 @@ func (m *busyHostModel) hostOf(r int) string { return fmt.Sprintf("h%d", r/max(m
 func (m *busyHostModel) round(pairs [][2]int, _ int) map[[2]int]PairFigure {
 	call := m.calls
 	m.calls++
+	m.seen = append(m.seen, pairs)
 	out := map[[2]int]PairFigure{}
 	for _, p := range pairs {
 		v := 10.0
@@ -207,26 +209,75 @@ func TestPairsBusyHostWindow(t *testing.T) {
 		{"hosts of two ranks: no control of its host", "cpu", 2, nil, []busyWindow{{"h1", 0, end}}, []string{"2-3"}},
 	} {
 		m := &busyHostModel{per: tc.per, slow: tc.slow, busy: tc.busy}
-		d := &search{o: Options{Backend: tc.backend, Thresholds: Thresholds{Default: CPURules}}, n: 8, rank0: true, rep: &Report{},
-			members: map[string][]int{}, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, pairModel: m.round}
-		for r := range 8 {
-			h := m.hostOf(r)
-			if _, ok := d.members[h]; !ok {
-				d.hostList = append(d.hostList, h)
-			}
-			d.members[h] = append(d.members[h], r)
-			d.o.Hosts = append(d.o.Hosts, h)
-		}
-		if err := d.pairs(); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		var got []string
-		for k := range d.slowPairs {
-			got = append(got, k)
-		}
-		slices.Sort(got)
+		got := m.search(t, tc.backend, 8, nil)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: named %v, want %v (%d measurements)", tc.name, got, tc.want, m.calls)
+		}
+	}
+}
+
+// search runs the pair stage of a world of n ranks on the model, each
+// host on the machine of boot id machine[host], and returns the pairs
+// named slow.
+func (m *busyHostModel) search(t *testing.T, backend string, n int, machine map[string]string) []string {
+	t.Helper()
+	d := &search{o: Options{Backend: backend, Thresholds: Thresholds{Default: CPURules}, Machines: machine}, n: n, rank0: true, rep: &Report{},
+		members: map[string][]int{}, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, pairModel: m.round}
+	for r := range n {
+		h := m.hostOf(r)
+		if _, ok := d.members[h]; !ok {
+			d.hostList = append(d.hostList, h)
+		}
+		d.members[h] = append(d.members[h], r)
+		d.o.Hosts = append(d.o.Hosts, h)
+	}
+	if err := d.pairs(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for k := range d.slowPairs {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	return got
+}
+
+// TestPairsMeasuredAgainOneMachineAtATime: on a host-memory backend, pairs
+// measured again (suspects and their controls) run one per machine at a
+// time: hosts of machines apart at once (4 hosts: 2 rounds an attempt),
+// simulated hosts of one machine one after another (8 rounds), and a slow
+// pair planted on every host is named either way.
+func TestPairsMeasuredAgainOneMachineAtATime(t *testing.T) {
+	slow := [][2]int{{0, 1}, {4, 5}, {8, 9}, {12, 13}}
+	want := []string{"0-1", "12-13", "4-5", "8-9"}
+	for _, tc := range []struct {
+		name    string
+		machine map[string]string
+		calls   int
+	}{
+		{"four machines", map[string]string{"h0": "a", "h1": "b", "h2": "c", "h3": "d"}, 3 + 3*2},
+		{"hosts without facts", nil, 3 + 3*2},
+		{"four hosts on one machine", map[string]string{"h0": "a", "h1": "a", "h2": "a", "h3": "a"}, 3 + 3*8},
+		{"two machines of two hosts", map[string]string{"h0": "a", "h1": "a", "h2": "b", "h3": "b"}, 3 + 3*4},
+	} {
+		m := &busyHostModel{per: 4, slow: slow}
+		if got := m.search(t, "cpu", 16, tc.machine); !slices.Equal(got, want) {
+			t.Errorf("%s: named %v, want %v", tc.name, got, want)
+		}
+		if m.calls != tc.calls {
+			t.Errorf("%s: %d measurements, want %d", tc.name, m.calls, tc.calls)
+		}
+		for i, pairs := range m.seen[3:] {
+			on := map[string]int{}
+			for _, p := range pairs {
+				mach := m.hostOf(p[0])
+				if id, ok := tc.machine[mach]; ok {
+					mach = id
+				}
+				if on[mach]++; on[mach] > 1 {
+					t.Errorf("%s: measurement %d again has two pairs of machine %s: %v", tc.name, i+1, mach, pairs)
+				}
+			}
 		}
 	}
 }

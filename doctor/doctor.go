@@ -27,6 +27,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,6 +56,10 @@ type Options struct {
 	Devices []results.Device
 	// Facts are every host's health facts (rank 0; empty without NVML).
 	Facts []HostFacts
+	// Machines is the boot id of the machine each host runs on, by host
+	// (rank 0; host-memory backends): simulated hosts on one machine
+	// (launch --nodes) share it, and its cores.
+	Machines map[string]string
 	// Who names a world rank with its host and device, e.g.
 	// "rank 3 (node-2, GPU 0000:9a:00.0)".
 	Who func(rank int) string
@@ -214,6 +219,13 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		d.members[h] = append(d.members[h], r)
 	}
 	d.rep.Hosts = d.hostList
+	if len(o.Machines) > 0 {
+		ids := map[string]bool{}
+		for _, h := range d.hostList {
+			ids[cmp.Or(o.Machines[h], "host "+h)] = true
+		}
+		d.rep.Machines = len(ids)
+	}
 	for i := range o.Facts {
 		f := &o.Facts[i]
 		d.facts[f.Host] = f

@@ -100,14 +100,26 @@ func (d *search) pairs() error {
 	// taken by another workload for a second clear the suspect measured
 	// in it. A drill beside another one on 2 cores named a healthy pair
 	// slow in four measurements in a row, its peers unmeasured meanwhile.
+	// One suspect at a time is one per machine at a time: hosts on other
+	// machines (other boot ids) share no cores, and a world of 1,024 hosts
+	// measures its suspects in as many rounds as one host has, not as
+	// all of them have together.
 	alone := HostMemory(d.o.Backend)
+	var machineOf func(int) int
+	if alone {
+		m, err := d.machines()
+		if err != nil {
+			return err
+		}
+		machineOf = func(r int) int { return m[d.host(r)] }
+	}
 	round := len(rounds)
 	for attempt := 0; attempt < confirmAttempts && len(sus) > 0; attempt++ {
 		var keys [][2]int
 		for _, s := range sus {
 			keys = append(keys, parsePair(s.Key))
 		}
-		again := suspectRounds(keys, alone)
+		again := suspectRounds(keys, machineOf)
 		re := map[[2]int]PairFigure{}
 		ctlNow := map[[2]int]PairFigure{} // by suspect: its control measured after it
 		for _, pairs := range again {
@@ -122,15 +134,33 @@ func (d *search) pairs() error {
 			if !alone {
 				continue
 			}
-			c, ok := pairControl(rounds, keys, d.slowRanks, d.host, pairs[0], attempt)
-			if !ok {
-				continue
+			// Each suspect's control, right after the round: the
+			// controls of one round in as few rounds as they fit.
+			ctlOf := map[[2]int][2]int{}
+			var ctls [][2]int
+			for _, p := range pairs {
+				if c, ok := pairControl(rounds, keys, d.slowRanks, d.host, p, attempt); ok {
+					ctlOf[p] = c
+					if !slices.Contains(ctls, c) {
+						ctls = append(ctls, c)
+					}
+				}
 			}
-			if got, err = d.pairRound([][2]int{c}, round); err != nil {
-				return err
+			ctlFig := map[[2]int]PairFigure{}
+			for _, cs := range suspectRounds(ctls, machineOf) {
+				if got, err = d.pairRound(cs, round); err != nil {
+					return err
+				}
+				round++
+				for key, f := range got {
+					ctlFig[key] = f
+				}
 			}
-			round++
-			ctlNow[pairs[0]] = got[c]
+			for p, c := range ctlOf {
+				if f, ok := ctlFig[c]; ok {
+					ctlNow[p] = f
+				}
+			}
 		}
 		var still []suspect
 		if d.rank0 {
@@ -203,24 +233,56 @@ func pairControl(rounds [][][2]int, suspects [][2]int, slowRanks map[int]suspect
 }
 
 // suspectRounds places pairs in rounds measured one after the other:
-// disjoint pairs together, or with alone (ranks that share the host's
-// cores) one pair per round.
-func suspectRounds(pairs [][2]int, alone bool) [][][2]int {
+// disjoint pairs together, and where machineOf is given (ranks that share
+// their machine's cores) at most one pair of a machine in a round.
+func suspectRounds(pairs [][2]int, machineOf func(int) int) [][][2]int {
 	var out [][][2]int
 	for _, p := range pairs {
 		placed := false
 		for i := range out {
-			if !alone && !touches(out[i], p) {
-				out[i] = append(out[i], p)
-				placed = true
-				break
+			if touches(out[i], p) || (machineOf != nil && slices.ContainsFunc(out[i], func(q [2]int) bool { return machineOf(q[0]) == machineOf(p[0]) })) {
+				continue
 			}
+			out[i] = append(out[i], p)
+			placed = true
+			break
 		}
 		if !placed {
 			out = append(out, [][2]int{p})
 		}
 	}
 	return out
+}
+
+// machines numbers the machines the world's hosts run on, by host: hosts
+// of one boot id (Options.Machines: simulated hosts on one machine, launch
+// --nodes) share its cores; a host without one is a machine of its own.
+// Rank 0's view decides, and every process holds it.
+func (d *search) machines() (map[string]int, error) {
+	var num []int // by index in hostList, which every process has alike
+	if d.rank0 {
+		ids := map[string]int{}
+		for _, h := range d.hostList {
+			id := "host " + h
+			if m := d.o.Machines[h]; m != "" {
+				id = "machine " + m
+			}
+			if _, ok := ids[id]; !ok {
+				ids[id] = len(ids)
+			}
+			num = append(num, ids[id])
+		}
+	}
+	if err := d.agree(&num); err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for i, h := range d.hostList {
+		if i < len(num) {
+			out[h] = num[i]
+		}
+	}
+	return out, nil
 }
 
 func parsePair(key string) [2]int {

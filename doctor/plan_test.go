@@ -229,20 +229,25 @@ func TestConfirmStepClearsAPairOnlyByItsOwnFigure(t *testing.T) {
 }
 
 // TestSuspectRoundsMeasureAloneWhereRanksShareCores: suspects are measured
-// again in rounds of disjoint pairs, except where the ranks share the
-// host's cores (cpu, mpi): there each pair runs alone, so a neighbour's
-// measurement cannot make a healthy pair look slow.
+// again in rounds of disjoint pairs, except where the ranks share their
+// machine's cores (cpu, mpi): there one pair of a machine runs at a time,
+// so a neighbour's measurement cannot make a healthy pair look slow, and
+// machines apart run theirs at once.
 func TestSuspectRoundsMeasureAloneWhereRanksShareCores(t *testing.T) {
-	pairs := [][2]int{{0, 2}, {1, 3}, {0, 1}, {4, 5}}
+	pairs := [][2]int{{0, 2}, {1, 3}, {0, 1}, {4, 5}, {6, 7}}
+	oneMachine := func(int) int { return 0 }
+	hostsOfFour := func(r int) int { return r / 4 }
 	for _, tc := range []struct {
-		alone bool
-		want  [][][2]int
+		name      string
+		machineOf func(int) int
+		want      [][][2]int
 	}{
-		{false, [][][2]int{{{0, 2}, {1, 3}, {4, 5}}, {{0, 1}}}},
-		{true, [][][2]int{{{0, 2}}, {{1, 3}}, {{0, 1}}, {{4, 5}}}},
+		{"GPUs", nil, [][][2]int{{{0, 2}, {1, 3}, {4, 5}, {6, 7}}, {{0, 1}}}},
+		{"one machine", oneMachine, [][][2]int{{{0, 2}}, {{1, 3}}, {{0, 1}}, {{4, 5}}, {{6, 7}}}},
+		{"two machines", hostsOfFour, [][][2]int{{{0, 2}, {4, 5}}, {{1, 3}, {6, 7}}, {{0, 1}}}},
 	} {
-		if got := suspectRounds(pairs, tc.alone); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("alone %v: rounds %v, want %v", tc.alone, got, tc.want)
+		if got := suspectRounds(pairs, tc.machineOf); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: rounds %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	for _, b := range []string{"cpu", "mpi"} {

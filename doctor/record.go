@@ -122,13 +122,17 @@ type Report struct {
 	Schema string `json:"schema"`
 	// Version is the report's SchemaVersion (0 in reports written before
 	// it was kept: read as 1).
-	Version  int         `json:"schema_version,omitempty"`
-	Healthy  bool        `json:"healthy"`
-	Findings []Finding   `json:"findings"`
-	Mode     string      `json:"mode"` // quick or full
-	Backend  string      `json:"backend"`
-	Ranks    int         `json:"ranks"`
-	Hosts    []string    `json:"hosts"`
+	Version  int       `json:"schema_version,omitempty"`
+	Healthy  bool      `json:"healthy"`
+	Findings []Finding `json:"findings"`
+	Mode     string    `json:"mode"` // quick or full
+	Backend  string    `json:"backend"`
+	Ranks    int       `json:"ranks"`
+	Hosts    []string  `json:"hosts"`
+	// Machines counts the machines (boot ids) the hosts ran on, where the
+	// backend's ranks share their machine's cores (cpu, mpi): simulated
+	// hosts on one machine are one.
+	Machines int         `json:"machines,omitempty"`
 	Seconds  float64     `json:"seconds"`
 	Facts    []HostFacts `json:"facts,omitempty"`
 	// Samples are NVML's clocks, power, temperature and clock event

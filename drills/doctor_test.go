@@ -123,6 +123,11 @@ func TestDoctorDrills(t *testing.T) {
 					t.Errorf("run %d (%q, %d ranks on %d hosts): exit %d, no report: %v\n%s", i+1, pl.faults, pl.procs, pl.nodes, code, jerr, errb.String())
 					continue
 				}
+				// The simulated hosts share this machine's cores: doctor
+				// must know, to measure its suspects one at a time.
+				if rep.Machines != 1 {
+					t.Errorf("run %d (%q, %d ranks on %d hosts): the report says the hosts ran on %d machines, want 1", i+1, pl.faults, pl.procs, pl.nodes, rep.Machines)
+				}
 				if why := verdictMismatch(rep, code, c.kind, pl.ranks, pl.part); why != "" {
 					t.Errorf("run %d (%q, %d ranks on %d hosts): %s\n%s", i+1, pl.faults, pl.procs, pl.nodes, why, evidence(rep, pl.ranks))
 					continue

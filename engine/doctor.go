@@ -18,6 +18,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/doctor"
+	"collbench/internal/hostclock"
 	"collbench/internal/tempdir"
 	"collbench/measure"
 	"collbench/topology"
@@ -100,6 +101,11 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 	opts.Who = Namer(ss, devices)
 	if gpu {
 		if opts.Facts, err = f.gatherFacts(world, b.Info().Version); err != nil {
+			return nil, &RunError{Err: err}
+		}
+	}
+	if doctor.HostMemory(b.Name()) {
+		if opts.Machines, err = f.gatherMachines(world); err != nil {
 			return nil, &RunError{Err: err}
 		}
 	}
@@ -295,6 +301,24 @@ func (f *System) gatherFacts(w measure.World, ncclVersion string) ([]doctor.Host
 		}
 		seen[hf.Host] = len(out)
 		out = append(out, hf)
+	}
+	return out, nil
+}
+
+// gatherMachines collects on rank 0 the boot id of each host's machine
+// (doctor.Options.Machines): ranks of simulated hosts on one machine
+// share its cores.
+func (f *System) gatherMachines(w measure.World) (map[string]string, error) {
+	type onHost struct{ Host, Machine string }
+	all, err := gatherJSON(w, onHost{f.HostIdentity(), hostclock.ID()})
+	if err != nil {
+		return nil, fmt.Errorf("gathering the hosts' machines: %w", err)
+	}
+	out := map[string]string{}
+	for _, m := range all {
+		if _, ok := out[m.Host]; !ok {
+			out[m.Host] = m.Machine
+		}
 	}
 	return out, nil
 }
