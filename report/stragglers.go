@@ -166,7 +166,10 @@ func trimFloat(v float64) string {
 func lateLine(rows []results.Row) string {
 	count := map[int]int{}
 	recorded, late := 0, 0
-	most, errMax := 0.0, 0.0
+	// errMax is the widest error of every recorded row, lateErr of the
+	// rows with a rank late beyond theirs: "beyond an error of at most"
+	// speaks of those alone.
+	most, errMax, lateErr := 0.0, 0.0, 0.0
 	for _, r := range rows {
 		l, ok := lateOf(r.OutOfPlace, r.InPlace, nil)
 		if !ok {
@@ -180,6 +183,7 @@ func lateLine(rows []results.Row) string {
 		late++
 		count[l.rank]++
 		most = max(most, l.by)
+		lateErr = max(lateErr, l.err)
 	}
 	if recorded == 0 {
 		return ""
@@ -195,5 +199,5 @@ func lateLine(rows []results.Row) string {
 		}
 	}
 	return fmt.Sprintf("# late kernel:       rank %d started last in %d of %d recorded rows, at most %s us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±%s us)",
-		top, n, recorded, trimFloat(most), trimFloat(errMax))
+		top, n, recorded, trimFloat(most), trimFloat(lateErr))
 }

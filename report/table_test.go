@@ -50,3 +50,25 @@ func TestDevicesLineAtScale(t *testing.T) {
 		t.Errorf("scattered ranks: %q", got)
 	}
 }
+
+// TestLateLineSpeaksOfTheLateRowsError: the summary's error is that of
+// the rows where a rank started late beyond it, not the widest of every
+// row (4x H200: "6.7 us after the earliest rank ... beyond an error of at
+// most ±32.7 us" read as a contradiction; the ±32.7 was another row's).
+func TestLateLineSpeaksOfTheLateRowsError(t *testing.T) {
+	row := func(start, errs []float64) results.Row {
+		return results.Row{OutOfPlace: &results.Half{Kernels: &results.KernelTimes{StartUS: start, ClockErrorUS: errs}}}
+	}
+	rows := []results.Row{
+		row([]float64{0, 5, 3, 1}, []float64{16, 16, 16, 16}),   // within ±32: nobody late
+		row([]float64{0, 6.7, 1, 2}, []float64{1, 1, 0.5, 0.5}), // rank 1, 6.7 beyond ±2
+	}
+	got := lateLine(rows)
+	want := "rank 1 started last in 1 of 2 recorded rows, at most 6.7 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.0 us)"
+	if !strings.Contains(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := lateLine(rows[:1]); !strings.Contains(got, "none in 1 recorded rows") || !strings.Contains(got, "±32.0 us") {
+		t.Errorf("no one late: %q", got)
+	}
+}
