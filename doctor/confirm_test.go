@@ -133,7 +133,11 @@ func TestPairControl(t *testing.T) {
 		{"touching, where nothing else is", [][2]int{{0, 1}, {2, 3}, {4, 5}, {4, 6}, {4, 7}, {5, 6}, {5, 7}, {6, 7}}, none, [2]int{0, 1}, 0, [2]int{0, 2}, true},
 		{"none left", [][2]int{{0, 1}}, map[int]suspect{2: {}, 3: {}, 4: {}, 5: {}, 6: {}, 7: {}}, [2]int{0, 1}, 0, [2]int{}, false},
 	} {
-		got, ok := pairControl(rounds, tc.suspects, tc.slow, hostOf, tc.p, tc.attempt)
+		isSuspect := map[[2]int]bool{}
+		for _, k := range tc.suspects {
+			isSuspect[k] = true
+		}
+		got, ok := pairControl(rounds, isSuspect, tc.slow, hostOf, tc.p, tc.attempt)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: control %v (%v), want %v (%v)", tc.name, got, ok, tc.want, tc.ok)
 		}
@@ -278,6 +282,33 @@ func TestPairsMeasuredAgainOneMachineAtATime(t *testing.T) {
 					t.Errorf("%s: measurement %d again has two pairs of machine %s: %v", tc.name, i+1, mach, pairs)
 				}
 			}
+		}
+	}
+}
+
+// TestPairsAgainRoundsDoNotGrowWithHosts: with a slow pair on every host
+// and every host a machine of its own, the pairs measured again take the
+// same rounds at 1, 16 and 128 hosts of 8 ranks (7 rounds of the first
+// pass, then a round of suspects and one of controls for each of 3
+// attempts), and every planted pair is named.
+func TestPairsAgainRoundsDoNotGrowWithHosts(t *testing.T) {
+	for _, hosts := range []int{1, 16, 128} {
+		m := &busyHostModel{per: 8}
+		machine := map[string]string{}
+		var want []string
+		for h := range hosts {
+			machine[fmt.Sprintf("h%d", h)] = fmt.Sprint(h)
+			a, b := h*8+h%8, h*8+(h+3)%8
+			m.slow = append(m.slow, pairKey(a, b))
+			want = append(want, fmt.Sprintf("%d-%d", min(a, b), max(a, b)))
+		}
+		slices.Sort(want)
+		got := m.search(t, "cpu", hosts*8, machine)
+		if !slices.Equal(got, want) {
+			t.Errorf("%d hosts: named %d pairs, want %d", hosts, len(got), len(want))
+		}
+		if m.calls != 7+3*2 {
+			t.Errorf("%d hosts: %d rounds, want %d", hosts, m.calls, 7+3*2)
 		}
 	}
 }

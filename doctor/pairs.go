@@ -120,6 +120,10 @@ func (d *search) pairs() error {
 			keys = append(keys, parsePair(s.Key))
 		}
 		again := suspectRounds(keys, machineOf)
+		isSuspect := map[[2]int]bool{}
+		for _, k := range keys {
+			isSuspect[k] = true
+		}
 		re := map[[2]int]PairFigure{}
 		ctlNow := map[[2]int]PairFigure{} // by suspect: its control measured after it
 		for _, pairs := range again {
@@ -138,10 +142,12 @@ func (d *search) pairs() error {
 			// controls of one round in as few rounds as they fit.
 			ctlOf := map[[2]int][2]int{}
 			var ctls [][2]int
+			picked := map[[2]int]bool{}
 			for _, p := range pairs {
-				if c, ok := pairControl(rounds, keys, d.slowRanks, d.host, p, attempt); ok {
+				if c, ok := pairControl(rounds, isSuspect, d.slowRanks, d.host, p, attempt); ok {
 					ctlOf[p] = c
-					if !slices.Contains(ctls, c) {
+					if !picked[c] {
+						picked[c] = true
 						ctls = append(ctls, c)
 					}
 				}
@@ -204,27 +210,35 @@ func (d *search) pairs() error {
 // ranks, a workload that took one host's cores from the last round of the
 // first pass named both of that round's pairs, whose one disjoint pair
 // was the other suspect, TestPairsBusyHostWindow).
-func pairControl(rounds [][][2]int, suspects [][2]int, slowRanks map[int]suspect, hostOf func(int) string, p [2]int, attempt int) ([2]int, bool) {
-	var lists [3][][2]int // p's host apart from p, p's host touching p, other hosts
+func pairControl(rounds [][][2]int, isSuspect map[[2]int]bool, slowRanks map[int]suspect, hostOf func(int) string, p [2]int, attempt int) ([2]int, bool) {
+	healthy := func(c [2]int) bool {
+		_, a := slowRanks[c[0]]
+		_, b := slowRanks[c[1]]
+		return !a && !b && !isSuspect[c]
+	}
+	var apart, touching, elsewhere [][2]int
 	for _, round := range rounds {
 		for _, c := range round {
-			c = pairKey(c[0], c[1])
-			_, a := slowRanks[c[0]]
-			_, b := slowRanks[c[1]]
-			if a || b || slices.Contains(suspects, c) {
+			if c = pairKey(c[0], c[1]); hostOf(c[0]) != hostOf(p[0]) || !healthy(c) {
 				continue
 			}
-			switch {
-			case hostOf(c[0]) != hostOf(p[0]):
-				lists[2] = append(lists[2], c)
-			case touches([][2]int{p}, c):
-				lists[1] = append(lists[1], c)
-			default:
-				lists[0] = append(lists[0], c)
+			if touches([][2]int{p}, c) {
+				touching = append(touching, c)
+			} else {
+				apart = append(apart, c)
 			}
 		}
 	}
-	for _, list := range lists {
+	if len(apart) == 0 && len(touching) == 0 {
+		for _, round := range rounds {
+			for _, c := range round {
+				if c = pairKey(c[0], c[1]); hostOf(c[0]) != hostOf(p[0]) && healthy(c) {
+					elsewhere = append(elsewhere, c)
+				}
+			}
+		}
+	}
+	for _, list := range [][][2]int{apart, touching, elsewhere} {
 		if len(list) > 0 {
 			return list[attempt%len(list)], true
 		}
