@@ -789,14 +789,16 @@ then ok "profiler plugin: every send between the hosts has its time on the wire"
 cp "$WORK/prof-plugin.json" "$OUT/prof-plugin.json" 2>/dev/null || true
 build_nccl_tests
 if [ -x "$nt/all_reduce_perf" ]; then
-  echo "wall time, alternating, ${PROF_ROUNDS:-3} rounds: NCCL's all_reduce_perf; collbench allreduce (plugin); collbench allreduce with the probe (COLLBENCH_NCCL_PROFILER=off)"
+  # NCCL's benchmark drives one GPU unless told; collbench every GPU it
+  # sees, a thread each: -t N -g 1 puts both on the same GPUs.
+  echo "wall time on $ngpu GPU(s), alternating, ${PROF_ROUNDS:-3} rounds: NCCL's all_reduce_perf -t $ngpu -g 1; collbench allreduce (plugin); collbench allreduce with the probe (COLLBENCH_NCCL_PROFILER=off)"
   for round in $(seq 1 "${PROF_ROUNDS:-3}"); do
     echo "round $round, -b 8 -e 1G -f 2 -n 20 -w 5 -c 1:"
-    wall "$nt/all_reduce_perf" -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 > /dev/null
+    wall "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 > /dev/null
     wall "$BIN" allreduce -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 -q > /dev/null
     COLLBENCH_NCCL_PROFILER=off wall "$BIN" allreduce -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 -q > /dev/null
-    echo "round $round, defaults (all_reduce_perf; collbench allreduce; with the probe):"
-    wall "$nt/all_reduce_perf" > /dev/null
+    echo "round $round, defaults (all_reduce_perf -t $ngpu -g 1; collbench allreduce; with the probe):"
+    wall "$nt/all_reduce_perf" -t "$ngpu" -g 1 > /dev/null
     wall "$BIN" allreduce -q > /dev/null
     COLLBENCH_NCCL_PROFILER=off wall "$BIN" allreduce -q > /dev/null
   done
