@@ -91,19 +91,17 @@ func (d *search) pairs() error {
 	})
 	// Measure the suspects again, only them, in rounds of disjoint pairs;
 	// one attempt that is not slow clears a suspect. Host-memory ranks
-	// share the host's cores, so there one suspect is measured at a time:
-	// two pairs measured at once on a 2-core host each ran at a fraction
-	// of their speed, and a healthy pair was named (-79%, once in 8 runs).
-	// There each suspect is followed by a healthy pair of its host, which
-	// shares those cores (a control): a suspect's peers' figure moves by
-	// the control's figure against its first one (never up), so cores
-	// taken by another workload for a second clear the suspect measured
-	// in it. A drill beside another one on 2 cores named a healthy pair
-	// slow in four measurements in a row, its peers unmeasured meanwhile.
-	// One suspect at a time is one per machine at a time: hosts on other
-	// machines (other boot ids) share no cores, and a world of 1,024 hosts
-	// measures its suspects in as many rounds as one host has, not as
-	// all of them have together.
+	// share their machine's cores, so there one suspect of a machine is
+	// measured at a time: two pairs measured at once on a 2-core host each
+	// ran at a fraction of their speed, and a healthy pair was named
+	// (-79%, once in 8 runs). Machines apart (other boot ids) share no
+	// cores and measure theirs at once, so 1,024 hosts take as many rounds
+	// as one. There each suspect is followed by a healthy pair of its host,
+	// which shares those cores (a control): a suspect's peers' figure moves
+	// by the control's figure against its first one (never up), so cores
+	// taken by another workload for a second clear the suspect measured in
+	// it. A drill beside another one on 2 cores named a healthy pair slow
+	// in four measurements in a row, its peers unmeasured meanwhile.
 	alone := HostMemory(d.o.Backend)
 	var machineOf func(int) int
 	if alone {
@@ -138,34 +136,8 @@ func (d *search) pairs() error {
 			if !alone {
 				continue
 			}
-			// Each suspect's control, right after the round: the
-			// controls of one round in as few rounds as they fit.
-			ctlOf := map[[2]int][2]int{}
-			var ctls [][2]int
-			picked := map[[2]int]bool{}
-			for _, p := range pairs {
-				if c, ok := pairControl(rounds, isSuspect, d.slowRanks, d.host, p, attempt); ok {
-					ctlOf[p] = c
-					if !picked[c] {
-						picked[c] = true
-						ctls = append(ctls, c)
-					}
-				}
-			}
-			ctlFig := map[[2]int]PairFigure{}
-			for _, cs := range suspectRounds(ctls, machineOf) {
-				if got, err = d.pairRound(cs, round); err != nil {
-					return err
-				}
-				round++
-				for key, f := range got {
-					ctlFig[key] = f
-				}
-			}
-			for p, c := range ctlOf {
-				if f, ok := ctlFig[c]; ok {
-					ctlNow[p] = f
-				}
+			if err := d.pairControls(pairs, rounds, isSuspect, machineOf, attempt, &round, ctlNow); err != nil {
+				return err
 			}
 		}
 		var still []suspect
@@ -196,6 +168,42 @@ func (d *search) pairs() error {
 	}
 	for _, s := range sus {
 		d.slowPairs[s.Key] = s
+	}
+	return nil
+}
+
+// pairControls measures the control of each suspect of one round of
+// pairs measured again (pairControl), right after that round and in as
+// few rounds as they fit, one pair of a machine at a time, and puts each
+// suspect's control figure in now.
+func (d *search) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[[2]int]bool, machineOf func(int) int, attempt int, round *int, now map[[2]int]PairFigure) error {
+	ctlOf := map[[2]int][2]int{}
+	var ctls [][2]int
+	picked := map[[2]int]bool{}
+	for _, p := range pairs {
+		if c, ok := pairControl(rounds, isSuspect, d.slowRanks, d.host, p, attempt); ok {
+			ctlOf[p] = c
+			if !picked[c] {
+				picked[c] = true
+				ctls = append(ctls, c)
+			}
+		}
+	}
+	fig := map[[2]int]PairFigure{}
+	for _, cs := range suspectRounds(ctls, machineOf) {
+		got, err := d.pairRound(cs, *round)
+		if err != nil {
+			return err
+		}
+		*round++
+		for key, f := range got {
+			fig[key] = f
+		}
+	}
+	for p, c := range ctlOf {
+		if f, ok := fig[c]; ok {
+			now[p] = f
+		}
 	}
 	return nil
 }
