@@ -109,35 +109,40 @@ func TestBusyFabricNeedsTwoRounds(t *testing.T) {
 // ranks share the host's cores is of the suspect's host and apart from
 // its ranks where one is (in turn by attempt), else of its host with one
 // of its ranks; never a suspect or a pair with a rank found slow alone;
-// another host's where the suspect's host has none; none where no
-// healthy pair is left.
+// another host's on the same machine where the suspect's host has none,
+// never one on another machine; none where no healthy pair is left.
 func TestPairControl(t *testing.T) {
 	hostOf := func(r int) string { return fmt.Sprint(r / 4) }
+	oneMachine := func(int) int { return 0 }
+	hostsApart := func(r int) int { return r / 4 }
 	// Two hosts of 4 ranks: every pair of each, in three rounds.
 	rounds := [][][2]int{{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, {{0, 2}, {1, 3}, {4, 6}, {5, 7}}, {{0, 3}, {1, 2}, {4, 7}, {5, 6}}}
 	none := map[int]suspect{}
+	allOfHost0 := [][2]int{{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}
 	for _, tc := range []struct {
-		name     string
-		suspects [][2]int
-		slow     map[int]suspect
-		p        [2]int
-		attempt  int
-		want     [2]int
-		ok       bool
+		name      string
+		suspects  [][2]int
+		slow      map[int]suspect
+		machineOf func(int) int
+		p         [2]int
+		attempt   int
+		want      [2]int
+		ok        bool
 	}{
-		{"same host, apart", [][2]int{{1, 2}}, none, [2]int{1, 2}, 0, [2]int{0, 3}, true},
-		{"the one apart, at a later attempt", [][2]int{{0, 1}}, none, [2]int{0, 1}, 1, [2]int{2, 3}, true},
-		{"not a suspect: touching, of its host", [][2]int{{0, 1}, {2, 3}}, none, [2]int{0, 1}, 0, [2]int{0, 2}, true},
-		{"not a slow rank's", [][2]int{{0, 1}}, map[int]suspect{2: {}}, [2]int{0, 1}, 0, [2]int{1, 3}, true},
-		{"another host's, where its host has none", [][2]int{{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}, none, [2]int{0, 1}, 0, [2]int{4, 5}, true},
-		{"touching, where nothing else is", [][2]int{{0, 1}, {2, 3}, {4, 5}, {4, 6}, {4, 7}, {5, 6}, {5, 7}, {6, 7}}, none, [2]int{0, 1}, 0, [2]int{0, 2}, true},
-		{"none left", [][2]int{{0, 1}}, map[int]suspect{2: {}, 3: {}, 4: {}, 5: {}, 6: {}, 7: {}}, [2]int{0, 1}, 0, [2]int{}, false},
+		{"same host, apart", [][2]int{{1, 2}}, none, oneMachine, [2]int{1, 2}, 0, [2]int{0, 3}, true},
+		{"the one apart, at a later attempt", [][2]int{{0, 1}}, none, oneMachine, [2]int{0, 1}, 1, [2]int{2, 3}, true},
+		{"not a suspect: touching, of its host", [][2]int{{0, 1}, {2, 3}}, none, oneMachine, [2]int{0, 1}, 0, [2]int{0, 2}, true},
+		{"not a slow rank's", [][2]int{{0, 1}}, map[int]suspect{2: {}}, oneMachine, [2]int{0, 1}, 0, [2]int{1, 3}, true},
+		{"another host's, where its host has none", allOfHost0, none, oneMachine, [2]int{0, 1}, 0, [2]int{4, 5}, true},
+		{"touching, where nothing else is", [][2]int{{0, 1}, {2, 3}, {4, 5}, {4, 6}, {4, 7}, {5, 6}, {5, 7}, {6, 7}}, none, oneMachine, [2]int{0, 1}, 0, [2]int{0, 2}, true},
+		{"none left", [][2]int{{0, 1}}, map[int]suspect{2: {}, 3: {}, 4: {}, 5: {}, 6: {}, 7: {}}, oneMachine, [2]int{0, 1}, 0, [2]int{}, false},
+		{"never another machine's", allOfHost0, none, hostsApart, [2]int{0, 1}, 0, [2]int{}, false},
 	} {
 		isSuspect := map[[2]int]bool{}
 		for _, k := range tc.suspects {
 			isSuspect[k] = true
 		}
-		got, ok := pairControl(rounds, isSuspect, tc.slow, hostOf, tc.p, tc.attempt)
+		got, ok := pairControl(rounds, isSuspect, tc.slow, hostOf, tc.machineOf, tc.p, tc.attempt)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s: control %v (%v), want %v (%v)", tc.name, got, ok, tc.want, tc.ok)
 		}

@@ -181,7 +181,7 @@ func (d *search) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[[
 	var ctls [][2]int
 	picked := map[[2]int]bool{}
 	for _, p := range pairs {
-		if c, ok := pairControl(rounds, isSuspect, d.slowRanks, d.host, p, attempt); ok {
+		if c, ok := pairControl(rounds, isSuspect, d.slowRanks, d.host, machineOf, p, attempt); ok {
 			ctlOf[p] = c
 			if !picked[c] {
 				picked[c] = true
@@ -212,13 +212,16 @@ func (d *search) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[[
 // whose ranks share the host's cores: a pair from the first rounds that is
 // no suspect and has no rank found slow alone, of p's host and apart from
 // p's ranks where there is one, else of p's host with one of p's ranks,
-// else of another host; the attempt-th such (in turn). Every process picks
-// the same one. A pair of p's host shares the cores another workload
-// takes from p; another host's does not (on a model of two hosts of four
-// ranks, a workload that took one host's cores from the last round of the
-// first pass named both of that round's pairs, whose one disjoint pair
-// was the other suspect, TestPairsBusyHostWindow).
-func pairControl(rounds [][][2]int, isSuspect map[[2]int]bool, slowRanks map[int]suspect, hostOf func(int) string, p [2]int, attempt int) ([2]int, bool) {
+// else of another host on p's machine (simulated hosts); the attempt-th
+// such (in turn), or none. Every process picks the same one. A pair of
+// p's host shares the cores another workload takes from p; another
+// host's only where it runs on the same machine (on a model of two hosts
+// of four ranks, a workload that took one host's cores from the last
+// round of the first pass named both of that round's pairs, whose one
+// disjoint pair was the other suspect, when their control came from the
+// other host, TestPairsBusyHostWindow); a pair on another machine would
+// move a suspect's bar by that machine's load.
+func pairControl(rounds [][][2]int, isSuspect map[[2]int]bool, slowRanks map[int]suspect, hostOf func(int) string, machineOf func(int) int, p [2]int, attempt int) ([2]int, bool) {
 	healthy := func(c [2]int) bool {
 		_, a := slowRanks[c[0]]
 		_, b := slowRanks[c[1]]
@@ -240,7 +243,7 @@ func pairControl(rounds [][][2]int, isSuspect map[[2]int]bool, slowRanks map[int
 	if len(apart) == 0 && len(touching) == 0 {
 		for _, round := range rounds {
 			for _, c := range round {
-				if c = pairKey(c[0], c[1]); hostOf(c[0]) != hostOf(p[0]) && healthy(c) {
+				if c = pairKey(c[0], c[1]); hostOf(c[0]) != hostOf(p[0]) && machineOf(c[0]) == machineOf(p[0]) && healthy(c) {
 					elsewhere = append(elsewhere, c)
 				}
 			}
