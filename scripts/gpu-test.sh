@@ -167,7 +167,7 @@ grep -E '^#|GiB|MiB|  8 B' "$WORK/sweep.txt" | grep -E '^# (collbench|backend|ra
 
 step "the same six collectives 8 B - 4 GiB, each in a collbench <collective> run of its own, verified; busbw at 64 MiB and up within 1% of NCCL's benchmark: ${SIX_PASSES:-4} alternating passes of each at 64 MiB - 4 GiB, medians compared, and the sweep's rows within 1% of every pass's range"
 six_ok=1
-rm -f "$WORK"/six-* "$WORK"/nref-* "$WORK"/cbref-*
+rm -f "$WORK"/six-* "$WORK"/nref-* "$WORK"/cbref-* "$WORK"/nocheck-*
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
   start=$(date +%s.%N)
   timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 8:4G --check 1 -n 20 -q -o "$WORK/six-$c.json" > /dev/null 2> "$WORK/six-$c.err"; rc=$?
@@ -272,11 +272,12 @@ cat "$WORK/sixcmp.txt"
 # tools without their data check (collbench --check 0, NCCL's benchmark
 # -c 0), 2 alternating passes each: whether the check moves either side.
 for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
-  for pass in 1 2; do
-    timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nocheck-nref-$c-$pass.log" 2>&1 \
-      && "$BIN" baseline make "$WORK/nocheck-nref-$c-$pass.log" -o "$WORK/nocheck-nref-$c-$pass.json" > /dev/null 2>&1
-    timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G -n 20 -w 5 --check 0 -q -o "$WORK/nocheck-cb-$c-$pass.json" > /dev/null 2>&1
-  done
+  nref0() {
+    timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nocheck-nref-$c-$1.log" 2>&1 \
+      && "$BIN" baseline make "$WORK/nocheck-nref-$c-$1.log" -o "$WORK/nocheck-nref-$c-$1.json" > /dev/null 2>&1
+  }
+  cb0() { timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G -n 20 -w 5 --check 0 -q -o "$WORK/nocheck-cb-$c-$1.json" > /dev/null 2>&1; }
+  nref0 1; cb0 1; cb0 2; nref0 2
   python3 - "$WORK" "$c" <<'PY'
 import glob, json, statistics, sys
 w, c = sys.argv[1:]
