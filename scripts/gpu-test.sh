@@ -271,13 +271,14 @@ cat "$WORK/sixcmp.txt"
 # Shown, not judged: a collective still beyond after every pass, both
 # tools without their data check (collbench --check 0, NCCL's benchmark
 # -c 0), 2 alternating passes each: whether the check moves either side.
+# nref0 C K, cb0 C K: pass K of each tool without its check.
+nref0() {
+  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nocheck-nref-$1-$2.log" 2>&1 \
+    && "$BIN" baseline make "$WORK/nocheck-nref-$1-$2.log" -o "$WORK/nocheck-nref-$1-$2.json" > /dev/null 2>&1
+}
+cb0() { timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 64M:4G -n 20 -w 5 --check 0 -q -o "$WORK/nocheck-cb-$1-$2.json" > /dev/null 2>&1; }
 for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
-  nref0() {
-    timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nocheck-nref-$c-$1.log" 2>&1 \
-      && "$BIN" baseline make "$WORK/nocheck-nref-$c-$1.log" -o "$WORK/nocheck-nref-$c-$1.json" > /dev/null 2>&1
-  }
-  cb0() { timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 64M:4G -n 20 -w 5 --check 0 -q -o "$WORK/nocheck-cb-$c-$1.json" > /dev/null 2>&1; }
-  nref0 1; cb0 1; cb0 2; nref0 2
+  nref0 "$c" 1; cb0 "$c" 1; cb0 "$c" 2; nref0 "$c" 2
   python3 - "$WORK" "$c" <<'PY'
 import glob, json, statistics, sys
 w, c = sys.argv[1:]
