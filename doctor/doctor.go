@@ -27,7 +27,6 @@
 package doctor
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -222,7 +221,7 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 	if len(o.Machines) > 0 {
 		ids := map[string]bool{}
 		for _, h := range d.hostList {
-			ids[cmp.Or(o.Machines[h], "host "+h)] = true
+			ids[machineID(o.Machines, h)] = true
 		}
 		d.rep.Machines = len(ids)
 	}

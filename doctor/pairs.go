@@ -279,6 +279,15 @@ func suspectRounds(pairs [][2]int, machineOf func(int) int) [][][2]int {
 	return out
 }
 
+// machineID names the machine host h runs on: its boot id where
+// machines gives one, else the host itself.
+func machineID(machines map[string]string, h string) string {
+	if m := machines[h]; m != "" {
+		return "machine " + m
+	}
+	return "host " + h
+}
+
 // machines numbers the machines the world's hosts run on, by host: hosts
 // of one boot id (Options.Machines: simulated hosts on one machine, launch
 // --nodes) share its cores; a host without one is a machine of its own.
@@ -288,10 +297,7 @@ func (d *search) machines() (map[string]int, error) {
 	if d.rank0 {
 		ids := map[string]int{}
 		for _, h := range d.hostList {
-			id := "host " + h
-			if m := d.o.Machines[h]; m != "" {
-				id = "machine " + m
-			}
+			id := machineID(d.o.Machines, h)
 			if _, ok := ids[id]; !ok {
 				ids[id] = len(ids)
 			}
