@@ -148,6 +148,22 @@ type Rank interface {
 	Barrier() error
 }
 
+// TogetherStarter is implemented by ranks whose barrier releases them
+// apart in time (processes joined over a network): StartTogether is a
+// barrier that returns on every rank of one host at one instant of its
+// clock, for an operation whose kernels' starts are compared.
+type TogetherStarter interface {
+	StartTogether() error
+}
+
+// startTogether is r's StartTogether where it has one, else its barrier.
+func startTogether(r Rank) error {
+	if s, ok := r.(TogetherStarter); ok {
+		return s.StartTogether()
+	}
+	return r.Barrier()
+}
+
 // OutOfMemoryError reports an allocation a device could not satisfy.
 type OutOfMemoryError struct {
 	Rank      int

@@ -464,11 +464,11 @@ func (rn *Runner) recordOne(c Case, size int64, what string, callOf func(Rank) (
 		return rn.w.Run(func(r Rank) error {
 			_, call, _ := callOf(r)
 			tr := rn.Board.For(r.WorldRank())
-			// Issued together, as the timed loop's are (align): the
-			// kernels' starts then differ by what the ranks do, not
-			// by when their threads woke up.
+			// Issued together: the kernels' starts then differ by
+			// what the ranks do, not by when their threads woke up or
+			// a barrier over the network let their processes go.
 			tr.SetPhase(watchdog.Barrier)
-			if err := r.Barrier(); err != nil {
+			if err := startTogether(r); err != nil {
 				return err
 			}
 			tr.Begin(what+" (recorded by the library)", watchdog.Timed, 1)

@@ -396,6 +396,9 @@ else
   bad "collbench launch -n $ngpu"
 fi
 grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:|rank' /tmp/launch.txt | head -12
+# Shown, not judged: the processes start each recorded operation together
+# (StartTogether), so a clean run should show nobody late beyond the error.
+echo "launch -n $ngpu, the late-kernel column:"; grep -E '^# late kernel' /tmp/launch.txt
 if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
   if "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
     ok "2 simulated nodes x $((ngpu / 2)) GPUs (NCCL_HOSTID)"

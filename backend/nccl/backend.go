@@ -292,6 +292,9 @@ type world struct {
 	// stuck): nothing more is recorded, and the communicators are aborted
 	// rather than destroyed at the end.
 	wedged *atomic.Bool
+	// together times the starts together of a distributed world's
+	// processes (see startTogether); shared with its splits.
+	together *together
 }
 
 // stopChan is the channel closed when the world (or the world it was
@@ -309,7 +312,7 @@ func (w *world) stopChan() chan struct{} {
 // library has it (each rank on its own thread), otherwise with a new unique
 // id per group and every communicator created in one group call.
 func (w *world) Split(l measure.Layout) (measure.World, error) {
-	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl, profInits: w.profInits, wedged: w.wedged}
+	sw := &world{b: w.b, bar: w.bar, derived: true, size: w.size, ctl: w.ctl, profInits: w.profInits, wedged: w.wedged, together: w.together}
 	w.childMu.Lock()
 	w.children = append(w.children, sw)
 	w.childMu.Unlock()
@@ -484,7 +487,7 @@ func (b *Backend) OpenDistributed(ctx context.Context, ctl measure.Control, devi
 		return nil, fmt.Errorf("local device %d does not exist: %d GPUs are visible (set --device or CUDA_VISIBLE_DEVICES)", device, len(b.devices))
 	}
 	n, me := ctl.Size(), ctl.Rank()
-	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits(), wedged: new(atomic.Bool)}
+	w := &world{b: b, bar: syncx.NewSpinBarrier(1), size: n, ctl: ctl, profInits: profiler.Inits(), wedged: new(atomic.Bool), together: &together{}}
 	wk := &worker{tasks: make(chan func())}
 	go wk.loop()
 	r := &rank{w: w, drv: b.drv, id: me, size: n, worldRank: me, dev: b.devices[device], wk: wk, owned: &bufList{}, ops: new(atomic.Int64), aborted: newCommAbort(),

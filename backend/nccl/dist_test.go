@@ -2,6 +2,7 @@ package nccl
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"sync"
@@ -148,4 +149,109 @@ func allreduceCall(r measure.Rank) measure.Call {
 	send, _ := r.Alloc(1024)
 	recv, _ := r.Alloc(1024)
 	return measure.Call{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Count: 256, Send: measure.View{Buf: send}, Recv: measure.View{Buf: recv}}
+}
+
+// TestStartTogetherOutrunsTheBarriersStagger: processes that a barrier
+// lets go one network delay apart (a tree's leaves after its root; here
+// 3 ms a rank) leave StartTogether at one instant of the host's clock, so
+// the operation recorded after it shows no rank late. Barrier, on the
+// same model, keeps the stagger: the model is what the GPUs showed under
+// launch -n 4 (45-347 µs late rows).
+func TestStartTogetherOutrunsTheBarriersStagger(t *testing.T) {
+	t.Setenv("COLLBENCH_NCCL_PROFILER", "off")
+	const n = 4
+	step := 3 * time.Millisecond
+	d := fakegpu.HGX("H100", n, fakegpu.Options{Timeout: time.Minute})
+	ctls := memcontrol.New(n, nil)
+	memcontrol.Stagger(ctls, func(r int) time.Duration { return time.Duration(r) * step })
+	const rounds = 4 // a barrier, then StartTogether 3 times (its first margin is a guess)
+	left := make([][rounds]time.Time, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := Open(Options{Driver: d})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			w, err := b.OpenDistributed(context.Background(), ctls[r], r)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer func() { errs[r] = errors.Join(errs[r], w.Close()) }()
+			rk := w.Ranks()[0]
+			for k := 0; k < rounds; k++ {
+				if k == 0 {
+					err = rk.Barrier()
+				} else {
+					err = rk.(measure.TogetherStarter).StartTogether()
+				}
+				left[r][k] = time.Now()
+				if err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	spread := func(k int) time.Duration {
+		lo, hi := left[0][k], left[0][k]
+		for r := range left {
+			lo, hi = minTime(lo, left[r][k]), maxTime(hi, left[r][k])
+		}
+		return hi.Sub(lo)
+	}
+	if s := spread(0); s < 2*step {
+		t.Errorf("the barrier let its processes go %v apart; the model staggers them by %v", s, (n-1)*step)
+	}
+	if s := spread(rounds - 1); s > step {
+		t.Errorf("StartTogether let its processes go %v apart (the barrier's stagger: %v)", s, (n-1)*step)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// TestNextMargin: rank 0's margin is twice the longest release it heard
+// of, within its bounds; processes that did not time theirs say nothing.
+func TestNextMargin(t *testing.T) {
+	slack := func(d time.Duration) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(d.Nanoseconds())) }
+	for _, c := range []struct {
+		name  string
+		last  time.Duration
+		heard [][]byte
+		want  time.Duration
+	}{
+		{"first", 0, nil, firstStartMargin},
+		{"all early", 2 * time.Millisecond, [][]byte{nil, slack(1800 * time.Microsecond), slack(1500 * time.Microsecond)}, time.Millisecond},
+		{"one late", 2 * time.Millisecond, [][]byte{nil, slack(time.Millisecond), slack(-3 * time.Millisecond)}, 10 * time.Millisecond},
+		{"at least the floor", time.Millisecond, [][]byte{nil, slack(990 * time.Microsecond)}, minStartMargin},
+		{"at most the cap", time.Millisecond, [][]byte{nil, slack(-time.Second)}, maxStartMargin},
+		{"none timed", time.Millisecond, [][]byte{nil, nil, {1, 2}}, minStartMargin},
+	} {
+		if got := nextMargin(c.last, c.heard); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -6,6 +6,7 @@ package memcontrol
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"collbench/internal/syncx"
 )
@@ -22,6 +23,9 @@ type hub struct {
 	bar   *syncx.Barrier
 	mu    sync.Mutex
 	slots [][]byte
+	// release delays each member's return from AllGather, as a tree over
+	// a network releases its leaves after its root (nil: none).
+	release func(rank int) time.Duration
 }
 
 // New joins n members; hosts names each member's host ("h" for all when
@@ -39,6 +43,15 @@ func New(n int, hosts []string) []*Control {
 		out[r] = &Control{hub: h, rank: r}
 	}
 	return out
+}
+
+// Stagger makes AllGather return to each member of ctls (one New's) after
+// delay(rank), as a barrier over a network lets its processes go one
+// network delay apart.
+func Stagger(ctls []*Control, delay func(rank int) time.Duration) {
+	if len(ctls) > 0 {
+		ctls[0].hub.release = delay
+	}
 }
 
 // Rank is the member's place.
@@ -70,7 +83,11 @@ func (c *Control) AllGather(data []byte) ([][]byte, error) {
 	c.hub.mu.Lock()
 	out := append([][]byte(nil), c.hub.slots...)
 	c.hub.mu.Unlock()
-	return out, c.hub.bar.Wait()
+	err := c.hub.bar.Wait()
+	if c.hub.release != nil {
+		time.Sleep(c.hub.release(c.rank))
+	}
+	return out, err
 }
 
 // Gather returns every member's data on rank 0, nil on the others.
