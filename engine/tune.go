@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -394,6 +395,13 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 					return nil, tune.ErrRefused
 				}
 				tr.ran[ranKey{ci, size, c.String()}] = *ran
+				if def, ok := tr.ran[ranKey{ci, size, tune.Choice{Default: true}.String()}]; ok && !c.Default && tr.t.Check == "" && def == *ran {
+					// Forced to what NCCL runs anyway: the default itself,
+					// which forcing alone can make look faster (2x H200:
+					// allreduce 128 KiB, ring/LL on NCCL's 16 channels).
+					tr.asDefault[c.String()]++
+					return nil, tune.ErrIsDefault
+				}
 			}
 			return ts, err
 		}
@@ -438,10 +446,11 @@ func (tr *tuner) lead(entries []tune.Entry, vocab tune.Vocabulary) (err error) {
 			}
 			tr.say(name+" "+words.Bytes(r.Size)+searchStage(r), r)
 		})
+		// Every choice found to be the default, the channel grid's too.
+		for _, ch := range slices.Sorted(maps.Keys(tr.asDefault)) {
+			tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: %s is what the default runs at %d of the sizes: measured once there, as the default", name, ch, tr.asDefault[ch]))
+		}
 		for _, ch := range w.cands {
-			if k := tr.asDefault[ch.String()]; k > 0 {
-				tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: %s is what the default runs at %d of the sizes: measured once there, as the default", name, ch, k))
-			}
 			if k := tr.refused[name+" "+ch.String()]; k > 0 {
 				tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s: %s cannot run here at %d of the sizes: left out there", name, ch, k))
 			}

@@ -221,3 +221,38 @@ func TestTuneLeavesOutSizesThatMoveNothing(t *testing.T) {
 		t.Errorf("a note says ring/LL cannot run: %q", rep.Notes)
 	}
 }
+
+// TestTuneClaimsNoGainForTheDefaultItself: on 2x H200 a choice forced to
+// what NCCL runs anyway (allreduce 128 KiB: ring/LL, on the 16 channels
+// of NCCL's own choice) ran faster than NCCL unforced in 4 of 5 pairs, and
+// tune claimed it as a gain that its file, naming NCCL's own choice,
+// could not reproduce. The fake machine forces that way too
+// (ForcedFactor): a forced cell that the profiler saw run what the
+// default ran is the default, measured once, never a gain.
+func TestTuneClaimsNoGainForTheDefaultItself(t *testing.T) {
+	t.Setenv("NCCL_TUNER_PLUGIN", "")
+	m := fakegpu.HealthyModel(7)
+	m.Protocols, m.LatencyUS, m.ForcedFactor = true, 5, 0.85
+	sys := gpuSystem(2, fakegpu.Options{Model: m})
+	rep, err := sys.RunTune(context.Background(), ncclTune(8, 4<<10, 256<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := 0
+	for _, col := range rep.Collectives {
+		for _, res := range col.Results {
+			for _, c := range res.Cells {
+				if c.Choice.Default || c.Ran == nil || res.Default.Ran == nil || *c.Ran != *res.Default.Ran {
+					continue
+				}
+				same++
+				t.Errorf("%s %d B: %s forced ran %s, as the default: a cell of its own (best %s, gain %.2f)",
+					col.Name, res.Size, c.Choice, c.Ran, res.Best.Choice, res.Gain)
+			}
+		}
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	if same == 0 && !strings.Contains(notes, "is what the default runs") {
+		t.Errorf("no note of the choices that are the default:\n%s", notes)
+	}
+}

@@ -65,6 +65,9 @@ const (
 // choice is how the machine's NCCL runs one collective.
 type choice struct {
 	algo, proto, channels int
+	// forced: a tuner plugin moved NCCL's choice (its cost table or its
+	// channels), even to what NCCL would have run (Model.ForcedFactor).
+	forced bool
 }
 
 func (c choice) names() (string, string) { return algoNames[c.algo], protoNames[c.proto] }
@@ -75,11 +78,11 @@ func (c choice) names() (string, string) { return algoNames[c.algo], protoNames[
 func defaultChoice(k driver.OpKind, bytes int64) choice {
 	if bytes <= 64<<10 {
 		if k == driver.AllReduce {
-			return choice{algoTree, protoLL, 2}
+			return choice{algo: algoTree, proto: protoLL, channels: 2}
 		}
-		return choice{algoRing, protoLL, 2}
+		return choice{algo: algoRing, proto: protoLL, channels: 2}
 	}
-	return choice{algoRing, protoSimple, 4}
+	return choice{algo: algoRing, proto: protoSimple, channels: 4}
 }
 
 // loadTuner looks the tuner plugin up as NCCL does, once per machine: in
@@ -141,6 +144,7 @@ func (c *comm) choose(o driver.Op) choice {
 		}
 	}
 	table[def.algo*nProtos+def.proto] = 1
+	sent := table
 	channels := C.int(0)
 	if C.ft_ask(c.tunerCtx, C.int(fn), C.size_t(bytes), &table[0], &channels) != 0 {
 		return def
@@ -150,13 +154,14 @@ func (c *comm) choose(o driver.Op) choice {
 	for a := range nAlgos {
 		for p := range nProtos {
 			if v := float32(table[a*nProtos+p]); v >= 0 && v < least {
-				least, best = v, choice{a, p, def.channels}
+				least, best = v, choice{algo: a, proto: p, channels: def.channels}
 			}
 		}
 	}
 	if channels > 0 {
 		best.channels = int(channels)
 	}
+	best.forced = channels > 0 || table != sent
 	return best
 }
 
