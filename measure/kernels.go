@@ -72,6 +72,7 @@ func kernelTimes(all []rankResult, members []int, clocks map[int]clockBound) (*r
 		}
 	}
 	alignStarts(k, all, members, clocks)
+	enqueues(k, all, members)
 	return k, algo
 }
 
@@ -140,4 +141,35 @@ func alignStarts(k *results.KernelTimes, all []rankResult, members []int, clocks
 		}
 	}
 	k.ClockErrorUS = errs
+}
+
+// enqueues sets k's calls of the operation after the earliest member's,
+// where every member that called it did so on one host clock.
+func enqueues(k *results.KernelTimes, all []rankResult, members []int) {
+	out := make([]float64, len(members))
+	clock := ""
+	first, have := uint64(0), false
+	for i, wr := range members {
+		out[i] = -1
+		rec := all[wr].Rec
+		if rec == nil || rec.EnqueueNS == 0 {
+			continue
+		}
+		if clock != "" && rec.Clock != clock {
+			return
+		}
+		clock = rec.Clock
+		if !have || rec.EnqueueNS < first {
+			first, have = rec.EnqueueNS, true
+		}
+	}
+	if !have {
+		return
+	}
+	for i, wr := range members {
+		if rec := all[wr].Rec; rec != nil && rec.EnqueueNS != 0 {
+			out[i] = float64(rec.EnqueueNS-first) / 1e3
+		}
+	}
+	k.EnqueueUS = out
 }

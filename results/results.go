@@ -342,6 +342,11 @@ type KernelTimes struct {
 	// the width of the bounds its GPU timer's offset is known within);
 	// absent where no start could be aligned.
 	ClockErrorUS []float64 `json:"clock_error_us,omitempty"`
+	// EnqueueUS is each rank's call of the operation after the earliest
+	// rank's, on the host's clock (no GPU timer in it): a late start with
+	// an early call was late on the GPU or its timer's alignment, not in
+	// the issuing; -1 where unknown, absent where the clocks differ.
+	EnqueueUS []float64 `json:"enqueue_us,omitempty"`
 	// Channels is how many channels each rank's kernel ran on.
 	Channels []int `json:"channels"`
 	// Net is each rank's network steps per peer, through NCCL's proxy
@@ -384,6 +389,9 @@ type OpRecord struct {
 	ClockHiNS int64      `json:"hi,omitempty"`
 	Clock     string     `json:"k,omitempty"`
 	Net       []NetSteps `json:"n,omitempty"`
+	// EnqueueNS is when the rank's first operation was called, on the
+	// host clock Clock names (ns); 0 where unknown.
+	EnqueueNS uint64 `json:"q,omitempty"`
 }
 
 // Mismatch is one output element that differed from its expected value.

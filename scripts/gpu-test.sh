@@ -390,7 +390,7 @@ if [ -x bin/collbench-mpi ] && command -v mpirun > /dev/null; then
 else
   bad "mpirun or bin/collbench-mpi missing"
 fi
-if "$BIN" launch -n "$ngpu" -- allreduce --backend nccl --sizes $sizes > /tmp/launch.txt 2>&1; then
+if "$BIN" launch -n "$ngpu" -- allreduce --backend nccl --sizes $sizes -o "$WORK/launch.json" > /tmp/launch.txt 2>&1; then
   ok "collbench launch -n $ngpu"
 else
   bad "collbench launch -n $ngpu"
@@ -399,6 +399,17 @@ grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbenc
 # Shown, not judged: the processes start each recorded operation together
 # (StartTogether), so a clean run should show nobody late beyond the error.
 echo "launch -n $ngpu, the late-kernel column:"; grep -E '^# late kernel' /tmp/launch.txt
+# Each row's kernel starts (GPU timers aligned), their errors, and the
+# ranks' calls of the operation on the host's clock alone (us after the
+# earliest): a late start with an on-time call was not late in the issuing.
+python3 - "$WORK/launch.json" <<'PY' || true
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    for name in ("out_of_place", "in_place"):
+        k = (r.get(name) or {}).get("kernels") or {}
+        if k:
+            print("  %10d B %-12s start_us %s  error_us %s  call_us %s" % (r["size_bytes"], name, k.get("start_us"), k.get("clock_error_us"), k.get("enqueue_us")))
+PY
 if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
   if "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
     ok "2 simulated nodes x $((ngpu / 2)) GPUs (NCCL_HOSTID)"

@@ -107,6 +107,9 @@ func merge(rec *results.OpRecord, op *profiler.Op) {
 	if rec.Algorithm == nil && !op.P2P && op.Algo != "" {
 		rec.Algorithm = &results.AlgoChoice{Algo: op.Algo, Proto: op.Proto, Channels: fmt.Sprint(op.Channels), Source: "NCCL profiler plugin"}
 	}
+	if op.Enqueued > 0 && (rec.EnqueueNS == 0 || op.Enqueued < rec.EnqueueNS) {
+		rec.EnqueueNS, rec.Clock = op.Enqueued, hostclock.ID()
+	}
 	if op.KernelChannels > 0 {
 		if op.ClockLo != 0 || op.ClockHi != 0 {
 			if rec.ClockLoNS == 0 && rec.ClockHiNS == 0 {

@@ -116,6 +116,9 @@ type Op struct {
 	KernelChannels int    `json:"kernel_channels"`
 	KernelStart    uint64 `json:"kernel_start_ns,omitempty"`
 	KernelStop     uint64 `json:"kernel_stop_ns,omitempty"`
+	// Enqueued is when the operation was called (NCCL started its event),
+	// on the host's monotonic clock in ns; 0 where unknown.
+	Enqueued uint64 `json:"enqueued_ns,omitempty"`
 	// ClockLo and ClockHi bound the GPU timer's offset from the host's
 	// monotonic clock (host minus GPU, in ns), as this operation shows
 	// it: its kernel started after it was enqueued, and NCCL's proxy saw
@@ -264,7 +267,7 @@ func assemble(evs []C.cbp_event, comm func(int) Comm) []Op {
 		}
 		op := Op{P2P: k == C.CBP_KIND_P2P, Func: C.GoString(&e.fn[0]), DType: C.GoString(&e.dtype[0]), Count: uint64(e.count),
 			Root: int(e.root), Peer: int(e.peer), Algo: C.GoString(&e.algo[0]), Proto: C.GoString(&e.proto[0]),
-			Channels: int(e.channels), Rank: int(e.rank), Comm: comm(int(e.ctx)), Send: uint64(e.send), Recv: uint64(e.recv)}
+			Channels: int(e.channels), Rank: int(e.rank), Comm: comm(int(e.ctx)), Send: uint64(e.send), Recv: uint64(e.recv), Enqueued: uint64(e.host_start)}
 		at[i] = len(ops)
 		ops = append(ops, op)
 	}

@@ -138,7 +138,8 @@ func TestFakeGPUProfilerStallNeverHoldsTheRun(t *testing.T) {
 // tens of ms apart, as real ones are. A clean run names nobody late by
 // more than the host's own scheduling (the fake's ranks are goroutines
 // on a loaded machine: 2 ms); a rank planted to issue 20 ms late
-// (late-rank) is named in every row, at several ranks. (With one thread
+// (late-rank) is named in every row, at several ranks, and so is its late
+// call of the operation on the host's clock. (With one thread
 // issuing for every GPU, a late share delays every GPU's kernel alike:
 // that mode is run clean only.)
 func TestFakeGPULateKernelOnAlignedClocks(t *testing.T) {
@@ -171,6 +172,16 @@ func TestFakeGPULateKernelOnAlignedClocks(t *testing.T) {
 				for i, s := range k.StartUS {
 					if s > most {
 						at, most = i, s
+					}
+				}
+				// The calls, on the host's clock alone: the planted rank
+				// called late, a clean run's ranks together.
+				if len(k.EnqueueUS) != 4 {
+					t.Fatalf("%d B: calls %v, want one per rank", r.SizeBytes, k.EnqueueUS)
+				}
+				for i, e := range k.EnqueueUS {
+					if (i == c.late) != (e > jitter) {
+						t.Errorf("%d B: rank %d called %.0f us after the first (planted: %d)", r.SizeBytes, i, e, c.late)
 					}
 				}
 				if most > k.ClockErrorUS[at]+slices.Max(k.ClockErrorUS)+jitter {
