@@ -31,47 +31,28 @@ func TestDistributedWorldsOnTheFakeMachine(t *testing.T) {
 		var mu sync.Mutex
 		var rows []results.Row
 		var notes []string
-		errs := make([]error, 4)
 		start := time.Now()
-		var wg sync.WaitGroup
-		for r := 0; r < 4; r++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				b, err := Open(Options{Driver: d})
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				ctx := watchdog.WithBoard(context.Background(), watchdog.NewBoard())
-				w, err := b.OpenDistributed(ctx, ctls[r], r)
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				p := measure.Plan{Collectives: []measure.Collective{measure.AllToAll, measure.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
-					Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{1024, 64 << 10}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
-				cases, err := p.Cases(b, 4)
-				if err != nil {
-					errs[r] = err
-					return
-				}
-				rn := &measure.Runner{World: w, Plan: p, Cases: cases}
-				rn.OnNote = func(s string) {
-					mu.Lock()
-					notes = append(notes, s)
-					mu.Unlock()
-				}
-				got, err := rn.Run(ctx)
-				errs[r] = errors.Join(err, w.Close())
-				if r == 0 {
-					mu.Lock()
-					rows = got
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
+		errs := eachProcess(d, ctls, func(ctx context.Context, r int, b *Backend, w measure.World) error {
+			p := measure.Plan{Collectives: []measure.Collective{measure.AllToAll, measure.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+				Ops: []measure.ReduceOp{measure.Sum}, Sizes: []int64{1024, 64 << 10}, Iters: 2, Warmup: 1, Check: 1, OutOfPlace: true, InPlace: true, Roots: []int{0}}
+			cases, err := p.Cases(b, 4)
+			if err != nil {
+				return err
+			}
+			rn := &measure.Runner{World: w, Plan: p, Cases: cases}
+			rn.OnNote = func(s string) {
+				mu.Lock()
+				notes = append(notes, s)
+				mu.Unlock()
+			}
+			got, err := rn.Run(ctx)
+			if r == 0 {
+				mu.Lock()
+				rows = got
+				mu.Unlock()
+			}
+			return err
+		})
 		if took := time.Since(start); took > 20*time.Second {
 			t.Errorf("stall %d: took %v: a close waited for the stuck proxy", stall, took)
 		}
@@ -166,39 +147,22 @@ func TestStartTogetherOutrunsTheBarriersStagger(t *testing.T) {
 	memcontrol.Stagger(ctls, func(r int) time.Duration { return time.Duration(r) * step })
 	const rounds = 4 // a barrier, then StartTogether 3 times (its first margin is a guess)
 	left := make([][rounds]time.Time, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b, err := Open(Options{Driver: d})
+	errs := eachProcess(d, ctls, func(_ context.Context, r int, _ *Backend, w measure.World) error {
+		rk := w.Ranks()[0]
+		for k := range rounds {
+			var err error
+			if k == 0 {
+				err = rk.Barrier()
+			} else {
+				err = rk.(measure.TogetherStarter).StartTogether()
+			}
+			left[r][k] = time.Now()
 			if err != nil {
-				errs[r] = err
-				return
+				return err
 			}
-			w, err := b.OpenDistributed(context.Background(), ctls[r], r)
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			defer func() { errs[r] = errors.Join(errs[r], w.Close()) }()
-			rk := w.Ranks()[0]
-			for k := 0; k < rounds; k++ {
-				if k == 0 {
-					err = rk.Barrier()
-				} else {
-					err = rk.(measure.TogetherStarter).StartTogether()
-				}
-				left[r][k] = time.Now()
-				if err != nil {
-					errs[r] = err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+		return nil
+	})
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
@@ -254,4 +218,32 @@ func TestNextMargin(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// eachProcess opens one distributed world per member of ctls on the fake
+// machine d, as processes under launch would, runs fn on each in a
+// goroutine of its own and closes it; it returns each one's error.
+func eachProcess(d *fakegpu.Driver, ctls []*memcontrol.Control, fn func(ctx context.Context, r int, b *Backend, w measure.World) error) []error {
+	errs := make([]error, len(ctls))
+	var wg sync.WaitGroup
+	for r := range ctls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := Open(Options{Driver: d})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			ctx := watchdog.WithBoard(context.Background(), watchdog.NewBoard())
+			w, err := b.OpenDistributed(ctx, ctls[r], r)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			errs[r] = errors.Join(fn(ctx, r, b, w), w.Close())
+		}()
+	}
+	wg.Wait()
+	return errs
 }
