@@ -200,7 +200,7 @@ func maxTime(a, b time.Time) time.Time {
 // TestNextMargin: rank 0's margin is twice the longest release it heard
 // of, within its bounds; processes that did not time theirs say nothing.
 func TestNextMargin(t *testing.T) {
-	slack := func(d time.Duration) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(d.Nanoseconds())) }
+	slack := func(d time.Duration) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(d.Nanoseconds())) } //nolint:gosec // G115: a duration's bits, as startTogether writes them
 	for _, c := range []struct {
 		name  string
 		last  time.Duration
