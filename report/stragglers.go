@@ -100,6 +100,9 @@ type lateness struct {
 	rank    int
 	by, err float64 // µs after the earliest; the clocks' error on that
 	late    bool    // by exceeds err
+	// call is when the latest rank called the operation after the
+	// earliest rank's call, on the host's clock alone (µs); -1 unknown.
+	call float64
 }
 
 // lateOf finds the half's latest kernel start (the first half recorded of
@@ -125,8 +128,11 @@ func lateOf(o, i *results.Half, ranks []int) (lateness, bool) {
 		if at < 0 {
 			continue
 		}
-		l := lateness{rank: at, by: k.StartUS[at] - k.StartUS[first], err: k.ClockErrorUS[at] + k.ClockErrorUS[first]}
+		l := lateness{rank: at, by: k.StartUS[at] - k.StartUS[first], err: k.ClockErrorUS[at] + k.ClockErrorUS[first], call: -1}
 		l.late = l.by > l.err
+		if len(k.EnqueueUS) == len(k.StartUS) {
+			l.call = k.EnqueueUS[at]
+		}
 		if !l.late {
 			// No rank stands out: the error of the least certain pair.
 			for _, e := range k.ClockErrorUS {
@@ -170,6 +176,9 @@ func lateLine(rows []results.Row) string {
 	// rows with a rank late beyond theirs: "beyond an error of at most"
 	// speaks of those alone.
 	most, errMax, lateErr := 0.0, 0.0, 0.0
+	// calls is each late rank's latest call of the operation in the rows
+	// it was late in, where known (host clock: no GPU timer in it).
+	calls := map[int]float64{}
 	for _, r := range rows {
 		l, ok := lateOf(r.OutOfPlace, r.InPlace, nil)
 		if !ok {
@@ -184,6 +193,9 @@ func lateLine(rows []results.Row) string {
 		count[l.rank]++
 		most = max(most, l.by)
 		lateErr = max(lateErr, l.err)
+		if l.call >= 0 {
+			calls[l.rank] = max(calls[l.rank], l.call)
+		}
 	}
 	if recorded == 0 {
 		return ""
@@ -198,6 +210,12 @@ func lateLine(rows []results.Row) string {
 			top, n = r, c
 		}
 	}
-	return fmt.Sprintf("# late kernel:       rank %d started last in %d of %d recorded rows, at most %s us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±%s us)",
+	line := fmt.Sprintf("# late kernel:       rank %d started last in %d of %d recorded rows, at most %s us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±%s us)",
 		top, n, recorded, trimFloat(most), trimFloat(lateErr))
+	if c, ok := calls[top]; ok {
+		// The call needs no GPU timer: late with it, the issuing was;
+		// on time, the GPU (or its timer's alignment) was.
+		line += fmt.Sprintf("; it called the operation at most %s us after the earliest rank's call", trimFloat(c))
+	}
+	return line
 }

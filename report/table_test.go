@@ -72,3 +72,27 @@ func TestLateLineSpeaksOfTheLateRowsError(t *testing.T) {
 		t.Errorf("no one late: %q", got)
 	}
 }
+
+// TestLateLineSaysWhenTheLateRankCalled: where the rows carry each rank's
+// call of the operation (host clock alone), the summary says how late the
+// late rank called it, so a late start with an on-time call reads as late
+// on the GPU, not in the issuing.
+func TestLateLineSaysWhenTheLateRankCalled(t *testing.T) {
+	row := func(start, calls []float64) results.Row {
+		return results.Row{OutOfPlace: &results.Half{Kernels: &results.KernelTimes{StartUS: start, ClockErrorUS: []float64{1, 1}, EnqueueUS: calls}}}
+	}
+	rows := []results.Row{
+		row([]float64{0, 187}, []float64{0, 2.5}),
+		row([]float64{0, 40}, []float64{0.4, 0}),
+		row([]float64{30, 0}, []float64{0, 9}), // rank 0 late here
+	}
+	got := lateLine(rows)
+	want := "rank 1 started last in 2 of 3 recorded rows, at most 187 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.0 us); it called the operation at most 2.5 us after the earliest rank's call"
+	if got != "# late kernel:       "+want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	rows[0].OutOfPlace.Kernels.EnqueueUS, rows[1].OutOfPlace.Kernels.EnqueueUS = nil, nil
+	if got := lateLine(rows); strings.Contains(got, "called") {
+		t.Errorf("no calls recorded, yet: %q", got)
+	}
+}
