@@ -57,11 +57,10 @@ type Model struct {
 	// takes when a tuner plugin forced its choice, even to the one NCCL
 	// runs anyway: two cells of one configuration that differ in time, as
 	// small messages on the lent GPUs do. On 2x H200 (NCCL 2.28.3) such
-	// twins were alike within 1% from 2 MiB up (but one, 4%)
-	// and 0.7-1.4x apart below;
-	// allreduce at 128 KiB forced to ring/LL, which NCCL ran on the 16
-	// channels of its own choice, was faster than unforced in 4 of 5 pairs
-	// (7.8-8.2 µs against 7.9-9.8 µs).
+	// twins were within 1% of each other from 2 MiB up (but one, 4%) and
+	// 0.7-1.4x apart below; allreduce at 128 KiB forced to ring/LL, which
+	// NCCL ran on the 16 channels of its own choice, was faster than
+	// unforced in 4 of 5 pairs (7.8-8.2 µs against 7.9-9.8 µs).
 	ForcedFactor float64
 }
 
