@@ -5,9 +5,11 @@ package tempdir
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -41,14 +43,17 @@ func OnExit(fn func()) (unregister func()) {
 	}
 }
 
-// RunExitCleanups runs, once each, every function registered with OnExit.
+// RunExitCleanups runs, once each, every function registered with OnExit,
+// the latest first (as deferred calls run): what was set up inside a
+// temporary directory's life, such as processes that write into it, is
+// undone before the directory is removed.
 func RunExitCleanups() {
 	atExit.mu.Lock()
 	fns := atExit.fns
 	atExit.fns = nil
 	atExit.mu.Unlock()
-	for _, fn := range fns {
-		fn()
+	for _, id := range slices.Backward(slices.Sorted(maps.Keys(fns))) {
+		fns[id]()
 	}
 }
 

@@ -113,3 +113,26 @@ func TestTempDirIsRemovedWhileWrittenInto(t *testing.T) {
 		}
 	}
 }
+
+// TestExitCleanupsRunLatestFirst: the exit cleanups run in the reverse of
+// their registration, as deferred calls do, so the processes a launcher
+// started after making its directory are stopped before the directory is
+// removed (a rank writing its report into it left it behind once); one
+// unregistered does not run.
+func TestExitCleanupsRunLatestFirst(t *testing.T) {
+	var order []int
+	for i := range 5 {
+		unregister := OnExit(func() { order = append(order, i) })
+		if i == 2 {
+			unregister()
+		}
+	}
+	RunExitCleanups()
+	if fmt.Sprint(order) != "[4 3 1 0]" {
+		t.Errorf("ran in the order %v, want [4 3 1 0]", order)
+	}
+	RunExitCleanups()
+	if len(order) != 4 {
+		t.Errorf("ran twice: %v", order)
+	}
+}
