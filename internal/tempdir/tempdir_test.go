@@ -117,7 +117,8 @@ func TestTempDirIsRemovedWhileWrittenInto(t *testing.T) {
 // TestExitCleanupsRunLatestFirst: the exit cleanups run in the reverse of
 // their registration, as deferred calls do, so the processes a launcher
 // started after making its directory are stopped before the directory is
-// removed (a rank writing its report into it left it behind once); one
+// removed (under load one was left behind, probably by a rank writing its
+// report into it as it went); one
 // unregistered does not run.
 func TestExitCleanupsRunLatestFirst(t *testing.T) {
 	var order []int
