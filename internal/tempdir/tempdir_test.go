@@ -118,8 +118,7 @@ func TestTempDirIsRemovedWhileWrittenInto(t *testing.T) {
 // their registration, as deferred calls do, so the processes a launcher
 // started after making its directory are stopped before the directory is
 // removed (under load one was left behind, probably by a rank writing its
-// report into it as it went); one
-// unregistered does not run.
+// report into it as it went); one unregistered does not run.
 func TestExitCleanupsRunLatestFirst(t *testing.T) {
 	var order []int
 	for i := range 5 {
