@@ -135,7 +135,9 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 // TestWatchNamesASlowLinkUnderLaunch: four processes as two hosts, the
 // cpu backend, one link planted to carry 50 MB/s (the others carry GB/s
 // on loopback): collbench watch names that link by its two ends and their
-// hosts, with its rate, and no rank and no other link; a clean job of the
+// hosts, with its rate (the median link at least 5 times as fast: on a 2-core
+// machine loaded by other tests it was 9.3 times), and no rank and no other
+// link; a clean job of the
 // same size names nothing. Across the hosts and at the ring's wrap (rank 3
 // to rank 0); inside a host too with make test-long, and a slow rank (its
 // own copies at 200 MB/s), which is named itself and not its links.
@@ -186,7 +188,7 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 		}
 		f := fs[0]
 		if f.Host != fmt.Sprintf("vm-node%d", p[0]/2) || f.Link.PeerHost != fmt.Sprintf("vm-node%d", p[1]/2) ||
-			f.Link.Rate > 55e6 || f.Link.Rate < 30e6 || f.Link.Median < 10*f.Link.Rate {
+			f.Link.Rate > 55e6 || f.Link.Rate < 30e6 || f.Link.Median < 5*f.Link.Rate {
 			t.Errorf("link %d to %d: %s", p[0], p[1], f)
 		}
 		t.Logf("link %d-%d planted at 50 MB/s: %s", p[0], p[1], f)
