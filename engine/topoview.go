@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -147,9 +148,23 @@ func probeNCCL(ctx context.Context, lib string, gpus int) (*topology.NCCLView, e
 	if _, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok {
 		cmd.Env = append(cmd.Env, "NCCL_NVLS_ENABLE=0")
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("the NCCL probe failed: %v: %s", err, strings.TrimSpace(lastLine(string(out))))
+	// An exit at once (a second signal) ends the child before the
+	// directory of its logs goes.
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("the NCCL probe did not start: %v", err)
+	}
+	ended := make(chan struct{})
+	var werr error
+	go func() {
+		werr = cmd.Wait()
+		close(ended)
+	}()
+	defer tempdir.EndOnExit(func() { _ = cmd.Process.Kill() }, ended)()
+	<-ended
+	if werr != nil {
+		return nil, fmt.Errorf("the NCCL probe failed: %v: %s", werr, strings.TrimSpace(lastLine(out.String())))
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "nccl.*.log"))
 	if len(logs) == 0 {

@@ -57,6 +57,21 @@ func RunExitCleanups() {
 	}
 }
 
+// EndOnExit registers, for an exit at once, the end of a child process
+// that writes into a temporary directory made before it was started: kill,
+// then a wait for done of at most a second, all before the directory is
+// removed (the exit cleanups run latest first). It returns the function
+// that unregisters it.
+func EndOnExit(kill func(), done <-chan struct{}) (unregister func()) {
+	return OnExit(func() {
+		kill()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+	})
+}
+
 // Make makes a temporary directory named PREFIX, the process id and a
 // random part, removed by release, or by RunExitCleanups if the process
 // exits first. A process killed by SIGKILL leaves

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"collbench/bootstrap"
+	"collbench/internal/tempdir"
 	"collbench/internal/words"
 	"collbench/measure"
 	"collbench/results"
@@ -192,13 +193,21 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	toChild.Close()
 	childOut.Close()
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	ended := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(ended)
+		exited <- err
+	}()
 	kill := func() {
 		if cmd.Process != nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			_ = cmd.Process.Kill()
 		}
 	}
+	// An exit at once (a second signal) ends the child before the
+	// directory of its NCCL log goes.
+	defer tempdir.EndOnExit(kill, ended)()
 	// Whatever happens, the child does not outlive the probe.
 	defer func() {
 		select {
