@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -134,5 +135,38 @@ func TestExitCleanupsRunLatestFirst(t *testing.T) {
 	RunExitCleanups()
 	if len(order) != 4 {
 		t.Errorf("ran twice: %v", order)
+	}
+}
+
+// TestEndOnExitStopsTheWriterFirst: a child process that writes into a
+// temporary directory (here one that even makes it again) is ended, and
+// waited for, before the exit cleanups remove the directory, so nothing is
+// left behind by an exit at once.
+func TestEndOnExitStopsTheWriterFirst(t *testing.T) {
+	dir, _, err := Make("collbench-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `while :; do mkdir -p "$0" && : > "$0/rank-1.json"; done`, dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its mkdir too goes with the group
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(ended)
+	}()
+	EndOnExit(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }, ended)
+	time.Sleep(50 * time.Millisecond)
+	RunExitCleanups()
+	select {
+	case <-ended:
+	default:
+		t.Fatal("the writer still runs after the exit cleanups")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s left behind (%v)", dir, err)
 	}
 }
