@@ -374,18 +374,34 @@ fi
 
 fi
 
+# kernel_rows FILE prints each recorded row's kernel starts (GPU timers
+# aligned), their errors, and the ranks' calls of the operation on the
+# host's clock alone (us after the earliest): a late start with an on-time
+# call was not late in the issuing. Shown, not judged.
+kernel_rows() {
+python3 - "$1" <<'PY' || true
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    for name in ("out_of_place", "in_place"):
+        k = (r.get(name) or {}).get("kernels") or {}
+        if k:
+            print("  %10d B %-12s start_us %s  error_us %s  call_us %s" % (r["size_bytes"], name, k.get("start_us"), k.get("clock_error_us"), k.get("enqueue_us")))
+PY
+}
+
 if want multiproc; then
 step "multi-process: one process per GPU under mpirun (MPI build), collbench launch, and 2 simulated nodes"
 sizes=8,1M,64M,1G
 echo "single process, for comparison:"
 "$BIN" allreduce --backend nccl --sizes $sizes | grep -E '^ +[0-9]+ [KMG]?i?B |wrong elements'
 if [ -x bin/collbench-mpi ] && command -v mpirun > /dev/null; then
-  if mpirun --allow-run-as-root -np "$ngpu" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH bin/collbench-mpi allreduce --backend nccl --sizes $sizes > /tmp/mpi.txt 2>&1; then
+  if mpirun --allow-run-as-root -np "$ngpu" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH bin/collbench-mpi allreduce --backend nccl --sizes $sizes -o "$WORK/mpi.json" > /tmp/mpi.txt 2>&1; then
     ok "mpirun -np $ngpu (MPI build)"
   else
     bad "mpirun -np $ngpu (MPI build)"
   fi
   grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:' /tmp/mpi.txt | head -12
+  grep -E '^# late kernel' /tmp/mpi.txt; kernel_rows "$WORK/mpi.json"
   mpirun --allow-run-as-root -np "$ngpu" bin/collbench-mpi world | head -8
 else
   bad "mpirun or bin/collbench-mpi missing"
@@ -399,17 +415,7 @@ grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbenc
 # Shown, not judged: the processes start each recorded operation together
 # (StartTogether), so a clean run should show nobody late beyond the error.
 echo "launch -n $ngpu, the late-kernel column:"; grep -E '^# late kernel' /tmp/launch.txt
-# Each row's kernel starts (GPU timers aligned), their errors, and the
-# ranks' calls of the operation on the host's clock alone (us after the
-# earliest): a late start with an on-time call was not late in the issuing.
-python3 - "$WORK/launch.json" <<'PY' || true
-import json, sys
-for r in json.load(open(sys.argv[1]))["results"]:
-    for name in ("out_of_place", "in_place"):
-        k = (r.get(name) or {}).get("kernels") or {}
-        if k:
-            print("  %10d B %-12s start_us %s  error_us %s  call_us %s" % (r["size_bytes"], name, k.get("start_us"), k.get("clock_error_us"), k.get("enqueue_us")))
-PY
+kernel_rows "$WORK/launch.json"
 if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
   if "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
     ok "2 simulated nodes x $((ngpu / 2)) GPUs (NCCL_HOSTID)"
