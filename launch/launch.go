@@ -192,17 +192,14 @@ func Run(ctx context.Context, o Config) error {
 	// Exiting at once (a second signal) still ends the ranks first, and
 	// waits a little for them, so no rank writes its report into the
 	// directory as it is removed (the exit cleanups run latest first).
-	defer tempdir.OnExit(func() {
-		signalAll(syscall.SIGKILL, true)
-		bound := time.After(time.Second)
+	allDone := make(chan struct{})
+	go func() {
 		for _, ch := range children {
-			select {
-			case <-ch.done:
-			case <-bound:
-				return
-			}
+			<-ch.done
 		}
-	})()
+		close(allDone)
+	}()
+	defer tempdir.EndOnExit(func() { signalAll(syscall.SIGKILL, true) }, allDone)()
 	var grace <-chan time.Time
 	var first *child
 	var stopSig os.Signal
