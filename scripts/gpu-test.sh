@@ -395,7 +395,7 @@ sizes=8,1M,64M,1G
 echo "single process, for comparison:"
 "$BIN" allreduce --backend nccl --sizes $sizes | grep -E '^ +[0-9]+ [KMG]?i?B |wrong elements'
 if [ -x bin/collbench-mpi ] && command -v mpirun > /dev/null; then
-  if mpirun --allow-run-as-root -np "$ngpu" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH bin/collbench-mpi allreduce --backend nccl --sizes $sizes -o "$WORK/mpi.json" > /tmp/mpi.txt 2>&1; then
+  if timeout -k 10 180 mpirun --allow-run-as-root -np "$ngpu" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH bin/collbench-mpi allreduce --backend nccl --sizes $sizes -o "$WORK/mpi.json" > /tmp/mpi.txt 2>&1; then
     ok "mpirun -np $ngpu (MPI build)"
   else
     bad "mpirun -np $ngpu (MPI build)"
@@ -406,7 +406,7 @@ if [ -x bin/collbench-mpi ] && command -v mpirun > /dev/null; then
 else
   bad "mpirun or bin/collbench-mpi missing"
 fi
-if "$BIN" launch -n "$ngpu" -- allreduce --backend nccl --sizes $sizes -o "$WORK/launch.json" > /tmp/launch.txt 2>&1; then
+if timeout -k 10 180 "$BIN" launch -n "$ngpu" -- allreduce --backend nccl --sizes $sizes -o "$WORK/launch.json" > /tmp/launch.txt 2>&1; then
   ok "collbench launch -n $ngpu"
 else
   bad "collbench launch -n $ngpu"
@@ -417,13 +417,13 @@ grep -E '^# (ranks|command)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbenc
 echo "launch -n $ngpu, the late-kernel column:"; grep -E '^# late kernel' /tmp/launch.txt
 kernel_rows "$WORK/launch.json"
 if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
-  if "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
+  if timeout -k 10 180 "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 8,2M,64M,1G -n 10 -w 2 > /tmp/nodes.txt 2>&1; then
     ok "2 simulated nodes x $((ngpu / 2)) GPUs (NCCL_HOSTID)"
   else
     bad "2 simulated nodes x $((ngpu / 2)) GPUs"
   fi
   grep -E '^# (ranks|command|env)|^ +[0-9]+ [KMG]?i?B |wrong elements|slowest|collbench:|rank' /tmp/nodes.txt | head -12
-  if "$BIN" launch -n "$ngpu" --nodes 2 -- verify-groups --backend nccl --sizes 1K > /tmp/vg-nodes.txt 2>&1; then
+  if timeout -k 10 180 "$BIN" launch -n "$ngpu" --nodes 2 -- verify-groups --backend nccl --sizes 1K > /tmp/vg-nodes.txt 2>&1; then
     ok "verify-groups over 2 simulated nodes (node, cross-node layouts)"
   else
     bad "verify-groups over 2 simulated nodes"
