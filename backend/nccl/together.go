@@ -99,10 +99,21 @@ func nextMargin(last time.Duration, heard [][]byte) time.Duration {
 	return min(max(2*release, minStartMargin), maxStartMargin)
 }
 
-// waitUntil sleeps until shortly before at, then spins to it: a sleep
-// wakes up to a scheduler's tick late.
+// sleepSlack is how long before a deadline waitUntil stops sleeping and
+// spins: Go's timers on Linux wake up to about a millisecond late (their
+// poller waits in whole milliseconds; on a 2-core machine a 300 µs
+// time.Sleep returned 0.78-0.86 ms late, a 1.7 ms one 0.47-0.53 ms late),
+// and each process rounds its own wait, so processes that slept to one
+// deadline woke 20-600 µs apart on 4 GPUs of one host.
+const sleepSlack = 2 * time.Millisecond
+
+// waitUntil sleeps until sleepSlack before at, then spins to it.
 func waitUntil(at time.Time) {
-	if d := time.Until(at) - 300*time.Microsecond; d > 0 {
+	for {
+		d := time.Until(at) - sleepSlack
+		if d <= 0 {
+			break
+		}
 		time.Sleep(d)
 	}
 	for time.Now().Before(at) {
