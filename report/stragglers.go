@@ -168,14 +168,16 @@ func trimFloat(v float64) string {
 
 // lateLine says which rank's kernel started last most often over the
 // rows the library recorded, beyond the clocks' alignment error, and by
-// how much at most: one line, whatever the ranks.
+// how much at most in its own rows; the other ranks' late rows are
+// counted, with the latest of them: one line, whatever the ranks.
 func lateLine(rows []results.Row) string {
 	count := map[int]int{}
 	recorded, late := 0, 0
-	// errMax is the widest error of every recorded row, lateErr of the
-	// rows with a rank late beyond theirs: "beyond an error of at most"
-	// speaks of those alone.
-	most, errMax, lateErr := 0.0, 0.0, 0.0
+	// errMax is the widest error of every recorded row; most and lateErr
+	// are each late rank's latest start and widest error in the rows it
+	// was late in: "beyond an error of at most" speaks of those alone.
+	errMax := 0.0
+	most, lateErr := map[int]float64{}, map[int]float64{}
 	// calls is each late rank's latest call of the operation in the rows
 	// it was late in, where known (host clock: no GPU timer in it).
 	calls := map[int]float64{}
@@ -191,8 +193,8 @@ func lateLine(rows []results.Row) string {
 		}
 		late++
 		count[l.rank]++
-		most = max(most, l.by)
-		lateErr = max(lateErr, l.err)
+		most[l.rank] = max(most[l.rank], l.by)
+		lateErr[l.rank] = max(lateErr[l.rank], l.err)
 		if l.call >= 0 {
 			calls[l.rank] = max(calls[l.rank], l.call)
 		}
@@ -211,11 +213,26 @@ func lateLine(rows []results.Row) string {
 		}
 	}
 	line := fmt.Sprintf("# late kernel:       rank %d started last in %d of %d recorded rows, at most %s us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±%s us)",
-		top, n, recorded, trimFloat(most), trimFloat(lateErr))
+		top, n, recorded, trimFloat(most[top]), trimFloat(lateErr[top]))
 	if c, ok := calls[top]; ok {
 		// The call needs no GPU timer: late with it, the issuing was;
 		// on time, the GPU (or its timer's alignment) was.
 		line += fmt.Sprintf("; it called the operation at most %s us after the earliest rank's call", trimFloat(c))
+	}
+	if others := late - n; others > 0 {
+		// The latest of the other ranks' late starts, so a rank late
+		// once by far more than the named one is not hidden.
+		worst := -1
+		for r, by := range most {
+			if r != top && (worst < 0 || by > most[worst] || (by == most[worst] && r < worst)) {
+				worst = r
+			}
+		}
+		line += fmt.Sprintf("; other ranks started last in %d more (the latest rank %d, %s us after the earliest", others, worst, trimFloat(most[worst]))
+		if c, ok := calls[worst]; ok {
+			line += fmt.Sprintf(", its call %s us after", trimFloat(c))
+		}
+		line += ")"
 	}
 	return line
 }

@@ -87,12 +87,34 @@ func TestLateLineSaysWhenTheLateRankCalled(t *testing.T) {
 		row([]float64{30, 0}, []float64{0, 9}), // rank 0 late here
 	}
 	got := lateLine(rows)
-	want := "rank 1 started last in 2 of 3 recorded rows, at most 187 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.0 us); it called the operation at most 2.5 us after the earliest rank's call"
+	want := "rank 1 started last in 2 of 3 recorded rows, at most 187 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.0 us); it called the operation at most 2.5 us after the earliest rank's call; other ranks started last in 1 more (the latest rank 0, 30.0 us after the earliest, its call 0.0 us after)"
 	if got != "# late kernel:       "+want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 	rows[0].OutOfPlace.Kernels.EnqueueUS, rows[1].OutOfPlace.Kernels.EnqueueUS = nil, nil
 	if got := lateLine(rows); strings.Contains(got, "called") {
 		t.Errorf("no calls recorded, yet: %q", got)
+	}
+}
+
+// TestLateLineSpeaksOfTheNamedRanksRows: the summary's "at most" is the
+// named rank's latest start, not another rank's (4x H200, launch -n 4:
+// "rank 2 started last in 2 of 4 recorded rows, at most 613 us" where
+// rank 2 was 24.3 us late at most and the 613 us was rank 0's, at 8 B);
+// the other ranks' late rows are counted, with the latest of them.
+func TestLateLineSpeaksOfTheNamedRanksRows(t *testing.T) {
+	row := func(start, errs, calls []float64) results.Row {
+		return results.Row{OutOfPlace: &results.Half{Kernels: &results.KernelTimes{StartUS: start, ClockErrorUS: errs, EnqueueUS: calls}}}
+	}
+	rows := []results.Row{
+		row([]float64{613.1, 342.8, 431.6, 0}, []float64{27.1, 1.6, 1.3, 1.8}, []float64{587.8, 342.7, 432.1, 0}),
+		row([]float64{7.2, 175.6, 16.6, 0}, []float64{1.4, 1.5, 1.2, 1.7}, []float64{7.2, 176.1, 17.3, 0}),
+		row([]float64{0, 20.2, 24.3, 1.0}, []float64{1.4, 1.4, 1.1, 1.6}, []float64{0, 20.7, 24.8, 1.4}),
+		row([]float64{0, 0, 22.5, 0}, []float64{0.9, 1.1, 1.1, 1.2}, []float64{0.3, 0, 22.1, 0.2}),
+	}
+	got := lateLine(rows)
+	want := "# late kernel:       rank 2 started last in 2 of 4 recorded rows, at most 24.3 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.5 us); it called the operation at most 24.8 us after the earliest rank's call; other ranks started last in 2 more (the latest rank 0, 613 us after the earliest, its call 588 us after)"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
