@@ -436,7 +436,8 @@ if want multiproc; then
 step "multi-process: one process per GPU under mpirun (MPI build), collbench launch, and 2 simulated nodes"
 sizes=8,1M,64M,1G
 echo "single process, for comparison:"
-"$BIN" allreduce --backend nccl --sizes $sizes | grep -E '^ +[0-9]+ [KMG]?i?B |wrong elements'
+timeout -k 10 120 "$BIN" allreduce --backend nccl --sizes $sizes -o "$WORK/one.json" | grep -E '^ +[0-9]+ [KMG]?i?B |wrong elements|^# late kernel'
+kernel_rows "$WORK/one.json"
 if [ -x bin/collbench-mpi ] && command -v mpirun > /dev/null; then
   if timeout -k 10 180 mpirun --allow-run-as-root -np "$ngpu" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH bin/collbench-mpi allreduce --backend nccl --sizes $sizes -o "$WORK/mpi.json" > /tmp/mpi.txt 2>&1; then
     ok "mpirun -np $ngpu (MPI build)"
