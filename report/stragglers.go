@@ -230,7 +230,7 @@ func lateLine(rows []results.Row) string {
 		}
 		line += fmt.Sprintf("; other ranks started last in %d more (the latest rank %d, %s us after the earliest", others, worst, trimFloat(most[worst]))
 		if c, ok := calls[worst]; ok {
-			line += fmt.Sprintf(", its call %s us after", trimFloat(c))
+			line += fmt.Sprintf(", its call at most %s us after", trimFloat(c))
 		}
 		line += ")"
 	}

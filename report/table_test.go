@@ -87,7 +87,7 @@ func TestLateLineSaysWhenTheLateRankCalled(t *testing.T) {
 		row([]float64{30, 0}, []float64{0, 9}), // rank 0 late here
 	}
 	got := lateLine(rows)
-	want := "rank 1 started last in 2 of 3 recorded rows, at most 187 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.0 us); it called the operation at most 2.5 us after the earliest rank's call; other ranks started last in 1 more (the latest rank 0, 30.0 us after the earliest, its call 0.0 us after)"
+	want := "rank 1 started last in 2 of 3 recorded rows, at most 187 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.0 us); it called the operation at most 2.5 us after the earliest rank's call; other ranks started last in 1 more (the latest rank 0, 30.0 us after the earliest, its call at most 0.0 us after)"
 	if got != "# late kernel:       "+want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
@@ -113,7 +113,7 @@ func TestLateLineSpeaksOfTheNamedRanksRows(t *testing.T) {
 		row([]float64{0, 0, 22.5, 0}, []float64{0.9, 1.1, 1.1, 1.2}, []float64{0.3, 0, 22.1, 0.2}),
 	}
 	got := lateLine(rows)
-	want := "# late kernel:       rank 2 started last in 2 of 4 recorded rows, at most 24.3 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.5 us); it called the operation at most 24.8 us after the earliest rank's call; other ranks started last in 2 more (the latest rank 0, 613 us after the earliest, its call 588 us after)"
+	want := "# late kernel:       rank 2 started last in 2 of 4 recorded rows, at most 24.3 us after the earliest rank (GPU timers aligned to the host clock; beyond an error of at most ±2.5 us); it called the operation at most 24.8 us after the earliest rank's call; other ranks started last in 2 more (the latest rank 0, 613 us after the earliest, its call at most 588 us after)"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
