@@ -55,3 +55,26 @@ func TestRunBenchOnGPUs(t *testing.T) {
 		t.Errorf("rows kept: %v", doc)
 	}
 }
+
+// TestSweepFirstRowIsWarm: on a machine whose communicators run their first
+// operations slow (the fake: the first 20 take 20 µs more, as the GPUs'
+// first did), the sweep's first row costs what its last does, both small
+// messages of the same latency: the world's warm-up runs before it.
+func TestSweepFirstRowIsWarm(t *testing.T) {
+	m := fakegpu.HealthyModel(3)
+	m.LatencyUS, m.ColdOps, m.ColdUS = 5, 20, 20
+	b := testBench(8, 16, 32, 64, 128, 256, 512, 1024)
+	b.Backend, b.Ranks = "nccl", 0
+	b.Plan.Collectives = []measure.Collective{measure.AllReduce}
+	doc, err := gpuSystem(2, fakegpu.Options{Model: m}).RunBench(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Results) != 8 {
+		t.Fatalf("%d rows", len(doc.Results))
+	}
+	first, last := doc.Results[0].OutOfPlace.TimeUS, doc.Results[7].OutOfPlace.TimeUS
+	if first > 1.1*last {
+		t.Errorf("the first row took %.1f us, the last %.1f: the cold start is in it", first, last)
+	}
+}

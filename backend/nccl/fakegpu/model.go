@@ -62,6 +62,13 @@ type Model struct {
 	// NCCL ran on the 16 channels of its own choice, was faster than
 	// unforced in 4 of 5 pairs (7.8-8.2 µs against 7.9-9.8 µs).
 	ForcedFactor float64
+	// ColdOps and ColdUS make a communicator's first operations slow:
+	// each of its first ColdOps collectives takes ColdUS more, as the lent
+	// GPUs' first operations do (4x H200, NCCL 2.28.3: a sweep's first
+	// allreduce of 8 B 28-30 µs against 10-12 later, before the world's
+	// warm-up; tune's first 30.5 µs against 10.9-12.4 in its repeats).
+	ColdOps int
+	ColdUS  float64
 }
 
 // HealthyModel is a model of healthy Hopper GPUs as measured on the lent

@@ -172,6 +172,9 @@ type comm struct {
 	// profSeq numbers each function's calls apart, as NCCL's seqNumber
 	// does (the first allreduce and the first allgather are both 0).
 	profSeq map[driver.OpKind]uint64
+	// collectives counts the collectives issued on the communicator
+	// (Model.ColdOps).
+	collectives int
 	// wedged is set once the profiler stall (Options.ProfilerStall) left
 	// the proxy thread stuck: destroy then waits for an abort.
 	wedged atomic.Bool

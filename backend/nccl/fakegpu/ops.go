@@ -18,6 +18,7 @@ type part struct {
 	corrupt    bool
 	dev        int
 	vt, end    float64 // under a Model: when it arrived, when the collective ended (s)
+	cold       bool    // under a Model: among its communicator's first collectives (ColdOps)
 }
 
 // counts are op's send and receive lengths in elements on rank of n.
@@ -225,7 +226,9 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 		c.profSeq[o.Kind]++
 		ch := c.choose(o)
 		po := c.profCollective(o, seq, ch)
-		if err := s.enqueue(func() error { return c.collective(s, o, f, po, ch) }); err != nil {
+		cold := c.d.clk != nil && c.collectives < c.d.clk.m.ColdOps
+		c.collectives++
+		if err := s.enqueue(func() error { return c.collective(s, o, f, po, ch, cold) }); err != nil {
 			return err
 		}
 	}
@@ -234,11 +237,11 @@ func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
 
 // collective runs on the rank's stream: it meets the other ranks, and the
 // last to arrive computes every rank's output.
-func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choice) error {
+func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choice, cold bool) error {
 	t := dtype.DType(o.DType)
 	esz := int64(t.Size())
 	ns, nr := counts(o, c.rank, c.cl.n)
-	p := &part{op: o, corrupt: f != nil && f.Corrupt, dev: c.dev, vt: s.vt}
+	p := &part{op: o, corrupt: f != nil && f.Corrupt, dev: c.dev, vt: s.vt, cold: cold}
 	var kstart uint64
 	if po != nil {
 		kstart = c.gpuClock(s.vt)
@@ -259,12 +262,17 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 			var start float64
 			devs := make([]int, len(vals))
 			uses := make([]cacheUse, len(vals))
+			cold := false
 			for r, v := range vals {
 				q := v.(*part)
 				start, devs[r] = max(start, q.vt), q.dev
 				uses[r] = cacheUse{dev: q.dev, send: q.op.Send, recv: q.op.Recv, bytes: int64(len(q.send) + len(q.recv))}
+				cold = cold || q.cold
 			}
 			end := start + clk.collectiveTime(o.Kind, devs, o.Count, esz, ch)*clk.cached(uses)
+			if cold {
+				end += clk.m.ColdUS * 1e-6
+			}
 			if len(devs) == 1 { // a copy on one GPU: in its own slices
 				end = clk.busy(devs[0], start, end-start)
 			}
