@@ -167,7 +167,7 @@ grep -E '^#|GiB|MiB|  8 B' "$WORK/sweep.txt" | grep -E '^# (collbench|backend|ra
 
 step "the same six collectives 8 B - 4 GiB, each in a collbench <collective> run of its own, verified; busbw at 64 MiB and up within 1% of NCCL's benchmark: ${SIX_PASSES:-4} alternating passes of each at 64 MiB - 4 GiB, medians compared, and the sweep's rows within 1% of every pass's range"
 six_ok=1
-rm -f "$WORK"/six-* "$WORK"/nref-* "$WORK"/cbref-* "$WORK"/nocheck-*
+rm -f "$WORK"/six-* "$WORK"/nref-* "$WORK"/cbref-* "$WORK"/nocheck-* "$WORK"/room-*
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
   start=$(date +%s.%N)
   timeout -k 10 300 "$BIN" "$c" --backend nccl --sizes 8:4G --check 1 -n 20 -q -o "$WORK/six-$c.json" > /dev/null 2> "$WORK/six-$c.err"; rc=$?
@@ -338,6 +338,34 @@ for c, size in fail["rows"]:
           f"passes: NCCL's " + " ".join(f"{v:.1f}" for v in ref0) + ", collbench's " + " ".join(f"{v:.1f}" for v in cb0))
 sys.exit(0 if ok else 1)
 PY
+  # Shown, not judged: NCCL's benchmark with its buffers at 1 GiB, the
+  # room collbench's repetitions move through below 1 GiB (docs/parity.md),
+  # against its passes above, whose buffers reach 4 GiB. 4x H200, build
+  # e894a30: collbench's broadcast was faster by about 3 us an operation
+  # at 64-256 MiB (+1.3%, +0.8%, +0.4%), which no other collective showed.
+  for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
+    for pass in 1 2; do
+      timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 32M -e 1G -f 2 -n 20 -w 5 -c 1 > "$WORK/room-nref-$c-$pass.log" 2>&1 \
+        && "$BIN" baseline make "$WORK/room-nref-$c-$pass.log" -o "$WORK/room-nref-$c-$pass.json" > /dev/null 2>&1
+    done
+    python3 - "$WORK" "$c" <<'PY'
+import glob, json, statistics, sys
+w, c = sys.argv[1:]
+def bw(pattern):
+    out = {}
+    for p in sorted(glob.glob(pattern)):
+        try:
+            for r in json.load(open(p))["results"]:
+                if r["collective"] == c and r.get("out_of_place") and r["size_bytes"] >= 64 << 20:
+                    out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
+        except (OSError, ValueError, KeyError):
+            pass
+    return out
+room, full, cb = bw(f"{w}/room-nref-{c}-*.json"), bw(f"{w}/nref-{c}-*.json"), bw(f"{w}/cbref-{c}-*.json")
+cells = [f"{s >> 20}M {statistics.median(room[s]):.1f}/{statistics.median(full[s]):.1f}/{statistics.median(cb[s]):.1f}" for s in sorted(set(room) & set(full) & set(cb))]
+print(f"  shown ({c}, busbw GB/s, checked): NCCL's benchmark with 1 GiB buffers (2 passes) / with 4 GiB (its passes above) / collbench:", "  ".join(cells) or "no rows")
+PY
+  done
 fi
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
   python3 -c "import glob,json; ps=sorted(glob.glob('$WORK/six-$c.json')+glob.glob('$WORK/cbref-$c-*.json')); print('$c: wrong %d in %d run(s)' % (sum(json.load(open(p))['summary']['wrong_total'] for p in ps), len(ps)))"
