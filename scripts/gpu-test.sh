@@ -207,63 +207,7 @@ done
 # apart), and the one sweep's row within 1% of the range of every pass of
 # both tools. Its last line names the collectives with a row beyond
 # ("again: C ...").
-sixcmp() {
-python3 - "$WORK" <<'PY'
-import glob, json, statistics, sys
-w = sys.argv[1]
-def sizes(paths, coll):
-    out = {}
-    for p in paths:
-        for r in json.load(open(p))["results"]:
-            if r["collective"] == coll and r["size_bytes"] >= 64 << 20 and r.get("out_of_place"):
-                out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
-    return out
-def npass(p):
-    """The pass number of a file named ...-C-K.json."""
-    return int(p.rsplit("-", 1)[1].split(".")[0])
-def off(v, lo, hi):
-    """How far v lies outside [lo, hi], in percent (0 inside)."""
-    return (v / hi - 1) * 100 if v > hi else (v / lo - 1) * 100 if v < lo else 0.0
-worst, bad, again, n = 0.0, [], [], 0
-# medians: the failing rows whose only fault is the medians' gap (for the
-# judgement without either tool's check, below)
-medians = []
-for c in ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]:
-    s = sizes([w + "/sweep.json"], c)
-    a = sizes(sorted(glob.glob(f"{w}/cbref-{c}-*.json"), key=npass), c)
-    ref = sizes(sorted(glob.glob(f"{w}/nref-{c}-*.json"), key=npass), c)
-    for size in sorted(set(s) | set(a) | set(ref)):
-        r, y = ref.get(size, []), a.get(size, [])
-        if size not in s or len(y) < 2 or len(r) < 2:
-            bad.append(f"{c} {size >> 20} MiB: rows are missing (sweep {size in s}, collbench {len(y)} passes, NCCL's benchmark {len(r)})")
-            again += [c] if c not in again else []
-            continue
-        n += 1
-        mr, my = statistics.median(r), statistics.median(y)
-        d = (my / mr - 1) * 100
-        inside = min(r) <= my <= max(r)
-        span = r + y
-        dx = off(s[size][0], min(span), max(span))
-        worst = max(worst, 0.0 if inside else abs(d))
-        line = (f"{c} {size >> 20} MiB: collbench {my:.1f} ({d:+.1f}%), NCCL's benchmark {mr:.1f} GB/s, medians of {len(y)} and {len(r)} passes "
-                f"(NCCL's {min(r):.1f}-{max(r):.1f}, collbench's {min(y):.1f}-{max(y):.1f}); sweep {s[size][0]:.1f} ({dx:+.1f}% outside them)")
-        if (abs(d) > 1.0 and not inside) or abs(dx) > 1.0:
-            # A failing row carries every pass, in the order each tool ran.
-            line += ("; passes: NCCL's " + " ".join(f"{v:.1f}" for v in r)
-                     + ", collbench's " + " ".join(f"{v:.1f}" for v in y))
-            bad.append(line)
-            again += [c] if c not in again else []
-            if abs(dx) <= 1.0:
-                medians.append([c, size])
-        print(("  " if abs(d) <= 1.0 or inside else "  beyond 1%: ") + line)
-print(f"busbw at 64 MiB and up: {n} rows; the farthest collbench's median from NCCL's, outside NCCL's own range: {worst:.2f}%; {len(bad)} rows fail")
-for b in bad:
-    print("  FAILS:", b)
-print("again:", " ".join(again))
-json.dump({"rows": medians, "all": len(medians) == len(bad)}, open(w + "/sixfail.json", "w"))
-sys.exit(1 if bad else 0)
-PY
-}
+sixcmp() { python3 scripts/busbwcmp.py checked "$WORK"; }
 # A collective with a row beyond gets as many passes again, on both sides,
 # and is judged on all of them: the median of 8 moves less than that of 4.
 if ! sixcmp > "$WORK/sixcmp.txt"; then
@@ -303,41 +247,7 @@ if [ "${checked_bad:-0}" = 1 ]; then
       if [ $((pass % 2)) = 1 ]; then nref0 "$c" "$pass"; cb0 "$c" "$pass"; else cb0 "$c" "$pass"; nref0 "$c" "$pass"; fi
     done
   done
-  python3 - "$WORK" <<'PY' || six_ok=0
-import glob, json, statistics, sys
-w = sys.argv[1]
-fail = json.load(open(w + "/sixfail.json"))
-def bw(pattern, c):
-    out = {}
-    for p in sorted(glob.glob(pattern)):
-        try:
-            for r in json.load(open(p))["results"]:
-                if r["collective"] == c and r.get("out_of_place"):
-                    out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
-        except (OSError, ValueError, KeyError):
-            pass
-    return out
-ok = fail["all"]
-if not ok:
-    print("  rows beyond 1% for another reason than the medians' gap: not judged again")
-for c, size in fail["rows"]:
-    ref0, cb0 = bw(f"{w}/nocheck-nref-{c}-*.json", c).get(size, []), bw(f"{w}/nocheck-cb-{c}-*.json", c).get(size, [])
-    ref1, cb1 = bw(f"{w}/nref-{c}-*.json", c).get(size, []), bw(f"{w}/cbref-{c}-*.json", c).get(size, [])
-    if len(ref0) < 2 or len(cb0) < 2:
-        print(f"  FAILS without the checks: {c} {size >> 20} MiB: passes missing (collbench {len(cb0)}, NCCL's benchmark {len(ref0)})")
-        ok = False
-        continue
-    m0, y0 = statistics.median(ref0), statistics.median(cb0)
-    d = (y0 / m0 - 1) * 100
-    inside = min(ref0) <= y0 <= max(ref0)
-    cost = lambda a, b: (statistics.median(a) / statistics.median(b) - 1) * 100
-    verdict = "within" if abs(d) <= 1.0 or inside else "FAILS"
-    ok = ok and verdict == "within"
-    print(f"  {verdict} without the checks: {c} {size >> 20} MiB: collbench {y0:.1f} ({d:+.1f}%), NCCL's benchmark {m0:.1f} GB/s, medians of {len(cb0)} and {len(ref0)} passes "
-          f"(NCCL's {min(ref0):.1f}-{max(ref0):.1f}); each tool's check moved its median: NCCL's benchmark {cost(ref1, ref0):+.1f}%, collbench {cost(cb1, cb0):+.1f}%; "
-          f"passes: NCCL's " + " ".join(f"{v:.1f}" for v in ref0) + ", collbench's " + " ".join(f"{v:.1f}" for v in cb0))
-sys.exit(0 if ok else 1)
-PY
+  python3 scripts/busbwcmp.py unchecked "$WORK" || six_ok=0
   # Shown, not judged: NCCL's benchmark with its buffers at 1 GiB, the
   # room collbench's repetitions move through below 1 GiB (docs/parity.md),
   # against its passes above, whose buffers reach 4 GiB. 4x H200, build
@@ -348,23 +258,7 @@ PY
       timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 32M -e 1G -f 2 -n 20 -w 5 -c 1 > "$WORK/room-nref-$c-$pass.log" 2>&1 \
         && "$BIN" baseline make "$WORK/room-nref-$c-$pass.log" -o "$WORK/room-nref-$c-$pass.json" > /dev/null 2>&1
     done
-    python3 - "$WORK" "$c" <<'PY'
-import glob, json, statistics, sys
-w, c = sys.argv[1:]
-def bw(pattern):
-    out = {}
-    for p in sorted(glob.glob(pattern)):
-        try:
-            for r in json.load(open(p))["results"]:
-                if r["collective"] == c and r.get("out_of_place") and r["size_bytes"] >= 64 << 20:
-                    out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
-        except (OSError, ValueError, KeyError):
-            pass
-    return out
-room, full, cb = bw(f"{w}/room-nref-{c}-*.json"), bw(f"{w}/nref-{c}-*.json"), bw(f"{w}/cbref-{c}-*.json")
-cells = [f"{s >> 20}M {statistics.median(room[s]):.1f}/{statistics.median(full[s]):.1f}/{statistics.median(cb[s]):.1f}" for s in sorted(set(room) & set(full) & set(cb))]
-print(f"  shown ({c}, busbw GB/s, checked): NCCL's benchmark with 1 GiB buffers (2 passes) / with 4 GiB (its passes above) / collbench:", "  ".join(cells) or "no rows")
-PY
+    python3 scripts/busbwcmp.py room "$WORK" "$c"
   done
 fi
 for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do

@@ -1,0 +1,150 @@
+"""Judges of the busbw comparison in scripts/gpu-test.sh (section sweep):
+collbench against NCCL's benchmark at 64 MiB and up, from the results files
+the section writes under its work folder W (collbench's rows, and NCCL's
+benchmark's logs read by `collbench baseline make`).
+
+  busbwcmp.py checked W     both tools checking: W/cbref-C-K.json against
+                            W/nref-C-K.json, medians of the passes within 1%
+                            (or inside NCCL's range), and the one sweep's row
+                            (W/sweep.json) within 1% of every pass's range.
+                            Writes W/sixfail.json; its last line names the
+                            collectives with a row beyond ("again: C ...").
+  busbwcmp.py unchecked W   the rows of W/sixfail.json again, without either
+                            tool's check (W/nocheck-cb-C-K.json,
+                            W/nocheck-nref-C-K.json): within 1% there or not.
+  busbwcmp.py room W C      shown, not judged: NCCL's benchmark with 1 GiB
+                            buffers (W/room-nref-C-K.json) beside its passes
+                            and collbench's.
+
+Each exits 1 where a row fails (room: never).
+"""
+import glob
+import json
+import statistics
+import sys
+
+SIX = ["allreduce", "allgather", "reduce-scatter", "broadcast", "sendrecv", "alltoall"]
+JUDGED_FROM = 64 << 20
+
+
+def npass(path):
+    """The pass number of a file named ...-C-K.json."""
+    return int(path.rsplit("-", 1)[1].split(".")[0])
+
+
+def busbw(paths, coll):
+    """Each size's out-of-place busbw of coll from 64 MiB up, in the files'
+    order; a file that cannot be read gives nothing."""
+    out = {}
+    for p in paths:
+        try:
+            with open(p) as f:
+                rows = json.load(f)["results"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for r in rows:
+            if r.get("collective") == coll and r.get("size_bytes", 0) >= JUDGED_FROM and r.get("out_of_place"):
+                out.setdefault(r["size_bytes"], []).append(r["out_of_place"]["busbw_gbps"])
+    return out
+
+
+def passes(w, prefix, coll):
+    return busbw(sorted(glob.glob(f"{w}/{prefix}-{coll}-*.json"), key=npass), coll)
+
+
+def off(v, lo, hi):
+    """How far v lies outside [lo, hi], in percent (0 inside)."""
+    return (v / hi - 1) * 100 if v > hi else (v / lo - 1) * 100 if v < lo else 0.0
+
+
+def checked(w, out=sys.stdout):
+    worst, bad, again, n = 0.0, [], [], 0
+    # medians: the failing rows whose only fault is the medians' gap (for
+    # the judgement without either tool's check)
+    medians = []
+    for c in SIX:
+        s = busbw([w + "/sweep.json"], c)
+        a, ref = passes(w, "cbref", c), passes(w, "nref", c)
+        for size in sorted(set(s) | set(a) | set(ref)):
+            r, y = ref.get(size, []), a.get(size, [])
+            if size not in s or len(y) < 2 or len(r) < 2:
+                bad.append(f"{c} {size >> 20} MiB: rows are missing (sweep {size in s}, collbench {len(y)} passes, NCCL's benchmark {len(r)})")
+                again += [c] if c not in again else []
+                continue
+            n += 1
+            mr, my = statistics.median(r), statistics.median(y)
+            d = (my / mr - 1) * 100
+            inside = min(r) <= my <= max(r)
+            span = r + y
+            dx = off(s[size][0], min(span), max(span))
+            worst = max(worst, 0.0 if inside else abs(d))
+            line = (f"{c} {size >> 20} MiB: collbench {my:.1f} ({d:+.1f}%), NCCL's benchmark {mr:.1f} GB/s, medians of {len(y)} and {len(r)} passes "
+                    f"(NCCL's {min(r):.1f}-{max(r):.1f}, collbench's {min(y):.1f}-{max(y):.1f}); sweep {s[size][0]:.1f} ({dx:+.1f}% outside them)")
+            if (abs(d) > 1.0 and not inside) or abs(dx) > 1.0:
+                # A failing row carries every pass, in the order each tool ran.
+                line += ("; passes: NCCL's " + " ".join(f"{v:.1f}" for v in r)
+                         + ", collbench's " + " ".join(f"{v:.1f}" for v in y))
+                bad.append(line)
+                again += [c] if c not in again else []
+                if abs(dx) <= 1.0:
+                    medians.append([c, size])
+            print(("  " if abs(d) <= 1.0 or inside else "  beyond 1%: ") + line, file=out)
+    print(f"busbw at 64 MiB and up: {n} rows; the farthest collbench's median from NCCL's, outside NCCL's own range: {worst:.2f}%; {len(bad)} rows fail", file=out)
+    for b in bad:
+        print("  FAILS:", b, file=out)
+    print("again:", " ".join(again), file=out)
+    with open(w + "/sixfail.json", "w") as f:
+        json.dump({"rows": medians, "all": len(medians) == len(bad)}, f)
+    return not bad
+
+
+def unchecked(w, out=sys.stdout):
+    with open(w + "/sixfail.json") as f:
+        fail = json.load(f)
+    ok = fail["all"]
+    if not ok:
+        print("  rows beyond 1% for another reason than the medians' gap: not judged again", file=out)
+    for c, size in fail["rows"]:
+        ref0, cb0 = passes(w, "nocheck-nref", c).get(size, []), passes(w, "nocheck-cb", c).get(size, [])
+        ref1, cb1 = passes(w, "nref", c).get(size, []), passes(w, "cbref", c).get(size, [])
+        if len(ref0) < 2 or len(cb0) < 2:
+            print(f"  FAILS without the checks: {c} {size >> 20} MiB: passes missing (collbench {len(cb0)}, NCCL's benchmark {len(ref0)})", file=out)
+            ok = False
+            continue
+        m0, y0 = statistics.median(ref0), statistics.median(cb0)
+        d = (y0 / m0 - 1) * 100
+        inside = min(ref0) <= y0 <= max(ref0)
+
+        def cost(a, b):
+            return (statistics.median(a) / statistics.median(b) - 1) * 100 if a and b else float("nan")
+        verdict = "within" if abs(d) <= 1.0 or inside else "FAILS"
+        ok = ok and verdict == "within"
+        print(f"  {verdict} without the checks: {c} {size >> 20} MiB: collbench {y0:.1f} ({d:+.1f}%), NCCL's benchmark {m0:.1f} GB/s, medians of {len(cb0)} and {len(ref0)} passes "
+              f"(NCCL's {min(ref0):.1f}-{max(ref0):.1f}); each tool's check moved its median: NCCL's benchmark {cost(ref1, ref0):+.1f}%, collbench {cost(cb1, cb0):+.1f}%; "
+              f"passes: NCCL's " + " ".join(f"{v:.1f}" for v in ref0) + ", collbench's " + " ".join(f"{v:.1f}" for v in cb0), file=out)
+    return ok
+
+
+def room(w, c, out=sys.stdout):
+    rm, full, cb = passes(w, "room-nref", c), passes(w, "nref", c), passes(w, "cbref", c)
+    cells = [f"{s >> 20}M {statistics.median(rm[s]):.1f}/{statistics.median(full[s]):.1f}/{statistics.median(cb[s]):.1f}"
+             for s in sorted(set(rm) & set(full) & set(cb))]
+    print(f"  shown ({c}, busbw GB/s, checked): NCCL's benchmark with 1 GiB buffers ({max((len(v) for v in rm.values()), default=0)} passes) / with 4 GiB (its passes above) / collbench:",
+          "  ".join(cells) or "no rows", file=out)
+    return True
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "checked":
+        return 0 if checked(argv[2]) else 1
+    if len(argv) >= 3 and argv[1] == "unchecked":
+        return 0 if unchecked(argv[2]) else 1
+    if len(argv) >= 4 and argv[1] == "room":
+        room(argv[2], argv[3])
+        return 0
+    print("usage: busbwcmp.py checked W | unchecked W | room W COLLECTIVE", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
