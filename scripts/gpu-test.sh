@@ -183,14 +183,21 @@ perf_of() { case $1 in allreduce) echo all_reduce_perf ;; allgather) echo all_ga
 # build e894a30, NCCL's benchmark from 64 MiB: its 64 MiB reduce-scatter
 # 253.7-271.0 GB/s over 8 passes, its 128 MiB 292.4-292.9; broadcast
 # 313.1-323.1 against 340.3-342.6), so each tool's first row is 32 MiB.
-nref() {
-  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 32M -e 4G -f 2 -n 20 -w 5 -c 1 > "$WORK/nref-$1-$2.log" 2>&1 \
-    && "$BIN" baseline make "$WORK/nref-$1-$2.log" -o "$WORK/nref-$1-$2.json" > /dev/null 2>&1 || echo "($1: NCCL's benchmark pass $2 not read)"
+# ncclpass NAME C EMAX CHECK: one pass of NCCL's benchmark for C at
+# 32 MiB - EMAX with -c CHECK, its log NAME.log read as collbench's rows
+# into NAME.json.
+ncclpass() {
+  timeout -k 10 300 "$nt/$(perf_of "$2")" -t "$ngpu" -g 1 -b 32M -e "$3" -f 2 -n 20 -w 5 -c "$4" > "$WORK/$1.log" 2>&1 \
+    && "$BIN" baseline make "$WORK/$1.log" -o "$WORK/$1.json" > /dev/null 2>&1
 }
+nref() { ncclpass "nref-$1-$2" "$1" 4G 1 || echo "($1: NCCL's benchmark pass $2 not read)"; }
 cbref() {
   timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 32M:4G -n 20 -w 5 --check 1 -q -o "$WORK/cbref-$1-$2.json" > /dev/null 2>&1 \
     || { six_ok=0; echo "($1: collbench's pass $2 failed)"; }
 }
+# alternate A B C K: pass K of the tools A and B on collective C, A first
+# in odd passes and B first in even ones.
+alternate() { if [ $(($4 % 2)) = 1 ]; then "$1" "$3" "$4"; "$2" "$3" "$4"; else "$2" "$3" "$4"; "$1" "$3" "$4"; fi; }
 build_nccl_tests
 # Run to run, each tool's busbw at 1-4 GiB moves by up to 2-3% (4x H200:
 # reduce-scatter of 2 GiB 336.9-344.4 GB/s in three runs of NCCL's
@@ -198,7 +205,7 @@ build_nccl_tests
 # alternate which tool goes first, and the medians are compared.
 for pass in $(seq 1 "${SIX_PASSES:-4}"); do
   for c in allreduce allgather reduce-scatter broadcast sendrecv alltoall; do
-    if [ $((pass % 2)) = 1 ]; then nref "$c" "$pass"; cbref "$c" "$pass"; else cbref "$c" "$pass"; nref "$c" "$pass"; fi
+    alternate nref cbref "$c" "$pass"
   done
 done
 # sixcmp: for every collective and size from 64 MiB, the median busbw of
@@ -216,7 +223,7 @@ if ! sixcmp > "$WORK/sixcmp.txt"; then
   for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
     echo "measuring $c again: $p0 more alternating passes of each tool"
     for pass in $(seq $((p0 + 1)) $((2 * p0))); do
-      if [ $((pass % 2)) = 1 ]; then nref "$c" "$pass"; cbref "$c" "$pass"; else cbref "$c" "$pass"; nref "$c" "$pass"; fi
+      alternate nref cbref "$c" "$pass"
     done
   done
   sixcmp > "$WORK/sixcmp.txt" || checked_bad=1
@@ -235,16 +242,13 @@ cat "$WORK/sixcmp.txt"
 # tool's check cost it. Rows beyond for another reason (missing, the
 # sweep's row outside the passes) stay failed.
 # nref0 C K, cb0 C K: pass K of each tool without its check.
-nref0() {
-  timeout -k 10 300 "$nt/$(perf_of "$1")" -t "$ngpu" -g 1 -b 32M -e 4G -f 2 -n 20 -w 5 -c 0 > "$WORK/nocheck-nref-$1-$2.log" 2>&1 \
-    && "$BIN" baseline make "$WORK/nocheck-nref-$1-$2.log" -o "$WORK/nocheck-nref-$1-$2.json" > /dev/null 2>&1
-}
+nref0() { ncclpass "nocheck-nref-$1-$2" "$1" 4G 0; }
 cb0() { timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 32M:4G -n 20 -w 5 --check 0 -q -o "$WORK/nocheck-cb-$1-$2.json" > /dev/null 2>&1; }
 if [ "${checked_bad:-0}" = 1 ]; then
   for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
     echo "measuring $c without either tool's check: ${p0:-4} alternating passes of each"
     for pass in $(seq 1 "${p0:-4}"); do
-      if [ $((pass % 2)) = 1 ]; then nref0 "$c" "$pass"; cb0 "$c" "$pass"; else cb0 "$c" "$pass"; nref0 "$c" "$pass"; fi
+      alternate nref0 cb0 "$c" "$pass"
     done
   done
   python3 scripts/busbwcmp.py unchecked "$WORK" || six_ok=0
@@ -255,8 +259,7 @@ if [ "${checked_bad:-0}" = 1 ]; then
   # at 64-256 MiB (+1.3%, +0.8%, +0.4%), which no other collective showed.
   for c in $(sed -n 's/^again: //p' "$WORK/sixcmp.txt"); do
     for pass in 1 2; do
-      timeout -k 10 300 "$nt/$(perf_of "$c")" -t "$ngpu" -g 1 -b 32M -e 1G -f 2 -n 20 -w 5 -c 1 > "$WORK/room-nref-$c-$pass.log" 2>&1 \
-        && "$BIN" baseline make "$WORK/room-nref-$c-$pass.log" -o "$WORK/room-nref-$c-$pass.json" > /dev/null 2>&1
+      ncclpass "room-nref-$c-$pass" "$c" 1G 1
     done
     python3 scripts/busbwcmp.py room "$WORK" "$c"
   done
