@@ -322,3 +322,50 @@ func TestHungRankIsAbortable(t *testing.T) {
 		t.Fatal("abort did not release the ranks")
 	}
 }
+
+// TestPeerGoneBeforeConnecting ends one rank's world before any data
+// connection exists, at several ranks: the ranks that wait for it to dial
+// learn it is gone from its refused port, well before linkTimeout, and an
+// error names it.
+func TestPeerGoneBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	for _, gone := range []int{0, 1, 2} {
+		t.Run(fmt.Sprint("rank ", gone), func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			errs := distRun(t, n, Options{}, nil, func(ctx context.Context, w measure.World) error {
+				rk := w.Ranks()[0]
+				if rk.WorldRank() == gone {
+					return w.Close() // its port closes; it never dials
+				}
+				b, err := rk.Alloc(4096)
+				if err != nil {
+					return err
+				}
+				call := measure.Call{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Count: 1024, Send: measure.View{Buf: b}, Recv: measure.View{Buf: b}}
+				if err := rk.Launch(call); err != nil {
+					return err
+				}
+				return rk.Sync()
+			})
+			if el := time.Since(start); el > linkTimeout/4 {
+				t.Errorf("the ranks took %v to give up on rank %d (linkTimeout %v)", el, gone, linkTimeout)
+			}
+			named := false
+			for r, err := range errs {
+				if r == gone {
+					continue
+				}
+				if err == nil {
+					t.Errorf("rank %d finished an allreduce without rank %d", r, gone)
+					continue
+				}
+				named = named || strings.Contains(err.Error(), fmt.Sprintf("rank %d ", gone))
+			}
+			if !named {
+				t.Errorf("no error names rank %d: %v", gone, errs)
+			}
+		})
+	}
+}

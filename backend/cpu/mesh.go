@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"collbench/internal/faults"
@@ -34,6 +35,9 @@ const (
 	socketBuffer = 4 << 20
 	// linkTimeout bounds connecting to a peer and its handshake.
 	linkTimeout = 60 * time.Second
+	// livenessEvery is how often a rank waiting for a peer to connect
+	// looks whether the peer is still there.
+	livenessEvery = time.Second
 )
 
 // LinkError is a failure of the data connection to a peer.
@@ -217,16 +221,48 @@ func (m *mesh) link(peer int) (*link, error) {
 		}
 	}
 	m.track.Waiting(peer)
-	select {
-	case <-ready:
-	case <-m.aborted:
-		return nil, m.abortErr
-	case <-time.After(linkTimeout):
-		return nil, &LinkError{Peer: peer, Host: m.host(peer), Err: fmt.Errorf("it did not connect within %v", linkTimeout)}
+	// The higher rank waits for the lower one to dial. A peer that ended
+	// (or gave up) before dialing never will: its port refuses
+	// connections, which a look every livenessEvery tells long before
+	// linkTimeout.
+	limit := time.NewTimer(linkTimeout)
+	defer limit.Stop()
+	look := time.NewTicker(livenessEvery)
+	defer look.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-ready:
+			waiting = false
+		case <-m.aborted:
+			return nil, m.abortErr
+		case <-limit.C:
+			return nil, &LinkError{Peer: peer, Host: m.host(peer), Err: fmt.Errorf("it did not connect within %v", linkTimeout)}
+		case <-look.C:
+			if m.me > peer && peerGone(m.addrs[peer]) {
+				select {
+				case <-ready: // it dialed after all
+					waiting = false
+				default:
+					return nil, &LinkError{Peer: peer, Host: m.host(peer), Err: errors.New("it is gone before connecting: its data port refuses connections (the process ended or gave up)")}
+				}
+			}
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.links[peer], nil
+}
+
+// peerGone reports whether a peer's data port refuses connections: its
+// process has ended or closed its mesh. A port that does not answer in time
+// (a slow or filtered network) is not taken for gone.
+func peerGone(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, livenessEvery)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	c.Close()
+	return false
 }
 
 func (m *mesh) dial(peer int) error {

@@ -68,14 +68,17 @@ func TestNoProbeOffNCCL(t *testing.T) {
 func TestAlgorithmProbeFaults(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name   string
-		fault  string
-		launch bool
-		want   []string
+		name    string
+		fault   string
+		launch  bool
+		timeout string // the probe's bound: short where it is what ends the probe, loose where a loaded host must not reach it
+		want    []string
 	}{
-		{"exit alone", "probe-exit:0", false, []string{"the algorithm probe failed", "exit status 3"}},
-		{"exit rank 2", "probe-exit:2", true, []string{"ended on rank 2", "exit status 3"}},
-		{"hang rank 1", "probe-hang:1", true, []string{"ended on rank 1", "took longer than 3s", "before its first operation"}},
+		{"exit alone", "probe-exit:0", false, "40s", []string{"the algorithm probe failed", "exit status 3"}},
+		{"exit rank 0", "probe-exit:0", true, "40s", []string{"ended on rank 0", "exit status 3"}}, // every other rank waits for it to dial
+		{"exit rank 2", "probe-exit:2", true, "40s", []string{"ended on rank 2", "exit status 3"}},
+		{"exit rank 3", "probe-exit:3", true, "40s", []string{"ended on rank 3", "exit status 3"}}, // every other rank dials it
+		{"hang rank 1", "probe-hang:1", true, "8s", []string{"ended on rank 1", "took longer than 8s", "before its first operation"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,7 +88,7 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 				args = append([]string{"launch", "-n", "4", "--"}, args...)
 			}
 			start := time.Now()
-			p := startSelf(t, []string{engine.EnvProbe + "=always", engine.EnvProbeTimeout + "=3s", "COLLBENCH_FAULTS=" + tc.fault}, args...)
+			p := startSelf(t, []string{engine.EnvProbe + "=always", engine.EnvProbeTimeout + "=" + tc.timeout, "COLLBENCH_FAULTS=" + tc.fault}, args...)
 			if code := p.wait(t, 60*time.Second); code != 0 {
 				t.Fatalf("exit %d, want 0 (a failed probe costs only the algorithms)\n%s\n%s", code, p.out, p.errb)
 			}
@@ -104,8 +107,15 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 			if !strings.Contains(out, "wrong elements:    0 (OK)") {
 				t.Errorf("the benchmark did not run after the failed probe:\n%s", out)
 			}
-			if el := time.Since(start); el > 40*time.Second {
-				t.Errorf("took %v: the probe's 3 s bound was not kept", el)
+			bound, _ := time.ParseDuration(tc.timeout)
+			el := time.Since(start)
+			if el > bound+20*time.Second {
+				t.Errorf("took %v: the probe's %s bound was not kept", el, tc.timeout)
+			}
+			if strings.Contains(tc.fault, "exit") && (el > bound || strings.Contains(note, "took longer")) {
+				// The other ranks learn of the exit; they do not wait
+				// out the bound.
+				t.Errorf("took %v (note %q): a rank's exit was only noticed at the probe's %s bound", el, note, tc.timeout)
 			}
 			noneLeft(t)
 		})
