@@ -222,7 +222,7 @@ func TestTreeFaultsBetweenProcesses(t *testing.T) {
 		return func(r int) []string { return append([]string{"CB_FANOUT=2"}, extra...) }
 	}
 	t.Run("relay-never-arrives", func(t *testing.T) {
-		res := world(t, 7, []int{0, 2, 3, 4, 5, 6}, fan())
+		res := world(t, 7, []int{0, 2, 3, 4, 5, 6}, fan("CB_TIMEOUT=3s")) // the bound ends it
 		for r, c := range res {
 			if c.code == 0 || !strings.Contains(c.out, "rank 1 never arrived") {
 				t.Errorf("rank %d: exit %d, output %q", r, c.code, c.out)
