@@ -26,6 +26,13 @@ class Judges(unittest.TestCase):
         with open(os.path.join(self.w, name), "w") as f:
             json.dump({"results": rows}, f)
 
+    def judge(self, fn, *args):
+        """Runs one of busbwcmp's judges on the work directory: its verdict
+        and what it printed."""
+        out = io.StringIO()
+        ok = fn(self.w, *args, out)
+        return ok, out.getvalue()
+
     def machine(self, ag_nccl_checked, ag_cb_unchecked=340.0, sweep=None):
         """Every collective at 300 GB/s in both tools' 4 passes each, but
         allgather at 2 GiB: NCCL's benchmark checking at ag_nccl_checked,
@@ -53,66 +60,65 @@ class Judges(unittest.TestCase):
 
     def test_within_one_percent(self):
         self.machine(ag_nccl_checked=338.0)
-        out = io.StringIO()
-        self.assertTrue(busbwcmp.checked(self.w, out))
-        self.assertIn("12 rows", out.getvalue())  # 64 MiB and 2 GiB: 32 MiB is not judged
-        self.assertIn("again: \n", out.getvalue())
+        ok, text = self.judge(busbwcmp.checked)
+        self.assertTrue(ok)
+        self.assertIn("12 rows", text)  # 64 MiB and 2 GiB: 32 MiB is not judged
+        self.assertIn("again: \n", text)
 
     def test_beyond_with_the_checks_within_without(self):
         # 4x H200, build e894a30: allgather 2 GiB, NCCL's benchmark's check
         # cost it 1.3%, collbench's 0.3%; without either, 0.1% apart.
         self.machine(ag_nccl_checked=335.5)
-        out = io.StringIO()
-        self.assertFalse(busbwcmp.checked(self.w, out))
-        self.assertIn("again: allgather", out.getvalue())
-        out = io.StringIO()
-        self.assertTrue(busbwcmp.unchecked(self.w, out))
-        self.assertIn("within without the checks: allgather 2048 MiB", out.getvalue())
-        self.assertIn("NCCL's benchmark -1.3%, collbench -0.3%", out.getvalue())
+        ok, text = self.judge(busbwcmp.checked)
+        self.assertFalse(ok)
+        self.assertIn("again: allgather", text)
+        ok, text = self.judge(busbwcmp.unchecked)
+        self.assertTrue(ok)
+        self.assertIn("within without the checks: allgather 2048 MiB", text)
+        self.assertIn("NCCL's benchmark -1.3%, collbench -0.3%", text)
 
     def test_beyond_without_the_checks_too(self):
         self.machine(ag_nccl_checked=335.5, ag_cb_unchecked=346.0)
-        self.assertFalse(busbwcmp.checked(self.w, io.StringIO()))
-        out = io.StringIO()
-        self.assertFalse(busbwcmp.unchecked(self.w, out))
-        self.assertIn("FAILS without the checks: allgather 2048 MiB", out.getvalue())
+        self.assertFalse(self.judge(busbwcmp.checked)[0])
+        ok, text = self.judge(busbwcmp.unchecked)
+        self.assertFalse(ok)
+        self.assertIn("FAILS without the checks: allgather 2048 MiB", text)
 
     def test_a_sweep_row_outside_stays_failed(self):
         # The one sweep's row beyond every pass is no gap of medians: the
         # runs without the checks do not judge it.
         self.machine(ag_nccl_checked=338.0, sweep={("broadcast", 64 * MiB): 290.0})
-        out = io.StringIO()
-        self.assertFalse(busbwcmp.checked(self.w, out))
-        self.assertIn("FAILS: broadcast 64 MiB", out.getvalue())
-        out = io.StringIO()
-        self.assertFalse(busbwcmp.unchecked(self.w, out))
-        self.assertIn("another reason", out.getvalue())
+        ok, text = self.judge(busbwcmp.checked)
+        self.assertFalse(ok)
+        self.assertIn("FAILS: broadcast 64 MiB", text)
+        ok, text = self.judge(busbwcmp.unchecked)
+        self.assertFalse(ok)
+        self.assertIn("another reason", text)
 
     def test_missing_passes_fail(self):
         self.machine(ag_nccl_checked=338.0)
         for k in range(2, 5):
             os.unlink(os.path.join(self.w, f"nref-sendrecv-{k}.json"))
-        out = io.StringIO()
-        self.assertFalse(busbwcmp.checked(self.w, out))
-        self.assertIn("sendrecv 64 MiB: rows are missing", out.getvalue())
+        ok, text = self.judge(busbwcmp.checked)
+        self.assertFalse(ok)
+        self.assertIn("sendrecv 64 MiB: rows are missing", text)
 
     def test_an_unreadable_file_is_a_missing_pass(self):
         self.machine(ag_nccl_checked=338.0)
         for k in range(2, 5):
             with open(os.path.join(self.w, f"cbref-alltoall-{k}.json"), "w") as f:
                 f.write("{not json")
-        out = io.StringIO()
-        self.assertFalse(busbwcmp.checked(self.w, out))
-        self.assertIn("alltoall 64 MiB: rows are missing (sweep True, collbench 1 passes", out.getvalue())
+        ok, text = self.judge(busbwcmp.checked)
+        self.assertFalse(ok)
+        self.assertIn("alltoall 64 MiB: rows are missing (sweep True, collbench 1 passes", text)
 
     def test_room_is_shown(self):
         self.machine(ag_nccl_checked=338.0)
         for k in (1, 2):
             self.write(f"room-nref-allgather-{k}.json", "allgather", {s: 341.0 for s in SIZES})
-        out = io.StringIO()
-        busbwcmp.room(self.w, "allgather", out)
-        self.assertIn("1 GiB buffers (2 passes)", out.getvalue())
-        self.assertIn("2048M 341.0/338.2/339.2", out.getvalue())
+        _, text = self.judge(busbwcmp.room, "allgather")
+        self.assertIn("1 GiB buffers (2 passes)", text)
+        self.assertIn("2048M 341.0/338.2/339.2", text)
 
 
 if __name__ == "__main__":
