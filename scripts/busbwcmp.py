@@ -123,12 +123,12 @@ def unchecked(w, out=sys.stdout):
         inside = min(ref0) <= y0 <= max(ref0)
 
         def cost(a, b):
-            return (statistics.median(a) / statistics.median(b) - 1) * 100 if a and b else float("nan")
+            return f"{(statistics.median(a) / statistics.median(b) - 1) * 100:+.1f}%" if a and b else "unknown (no checked passes)"
         verdict = "within" if abs(d) <= 1.0 or inside else "beyond 1%"
         if verdict != "within":
             longer.append([c, size])
         print(f"  {verdict} without the checks: {c} {size >> 20} MiB: collbench {y0:.1f} ({d:+.1f}%), NCCL's benchmark {m0:.1f} GB/s, medians of {len(cb0)} and {len(ref0)} passes "
-              f"(NCCL's {min(ref0):.1f}-{max(ref0):.1f}); each tool's check moved its median: NCCL's benchmark {cost(ref1, ref0):+.1f}%, collbench {cost(cb1, cb0):+.1f}%; "
+              f"(NCCL's {min(ref0):.1f}-{max(ref0):.1f}); each tool's check moved its median: NCCL's benchmark {cost(ref1, ref0)}, collbench {cost(cb1, cb0)}; "
               f"passes: NCCL's " + " ".join(f"{v:.1f}" for v in ref0) + ", collbench's " + " ".join(f"{v:.1f}" for v in cb0), file=out)
     with open(w + "/longfail.json", "w") as f:
         json.dump({"rows": longer, "all": ok}, f)
