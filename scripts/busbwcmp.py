@@ -104,6 +104,30 @@ def checked(w, out=sys.stdout):
     return not bad
 
 
+def pair(w, pre, c, size, what, out):
+    """The busbw passes of NCCL's benchmark (W/PRE-nref-C-K.json) and of
+    collbench (W/PRE-cb-C-K.json) at one size, or None, said as FAILS WHAT,
+    where either tool has fewer than 2."""
+    ref, cb = passes(w, pre + "-nref", c).get(size, []), passes(w, pre + "-cb", c).get(size, [])
+    if len(ref) < 2 or len(cb) < 2:
+        print(f"  FAILS {what}: {c} {size >> 20} MiB: passes missing (collbench {len(cb)}, NCCL's benchmark {len(ref)})", file=out)
+        return None
+    return ref, cb
+
+
+def gap(ref, cb):
+    """The medians of NCCL's benchmark's and collbench's passes, collbench's
+    gap in percent, whether that is within 1% (or inside NCCL's range), and
+    the passes and range as words."""
+    m, y = statistics.median(ref), statistics.median(cb)
+    d = (y / m - 1) * 100
+    ok = abs(d) <= 1.0 or min(ref) <= y <= max(ref)
+    words = (f"collbench {y:.1f} ({d:+.1f}%), NCCL's benchmark {m:.1f} GB/s, medians of {len(cb)} and {len(ref)} passes "
+             f"(NCCL's {min(ref):.1f}-{max(ref):.1f})")
+    listed = "passes: NCCL's " + " ".join(f"{v:.1f}" for v in ref) + ", collbench's " + " ".join(f"{v:.1f}" for v in cb)
+    return ok, words, listed
+
+
 def unchecked(w, out=sys.stdout):
     with open(w + "/sixfail.json") as f:
         fail = json.load(f)
@@ -112,24 +136,20 @@ def unchecked(w, out=sys.stdout):
         print("  rows beyond 1% for another reason than the medians' gap: not judged again", file=out)
     longer = []  # the rows beyond without the checks too: judged on long loops
     for c, size in fail["rows"]:
-        ref0, cb0 = passes(w, "nocheck-nref", c).get(size, []), passes(w, "nocheck-cb", c).get(size, [])
-        ref1, cb1 = passes(w, "nref", c).get(size, []), passes(w, "cbref", c).get(size, [])
-        if len(ref0) < 2 or len(cb0) < 2:
-            print(f"  FAILS without the checks: {c} {size >> 20} MiB: passes missing (collbench {len(cb0)}, NCCL's benchmark {len(ref0)})", file=out)
+        got = pair(w, "nocheck", c, size, "without the checks", out)
+        if got is None:
             ok = False
             continue
-        m0, y0 = statistics.median(ref0), statistics.median(cb0)
-        d = (y0 / m0 - 1) * 100
-        inside = min(ref0) <= y0 <= max(ref0)
+        ref0, cb0 = got
+        ref1, cb1 = passes(w, "nref", c).get(size, []), passes(w, "cbref", c).get(size, [])
 
         def cost(a, b):
             return f"{(statistics.median(a) / statistics.median(b) - 1) * 100:+.1f}%" if a and b else "unknown (no checked passes)"
-        verdict = "within" if abs(d) <= 1.0 or inside else "beyond 1%"
-        if verdict != "within":
+        within, words, listed = gap(ref0, cb0)
+        if not within:
             longer.append([c, size])
-        print(f"  {verdict} without the checks: {c} {size >> 20} MiB: collbench {y0:.1f} ({d:+.1f}%), NCCL's benchmark {m0:.1f} GB/s, medians of {len(cb0)} and {len(ref0)} passes "
-              f"(NCCL's {min(ref0):.1f}-{max(ref0):.1f}); each tool's check moved its median: NCCL's benchmark {cost(ref1, ref0)}, collbench {cost(cb1, cb0)}; "
-              f"passes: NCCL's " + " ".join(f"{v:.1f}" for v in ref0) + ", collbench's " + " ".join(f"{v:.1f}" for v in cb0), file=out)
+        print(f"  {'within' if within else 'beyond 1%'} without the checks: {c} {size >> 20} MiB: {words}; "
+              f"each tool's check moved its median: NCCL's benchmark {cost(ref1, ref0)}, collbench {cost(cb1, cb0)}; {listed}", file=out)
     with open(w + "/longfail.json", "w") as f:
         json.dump({"rows": longer, "all": ok}, f)
     top = {}
@@ -161,23 +181,18 @@ def long(w, out=sys.stdout):
         fail = json.load(f)
     ok = fail["all"]
     for c, size in fail["rows"]:
-        refL, cbL = passes(w, "long-nref", c).get(size, []), passes(w, "long-cb", c).get(size, [])
-        if len(refL) < 2 or len(cbL) < 2:
-            print(f"  FAILS on long loops: {c} {size >> 20} MiB: passes missing (collbench {len(cbL)}, NCCL's benchmark {len(refL)})", file=out)
+        got = pair(w, "long", c, size, "on long loops", out)
+        if got is None:
             ok = False
             continue
-        m, y = statistics.median(refL), statistics.median(cbL)
-        d = (y / m - 1) * 100
-        inside = min(refL) <= y <= max(refL)
-        verdict = "within" if abs(d) <= 1.0 or inside else "FAILS"
-        ok = ok and verdict == "within"
+        within, words, listed = gap(*got)
+        ok = ok and within
         loops = []
-        for name, short, lng in (("NCCL's benchmark", "nocheck-nref", "long-nref"), ("collbench", "nocheck-cb", "long-cb")):
-            ts, tl = passes(w, short, c, "time_us").get(size, []), passes(w, lng, c, "time_us").get(size, [])
+        for name, tool in (("NCCL's benchmark", "nref"), ("collbench", "cb")):
+            ts, tl = (passes(w, f"{pre}-{tool}", c, "time_us").get(size, []) for pre in ("nocheck", "long"))
             loops.append(f"{name} {per_loop(ts, tl):.0f} us" if ts and tl else f"{name} unknown")
-        print(f"  {verdict} on loops of {LONG}: {c} {size >> 20} MiB: collbench {y:.1f} ({d:+.1f}%), NCCL's benchmark {m:.1f} GB/s, medians of {len(cbL)} and {len(refL)} passes "
-              f"(NCCL's {min(refL):.1f}-{max(refL):.1f}); each tool's cost per timed loop, from its times in loops of {SHORT} and {LONG}: " + ", ".join(loops) + "; "
-              f"passes: NCCL's " + " ".join(f"{v:.1f}" for v in refL) + ", collbench's " + " ".join(f"{v:.1f}" for v in cbL), file=out)
+        print(f"  {'within' if within else 'FAILS'} on loops of {LONG}: {c} {size >> 20} MiB: {words}; "
+              f"each tool's cost per timed loop, from its times in loops of {SHORT} and {LONG}: " + ", ".join(loops) + f"; {listed}", file=out)
     return ok
 
 
