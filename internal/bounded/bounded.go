@@ -95,11 +95,21 @@ func Open(ctx context.Context, path string) (fh *os.File, release func(), err er
 		}
 		fh = o.fh
 	case <-ctx.Done():
-		go func() {
-			if o := <-ch; o.fh != nil {
+		// Where the open has ended too, select picked either at random:
+		// the file is open, so the signal came before the first read.
+		select {
+		case o := <-ch:
+			if o.fh != nil {
 				_ = o.fh.Close()
+				return nil, nil, &StoppedError{Path: path}
 			}
-		}()
+		default:
+			go func() {
+				if o := <-ch; o.fh != nil {
+					_ = o.fh.Close()
+				}
+			}()
+		}
 		return nil, nil, &StoppedError{Path: path, Opening: true}
 	}
 	stop := context.AfterFunc(ctx, func() { _ = fh.Close() })

@@ -265,6 +265,46 @@ func TestFakeGPUVerifyGroupsLongerThanTheTimeout(t *testing.T) {
 	}
 }
 
+// waitHolding waits, at most 30 s, until process pid has path open.
+func waitHolding(t *testing.T, pid int, path string) {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ents, _ := os.ReadDir(fds)
+		for _, e := range ents {
+			if l, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && l == path {
+				return
+			}
+		}
+	}
+	t.Fatalf("process %d did not open %s in 30 s", pid, path)
+}
+
+// waitBlockedIn waits, at most 30 s, until a thread of process pid sleeps
+// in the kernel function fn (its wchan). Where the kernel does not say
+// (wchan reads "0" or cannot be read), it waits 3 s instead.
+func waitBlockedIn(t *testing.T, pid int, fn string) {
+	t.Helper()
+	told := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", pid))
+		for _, w := range tasks {
+			b, err := os.ReadFile(w) //nolint:gosec // a path under /proc built from the child's pid
+			if err == nil && string(b) != "0" && string(b) != "" {
+				told = true
+			}
+			if string(b) == fn {
+				return
+			}
+		}
+		if !told && len(tasks) > 0 && time.Until(deadline) < 27*time.Second {
+			t.Logf("the kernel does not say where process %d sleeps: waited 3 s", pid)
+			return
+		}
+	}
+	t.Fatalf("no thread of process %d slept in %s within 30 s", pid, fn)
+}
+
 // TestSignalEndsACommandBlockedOnARead: compare of a named pipe nobody
 // writes blocks in the kernel's open, and of one whose writer never
 // writes, in a read; the first SIGINT ends either at once (not by the
@@ -293,7 +333,17 @@ func TestSignalEndsACommandBlockedOnARead(t *testing.T) {
 			}()
 		}
 		p := startSelf(t, nil, "compare", a, fifo)
-		time.Sleep(500 * time.Millisecond)
+		// The signal goes once the child is where the case wants it: a
+		// fixed wait let a loaded host's child get SIGINT before it
+		// watched for signals (killed by it, exit 130, nothing said).
+		if c.writer {
+			// Open, the child has still to return from the call and
+			// start its read.
+			waitHolding(t, p.cmd.Process.Pid, fifo)
+			time.Sleep(200 * time.Millisecond)
+		} else {
+			waitBlockedIn(t, p.cmd.Process.Pid, "wait_for_partner")
+		}
 		_ = p.cmd.Process.Signal(syscall.SIGINT)
 		sent := time.Now()
 		code := p.wait(t, 30*time.Second)
