@@ -57,6 +57,8 @@ func (t *TCP) read(p *peer) {
 				default:
 				}
 			}
+		case frameNotice:
+			t.noticeFrom(string(payload), p.rank)
 		case frameAbort:
 			var pe PeerError
 			if json.Unmarshal(payload, &pe) != nil || pe.Msg == "" {

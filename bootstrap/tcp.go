@@ -23,6 +23,7 @@ const (
 	frameWorld     = 8  // parent -> child: the world formed; every rank's host and pid
 	frameTreeHello = 9  // child -> parent: who it is, with its proof
 	frameJoined    = 10 // child -> parent: ranks that joined the tree below it
+	frameNotice    = 11 // a word for every process, not a fault: floods the tree once
 )
 
 const (
@@ -223,6 +224,8 @@ type TCP struct {
 	// quietUntil (unix nanoseconds), for tests: this process sends no
 	// heartbeat until then, as a process starved of CPU would not.
 	quietUntil atomic.Int64
+	noticeMu   sync.Mutex
+	notices    map[string]*notice // by key: the words heard, or waited for
 }
 
 // OnWait sets a function told which process rank a receive of the control

@@ -320,3 +320,51 @@ func TestStoppedRelayIsNamed(t *testing.T) {
 	}
 	cmds = cmds[victim : victim+1]
 }
+
+// TestNoticeReachesEveryMember: a notice from a leaf three levels down and
+// one from rank 0 reach all 40 members of a fanout-3 tree, whether they
+// wait for it before or after it comes; another key stays unheard, and the
+// world goes on (a notice is no fault).
+func TestNoticeReachesEveryMember(t *testing.T) {
+	const n = 40
+	worlds := formWorld(t, n, func(r int) TCPOptions {
+		return TCPOptions{Host: fmt.Sprint("h", r/4), Timeout: 30 * time.Second, Fanout: 3, BeatEvery: 50 * time.Millisecond, Silence: 10 * time.Second}
+	})
+	defer closeAll(worlds)
+	for _, from := range []int{39, 0, 13} {
+		key := fmt.Sprint("probe ended ", from)
+		early := worlds[(from+7)%n].Noticed(key) // waited for before it comes
+		worlds[from].Notice(key)
+		worlds[from].Notice(key) // a second time: nothing more
+		deadline := time.After(5 * time.Second)
+		for r, w := range append(worlds, worlds[0]) {
+			ch := w.Noticed(key)
+			if r == n {
+				ch = early
+			}
+			select {
+			case <-ch:
+			case <-deadline:
+				t.Fatalf("notice from rank %d: rank %d did not hear it in 5 s", from, r%n)
+			}
+		}
+	}
+	for r, w := range worlds {
+		select {
+		case <-w.Noticed("never said"):
+			t.Fatalf("rank %d heard a key nobody said", r)
+		default:
+		}
+	}
+	var wg sync.WaitGroup
+	for r, w := range worlds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if all, err := w.AllGather([]byte{byte(r)}); err != nil || len(all) != n {
+				t.Errorf("rank %d: after the notices, allgather gave %d items, %v", r, len(all), err)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -223,6 +223,34 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	var timedOut atomic.Bool
 	stop := context.AfterFunc(ctx, kill)
 	defer stop()
+	// A child that ends on its own leaves its peers waiting inside NCCL,
+	// which does not notice a peer gone over NVLink or shared memory, and
+	// their parents waiting for them outside any round. Its parent tells
+	// every process so (a notice of the world, where the control has
+	// them), and each stops its child and comes to the last round.
+	var stoppedForPeer atomic.Bool
+	nt, _ := ctl.(noticer)
+	key := ""
+	if nt != nil {
+		key = fmt.Sprintf("algorithm probe %d ended", noticeRuns.Add(1))
+		go func() {
+			select {
+			case <-nt.Noticed(key):
+				select {
+				case <-ended:
+				default:
+					stoppedForPeer.Store(true)
+					kill()
+				}
+			case <-ended:
+			}
+		}()
+	}
+	tellPeers := func() {
+		if nt != nil && !stoppedForPeer.Load() && !timedOut.Load() && ctx.Err() == nil {
+			nt.Notice(key)
+		}
+	}
 	timer := time.AfterFunc(timeout, func() {
 		timedOut.Store(true)
 		kill()
@@ -239,6 +267,8 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case stoppedForPeer.Load():
+			return errStoppedForPeer
 		case timedOut.Load():
 			return fmt.Errorf("it took longer than %s and was stopped", timeout.Round(time.Second))
 		case tail.lastLine() != "":
@@ -256,7 +286,12 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 			// The child ended or was killed.
 			cause := childFailed(fmt.Errorf("it ended without a result"))
 			if ctl != nil {
-				why, rerr := relayEnd(ctl, stage, fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec)))
+				tellPeers()
+				own := fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec))
+				if errors.Is(cause, errStoppedForPeer) {
+					own = peerEnded
+				}
+				why, rerr := relayEnd(ctl, stage, own)
 				if rerr != nil {
 					return nil, rerr
 				}
@@ -290,6 +325,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 				why := "done"
 				if typ == frameAbort {
 					why = fmt.Sprintf("rank %d: %s", ctl.Rank(), p)
+					tellPeers()
 				}
 				cause, err := relayEnd(ctl, stage, why)
 				if err != nil {
@@ -328,6 +364,24 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		}
 	}
 }
+
+// noticer is a control that can tell every process a word outside the
+// lock-step rounds (bootstrap.TCP).
+type noticer interface {
+	Notice(key string)
+	Noticed(key string) <-chan struct{}
+}
+
+// noticeRuns numbers this process's probes across processes: every process
+// of a world runs the same probes in the same order.
+var noticeRuns atomic.Int64
+
+// errStoppedForPeer says this child was stopped because another rank's
+// probe ended; peerEnded is its reason in the last round, which names no
+// cause (the rank whose probe ended gives that).
+var errStoppedForPeer = errors.New("stopped: another rank's probe ended")
+
+const peerEnded = "stopped for another rank"
 
 // relayRound relays one control round for the child: every parent
 // contributes a status byte and its child's data. It returns the children's
@@ -391,7 +445,7 @@ func relayEnd(ctl measure.Control, stage int, why string) (string, error) {
 			continue
 		}
 		st, w := int(int32(binary.BigEndian.Uint32(a[1:5]))), string(a[5:]) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
-		if w == "done" {
+		if w == "done" || w == peerEnded {
 			continue
 		}
 		if !strings.Contains(w, "took longer") {

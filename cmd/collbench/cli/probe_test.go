@@ -79,6 +79,10 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 		{"exit rank 2", "probe-exit:2", true, "40s", []string{"ended on rank 2", "exit status 3"}},
 		{"exit rank 3", "probe-exit:3", true, "40s", []string{"ended on rank 3", "exit status 3"}}, // every other rank dials it
 		{"hang rank 1", "probe-hang:1", true, "8s", []string{"ended on rank 1", "took longer than 8s", "before its first operation"}},
+		// The others' probes held as NCCL holds them, never noticing the
+		// peer gone: their parents hear of the exit and stop them.
+		{"exit rank 2, the others held", "probe-exit:2;probe-hang:0;probe-hang:1;probe-hang:3", true, "40s", []string{"ended on rank 2", "exit status 3"}},
+		{"exit rank 0, the others held", "probe-exit:0;probe-hang:1;probe-hang:2;probe-hang:3", true, "40s", []string{"ended on rank 0", "exit status 3"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
