@@ -328,7 +328,7 @@ var plantedBy = map[string][2][]string{
 	"mpi":  {{"hang", "kill", "stop"}, {"hang", "kill", "stop"}},
 }
 
-var probeFaults = []string{"probe-hang", "probe-exit"}
+var probeFaults = []string{"probe-hang", "probe-exit", "probe-drop"}
 
 // faultsFitBackend refuses planted faults the backend would leave out:
 // the run would go on as if healthy, and a test or drill relying on the

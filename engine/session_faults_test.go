@@ -17,10 +17,10 @@ func TestFaultsABackendLeavesOutAreRefused(t *testing.T) {
 		multi   bool
 		refused string // "" when taken
 	}{
-		{"slow-link:0-1:20MB/s", "mpi", true, "the mpi backend with a process per rank does not plant slow-link (it plants hang, kill, stop, probe-hang, probe-exit)"},
+		{"slow-link:0-1:20MB/s", "mpi", true, "the mpi backend with a process per rank does not plant slow-link (it plants hang, kill, stop, probe-hang, probe-exit, probe-drop)"},
 		{"hang:1;late-rank:2:1ms;corrupt:3", "mpi", true, "does not plant late-rank, corrupt ("},
 		{"hang:1@40;kill:2;stop:3;probe-exit:0", "mpi", true, ""},
-		{"delay-link:0-1:5ms", "cpu", false, "in one process does not plant delay-link (it plants hang, corrupt, slow-rank, slow-host, probe-hang, probe-exit); run a process per rank (collbench launch -n N) to plant it"},
+		{"delay-link:0-1:5ms", "cpu", false, "in one process does not plant delay-link (it plants hang, corrupt, slow-rank, slow-host, probe-hang, probe-exit, probe-drop); run a process per rank (collbench launch -n N) to plant it"},
 		{"kill:1", "cpu", false, "does not plant kill"},
 		{"delay-link:0-1:5ms;late-rank:2:1ms;kill:1;corrupt:0", "cpu", true, ""},
 		{"slow-rank:1:10MB/s", "nccl", false, "the nccl backend in one process does not plant slow-rank"},

@@ -533,6 +533,22 @@ if [ "$ngpu" -ge 2 ]; then
   left=$(pgrep -f 'collbench allreduce' | wc -l)
   [ $rc -ne 0 ] && [ "$named" -gt 0 ] && [ "$left" -eq 0 ] \
     && ok "killed rank named in the results file, exit $rc, $named rows kept, no process left" || bad "killed rank: exit $rc, named with rows: $named, $left processes left"
+  # NCCL's probe children do not notice a peer's child gone; its parent
+  # tells every process (a notice of the bootstrap tree), and each stops
+  # its own. Before that, the run waited for the probe's bound.
+  step "faults: an algorithm probe child that exits (probe-exit:R, the tuning-log probe) under launch -n $ngpu, at rank 0 and rank $last: the other children, waiting inside NCCL, are stopped at once; the run goes on without algorithms, its note naming rank R"
+  for r in 0 "$last"; do
+    t0=$(date +%s.%N)
+    COLLBENCH_NCCL_PROFILER=off COLLBENCH_PROBE_TIMEOUT=120s COLLBENCH_FAULTS="probe-exit:$r" timeout -k 10 200 "$BIN" launch -n "$ngpu" -- \
+      allreduce --backend nccl --sizes 1K,1M -n 5 -w 1 > /tmp/probe-exit.txt 2>&1; rc=$?
+    el=$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")
+    note=$(grep -m1 '^# note:.*probe' /tmp/probe-exit.txt)
+    echo "probe-exit:$r: exit $rc after $el s; $note"
+    python3 -c "import sys; sys.exit(0 if $el < 60 else 1)" && [ $rc -eq 0 ] && grep -q "wrong elements:    0 (OK)" /tmp/probe-exit.txt \
+      && [[ $note == *"ended on rank $r"* ]] && [[ $note != *"took longer"* ]] \
+      && ok "probe child of rank $r exited: the run went on after $el s (the probe's bound 120 s), its note naming rank $r" \
+      || bad "probe child of rank $r exited: exit $rc after $el s, note: $note"
+  done
 fi
 
 fi

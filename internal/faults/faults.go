@@ -31,7 +31,8 @@ const Syntax = `items separated by ';':
   slow-host:H:RATE     the same for every rank on host H
   corrupt:R            rank R flips a bit in every message it sends (and in its outputs)
   probe-hang:R         rank R's algorithm probe stops answering once its world is open
-  probe-exit:R         rank R's algorithm probe exits with status 3 once its world is open`
+  probe-exit:R         rank R's algorithm probe exits with status 3 once its world is open
+  probe-drop:R         rank R's algorithm probe exits with status 3 right after asking for its first control round, before the answer`
 
 type link struct{ a, b int }
 
@@ -187,7 +188,7 @@ func (s *Set) add(item string) error {
 			return err
 		}
 		s.corrupt[r] = true
-	case "probe-hang", "probe-exit":
+	case "probe-hang", "probe-exit", "probe-drop":
 		if err := want(2); err != nil {
 			return err
 		}

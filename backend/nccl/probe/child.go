@@ -25,6 +25,9 @@ type relayControl struct {
 	in   io.Reader
 	out  io.Writer
 	mu   sync.Mutex
+	// drop (a planted fault): exit right after asking for a round, so the
+	// parent's answer finds no reader.
+	drop bool
 }
 
 func (c *relayControl) Rank() int         { return c.spec.Rank }
@@ -45,6 +48,9 @@ func (c *relayControl) round(typ byte, data []byte) ([][]byte, error) {
 	defer c.mu.Unlock()
 	if err := bootstrap.WriteFrame(c.out, typ, data); err != nil {
 		return nil, err
+	}
+	if c.drop {
+		os.Exit(3)
 	}
 	rt, p, err := bootstrap.ReadFrame(c.in, maxFrameBytes)
 	if err != nil {
@@ -76,7 +82,8 @@ func Child(ctx context.Context, open Opener, faultSpec string, in io.Reader, out
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return fmt.Errorf("unreadable work: %v", err)
 	}
-	ctl := &relayControl{spec: spec, in: in, out: out}
+	fs, _ := faults.Parse(faultSpec)
+	ctl := &relayControl{spec: spec, in: in, out: out, drop: fs.ProbeFault(spec.Rank) == "drop"}
 	fail := func(err error) error {
 		if spec.Multi {
 			ctl.Abort(err)
@@ -113,7 +120,6 @@ func Child(ctx context.Context, open Opener, faultSpec string, in io.Reader, out
 	}
 	progress(stageOpen)
 	me := spec.Rank
-	fs, _ := faults.Parse(faultSpec)
 	switch fs.ProbeFault(me) {
 	case "hang":
 		<-ctx.Done() // until the parent kills it

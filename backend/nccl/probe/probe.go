@@ -280,26 +280,34 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	}
 	var result *Result
 	stage := stageStarting
+	// fail ends this rank's probe on cause. Under a launcher every parent
+	// then still joins the last round, whatever ended its child (an
+	// early end, a frame it cannot read, a child that stopped reading):
+	// the rounds are lock-step, and one skipped leaves the next exchange
+	// of the run misread.
+	fail := func(cause error) (*Result, error) {
+		if ctl == nil {
+			return nil, cause
+		}
+		tellPeers()
+		own := fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec))
+		if errors.Is(cause, errStoppedForPeer) {
+			own = peerEnded
+		}
+		why, err := relayEnd(ctl, stage, own)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			return nil, fmt.Errorf("the probe ended on %s", why)
+		}
+		return nil, cause
+	}
 	for {
 		typ, p, err := bootstrap.ReadFrame(fromChild, maxFrameBytes)
 		if err != nil {
 			// The child ended or was killed.
-			cause := childFailed(fmt.Errorf("it ended without a result"))
-			if ctl != nil {
-				tellPeers()
-				own := fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec))
-				if errors.Is(cause, errStoppedForPeer) {
-					own = peerEnded
-				}
-				why, rerr := relayEnd(ctl, stage, own)
-				if rerr != nil {
-					return nil, rerr
-				}
-				if why != "" {
-					return nil, fmt.Errorf("the probe ended on %s", why)
-				}
-			}
-			return nil, cause
+			return fail(childFailed(fmt.Errorf("it ended without a result")))
 		}
 		switch typ {
 		case frameProgress:
@@ -309,7 +317,8 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		case frameResult:
 			result = &Result{}
 			if err := json.Unmarshal(p, result); err != nil {
-				return nil, fmt.Errorf("unreadable result: %v", err)
+				kill()
+				return fail(fmt.Errorf("unreadable result: %v", err))
 			}
 			if ctl == nil {
 				return result, nil
@@ -357,10 +366,11 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 				parts = nil
 			}
 			if err := bootstrap.WriteFrame(childIn, frameData, encodeParts(parts)); err != nil {
-				return nil, childFailed(fmt.Errorf("it stopped reading"))
+				return fail(childFailed(fmt.Errorf("it stopped reading")))
 			}
 		default:
-			return nil, fmt.Errorf("unknown message %q from it", typ)
+			kill()
+			return fail(fmt.Errorf("unknown message %q from it", typ))
 		}
 	}
 }
@@ -392,17 +402,31 @@ func relayRound(ctl measure.Control, data []byte) ([][]byte, string, error) {
 		return nil, "", err
 	}
 	parts := make([][]byte, len(all))
+	ended := ""
 	for r, a := range all {
 		if len(a) == 0 || a[0] != 0 {
-			why := "rank " + fmt.Sprint(r)
-			if len(a) > 5 {
-				why = string(a[5:])
+			if ended == "" {
+				ended = "rank " + fmt.Sprint(r)
+				if len(a) > 5 {
+					ended = string(a[5:])
+				}
 			}
-			return nil, why, nil
+			continue
 		}
 		parts[r] = a[1:]
 	}
-	return parts, "", nil
+	if ended == "" {
+		return parts, "", nil
+	}
+	// The rank whose probe ended says why in this same round; the ranks
+	// stopped on its word do not.
+	if cause := endCause(all); cause != "" {
+		return nil, cause, nil
+	}
+	if ended == peerEnded {
+		ended = "another rank's probe ending"
+	}
+	return nil, ended, nil
 }
 
 // Probe stages: before the communicators are open, open but before the
@@ -439,6 +463,15 @@ func relayEnd(ctl measure.Control, stage int, why string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return endCause(all), nil
+}
+
+// endCause is the probe's cause across the world from a round's last
+// words (status 1): the first rank whose child ended for a reason of its
+// own; if every child was stopped for taking too long, the one that got
+// least far (the others were waiting for it); "" if every child finished
+// or was stopped on another's word.
+func endCause(all [][]byte) string {
 	own, slowest, least := "", "", 0
 	for _, a := range all {
 		if len(a) < 5 || a[0] != 1 {
@@ -459,7 +492,7 @@ func relayEnd(ctl measure.Control, stage int, why string) (string, error) {
 		}
 	}
 	if own != "" {
-		return own, nil
+		return own
 	}
-	return slowest, nil
+	return slowest
 }

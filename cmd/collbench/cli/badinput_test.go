@@ -206,7 +206,7 @@ var badInputCases = []struct {
 	{"allreduce", "COLLBENCH_FAULTS=slow-link:1-6:0.5", `rank 6 is outside the world of 4 ranks`},
 	{"doctor", "COLLBENCH_FAULTS=hang:4", `rank 4 is outside the world of 4 ranks`},
 	// a fault the backend would leave out: the run would pass as healthy
-	{"allreduce", "COLLBENCH_FAULTS=delay-link:0-1:5ms", `the cpu backend in one process does not plant delay-link (it plants hang, corrupt, slow-rank, slow-host, probe-hang, probe-exit); run a process per rank`},
+	{"allreduce", "COLLBENCH_FAULTS=delay-link:0-1:5ms", `the cpu backend in one process does not plant delay-link (it plants hang, corrupt, slow-rank, slow-host, probe-hang, probe-exit, probe-drop); run a process per rank`},
 	{"doctor", "COLLBENCH_FAULTS=hang:1;late-rank:2:1ms;kill:3", `does not plant late-rank, kill (it plants`},
 	{"allreduce", "COLLBENCH_LOCAL_RANK=3 COLLBENCH_LOCAL_SIZE=2", `invalid COLLBENCH_LOCAL_RANK=3: must be below COLLBENCH_LOCAL_SIZE=2`},
 	// empty

@@ -83,6 +83,14 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 		// peer gone: their parents hear of the exit and stop them.
 		{"exit rank 2, the others held", "probe-exit:2;probe-hang:0;probe-hang:1;probe-hang:3", true, "40s", []string{"ended on rank 2", "exit status 3"}},
 		{"exit rank 0, the others held", "probe-exit:0;probe-hang:1;probe-hang:2;probe-hang:3", true, "40s", []string{"ended on rank 0", "exit status 3"}},
+		// Rank 0's child not held: its parent is in a round when the word
+		// comes, and the round must name rank 3, not a rank stopped on its word.
+		{"exit rank 3, ranks 1 and 2 held", "probe-exit:3;probe-hang:1;probe-hang:2", true, "40s", []string{"ended on rank 3", "exit status 3"}},
+		// A child gone between asking for a round and reading the answer:
+		// its parent still joins the last round, or every exchange after
+		// the probe is misread.
+		{"drop rank 1", "probe-drop:1", true, "40s", []string{"ended on rank 1", "exit status 3"}},
+		{"drop rank 0", "probe-drop:0", true, "40s", []string{"ended on rank 0", "exit status 3"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,7 +124,7 @@ func TestAlgorithmProbeFaults(t *testing.T) {
 			if el > bound+20*time.Second {
 				t.Errorf("took %v: the probe's %s bound was not kept", el, tc.timeout)
 			}
-			if strings.Contains(tc.fault, "exit") && (el > bound || strings.Contains(note, "took longer")) {
+			if (strings.Contains(tc.fault, "exit") || strings.Contains(tc.fault, "drop")) && (el > bound || strings.Contains(note, "took longer")) {
 				// The other ranks learn of the exit; they do not wait
 				// out the bound.
 				t.Errorf("took %v (note %q): a rank's exit was only noticed at the probe's %s bound", el, note, tc.timeout)
