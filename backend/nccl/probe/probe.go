@@ -168,15 +168,55 @@ func (t *tailBuffer) lastLine() string {
 // process), and returns rank 0's result (nil on other ranks). The child is
 // killed if it outlives timeout or ctx.
 func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spec Spec, timeout time.Duration) (*Result, error) {
+	// A child that ends on its own leaves its peers waiting inside NCCL,
+	// which does not notice a peer gone over NVLink or shared memory, and
+	// their parents waiting for them outside any round. Its parent tells
+	// every process so (a notice of the world, where the control has
+	// them), and each stops its child and comes to the last round. The
+	// key is taken first, so that every process numbers its probes alike.
+	nt, _ := ctl.(noticer)
+	key := ""
+	if nt != nil {
+		n, _ := noticeRuns.LoadOrStore(nt, new(atomic.Int64))
+		key = fmt.Sprintf("algorithm probe %d ended", n.(*atomic.Int64).Add(1))
+	}
+	// leave ends this rank's probe on cause, own its words for the other
+	// ranks. Under a launcher every parent still joins the last round,
+	// whatever ended its child (a child that never started, an early
+	// end, a frame it cannot read, a child that stopped reading): the
+	// rounds are lock-step, and one skipped leaves the next exchange of
+	// the run misread.
+	leave := func(cause error, stage int, own string, tell bool) (*Result, error) {
+		if ctl == nil {
+			return nil, cause
+		}
+		if tell && nt != nil {
+			nt.Notice(key)
+		}
+		why, err := relayEnd(ctl, stage, own)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			return nil, fmt.Errorf("the probe ended on %s", why)
+		}
+		return nil, cause
+	}
+	early := func(err error) (*Result, error) {
+		if ctl == nil {
+			return nil, err
+		}
+		return leave(err, stageStarting, fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), err, describeStage(stageStarting, spec)), true)
+	}
 	toChild, childIn, err := os.Pipe() // child reads toChild (fd 3)
 	if err != nil {
-		return nil, err
+		return early(err)
 	}
 	fromChild, childOut, err := os.Pipe() // child writes childOut (fd 4)
 	if err != nil {
 		toChild.Close()
 		childIn.Close()
-		return nil, err
+		return early(err)
 	}
 	defer childIn.Close()
 	defer fromChild.Close()
@@ -189,7 +229,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	if err := cmd.Start(); err != nil {
 		toChild.Close()
 		childOut.Close()
-		return nil, fmt.Errorf("starting it: %v", err)
+		return early(fmt.Errorf("starting it: %v", err))
 	}
 	toChild.Close()
 	childOut.Close()
@@ -223,16 +263,8 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	var timedOut atomic.Bool
 	stop := context.AfterFunc(ctx, kill)
 	defer stop()
-	// A child that ends on its own leaves its peers waiting inside NCCL,
-	// which does not notice a peer gone over NVLink or shared memory, and
-	// their parents waiting for them outside any round. Its parent tells
-	// every process so (a notice of the world, where the control has
-	// them), and each stops its child and comes to the last round.
 	var stoppedForPeer atomic.Bool
-	nt, _ := ctl.(noticer)
-	key := ""
 	if nt != nil {
-		key = fmt.Sprintf("algorithm probe %d ended", noticeRuns.Add(1))
 		go func() {
 			select {
 			case <-nt.Noticed(key):
@@ -246,21 +278,12 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 			}
 		}()
 	}
-	tellPeers := func() {
-		if nt != nil && !stoppedForPeer.Load() && !timedOut.Load() && ctx.Err() == nil {
-			nt.Notice(key)
-		}
-	}
 	timer := time.AfterFunc(timeout, func() {
 		timedOut.Store(true)
 		kill()
 	})
 	defer timer.Stop()
 
-	raw, _ := json.Marshal(spec)
-	if err := bootstrap.WriteFrame(childIn, frameSpec, raw); err != nil {
-		return nil, fmt.Errorf("sending it its work: %v", err)
-	}
 	childFailed := func(err error) error {
 		werr := <-exited
 		exited <- werr
@@ -280,28 +303,23 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	}
 	var result *Result
 	stage := stageStarting
-	// fail ends this rank's probe on cause. Under a launcher every parent
-	// then still joins the last round, whatever ended its child (an
-	// early end, a frame it cannot read, a child that stopped reading):
-	// the rounds are lock-step, and one skipped leaves the next exchange
-	// of the run misread.
+	// fail ends this rank's probe once its child ran: the others are told
+	// unless the child was stopped on their word, for its bound or by a
+	// signal (every rank's bound or signal comes alike).
 	fail := func(cause error) (*Result, error) {
 		if ctl == nil {
 			return nil, cause
 		}
-		tellPeers()
 		own := fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec))
 		if errors.Is(cause, errStoppedForPeer) {
 			own = peerEnded
 		}
-		why, err := relayEnd(ctl, stage, own)
-		if err != nil {
-			return nil, err
-		}
-		if why != "" {
-			return nil, fmt.Errorf("the probe ended on %s", why)
-		}
-		return nil, cause
+		return leave(cause, stage, own, !stoppedForPeer.Load() && !timedOut.Load() && ctx.Err() == nil)
+	}
+	raw, _ := json.Marshal(spec)
+	if err := bootstrap.WriteFrame(childIn, frameSpec, raw); err != nil {
+		kill()
+		return fail(childFailed(fmt.Errorf("sending it its work: %v", err)))
 	}
 	for {
 		typ, p, err := bootstrap.ReadFrame(fromChild, maxFrameBytes)
@@ -334,7 +352,9 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 				why := "done"
 				if typ == frameAbort {
 					why = fmt.Sprintf("rank %d: %s", ctl.Rank(), p)
-					tellPeers()
+					if nt != nil {
+						nt.Notice(key)
+					}
 				}
 				cause, err := relayEnd(ctl, stage, why)
 				if err != nil {
@@ -382,9 +402,10 @@ type noticer interface {
 	Noticed(key string) <-chan struct{}
 }
 
-// noticeRuns numbers this process's probes across processes: every process
-// of a world runs the same probes in the same order.
-var noticeRuns atomic.Int64
+// noticeRuns numbers the probes of each world (by its control, a
+// comparable value such as *bootstrap.TCP): every process of a world runs
+// the same probes in the same order, so the numbers agree across it.
+var noticeRuns sync.Map
 
 // errStoppedForPeer says this child was stopped because another rank's
 // probe ended; peerEnded is its reason in the last round, which names no

@@ -2,8 +2,14 @@ package probe
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"collbench/bootstrap"
 	"collbench/measure"
@@ -51,5 +57,121 @@ func TestDescribeStage(t *testing.T) {
 		if got := describeStage(stage, spec); got != want {
 			t.Errorf("stage %d: %q, want %q", stage, got, want)
 		}
+	}
+}
+
+// fakeWorld is an in-process world of n ranks for Run: lock-step
+// allgathers, and notices.
+type fakeWorld struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	n     int
+	round int
+	cur   [][]byte
+	have  int
+	done  map[int][][]byte
+	calls []int // allgathers per rank
+	heard map[string]chan struct{}
+}
+
+func newFakeWorld(n int) *fakeWorld {
+	w := &fakeWorld{n: n, done: map[int][][]byte{}, calls: make([]int, n), heard: map[string]chan struct{}{}}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+type fakeCtl struct {
+	w    *fakeWorld
+	rank int
+}
+
+func (c fakeCtl) Rank() int         { return c.rank }
+func (c fakeCtl) Size() int         { return c.w.n }
+func (c fakeCtl) Hosts() []string   { return make([]string, c.w.n) }
+func (c fakeCtl) Abort(error)       {}
+func (c fakeCtl) Close() error      { return nil }
+func (c fakeCtl) Notice(key string) { close(c.chanOf(key)) }
+
+func (c fakeCtl) chanOf(key string) chan struct{} {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	ch := c.w.heard[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		c.w.heard[key] = ch
+	}
+	return ch
+}
+
+func (c fakeCtl) Noticed(key string) <-chan struct{} { return c.chanOf(key) }
+
+func (c fakeCtl) AllGather(d []byte) ([][]byte, error) {
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls[c.rank]++
+	my := w.round
+	if w.cur == nil {
+		w.cur = make([][]byte, w.n)
+	}
+	w.cur[c.rank] = d
+	if w.have++; w.have == w.n {
+		w.done[my], w.cur, w.have = w.cur, nil, 0
+		w.round++
+		w.cond.Broadcast()
+	}
+	for w.round == my {
+		w.cond.Wait()
+	}
+	return w.done[my], nil
+}
+
+func (c fakeCtl) Gather(d []byte) ([][]byte, error) {
+	all, err := c.AllGather(d)
+	if c.rank != 0 {
+		return nil, err
+	}
+	return all, err
+}
+
+// TestAChildThatNeverStartedJoinsTheLastRound: rank 0's probe child cannot
+// start; rank 1's starts and then waits, as an NCCL child waits for a peer
+// that never comes. Rank 0 tells the world and joins the last round; rank
+// 1 stops its child on the word. Each made exactly one exchange, so the
+// run's exchanges after the probe stay in step, and both name rank 0.
+func TestAChildThatNeverStartedJoinsTheLastRound(t *testing.T) {
+	dir := t.TempDir()
+	held := filepath.Join(dir, "held")
+	if err := os.WriteFile(held, []byte("#!/bin/sh\nexec sleep 60\n"), 0o700); err != nil { //nolint:gosec // a test's own script
+		t.Fatal(err)
+	}
+	w := newFakeWorld(2)
+	type out struct {
+		err  error
+		took time.Duration
+	}
+	res := make(chan out, 2)
+	start := time.Now()
+	for r, exe := range []string{filepath.Join(dir, "missing"), held} {
+		go func() {
+			_, err := Run(context.Background(), fakeCtl{w, r}, exe, nil, Spec{Rank: r, Size: 2, Multi: true}, 40*time.Second)
+			res <- out{err, time.Since(start)}
+		}()
+	}
+	for range 2 {
+		select {
+		case o := <-res:
+			if o.err == nil || !strings.Contains(o.err.Error(), "the probe ended on rank 0: starting it") {
+				t.Errorf("error %v, want the probe ended on rank 0 naming the start", o.err)
+			}
+			if o.took > 20*time.Second {
+				t.Errorf("ended after %v: the waiting rank was not told", o.took)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("a rank still in its probe after 60 s: one left without the last round")
+		}
+	}
+	if w.calls[0] != 1 || w.calls[1] != 1 {
+		t.Errorf("exchanges per rank %v, want one each", w.calls)
 	}
 }
