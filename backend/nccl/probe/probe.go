@@ -348,15 +348,11 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 				}
 				continue
 			}
-			if typ == frameAbort || typ == frameClose {
-				why := "done"
-				if typ == frameAbort {
-					why = fmt.Sprintf("rank %d: %s", ctl.Rank(), p)
-					if nt != nil {
-						nt.Notice(key)
-					}
-				}
-				cause, err := relayEnd(ctl, stage, why)
+			if typ == frameAbort {
+				return leave(errors.New(string(p)), stage, fmt.Sprintf("rank %d: %s", ctl.Rank(), p), true)
+			}
+			if typ == frameClose {
+				cause, err := relayEnd(ctl, stage, "done")
 				if err != nil {
 					return nil, err
 				}

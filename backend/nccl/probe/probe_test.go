@@ -134,44 +134,57 @@ func (c fakeCtl) Gather(d []byte) ([][]byte, error) {
 	return all, err
 }
 
-// TestAChildThatNeverStartedJoinsTheLastRound: rank 0's probe child cannot
-// start; rank 1's starts and then waits, as an NCCL child waits for a peer
-// that never comes. Rank 0 tells the world and joins the last round; rank
-// 1 stops its child on the word. Each made exactly one exchange, so the
-// run's exchanges after the probe stay in step, and both name rank 0.
-func TestAChildThatNeverStartedJoinsTheLastRound(t *testing.T) {
+// TestARankWhoseProbeEndsJoinsTheLastRound: rank 0's probe child cannot
+// start, or reports a failure (an abort frame) and exits; rank 1's starts
+// and then waits, as an NCCL child waits for a peer that never comes. Rank
+// 0 tells the world and joins the last round; rank 1 stops its child on
+// the word. Each made exactly one exchange, so the run's exchanges after
+// the probe stay in step, and both name rank 0.
+func TestARankWhoseProbeEndsJoinsTheLastRound(t *testing.T) {
 	dir := t.TempDir()
-	held := filepath.Join(dir, "held")
-	if err := os.WriteFile(held, []byte("#!/bin/sh\nexec sleep 60\n"), 0o700); err != nil { //nolint:gosec // a test's own script
-		t.Fatal(err)
-	}
-	w := newFakeWorld(2)
-	type out struct {
-		err  error
-		took time.Duration
-	}
-	res := make(chan out, 2)
-	start := time.Now()
-	for r, exe := range []string{filepath.Join(dir, "missing"), held} {
-		go func() {
-			_, err := Run(context.Background(), fakeCtl{w, r}, exe, nil, Spec{Rank: r, Size: 2, Multi: true}, 40*time.Second)
-			res <- out{err, time.Since(start)}
-		}()
-	}
-	for range 2 {
-		select {
-		case o := <-res:
-			if o.err == nil || !strings.Contains(o.err.Error(), "the probe ended on rank 0: starting it") {
-				t.Errorf("error %v, want the probe ended on rank 0 naming the start", o.err)
-			}
-			if o.took > 20*time.Second {
-				t.Errorf("ended after %v: the waiting rank was not told", o.took)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("a rank still in its probe after 60 s: one left without the last round")
+	script := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o700); err != nil { //nolint:gosec // a test's own script
+			t.Fatal(err)
 		}
+		return path
 	}
-	if w.calls[0] != 1 || w.calls[1] != 1 {
-		t.Errorf("exchanges per rank %v, want one each", w.calls)
+	held := script("held", "exec sleep 60")
+	for _, c := range []struct {
+		name, exe, want string
+	}{
+		{"never started", filepath.Join(dir, "missing"), "the probe ended on rank 0: starting it"},
+		// An abort frame: type X, a 4-byte little-endian length, "boom!".
+		{"reported a failure", script("aborts", `printf 'X\005\000\000\000boom!' >&4; exit 1`), "the probe ended on rank 0: boom!"},
+	} {
+		w := newFakeWorld(2)
+		type out struct {
+			err  error
+			took time.Duration
+		}
+		res := make(chan out, 2)
+		start := time.Now()
+		for r, exe := range []string{c.exe, held} {
+			go func() {
+				_, err := Run(context.Background(), fakeCtl{w, r}, exe, nil, Spec{Rank: r, Size: 2, Multi: true}, 40*time.Second)
+				res <- out{err, time.Since(start)}
+			}()
+		}
+		for range 2 {
+			select {
+			case o := <-res:
+				if o.err == nil || !strings.Contains(o.err.Error(), c.want) {
+					t.Errorf("%s: error %v, want %q", c.name, o.err, c.want)
+				}
+				if o.took > 20*time.Second {
+					t.Errorf("%s: ended after %v: the waiting rank was not told", c.name, o.took)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%s: a rank still in its probe after 60 s: one left without the last round", c.name)
+			}
+		}
+		if w.calls[0] != 1 || w.calls[1] != 1 {
+			t.Errorf("%s: exchanges per rank %v, want one each", c.name, w.calls)
+		}
 	}
 }
