@@ -154,8 +154,9 @@ func TestARankWhoseProbeEndsJoinsTheLastRound(t *testing.T) {
 		name, exe, want string
 	}{
 		{"never started", filepath.Join(dir, "missing"), "the probe ended on rank 0: starting it"},
-		// An abort frame: type X, a 4-byte little-endian length, "boom!".
-		{"reported a failure", script("aborts", `printf 'X\005\000\000\000boom!' >&4; exit 1`), "the probe ended on rank 0: boom!"},
+		// Once its work came (a frame's 5-byte head read from fd 3), an
+		// abort frame: type X, a 4-byte little-endian length, "boom!".
+		{"reported a failure", script("aborts", `head -c 5 <&3 > /dev/null; printf 'X\005\000\000\000boom!' >&4; exit 1`), "the probe ended on rank 0: boom!"},
 	} {
 		w := newFakeWorld(2)
 		type out struct {
