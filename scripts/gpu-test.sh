@@ -195,9 +195,9 @@ cbref() {
   timeout -k 10 300 "$BIN" "$1" --backend nccl --sizes 32M:4G -n 20 -w 5 --check 1 -q -o "$WORK/cbref-$1-$2.json" > /dev/null 2>&1 \
     || { six_ok=0; echo "($1: collbench's pass $2 failed)"; }
 }
-# alternate A B C K: pass K of the tools A and B on collective C, A first
-# in odd passes and B first in even ones.
-alternate() { if [ $(($4 % 2)) = 1 ]; then "$1" "$3" "$4"; "$2" "$3" "$4"; else "$2" "$3" "$4"; "$1" "$3" "$4"; fi; }
+# alternate A B C K [ARG...]: pass K of the tools A and B on collective C
+# (each given C K ARG...), A first in odd passes and B first in even ones.
+alternate() { local a=$1 b=$2; shift 2; if [ $(($2 % 2)) = 1 ]; then "$a" "$@"; "$b" "$@"; else "$b" "$@"; "$a" "$@"; fi; }
 build_nccl_tests
 # Run to run, each tool's busbw at 1-4 GiB moves by up to 2-3% (4x H200:
 # reduce-scatter of 2 GiB 336.9-344.4 GB/s in three runs of NCCL's
@@ -269,7 +269,7 @@ if [ "${checked_bad:-0}" = 1 ]; then
       c=${ce%%:*} emax=${ce#*:}
       echo "measuring $c on loops of 200 from 32 MiB to $emax: ${p0:-4} alternating passes of each, neither checking"
       for pass in $(seq 1 "${p0:-4}"); do
-        if [ $((pass % 2)) = 1 ]; then nrefL "$c" "$pass" "$emax"; cbL "$c" "$pass" "$emax"; else cbL "$c" "$pass" "$emax"; nrefL "$c" "$pass" "$emax"; fi
+        alternate nrefL cbL "$c" "$pass" "$emax"
       done
     done
     python3 scripts/busbwcmp.py long "$WORK" || six_ok=0

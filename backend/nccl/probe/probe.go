@@ -180,17 +180,30 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		n, _ := noticeRuns.LoadOrStore(nt, new(atomic.Int64))
 		key = fmt.Sprintf("algorithm probe %d ended", n.(*atomic.Int64).Add(1))
 	}
-	// leave ends this rank's probe on cause, own its words for the other
-	// ranks. Under a launcher every parent still joins the last round,
-	// whatever ended its child (a child that never started, an early
-	// end, a frame it cannot read, a child that stopped reading): the
-	// rounds are lock-step, and one skipped leaves the next exchange of
-	// the run misread.
-	leave := func(cause error, stage int, own string, tell bool) (*Result, error) {
+	// timedOut tells a child stopped for its bound from one that ended on
+	// its own near it (a loaded host): only the first took too long.
+	// stoppedForPeer: stopped on another rank's word.
+	var timedOut, stoppedForPeer atomic.Bool
+	stage := stageStarting
+	// leave ends this rank's probe on cause; own is its words for the
+	// other ranks ("": the cause, at its stage). Under a launcher every
+	// parent still joins the last round, whatever ended its child (a child
+	// that never started, an early end, a frame it cannot read, a child
+	// that stopped reading): the rounds are lock-step, and one skipped
+	// leaves the next exchange of the run misread. The others are told
+	// unless the child was stopped on their word, for its bound or by a
+	// signal (every rank's bound or signal comes alike).
+	leave := func(cause error, own string) (*Result, error) {
 		if ctl == nil {
 			return nil, cause
 		}
-		if tell && nt != nil {
+		switch {
+		case errors.Is(cause, errStoppedForPeer):
+			own = peerEnded
+		case own == "":
+			own = fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec))
+		}
+		if nt != nil && !stoppedForPeer.Load() && !timedOut.Load() && ctx.Err() == nil {
 			nt.Notice(key)
 		}
 		why, err := relayEnd(ctl, stage, own)
@@ -202,21 +215,15 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		}
 		return nil, cause
 	}
-	early := func(err error) (*Result, error) {
-		if ctl == nil {
-			return nil, err
-		}
-		return leave(err, stageStarting, fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), err, describeStage(stageStarting, spec)), true)
-	}
 	toChild, childIn, err := os.Pipe() // child reads toChild (fd 3)
 	if err != nil {
-		return early(err)
+		return leave(err, "")
 	}
 	fromChild, childOut, err := os.Pipe() // child writes childOut (fd 4)
 	if err != nil {
 		toChild.Close()
 		childIn.Close()
-		return early(err)
+		return leave(err, "")
 	}
 	defer childIn.Close()
 	defer fromChild.Close()
@@ -229,7 +236,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	if err := cmd.Start(); err != nil {
 		toChild.Close()
 		childOut.Close()
-		return early(fmt.Errorf("starting it: %v", err))
+		return leave(fmt.Errorf("starting it: %v", err), "")
 	}
 	toChild.Close()
 	childOut.Close()
@@ -258,12 +265,8 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 			<-exited
 		}
 	}()
-	// timedOut tells a child stopped for its bound from one that ended on
-	// its own near it (a loaded host): only the first took too long.
-	var timedOut atomic.Bool
 	stop := context.AfterFunc(ctx, kill)
 	defer stop()
-	var stoppedForPeer atomic.Bool
 	if nt != nil {
 		go func() {
 			select {
@@ -302,30 +305,16 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		return err
 	}
 	var result *Result
-	stage := stageStarting
-	// fail ends this rank's probe once its child ran: the others are told
-	// unless the child was stopped on their word, for its bound or by a
-	// signal (every rank's bound or signal comes alike).
-	fail := func(cause error) (*Result, error) {
-		if ctl == nil {
-			return nil, cause
-		}
-		own := fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec))
-		if errors.Is(cause, errStoppedForPeer) {
-			own = peerEnded
-		}
-		return leave(cause, stage, own, !stoppedForPeer.Load() && !timedOut.Load() && ctx.Err() == nil)
-	}
 	raw, _ := json.Marshal(spec)
 	if err := bootstrap.WriteFrame(childIn, frameSpec, raw); err != nil {
 		kill()
-		return fail(childFailed(fmt.Errorf("sending it its work: %v", err)))
+		return leave(childFailed(fmt.Errorf("sending it its work: %v", err)), "")
 	}
 	for {
 		typ, p, err := bootstrap.ReadFrame(fromChild, maxFrameBytes)
 		if err != nil {
 			// The child ended or was killed.
-			return fail(childFailed(fmt.Errorf("it ended without a result")))
+			return leave(childFailed(fmt.Errorf("it ended without a result")), "")
 		}
 		switch typ {
 		case frameProgress:
@@ -336,7 +325,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 			result = &Result{}
 			if err := json.Unmarshal(p, result); err != nil {
 				kill()
-				return fail(fmt.Errorf("unreadable result: %v", err))
+				return leave(fmt.Errorf("unreadable result: %v", err), "")
 			}
 			if ctl == nil {
 				return result, nil
@@ -349,7 +338,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 				continue
 			}
 			if typ == frameAbort {
-				return leave(errors.New(string(p)), stage, fmt.Sprintf("rank %d: %s", ctl.Rank(), p), true)
+				return leave(errors.New(string(p)), fmt.Sprintf("rank %d: %s", ctl.Rank(), p))
 			}
 			if typ == frameClose {
 				cause, err := relayEnd(ctl, stage, "done")
@@ -382,11 +371,11 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 				parts = nil
 			}
 			if err := bootstrap.WriteFrame(childIn, frameData, encodeParts(parts)); err != nil {
-				return fail(childFailed(fmt.Errorf("it stopped reading")))
+				return leave(childFailed(fmt.Errorf("it stopped reading")), "")
 			}
 		default:
 			kill()
-			return fail(fmt.Errorf("unknown message %q from it", typ))
+			return leave(fmt.Errorf("unknown message %q from it", typ), "")
 		}
 	}
 }
