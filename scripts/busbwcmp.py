@@ -40,7 +40,10 @@ def npass(path):
 def busbw(paths, coll, key="busbw_gbps"):
     """Each size's out-of-place busbw of coll from 64 MiB up (or the field
     key of its row half), in the files' order; a file that cannot be read
-    gives nothing."""
+    gives nothing. Where busbw is 0 (one rank: allreduce, allgather,
+    reduce-scatter and alltoall move nothing between GPUs, and both tools
+    give 0), the row's algbw stands in: both tools scale algbw by the same
+    factor, so the two give the same ratio where both are defined."""
     out = {}
     for p in paths:
         try:
@@ -50,8 +53,23 @@ def busbw(paths, coll, key="busbw_gbps"):
             continue
         for r in rows:
             if r.get("collective") == coll and r.get("size_bytes", 0) >= JUDGED_FROM and r.get("out_of_place"):
-                out.setdefault(r["size_bytes"], []).append(r["out_of_place"][key])
+                half = r["out_of_place"]
+                v = half[key]
+                if key == "busbw_gbps" and not v:
+                    v = half.get("algbw_gbps", 0)
+                out.setdefault(r["size_bytes"], []).append(v)
     return out
+
+
+def failed(w, name, out):
+    """The rows of W/NAME (written by the step before), or None, said,
+    where that step wrote none."""
+    try:
+        with open(f"{w}/{name}") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"  FAILS: {name} of the step before cannot be read ({e.strerror if isinstance(e, OSError) else e})", file=out)
+        return None
 
 
 def passes(w, prefix, coll, key="busbw_gbps"):
@@ -129,8 +147,9 @@ def gap(ref, cb):
 
 
 def unchecked(w, out=sys.stdout):
-    with open(w + "/sixfail.json") as f:
-        fail = json.load(f)
+    fail = failed(w, "sixfail.json", out)
+    if fail is None:
+        return False
     ok = fail["all"]
     if not ok:
         print("  rows beyond 1% for another reason than the medians' gap: not judged again", file=out)
@@ -177,8 +196,9 @@ def long(w, out=sys.stdout):
     without the checks, NCCL's benchmark 210.0-211.4 us an operation in
     loops of 20 and 206.6-207.5 in loops of 200, collbench 206.8-208.3 and
     206.8-207.5."""
-    with open(w + "/longfail.json") as f:
-        fail = json.load(f)
+    fail = failed(w, "longfail.json", out)
+    if fail is None:
+        return False
     ok = fail["all"]
     for c, size in fail["rows"]:
         got = pair(w, "long", c, size, "on long loops", out)

@@ -170,6 +170,31 @@ class Judges(unittest.TestCase):
         self.assertTrue(text.endswith("long: \n"), text)
         self.assertTrue(self.judge(busbwcmp.long)[0])
 
+    def test_one_rank_judges_algbw(self):
+        # 1x H200, build e0673a2: on one rank both tools give allreduce a
+        # busbw of 0; the judge divided by it. algbw stands in, and a gap
+        # in it is still found.
+        for c in busbwcmp.SIX:
+            for k in range(1, 3):
+                for pre, alg in (("nref", 2110.0 + k), ("cbref", 2112.0 + k if c != "alltoall" else 2060.0)):
+                    rows = [{"collective": c, "size_bytes": s, "out_of_place": {"busbw_gbps": 0.0, "algbw_gbps": alg}} for s in SIZES]
+                    with open(os.path.join(self.w, f"{pre}-{c}-{k}.json"), "w") as f:
+                        json.dump({"results": rows}, f)
+        rows = [{"collective": c, "size_bytes": s, "out_of_place": {"busbw_gbps": 0.0, "algbw_gbps": 2112.0}} for c in busbwcmp.SIX for s in SIZES]
+        with open(os.path.join(self.w, "sweep.json"), "w") as f:
+            json.dump({"results": rows}, f)
+        ok, text = self.judge(busbwcmp.checked)
+        self.assertFalse(ok)
+        self.assertIn("  allreduce 64 MiB: collbench 2113.5 (+0.1%), NCCL's benchmark 2111.5 GB/s", text)
+        self.assertIn("beyond 1%: alltoall 64 MiB: collbench 2060.0 (-2.4%)", text)
+        self.assertIn("again: alltoall\n", text)
+
+    def test_a_step_before_that_wrote_nothing_fails_in_a_line(self):
+        for fn, name in ((busbwcmp.unchecked, "sixfail.json"), (busbwcmp.long, "longfail.json")):
+            ok, text = self.judge(fn)
+            self.assertFalse(ok)
+            self.assertIn(f"FAILS: {name} of the step before cannot be read (No such file or directory)", text)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -748,6 +748,9 @@ fi
 fi
 
 if want explain; then
+if [ "$ngpu" -lt 2 ]; then
+  step "algorithm per row: skipped on one GPU (a communicator of one rank runs no kernel: NCCL logs no algorithm and collbench shows none)"
+else
 step "algorithm per row: NCCL's tuning log, captured raw (2.28.3 and 2.28.9), and --explain through the probe"
 for lib in /usr/lib/x86_64-linux-gnu/libnccl.so.2 "$NCCL_2289"; do
   [ -e "$lib" ] || { echo "no $lib"; continue; }
@@ -778,6 +781,7 @@ sys.exit(1 if miss else 0)"; then
   COLLBENCH_ALGORITHM_PROBE=off wall "$BIN" sweep --backend nccl --nccl-lib "$lib" --collectives allreduce,allgather,broadcast,alltoall --sizes 8:1G:x8 -q > /dev/null
 done
 ls "$WORK"/tuning-*.log
+fi
 fi
 
 if want profiler; then
@@ -904,6 +908,9 @@ ok "registration measured"
 fi
 
 if want tune; then
+if [ "$ngpu" -lt 2 ]; then
+  step "tune: skipped on one GPU (NCCL runs a communicator of one rank one way only: collbench tune says so and exits 2)"
+else
 step "tune: allreduce, allgather, reduce-scatter and broadcast, 8 B - 1 GiB, within the default budget; the file it writes, checked by tune --check and loaded by NCCL's example tuner plugin"
 TUNE_SIZES=${TUNE_SIZES:-8:512M:x4,1G}
 TUNE_COLLS=allreduce,allgather,reduce-scatter,broadcast
@@ -1015,6 +1022,7 @@ PY
   else
     echo "(NCCL's example tuner plugin: no source in $TUNER_EXAMPLE)"
   fi
+fi
 fi
 fi
 
