@@ -140,6 +140,9 @@ print(f"worst single size within one cluster (positive = {B} slower):",
 print(f"median over sizes within each cluster (positive = {B} slower; sizes compared):",
       {c: ", ".join(f"{band} {m:+.1f}% ({len(band_diffs[c][band])})" for band, m in sorted(band_median[c].items()))
        or f"no size with {MIN_BAND} times of each tool in one cluster" for c in colls})
+# Collectives with times but no size comparable in either cluster: more
+# passes may give one (parity.sh runs them again).
+print("unjudged:", " ".join(c for c in colls if c in result and not band_median[c]))
 bad = [c for c in colls if not band_median[c] or max(band_median[c].values()) > 5]
 print("WITHIN-BAND" if tag == "PARITY" else f"{tag} WITHIN-BAND",
       "FAIL " + ",".join(bad) if bad else "OK (in each cluster, the median over sizes within 5% or faster)")

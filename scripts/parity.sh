@@ -39,7 +39,7 @@ VARIANTS=${VARIANTS:-"ref cb ref2"}
 BACKEND=${BACKEND:-nccl}
 NGPU=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
 die() { echo "parity.sh: $*" >&2; exit 2; }
-case $PASSES$CYCLES in *[!0-9]*|'') die "PASSES and CYCLES take whole numbers (got PASSES=$PASSES CYCLES=$CYCLES)";; esac
+case $PASSES$CYCLES${MORE:-0} in *[!0-9]*|'') die "PASSES, CYCLES and MORE take whole numbers (got PASSES=$PASSES CYCLES=$CYCLES MORE=${MORE:-})";; esac
 # A band is compared at a size where each tool has 10 times in it.
 [ $((PASSES * CYCLES)) -ge 20 ] || echo "parity.sh: PASSES x CYCLES = $((PASSES * CYCLES)) times per size: too few for one band of 10 of each tool where the slow share is near one half; use 40 or more" >&2
 command -v python3 > /dev/null || die "needs python3 for the report"
@@ -59,10 +59,12 @@ RUN_S=${RUN_S:-300}
 ref_small() { local c=$1; shift; timeout -k 5 "$RUN_S" "$NT/$(ref_name "$c")_perf" -b 8 -e "$EMAX" -f 2 -n 50 -w 10 "$@"; }
 cb_small() { local b=$1 c=$2; shift 2; timeout -k 5 "$RUN_S" "$b" "$c" --backend "$BACKEND" --sizes "8:$EMAX" -n 50 -w 10 -q "$@"; }
 mkdir -p "$W" || die "cannot make $W"
-for pass in $(seq 1 "$PASSES"); do
+# passes FIRST LAST COLLECTIVES: passes FIRST to LAST of every variant.
+passes() {
+for pass in $(seq "$1" "$2"); do
   order=$VARIANTS
   [ $((pass % 2)) -eq 0 ] && order=$(echo "$VARIANTS" | tr ' ' '\n' | tac | tr '\n' ' ')
-  for c in $COLLS; do
+  for c in $3; do
     for v in $order; do
       case $v in
         ref|ref2) [ "$BACKEND" = cpu ] && continue; ref_small "$c" -t "$NGPU" -g 1 -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
@@ -76,9 +78,26 @@ for pass in $(seq 1 "$PASSES"); do
     done
   done
 done
+}
+passes 1 "$PASSES" "$COLLS"
 # Without both ref and cb the caller compares the pairs it ran (--pair).
 case " $VARIANTS " in *" ref "*) ;; *) exit 0 ;; esac
 case " $VARIANTS " in *" cb "*) ;; *) exit 0 ;; esac
-python3 scripts/parity-report.py "$W" "$COLLS" | tee "$W/report.txt" || exit 2
+python3 scripts/parity-report.py "$W" "$COLLS" > "$W/report.txt" || { cat "$W/report.txt"; exit 2; }
+# A collective whose times left no size with 10 of each tool in one band
+# (each process tends to stay in one band, so in 4 passes one tool can
+# land in the fast band and the other in the slow one every time: 2x H200,
+# build e0673a2, reduce-scatter, NCCL's benchmark's slow share 0.05-0.20
+# per size against collbench's 0.78-0.80) has not been judged: it gets
+# MORE passes again (default PASSES), and every pass is judged together.
+again=$(sed -n 's/^unjudged: //p' "$W/report.txt")
+MORE=${MORE:-$PASSES}
+if [ -n "$again" ] && [ "$MORE" -gt 0 ]; then
+  sed -n '/^unjudged: /p' "$W/report.txt"
+  echo "measuring $again again: $MORE more alternating passes"
+  passes $((PASSES + 1)) $((PASSES + MORE)) "$again"
+  python3 scripts/parity-report.py "$W" "$COLLS" > "$W/report.txt" || { cat "$W/report.txt"; exit 2; }
+fi
+cat "$W/report.txt"
 case " $VARIANTS " in *" ref2 "*) python3 scripts/parity-report.py --pair ref,ref2 "$W" "$COLLS" ;; esac
 grep -q "^WITHIN-BAND OK" "$W/report.txt"
