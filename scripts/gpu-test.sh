@@ -1237,6 +1237,7 @@ step "small-message parity with NCCL's benchmark: 8 B - 64 KiB, out-of-place tim
 build_nccl_tests
 if [ -x "$nt/sendrecv_perf" ]; then
   "$nt/all_reduce_perf" -t "$ngpu" -g 1 -b 8 -e 8 -n 1 -w 0 | grep -E "nccl-tests|NCCL version" | head -2
+  CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((ngpu - 1)))} \
   BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${PARITY_PASSES:-4} CYCLES=${PARITY_CYCLES:-10} \
     VARIANTS=${PARITY_VARIANTS:-"ref cb ref2"} COLLS=${PARITY_COLLS:-"allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv"} \
     scripts/parity.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1

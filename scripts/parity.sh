@@ -4,7 +4,7 @@
 # bands (docs/parity.md). For each collective, PASSES alternating passes run
 # the 8 B - EMAX (default 64 KiB) sweep CYCLES times in one process (NCCL's benchmark -N,
 # collbench --cycles), out-of-place and in-place, 50 iterations, 10 warm-up,
-# on GPUs 0 and 1 (CUDA_VISIBLE_DEVICES; N GPUs, as many as it lists), with
+# on GPUs 0 and 1 (GPU 0 on a machine of one; CUDA_VISIBLE_DEVICES: N GPUs, as many as it lists), with
 # NVLink SHARP off. Even passes
 # run the variants in reverse order, so no tool always follows the other.
 #
@@ -29,7 +29,14 @@ set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/collbench}
 NT=${NCCL_TESTS:-ext/nccl-tests}/build
-export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
+# GPUs 0 and 1 by default, or GPU 0 alone where the machine has one: NCCL's
+# benchmark given -t 2 there fails every pass (1x H200, build e0673a2:
+# "Test failure common.cu:1454", exit 5), where collbench sees one GPU.
+if [ -z "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  CUDA_VISIBLE_DEVICES=0,1
+  [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 1 ] && CUDA_VISIBLE_DEVICES=0
+fi
+export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES
 W=${1:-/tmp/collbench-parity}
 PASSES=${PASSES:-4}
 CYCLES=${CYCLES:-10}
