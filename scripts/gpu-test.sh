@@ -10,7 +10,7 @@
 #   SECTIONS="machine unit correct ..." scripts/gpu-test.sh   run only those
 #
 # Sections, in order: machine unit correct sweep latency groups multiproc
-# suites diag memory badinput fault doctor features exchanges explain profiler
+# ways suites diag memory badinput fault doctor features exchanges explain profiler
 # register tune watch parity cycles logs. Without SECTIONS every section runs. The parity section takes
 # PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
 # (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS). Shorter runs:
@@ -414,6 +414,58 @@ if [ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ]; then
   cat /tmp/vg-nodes.txt >> "$WORK/verify-groups.txt"
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$BIN" launch -n "$ngpu" --nodes 2 -- allreduce --backend nccl --sizes 1M -n 2 -w 1 2>&1 | grep -E 'via NET|nNodes' | head -4
 fi
+
+fi
+
+if want ways; then
+# Every collective at every size in the other ways to run it than the sweep
+# section's one process with a thread per GPU: one thread issuing for every
+# GPU, a process per GPU under launch, and 2 simulated nodes (NCCL's network
+# transport between them). The stalls this guards against showed in only
+# some of them (alltoall of 1 GiB in one process; verify-groups over 2
+# simulated nodes).
+step "every collective 8 B - 4 GiB verified, in the other ways to run it: --threads one, launch -n $ngpu, launch -n $ngpu --nodes 2 (to 1 GiB: NCCL's network transport over loopback); each bounded at 300 s"
+ways="threads-one launch"
+[ "$ngpu" -ge 2 ] && [ $((ngpu % 2)) -eq 0 ] && ways="$ways nodes"
+for way in $ways; do
+  sizes=8:4G:x8,4G
+  case $way in
+    threads-one) cmd=("$BIN" sweep --threads one) ;;
+    launch) cmd=("$BIN" launch -n "$ngpu" -- sweep) ;;
+    nodes) cmd=("$BIN" launch -n "$ngpu" --nodes 2 -- sweep); sizes=8:1G:x8 ;;
+  esac
+  rm -f "$WORK/way-$way.json"
+  t0=$(date +%s.%N)
+  timeout -k 10 300 "${cmd[@]}" --backend nccl --collectives all --sizes "$sizes" -n 2 -w 1 --check 1 -q \
+    -o "$WORK/way-$way.json" > "$WORK/way-$way.txt" 2>&1; rc=$?
+  el=$(python3 -c "print('%.1f' % ($(date +%s.%N) - $t0))")
+  # Every collective of `all` at every size asked for, every half checked and right.
+  python3 - "$WORK/way-$way.json" "$sizes" "$way" "$rc" "$el" <<'PY' && ok "$way: every collective at every size, 0 wrong, in $el s" || { bad "$way: exit $rc after $el s"; tail -4 "$WORK/way-$way.txt"; }
+import json, sys
+path, sizes, way, rc, el = sys.argv[1:]
+want = {"allreduce", "allgather", "reduce-scatter", "broadcast", "reduce", "sendrecv", "alltoall", "gather", "scatter", "alltoallv", "hypercube"}
+top = 4 << 30 if sizes.endswith("4G") else 1 << 30
+try:
+    rows = json.load(open(path))["results"]
+except (OSError, ValueError, KeyError) as e:
+    print(f"{way}: no results file ({e})")
+    sys.exit(1)
+got, wrong, unchecked = {}, 0, 0
+for r in rows:
+    got.setdefault(r["collective"], set()).add(r["size_bytes"])
+    for h in (r.get("out_of_place"), r.get("in_place")):
+        if h:
+            if h.get("wrong") is None:
+                unchecked += 1
+            else:
+                wrong += h["wrong"]
+# alltoallv's rows fall a few bytes short of the size asked (its uneven split).
+short = sorted(c for c in want if max(got.get(c, {0})) < 0.99 * top)
+print(f"{way}: exit {rc}, {el} s, {len(rows)} rows, {len(got)} collectives, wrong {wrong}, halves unchecked {unchecked}; "
+      f"short of {top >> 30} GiB: {', '.join(short) or 'none'}")
+sys.exit(0 if rc == "0" and not short and not wrong and not unchecked and want <= set(got) else 1)
+PY
+done
 
 fi
 
