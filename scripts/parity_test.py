@@ -19,6 +19,8 @@ REF = textwrap.dedent("""\
     import os, sys
     a = sys.argv
     n = int(a[a.index("-N") + 1])
+    if a[a.index("-t") + 1] != os.environ.get("STUB_GPUS", a[a.index("-t") + 1]):
+        sys.exit("asked for more GPUs than the machine has: Test failure common.cu:1454")
     count = os.environ["STUB_DIR"] + "/ref.count"
     k = int(open(count).read()) + 1 if os.path.exists(count) else 1
     open(count, "w").write(str(k))
@@ -64,14 +66,14 @@ class Parity(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.d)
 
-    def parity(self, ref, cb, **more):
+    def parity(self, ref, cb, gpus="0,1", **more):
         """parity.sh on reduce-scatter with 2 passes of 10 cycles, NCCL's
         benchmark's pass k at the time ref[k] (the last for later passes),
         collbench's at cb[k], and the environment more: its exit status
         and output."""
         env = dict(os.environ, STUB_DIR=self.d, STUB_REF=ref, STUB_CB=cb, BIN=self.d + "/collbench",
                    NCCL_TESTS=self.d + "/nt", PASSES="2", CYCLES="10", EMAX="32", VARIANTS="ref cb",
-                   COLLS="reduce-scatter", CUDA_VISIBLE_DEVICES="0,1", **more)
+                   COLLS="reduce-scatter", CUDA_VISIBLE_DEVICES=gpus, **more)
         if "MORE" not in more:
             env.pop("MORE", None)
         p = subprocess.run(["bash", os.path.join(HERE, "parity.sh"), self.d + "/out"], env=env,
@@ -117,6 +119,18 @@ class Parity(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertNotIn("again", out)
         self.assertEqual(self.runs.count("pass"), 4)
+
+    def test_one_gpu_machine(self):
+        # 1x H200, build e0673a2: without CUDA_VISIBLE_DEVICES, parity.sh
+        # gave NCCL's benchmark -t 2 on a machine of one GPU, and every
+        # pass failed. A stand-in nvidia-smi lists one GPU.
+        smi = os.path.join(self.d, "nvidia-smi")
+        with open(smi, "w") as f:
+            f.write("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0)'\n")
+        os.chmod(smi, 0o755)
+        rc, out = self.parity("6.5", "6.5", gpus="", STUB_GPUS="1", PATH=self.d + os.pathsep + os.environ["PATH"])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("WITHIN-BAND OK", out)
 
 
 if __name__ == "__main__":
