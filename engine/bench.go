@@ -179,6 +179,15 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 
 	doc := f.newDocument(o, plan, n, choice)
 	doc.Notes = notes
+	if o.Explain && n == 1 {
+		// 1x H200, NCCL 2.28.3: one rank logs no tuning line, so
+		// --explain's column stayed empty, unexplained.
+		note := oneRankNote
+		if b.Name() == "nccl" {
+			note += " (NCCL logs none for it)"
+		}
+		doc.Notes = append(doc.Notes, note+"; --explain needs 2 ranks or more")
+	}
 	if len(layout.Groups) > 1 {
 		doc.Config.RankList = o.RankList
 		doc.Config.Groups = layout.Groups
@@ -390,6 +399,9 @@ func WorldDevices(w measure.World) ([]results.Device, error) {
 	}
 	return all, nil
 }
+
+// oneRankNote says why --explain shows no algorithm on a world of one rank.
+const oneRankNote = "no algorithm per row: a world of one rank moves nothing between ranks, so it runs no algorithm to show"
 
 func (f *System) newDocument(o Bench, p measure.Plan, n int, choice BackendChoice) *results.Document {
 	cfg := results.Config{

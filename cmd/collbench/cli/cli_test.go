@@ -53,6 +53,24 @@ func TestAllreduceTableOnCPU(t *testing.T) {
 	}
 }
 
+// TestExplainOnOneRankSaysWhy: on one rank no row has an algorithm (1x
+// H200: NCCL logs none and runs no collective kernel); a note says so,
+// and says nothing of the kind with 2 ranks.
+func TestExplainOnOneRankSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		ranks string
+		note  bool
+	}{{"1", true}, {"2", false}} {
+		f, out, errOut := testFactory()
+		if code := run(t, f, "allreduce", "--backend", "cpu", "-g", tc.ranks, "--sizes", "8,1M", "-n", "1", "-w", "0", "--explain"); code != 0 {
+			t.Fatalf("-g %s: exit %d: %s", tc.ranks, code, errOut)
+		}
+		if got := strings.Contains(out.String(), "a world of one rank moves nothing between ranks"); got != tc.note {
+			t.Errorf("-g %s: note of one rank shown %v, want %v:\n%s", tc.ranks, got, tc.note, out)
+		}
+	}
+}
+
 func TestAliasesRunTheSameCollective(t *testing.T) {
 	for _, alias := range []string{"all-reduce", "all_reduce", "reducescatter", "reduce_scatter", "all_gather", "bcast", "a2a", "send_recv"} {
 		f, _, errOut := testFactory()
