@@ -1279,6 +1279,8 @@ PY
       || bad "launch -n 4 --nodes 2: $lnamed of $((lruns + 1)) runs as expected (see above)"
   fi
   unset COLLBENCH_TOKEN
+elif [ -n "$plugin" ]; then
+  echo "skipped on one GPU: the job's ranks need a GPU each"
 fi
 
 fi
