@@ -158,7 +158,9 @@ func TestFakeGPULateKernelOnAlignedClocks(t *testing.T) {
 			f, out, errOut := fakeGPUFactory(4, fakegpu.Options{ClockOffsets: offsets})
 			if c.late >= 0 {
 				env := f.Environ
-				f.Environ = func() []string { return append(env(), fmt.Sprintf("%s=late-rank:%d:%v", faults.EnvFaults, c.late, planted)) }
+				f.Environ = func() []string {
+					return append(env(), fmt.Sprintf("%s=late-rank:%d:%v", faults.EnvFaults, c.late, planted))
+				}
 			}
 			path := filepath.Join(t.TempDir(), "r.json")
 			if code := run(t, f, "allreduce", "--backend", "nccl", "--threads", c.threads, "--sizes", "1K:16K", "-n", "2", "-w", "1", "-o", path); code != 0 {
