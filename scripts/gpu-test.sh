@@ -801,7 +801,7 @@ fi
 
 if want explain; then
 if [ "$ngpu" -lt 2 ]; then
-  step "algorithm per row: skipped on one GPU (a communicator of one rank runs no kernel: NCCL logs no algorithm and collbench shows none)"
+  step "algorithm per row: skipped on one GPU (a communicator of one rank has no algorithm: NCCL logs none, and collbench says so in a note)"
 else
 step "algorithm per row: NCCL's tuning log, captured raw (2.28.3 and 2.28.9), and --explain through the probe"
 for lib in /usr/lib/x86_64-linux-gnu/libnccl.so.2 "$NCCL_2289"; do
