@@ -31,21 +31,23 @@ func (t *TCP) noticeOf(key string) *notice {
 // process that cannot be reached is left to the heartbeats. A second
 // Notice of the same key does nothing.
 func (t *TCP) Notice(key string) {
+	t.noticeFrom(noticeKey(key), -1)
+}
+
+// noticeKey is key as a notice carries it: at most maxNoticeKey bytes.
+func noticeKey(key string) string {
 	if len(key) > maxNoticeKey {
-		key = key[:maxNoticeKey]
+		return key[:maxNoticeKey]
 	}
-	t.noticeFrom(key, -1)
+	return key
 }
 
 // Noticed is closed once this process has heard key, from any process
 // (itself included), before or after the call.
 func (t *TCP) Noticed(key string) <-chan struct{} {
-	if len(key) > maxNoticeKey {
-		key = key[:maxNoticeKey]
-	}
 	t.noticeMu.Lock()
 	defer t.noticeMu.Unlock()
-	return t.noticeOf(key).heard
+	return t.noticeOf(noticeKey(key)).heard
 }
 
 // noticeFrom records key, heard from rank from (-1: this process), and

@@ -180,13 +180,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 	doc := f.newDocument(o, plan, n, choice)
 	doc.Notes = notes
 	if o.Explain && n == 1 {
-		// 1x H200, NCCL 2.28.3: one rank logs no tuning line, so
-		// --explain's column stayed empty, unexplained.
-		note := oneRankNote
-		if b.Name() == "nccl" {
-			note += " (NCCL logs none for it)"
-		}
-		doc.Notes = append(doc.Notes, note+"; --explain needs 2 ranks or more")
+		doc.Notes = append(doc.Notes, oneRankNote(b.Name()))
 	}
 	if len(layout.Groups) > 1 {
 		doc.Config.RankList = o.RankList
@@ -400,8 +394,16 @@ func WorldDevices(w measure.World) ([]results.Device, error) {
 	return all, nil
 }
 
-// oneRankNote says why --explain shows no algorithm on a world of one rank.
-const oneRankNote = "no algorithm per row: a world of one rank moves nothing between ranks, so it runs no algorithm to show"
+// oneRankNote says why --explain shows no algorithm on a world of one
+// rank of backend (1x H200, NCCL 2.28.3: one rank logs no tuning line, and
+// the column stayed empty, unexplained).
+func oneRankNote(backend string) string {
+	lib := ""
+	if backend == "nccl" {
+		lib = " (NCCL logs none for it)"
+	}
+	return "no algorithm per row: a world of one rank moves nothing between ranks, so it runs no algorithm to show" + lib + "; --explain needs 2 ranks or more"
+}
 
 func (f *System) newDocument(o Bench, p measure.Plan, n int, choice BackendChoice) *results.Document {
 	cfg := results.Config{

@@ -61,7 +61,7 @@ def busbw(paths, coll, key="busbw_gbps"):
     return out
 
 
-def failed(w, name, out):
+def step_before(w, name, out):
     """The rows of W/NAME (written by the step before), or None, said,
     where that step wrote none."""
     try:
@@ -147,7 +147,7 @@ def gap(ref, cb):
 
 
 def unchecked(w, out=sys.stdout):
-    fail = failed(w, "sixfail.json", out)
+    fail = step_before(w, "sixfail.json", out)
     if fail is None:
         return False
     ok = fail["all"]
@@ -196,7 +196,7 @@ def long(w, out=sys.stdout):
     without the checks, NCCL's benchmark 210.0-211.4 us an operation in
     loops of 20 and 206.6-207.5 in loops of 200, collbench 206.8-208.3 and
     206.8-207.5."""
-    fail = failed(w, "longfail.json", out)
+    fail = step_before(w, "longfail.json", out)
     if fail is None:
         return False
     ok = fail["all"]

@@ -68,23 +68,23 @@ cb_small() { local b=$1 c=$2; shift 2; timeout -k 5 "$RUN_S" "$b" "$c" --backend
 mkdir -p "$W" || die "cannot make $W"
 # passes FIRST LAST COLLECTIVES: passes FIRST to LAST of every variant.
 passes() {
-for pass in $(seq "$1" "$2"); do
-  order=$VARIANTS
-  [ $((pass % 2)) -eq 0 ] && order=$(echo "$VARIANTS" | tr ' ' '\n' | tac | tr '\n' ' ')
-  for c in $3; do
-    for v in $order; do
-      case $v in
-        ref|ref2) [ "$BACKEND" = cpu ] && continue; ref_small "$c" -t "$NGPU" -g 1 -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
-        refg) ref_small "$c" -t 1 -g "$NGPU" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
-        cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
-        cb1) cb_small "$BIN" "$c" --threads one --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
-        cb0) COLLBENCH_NCCL_PROFILER=off cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
-        cb~*) cb_small "bin/${v#cb~}" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
-      esac
-      echo "$v $c pass $pass: exit $?" >> "$W/runs.txt"
+  for pass in $(seq "$1" "$2"); do
+    order=$VARIANTS
+    [ $((pass % 2)) -eq 0 ] && order=$(echo "$VARIANTS" | tr ' ' '\n' | tac | tr '\n' ' ')
+    for c in $3; do
+      for v in $order; do
+        case $v in
+          ref|ref2) [ "$BACKEND" = cpu ] && continue; ref_small "$c" -t "$NGPU" -g 1 -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+          refg) ref_small "$c" -t 1 -g "$NGPU" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+          cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+          cb1) cb_small "$BIN" "$c" --threads one --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+          cb0) COLLBENCH_NCCL_PROFILER=off cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+          cb~*) cb_small "bin/${v#cb~}" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+        esac
+        echo "$v $c pass $pass: exit $?" >> "$W/runs.txt"
+      done
     done
   done
-done
 }
 passes 1 "$PASSES" "$COLLS"
 # Without both ref and cb the caller compares the pairs it ran (--pair).

@@ -12,20 +12,29 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# A stand-in for NCCL's benchmark: rows of 8-32 B, -N cycles each, at the
-# band its environment names for this pass (a counter file counts passes).
-REF = textwrap.dedent("""\
+# Both stand-ins' time for this pass: tool's pass k (counted in a file)
+# takes the k-th time of STUB_<TOOL> (the last for later passes).
+STUB_HEAD = textwrap.dedent("""\
     #!/usr/bin/env python3
-    import os, sys
+    import json, os, sys
+
+
+    def this_pass(tool):
+        count = f"{os.environ['STUB_DIR']}/{tool}.count"
+        k = int(open(count).read()) + 1 if os.path.exists(count) else 1
+        open(count, "w").write(str(k))
+        times = os.environ["STUB_" + tool.upper()].split(",")
+        return float(times[min(k, len(times)) - 1])
+""")
+
+# A stand-in for NCCL's benchmark: rows of 8-32 B, -N cycles each, at the
+# band its environment names for this pass.
+REF = STUB_HEAD + textwrap.dedent("""\
     a = sys.argv
     n = int(a[a.index("-N") + 1])
     if a[a.index("-t") + 1] != os.environ.get("STUB_GPUS", a[a.index("-t") + 1]):
         sys.exit("asked for more GPUs than the machine has: Test failure common.cu:1454")
-    count = os.environ["STUB_DIR"] + "/ref.count"
-    k = int(open(count).read()) + 1 if os.path.exists(count) else 1
-    open(count, "w").write(str(k))
-    bands = os.environ["STUB_REF"].split(",")
-    us = float(bands[min(k, len(bands)) - 1])
+    us = this_pass("ref")
     print("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong")
     for c in range(n):
         for s in (8, 16, 32):
@@ -35,16 +44,10 @@ REF = textwrap.dedent("""\
 
 # A stand-in for collbench: the same rows as its JSON document, written
 # to -o, every cycle's time in the row.
-CB = textwrap.dedent("""\
-    #!/usr/bin/env python3
-    import json, os, sys
+CB = STUB_HEAD + textwrap.dedent("""\
     a = sys.argv
     n = int(a[a.index("--cycles") + 1])
-    count = os.environ["STUB_DIR"] + "/cb.count"
-    k = int(open(count).read()) + 1 if os.path.exists(count) else 1
-    open(count, "w").write(str(k))
-    bands = os.environ["STUB_CB"].split(",")
-    us = float(bands[min(k, len(bands)) - 1])
+    us = this_pass("cb")
     rows = []
     for s in (8, 16, 32):
         ts = [us + 0.01 * ((c * 3 + s) % 5) for c in range(n)]
