@@ -51,6 +51,10 @@ type RecordedFinding struct {
 	Confirm    string    `json:"confirm,omitempty"`
 	// Link is set for a slow link from Rank.
 	Link *RecordedLink `json:"link,omitempty"`
+	// Dropped and Missed: the rank's summaries dropped, and operations
+	// left unjudged without its summary, when it was named.
+	Dropped int64 `json:"summaries_dropped,omitempty"`
+	Missed  int64 `json:"operations_missed,omitempty"`
 }
 
 // RecordedLink is a slow link's part of a recorded finding: the peer it
@@ -91,6 +95,7 @@ func recorded(f Finding, at time.Time) RecordedFinding {
 		SinceSeq: f.SinceSeq, Cleared: f.Cleared, ClearedSeq: f.ClearedSeq, Line: f.String(), Confirm: f.Confirm()}
 	if !f.Cleared {
 		r.Cause, r.LateUS, r.Late, r.Of, r.Func = string(f.Cause), float64(f.By)/float64(time.Microsecond), f.Late, f.Of, f.Func
+		r.Dropped, r.Missed = f.Dropped, f.Missed
 	}
 	if l := f.Link; l != nil {
 		r.Link = &RecordedLink{Peer: l.Peer, PeerHost: l.PeerHost, PeerGPU: l.PeerGPU}
@@ -165,8 +170,13 @@ func (c Counts) String() string {
 	} else if c.LinksIn > 0 {
 		unjudged = fmt.Sprintf("; %d link measurements received, none judged: links are compared within an operation, among 3 or more that moved %d KiB or more each", c.LinksIn, MinLinkBytesDefault>>10)
 	}
-	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped%s)",
-		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped, unjudged)
+	behind := ""
+	if len(c.Behind) > 0 && c.Behind[0].Missed > 0 {
+		b := c.Behind[0]
+		behind = fmt.Sprintf("; most unjudged for want of rank %d (%s) on communicator %s: %d operations", b.Rank, b.Host, b.Comm, b.Missed)
+	}
+	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped%s%s)",
+		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped, behind, unjudged)
 }
 
 // Verdict is collbench watch's last line where no finding stands: what it

@@ -35,6 +35,13 @@ type Summary struct {
 	// IssueNS is when the rank handed NCCL the operation; StartNS and
 	// EndNS bound its kernel; ErrNS is the alignment's error.
 	IssueNS, StartNS, EndNS, ErrNS int64
+	// Kernel is set where StartNS and EndNS are the kernel's on the GPU's
+	// own timer (moved by one offset, so EndNS-StartNS is exact whatever
+	// the alignment's error): the plugin's summaries. Where every rank
+	// waits for every other (AllReduce, AllGather, ReduceScatter), the
+	// kernels end together, so the rank that started last ran shortest,
+	// and the judge reads lateness from the durations, without clocks.
+	Kernel bool `json:",omitempty"`
 	// Clock names the host clock the times are on (the host's boot id):
 	// ranks on clocks of different names are compared only where both
 	// know their offset from the collector's clock (Synced), since a skew
@@ -130,6 +137,10 @@ type Finding struct {
 	// Link is set where the finding is of a slow link from Rank: Late of
 	// Of are then its slow operations.
 	Link *LinkFinding
+	// Dropped and Missed are the rank's evidence of what was not judged:
+	// its summaries dropped on the communicator, and the operations left
+	// unjudged without its summary, when it was named.
+	Dropped, Missed int64
 }
 
 // String is the finding as collbench watch prints it.
@@ -184,6 +195,10 @@ type comm struct {
 	funcs  []*history // a history per function, at most MaxFuncs
 	named  []*Finding // per rank, the standing finding
 	links  map[linkKey]*linkState
+	// drops counts each rank's summaries dropped, missed the operations
+	// the window left unjudged without its summary: whose summaries are
+	// lost, or whose process is behind.
+	drops, missed []int64
 }
 
 // history is the last Window outcomes of each rank in the operations of
@@ -244,7 +259,13 @@ type Counts struct {
 	Links         int64 `json:"links_judged"`      // link measurements judged (one link in one operation)
 	LinksIn       int64 `json:"links_received"`    // link measurements received in summaries
 	Communicators int   `json:"communicators"`     // communicators followed
+	// Behind are the ranks that left the most operations unjudged (at
+	// most MaxBehind): whose summaries were lost.
+	Behind []RankBehind `json:"ranks_behind,omitempty"`
 }
+
+// MaxBehind bounds the ranks Counts names as behind.
+const MaxBehind = 8
 
 // Judged is how many operations were judged: every rank of the
 // communicator reported them.
@@ -302,6 +323,50 @@ func New(o Options) *Collector {
 // ranks while MaxPending newer ones came.
 func (c *Collector) Dropped() int64 { return c.dropped }
 
+// RankBehind is one rank's share of what was not judged on a
+// communicator: operations left unjudged without its summary (Missed),
+// and its own summaries dropped.
+type RankBehind struct {
+	Comm    string `json:"communicator"`
+	Rank    int    `json:"rank"`
+	Host    string `json:"host,omitempty"`
+	Missed  int64  `json:"operations_missed"`
+	Dropped int64  `json:"summaries_dropped"`
+}
+
+// Behind returns the n ranks, over every communicator, that left the most
+// operations unjudged (then dropped the most): whose summaries are lost.
+// A scan of every rank followed: for the record's rewrites, not per
+// summary.
+func (c *Collector) Behind(n int) []RankBehind {
+	var out []RankBehind
+	for id, cm := range c.comms {
+		for r := range cm.ranks {
+			if cm.missed[r] == 0 && cm.drops[r] == 0 {
+				continue
+			}
+			b := RankBehind{Comm: fmt.Sprintf("%016x", id), Rank: r, Missed: cm.missed[r], Dropped: cm.drops[r]}
+			if who := cm.who[r]; who != nil {
+				b.Host = who.Host
+			}
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Missed != out[b].Missed {
+			return out[a].Missed > out[b].Missed
+		}
+		if out[a].Dropped != out[b].Dropped {
+			return out[a].Dropped > out[b].Dropped
+		}
+		if out[a].Comm != out[b].Comm {
+			return out[a].Comm < out[b].Comm
+		}
+		return out[a].Rank < out[b].Rank
+	})
+	return out[:min(n, len(out))]
+}
+
 // Add takes one summary and returns what changed: a rank newly named, or
 // a named rank cleared.
 func (c *Collector) Add(s Summary) []Finding {
@@ -320,11 +385,14 @@ func (c *Collector) Add(s Summary) []Finding {
 		// earlier ones other ranks may still send.
 		w := uint64(c.o.MaxPending) //nolint:gosec // G115: a positive bound
 		cm = &comm{ranks: s.Ranks, window: make([]slot, w), base: s.Seq - min(s.Seq, w-1), who: make([]*Summary, s.Ranks),
-			named: make([]*Finding, s.Ranks), links: map[linkKey]*linkState{}}
+			named: make([]*Finding, s.Ranks), links: map[linkKey]*linkState{}, drops: make([]int64, s.Ranks), missed: make([]int64, s.Ranks)}
 		c.comms[s.Comm] = cm
 	}
 	if s.Ranks != cm.ranks || s.Seq < cm.base {
 		c.dropped++ // a size that changed, or an operation the window has left
+		if s.Ranks == cm.ranks {
+			cm.drops[s.Rank]++
+		}
 		return nil
 	}
 	w := uint64(len(cm.window)) //nolint:gosec // G115: a positive bound
@@ -332,8 +400,15 @@ func (c *Collector) Add(s Summary) []Finding {
 		// Move on: the operations left behind will not complete in time.
 		to := s.Seq - w + 1
 		for q := cm.base; q < to && q < cm.base+w; q++ {
-			if sl := &cm.window[q%w]; sl.seq == q && !sl.judged {
+			if sl := &cm.window[q%w]; sl.seq == q && !sl.judged && sl.got != nil {
 				c.dropped += int64(sl.n)
+				for r, got := range sl.got {
+					if got != nil {
+						cm.drops[r]++
+					} else {
+						cm.missed[r]++
+					}
+				}
 			}
 		}
 		cm.base = to
@@ -344,6 +419,7 @@ func (c *Collector) Add(s Summary) []Finding {
 	}
 	if p.judged || p.got[s.Rank] != nil {
 		c.dropped++ // judged already, or a second summary of one rank
+		cm.drops[s.Rank]++
 		return nil
 	}
 	sc := s
@@ -359,56 +435,22 @@ func (c *Collector) Add(s Summary) []Finding {
 	return append(c.judge(s.Comm, cm, s.Seq, got), c.judgeLinks(s.Comm, cm, s.Seq, got)...)
 }
 
-// judge records one complete operation: the rank whose kernel started
-// last is late when it started after the next latest by more than both
-// clocks' errors and MinLate. Then it names or clears ranks by their
-// history in the operations of its function.
+// judge records one complete operation: the rank that started last is
+// late when it started after the next latest by more than MinLate (and
+// the clocks' errors, where starts are compared). Then it names or clears
+// ranks by their history in the operations of its function.
 func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Finding {
-	idx := make([]int, len(all))
-	for i := range idx {
-		idx[i] = i
-	}
-	// One clock for all: the ranks' own when they share it, else the
-	// collector's where every rank knows its offset from it; otherwise
-	// only ranks on one clock are compared.
-	shared, synced := true, true
-	for _, s := range all {
-		shared = shared && s.Clock == all[0].Clock
-		synced = synced && s.Synced
-	}
-	move := !shared && synced
-	at := func(s *Summary, t int64) int64 {
-		if move {
-			return t + s.OffsetNS
-		}
-		return t
-	}
-	errOf := func(s *Summary) int64 {
-		if move {
-			return s.ErrNS + s.OffsetErrNS
-		}
-		return s.ErrNS
-	}
-	sort.Slice(idx, func(a, b int) bool {
-		return at(all[idx[a]], all[idx[a]].StartNS) > at(all[idx[b]], all[idx[b]].StartNS)
-	})
-	last, next := all[idx[0]], all[idx[1]]
-	by := at(last, last.StartNS) - at(next, next.StartNS)
-	errs := errOf(last) + errOf(next)
-	late := (move || last.Clock == next.Clock) && by > errs+c.o.MinLate.Nanoseconds()
-	// Issued late as well: its issue came after the next latest rank's
-	// by most of its lateness. Then only a lateness beyond the issue
-	// floor counts.
-	issue := late && at(last, last.IssueNS)-at(next, next.IssueNS) > by/2
-	if issue && by <= errs+c.o.MinIssueLate.Nanoseconds() {
-		late, issue = false, false
+	k := clocksOf(all)
+	v := c.byStart(all, k)
+	if waitsForAll(all) {
+		v = c.byDuration(all, k)
 	}
 	var out []Finding
 	fh := cm.history(all[0].Func)
 	for r := range all {
 		o := outcome{seq: seq}
-		if r == idx[0] {
-			o = outcome{seq: seq, late: late, by: by, issue: issue}
+		if r == v.rank {
+			o = outcome{seq: seq, late: v.late, by: v.by, issue: v.issue}
 		}
 		h := append(fh.hist[r], o)
 		if len(h) > c.o.Window {
@@ -420,6 +462,121 @@ func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Fin
 		}
 	}
 	return out
+}
+
+// lateness is one operation's verdict: the rank that started last, by how
+// much after the next latest, whether that counts, and whether it issued
+// late as well.
+type lateness struct {
+	rank        int
+	by          int64
+	late, issue bool
+}
+
+// clocks says how one operation's ranks' times compare: on their own
+// clock where they share it, else on the collector's where every rank
+// knows its offset from it (move); otherwise only ranks on one clock.
+type clocks struct{ move bool }
+
+func clocksOf(all []*Summary) clocks {
+	shared, synced := true, true
+	for _, s := range all {
+		shared = shared && s.Clock == all[0].Clock
+		synced = synced && s.Synced
+	}
+	return clocks{move: !shared && synced}
+}
+
+// at is s's time t on the clock the operation is compared on.
+func (k clocks) at(s *Summary, t int64) int64 {
+	if k.move {
+		return t + s.OffsetNS
+	}
+	return t
+}
+
+// err is the error of s's times on that clock.
+func (k clocks) err(s *Summary) int64 {
+	if k.move {
+		return s.ErrNS + s.OffsetErrNS
+	}
+	return s.ErrNS
+}
+
+// comparable says whether a's and b's times can be compared.
+func (k clocks) comparable(a, b *Summary) bool { return k.move || a.Clock == b.Clock }
+
+// byStart is the verdict by kernel starts: the rank whose kernel started
+// last is late by how far after the next latest's it started, beyond both
+// clocks' errors and MinLate.
+func (c *Collector) byStart(all []*Summary, k clocks) lateness {
+	idx := make([]int, len(all))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		return k.at(all[idx[a]], all[idx[a]].StartNS) > k.at(all[idx[b]], all[idx[b]].StartNS)
+	})
+	last, next := all[idx[0]], all[idx[1]]
+	by := k.at(last, last.StartNS) - k.at(next, next.StartNS)
+	errs := k.err(last) + k.err(next)
+	return c.issued(last, next, k, lateness{rank: idx[0], by: by, late: k.comparable(last, next) && by > errs+c.o.MinLate.Nanoseconds()}, errs)
+}
+
+// waitsForAll says whether every summary of the operation carries its
+// kernel's times, of a collective in which every rank waits for every
+// other's data (so the kernels end together, and the one that started
+// last ran shortest).
+func waitsForAll(all []*Summary) bool {
+	switch all[0].Func {
+	case "AllReduce", "AllGather", "ReduceScatter":
+	default:
+		return false
+	}
+	for _, s := range all {
+		if !s.Kernel || s.EndNS <= s.StartNS || s.Func != all[0].Func {
+			return false
+		}
+	}
+	return true
+}
+
+// byDuration is the verdict by kernel durations, each on one GPU's own
+// timer, so no clock's alignment enters it: the peers of a rank that
+// started late waited for it inside their kernels, so it ran shortest, by
+// how late it came. A GPU that another program time-slices holds its
+// kernels back behind the other's work; its timer's alignment to the
+// host's clock then widens (each operation starts long after its issue),
+// and by starts that width hid it (4x H200: a copy loop named in 4 of 8
+// runs).
+func (c *Collector) byDuration(all []*Summary, k clocks) lateness {
+	idx := make([]int, len(all))
+	for i := range idx {
+		idx[i] = i
+	}
+	dur := func(i int) int64 { return all[i].EndNS - all[i].StartNS }
+	sort.Slice(idx, func(a, b int) bool { return dur(idx[a]) < dur(idx[b]) })
+	by := dur(idx[1]) - dur(idx[0])
+	return c.issued(all[idx[0]], all[idx[1]], k, lateness{rank: idx[0], by: by, late: by > c.o.MinLate.Nanoseconds()}, 0)
+}
+
+// issued completes v, of last against next: where last's issue came after
+// next's by most of its lateness (its host or process is slow), only a
+// lateness beyond errs and MinIssueLate counts. Where their issues cannot
+// be compared (clocks apart), the same floor holds, as either cause may
+// be.
+func (c *Collector) issued(last, next *Summary, k clocks, v lateness, errs int64) lateness {
+	if !v.late {
+		return v
+	}
+	v.issue = !k.comparable(last, next) || k.at(last, last.IssueNS)-k.at(next, next.IssueNS) > v.by/2
+	if v.issue && v.by <= errs+c.o.MinIssueLate.Nanoseconds() {
+		v.late, v.issue = false, false
+	}
+	if !k.comparable(last, next) {
+		v.issue = false // a cause that cannot be told is its GPU's start, as seen
+	}
+	return v
 }
 
 // update names rank r when it was late in Share of a full window of fh's
@@ -450,7 +607,7 @@ func (c *Collector) update(id uint64, cm *comm, fh *history, r int, now int64) *
 		slices.Sort(bys)
 		who := cm.who[r]
 		f := &Finding{Comm: id, Rank: r, Host: who.Host, GPU: who.GPU, Cause: CauseGPU, By: time.Duration(bys[len(bys)/2]),
-			Late: late, Of: len(h), Func: fh.fn, SinceSeq: p.since}
+			Late: late, Of: len(h), Func: fh.fn, SinceSeq: p.since, Dropped: cm.drops[r], Missed: cm.missed[r]}
 		if issued*2 > late {
 			f.Cause = CauseIssue
 		}
@@ -467,14 +624,29 @@ func (c *Collector) update(id uint64, cm *comm, fh *history, r int, now int64) *
 
 // verdict says, of a history of n outcomes of which bad were late or
 // slow, whether it names what it judges or, where that stands named,
-// clears it (below half of Share). It names once a full window has had
+// clears it (below half of Share for Persist). It names once a full window has had
 // Share of it bad for Persist up to now, never below half of Share
 // meanwhile; p holds when that began and, from run, where the bad run
 // then held had begun (the finding's since).
 func (c *Collector) verdict(named bool, bad, n int, p *onset, now int64, run func() uint64) (name, clear bool) {
 	share := float64(bad) / float64(n)
 	if named {
-		return false, share < c.o.Share/2
+		// Cleared as it was named: once below half of Share for Persist,
+		// never back to it meanwhile. A finding stands while its cause
+		// lasts (4x H200: a rank named, then cleared 0.1 s later while the
+		// copy loop on its GPU ran on).
+		if share >= c.o.Share/2 {
+			p.on = false
+			return false, false
+		}
+		if !p.on {
+			*p = onset{at: now, on: true}
+		}
+		if now-p.at < c.o.Persist.Nanoseconds() {
+			return false, false
+		}
+		p.on = false
+		return false, true
 	}
 	if share < c.o.Share/2 {
 		p.on = false

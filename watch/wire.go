@@ -513,7 +513,8 @@ func (s *Server) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Counts{Processes: s.admitted.Load(), Summaries: s.received.Load(), Dropped: s.c.Dropped(),
-		Operations: s.c.Judged(), Links: s.c.LinksJudged(), LinksIn: s.c.LinksReceived(), Communicators: s.c.Communicators()}
+		Operations: s.c.Judged(), Links: s.c.LinksJudged(), LinksIn: s.c.LinksReceived(), Communicators: s.c.Communicators(),
+		Behind: s.c.Behind(MaxBehind)}
 }
 
 // clock is a sender's measure of its clock's offset from the collector's.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -140,7 +141,7 @@ func TestSendersOnTwoHostsClocks(t *testing.T) {
 			// Every summary in and every operation judged: the counts
 			// are the evidence behind a clean job's silence.
 			waitFor(t, "every operation judged", func() bool { return s.Counts().Operations == ops })
-			if c := s.Counts(); c != (Counts{Processes: 2, Summaries: 8 * ops, Operations: ops, Communicators: 1}) {
+			if c := s.Counts(); !reflect.DeepEqual(c, Counts{Processes: 2, Summaries: 8 * ops, Operations: ops, Communicators: 1}) {
 				t.Errorf("clean job: counts %+v", c)
 			}
 		}

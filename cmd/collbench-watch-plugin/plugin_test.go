@@ -175,14 +175,28 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 		cause   watch.Cause
 		every   int    // COLLBENCH_WATCH_EVERY; 0: unset
 		fn      string // late only in this function's operations (HARNESS_LATE_FUNC)
+		step    bool   // a training step's three collectives handed over together, queued behind 1 ms of compute (HARNESS_STEP)
+		from    int    // the first late operation
 	}{
-		{"clean", 5, -1, 0, "", 0, ""},
-		{"GPU of rank 0 late", 5, 0, 5000, watch.CauseGPU, 0, ""},
-		{"GPU of rank 2 late, interface v4", 4, 2, 5000, watch.CauseGPU, 0, ""},
-		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue, 0, ""},
-		{"GPU of rank 1 late, every second operation sent", 5, 1, 5000, watch.CauseGPU, 2, ""},
-		{"GPU of rank 2 late in its allreduces only", 5, 2, 5000, watch.CauseGPU, 0, "AllReduce"},
-		{"GPU of rank 0 late in its broadcasts only, interface v4", 4, 0, 5000, watch.CauseGPU, 0, "Broadcast"},
+		{"clean", 5, -1, 0, "", 0, "", false, 40},
+		{"GPU of rank 0 late", 5, 0, 5000, watch.CauseGPU, 0, "", false, 40},
+		{"GPU of rank 2 late, interface v4", 4, 2, 5000, watch.CauseGPU, 0, "", false, 40},
+		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue, 0, "", false, 40},
+		{"GPU of rank 1 late, every second operation sent", 5, 1, 5000, watch.CauseGPU, 2, "", false, 40},
+		{"GPU of rank 2 late in its allreduces only", 5, 2, 5000, watch.CauseGPU, 0, "AllReduce", false, 40},
+		{"GPU of rank 0 late in its broadcasts only, interface v4", 4, 0, 5000, watch.CauseGPU, 0, "Broadcast", false, 40},
+		// A GPU that another program time-slices from the job's start:
+		// the compute before each allreduce waits 2 ms for the other's
+		// slice, and every operation of every rank starts long after its
+		// issue, so no operation bounds the GPU timers' offsets tightly
+		// (the victim's least of all). Judged by kernel starts, those
+		// offsets' errors hid it (4x H200: 4 of 8 runs named); the
+		// durations, each on one GPU's timer, do not.
+		{"clean steps queued behind compute", 5, -1, 0, "", 0, "", true, 0},
+		{"GPU of rank 2 time-sliced from the start", 5, 2, 2000, watch.CauseGPU, 0, "AllReduce", true, 0},
+		{"GPU of rank 0 time-sliced from the start, interface v4", 4, 0, 2000, watch.CauseGPU, 0, "AllReduce", true, 0},
+		{"GPU of rank 3 time-sliced from operation 60", 5, 3, 2000, watch.CauseGPU, 0, "AllReduce", true, 60},
+		{"rank 1's host sleeps before each step", 5, 1, -3000, watch.CauseIssue, 0, "", true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			addr, findings, _, counts := collector(t, "job-secret")
@@ -190,7 +204,12 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			// Operations each rank runs and sends: a rank is judged among
 			// one function's operations, a third of them here, so a
 			// sampled job runs longer to fill a window with each.
-			ops := 160
+			ops, period := 160, 8000
+			if c.step {
+				// A step of three every 9 ms, 64 steps.
+				ops, period = 192, 3000
+				env = append(env, "HARNESS_STEP=1", "HARNESS_QUEUE_US=1000")
+			}
 			if c.every > 0 {
 				ops *= c.every
 			}
@@ -202,7 +221,7 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			if c.fn != "" {
 				env = append(env, "HARNESS_LATE_FUNC="+c.fn)
 			}
-			j := job{version: c.version, ranks: 4, ops: ops, periodUS: 8000, lateRank: c.late, lateUS: c.us, lateFrom: 40, env: env}
+			j := job{version: c.version, ranks: 4, ops: ops, periodUS: period, lateRank: c.late, lateUS: c.us, lateFrom: c.from, env: env}
 			got := j.run(t)
 			for r, m := range got.stdout {
 				if m != "mask 90" { // collectives, proxy operations and steps, kernel channels
@@ -245,8 +264,9 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 				}
 				// The median lateness over its late operations; a busy
 				// host's scheduling moves it by up to a few ms.
-				if f.By < 2500*time.Microsecond || f.By > 7500*time.Microsecond {
-					t.Errorf("late by %v, planted 5ms: %v", f.By, f)
+				planted := time.Duration(max(c.us, -c.us)) * time.Microsecond
+				if f.By < planted/2 || f.By > planted*3/2 {
+					t.Errorf("late by %v, planted %v: %v", f.By, planted, f)
 				}
 				// Where the late run starts (SinceSeq) is the judge's,
 				// tested on exact data in watch_test.go: here, on a busy

@@ -4,10 +4,14 @@
 // collectives on a timeline every rank shares (an allreduce, an allgather
 // and a broadcast in turn, each numbered on its own as NCCL numbers
 // them): operation i is issued at
-// base + i * period on CLOCK_MONOTONIC, its kernel starts lag us later
-// (plus LATE_US on the late rank, from operation LATE_FROM on; a negative
-// LATE_US issues the operation that much later instead) and runs
-// for 20 us; the GPU's timer is the host's clock minus skew ms. Each
+// base + i * period on CLOCK_MONOTONIC, its kernel starts HARNESS_QUEUE_US
+// later (30 by default: the compute queued ahead of it on the stream),
+// plus LATE_US on the late rank, from operation LATE_FROM on (a negative
+// LATE_US issues the operation that much later instead), and runs for
+// 20 us once every rank it waits for has started: every rank waits for
+// every other in an allreduce and an allgather, for the root (rank 0) in
+// a broadcast, so a late rank's peers end with it, as on a GPU. The GPU's
+// timer is the host's clock minus skew ms. Each
 // channel's start and stop are reported a little after they happen, from
 // a second thread, as NCCL's proxy does (so the issuing thread never waits
 // for a kernel). It prints the activation mask the plugin asked for.
@@ -24,6 +28,15 @@
 // of function F (AllReduce: as a GPU that another program slows starts
 // late the collective that follows its compute, and the ones queued behind
 // it on time).
+//
+// With HARNESS_STEP=1 the three operations of a step are handed to NCCL
+// together at the step's start (every 3 periods), as a training job's
+// host does, and run back to back on the stream: the allreduce after the
+// queued compute, the allgather after the allreduce's end, the broadcast
+// after the allgather's. Every operation then starts long after its
+// issue, as on a GPU; a late rank's GPU starts LATE_FUNC's operation late
+// (a GPU that another program time-slices holds the collective after the
+// compute back) and a negative LATE_US issues the whole step late.
 //
 // With HARNESS_FORK_AT=N it forks at operation N, as a training job's data
 // loader does: the child works for 200 ms (allocating and freeing memory)
@@ -49,6 +62,47 @@
 
 static int version;
 static void *plugin;
+
+// The job's plan, the same in every rank's process, so that each can
+// tell when its peers' kernels start and so when its own ends.
+#define WORK_NS 20000
+static const char *funcs[3] = {"AllReduce", "AllGather", "Broadcast"};
+static int late_rank, late_from, step_mode;
+static int64_t base, period, late, queue_ns = 30000;
+static const char *late_func;
+
+// late_at says whether rank q is late in operation i.
+static int late_at(int q, int i) {
+	return q == late_rank && i >= late_from && (late_func == NULL || strcmp(late_func, funcs[i % 3]) == 0);
+}
+
+// issue_at is when rank q hands NCCL operation i.
+static int64_t issue_at(int q, int i) {
+	if (step_mode) {
+		int64_t t = base + (int64_t)(i / 3) * 3 * period + (i % 3) * 2000;
+		return t + ((q == late_rank && i >= late_from && late < 0) ? -late : 0);
+	}
+	return base + i * period + ((late_at(q, i) && late < 0) ? -late : 0);
+}
+
+// timeline plans operation i on every rank: when each kernel starts (s)
+// and ends (e), from each rank's end of the operation before (prev, used
+// in step mode and then set to e).
+static void timeline(int i, int ranks, int64_t *prev, int64_t *s, int64_t *e) {
+	int64_t last = 0;
+	for (int q = 0; q < ranks; q++) {
+		int64_t t = issue_at(q, i) + ((!step_mode || i % 3 == 0) ? queue_ns : 2000);
+		if (step_mode && i % 3 != 0 && prev[q] + 2000 > t) t = prev[q] + 2000;
+		if (late_at(q, i) && late > 0) t += late;
+		s[q] = t;
+		if (t > last) last = t;
+	}
+	for (int q = 0; q < ranks; q++) {
+		if (strcmp(funcs[i % 3], "Broadcast") == 0) e[q] = (s[q] > s[0] ? s[q] : s[0]) + WORK_NS;
+		else e[q] = last + WORK_NS;
+		prev[q] = e[q];
+	}
+}
 // fp_old is the profiler interface of NCCL 2.23 to 2.25 (versions 1 to
 // 3): init has no communicator.
 typedef struct {
@@ -172,9 +226,16 @@ int main(int argc, char **argv) {
 		return 2;
 	}
 	int want = atoi(argv[2]), rank = atoi(argv[3]), ranks = atoi(argv[4]);
-	int64_t base = atoll(argv[5]), period = atoll(argv[6]) * 1000, skew = atoll(argv[8]) * 1000000;
-	int ops = atoi(argv[7]), late_rank = atoi(argv[9]), late_from = atoi(argv[11]);
-	int64_t late = atoll(argv[10]) * 1000;
+	int64_t skew = atoll(argv[8]) * 1000000;
+	int ops = atoi(argv[7]);
+	base = atoll(argv[5]), period = atoll(argv[6]) * 1000;
+	late_rank = atoi(argv[9]), late_from = atoi(argv[11]), late = atoll(argv[10]) * 1000;
+	if (getenv("HARNESS_QUEUE_US")) queue_ns = atoll(getenv("HARNESS_QUEUE_US")) * 1000;
+	step_mode = getenv("HARNESS_STEP") != NULL;
+	if (ranks > 64) {
+		fprintf(stderr, "harness: at most 64 ranks\n");
+		return 2;
+	}
 	if (getenv("HARNESS_NET_BYTES")) net_bytes = atoll(getenv("HARNESS_NET_BYTES"));
 	if (getenv("HARNESS_NET_BPS")) net_bps = atof(getenv("HARNESS_NET_BPS"));
 	if (getenv("HARNESS_SLOW_SEND") && atoi(getenv("HARNESS_SLOW_SEND")) == rank && getenv("HARNESS_SLOW_BPS")) net_bps = atof(getenv("HARNESS_SLOW_BPS"));
@@ -202,7 +263,9 @@ int main(int argc, char **argv) {
 	fflush(stdout);
 	pthread_t px;
 	pthread_create(&px, NULL, proxy, NULL);
-	const char *late_func = getenv("HARNESS_LATE_FUNC");
+	late_func = getenv("HARNESS_LATE_FUNC");
+	if (step_mode && late_func == NULL) late_func = "AllReduce";
+	int64_t prev[64] = {0}, ks[64], ke[64];
 	const char *fork_env = getenv("HARNESS_FORK_AT");
 	int fork_at = fork_env ? atoi(fork_env) : -1;
 	pid_t child = -1;
@@ -221,10 +284,8 @@ int main(int argc, char **argv) {
 				_exit(0);
 			}
 		}
-		static const char *funcs[3] = {"AllReduce", "AllGather", "Broadcast"};
-		int late_now = rank == late_rank && i >= late_from && (late_func == NULL || strcmp(late_func, funcs[i % 3]) == 0);
-		int64_t issue = base + i * period + ((late_now && late < 0) ? -late : 0);
-		sleep_until(issue);
+		timeline(i, ranks, prev, ks, ke);
+		sleep_until(issue_at(rank, i));
 		fp_union u;
 		memset(&u, 0, sizeof u);
 		// A step of a training job: an allreduce, an allgather and a
@@ -233,10 +294,13 @@ int main(int argc, char **argv) {
 		u.coll.seqNumber = (uint64_t)(i / 3), u.coll.func = funcs[i % 3], u.coll.count = 1024, u.coll.datatype = "ncclFloat32";
 		u.coll.nChannels = 2, u.coll.algo = "RING", u.coll.proto = "LL";
 		void *coll = (mask & (1 << 1)) ? start(ctx, 1 << 1, NULL, rank, &u) : NULL;
-		int64_t kstart = now_ns() + 30000 + ((late_now && late > 0) ? late : 0);
+		// The plan's times, or later where this process was held up.
+		int64_t kstart = ks[rank], kstop = ke[rank], now = now_ns() + 1000;
+		if (kstart < now) kstart = now;
+		if (kstop < kstart + WORK_NS) kstop = kstart + WORK_NS;
 		if (mask & (1 << 6)) {
 			pthread_mutex_lock(&qmu);
-			queue[qtail % QLEN] = (struct kernel){ctx, coll, rank, ranks, kstart, kstart + 20000, skew};
+			queue[qtail % QLEN] = (struct kernel){ctx, coll, rank, ranks, kstart, kstop, skew};
 			qtail++;
 			pthread_cond_signal(&qcv);
 			pthread_mutex_unlock(&qmu);

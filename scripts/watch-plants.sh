@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# watch-plants.sh: how often collbench watch names a planted slow part of a
+# running PyTorch job on this host's GPUs, and nothing else.
+#
+# Each of JOBS fresh jobs (torchrun, one process per GPU, collbench's NCCL
+# plugin loaded) runs EPISODES episodes: a plant runs ON_S seconds, then
+# nothing for OFF_S. The plants cycle through PLANTS and the victims
+# through the GPUs:
+#   copy     another program copies 1 GiB back to back on the victim's GPU
+#   compute  another program's bf16 matmuls of 8192^2 back to back on the victim's GPU
+#   job2     a second training-like PyTorch loop (matmuls, a sync a step)
+#   sleep    the victim rank's host thread sleeps 5 ms before each step
+#   p2p      another program copies 1 GiB from the victim's GPU to the next
+# An episode passes when the victim rank is named within 15 s of the plant's
+# start with the plant's cause, stays named while the plant runs, and no
+# other rank is named from the plant's start to the next plant's. The
+# table (plant x episodes named x p50/p90 time x others named x cleared
+# while the plant ran) goes to stdout and $OUT/watch-plants.json.
+#
+#   BIN=bin/collbench JOBS=2 EPISODES=12 scripts/watch-plants.sh
+# Needs nvidia-smi, PyTorch (/opt/torch/.venv/bin/python or python3) and the
+# plugin beside BIN (make plugin). Every command is bounded by timeout.
+set -u
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin/collbench}
+OUTDIR=${OUT:-gpu-logs}
+WORK=${WORK:-/tmp/collbench-watch-plants}
+JOBS=${JOBS:-2}
+EPISODES=${EPISODES:-12}
+ON_S=${ON_S:-10}
+OFF_S=${OFF_S:-6}
+PLANTS=${PLANTS:-copy compute sleep job2 p2p copy}
+PORT=${PORT:-29650}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p "$OUTDIR" "$WORK"
+py=/opt/torch/.venv/bin/python; [ -x "$py" ] || py=python3
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "$ngpu" -ge 2 ] || { echo "watch-plants: needs 2 GPUs or more (found ${ngpu:-0})"; exit 2; }
+plugin=$("$BIN" watch --plugin-path 2>&1) || { echo "watch-plants: $plugin"; exit 2; }
+
+# The job: a training-like step (4 matmuls of 2048^2, an allreduce of
+# 64 MiB, an allgather of 4 MiB, a broadcast), until $WORK/stop exists.
+# Rank r sleeps 5 ms before each step while $WORK/sleep-r exists. Rank 0
+# touches $WORK/ready after 50 steps.
+cat > "$WORK/job.py" <<'PY'
+import json, os, statistics, sys, time, torch, torch.distributed as dist
+work = sys.argv[1]
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+r, n = dist.get_rank(), dist.get_world_size()
+x = torch.randn(16 << 20, device="cuda"); y = torch.randn(1 << 20, device="cuda")
+out = [torch.empty_like(y) for _ in range(n)]; w = torch.randn(2048, 2048, device="cuda")
+stop = torch.zeros(1, device="cuda"); flag = os.path.join(work, "sleep-%d" % r)
+times, steps, limit = [], 0, time.time() + float(sys.argv[2])
+while True:
+    t0 = time.time()
+    if os.path.exists(flag):
+        time.sleep(0.005)
+    for _ in range(4):
+        z = w @ w
+    dist.all_reduce(x); dist.all_gather(out, y)
+    if r == 0 and (os.path.exists(os.path.join(work, "stop")) or time.time() > limit):
+        stop.fill_(1)
+    dist.broadcast(stop, 0)
+    torch.cuda.synchronize()
+    times.append(time.time() - t0); steps += 1
+    if r == 0 and steps == 50:
+        open(os.path.join(work, "ready"), "w").close()
+    if stop.item():
+        break
+print(json.dumps({"rank": r, "steps": steps, "median_ms": 1000 * statistics.median(times[10:] or times)}), flush=True)
+dist.destroy_process_group()
+PY
+
+# The planter: CUDA started on every GPU before the first episode, then
+# each episode's plant for ON_S seconds and a pause of OFF_S; one JSON
+# line per episode with the plant's start and stop (epoch seconds).
+cat > "$WORK/planter.py" <<'PY'
+import json, os, sys, time, torch
+work, on, off, first, plants = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+n = torch.cuda.device_count()
+for d in range(n):
+    torch.empty(1, device="cuda:%d" % d)
+episodes = int(os.environ["EPISODES"])
+while not os.path.exists(os.path.join(work, "ready")):
+    time.sleep(0.1)
+time.sleep(off)
+for e in range(episodes):
+    k = first + e
+    plant, v = plants[k % len(plants)], k % n
+    dev = "cuda:%d" % v
+    if plant == "sleep":
+        t0 = time.time(); open(os.path.join(work, "sleep-%d" % v), "w").close()
+        time.sleep(on)
+        os.remove(os.path.join(work, "sleep-%d" % v)); t1 = time.time()
+    else:
+        if plant in ("copy", "p2p"):
+            a = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+            b = torch.empty_like(a, device="cuda:%d" % ((v + 1) % n) if plant == "p2p" else dev)
+            work_once = lambda: b.copy_(a)
+        elif plant == "compute":
+            m = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+            work_once = lambda: m @ m
+        else:  # job2: a training-like loop of its own, a sync a step
+            m = torch.randn(4096, 4096, device=dev)
+            def work_once():
+                for _ in range(8):
+                    z = torch.relu(m @ m)
+                z.sum().item()
+        torch.cuda.synchronize(dev)
+        t0 = time.time()
+        while time.time() - t0 < on:
+            work_once()
+            if plant != "job2":
+                torch.cuda.synchronize(dev)
+        t1 = time.time()
+        del work_once
+        torch.cuda.empty_cache()
+    print(json.dumps({"episode": k, "plant": plant, "victim": v, "start": t0, "stop": t1}), flush=True)
+    time.sleep(off)
+open(os.path.join(work, "stop"), "w").close()
+PY
+
+export COLLBENCH_TOKEN=watch-plants-secret
+total=$((EPISODES * (ON_S + OFF_S) + OFF_S + 120))
+for j in $(seq 1 "$JOBS"); do
+  rm -f "$WORK"/ready "$WORK"/stop "$WORK"/sleep-*
+  timeout -k 5 $((total + 60)) "$BIN" watch --listen 127.0.0.1:$PORT --for $((total + 30))s -o "$WORK/watch-$j.json" > "$WORK/watch-$j.txt" 2>&1 &
+  wpid=$!; sleep 1
+  NCCL_PROFILER_PLUGIN=$plugin COLLBENCH_WATCH=127.0.0.1:$PORT timeout -k 10 "$total" "$py" -m torch.distributed.run --standalone \
+    --nproc-per-node "$ngpu" "$WORK/job.py" "$WORK" "$total" > "$WORK/job-$j.log" 2>&1 &
+  jpid=$!
+  EPISODES=$EPISODES timeout -k 5 "$total" "$py" "$WORK/planter.py" "$WORK" "$ON_S" "$OFF_S" $(((j - 1) * EPISODES)) $PLANTS > "$WORK/plants-$j.jsonl" 2> "$WORK/planter-$j.err"
+  prc=$?
+  touch "$WORK/stop"
+  wait $jpid; jrc=$?
+  # The first SIGINT ends the collector with its record written: timed.
+  cpid=$(pgrep -P $wpid | head -1); t0=$(date +%s.%N)
+  kill -INT "${cpid:-$wpid}" 2>/dev/null; wait $wpid; wrc=$?
+  python3 -c "print('job $j: job exit $jrc, planter exit $prc; collector exit $wrc, %.2f s after its first SIGINT' % ($(date +%s.%N) - $t0))"
+  tail -1 "$WORK/watch-$j.txt"
+  [ "$prc" -eq 0 ] || tail -5 "$WORK/planter-$j.err"
+done
+
+python3 - "$WORK" "$JOBS" "$OFF_S" "$OUTDIR/watch-plants.json" <<'PY'
+import datetime, json, statistics, sys
+work, jobs, off, dest = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+ts = lambda f: datetime.datetime.fromisoformat(f["at"].replace("Z", "+00:00")).timestamp()
+cause = {"sleep": "issued late"}
+rows, per = [], {}
+for j in range(1, jobs + 1):
+    try:
+        rec = json.load(open("%s/watch-%d.json" % (work, j)))
+        eps = [json.loads(l) for l in open("%s/plants-%d.jsonl" % (work, j)) if l.strip()]
+    except (OSError, ValueError) as e:
+        print("job %d: no record (%s)" % (j, e)); continue
+    fs = rec["findings"]
+    for e in eps:
+        lo, hi, v = e["start"], e["stop"], e["victim"]
+        named = [f for f in fs if not f.get("cleared") and f.get("link") is None and lo <= ts(f) <= hi]
+        hit = [f for f in named if f["rank"] == v]
+        others = [f for f in fs if not f.get("cleared") and f["rank"] != v and lo <= ts(f) <= hi + off]
+        at = ts(hit[0]) - lo if hit else None
+        flap = hit and any(f.get("cleared") and f["rank"] == v and ts(hit[0]) < ts(f) < hi for f in fs)
+        want = cause.get(e["plant"], "its GPU started the kernel late")
+        ok = at is not None and at <= 15 and not others and not flap and hit[0].get("cause") == want
+        r = dict(e, job=j, named_s=at, cause=hit[0].get("cause") if hit else None, late_us=hit[0].get("late_us") if hit else None,
+                 others=len(others), cleared_while_on=bool(flap), ok=ok)
+        rows.append(r); per.setdefault(e["plant"], []).append(r)
+        print("job %d episode %2d %-7s GPU %d: %s %s, late %s us, %d others named%s" % (j, e["episode"], e["plant"], v,
+              "named" if at is not None else "NOT named", "after %.1f s" % at if at is not None else "", 
+              "%.0f" % r["late_us"] if r["late_us"] else "-", len(others), ", cleared while it ran" if flap else ""))
+    print("job %d: %s" % (j, json.dumps(rec["counts"])))
+print("\n| plant | episodes named within 15 s, nobody else | p50 / p90 time to name | others named | cleared while on |")
+print("| --- | --- | --- | --- | --- |")
+for p, rs in per.items():
+    t = sorted(r["named_s"] for r in rs if r["named_s"] is not None)
+    q = lambda f: "%.1f" % t[min(len(t) - 1, int(f * len(t)))] if t else "-"
+    print("| %s | %d of %d | %s / %s s | %d | %d |" % (p, sum(r["ok"] for r in rs), len(rs), q(0.5), q(0.9), sum(r["others"] for r in rs), sum(r["cleared_while_on"] for r in rs)))
+json.dump(rows, open(dest, "w"), indent=1)
+PY
