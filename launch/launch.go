@@ -117,29 +117,9 @@ func Run(ctx context.Context, o Config) error {
 	if err != nil {
 		return err
 	}
-	bin := o.Binary
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("finding collbench's own executable: %w", err)
-		}
-		bin = exe
-	}
-	if plan.rootAddr == "" {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return fmt.Errorf("finding a free port: %w", err)
-		}
-		plan.rootAddr = ln.Addr().String()
-		ln.Close()
-	}
-	// Only this job's ranks can join: they share a secret made here (or
-	// the one the environment already gives; across hosts it must).
-	plan.token = o.getenv(secret.EnvToken)
-	if plan.token == "" && plan.nnodes == 1 {
-		if plan.token, err = secret.New(); err != nil {
-			return err
-		}
+	bin, err := o.prepare(&plan)
+	if err != nil {
+		return err
 	}
 	// The children are started from this locked thread and get SIGKILL
 	// when it goes away, so they never outlive the launcher.
@@ -267,6 +247,50 @@ func Run(ctx context.Context, o Config) error {
 		return &Stopped{Signal: stopSig}
 	}
 	return verdict(o.Stderr, children, first, reports)
+}
+
+// prepare completes plan before any rank starts: the binary the ranks
+// run, the rendezvous address (a free port where none is given; a --port
+// on this host is tried first, so one that rank 0 could not serve is
+// refused at once rather than after the ranks' bootstrap bound), and the
+// job's secret.
+func (o Config) prepare(plan *Plan) (string, error) {
+	bin := o.Binary
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("finding collbench's own executable: %w", err)
+		}
+		bin = exe
+	}
+	switch {
+	case plan.rootAddr == "":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("finding a free port: %w", err)
+		}
+		plan.rootAddr = ln.Addr().String()
+		ln.Close()
+	case plan.nnodes <= 1 && o.Port > 0:
+		ln, err := net.Listen("tcp", plan.rootAddr)
+		if err != nil {
+			if u := errors.Unwrap(err); u != nil {
+				err = u // bind: address already in use, or permission denied
+			}
+			return "", planErrorf("--port %d: rank 0 cannot serve the rendezvous there (%v): free the port or pick another, or leave --port out for a free one", o.Port, err)
+		}
+		ln.Close()
+	}
+	// Only this job's ranks can join: they share a secret made here (or
+	// the one the environment already gives; across hosts it must).
+	plan.token = o.getenv(secret.EnvToken)
+	if plan.token == "" && plan.nnodes == 1 {
+		var err error
+		if plan.token, err = secret.New(); err != nil {
+			return "", err
+		}
+	}
+	return bin, nil
 }
 
 // startRanks starts the plan's processes, each in a process group of its

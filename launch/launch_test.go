@@ -1,10 +1,14 @@
 package launch
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPlanRefusesWhatCannotRun(t *testing.T) {
@@ -66,5 +70,26 @@ func TestPlanSimulatedHosts(t *testing.T) {
 	p.host = "h"
 	if e := p.Env(3); !slices.Contains(e, "COLLBENCH_LOCAL_RANK=1") || !slices.Contains(e, "NCCL_HOSTID=h-node1") {
 		t.Errorf("process 3: %q", e)
+	}
+}
+
+// TestRunRefusesAPortRankZeroCannotServe: --port of a port already taken
+// is refused before any rank starts, naming the port and the cause, at
+// once (the ranks waited out their 2-minute bootstrap before).
+func TestRunRefusesAPortRankZeroCannotServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	start := time.Now()
+	err = Run(context.Background(), Config{Procs: 2, Nodes: 1, Port: port, Args: []string{"world"}, Binary: "/nonexistent/collbench", Getenv: func(string) string { return "" }})
+	var pe *PlanError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), fmt.Sprintf("--port %d: rank 0 cannot serve the rendezvous there", port)) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("got %v, want a plan error naming the port in use", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("refused after %v", took)
 	}
 }

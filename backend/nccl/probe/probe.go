@@ -184,7 +184,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 	// its own near it (a loaded host): only the first took too long.
 	// stoppedForPeer: stopped on another rank's word.
 	var timedOut, stoppedForPeer atomic.Bool
-	stage := stageStarting
+	pr := &probeRun{ctl: ctl, stage: stageStarting}
 	// leave ends this rank's probe on cause; own is its words for the
 	// other ranks ("": the cause, at its stage). Under a launcher every
 	// parent still joins the last round, whatever ended its child (a child
@@ -201,12 +201,12 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		case errors.Is(cause, errStoppedForPeer):
 			own = peerEnded
 		case own == "":
-			own = fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(stage, spec))
+			own = fmt.Sprintf("rank %d: %v (%s)", ctl.Rank(), cause, describeStage(pr.stage, spec))
 		}
 		if nt != nil && !stoppedForPeer.Load() && !timedOut.Load() && ctx.Err() == nil {
 			nt.Notice(key)
 		}
-		why, err := relayEnd(ctl, stage, own)
+		why, err := relayEnd(ctl, pr.stage, own)
 		if err != nil {
 			return nil, err
 		}
@@ -304,14 +304,36 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		}
 		return err
 	}
-	var result *Result
 	raw, _ := json.Marshal(spec)
 	if err := bootstrap.WriteFrame(childIn, frameSpec, raw); err != nil {
 		kill()
 		return leave(childFailed(fmt.Errorf("sending it its work: %v", err)), "")
 	}
+	pr.childIn, pr.fromChild, pr.kill, pr.leave, pr.childFailed = childIn, fromChild, kill, leave, childFailed
+	return pr.relay()
+}
+
+// probeRun is one rank's probe once its child runs: what relay needs of
+// Run's state. stage is the child's last reported stage, which leave's
+// words name.
+type probeRun struct {
+	ctl         measure.Control
+	stage       int
+	childIn     *os.File
+	fromChild   *os.File
+	kill        func()
+	leave       func(cause error, own string) (*Result, error)
+	childFailed func(error) error
+}
+
+// relay reads the child's frames until it gives its result or ends:
+// progress, the result, and the rounds it asks of the world, relayed over
+// the control; every way out leaves through leave or the last round.
+func (pr *probeRun) relay() (*Result, error) {
+	ctl, childIn, kill, leave, childFailed := pr.ctl, pr.childIn, pr.kill, pr.leave, pr.childFailed
+	var result *Result
 	for {
-		typ, p, err := bootstrap.ReadFrame(fromChild, maxFrameBytes)
+		typ, p, err := bootstrap.ReadFrame(pr.fromChild, maxFrameBytes)
 		if err != nil {
 			// The child ended or was killed.
 			return leave(childFailed(fmt.Errorf("it ended without a result")), "")
@@ -319,7 +341,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 		switch typ {
 		case frameProgress:
 			if len(p) == 4 {
-				stage = int(int32(binary.BigEndian.Uint32(p))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
+				pr.stage = int(int32(binary.BigEndian.Uint32(p))) //nolint:gosec // G115: stages are small numbers sent as two's complement; frame lengths are bounded by maxFrameBytes
 			}
 		case frameResult:
 			result = &Result{}
@@ -341,7 +363,7 @@ func Run(ctx context.Context, ctl measure.Control, exe string, env []string, spe
 				return leave(errors.New(string(p)), fmt.Sprintf("rank %d: %s", ctl.Rank(), p))
 			}
 			if typ == frameClose {
-				cause, err := relayEnd(ctl, stage, "done")
+				cause, err := relayEnd(ctl, pr.stage, "done")
 				if err != nil {
 					return nil, err
 				}

@@ -135,9 +135,9 @@ func TestFakeGPUProfilerStallNeverHoldsTheRun(t *testing.T) {
 }
 
 // TestFakeGPULateKernelOnAlignedClocks runs 4 fake GPUs whose timers are
-// tens of ms apart, as real ones are. A clean run names nobody late by
-// more than the host's own scheduling (the fake's ranks are goroutines
-// on a loaded machine: up to 12 ms seen); a rank planted to issue 40 ms late
+// tens of ms apart, as real ones are. A clean run has no rank late in
+// every row beyond the host's own scheduling (the fake's ranks are
+// goroutines on a loaded machine: up to 31.8 ms seen in one row); a rank planted to issue 40 ms late
 // (late-rank) is named in every row, at several ranks, and so is its late
 // call of the operation on the host's clock. (With one thread
 // issuing for every GPU, a late share delays every GPU's kernel alike:
@@ -167,7 +167,13 @@ func TestFakeGPULateKernelOnAlignedClocks(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			d := readRows(t, path)
-			late := 0
+			// A loaded 2-core host holds any rank's goroutine now and then
+			// (31.8 ms seen under make test beside other work): a clean
+			// run fails only where one rank is beyond the line in every
+			// row, as a planted one is, and a planted run needs its rank
+			// latest and beyond the line in every row, whatever noise does
+			// to the others in one.
+			called, lateAt := map[int]int{}, map[int]int{}
 			for _, r := range d.Results {
 				k := r.OutOfPlace.Kernels
 				if k == nil || len(k.ClockErrorUS) != 4 {
@@ -185,17 +191,28 @@ func TestFakeGPULateKernelOnAlignedClocks(t *testing.T) {
 					t.Fatalf("%d B: calls %v, want one per rank", r.SizeBytes, k.EnqueueUS)
 				}
 				for i, e := range k.EnqueueUS {
-					if (i == c.late) != (e > jitter) {
-						t.Errorf("%d B: rank %d called %.0f us after the first (planted: %d)", r.SizeBytes, i, e, c.late)
+					if e > jitter {
+						called[i]++
 					}
+				}
+				if c.late >= 0 && (k.EnqueueUS[c.late] <= jitter || slices.Max(k.EnqueueUS) != k.EnqueueUS[c.late]) {
+					t.Errorf("%d B: calls %v us after the first; planted: rank %d, %v late", r.SizeBytes, k.EnqueueUS, c.late, planted)
 				}
 				if most > k.ClockErrorUS[at]+slices.Max(k.ClockErrorUS)+jitter {
-					late++
-					if at != c.late {
-						t.Errorf("%d B: rank %d started %.0f us after the first (errors %v); planted: %d", r.SizeBytes, at, most, k.ClockErrorUS, c.late)
-					}
+					lateAt[at]++
 				}
 			}
+			for i, n := range called {
+				if i != c.late && n == len(d.Results) {
+					t.Errorf("rank %d called beyond %v us after the first in every row (planted: %d)", i, jitter, c.late)
+				}
+			}
+			for i, n := range lateAt {
+				if i != c.late && n == len(d.Results) {
+					t.Errorf("rank %d started beyond the errors and %v us in every row (planted: %d)", i, jitter, c.late)
+				}
+			}
+			late := lateAt[c.late]
 			line := ""
 			for _, l := range strings.Split(out.String(), "\n") {
 				if strings.HasPrefix(l, "# late kernel:") {
@@ -204,8 +221,6 @@ func TestFakeGPULateKernelOnAlignedClocks(t *testing.T) {
 			}
 			want := fmt.Sprintf("rank %d started last in %d of %d", c.late, len(d.Results), len(d.Results))
 			switch {
-			case c.late < 0 && late > 0:
-				t.Errorf("clean run: %d rows with a rank late beyond %v us; %q", late, jitter, line)
 			case c.late >= 0 && (late != len(d.Results) || !strings.Contains(line, want)):
 				t.Errorf("rank %d planted late: named in %d of %d rows; %q", c.late, late, len(d.Results), line)
 			}
