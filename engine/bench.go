@@ -124,6 +124,9 @@ type Bench struct {
 	OnReady func(choice BackendChoice, rank0 bool) error
 	// OnProgress receives the runner's progress (rank 0 only).
 	OnProgress func(measure.Progress)
+	// OnEstimate receives, before the first row (rank 0 only), the least
+	// time the plan takes at the time one operation of the warm-up took.
+	OnEstimate func(floor, perOp time.Duration)
 	// OnDocument receives the document after every row (index i), so rows
 	// reach disk as they are measured, and once more at the end (i < 0).
 	OnDocument func(doc *results.Document, i int, row results.Row)
@@ -213,7 +216,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 	case b.Name() == "cpu":
 		doc.Topology = f.CPUTopology(ss)
 	}
-	rn := &measure.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board}
+	rn := &measure.Runner{World: world, Plan: plan, Cases: cases, Layout: layout, Board: board, MaxTime: o.MaxTime}
 	if rec, ok := world.(measure.Recorder); ok && probe == nil && b.Name() == "nccl" {
 		if on, why := rec.Recording(); !on && why != "" && probeNote == "" {
 			doc.Notes = append(doc.Notes, "no algorithm per row: "+why)
@@ -226,7 +229,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		used0 = meter.UsedMemory()
 	}
 	if pw.Rank0() {
-		rn.OnProgress = o.OnProgress
+		rn.OnProgress, rn.OnEstimate = o.OnProgress, o.OnEstimate
 	}
 	rn.OnRow = func(i int, row results.Row) {
 		if len(layout.Groups) > 1 {
@@ -254,7 +257,8 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 		}
 	}
 	var tooLarge *measure.SizesTooLargeError
-	if errors.As(runErr, &tooLarge) {
+	var tooLong *measure.PlanTooLongError
+	if errors.As(runErr, &tooLarge) || errors.As(runErr, &tooLong) {
 		return nil, pw.Rank0(), &UsageError{Err: runErr} // refused before anything ran
 	}
 	runErr = g.Settle(runErr, len(rows))

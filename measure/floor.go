@@ -24,7 +24,11 @@ const DefaultMaxTime = 24 * time.Hour
 // it issues (warm-up, timed, per-iteration, graph replays and checks, per
 // half, per cycle) at OpFloor or at BandwidthFloor, whichever is slower. The
 // count of cases is its upper bound for n ranks (every dtype, op and root).
-func (p Plan) FloorTime(n int) (time.Duration, float64) {
+func (p Plan) FloorTime(n int) (time.Duration, float64) { return p.FloorTimeAt(n, OpFloor) }
+
+// FloorTimeAt is FloorTime with opFloor as the least time of one
+// operation: the time one took on this machine, measured, where known.
+func (p Plan) FloorTimeAt(n int, opFloor time.Duration) (time.Duration, float64) {
 	cases := 0.0
 	for _, c := range p.Collectives {
 		k := float64(len(p.DTypes))
@@ -57,7 +61,7 @@ func (p Plan) FloorTime(n int) (time.Duration, float64) {
 	perHalf := (float64(p.Warmup)+timed)*float64(max(p.Agg, 1)) + float64(p.Check)
 	var secs, ops float64
 	for _, sz := range p.Sizes {
-		t := math.Max(OpFloor.Seconds(), float64(sz)/BandwidthFloor)
+		t := math.Max(opFloor.Seconds(), float64(sz)/BandwidthFloor)
 		o := perHalf * halves * cases * float64(p.CycleBound())
 		ops += o
 		secs += o * t
@@ -80,4 +84,17 @@ func (p Plan) CheckLength(n int, limit time.Duration) error {
 	}
 	return fmt.Errorf("this plan would run for at least %s (%.3g operations of at least %v each: -w %d, -n %d, -m %d, -N %d over %d sizes); the limit is %s: lower the counts, or pass --max-time 0 (or a longer time) to run it anyway",
 		words.Span(floor), ops, OpFloor, p.Warmup, p.Iters, max(p.Agg, 1), p.CycleBound(), len(p.Sizes), words.Span(limit))
+}
+
+// PlanTooLongError is a plan refused once the world was warm: at the time
+// one operation took on this machine it could not finish within the
+// limit. Nothing was measured.
+type PlanTooLongError struct {
+	Floor, PerOp, Limit time.Duration
+	Ops                 float64
+}
+
+func (e *PlanTooLongError) Error() string {
+	return fmt.Sprintf("this plan would run for at least %s here (%.3g operations at the time one took on this machine, %v, measured while warming up); the limit is %s: lower the counts or sizes, or pass --max-time 0 (or a longer time) to run it anyway",
+		words.Span(e.Floor), e.Ops, e.PerOp.Round(10*time.Nanosecond), words.Span(e.Limit))
 }

@@ -2,6 +2,7 @@ package measure
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -48,6 +49,13 @@ type Runner struct {
 	// OnNote, if set, receives each distinct note about what a row lacks
 	// (the library's recorder missing events, say), once.
 	OnNote func(string)
+	// MaxTime, if set, refuses (PlanTooLongError) a plan that could not
+	// finish within it at the time one operation of the world's warm-up
+	// took here, the slowest process's, before any row is measured.
+	MaxTime time.Duration
+	// OnEstimate, if set, receives that least time and the time one
+	// operation took, before the first row.
+	OnEstimate func(floor, perOp time.Duration)
 
 	// CyclesRun is the cycles the run measured; StableNote says, with
 	// Plan.Stable, whether the rows settled or the bound ended it.
@@ -631,7 +639,48 @@ func (rn *Runner) warmWorld(bufs *buffers) error {
 			return err
 		}
 	}
-	return rn.w.Run(warm(warmupOps))
+	start := rn.now()
+	if err := rn.w.Run(warm(warmupOps)); err != nil {
+		return err
+	}
+	return rn.checkLength(rn.now().Sub(start) / warmupOps)
+}
+
+// checkLength refuses the plan where, at perOp a operation (the slowest
+// process's, so that every process decides alike), it could not finish
+// within MaxTime.
+func (rn *Runner) checkLength(perOp time.Duration) error {
+	if rn.MaxTime <= 0 && rn.OnEstimate == nil {
+		return nil
+	}
+	if d, ok := rn.w.(Distributed); ok {
+		all, err := d.Control().AllGather(binary.BigEndian.AppendUint64(nil, uint64(max(perOp, 0))))
+		if err != nil {
+			return err
+		}
+		for _, b := range all {
+			if len(b) == 8 {
+				perOp = max(perOp, time.Duration(binary.BigEndian.Uint64(b))) //nolint:gosec // G115: a duration sent as its bits
+			}
+		}
+	}
+	perOp = max(perOp, OpFloor)
+	floor, ops := rn.Plan.FloorTimeAt(rn.World.Size(), perOp)
+	if rn.MaxTime > 0 && floor > rn.MaxTime {
+		return &PlanTooLongError{Floor: floor, PerOp: perOp, Limit: rn.MaxTime, Ops: ops}
+	}
+	if rn.OnEstimate != nil {
+		rn.OnEstimate(floor, perOp)
+	}
+	return nil
+}
+
+// now is the runner's clock.
+func (rn *Runner) now() time.Time {
+	if rn.Now != nil {
+		return rn.Now()
+	}
+	return time.Now()
 }
 
 // mismatchLimit bounds the wrong elements listed per rank and half.

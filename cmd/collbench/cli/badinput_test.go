@@ -75,6 +75,9 @@ var badInputCases = []struct {
 	{"allreduce -N 100000000", "", "-N 100000000 over 23 sizes"},
 	{"sweep -n 20000000 -N 1000 --sizes 8", "", "would run for at least"},
 	{"allreduce -n 100000 --max-time 1s", "", "the limit is 1s"},
+	// under a day at 1 us an operation, over it at what one takes here
+	// (refused after the warm-up, before any row: the run took hours)
+	{"allreduce --backend cpu -n 1500000000", "", "at the time one took on this machine"},
 	{"doctor -n 100000", "", "invalid --iters 100000: doctor takes the best of at most 1000 iterations"},
 	// sizes: whole elements, each once
 	{"allreduce --sizes 10,8", "", "--sizes 10 and 8 are both 2 float elements"},

@@ -17,6 +17,9 @@ import (
 	"collbench/results"
 )
 
+// longPlan is the least time of a plan that is said before it runs.
+const longPlan = 10 * time.Minute
+
 // BenchOptions are the flags every collective command shares.
 type BenchOptions struct {
 	IO      *IOStreams
@@ -94,7 +97,7 @@ func addBenchFlags(fs *pflag.FlagSet, o *BenchOptions) {
 	fs.StringVarP(&o.Register, "register", "R", "none", "register the buffers with NCCL: none, local (ncclCommRegister) or symmetric (ncclCommWindowRegister, NCCL 2.27+); also 0, 1, 2")
 	fs.BoolVarP(&o.Memory, "memory", "M", false, "report memory: what the communicators took, the buffers, and what the collectives took on top")
 	fs.BoolVar(&o.Explain, "explain", false, "show which algorithm each row ran with: NCCL's algorithm, protocol and channels (from its tuning log, in a separate probe), or the cpu backend's")
-	fs.DurationVar(&o.MaxTime, "max-time", measure.DefaultMaxTime, "refuse a plan whose counts and sizes could not finish in less than this, even at 1 us per operation (0 = no limit)")
+	fs.DurationVar(&o.MaxTime, "max-time", measure.DefaultMaxTime, "refuse a plan whose counts and sizes could not finish in less than this, at 1 us per operation and again at the time one took while warming up (0 = no limit)")
 	fs.StringVar(&o.Format, "format", "table", "output format on stdout: table, json or csv")
 	fs.StringVarP(&o.Output, "output", "o", "", "also write the results to FILE (format from --format if given, else by extension: .csv, .txt table, otherwise JSON)")
 	fs.StringVar(&o.Backend, "backend", d.Backend, "auto, cpu, nccl or mpi (bin/collbench-mpi under mpirun)")
@@ -214,6 +217,13 @@ func benchRun(o *BenchOptions) error {
 	b := engine.Bench{Plan: plan, Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, RankList: o.RankList,
 		AllCollectives: o.allCollectives(), Explain: o.Explain, Memory: o.Memory, MaxTime: o.MaxTime, RunFlags: o.RunFlags,
 		Notes: o.notes, Tool: Version, OnProgress: progress.update}
+	b.OnEstimate = func(floor, perOp time.Duration) {
+		// A long plan is said before its first row, with what it rests on.
+		if floor >= longPlan && !o.Quiet {
+			fmt.Fprintf(o.IO.ErrOut, "collbench: this plan takes at least %s here (an operation took %v while warming up); each row reaches -o as it is measured, and Ctrl-C keeps them\n",
+				floor.Round(time.Second), perOp.Round(10*time.Nanosecond))
+		}
+	}
 	b.OnReady = func(choice engine.BackendChoice, isRank0 bool) error {
 		rank0 = isRank0
 		if o.Output != "" && rank0 {
