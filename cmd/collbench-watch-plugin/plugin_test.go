@@ -186,17 +186,19 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 		{"GPU of rank 2 late in its allreduces only", 5, 2, 5000, watch.CauseGPU, 0, "AllReduce", false, 40},
 		{"GPU of rank 0 late in its broadcasts only, interface v4", 4, 0, 5000, watch.CauseGPU, 0, "Broadcast", false, 40},
 		// A GPU that another program time-slices from the job's start:
-		// the compute before each allreduce waits 2 ms for the other's
+		// the compute before each allreduce waits for the other's
 		// slice, and every operation of every rank starts long after its
 		// issue, so no operation bounds the GPU timers' offsets tightly
 		// (the victim's least of all). Judged by kernel starts, those
 		// offsets' errors hid it (4x H200: 4 of 8 runs named); the
 		// durations, each on one GPU's timer, do not.
 		{"clean steps queued behind compute", 5, -1, 0, "", 0, "", true, 0},
-		{"GPU of rank 2 time-sliced from the start", 5, 2, 2000, watch.CauseGPU, 0, "AllReduce", true, 0},
-		{"GPU of rank 0 time-sliced from the start, interface v4", 4, 0, 2000, watch.CauseGPU, 0, "AllReduce", true, 0},
-		{"GPU of rank 3 time-sliced from operation 60", 5, 3, 2000, watch.CauseGPU, 0, "AllReduce", true, 60},
-		{"rank 1's host sleeps before each step", 5, 1, -3000, watch.CauseIssue, 0, "", true, 0},
+		// slice (5 ms: a margin a loaded host's scheduling cannot cross;
+		// 2 ms went unnamed beside two busy loops under -race).
+		{"GPU of rank 2 time-sliced from the start", 5, 2, 5000, watch.CauseGPU, 0, "AllReduce", true, 0},
+		{"GPU of rank 0 time-sliced from the start, interface v4", 4, 0, 5000, watch.CauseGPU, 0, "AllReduce", true, 0},
+		{"GPU of rank 3 time-sliced from operation 60", 5, 3, 5000, watch.CauseGPU, 0, "AllReduce", true, 60},
+		{"rank 1's host sleeps before each step", 5, 1, -5000, watch.CauseIssue, 0, "", true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			addr, findings, _, counts := collector(t, "job-secret")
@@ -206,8 +208,8 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			// sampled job runs longer to fill a window with each.
 			ops, period := 160, 8000
 			if c.step {
-				// A step of three every 9 ms, 64 steps.
-				ops, period = 192, 3000
+				// A step of three every 12 ms, 96 steps.
+				ops, period = 288, 4000
 				env = append(env, "HARNESS_STEP=1", "HARNESS_QUEUE_US=1000")
 			}
 			if c.every > 0 {
