@@ -145,6 +145,12 @@ var envRules = []envRule{
 	{EnvProbeTimeout, envDuration},
 	{launch.EnvReports, envAny},
 	{watch.EnvAddr, envHostPort},
+	{watch.EnvEvery, func(v string) error {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 1 || n > 1_000_000 {
+			return fmt.Errorf("must be a whole number from 1 to 1000000 (send every Nth operation)")
+		}
+		return nil
+	}},
 	{"COLLBENCH_BIN", envAny},           // the drills' binary
 	{"COLLBENCH_DRILL_RUNS", envInt(1)}, // the drills' repeat count
 }
@@ -176,19 +182,27 @@ func CheckEnv(environ []string) error {
 }
 
 // envPairs are variables whose first must be below their second: a rank
-// inside its world, a local rank inside its host.
+// inside its world, a local rank inside its host; collbench's own and the
+// launchers' it reads (torchrun, Open MPI, Slurm). COLLBENCH_RANK
+// without COLLBENCH_WORLD_SIZE is refused too.
 var envPairs = [][2]string{
 	{bootstrap.EnvRank, bootstrap.EnvSize},
 	{bootstrap.EnvLocalRank, bootstrap.EnvLocalSize},
 	{"COLLBENCH_NODE_RANK", "COLLBENCH_NNODES"},
+	{"RANK", "WORLD_SIZE"},
+	{"LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+	{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+	{"SLURM_PROCID", "SLURM_NTASKS"},
 }
 
-// checkEnvPairs refuses a rank that its size set beside it cannot hold.
+// checkEnvPairs refuses a rank that its size set beside it cannot hold,
+// and COLLBENCH_RANK set without its world's size.
 func checkEnvPairs(environ []string) error {
 	vals := map[string]int{}
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
-		if n, err := strconv.Atoi(strings.TrimSpace(value)); err == nil && strings.HasPrefix(name, "COLLBENCH_") {
+		if n, err := strconv.Atoi(strings.TrimSpace(value)); err == nil {
 			vals[name] = n
 		}
 	}
@@ -197,6 +211,9 @@ func checkEnvPairs(environ []string) error {
 		n, okN := vals[p[1]]
 		if okR && okN && r >= n {
 			return UsageErrorf("invalid %s=%d: must be below %s=%d (ranks count from 0)", p[0], r, p[1], n)
+		}
+		if okR && !okN && p[0] == bootstrap.EnvRank {
+			return UsageErrorf("%s=%d without %s: set both, or neither for one process", p[0], r, p[1])
 		}
 	}
 	return nil

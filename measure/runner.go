@@ -650,10 +650,9 @@ func (rn *Runner) warmWorld(bufs *buffers) error {
 // process's, so that every process decides alike), it could not finish
 // within MaxTime.
 func (rn *Runner) checkLength(perOp time.Duration) error {
-	if rn.MaxTime <= 0 && rn.OnEstimate == nil {
-		return nil
-	}
-	if d, ok := rn.w.(Distributed); ok {
+	// Every process gathers, whatever it is told to do with the result
+	// (OnEstimate is rank 0's alone): the rounds are lock-step.
+	if d, ok := rn.w.(Distributed); ok && d.Control() != nil {
 		all, err := d.Control().AllGather(binary.BigEndian.AppendUint64(nil, uint64(max(perOp, 0))))
 		if err != nil {
 			return err

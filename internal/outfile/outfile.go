@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -98,6 +99,9 @@ func Resolve(path string) (*Target, error) {
 			t.Kind, t.Path, t.fd = Stream, p, n
 			return t, nil
 		}
+		if fs := kernelFS(p); fs != "" {
+			return nil, fmt.Errorf("%s is under %s, the kernel's interface, not a file: name a file", path, fs)
+		}
 		fi, err := os.Lstat(p)
 		if errors.Is(err, os.ErrNotExist) {
 			t.Kind, t.Path = Regular, p
@@ -144,6 +148,22 @@ func Resolve(path string) (*Target, error) {
 			return nil, fmt.Errorf("%s is neither a file, a device, a pipe nor a socket; name a file", path)
 		}
 	}
+}
+
+// kernelFS is /proc or /sys where p lies under it (its own descriptors,
+// /proc/self/fd/N, are told apart before), else "": a results file
+// there is never one (-o /proc/self/status ran, then failed).
+func kernelFS(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	for _, fs := range []string{"/proc", "/sys"} {
+		if abs == fs || strings.HasPrefix(abs, fs+"/") {
+			return fs
+		}
+	}
+	return ""
 }
 
 // canWrite says whether this process's effective user may write the file

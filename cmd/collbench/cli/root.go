@@ -64,7 +64,36 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdWatch(f, nil))
 	root.AddCommand(NewCmdAlgorithmProbe(f, nil))
 	root.AddCommand(NewCmdMan(f, nil))
+	strictHelp(root)
 	return root
+}
+
+// strictHelp makes `help TOPIC` and `completion SHELL` refuse what they do
+// not know (Cobra's print the usage and exit 0, so a script's typo
+// passes).
+func strictHelp(root *cobra.Command) {
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 || (target == root && len(args) > 0) {
+				return engine.UsageErrorf("unknown help topic %q: 'collbench --help' lists the commands", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+	})
+	root.InitDefaultCompletionCmd()
+	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
+		comp.Args = cobra.ArbitraryArgs
+		comp.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return engine.UsageErrorf("completion %s: collbench completes bash, zsh, fish and powershell", args[0])
+			}
+			return c.Help()
+		}
+	}
 }
 
 // checkGivenFlags refuses a flag given with an empty value (--sizes ”):
