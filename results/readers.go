@@ -72,7 +72,7 @@ func ReadNamed(r io.Reader, name string) (*Document, error) {
 		return nil, fmt.Errorf("%w: the file holds a JSON list; expected %s", ErrNotResult, Expected)
 	case t[0] != '{':
 		if looksLikeNCCLTestsText(t) {
-			return readNCCLTestsText(t, name)
+			return checked(readNCCLTestsText(t, name))
 		}
 		first, _, _ := strings.Cut(string(t), "\n")
 		if len(first) > 40 {
@@ -89,10 +89,22 @@ func ReadNamed(r io.Reader, name string) (*Document, error) {
 	}
 	if _, ok := probe["results"]; ok {
 		if _, ok := probe["version"]; ok {
-			return readNCCLTests(data)
+			return checked(readNCCLTests(data))
 		}
 	}
 	return nil, fmt.Errorf("%w: a JSON object without \"schema\" (collbench) or \"version\" and \"results\" (NCCL's benchmark); expected %s", ErrNotResult, Expected)
+}
+
+// checked is a converted document whose rows are range-checked as a
+// collbench file's are.
+func checked(d *Document, err error) (*Document, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := d.CheckRows(); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 func orWord(s, def string) string {

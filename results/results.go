@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -559,10 +560,48 @@ func Read(r io.Reader) (*Document, error) {
 	if d.SchemaVersion < 1 || d.SchemaVersion > SchemaVersion {
 		return nil, fmt.Errorf("result schema version %d is not supported (this collbench reads 1 to %d)", d.SchemaVersion, SchemaVersion)
 	}
+	if err := d.CheckRows(); err != nil {
+		return nil, err
+	}
 	if d.Config.Cycles > 1 {
 		d.Results = latestCycles(&d)
 	}
 	return &d, nil
+}
+
+// CheckRows refuses a row holding a value no run can produce (a negative
+// size, count or time; a bandwidth that is negative or not a number; no
+// ranks; a negative count of wrong elements), naming the row: compared
+// or reported, it reads as a measurement ("-8 B", new).
+func (d *Document) CheckRows() error {
+	for i, r := range d.Results {
+		where := fmt.Sprintf("row %d (%s %s)", i+1, r.Collective, r.DType)
+		bad := func(field string, v any) error {
+			return fmt.Errorf("%s: %s %v is not a value any run writes; the file was changed by hand or is damaged", where, field, v)
+		}
+		switch {
+		case r.SizeBytes < 0:
+			return bad("size_bytes", r.SizeBytes)
+		case r.Count < 0:
+			return bad("count", r.Count)
+		case r.Ranks < 0:
+			return bad("ranks", r.Ranks)
+		}
+		for _, h := range r.Halves() {
+			for _, f := range []struct {
+				name string
+				v    float64
+			}{{"time_us", h.TimeUS}, {"algbw_gbps", h.AlgBW}, {"busbw_gbps", h.BusBW}} {
+				if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+					return bad(f.name, f.v)
+				}
+			}
+			if h.Wrong != nil && *h.Wrong < 0 {
+				return bad("wrong", *h.Wrong)
+			}
+		}
+	}
+	return nil
 }
 
 // latestCycles repairs the files of --cycles written by earlier versions,

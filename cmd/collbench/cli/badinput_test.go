@@ -53,13 +53,16 @@ var badInputCases = []struct {
 	{"allreduce --sizes 1Q", "", `invalid size "1Q"`},
 	{"allreduce --sizes 8,x", "", `invalid size "x"`},
 	{"allreduce -b x -e 64", "", `invalid size "x"`},
-	{"allreduce -r x", "", `invalid --root "x"`},
+	{"reduce -r x", "", `invalid --root "x"`},
 	{"allreduce --dtype 7", "", `unknown dtype "7"`},
 	// ranges
 	{"allreduce -z 5", "", "invalid --blocking 5"},
 	{"allreduce -u 5000", "", "invalid --misalign 5000"},
-	{"allreduce -r 9", "", "invalid --root 9: must be between 0 and 3"},
+	{"reduce -r 9", "", "invalid --root 9: must be between 0 and 3"},
 	{"broadcast -r 4", "", "invalid --root 4"},
+	// a flag that applies to none of the collectives asked for
+	{"allreduce -r 1", "", "--root: none of allreduce has a root (it applies to broadcast, reduce, gather and scatter): leave it out"},
+	{"sweep --collectives allgather,alltoall --op max", "", "--op: none of allgather, alltoall reduces"},
 	{"reduce -r 99", "", "invalid --root 99"},
 	{"allreduce --sizes 8:4", "", "start 8 is larger than end 4"},
 	{"allreduce -b 8 -e 4", "", "start 8 is larger than end 4"},
@@ -231,6 +234,10 @@ var badInputCases = []struct {
 	{"report -o @/out/r.html @/empty.json", "", "the file is empty"},
 	{"plot -o @/out/p.svg @/empty.json", "", "the file is empty"},
 	{"baseline make @/empty.json", "", "the file is empty"},
+	// values no run writes, named with their row
+	{"compare @/a.json @/negsize.json", "", "negsize.json: row 1 (allreduce float): size_bytes -8 is not a value any run writes"},
+	{"report -o @/out/r.html @/negsize.json", "", "size_bytes -8 is not a value any run writes"},
+	{"compare @/negtime.json @/a.json", "", "time_us -1 is not a value any run writes"},
 	{"run --config @/empty.yaml", "", "empty.yaml"},
 	// missing
 	{"compare", "", "compare needs two files"},

@@ -48,6 +48,8 @@ func TestBadInputEveryCommand(t *testing.T) {
 		"norows.json":        variant(t, good, func(d *results.Document) { d.Results = nil }),
 		"gather.json":        variant(t, good, func(d *results.Document) { setRows(d, func(r *results.Row) { r.Collective = "allgather" }) }),
 		"double.json":        variant(t, good, func(d *results.Document) { setRows(d, func(r *results.Row) { r.DType = "double" }) }),
+		"negsize.json":       variant(t, good, func(d *results.Document) { d.Results[0].SizeBytes = -8 }),
+		"negtime.json":       variant(t, good, func(d *results.Document) { d.Results[len(d.Results)-1].OutOfPlace.TimeUS = -1 }),
 		"doctor.json":        `{"schema": "collbench/doctor", "schema_version": 1, "healthy": true, "mode": "quick", "ranks": 1, "hosts": ["h"], "findings": [], "plan": [], "completed": []}`,
 		"doctor-new.json":    `{"schema": "collbench/doctor", "schema_version": 7, "healthy": true}`,
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -150,6 +151,9 @@ func NewCmdCollective(f *Factory, c measure.Collective, runF func(*BenchOptions)
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()
 			o.formatSet = cmd.Flags().Changed("format")
+			if err := flagsApply(cmd, o.Collectives); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -177,6 +181,9 @@ func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
 				return &engine.UsageError{Err: err}
 			}
 			o.Collectives = cs
+			if err := flagsApply(cmd, cs); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -187,6 +194,29 @@ func NewCmdSweep(f *Factory, runF func(*BenchOptions) error) *cobra.Command {
 	addBenchFlags(cmd.Flags(), o)
 	cmd.MarkFlagsMutuallyExclusive("stepfactor", "stepbytes")
 	return cmd
+}
+
+// flagsApply refuses --root or --op given for collectives none of which
+// has a root or reduces: ignored without a word, the run is not the one
+// asked for.
+func flagsApply(cmd *cobra.Command, cs []measure.Collective) error {
+	for _, fl := range []struct {
+		name, what, which string
+		has               func(measure.Collective) bool
+	}{
+		{"root", "has a root", "broadcast, reduce, gather and scatter", measure.Collective.Rooted},
+		{"op", "reduces", "allreduce, reduce and reduce-scatter", measure.Collective.Reduces},
+	} {
+		if !cmd.Flags().Changed(fl.name) || slices.ContainsFunc(cs, fl.has) {
+			continue
+		}
+		names := make([]string, len(cs))
+		for i, c := range cs {
+			names[i] = c.String()
+		}
+		return engine.UsageErrorf("--%s: none of %s %s (it applies to %s): leave it out", fl.name, strings.Join(names, ", "), fl.what, fl.which)
+	}
+	return nil
 }
 
 func noArgs(cmd *cobra.Command, args []string) error {
