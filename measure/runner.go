@@ -653,7 +653,7 @@ func (rn *Runner) checkLength(perOp time.Duration) error {
 	// Every process gathers, whatever it is told to do with the result
 	// (OnEstimate is rank 0's alone): the rounds are lock-step.
 	if d, ok := rn.w.(Distributed); ok && d.Control() != nil {
-		all, err := d.Control().AllGather(binary.BigEndian.AppendUint64(nil, uint64(max(perOp, 0))))
+		all, err := d.Control().AllGather(binary.BigEndian.AppendUint64(nil, uint64(max(perOp, 0)))) //nolint:gosec // G115: not negative
 		if err != nil {
 			return err
 		}

@@ -234,6 +234,7 @@ var badInputCases = []struct {
 	{"report -o @/out/r.html @/empty.json", "", "the file is empty"},
 	{"plot -o @/out/p.svg @/empty.json", "", "the file is empty"},
 	{"baseline make @/empty.json", "", "the file is empty"},
+	{"report -o @/out/r.pdf @/a.json", "", "report writes an HTML page, not pdf: name the file .html"},
 	// values no run writes, named with their row
 	{"compare @/a.json @/negsize.json", "", "negsize.json: row 1 (allreduce float): size_bytes -8 is not a value any run writes"},
 	{"report -o @/out/r.html @/negsize.json", "", "size_bytes -8 is not a value any run writes"},

@@ -206,6 +206,12 @@ func reportRun(o *ReportOptions) error {
 	if o.Output == "" {
 		return engine.UsageErrorf("report needs -o FILE.html")
 	}
+	switch ext := strings.ToLower(filepath.Ext(o.Output)); ext {
+	case ".pdf", ".png", ".svg", ".jpg", ".jpeg", ".json", ".csv", ".md", ".txt", ".xml", ".yaml":
+		// HTML written into a file named for another format opens as a
+		// broken file (report -o r.pdf wrote HTML into it).
+		return engine.UsageErrorf("-o %s: report writes an HTML page, not %s: name the file .html (plot draws SVG or PNG)", o.Output, strings.TrimPrefix(ext, "."))
+	}
 	if o.History != "" {
 		return historyReportRun(o)
 	}
