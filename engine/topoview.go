@@ -108,6 +108,9 @@ func parseNCCLFiles(logPath, xmlPath string) (*topology.NCCLView, error) {
 		}
 		defer fh.Close()
 		if v, err = topology.ParseLog(fh); err != nil {
+			if errors.Is(err, topology.ErrNotNCCLLog) {
+				return nil, UsageErrorf("--nccl-log %s is not an NCCL log: %v", logPath, err)
+			}
 			return nil, fmt.Errorf("reading the NCCL log: %v", err)
 		}
 	}
@@ -174,7 +177,12 @@ func probeNCCL(ctx context.Context, lib string, gpus int) (*topology.NCCLView, e
 	if _, err := os.Stat(xmlPath); err != nil {
 		xmlPath = ""
 	}
-	return parseNCCLFiles(logs[0], xmlPath)
+	v, err := parseNCCLFiles(logs[0], xmlPath)
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return nil, fmt.Errorf("the NCCL probe's log holds no line NCCL wrote: %s", strings.TrimSpace(lastLine(out.String())))
+	}
+	return v, err
 }
 
 func lastLine(s string) string {

@@ -104,6 +104,9 @@ var (
 	devTokRE  = regexp.MustCompile(`^\[\d+\]\S+`)
 )
 
+// ErrNotNCCLLog is ParseLog's answer to text without one line NCCL wrote.
+var ErrNotNCCLLog = errors.New("it holds no line NCCL wrote (\"NCCL INFO\"): capture one with NCCL_DEBUG=INFO (and NCCL_DEBUG_FILE=FILE)")
+
 // ParseLog reads NCCL's INFO log lines (formats from 2.18 to 2.28).
 func ParseLog(r io.Reader) (*NCCLView, error) {
 	v := &NCCLView{}
@@ -116,8 +119,12 @@ func ParseLog(r io.Reader) (*NCCLView, error) {
 	nvlsSeen := false
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	ncclLines := 0
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.Contains(line, "NCCL INFO") || strings.Contains(line, "NCCL WARN") {
+			ncclLines++
+		}
 		if m := versionRE.FindStringSubmatch(line); m != nil && v.Version == "" {
 			v.Version = m[1]
 		}
@@ -195,6 +202,9 @@ func ParseLog(r io.Reader) (*NCCLView, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return v, err
+	}
+	if ncclLines == 0 {
+		return v, ErrNotNCCLLog
 	}
 	var chans []int
 	for ch := range next {

@@ -235,6 +235,7 @@ var badInputCases = []struct {
 	{"plot -o @/out/p.svg @/empty.json", "", "the file is empty"},
 	{"baseline make @/empty.json", "", "the file is empty"},
 	{"report -o @/out/r.pdf @/a.json", "", "report writes an HTML page, not pdf: name the file .html"},
+	{"topo --nccl-log @/notes.txt", "", "is not an NCCL log: it holds no line NCCL wrote"},
 	// values no run writes, named with their row
 	{"compare @/a.json @/negsize.json", "", "negsize.json: row 1 (allreduce float): size_bytes -8 is not a value any run writes"},
 	{"report -o @/out/r.html @/negsize.json", "", "size_bytes -8 is not a value any run writes"},
