@@ -323,3 +323,29 @@ func TestInputsSayWhatWasLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedRunLeavesNoDirectory: a suite refused once its output
+// directory was made (its plan too long for --max-time's day) exits 2 and
+// leaves no directory behind; one that existed before stays.
+func TestRefusedRunLeavesNoDirectory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "long.yaml")
+	if err := os.WriteFile(cfg, []byte("iterations: 99999999999\nsuites:\n  - collectives: [allreduce]\n    sizes: \"8\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, existed := range []bool{false, true} {
+		out := filepath.Join(dir, fmt.Sprintf("out-%v", existed))
+		if existed {
+			if err := os.Mkdir(out, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, _, errOut := testFactory()
+		if code := run(t, f, "run", "--config", cfg, "--output", out); code != engine.ExitUsage || !strings.Contains(errOut.String(), "would run for at least") {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if _, err := os.Stat(out); os.IsNotExist(err) == existed {
+			t.Errorf("output directory that existed before: %v; after the refusal: %v", existed, err)
+		}
+	}
+}

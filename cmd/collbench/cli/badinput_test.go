@@ -163,6 +163,8 @@ var badInputCases = []struct {
 	{"sendrecv --cuda-graph 10", "", "--cuda-graph needs the nccl backend"},
 	{"stream --listen :0 --connect 127.0.0.1:1", "", "--connect and --listen cannot go together"},
 	{"run --config @/suite.yaml --baseline @/a.json --no-baseline", "", "--baseline and --no-baseline cannot go together"},
+	// refused after its output directory was made: the directory goes again
+	{"run --config @/suite.yaml --output @/newout --baseline @/nothere.json", "", "nothere.json"},
 	{"launch --nnodes 2 --nodes 2 -n 4 --node-rank 0 --root-addr h:1 -- allreduce", "", "--nodes simulates hosts on one host"},
 	{"allreduce --rank-list [[0,1],[1,2]]", "", "rank 1 appears in groups 0 and 1"},
 	{"verify-groups --rank-list [[0],[0]]", "", "rank 0 appears in groups 0 and 1"},

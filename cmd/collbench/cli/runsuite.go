@@ -70,7 +70,7 @@ acceptance; 2 on a bad config.`,
 // runSuite runs a suite from YAML (run --config): every sweep in every
 // layout, results.json rewritten after each row, then the report, the
 // comparison with the baseline and the acceptance.
-func runSuite(o *RunOptions) error {
+func runSuite(o *RunOptions) (err error) {
 	if o.Config == "" {
 		return engine.UsageErrorf("run needs --config FILE.yaml (see configs/)")
 	}
@@ -80,14 +80,23 @@ func runSuite(o *RunOptions) error {
 	}
 	// The output directory is relative to where run is started; the
 	// baseline is relative to the config file.
-	outDir := cmp.Or(o.Output, cmp.Or(plan.Output, "collbench-out"))
-	if err := engine.MakeOutputDir(outDir); err != nil {
-		return err
-	}
 	baseDoc, baseline, err := o.suiteBaseline(plan)
 	if err != nil {
 		return err
 	}
+	outDir := cmp.Or(o.Output, cmp.Or(plan.Output, "collbench-out"))
+	_, statErr := os.Stat(outDir)
+	if err := engine.MakeOutputDir(outDir); err != nil {
+		return err
+	}
+	// A run refused before it wrote anything leaves nothing behind: the
+	// directory it made goes again while it is empty.
+	defer func() {
+		var ue *engine.UsageError
+		if errors.As(err, &ue) && os.IsNotExist(statErr) {
+			_ = os.Remove(outDir) // fails, as it should, once it holds a file
+		}
+	}()
 
 	out := o.IO.Out
 	if o.Quiet {
