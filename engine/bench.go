@@ -147,7 +147,7 @@ func (f *System) RunBench(ctx context.Context, b Bench) (*results.Document, erro
 // runBench runs one benchmark: it starts the session, fits the plan to
 // the world, probes the algorithms, opens the world under its guard and
 // measures; it returns the document and whether this process is rank 0.
-func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool, error) {
+func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ bool, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -168,7 +168,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (*results.Document, bool
 	if err != nil {
 		return nil, true, err
 	}
-	defer ss.Close()
+	defer func() { ss.CloseAfter(err) }()
 	choice, b, launch, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.Launch, ss.N, ss.PW, ss.Hosts
 	layout, cases, notes, err := fitPlan(&o, &plan, b, n, hosts)
 	if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -260,6 +261,20 @@ type Session struct {
 }
 
 // Close ends the connection to the other processes, if any.
+// CloseAfter ends the session after a run that returned err. A refusal of
+// this process's own (a UsageError: an output path it cannot write, a plan
+// that does not fit the world) is told to every process first, so the
+// others stop naming it, rather than misreading the exchange it left ("rank
+// 0 sent a malformed data address").
+func (s *Session) CloseAfter(err error) {
+	var ue *UsageError
+	if errors.As(err, &ue) && s.PW.Multi() {
+		s.PW.MarkFaulted()
+		s.PW.Ctl.Abort(err)
+	}
+	s.Close()
+}
+
 func (s *Session) Close() {
 	if s.PW.Multi() {
 		s.PW.Close()

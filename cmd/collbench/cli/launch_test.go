@@ -143,3 +143,16 @@ func TestMPILaunchWithoutMPIRefuses(t *testing.T) {
 		t.Fatalf("-g under a launcher: exit %d, %q", code, errOut)
 	}
 }
+
+// TestLaunchNamesTheRefusalOnce: rank 0 refuses an output path it cannot
+// write once the world has formed; the launch exits 2 with that cause,
+// and rank 1 says it stopped on rank 0's word, not that rank 0 sent a
+// malformed data address (as it read the exchange rank 0 left).
+func TestLaunchNamesTheRefusalOnce(t *testing.T) {
+	code, out, errOut := launchSelf(t, "-n", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "8", "-o", "/nonexistent/d/x.json")
+	all := out + errOut
+	if code != engine.ExitUsage || !strings.Contains(all, "the cause: rank 0") || !strings.Contains(all, "/nonexistent/d does not exist") || strings.Contains(all, "malformed") {
+		t.Fatalf("exit %d:\n%s", code, all)
+	}
+	t.Logf("%s", all)
+}
