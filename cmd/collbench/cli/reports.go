@@ -206,12 +206,6 @@ func reportRun(o *ReportOptions) error {
 	if o.Output == "" {
 		return engine.UsageErrorf("report needs -o FILE.html")
 	}
-	switch ext := strings.ToLower(filepath.Ext(o.Output)); ext {
-	case ".pdf", ".png", ".svg", ".jpg", ".jpeg", ".json", ".csv", ".md", ".txt", ".xml", ".yaml":
-		// HTML written into a file named for another format opens as a
-		// broken file (report -o r.pdf wrote HTML into it).
-		return engine.UsageErrorf("-o %s: report writes an HTML page, not %s: name the file .html (plot draws SVG or PNG)", o.Output, strings.TrimPrefix(ext, "."))
-	}
 	if o.History != "" {
 		return historyReportRun(o)
 	}
@@ -220,6 +214,12 @@ func reportRun(o *ReportOptions) error {
 	}
 	if err := notAnInput(o.Output, append([]string{o.Baseline}, o.Runs...)...); err != nil {
 		return err
+	}
+	switch ext := strings.ToLower(filepath.Ext(o.Output)); ext {
+	case ".pdf", ".png", ".svg", ".jpg", ".jpeg", ".json", ".csv", ".md", ".txt", ".xml", ".yaml":
+		// HTML written into a file named for another format opens as a
+		// broken file (report -o r.pdf wrote HTML into it).
+		return engine.UsageErrorf("-o %s: report writes an HTML page, not %s: name the file .html (plot draws SVG or PNG)", o.Output, strings.TrimPrefix(ext, "."))
 	}
 	if rep, path, err := doctorInput(o.Runs); err != nil || rep != nil {
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
+	"collbench/measure"
 	"collbench/report"
 	"collbench/results"
 )
@@ -246,7 +248,17 @@ func (o *BenchOptions) equivalentCommand() []string {
 	if o.Sizes != "" {
 		args = append(args, "--sizes", o.Sizes)
 	}
-	args = append(args, "--dtype", o.DType, "--op", o.Op, "--root", o.Root, "--mode", o.Mode,
+	// --op and --root only where a collective of the sweep takes them
+	// (the sweep refuses them otherwise).
+	cs, err := measure.ParseCollectives(o.CollectivesFlag)
+	args = append(args, "--dtype", o.DType)
+	if err != nil || slices.ContainsFunc(cs, measure.Collective.Reduces) {
+		args = append(args, "--op", o.Op)
+	}
+	if err != nil || slices.ContainsFunc(cs, measure.Collective.Rooted) {
+		args = append(args, "--root", o.Root)
+	}
+	args = append(args, "--mode", o.Mode,
 		"-n", strconv.Itoa(o.Iters), "-w", strconv.Itoa(o.Warmup), "--check", strconv.Itoa(o.Check), "--backend", o.Backend)
 	if o.Ranks > 0 {
 		args = append(args, "-g", strconv.Itoa(o.Ranks))
