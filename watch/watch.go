@@ -495,14 +495,7 @@ func (c *Collector) verdict(named bool, bad, n int, p *onset, now int64, run fun
 			p.on = false
 			return false, false
 		}
-		if !p.on {
-			*p = onset{at: now, on: true}
-		}
-		if now-p.at < c.o.Persist.Nanoseconds() {
-			return false, false
-		}
-		p.on = false
-		return false, true
+		return false, p.held(now, c.o.Persist, func() uint64 { return 0 })
 	}
 	if share < c.o.Share/2 {
 		p.on = false
@@ -511,14 +504,21 @@ func (c *Collector) verdict(named bool, bad, n int, p *onset, now int64, run fun
 	if n < c.o.Window || share < c.o.Share {
 		return false, false
 	}
+	return p.held(now, c.o.Persist, run), false
+}
+
+// held starts p at now (where the run began: since) unless it is on, and
+// says whether it has been on for persist up to now; once it says so, p
+// is off again.
+func (p *onset) held(now int64, persist time.Duration, since func() uint64) bool {
 	if !p.on {
-		*p = onset{at: now, since: run(), on: true}
+		*p = onset{at: now, since: since(), on: true}
 	}
-	if now-p.at < c.o.Persist.Nanoseconds() {
-		return false, false
+	if now-p.at < persist.Nanoseconds() {
+		return false
 	}
 	p.on = false
-	return true, false
+	return true
 }
 
 // since is the first operation of the late run: the start of the longest
