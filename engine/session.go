@@ -260,7 +260,6 @@ type Session struct {
 	Hosts  []string
 }
 
-// Close ends the connection to the other processes, if any.
 // CloseAfter ends the session after a run that returned err. A refusal of
 // this process's own (a UsageError: an output path it cannot write, a plan
 // that does not fit the world) is told to every process first, so the
@@ -275,6 +274,7 @@ func (s *Session) CloseAfter(err error) {
 	s.Close()
 }
 
+// Close ends the connection to the other processes, if any.
 func (s *Session) Close() {
 	if s.PW.Multi() {
 		s.PW.Close()
