@@ -238,6 +238,7 @@ var badInputCases = []struct {
 	{"baseline make @/empty.json", "", "the file is empty"},
 	{"report -o @/out/r.pdf @/a.json", "", "report writes an HTML page, not pdf: name the file .html"},
 	{"topo --nccl-log @/notes.txt", "", "is not an NCCL log: it holds no line NCCL wrote"},
+	{"doctor --simulate ../../../configs/clusters/h200-1024.yaml -g 4", "", "--ranks with --simulate: the cluster file sets the modelled hosts and GPUs"},
 	// values no run writes, named with their row
 	{"compare @/a.json @/negsize.json", "", "negsize.json: row 1 (allreduce float): size_bytes -8 is not a value any run writes"},
 	{"report -o @/out/r.html @/negsize.json", "", "size_bytes -8 is not a value any run writes"},

@@ -73,6 +73,15 @@ Exit 0: healthy. 1: findings. 2: bad input. 3: the run failed. 4: a rank hung.`,
 		Example: "  collbench doctor --quick\n  collbench doctor --prom /var/lib/node_exporter/collbench.prom\n  srun -N 4 --ntasks-per-node 8 collbench doctor -o doctor.json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Ctx = cmd.Context()
+			if o.Simulate != "" {
+				// The cluster file is the machine: a flag that picks this
+				// host's GPUs or libraries would be ignored without a word.
+				for _, fl := range []string{"ranks", "backend", "nccl-lib", "device"} {
+					if cmd.Flags().Changed(fl) {
+						return engine.UsageErrorf("--%s with --simulate: the cluster file sets the modelled hosts and GPUs (hosts, gpus_per_host; docs/simulate.md); leave --%s out", fl, fl)
+					}
+				}
+			}
 			if runF != nil {
 				return runF(o)
 			}
