@@ -14,11 +14,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 )
 
 // modeBits are the bits of an existing file's mode its replacement keeps.
 const modeBits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+
+// tmpSeq numbers the temporary files of this process.
+var tmpSeq atomic.Int64
 
 // Replace writes a new version of path through a temporary file in the same
 // directory, then renames it over path (rename is atomic on POSIX file
@@ -38,7 +42,10 @@ func Replace(path string, sync bool, write func(io.Writer) error) error {
 	if dir == "" {
 		dir = "."
 	}
-	tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.Itoa(os.Getpid()))
+	// One name per call: two writers of one path in a process (a row's
+	// rewrite and the last write on a second signal) once shared one, and
+	// one renamed the other's half-written file into place.
+	tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(tmpSeq.Add(1), 10))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_EXCL, 0o666) //nolint:gosec // G302: as the shell's > creates files: the umask decides
 	if errors.Is(err, fs.ErrExist) {
 		// A temporary file left by a killed run of this pid: ours to replace.

@@ -1,11 +1,14 @@
 package atomicfile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -93,5 +96,47 @@ func TestReplaceKeepsWhatTheShellWouldKeep(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 6 {
 		t.Errorf("files left beside: %v", entries)
+	}
+}
+
+// TestConcurrentReplacesStayWhole: writers of one path in one process at
+// once (a row's rewrite and the last write on a second signal) each put a
+// whole version in place; with one temporary name per process, one renamed
+// another's half-written file over the path.
+func TestConcurrentReplacesStayWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	const size = 64 << 10
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 40 {
+				err := Replace(path, false, func(w io.Writer) error {
+					chunk := bytes.Repeat([]byte{byte('a' + g)}, 4<<10)
+					for k := 0; k < size/len(chunk); k++ {
+						if _, err := w.Write(chunk); err != nil {
+							return err
+						}
+						runtime.Gosched()
+					}
+					_, err := io.WriteString(w, "END")
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, err := os.ReadFile(path)
+				if err != nil || len(b) != size+3 || !bytes.HasSuffix(b, []byte("END")) || bytes.Count(b, b[:1]) != size {
+					t.Errorf("the file is not one whole version: %d bytes (err %v)", len(b), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".r.json.tmp-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
