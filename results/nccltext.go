@@ -181,7 +181,7 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 			samples[key] = s
 			keys = append(keys, key)
 		}
-		read := 0
+		read, bad := 0, false
 		for i, hc := range st.layout.halves {
 			if i > 1 {
 				break
@@ -189,9 +189,11 @@ func readNCCLTestsText(data []byte, name string) (*Document, error) {
 			if h := ntHalf(f, hc); h != nil {
 				s.halfs[i] = append(s.halfs[i], h)
 				read++
+			} else if hc.time >= 0 && hc.time < len(f) && f[hc.time] != "N/A" {
+				bad = true // a time that is no number ("abc"): said, not dropped silently
 			}
 		}
-		if read == 0 {
+		if read == 0 || bad {
 			d.Unread = append(d.Unread, lineNo)
 		}
 	}

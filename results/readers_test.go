@@ -260,3 +260,20 @@ func TestReadRepairsRepeatedCycleRows(t *testing.T) {
 		t.Errorf("a true repeat was dropped: %d rows, want 3", len(again.Results))
 	}
 }
+
+// TestNCCLTextLineWithABadTimeIsNamed: a line of NCCL's benchmark whose
+// in-place time is no number keeps its other half, and is named among the
+// lines left out, not dropped in silence.
+func TestNCCLTextLineWithABadTimeIsNamed(t *testing.T) {
+	log := "# Collective test starting: all_reduce_perf\n" +
+		"#       size         count    type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n" +
+		"        1024           256   float     sum      -1    20.10    0.05    0.04      0    20.10    0.05    0.04      0\n" +
+		"        2048           512   float     sum      -1    20.20    0.10    0.08      0      abc    0.10    0.08      0\n"
+	d, err := ReadAny(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Results) != 2 || len(d.Unread) != 1 || d.Unread[0] != 4 || !strings.Contains(d.UnreadWords(), "4") {
+		t.Fatalf("%d rows, unread lines %v (%q)", len(d.Results), d.Unread, d.UnreadWords())
+	}
+}
