@@ -78,6 +78,21 @@ func envHostPort(v string) error {
 // envFile takes a file that must exist and be readable now, as a secret
 // or a library the run will read later: a wrong path is named before any
 // process waits on it.
+// envDir checks a directory collbench writes into: launch's reports, left
+// there for the launcher to read (a path that is none lost them silently).
+func envDir(v string) error {
+	st, err := os.Stat(v)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("no such directory (collbench launch sets it for the ranks it starts; unset it)")
+	case err != nil:
+		return fmt.Errorf("cannot be read: %v", errors.Unwrap(err))
+	case !st.IsDir():
+		return fmt.Errorf("is not a directory")
+	}
+	return nil
+}
+
 func envFile(v string) error {
 	fh, err := os.Open(v)
 	if err != nil {
@@ -143,7 +158,7 @@ var envRules = []envRule{
 	{EnvProbe, envOneOf("on", "off", "always", "auto")},
 	{profiler.EnvSwitch, envOneOf("on", "off")},
 	{EnvProbeTimeout, envDuration},
-	{launch.EnvReports, envAny},
+	{launch.EnvReports, envDir},
 	{watch.EnvAddr, envHostPort},
 	{watch.EnvEvery, func(v string) error {
 		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 1 || n > 1_000_000 {

@@ -224,6 +224,7 @@ var badInputCases = []struct {
 	{"doctor --quick -o /sys/kernel/collbench.json", "", "is under /sys, the kernel's interface, not a file"},
 	{"help nonexistent", "", `unknown help topic "nonexistent": 'collbench --help' lists the commands`},
 	{"completion tcsh", "", "completion tcsh: collbench completes bash, zsh, fish and powershell"},
+	{"allreduce", "COLLBENCH_LAUNCH_REPORTS=/nonexistent", `invalid COLLBENCH_LAUNCH_REPORTS="/nonexistent": no such directory`},
 	{"allreduce", "COLLBENCH_WATCH_EVERY=0", `invalid COLLBENCH_WATCH_EVERY="0": must be a whole number from 1 to 1000000`},
 	// empty
 	{"allreduce --sizes ''", "", "--sizes is empty"},
