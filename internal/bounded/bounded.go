@@ -34,11 +34,18 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is %s, more than the %s collbench reads of such a file", e.Path, words.BytesApprox(e.Size), words.Bytes(e.Limit))
 }
 
+// errStdin answers "-" as a path: read as a file named "-", it was "no
+// such file".
+var errStdin = errors.New("- (standard input) is not read here; name a file")
+
 // ReadFile reads path whole, refusing a regular file above limit by its
 // size and any other file (a pipe, a device) once it gives more than limit.
 // The errors say what went wrong in words (no such file, permission
 // denied), without Go's operation prefix.
 func ReadFile(path string, limit int64) ([]byte, error) {
+	if path == "-" {
+		return nil, errStdin
+	}
 	fh, err := os.Open(path) //nolint:gosec // G304: a file the user named
 	if err != nil {
 		if u := errors.Unwrap(err); u != nil {
@@ -79,6 +86,9 @@ func Open(ctx context.Context, path string) (fh *os.File, release func(), err er
 	type opened struct {
 		fh  *os.File
 		err error
+	}
+	if path == "-" {
+		return nil, nil, errStdin
 	}
 	ch := make(chan opened, 1)
 	go func() {

@@ -271,6 +271,8 @@ var badInputCases = []struct {
 	{"baseline make @/missing.json", "", "cannot read"},
 	{"run", "", "run needs --config"},
 	{"run --config @/missing.yaml", "", "cannot read config"},
+	{"run --config -", "", "- (standard input) is not read here; name a file"},
+	{"compare - @/a.json", "", "- (standard input) is not read here; name a file"},
 	{"doctor --config @/missing.yaml", "", "cannot read config"},
 	{"topo --facts @/missing.json", "", "cannot read --facts"},
 	{"topo --nccl-log @/missing.log", "", "cannot read"},
