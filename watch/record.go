@@ -175,6 +175,9 @@ func (c Counts) String() string {
 		b := c.Behind[0]
 		behind = fmt.Sprintf("; most unjudged for want of rank %d (%s) on communicator %s: %d operations", b.Rank, b.Host, b.Comm, b.Missed)
 	}
+	if c.Every > 1 {
+		behind += fmt.Sprintf("; sampled: every %d operations at most", c.Every)
+	}
 	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped%s%s)",
 		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped, behind, unjudged)
 }

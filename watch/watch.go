@@ -42,6 +42,10 @@ type Summary struct {
 	// kernels end together, so the rank that started last ran shortest,
 	// and the judge reads lateness from the durations, without clocks.
 	Kernel bool `json:",omitempty"`
+	// Every is the sample the sender sent at (the operations whose number
+	// is a multiple of it), where it sent only some: set by EnvEvery, or
+	// doubled while the collector fell behind.
+	Every uint64 `json:",omitempty"`
 	// Clock names the host clock the times are on (the host's boot id):
 	// ranks on clocks of different names are compared only where both
 	// know their offset from the collector's clock (Synced), since a skew
@@ -243,9 +247,10 @@ type Collector struct {
 	comms   map[uint64]*comm
 	dropped int64
 	judged  int64
-	linked  int64 // link measurements judged
-	linksIn int64 // link measurements received
-	nlinks  int   // links followed, every communicator's
+	linked  int64  // link measurements judged
+	linksIn int64  // link measurements received
+	nlinks  int    // links followed, every communicator's
+	every   uint64 // the largest sample a sender sent at
 }
 
 // Counts is what a collector has taken in: the evidence behind a watch
@@ -262,6 +267,9 @@ type Counts struct {
 	// Behind are the ranks that left the most operations unjudged (at
 	// most MaxBehind): whose summaries were lost.
 	Behind []RankBehind `json:"ranks_behind,omitempty"`
+	// Every is the largest sample a sender sent at: only operations whose
+	// number is a multiple of it were sent by every process.
+	Every uint64 `json:"sampled_every,omitempty"`
 }
 
 // MaxBehind bounds the ranks Counts names as behind.
@@ -278,6 +286,10 @@ func (c *Collector) LinksReceived() int64 { return c.linksIn }
 // LinksJudged is how many link measurements were judged: one link's
 // sends in one operation, compared with the operation's other links.
 func (c *Collector) LinksJudged() int64 { return c.linked }
+
+// SampledEvery is the largest sample a sender sent at (0 or 1: every
+// operation).
+func (c *Collector) SampledEvery() uint64 { return c.every }
 
 // Communicators is how many communicators the collector follows.
 func (c *Collector) Communicators() int { return len(c.comms) }
@@ -371,6 +383,7 @@ func (c *Collector) Behind(n int) []RankBehind {
 // a named rank cleared.
 func (c *Collector) Add(s Summary) []Finding {
 	c.linksIn += int64(len(s.Links))
+	c.every = max(c.every, s.Every)
 	if s.Ranks < 2 || s.Rank < 0 || s.Rank >= s.Ranks {
 		c.dropped++
 		return nil

@@ -74,8 +74,16 @@ type SenderOptions struct {
 // cannot hold; a collector that is gone, slow or refusing costs the job
 // nothing but the dropped summaries.
 type Sender struct {
-	o       SenderOptions
-	ch      chan Summary
+	o  SenderOptions
+	ch chan Summary
+	// every: the operations sent are the multiples of it, Every doubled
+	// each time a write to the collector is slow and halved after
+	// paceBack of quick ones; a power of two times Every on every process,
+	// so the operations all of them send are judged whatever each chose
+	// (a collector that falls behind samples, it does not go blind).
+	every   atomic.Uint64
+	quick   time.Time // the loop's: since when writes have been quick
+	clock   func() time.Time
 	dropped atomic.Int64
 	sent    atomic.Int64
 	warned  sync.Once
@@ -105,7 +113,8 @@ func NewSender(o SenderOptions) *Sender {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sender{o: o, ch: make(chan Summary, o.Queue), cancel: cancel, closing: make(chan struct{}), done: make(chan struct{}),
-		flushes: make(chan chan struct{})}
+		flushes: make(chan chan struct{}), clock: time.Now}
+	s.every.Store(uint64(max(o.Every, 1))) //nolint:gosec // G115: positive
 	go s.loop(ctx)
 	return s
 }
@@ -113,13 +122,53 @@ func NewSender(o SenderOptions) *Sender {
 // Send queues one summary, or drops it when the queue is full; it never
 // blocks.
 func (s *Sender) Send(sum Summary) {
-	if s.o.Every > 1 && sum.Seq%uint64(s.o.Every) != 0 { //nolint:gosec // G115: Every is positive
-		return // not in the sample
+	if n := s.every.Load(); n > 1 {
+		if sum.Seq%n != 0 {
+			return // not in the sample
+		}
+		sum.Every = n
 	}
 	select {
 	case s.ch <- sum:
 	default:
 		s.dropped.Add(1)
+	}
+}
+
+// Every is the sample the sender sends now: the operations whose number
+// is a multiple of it.
+func (s *Sender) Every() uint64 { return s.every.Load() }
+
+// maxBehind bounds how far a sender samples on its own beyond Every;
+// paceBack is how long writes must stay quick before it halves its
+// sample again.
+const (
+	maxBehind = 1024
+	paceBack  = 30 * time.Second
+)
+
+// pace doubles the sample after a slow or failed write (the collector
+// falls behind: more batches would only queue and be dropped whole, and
+// every operation would go unjudged) and halves it after paceBack of
+// quick writes.
+func (s *Sender) pace(slow, quick bool) {
+	base := uint64(max(s.o.Every, 1)) //nolint:gosec // G115: positive
+	n := s.every.Load()
+	switch {
+	case slow:
+		if n < base*maxBehind {
+			s.every.Store(n * 2)
+		}
+		s.quick = time.Time{}
+	case quick && n > base:
+		if s.quick.IsZero() {
+			s.quick = s.clock()
+		} else if s.clock().Sub(s.quick) >= paceBack {
+			s.every.Store(n / 2)
+			s.quick = s.clock()
+		}
+	case !quick:
+		s.quick = time.Time{}
 	}
 }
 
@@ -283,17 +332,49 @@ func (s *Sender) write(conn net.Conn, clk clock, batch []Summary, wait time.Dura
 			batch[i].Synced, batch[i].OffsetNS, batch[i].OffsetErrNS = true, clk.off, clk.err
 		}
 	}
-	payload, err := json.Marshal(batch)
-	if err == nil {
-		_ = conn.SetWriteDeadline(time.Now().Add(wait))
-		err = bootstrap.WriteFrame(conn, frameBatch, payload)
+	frames, tooBig := frameBatches(batch)
+	s.dropped.Add(int64(tooBig))
+	_ = conn.SetWriteDeadline(time.Now().Add(wait))
+	start := time.Now()
+	for i, f := range frames {
+		if err := bootstrap.WriteFrame(conn, frameBatch, f.payload); err != nil {
+			for _, rest := range frames[i:] {
+				s.dropped.Add(int64(rest.n))
+			}
+			s.pace(true, false)
+			return err
+		}
+		s.sent.Add(int64(f.n))
 	}
-	if err != nil {
-		s.dropped.Add(int64(len(batch)))
-		return err
-	}
-	s.sent.Add(int64(len(batch)))
+	took := time.Since(start)
+	s.pace(took > wait/2, took < wait/20)
 	return nil
+}
+
+// batchFrame is one frame of a batch: its JSON and how many summaries.
+type batchFrame struct {
+	payload []byte
+	n       int
+}
+
+// frameBatches encodes batch as frames the collector reads (each within
+// frameLimit, halved until it fits: a full queue is many times that, and
+// the collector dropped the connection of a frame beyond it); tooBig
+// counts summaries that do not fit a frame alone.
+func frameBatches(batch []Summary) (frames []batchFrame, tooBig int) {
+	if len(batch) == 0 {
+		return nil, 0
+	}
+	payload, err := json.Marshal(batch)
+	switch {
+	case err == nil && len(payload) <= frameLimit:
+		return []batchFrame{{payload, len(batch)}}, 0
+	case len(batch) == 1:
+		return nil, 1
+	}
+	a, na := frameBatches(batch[:len(batch)/2])
+	b, nb := frameBatches(batch[len(batch)/2:])
+	return append(a, b...), na + nb
 }
 
 // connect dials the collector and proves the job secret; ending ctx ends
@@ -514,7 +595,7 @@ func (s *Server) Counts() Counts {
 	defer s.mu.Unlock()
 	return Counts{Processes: s.admitted.Load(), Summaries: s.received.Load(), Dropped: s.c.Dropped(),
 		Operations: s.c.Judged(), Links: s.c.LinksJudged(), LinksIn: s.c.LinksReceived(), Communicators: s.c.Communicators(),
-		Behind: s.c.Behind(MaxBehind)}
+		Behind: s.c.Behind(MaxBehind), Every: s.c.SampledEvery()}
 }
 
 // clock is a sender's measure of its clock's offset from the collector's.

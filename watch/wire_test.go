@@ -1,12 +1,14 @@
 package watch
 
 import (
+	"collbench/bootstrap"
 	"context"
 	"math/rand"
 	"net"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -312,5 +314,155 @@ func TestFlushSendsWhatIsQueued(t *testing.T) {
 	alone.Flush()
 	if took := time.Since(start); took > 200*time.Millisecond {
 		t.Errorf("Flush with no collector took %v", took)
+	}
+}
+
+// TestSenderSamplesWhileTheCollectorFallsBehind: each slow write doubles
+// the sample (powers of two times Every, up to maxBehind times it), a
+// sampled sender sends only the multiples and says at what sample, and
+// after paceBack of quick writes it halves it again, back to Every.
+func TestSenderSamplesWhileTheCollectorFallsBehind(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := &Sender{o: SenderOptions{Every: 3, Queue: 16}, ch: make(chan Summary, 16), clock: func() time.Time { return now }}
+	s.every.Store(3)
+	for range 3 {
+		s.pace(true, false)
+	}
+	if s.Every() != 24 {
+		t.Fatalf("after 3 slow writes: every %d, want 24", s.Every())
+	}
+	for q := uint64(1); q <= 48; q++ {
+		s.Send(Summary{Seq: q})
+	}
+	if len(s.ch) != 2 {
+		t.Fatalf("%d of operations 1-48 queued at every 24, want 2", len(s.ch))
+	}
+	if got := <-s.ch; got.Seq != 24 || got.Every != 24 {
+		t.Errorf("queued %+v", got)
+	}
+	for range 20 {
+		s.pace(true, false)
+	}
+	if s.Every() != 3*maxBehind {
+		t.Errorf("every %d after many slow writes, want at most %d", s.Every(), 3*maxBehind)
+	}
+	s.every.Store(24)
+	s.pace(false, true)
+	now = now.Add(paceBack - time.Second)
+	s.pace(false, true)
+	if s.Every() != 24 {
+		t.Errorf("halved before paceBack of quick writes: %d", s.Every())
+	}
+	s.pace(false, false) // a middling write starts the quiet again
+	now = now.Add(2 * time.Second)
+	s.pace(false, true)
+	if s.Every() != 24 {
+		t.Errorf("halved though the quick writes were interrupted: %d", s.Every())
+	}
+	for range 3 {
+		now = now.Add(paceBack)
+		s.pace(false, true)
+	}
+	if s.Every() != 3 {
+		t.Errorf("after quick writes: every %d, want back to 3", s.Every())
+	}
+}
+
+// TestSamplesOfDifferentSendersStillJudge: four ranks whose senders fell
+// behind by different amounts (every 1, 2, 4 and 8 operations) still
+// have every multiple of 8 judged, the others dropped and counted, and a
+// rank planted late is named; the counts say the sample.
+func TestSamplesOfDifferentSendersStillJudge(t *testing.T) {
+	o := DefaultOptions()
+	o.Persist = time.Nanosecond
+	c := New(o)
+	rng := rand.New(rand.NewSource(8)) //nolint:gosec // G404: a seeded model
+	var named []Finding
+	for seq := uint64(1); seq <= 3200; seq++ {
+		for _, s := range slicedOp(rng, seq, 2, true) {
+			every := uint64(1) << s.Rank
+			if seq%every != 0 {
+				continue
+			}
+			if every > 1 {
+				s.Every = every
+			}
+			named = append(named, c.Add(s)...)
+		}
+	}
+	if c.Judged() != 400 || len(named) != 1 || named[0].Rank != 2 || c.SampledEvery() != 8 {
+		t.Fatalf("%d operations judged (want 400), sample %d, named %v", c.Judged(), c.SampledEvery(), named)
+	}
+	if line := (Counts{Operations: c.Judged(), Summaries: 1, Processes: 4, Communicators: 1, Every: c.SampledEvery()}).String(); !strings.Contains(line, "sampled: every 8 operations at most") {
+		t.Errorf("counts say %q", line)
+	}
+}
+
+// TestSenderSamplesForASlowCollector: a collector that reads a frame only
+// every 0.7 s falls behind a process sending 20,000 summaries each 100 ms
+// (several frames a batch: each within the collector's frame limit, which
+// a full queue's one frame passed, so the collector dropped it whole); the
+// sender's write stalls past half its bound and it doubles its sample.
+func TestSenderSamplesForASlowCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var frames atomic.Int64
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = bootstrap.WriteFrame(c, frameChallenge, []byte("nonce"))
+		if _, _, err := bootstrap.ReadFrame(c, 4096); err != nil {
+			return
+		}
+		_ = bootstrap.WriteFrame(c, frameWelcome, nil)
+		for {
+			typ, _, err := bootstrap.ReadFrame(c, frameLimit)
+			if err != nil {
+				return
+			}
+			if typ == frameBatch {
+				frames.Add(1)
+				time.Sleep(700 * time.Millisecond)
+			}
+		}
+	}()
+	s := NewSender(SenderOptions{Addr: ln.Addr().String(), Key: []byte("k"), Host: "h", PID: 1})
+	defer s.Close()
+	stop := time.Now().Add(8 * time.Second)
+	for seq := uint64(1); time.Now().Before(stop) && s.Every() < 2; seq++ {
+		s.Send(Summary{Comm: 1, Seq: seq, Ranks: 2, Rank: 0, Host: strings.Repeat("h", 100)})
+		if seq%20000 == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if s.Every() < 2 || frames.Load() == 0 {
+		t.Fatalf("the sender sends every %d operations to a collector that fell behind (%d frames read)", s.Every(), frames.Load())
+	}
+}
+
+// TestFullQueueGoesInFramesTheCollectorReads: a full queue (65,536
+// summaries, about 14 MB of JSON) goes as frames each within the
+// collector's frame limit, every summary in one of them.
+func TestFullQueueGoesInFramesTheCollectorReads(t *testing.T) {
+	batch := make([]Summary, 1<<16)
+	for i := range batch {
+		batch[i] = Summary{Comm: 1, Seq: uint64(i), Ranks: 8, Rank: 3, Host: "node-0001", GPU: "0000:18:00.0", Func: "AllReduce", IssueNS: 1, StartNS: 2, EndNS: 3, Kernel: true} //nolint:gosec // G115: small
+	}
+	frames, tooBig := frameBatches(batch)
+	n := 0
+	for _, f := range frames {
+		if len(f.payload) > frameLimit {
+			t.Fatalf("a frame of %d bytes, limit %d", len(f.payload), frameLimit)
+		}
+		n += f.n
+	}
+	if n != len(batch) || tooBig != 0 || len(frames) < 2 {
+		t.Errorf("%d frames carry %d of %d summaries (%d too big)", len(frames), n, len(batch), tooBig)
 	}
 }
