@@ -176,6 +176,10 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 	}
 	if o.OnReady != nil {
 		if err := o.OnReady(choice, pw.Rank0()); err != nil {
+			var ue *UsageError
+			if errors.As(err, &ue) {
+				ue.Own = true // rank 0's output, say: the others would go on
+			}
 			return nil, pw.Rank0(), err
 		}
 	}

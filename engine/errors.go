@@ -24,14 +24,20 @@ const (
 )
 
 // UsageError is bad input: the message names the problem and the valid choices.
-type UsageError struct{ Err error }
+type UsageError struct {
+	Err error
+	// Own is set on a refusal this process reaches alone (rank 0's output
+	// path): the other processes of the world are told it. One that every
+	// process reaches alike (a plan, a size) is not relayed: each says it.
+	Own bool
+}
 
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
 // UsageErrorf makes a UsageError from a format and its arguments.
 func UsageErrorf(format string, a ...any) error {
-	return &UsageError{fmt.Errorf(format, a...)}
+	return &UsageError{Err: fmt.Errorf(format, a...)}
 }
 
 // RunError is a failure while running: the backend or the system failed.

@@ -99,7 +99,7 @@ func (f *System) Getenv(k string) string {
 func (f *System) DetectLaunch() (*bootstrap.Launch, error) {
 	l, err := bootstrap.Detect(f.Getenv)
 	if err != nil {
-		return nil, &UsageError{err}
+		return nil, &UsageError{Err: err}
 	}
 	return l, nil
 }
@@ -116,12 +116,12 @@ func (f *System) JoinProcesses(ctx context.Context, l *bootstrap.Launch, args []
 	case l.RootAddr != "":
 		token, err := secret.Load(f.Getenv)
 		if err != nil {
-			return nil, &UsageError{err}
+			return nil, &UsageError{Err: err}
 		}
 		fanout := 0
 		if v := f.Getenv(bootstrap.EnvFanout); v != "" {
 			if fanout, err = strconv.Atoi(v); err != nil || fanout < 1 || fanout > 1024 {
-				return nil, &UsageError{fmt.Errorf("%s=%q is not a fanout (want a whole number from 1 to 1024; rank 0's holds for the job)", bootstrap.EnvFanout, v)}
+				return nil, &UsageError{Err: fmt.Errorf("%s=%q is not a fanout (want a whole number from 1 to 1024; rank 0's holds for the job)", bootstrap.EnvFanout, v)}
 			}
 		}
 		t, err := bootstrap.Join(ctx, bootstrap.TCPOptions{Rank: l.Rank, Size: l.Size, Addr: l.RootAddr,
@@ -182,7 +182,7 @@ func setThreads(b measure.Backend, mode string) error {
 		return nil
 	}
 	if err := t.SetThreads(mode); err != nil {
-		return &UsageError{err}
+		return &UsageError{Err: err}
 	}
 	return nil
 }
@@ -260,14 +260,15 @@ type Session struct {
 	Hosts  []string
 }
 
-// CloseAfter ends the session after a run that returned err. A refusal of
-// this process's own (a UsageError: an output path it cannot write, a plan
-// that does not fit the world) is told to every process first, so the
-// others stop naming it, rather than misreading the exchange it left ("rank
-// 0 sent a malformed data address").
+// CloseAfter ends the session after a run that returned err. A refusal
+// this process reached alone (UsageError.Own: an output path it cannot
+// write) is told to every process first, so the others stop naming it,
+// rather than misreading the exchange it left ("rank 0 sent a malformed
+// data address"). A refusal every process reaches alike is not: each
+// says it, and the launcher names it once.
 func (s *Session) CloseAfter(err error) {
 	var ue *UsageError
-	if errors.As(err, &ue) && s.PW.Multi() {
+	if errors.As(err, &ue) && ue.Own && s.PW.Multi() {
 		s.PW.MarkFaulted()
 		s.PW.Ctl.Abort(err)
 	}

@@ -73,7 +73,7 @@ func (f *System) CPUBackend() (*cpu.Backend, error) {
 func (f *System) plantedFaults() (*faults.Set, error) {
 	fs, err := faults.Parse(f.Getenv(faults.EnvFaults))
 	if err != nil {
-		return nil, &UsageError{err}
+		return nil, &UsageError{Err: err}
 	}
 	return fs, nil
 }
@@ -109,7 +109,7 @@ func (f *System) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 		case "auto", "":
 			b, err := f.OpenNCCL(ncclLib)
 			if err != nil {
-				return BackendChoice{}, &UsageError{fmt.Errorf("--nccl-lib %s names NCCL, but the nccl backend is not available: %v", ncclLib, err)}
+				return BackendChoice{}, &UsageError{Err: fmt.Errorf("--nccl-lib %s names NCCL, but the nccl backend is not available: %v", ncclLib, err)}
 			}
 			return BackendChoice{Backend: b, Reason: "auto; NCCL from --nccl-lib", Auto: true}, nil
 		}
@@ -124,7 +124,7 @@ func (f *System) ChooseBackend(name, ncclLib string) (BackendChoice, error) {
 	case "nccl":
 		b, err := f.OpenNCCL(ncclLib)
 		if err != nil {
-			return BackendChoice{}, &UsageError{fmt.Errorf("the nccl backend is not available: %v", err)}
+			return BackendChoice{}, &UsageError{Err: fmt.Errorf("the nccl backend is not available: %v", err)}
 		}
 		return BackendChoice{Backend: b, Reason: "asked for with --backend nccl"}, nil
 	case mpib.Name:
