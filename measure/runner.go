@@ -332,10 +332,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	cpus := make([]float64, len(local))
 	var recs []*results.OpRecord
 	base := int64(p.Misalign * esz)
-	now := rn.Now
-	if now == nil {
-		now = time.Now
-	}
+	now := rn.now
 	what := describeCase(c, size, inPlace)
 	// callOf is rank r's operation in this half.
 	callOf := func(r Rank) (int, Call, Geometry) {

@@ -11,9 +11,11 @@ import "sort"
 // ranks by their history in the operations of its function.
 func (c *Collector) judge(id uint64, cm *comm, seq uint64, all []*Summary) []Finding {
 	k := clocksOf(all)
-	v := c.byStart(all, k)
+	var v lateness
 	if waitsForAll(all) {
 		v = c.byDuration(all, k)
+	} else {
+		v = c.byStart(all, k)
 	}
 	var out []Finding
 	fh := cm.history(all[0].Func)
