@@ -27,8 +27,8 @@ OUTDIR=${OUT:-gpu-logs}
 WORK=${WORK:-/tmp/collbench-watch-plants}
 JOBS=${JOBS:-2}
 EPISODES=${EPISODES:-12}
-ON_S=${ON_S:-10}
-OFF_S=${OFF_S:-6}
+ON_S=${ON_S:-6}
+OFF_S=${OFF_S:-4}
 PLANTS=${PLANTS:-copy compute sleep job2 p2p copy}
 PORT=${PORT:-29650}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -87,7 +87,7 @@ while not os.path.exists(os.path.join(work, "ready")):
 time.sleep(off)
 for e in range(episodes):
     k = first + e
-    plant, v = plants[k % len(plants)], k % n
+    plant, v = plants[k % len(plants)], (k + k // len(plants)) % n
     dev = "cuda:%d" % v
     if plant == "sleep":
         t0 = time.time(); open(os.path.join(work, "sleep-%d" % v), "w").close()
