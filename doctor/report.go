@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -315,11 +316,11 @@ func IsReport(data []byte) bool {
 // where it is a regular file of another kind (results), or not a regular
 // file (a pipe or device is read once, as results). A report of a newer
 // schema is refused by name.
-func ReadReportFile(path string) (*Report, error) {
+func ReadReportFile(ctx context.Context, path string) (*Report, error) {
 	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
 		return nil, nil
 	}
-	data, err := bounded.ReadFile(path, bounded.Results)
+	data, err := bounded.ReadFile(ctx, path, bounded.Results)
 	if err != nil {
 		var big *bounded.TooLargeError
 		if errors.As(err, &big) {

@@ -19,8 +19,12 @@ const (
 	ExitUsage       = 2 // bad flags, arguments or input files; a missing library asked for by name
 	ExitRunFailed   = 3 // the run could not complete (backend error, a process of the world died, I/O)
 	ExitHung        = 4 // the watchdog or the heartbeat stopped a rank that made no progress or went silent
-	ExitInterrupted = 130
-	ExitTerminated  = 143
+	// ExitInconclusive: compare found nothing worse but could not judge
+	// some rows or bands: the runs' own spread is wider than the change
+	// asked for.
+	ExitInconclusive = 5
+	ExitInterrupted  = 130
+	ExitTerminated   = 143
 )
 
 // UsageError is bad input: the message names the problem and the valid choices.
@@ -51,6 +55,12 @@ type CheckFailedError struct{ Msg string }
 
 func (e *CheckFailedError) Error() string { return e.Msg }
 
+// InconclusiveError reports a comparison that could not judge: nothing
+// regressed, but the runs' own spread hides a change of the size asked for.
+type InconclusiveError struct{ Msg string }
+
+func (e *InconclusiveError) Error() string { return e.Msg }
+
 // ExitCode maps an error to the process exit code by its type; an error no
 // type claims is a failed run (ExitRunFailed).
 func ExitCode(err error) int {
@@ -58,6 +68,7 @@ func ExitCode(err error) int {
 	var re *RunError
 	var ce *CheckFailedError
 	var xe *ExitCodeError
+	var ie *InconclusiveError
 	var pe *bootstrap.PeerError
 	var se *SignalError
 	switch {
@@ -67,6 +78,8 @@ func ExitCode(err error) int {
 		return xe.Code
 	case errors.As(err, &ce):
 		return ExitCheckFailed
+	case errors.As(err, &ie):
+		return ExitInconclusive
 	case errors.As(err, &pe):
 		switch pe.Kind {
 		case bootstrap.FaultHung, bootstrap.FaultSilent:

@@ -24,11 +24,11 @@ type Simulation struct {
 
 // LoadCluster reads a cluster file for Simulate; "" gives nil (no
 // simulation).
-func LoadCluster(path string) (*cluster.Model, error) {
+func LoadCluster(ctx context.Context, path string) (*cluster.Model, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return cluster.Load(path)
+	return cluster.Load(ctx, path)
 }
 
 // Simulate runs doctor on every modelled GPU of s.Model, in this process,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"path/filepath"
 
 	"collbench/doctor"
@@ -53,8 +54,8 @@ type SuiteAcceptance struct {
 // flags' defaults, so a suite and the same command line cannot drift
 // apart). A file that is not a valid suite is a UsageError naming its
 // line.
-func LoadSuite(path string, base measure.Spec) (*SuitePlan, error) {
-	cfg, err := runconfig.Load(path)
+func LoadSuite(ctx context.Context, path string, base measure.Spec) (*SuitePlan, error) {
+	cfg, err := runconfig.Load(ctx, path)
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}
@@ -90,9 +91,9 @@ func LoadSuite(path string, base measure.Spec) (*SuitePlan, error) {
 // LoadConfig sets d's thresholds, expectations and counter rules from a
 // config file's doctor section (doctor --config) and returns its history
 // rules (zero: the defaults). A file that is not valid is a UsageError.
-func (d *Doctor) LoadConfig(path string) (doctor.HistoryRules, error) {
+func (d *Doctor) LoadConfig(ctx context.Context, path string) (doctor.HistoryRules, error) {
 	var history doctor.HistoryRules
-	cfg, err := runconfig.Load(path)
+	cfg, err := runconfig.Load(ctx, path)
 	if err != nil {
 		return history, &UsageError{Err: err}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ output: out
 		t.Fatal(err)
 	}
 	base := measure.Spec{Iters: 20, Warmup: 5, Check: 1, DType: "float", Op: "sum", Root: "0", Mode: "both"}
-	p, err := LoadSuite(path, base)
+	p, err := LoadSuite(context.Background(), path, base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ output: out
 	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadSuite(path, base)
+	_, err = LoadSuite(context.Background(), path, base)
 	var ue *UsageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "allgathr") || !strings.Contains(err.Error(), "line") {
 		t.Errorf("a misspelt collective: %v", err)
@@ -83,7 +84,7 @@ func TestDoctorLoadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d Doctor
-	h, err := d.LoadConfig(path)
+	h, err := d.LoadConfig(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestDoctorLoadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ue *UsageError
-	if _, err := d.LoadConfig(path); !errors.As(err, &ue) {
+	if _, err := d.LoadConfig(context.Background(), path); !errors.As(err, &ue) {
 		t.Errorf("a broken file: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"collbench/internal/bounded"
 	"collbench/internal/jsonwords"
 	"collbench/internal/tempdir"
 	"collbench/topology"
@@ -39,9 +40,9 @@ func (f *System) ReadTopology(ctx context.Context, r TopoRequest) (*TopoRead, er
 	in := topology.Inputs{Host: f.HostIdentity(), Env: topoEnv(f)}
 	out := &TopoRead{}
 	if r.FactsFile != "" {
-		b, err := os.ReadFile(r.FactsFile)
+		b, err := bounded.ReadFile(ctx, r.FactsFile, bounded.Results)
 		if err != nil {
-			return nil, UsageErrorf("cannot read --facts %s: %v", r.FactsFile, errors.Unwrap(err))
+			return nil, UsageErrorf("cannot read --facts %s: %w", r.FactsFile, err)
 		}
 		var facts topology.Facts
 		if err := jsonwords.Decode(b, &facts); err != nil {
@@ -67,9 +68,13 @@ func (f *System) ReadTopology(ctx context.Context, r TopoRequest) (*TopoRead, er
 	}
 	switch {
 	case r.NCCLLog != "" || r.NCCLXML != "":
-		v, err := parseNCCLFiles(r.NCCLLog, r.NCCLXML)
-		if err != nil {
-			return nil, UsageErrorf("%v", err)
+		v, err := parseNCCLFiles(ctx, r.NCCLLog, r.NCCLXML)
+		var ue *UsageError
+		switch {
+		case errors.As(err, &ue):
+			return nil, err
+		case err != nil:
+			return nil, &UsageError{Err: err}
 		}
 		in.NCCL = v
 	case r.NoNCCL:
@@ -99,14 +104,14 @@ func topoEnv(f *System) map[string]string {
 	return env
 }
 
-func parseNCCLFiles(logPath, xmlPath string) (*topology.NCCLView, error) {
+func parseNCCLFiles(ctx context.Context, logPath, xmlPath string) (*topology.NCCLView, error) {
 	v := &topology.NCCLView{}
 	if logPath != "" {
-		fh, err := os.Open(logPath)
+		fh, release, err := bounded.Open(ctx, logPath)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read the NCCL log: %v", err)
+			return nil, fmt.Errorf("cannot read the NCCL log: %w", err)
 		}
-		defer fh.Close()
+		defer release()
 		if v, err = topology.ParseLog(fh); err != nil {
 			if errors.Is(err, topology.ErrNotNCCLLog) {
 				return nil, UsageErrorf("--nccl-log %s is not an NCCL log: %v", logPath, err)
@@ -115,11 +120,11 @@ func parseNCCLFiles(logPath, xmlPath string) (*topology.NCCLView, error) {
 		}
 	}
 	if xmlPath != "" {
-		fh, err := os.Open(xmlPath)
+		fh, release, err := bounded.Open(ctx, xmlPath)
 		if err != nil {
-			return nil, fmt.Errorf("cannot read the NCCL topology dump: %v", err)
+			return nil, fmt.Errorf("cannot read the NCCL topology dump: %w", err)
 		}
-		defer fh.Close()
+		defer release()
 		if err := v.ParseTopoXML(fh); err != nil {
 			return nil, err
 		}
@@ -177,7 +182,7 @@ func probeNCCL(ctx context.Context, lib string, gpus int) (*topology.NCCLView, e
 	if _, err := os.Stat(xmlPath); err != nil {
 		xmlPath = ""
 	}
-	v, err := parseNCCLFiles(logs[0], xmlPath)
+	v, err := parseNCCLFiles(ctx, logs[0], xmlPath)
 	var ue *UsageError
 	if errors.As(err, &ue) {
 		return nil, fmt.Errorf("the NCCL probe's log holds no line NCCL wrote: %s", strings.TrimSpace(lastLine(out.String())))

@@ -22,6 +22,9 @@ const (
 	Regressed Verdict = "regressed"
 	Missing   Verdict = "missing"
 	New       Verdict = "new"
+	// Inconclusive: the change is beyond the threshold but within the
+	// runs' own measured spread, so those runs cannot judge it.
+	Inconclusive Verdict = "inconclusive"
 )
 
 // Band sets how rows from MinSize up are judged: by bus bandwidth drop or
@@ -89,7 +92,11 @@ type CompareRow struct {
 	Current    float64 `json:"current"`
 	DeltaPct   float64 `json:"delta_pct"`   // the metric's change, current against baseline: a rise in time or busbw is positive
 	AllowedPct float64 `json:"allowed_pct"` // the threshold applied, noise included
-	Verdict    Verdict `json:"verdict"`
+	// SpreadPct is the change the two runs' own measured spread covers
+	// (twice the larger relative spread of either side), 0 where neither
+	// measured one.
+	SpreadPct float64 `json:"spread_pct,omitempty"`
+	Verdict   Verdict `json:"verdict"`
 	// Why says what decided the verdict: the threshold, the measured
 	// noise that widened it, or the absolute floor for small times.
 	Why string `json:"why,omitempty"`
@@ -97,6 +104,9 @@ type CompareRow struct {
 	// row with on each side, where the runs recorded it.
 	BaselineAlgorithm string `json:"baseline_algorithm,omitempty"`
 	CurrentAlgorithm  string `json:"current_algorithm,omitempty"`
+	// baseCycles and curCycles are each side's cycle times (--stable,
+	// --cycles), in cycle order: a band's rows measured together.
+	baseCycles, curCycles []float64
 }
 
 // RunInfo identifies one side of a comparison.
@@ -130,6 +140,13 @@ type Comparison struct {
 	// Shifts judge each case's band of sizes as a whole: a slowdown too
 	// small for any one noisy row shows in the median of many.
 	Shifts []Shift `json:"shifts,omitempty"`
+	// Inconclusive is set when nothing failed but some rows or bands could
+	// not be judged: the runs' own spread is wider than the change asked
+	// for. Unjudged says where, and CatchablePct is the smallest change
+	// those parts could have caught.
+	Inconclusive bool     `json:"inconclusive,omitempty"`
+	Unjudged     []string `json:"unjudged,omitempty"`
+	CatchablePct float64  `json:"catchable_pct,omitempty"`
 }
 
 // Shift is one case's band of sizes judged as a whole: the median change
@@ -141,56 +158,13 @@ type Shift struct {
 	Band       string  `json:"band"`
 	Metric     string  `json:"metric"`
 	Rows       int     `json:"rows"`
-	MedianPct  float64 `json:"median_pct"` // the median gain: negative is worse
-	AllowedPct float64 `json:"allowed_pct"`
+	MedianPct  float64 `json:"median_pct"`  // the median gain: negative is worse
+	AllowedPct float64 `json:"allowed_pct"` // the smallest median loss these rows could tell from noise
+	AskedPct   float64 `json:"asked_pct"`   // the row threshold: the change the comparison was asked to catch
 	Regressed  bool    `json:"regressed"`
-}
-
-// minShiftRows is the fewest rows a band needs to be judged as a whole.
-const minShiftRows = 4
-
-// shifts judges each case's bands as a whole.
-func shifts(rows []CompareRow, th Thresholds) []Shift {
-	type key struct{ name, band string }
-	var order []key
-	groups := map[key][]CompareRow{}
-	for _, r := range rows {
-		if r.Verdict == Missing || r.Verdict == New || r.Baseline <= 0 {
-			continue
-		}
-		k := key{caseName(r), r.Band}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	var out []Shift
-	for _, k := range order {
-		rs := groups[k]
-		if len(rs) < minShiftRows {
-			continue
-		}
-		gains := make([]float64, len(rs))
-		for i, r := range rs {
-			gains[i] = r.DeltaPct
-			if r.Metric != "busbw" {
-				gains[i] = -r.DeltaPct
-			}
-		}
-		med := median(gains)
-		dev := make([]float64, len(gains))
-		for i, g := range gains {
-			dev[i] = math.Abs(g - med)
-		}
-		// The standard error of a median of n values whose spread is
-		// estimated robustly (1.4826 MAD), times three.
-		se := 1.2533 * 1.4826 * median(dev) / math.Sqrt(float64(len(gains)))
-		band, _ := th.band(rs[0].SizeBytes)
-		allowed := math.Max(band.Pct/2, 3*se)
-		out = append(out, Shift{Case: k.name, Band: sizeSpan(rs), Metric: rs[0].Metric, Rows: len(rs),
-			MedianPct: math.Round(med*100) / 100, AllowedPct: math.Round(allowed*100) / 100, Regressed: med < -allowed})
-	}
-	return out
+	// Inconclusive: the band could not catch a change of the size asked
+	// for (AllowedPct beyond AskedPct) and did not clearly improve.
+	Inconclusive bool `json:"inconclusive,omitempty"`
 }
 
 func median(v []float64) float64 {
@@ -266,57 +240,6 @@ func info(label string, d *results.Document) RunInfo {
 	return ri
 }
 
-// judgeRow judges one mode of a row against the baseline's (b, ba: the
-// baseline's half and algorithm; k, ka: the current run's); false when
-// neither side has the mode.
-func judgeRow(th Thresholds, r results.Row, layout, mode string, b, k *results.Half, ba, ka *results.AlgoChoice) (CompareRow, bool) {
-	band, label := th.band(r.SizeBytes)
-	cr := CompareRow{Collective: r.Collective, DType: r.DType, Op: r.Op, Root: r.Root, Layout: layout,
-		SizeBytes: r.SizeBytes, Mode: mode, Band: label, Metric: band.Metric}
-	if ba != nil {
-		cr.BaselineAlgorithm = ba.String()
-	}
-	if ka != nil {
-		cr.CurrentAlgorithm = ka.String()
-	}
-	switch {
-	case b == nil && k == nil:
-		return cr, false
-	case k == nil:
-		cr.Verdict = Missing
-		cr.Baseline = metric(b, band.Metric)
-		cr.Why = "not in the current run"
-	case b == nil:
-		cr.Verdict = New
-		cr.Current = metric(k, band.Metric)
-		cr.Why = "not in the baseline"
-	default:
-		cr.Baseline, cr.Current = metric(b, band.Metric), metric(k, band.Metric)
-		cr.AllowedPct = math.Max(band.Pct, 200*noise(b, k))
-		cr.Verdict = OK
-		if cr.Baseline > 0 {
-			// The delta is the metric's own change; a better run has
-			// more bandwidth or less time.
-			cr.DeltaPct = math.Round((cr.Current-cr.Baseline)/cr.Baseline*1e4) / 100
-			gain := cr.DeltaPct
-			if band.Metric != "busbw" {
-				gain = -gain
-			}
-			floorOK := band.Metric == "busbw" || math.Abs(cr.Current-cr.Baseline) > band.FloorUS
-			switch {
-			case gain < -cr.AllowedPct && floorOK:
-				cr.Verdict = Regressed
-			case gain > cr.AllowedPct && floorOK:
-				cr.Verdict = Improved
-			}
-			cr.Why = why(band, cr, gain, floorOK)
-		} else {
-			cr.Why = "the baseline is 0: nothing to compare against"
-		}
-	}
-	return cr, true
-}
-
 // inputWarnings says what the inputs cannot vouch for: the same run on
 // both sides, different machines or backends, lines left unread.
 func inputWarnings(c *Comparison, base, cur *results.Document, baseLabel, curLabel string) []string {
@@ -383,6 +306,7 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	seen := map[string]bool{}
 	add := func(r results.Row, layout, mode string, b, k *results.Half, ba, ka *results.AlgoChoice) {
 		if cr, ok := judgeRow(th, r, layout, mode, b, k, ba, ka); ok {
+			cr.baseCycles, cr.curCycles = cycleTimes(b), cycleTimes(k)
 			c.Rows = append(c.Rows, cr)
 			c.Counts[cr.Verdict]++
 		}
@@ -446,6 +370,7 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		c.Reasons = append(c.Reasons, "machine or library differs (--strict)")
 	}
 	c.Failed = len(c.Reasons) > 0
+	c.unjudged()
 	if strings.HasPrefix(c.Baseline.Backend, "cpu") && strings.HasPrefix(c.Current.Backend, "cpu") && c.Counts[Regressed]+c.Counts[Improved] > 0 &&
 		c.Baseline.Runs <= 1 && !spreadKnown(base) && !spreadKnown(cur) {
 		c.Notes = append(c.Notes, "both runs are on the cpu backend, whose times move by tens of percent between identical runs on a shared host: "+
@@ -567,31 +492,6 @@ func algorithmNotes(rows []CompareRow) []string {
 	return notes
 }
 
-// why says in words what decided a compared row's verdict.
-func why(band Band, cr CompareRow, gain float64, floorOK bool) string {
-	change := "rose"
-	if cr.DeltaPct < 0 {
-		change = "fell"
-	}
-	what := "time"
-	if band.Metric == "busbw" {
-		what = "busbw"
-	}
-	limit := fmt.Sprintf("the %s %% threshold", trimPct(band.Pct))
-	if cr.AllowedPct > band.Pct {
-		limit = fmt.Sprintf("measured noise ±%s %%", trimPct(cr.AllowedPct))
-	}
-	switch {
-	case math.Abs(gain) > cr.AllowedPct && !floorOK:
-		return fmt.Sprintf("within the %s µs floor (%s %s by %.2f µs)", trimPct(band.FloorUS), what, change, math.Abs(cr.Current-cr.Baseline))
-	case cr.Verdict == OK:
-		return "within " + limit
-	case band.Metric == "time":
-		return fmt.Sprintf("%s %s %s %% (beyond %s and the %s µs floor)", what, change, trimPct(math.Abs(cr.DeltaPct)), limit, trimPct(band.FloorUS))
-	}
-	return fmt.Sprintf("%s %s %s %% (beyond %s)", what, change, trimPct(math.Abs(cr.DeltaPct)), limit)
-}
-
 // trimPct writes a percentage with at most one decimal, none when whole.
 func trimPct(v float64) string {
 	s := fmt.Sprintf("%.1f", v)
@@ -631,4 +531,28 @@ func Cases(d *results.Document) string {
 		parts = append(parts, k+" "+sz)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// unjudged says which rows and bands could not be judged, and the smallest
+// change they could have caught; a comparison with nothing failed and
+// something unjudged is inconclusive.
+func (c *Comparison) unjudged() {
+	worst := 0.0
+	if n := c.Counts[Inconclusive]; n > 0 {
+		for _, r := range c.Rows {
+			if r.Verdict == Inconclusive {
+				worst = math.Max(worst, r.AllowedPct)
+			}
+		}
+		c.Unjudged = append(c.Unjudged, fmt.Sprintf("%d row(s) changed beyond the threshold but within the runs' own spread", n))
+	}
+	for _, s := range c.Shifts {
+		if s.Inconclusive {
+			worst = math.Max(worst, s.AllowedPct)
+			c.Unjudged = append(c.Unjudged, fmt.Sprintf("%s, %s (%s): median %+.1f%%, but these runs can only tell a change beyond %s%% from noise, and %s%% was asked",
+				s.Case, s.Band, s.Metric, s.MedianPct, trimPct(s.AllowedPct), trimPct(s.AskedPct)))
+		}
+	}
+	c.CatchablePct = worst
+	c.Inconclusive = !c.Failed && len(c.Unjudged) > 0
 }

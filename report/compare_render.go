@@ -33,14 +33,17 @@ func WriteComparison(w io.Writer, c *Comparison, format string) error {
 
 func (c *Comparison) verdictLine() string {
 	var parts []string
-	for _, v := range []Verdict{Regressed, Missing, Improved, New, OK} {
+	for _, v := range []Verdict{Regressed, Missing, Inconclusive, Improved, New, OK} {
 		if n := c.Counts[v]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, v))
 		}
 	}
 	status := "PASS"
-	if c.Failed {
+	switch {
+	case c.Failed:
 		status = "FAIL (" + strings.Join(c.Reasons, ", ") + ")"
+	case c.Inconclusive:
+		status = fmt.Sprintf("INCONCLUSIVE (the runs' own spread hides changes below %s%%: %d part(s) could not be judged)", trimPct(c.CatchablePct), len(c.Unjudged))
 	}
 	return fmt.Sprintf("%s: %s of %d compared", status, strings.Join(parts, ", "), len(c.Rows))
 }
@@ -107,6 +110,9 @@ func compareTable(w io.Writer, c *Comparison) error {
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "# note:     %s\n", n)
 	}
+	for _, n := range c.Unjudged {
+		fmt.Fprintf(w, "# unjudged: %s\n", n)
+	}
 	fmt.Fprintf(w, "# %s\n", c.verdictLine())
 	return nil
 }
@@ -128,6 +134,9 @@ func compareMarkdown(w io.Writer, c *Comparison) error {
 	}
 	for _, s := range c.Notes {
 		fmt.Fprintf(w, "> **Note:** %s\n\n", s)
+	}
+	for _, s := range c.Unjudged {
+		fmt.Fprintf(w, "> **Could not judge:** %s\n\n", s)
 	}
 	var bad, rest []CompareRow
 	for _, r := range c.Rows {
@@ -187,7 +196,13 @@ type junitCase struct {
 	Name      string        `xml:"name,attr"`
 	ClassName string        `xml:"classname,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	Output    string        `xml:"system-out,omitempty"`
+}
+
+// junitSkipped marks a case the runs could not judge (inconclusive).
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
 }
 
 type junitFailure struct {
@@ -214,6 +229,7 @@ func compareJUnit(w io.Writer, c *Comparison) error {
 	for _, k := range keys {
 		tc := junitCase{Name: fmt.Sprintf("%s %s", k.coll, k.band), ClassName: "collbench." + k.coll}
 		var fails, lines []string
+		unjudged := 0
 		for _, r := range groups[k] {
 			line := fmt.Sprintf("%s %s %s root %d %s %s %s: %s -> %s (%+.1f%%, allowed %.1f%%) %s", r.Collective, r.DType, r.Op, r.Root,
 				words.Bytes(r.SizeBytes), r.Mode, r.Metric, valueString(r.Baseline, r.Metric), valueString(r.Current, r.Metric), r.DeltaPct, r.AllowedPct, r.Verdict)
@@ -224,12 +240,17 @@ func compareJUnit(w io.Writer, c *Comparison) error {
 			if r.Verdict == Regressed || (r.Verdict == Missing && !c.Thresholds.AllowMissing) {
 				fails = append(fails, line)
 			}
+			if r.Verdict == Inconclusive {
+				unjudged++
+			}
 		}
 		tc.Output = strings.Join(lines, "\n")
 		if len(fails) > 0 {
 			tc.Failure = &junitFailure{Message: fmt.Sprintf("%d of %d rows regressed or missing", len(fails), len(groups[k])),
 				Type: "regression", Text: strings.Join(fails, "\n")}
 			suite.Failures++
+		} else if unjudged > 0 {
+			tc.Skipped = &junitSkipped{Message: fmt.Sprintf("%d of %d rows inconclusive: a change beyond the threshold within the runs' own spread", unjudged, len(groups[k]))}
 		}
 		suite.Cases = append(suite.Cases, tc)
 	}
@@ -257,8 +278,11 @@ func orDash(s string) string {
 // line says how a band fared as a whole.
 func (s Shift) line() string {
 	verdict := "ok"
-	if s.Regressed {
+	switch {
+	case s.Regressed:
 		verdict = "REGRESSED"
+	case s.Inconclusive:
+		verdict = fmt.Sprintf("INCONCLUSIVE (%s%% asked)", trimPct(s.AskedPct))
 	}
 	return fmt.Sprintf("%s, %s (%s): median %+.1f%% over %d rows, allowed -%.1f%%: %s", s.Case, s.Band, s.Metric, s.MedianPct, s.Rows, s.AllowedPct, verdict)
 }

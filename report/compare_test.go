@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -250,6 +251,81 @@ func TestCompareUsesCycleSpread(t *testing.T) {
 	c, _ = Compare(base, cur, "b", "c", DefaultThresholds())
 	if c.Counts[Regressed] != 0 || c.Failed {
 		t.Fatalf("cycle spread ignored: %+v", c.Counts)
+	}
+	// 12% is beyond the 5% and 10% thresholds but within the spread: those
+	// rows cannot be judged, and the comparison says so.
+	if c.Counts[Inconclusive] == 0 || !c.Inconclusive || c.CatchablePct < 14 {
+		t.Fatalf("a change within the spread but beyond the threshold should be inconclusive: %+v, catchable %g", c.Counts, c.CatchablePct)
+	}
+	var out bytes.Buffer
+	if err := WriteComparison(&out, c, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "# INCONCLUSIVE (the runs' own spread hides changes below ") || !strings.Contains(out.String(), "# unjudged: 2 row(s) changed beyond the threshold") {
+		t.Fatalf("the verdict line does not say it cannot judge:\n%s", out.String())
+	}
+}
+
+// levelDoc is a --stable run of 16 rows per band whose every cycle moves
+// all rows alike by the factors in levels (a host whose speed changes),
+// slowed by slow.
+func levelDoc(slow float64, levels []float64) *results.Document {
+	d := &results.Document{Schema: results.Schema, SchemaVersion: 1, Config: results.Config{Ranks: 4, Stable: true}}
+	d.Environment.Backend = results.Backend{Name: "cpu"}
+	for i := range 16 {
+		for _, size := range []int64{int64(8) << (i % 12), int64(1<<20) << (i % 8)} {
+			tm := (float64(size)/1e3 + 10) * slow
+			var times []float64
+			for _, l := range levels {
+				times = append(times, tm*l*(1+0.002*float64(i%3)))
+			}
+			cs := &results.CycleStats{N: len(times), TimesUS: times, TimeMinUS: slices.Min(times), TimeMaxUS: slices.Max(times)}
+			cs.BusBWMin, cs.BusBWMax = 100/(cs.TimeMaxUS/tm*slow), 100/(cs.TimeMinUS/tm*slow)
+			d.Results = append(d.Results, results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: size + int64(i), Ranks: 4,
+				OutOfPlace: &results.Half{TimeUS: tm, BusBW: 100 / slow, Cycles: cs}})
+		}
+	}
+	return d
+}
+
+// TestCompareSaysInconclusiveWhereTheHostMoved: two runs whose cycles show
+// the host's speed moving every row alike by ±20% cannot judge a 10%
+// change as a whole, however many rows agree: inconclusive, never FAIL,
+// naming what they could catch. Twice as slow is beyond that and fails;
+// with steady cycles the same 10% fails; a same-build pair of steady
+// runs passes.
+func TestCompareSaysInconclusiveWhereTheHostMoved(t *testing.T) {
+	moving := []float64{1, 1.2, 0.8, 1.1, 0.9}
+	steady := []float64{1, 1.002, 0.998, 1.001, 0.999}
+	cases := []struct {
+		name                     string
+		base, cur                *results.Document
+		failed, inconclusive     bool
+		catchAtLeast, catchBelow float64
+	}{
+		{"moving host, 10% slower", levelDoc(1, moving), levelDoc(1.1, moving), false, true, 39, 41},
+		{"moving host, twice as slow", levelDoc(1, moving), levelDoc(2, moving), true, false, 0, 100},
+		{"steady host, 10% slower", levelDoc(1, steady), levelDoc(1.1, steady), true, false, 0, 1},
+		{"steady host, same build", levelDoc(1, steady), levelDoc(1.01, steady), false, false, 0, 1},
+	}
+	for _, tc := range cases {
+		c, err := Compare(tc.base, tc.cur, "a", "b", DefaultThresholds())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Failed != tc.failed || c.Inconclusive != tc.inconclusive || c.CatchablePct < tc.catchAtLeast || c.CatchablePct >= tc.catchBelow {
+			t.Errorf("%s: failed %v (%v), inconclusive %v (%v), catchable %g; want failed %v inconclusive %v catchable in [%g, %g)",
+				tc.name, c.Failed, c.Reasons, c.Inconclusive, c.Unjudged, c.CatchablePct, tc.failed, tc.inconclusive, tc.catchAtLeast, tc.catchBelow)
+		}
+		if tc.inconclusive {
+			var out bytes.Buffer
+			if err := WriteComparison(&out, c, "junit"); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(out.String(), "<failure") {
+				t.Errorf("%s: an inconclusive comparison wrote a junit failure:\n%s", tc.name, out.String())
+			}
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ type htmlCompareRow struct {
 }
 
 type htmlVerdict struct {
-	Class string // pass, fail
+	Class string // pass, fail, inconclusive
 	Line  string
 	// Where is what got worse, band by band; Notes are warnings and notes.
 	Where []string
@@ -80,7 +80,7 @@ th{background:#f0f0f0}
 .wide{overflow-x:auto;max-width:100%}
 tr.regressed,tr.missing{background:#fdd}tr.improved{background:#dfd}
 .verdict{font-size:125%;font-weight:bold;padding:.4em .6em;border-left:6px solid}
-.verdict.fail{color:#900;border-color:#900;background:#fdecea}.verdict.pass{color:#1b5e20;border-color:#2e7d32;background:#e8f5e9}
+.verdict.fail{color:#900;border-color:#900;background:#fdecea}.verdict.pass{color:#1b5e20;border-color:#2e7d32;background:#e8f5e9}.verdict.inconclusive{color:#7a4f01;border-color:#b26a00;background:#fff4e0}
 .plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:1em}
 .plot svg{width:100%;height:auto;display:block}
 .legend{list-style:none;padding:0;margin:.2em 0;display:flex;flex-wrap:wrap;gap:.3em 1.2em;font-size:90%}
@@ -252,8 +252,12 @@ func WriteHTML(w io.Writer, in HTMLInput) error {
 // anything get worse, and where.
 func comparisonVerdict(c *Comparison) htmlVerdict {
 	v := htmlVerdict{Class: "pass", Line: c.verdictLine()}
-	if c.Failed {
+	switch {
+	case c.Failed:
 		v.Class = "fail"
+	case c.Inconclusive:
+		v.Class = "inconclusive"
+		v.Where = append(v.Where, c.Unjudged...)
 	}
 	for _, s := range c.Shifts {
 		if s.Regressed {

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"collbench/internal/bounded"
 	"collbench/internal/yamlwords"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -116,14 +117,14 @@ func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Load reads and checks a suite file.
-func Load(path string) (*Config, error) {
-	data, err := bounded.ReadFile(path, bounded.Config)
+func Load(ctx context.Context, path string) (*Config, error) {
+	data, err := bounded.ReadFile(ctx, path, bounded.Config)
 	if err != nil {
 		var big *bounded.TooLargeError
 		if errors.As(err, &big) {
 			return nil, fmt.Errorf("config %v", err)
 		}
-		return nil, fmt.Errorf("cannot read config %s: %v", path, err)
+		return nil, fmt.Errorf("cannot read config %s: %w", path, err)
 	}
 	c, err := Parse(data)
 	if err != nil {

@@ -1,6 +1,7 @@
 package runconfig
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ func TestShippedConfigsLoad(t *testing.T) {
 		t.Fatalf("configs: %v", paths)
 	}
 	for _, p := range paths {
-		c, err := Load(p)
+		c, err := Load(context.Background(), p)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -21,11 +22,11 @@ func TestShippedConfigsLoad(t *testing.T) {
 			t.Errorf("%s: needs a name, a description and suites", p)
 		}
 	}
-	c, _ := Load("../configs/acceptance.yaml")
+	c, _ := Load(context.Background(), "../configs/acceptance.yaml")
 	if c.Acceptance == nil || c.Acceptance.PeakFraction != 0.5 || int64(c.Acceptance.MinSize) != 1<<30 || c.Suites[0].Line == 0 {
 		t.Errorf("acceptance: %+v", c.Acceptance)
 	}
-	c, _ = Load("../configs/ci.yaml")
+	c, _ = Load(context.Background(), "../configs/ci.yaml")
 	if c.Thresholds == nil || len(c.Thresholds.Bands) != 2 || int64(c.Thresholds.Bands[1].MinSize) != 1<<20 || c.Resolve(c.Baseline) != "../baselines/ci.json" {
 		t.Errorf("ci: %+v %s", c.Thresholds, c.Resolve(c.Baseline))
 	}
@@ -65,7 +66,7 @@ func TestConfigErrorsNameLineAndKey(t *testing.T) {
 			t.Errorf("%q: error %q, want one line mentioning %q", c.yaml, err, c.want)
 		}
 	}
-	if _, err := Load("/nonexistent.yaml"); err == nil || !strings.Contains(err.Error(), "cannot read config") {
+	if _, err := Load(context.Background(), "/nonexistent.yaml"); err == nil || !strings.Contains(err.Error(), "cannot read config") {
 		t.Errorf("missing file: %v", err)
 	}
 }

@@ -41,20 +41,19 @@ var errStdin = errors.New("- (standard input) is not read here; name a file")
 // ReadFile reads path whole, refusing a regular file above limit by its
 // size and any other file (a pipe, a device) once it gives more than limit.
 // The errors say what went wrong in words (no such file, permission
-// denied), without Go's operation prefix.
-func ReadFile(path string, limit int64) ([]byte, error) {
-	if path == "-" {
-		return nil, errStdin
-	}
-	fh, err := os.Open(path) //nolint:gosec // G304: a file the user named
+// denied), without Go's operation prefix. ctx's end stops a wait on a
+// named pipe or a device, with a StoppedError naming the file.
+func ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	fh, release, err := Open(ctx, path)
 	if err != nil {
-		if u := errors.Unwrap(err); u != nil {
-			return nil, u
-		}
 		return nil, err
 	}
-	defer fh.Close()
-	return Read(fh, path, limit)
+	defer release()
+	data, err := Read(fh, path, limit)
+	if err != nil && ctx.Err() != nil {
+		return nil, &StoppedError{Path: path}
+	}
+	return data, err
 }
 
 // Read reads r whole, as ReadFile does; when r is an *os.File of a

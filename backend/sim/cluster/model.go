@@ -8,6 +8,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -152,14 +153,14 @@ func Defaults() Model {
 }
 
 // Load reads and checks a cluster file.
-func Load(path string) (*Model, error) {
-	data, err := bounded.ReadFile(path, bounded.Config)
+func Load(ctx context.Context, path string) (*Model, error) {
+	data, err := bounded.ReadFile(ctx, path, bounded.Config)
 	if err != nil {
 		var big *bounded.TooLargeError
 		if errors.As(err, &big) {
 			return nil, fmt.Errorf("cluster file %v", err)
 		}
-		return nil, fmt.Errorf("cannot read cluster file %s: %v", path, err)
+		return nil, fmt.Errorf("cannot read cluster file %s: %w", path, err)
 	}
 	m, err := Parse(data)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func TestShippedClustersLoad(t *testing.T) {
 		t.Fatalf("no cluster files in configs/clusters (%v)", err)
 	}
 	for _, p := range paths {
-		if _, err := Load(p); err != nil {
+		if _, err := Load(context.Background(), p); err != nil {
 			t.Error(err)
 		}
 	}

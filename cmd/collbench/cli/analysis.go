@@ -167,6 +167,9 @@ func compareRun(o *CompareOptions) error {
 	if c.Failed {
 		return &engine.CheckFailedError{Msg: "compare: " + strings.Join(c.Reasons, ", ")}
 	}
+	if c.Inconclusive {
+		return &engine.InconclusiveError{Msg: fmt.Sprintf("compare: inconclusive: these runs cannot tell a change below %g%% from noise; record both with --stable on a quieter host, or gate on a baseline of several runs (collbench baseline make)", c.CatchablePct)}
+	}
 	return nil
 }
 

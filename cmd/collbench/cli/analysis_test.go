@@ -19,10 +19,21 @@ import (
 
 func writeDoc(t *testing.T, path string, scale float64) {
 	t.Helper()
+	writeDocSpread(t, path, scale, 0)
+}
+
+// writeDocSpread writes writeDoc's rows, each with three cycles spread by
+// ±spread around its time.
+func writeDocSpread(t *testing.T, path string, scale, spread float64) {
+	t.Helper()
 	d := &results.Document{Schema: results.Schema, SchemaVersion: 1, Tool: results.Tool{Name: "collbench", Version: "t"}}
 	for _, s := range []int64{8, 4 << 20} {
-		d.Results = append(d.Results, results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: s,
-			OutOfPlace: &results.Half{TimeUS: 100 * scale, BusBW: 50 / scale}})
+		h := &results.Half{TimeUS: 100 * scale, BusBW: 50 / scale}
+		if spread > 0 {
+			ts := []float64{h.TimeUS * (1 - spread), h.TimeUS, h.TimeUS * (1 + spread)}
+			h.Cycles = &results.CycleStats{N: 3, TimesUS: ts, TimeMinUS: ts[0], TimeMaxUS: ts[2], BusBWMin: h.BusBW / (1 + spread), BusBWMax: h.BusBW / (1 - spread)}
+		}
+		d.Results = append(d.Results, results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: s, OutOfPlace: h})
 	}
 	fh, err := os.Create(path)
 	if err != nil {
@@ -40,6 +51,10 @@ func TestCompareExitCodes(t *testing.T) {
 	writeDoc(t, base, 1)
 	writeDoc(t, same, 1.01)
 	writeDoc(t, slow, 1.5)
+	// Cycles spread by ±10% cannot judge a 15% change: inconclusive, exit 5.
+	wideBase, wideSlow := filepath.Join(dir, "wide-base.json"), filepath.Join(dir, "wide-slow.json")
+	writeDocSpread(t, wideBase, 1, 0.1)
+	writeDocSpread(t, wideSlow, 1.15, 0.1)
 	foreign := filepath.Join(dir, "foreign.json")
 	if err := os.WriteFile(foreign, []byte(`{"hello": "world"}`), 0o644); err != nil { //nolint:gosec // test files in the test's own temporary directory
 		t.Fatal(err)
@@ -62,6 +77,8 @@ func TestCompareExitCodes(t *testing.T) {
 		{[]string{"compare", base, slow, "--busbw-threshold", "60", "--time-threshold", "60"}, 0, "PASS"},
 		{[]string{"compare", base, slow, "--format", "markdown"}, 1, "### collbench: FAIL"},
 		{[]string{"compare", base, slow, "--format", "junit"}, 1, "<testsuites"},
+		{[]string{"compare", wideBase, wideSlow}, 5, "INCONCLUSIVE (the runs' own spread hides changes below 20%"},
+		{[]string{"compare", wideBase, wideSlow, "--format", "junit"}, 5, "<skipped message=\"1 of 1 rows inconclusive"},
 		{[]string{"compare", base, foreign}, 2, "a JSON object without \"schema\" (collbench)"},
 		{[]string{"compare", base, future}, 2, "schema version 9 is not supported"},
 		{[]string{"compare", base, other}, 2, "no row in common"},

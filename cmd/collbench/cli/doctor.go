@@ -145,7 +145,7 @@ func doctorRun(o *DoctorOptions) error {
 	if o.Iters > maxDoctorIters {
 		return engine.UsageErrorf("invalid --iters %d: doctor takes the best of at most %d iterations per test (each test's time grows with it, and a figure settles within tens); to watch a node over time, run doctor again with --history DIR", o.Iters, maxDoctorIters)
 	}
-	model, err := engine.LoadCluster(o.Simulate)
+	model, err := engine.LoadCluster(o.Ctx, o.Simulate)
 	if err != nil {
 		return &engine.UsageError{Err: err}
 	}
@@ -161,7 +161,7 @@ func doctorRun(o *DoctorOptions) error {
 	}
 	var historyRules doctor.HistoryRules
 	if o.Config != "" {
-		if historyRules, err = d.LoadConfig(o.Config); err != nil {
+		if historyRules, err = d.LoadConfig(o.Ctx, o.Config); err != nil {
 			return err
 		}
 	}

@@ -325,10 +325,10 @@ func waitBlockedIn(t *testing.T, pid int, fn string) {
 	t.Fatalf("no thread of process %d slept in %s within 30 s", pid, fn)
 }
 
-// TestSignalEndsACommandBlockedOnARead: compare of a named pipe nobody
-// writes blocks in the kernel's open, and of one whose writer never
-// writes, in a read; the first SIGINT ends either at once (not by the
-// signal's grace), exit 130, in one line naming the file.
+// TestSignalEndsACommandBlockedOnARead: a file named to any command that
+// is a named pipe nobody writes blocks in the kernel's open, and one whose
+// writer never writes, in a read; the first SIGINT ends either at once
+// (not by the signal's grace), exit 130, in one line naming the file.
 func TestSignalEndsACommandBlockedOnARead(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -337,10 +337,23 @@ func TestSignalEndsACommandBlockedOnARead(t *testing.T) {
 	if code := run(t, f, "allreduce", "--backend", "cpu", "--sizes", "1K", "-n", "1", "-w", "0", "-q", "-o", a); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
+	// Every flag that reads a file a user names, as one class: results,
+	// a suite, a cluster model, GPU facts, an NCCL log, a doctor report.
 	for _, c := range []struct {
 		name, want string
 		writer     bool
-	}{{"no writer", "stopped while waiting to open", false}, {"a silent writer", "stopped while reading", true}} {
+		args       []string
+	}{
+		{"no writer", "stopped while waiting to open", false, []string{"compare", a}},
+		{"a silent writer", "stopped while reading", true, []string{"compare", a}},
+		{"suite", "stopped while waiting to open", false, []string{"run", "--config"}},
+		{"silent suite", "stopped while reading", true, []string{"run", "--config"}},
+		{"cluster", "stopped while waiting to open", false, []string{"doctor", "--simulate"}},
+		{"facts", "stopped while waiting to open", false, []string{"topo", "--facts"}},
+		{"nccl log", "stopped while waiting to open", false, []string{"topo", "--no-nccl=false", "--nccl-log"}},
+		{"doctor config", "stopped while waiting to open", false, []string{"doctor", "--backend", "cpu", "-g", "2", "--config"}},
+		{"report", "stopped while waiting to open", false, []string{"report", "-o", filepath.Join(dir, "r.html")}},
+	} {
 		fifo := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
 		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatal(err)
@@ -352,7 +365,7 @@ func TestSignalEndsACommandBlockedOnARead(t *testing.T) {
 				}
 			}()
 		}
-		p := startSelf(t, nil, "compare", a, fifo)
+		p := startSelf(t, nil, append(append([]string{}, c.args...), fifo)...)
 		// The signal goes once the child is where the case wants it: a
 		// fixed wait let a loaded host's child get SIGINT before it
 		// watched for signals (killed by it, exit 130, nothing said).

@@ -221,7 +221,7 @@ func reportRun(o *ReportOptions) error {
 		// broken file (report -o r.pdf wrote HTML into it).
 		return engine.UsageErrorf("-o %s: report writes an HTML page, not %s: name the file .html (plot draws SVG or PNG)", o.Output, strings.TrimPrefix(ext, "."))
 	}
-	if rep, path, err := doctorInput(o.Runs); err != nil || rep != nil {
+	if rep, path, err := doctorInput(o.Ctx, o.Runs); err != nil || rep != nil {
 		if err != nil {
 			return err
 		}
@@ -343,9 +343,9 @@ func plotRun(o *PlotOptions) error {
 
 // doctorInput reads the one input that is a doctor JSON report, if any
 // (doctor.ReadReportFile).
-func doctorInput(paths []string) (*doctor.Report, string, error) {
+func doctorInput(ctx context.Context, paths []string) (*doctor.Report, string, error) {
 	for _, p := range paths {
-		r, err := doctor.ReadReportFile(p)
+		r, err := doctor.ReadReportFile(ctx, p)
 		if err != nil {
 			return nil, p, &engine.UsageError{Err: err}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"collbench/engine"
+	"collbench/internal/bounded"
 )
 
 // Version is the collbench version; the Makefile sets it from git.
@@ -153,6 +154,14 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	err := root.ExecuteContext(ctx)
 	if err != nil && !started && !isClassified(err) {
 		err = &engine.UsageError{Err: err}
+	}
+	// A signal that stopped the wait for an input file (a named pipe
+	// nobody writes) ends with the signal's code, whatever the reader
+	// made of the error.
+	var stopped *bounded.StoppedError
+	var se *engine.SignalError
+	if errors.As(err, &stopped) && !errors.As(err, &se) {
+		err = bySignal(ctx, err)
 	}
 	if err != nil && err.Error() != "" {
 		msg := err.Error()

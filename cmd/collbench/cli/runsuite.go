@@ -76,7 +76,7 @@ func runSuite(o *RunOptions) (err error) {
 	if o.Config == "" {
 		return engine.UsageErrorf("run needs --config FILE.yaml (see configs/)")
 	}
-	plan, err := engine.LoadSuite(o.Config, benchDefaults(o.Factory).Spec)
+	plan, err := engine.LoadSuite(o.Ctx, o.Config, benchDefaults(o.Factory).Spec)
 	if err != nil {
 		return err
 	}
@@ -163,6 +163,7 @@ func runSuite(o *RunOptions) (err error) {
 		return err
 	}
 	var failures []string
+	inconclusive := false
 	if wrong || merged.Summary.WrongTotal > 0 {
 		failures = append(failures, fmt.Sprintf("%d wrong elements", merged.Summary.WrongTotal))
 	}
@@ -186,6 +187,7 @@ func runSuite(o *RunOptions) (err error) {
 		if c.Failed {
 			failures = append(failures, "compare: "+strings.Join(c.Reasons, ", "))
 		}
+		inconclusive = c.Inconclusive
 	}
 	if a := plan.Acceptance; a != nil {
 		failures = append(failures, report.Acceptance(o.IO.Out, merged, a.MinSize, a.PeakFraction)...)
@@ -199,6 +201,8 @@ func runSuite(o *RunOptions) (err error) {
 		return firstErr
 	case len(failures) > 0:
 		return &engine.CheckFailedError{Msg: "run: " + strings.Join(failures, "; ")}
+	case inconclusive:
+		return &engine.InconclusiveError{Msg: "run: the comparison with the baseline is inconclusive (see comparison.txt): the runs' own spread hides a change of the size asked for"}
 	}
 	return nil
 }
