@@ -1127,7 +1127,7 @@ PY
   # one pipe, so their lines can run together: each object is found alone.
   medstep() { python3 -c "import json,re,sys; v=[json.loads(m)['median_ms'] for m in re.findall(r'\{[^{}]*\"median_ms\"[^{}]*\}', open(sys.argv[1]).read())]; print('%.3f' % max(v) if v else 'nan')" "$1"; }
   # WATCH_PARTS picks parts (a lent machine runs 10 minutes per command):
-  # detect (about 200 s a job), clean (WATCH_CLEAN_S + 30 s), overhead
+  # detect (about 275 s a job), clean (WATCH_CLEAN_S + 30 s), overhead
   # (about 80 s a pair; WATCH_PAIR_S s a job), launch (collbench's own NCCL backend under
   # launch -n 4 --nodes 2, about 15 s a run), kill (the collector killed
   # mid-run, about 55 s), net (NCCL over sockets, WATCH_NET_S + 30 s).
@@ -1135,11 +1135,12 @@ PY
   # detect: scripts/watch-plants.sh, every plant (a copy loop, a compute
   # loop, a second training loop on one GPU, a host that sleeps before each
   # step, a peer-to-peer copy) in episodes of fresh jobs (WATCH_JOBS jobs
-  # of WATCH_EPISODES episodes, about 16 s each); it passes when every
+  # of WATCH_EPISODES episodes, about 10 s each: 20 of each plant by
+  # default, about 1,100 s); it passes when every
   # episode of every plant but p2p (NVLink has no per-rank signal: see
   # docs/watch.md) names its victim alone within 15 s.
   if [[ $parts == *" detect "* ]]; then
-    OUT=$OUTDIR WORK=$WORK/plants JOBS=${WATCH_JOBS:-2} EPISODES=${WATCH_EPISODES:-11} timeout -k 10 1800 scripts/watch-plants.sh > "$WORK/plants.txt" 2>&1
+    OUT=$OUTDIR WORK=$WORK/plants JOBS=${WATCH_JOBS:-4} EPISODES=${WATCH_EPISODES:-25} timeout -k 10 1800 scripts/watch-plants.sh > "$WORK/plants.txt" 2>&1
     prc=$?; cat "$WORK/plants.txt"
     python3 - "$OUTDIR/watch-plants.json" <<'PY' && ok "watch named every planted part alone within 15 s (p2p aside)" || bad "watch missed a plant or named another rank (exit $prc)"
 import json, sys

@@ -17,7 +17,7 @@
 # table (plant x episodes named x p50/p90 time x others named x cleared
 # while the plant ran) goes to stdout and $OUT/watch-plants.json.
 #
-#   BIN=bin/collbench JOBS=2 EPISODES=12 scripts/watch-plants.sh
+#   BIN=bin/collbench JOBS=4 EPISODES=25 scripts/watch-plants.sh   # 20 of each plant
 # Needs nvidia-smi, PyTorch (/opt/torch/.venv/bin/python or python3) and the
 # plugin beside BIN (make plugin). Every command is bounded by timeout.
 set -u
@@ -29,7 +29,7 @@ JOBS=${JOBS:-2}
 EPISODES=${EPISODES:-12}
 ON_S=${ON_S:-6}
 OFF_S=${OFF_S:-4}
-PLANTS=${PLANTS:-copy compute sleep job2 p2p copy}
+PLANTS=${PLANTS:-copy compute sleep job2 p2p}
 PORT=${PORT:-29650}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUTDIR" "$WORK"
