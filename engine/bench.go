@@ -12,6 +12,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/dtype"
+	"collbench/internal/hostload"
 	"collbench/internal/words"
 	"collbench/measure"
 	"collbench/results"
@@ -235,7 +236,17 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 	if pw.Rank0() {
 		rn.OnProgress, rn.OnEstimate = o.OnProgress, o.OnEstimate
 	}
+	// What others took of the host while the rows were measured, where
+	// this process is the whole run (another process of the world would
+	// count as an other).
+	load0 := hostload.Take()
+	hostLoad := func() {
+		if l, ok := hostload.Since(load0, hostload.Take()); ok && doc.Config.Processes <= 1 {
+			doc.Environment.HostLoad = &l
+		}
+	}
 	rn.OnRow = func(i int, row results.Row) {
+		hostLoad()
 		if len(layout.Groups) > 1 {
 			row.Layout = o.RankList
 		}
@@ -266,6 +277,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 		return nil, pw.Rank0(), &UsageError{Err: runErr} // refused before anything ran
 	}
 	runErr = g.Settle(runErr, len(rows))
+	hostLoad()
 	doc.Finished = f.Now()
 	if runErr != nil {
 		doc.Error = runErr.Error()

@@ -345,6 +345,8 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s has %d rows that repeat an earlier row (same collective, type, op, root, groups and size); only the first of each was compared", d.side, d.n))
 		}
 	}
+	host := hostDiffers(base, cur)
+	host.demoteRows(c)
 	c.AlgorithmNotes = algorithmNotes(c.Rows)
 	if common == 0 {
 		return nil, fmt.Errorf("%w: the baseline holds %s; the current run holds %s; compare runs of the same collective, type and sizes",
@@ -354,6 +356,7 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		c.Reasons = append(c.Reasons, fmt.Sprintf("%d regressed", n))
 	}
 	c.Shifts = shifts(c.Rows, th)
+	host.demoteShifts(c)
 	slower := 0
 	for _, s := range c.Shifts {
 		if s.Regressed {
@@ -534,25 +537,31 @@ func Cases(d *results.Document) string {
 }
 
 // unjudged says which rows and bands could not be judged, and the smallest
-// change they could have caught; a comparison with nothing failed and
-// something unjudged is inconclusive.
+// change they could have caught: the widest allowance of a band judged as
+// a whole, or else the median allowance of the rows not judged (one row of
+// a few microseconds can spread by hundreds of percent). A comparison with
+// nothing failed and something unjudged is inconclusive.
 func (c *Comparison) unjudged() {
-	worst := 0.0
-	if n := c.Counts[Inconclusive]; n > 0 {
-		for _, r := range c.Rows {
-			if r.Verdict == Inconclusive {
-				worst = math.Max(worst, r.AllowedPct)
-			}
+	var rows []float64
+	for _, r := range c.Rows {
+		if r.Verdict == Inconclusive {
+			rows = append(rows, r.AllowedPct)
 		}
-		c.Unjudged = append(c.Unjudged, fmt.Sprintf("%d row(s) changed beyond the threshold but within the runs' own spread", n))
 	}
+	if len(rows) > 0 {
+		c.Unjudged = append(c.Unjudged, fmt.Sprintf("%d row(s) changed beyond the threshold where these runs cannot judge it (each row's why says how)", len(rows)))
+		c.CatchablePct = math.Round(median(rows)*10) / 10
+	}
+	bands := 0.0
 	for _, s := range c.Shifts {
 		if s.Inconclusive {
-			worst = math.Max(worst, s.AllowedPct)
+			bands = math.Max(bands, s.AllowedPct)
 			c.Unjudged = append(c.Unjudged, fmt.Sprintf("%s, %s (%s): median %+.1f%%, but these runs can only tell a change beyond %s%% from noise, and %s%% was asked",
 				s.Case, s.Band, s.Metric, s.MedianPct, trimPct(s.AllowedPct), trimPct(s.AskedPct)))
 		}
 	}
-	c.CatchablePct = worst
+	if bands > 0 {
+		c.CatchablePct = bands
+	}
 	c.Inconclusive = !c.Failed && len(c.Unjudged) > 0
 }

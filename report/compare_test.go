@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"collbench/internal/golden"
+	"collbench/internal/hostload"
 
 	"collbench/results"
 )
@@ -374,5 +375,39 @@ func TestCompareJudgesABandAsAWhole(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "# as a whole: allreduce float sum, ") || !strings.Contains(out.String(), "REGRESSED") {
 		t.Fatalf("the table does not say which band regressed:\n%s", out.String())
+	}
+}
+
+// TestCompareSaysInconclusiveWhereTheHostWasShared: a current run during
+// which other processes took 45% of the host (the baseline's: 2%) is
+// slower for that reason alone; its 30% loss is not judged (never FAIL),
+// a loss beyond what the share explains still fails, runs on hosts alike
+// are judged as ever, and a baseline that shared its host says a
+// slowdown could hide.
+func TestCompareSaysInconclusiveWhereTheHostWasShared(t *testing.T) {
+	withLoad := func(d *results.Document, others float64) *results.Document {
+		d.Environment.HostLoad = &hostload.Load{OthersPct: others, CPUs: 2}
+		return d
+	}
+	cases := []struct {
+		name                 string
+		baseLoad, curLoad    float64
+		slow                 float64
+		failed, inconclusive bool
+		want                 string
+	}{
+		{"current shared, 30% slower", 2, 45, 1.3, false, true, "the current run shared its host: others took 45% of its CPU time against 2%"},
+		{"current shared, 5 times slower", 2, 45, 5, true, false, ""},
+		{"hosts alike, 30% slower", 40, 45, 1.3, true, false, ""},
+		{"baseline shared, same build", 45, 2, 1, false, true, "the baseline shared its host"},
+	}
+	for _, tc := range cases {
+		c, err := Compare(withLoad(cmpDoc("b", 1, 0, "aaa"), tc.baseLoad), withLoad(cmpDoc("c", tc.slow, 0, "aaa"), tc.curLoad), "b", "c", DefaultThresholds())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Failed != tc.failed || c.Inconclusive != tc.inconclusive || !strings.Contains(strings.Join(c.Unjudged, "\n"), tc.want) {
+			t.Errorf("%s: failed %v (%v), inconclusive %v, unjudged %q", tc.name, c.Failed, c.Reasons, c.Inconclusive, c.Unjudged)
+		}
 	}
 }

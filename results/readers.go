@@ -402,6 +402,12 @@ func medianHalf(hs []*Half) *Half {
 	out.BusBW, s2 = pick(func(x sample) float64 { return x.busbw })
 	out.Spread = math.Max(s1, s2)
 	out.Runs = len(hs)
+	// Each run's own time, in run order, as the baseline's cycles: how far
+	// the runs moved together (a host whose speed changes between runs) is
+	// then measured over a band of rows, as a run's cycles are.
+	if len(hs) > 1 {
+		out.Cycles = runTimes(hs)
+	}
 	var wrong int64
 	checked := false
 	for _, h := range hs {
@@ -414,6 +420,17 @@ func medianHalf(hs []*Half) *Half {
 		out.Wrong = &wrong
 	}
 	return out
+}
+
+// runTimes is each half's time, in order, as cycle statistics.
+func runTimes(hs []*Half) *CycleStats {
+	c := &CycleStats{N: len(hs), TimeMinUS: math.Inf(1), BusBWMin: math.Inf(1)}
+	for _, h := range hs {
+		c.TimesUS = append(c.TimesUS, h.TimeUS)
+		c.TimeMinUS, c.TimeMaxUS = math.Min(c.TimeMinUS, h.TimeUS), math.Max(c.TimeMaxUS, h.TimeUS)
+		c.BusBWMin, c.BusBWMax = math.Min(c.BusBWMin, h.BusBW), math.Max(c.BusBWMax, h.BusBW)
+	}
+	return c
 }
 
 // RowKey identifies a row across runs: collective, type, op, root, group

@@ -4,6 +4,7 @@
 package results
 
 import (
+	"collbench/internal/hostload"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,6 +181,10 @@ type Environment struct {
 	GoVersion string            `json:"go_version"`
 	Backend   Backend           `json:"backend"`
 	Env       map[string]string `json:"env,omitempty"` // NCCL_*, CUDA_*, UCX_* variables
+	// HostLoad is the share of the host's CPU time that went to other
+	// processes and to the hypervisor's steal while the rows were measured
+	// (a run in one process, on Linux).
+	HostLoad *hostload.Load `json:"host_load,omitempty"`
 }
 
 // Backend describes the backend that ran the collectives.
