@@ -44,15 +44,15 @@ func hostDiffers(base, cur *results.Document) hostShift {
 func (h hostShift) pct(v float64) string { return trimPct(math.Round(v*1000) / 10) }
 
 // demoteRows makes inconclusive each regressed row whose loss the current
-// run's busier host explains, and says so; where the baseline's host was
-// the busier, a regression could hide behind its slowness, which is said
-// too.
+// run's busier host explains, and says so. Where the baseline's host was
+// the busier, a slowdown could hide behind its slowness: a note says so,
+// and the rows are judged as they are (they can only err towards PASS).
 func (h hostShift) demoteRows(c *Comparison) {
 	if h.explained == 0 {
 		return
 	}
 	if h.base > h.cur {
-		c.Unjudged = append(c.Unjudged, fmt.Sprintf("the baseline shared its host (others took %s%% of its CPU time, %s%% during the current run): a slowdown of up to %s%% could hide behind it",
+		c.Notes = append(c.Notes, fmt.Sprintf("the baseline shared its host (others took %s%% of its CPU time, %s%% during the current run): a slowdown of up to %s%% could hide behind it",
 			h.pct(h.base), h.pct(h.cur), trimPct(h.explained)))
 		return
 	}
@@ -67,8 +67,10 @@ func (h hostShift) demoteRows(c *Comparison) {
 			n++
 		}
 	}
-	c.Unjudged = append(c.Unjudged, fmt.Sprintf("the current run shared its host: others took %s%% of its CPU time against %s%% during the baseline, which explains a loss of up to %s%% (%d regressed row(s) not judged)",
-		h.pct(h.cur), h.pct(h.base), trimPct(h.explained), n))
+	if n > 0 {
+		c.Unjudged = append(c.Unjudged, fmt.Sprintf("the current run shared its host: others took %s%% of its CPU time against %s%% during the baseline, which explains a loss of up to %s%% (%d regressed row(s) not judged)",
+			h.pct(h.cur), h.pct(h.base), trimPct(h.explained), n))
+	}
 }
 
 // demoteShifts does the same for bands slower as a whole.

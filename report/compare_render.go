@@ -42,8 +42,10 @@ func (c *Comparison) verdictLine() string {
 	switch {
 	case c.Failed:
 		status = "FAIL (" + strings.Join(c.Reasons, ", ") + ")"
-	case c.Inconclusive:
+	case c.Inconclusive && c.CatchablePct > 0:
 		status = fmt.Sprintf("INCONCLUSIVE (the runs' own spread hides changes below %s%%: %d part(s) could not be judged)", trimPct(c.CatchablePct), len(c.Unjudged))
+	case c.Inconclusive:
+		status = fmt.Sprintf("INCONCLUSIVE (%d part(s) could not be judged)", len(c.Unjudged))
 	}
 	return fmt.Sprintf("%s: %s of %d compared", status, strings.Join(parts, ", "), len(c.Rows))
 }

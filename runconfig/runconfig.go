@@ -17,7 +17,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"collbench/doctor"
-	"collbench/dtype"
 	"collbench/measure"
 )
 
@@ -189,6 +188,10 @@ func tidy(err error) error { return yamlwords.Tidy(err, "docs/compare.md, suites
 
 func lineErr(n *yaml.Node, err error) error { return yamlwords.At(n, err) }
 
+// checkBase is a plan in the flags' words, each valid, over which check
+// resolves a suite's own words.
+var checkBase = measure.Spec{Iters: 1, Agg: 1, Cycles: 1, Mode: "both", DType: "float", Op: "sum", Root: "0", Average: "mean"}
+
 // check validates a config: at least one suite, every collective, size,
 // type, op, mode and group layout known, thresholds and acceptance in
 // range, doctor's rules sound.
@@ -233,30 +236,28 @@ func (c *Config) check() error {
 		if len(s.Collectives) == 0 {
 			return fmt.Errorf("%s: collectives: list at least one", where)
 		}
-		for _, name := range s.Collectives {
-			if _, err := measure.ParseCollectives(name); err != nil {
-				return fmt.Errorf("%s: collectives: %v", where, err)
+		// The suite's words are the flags' words: each is resolved by the
+		// one resolver the flags go through (measure.Spec.Plan), alone over
+		// a base whose every word is valid, so that its key is named.
+		for _, k := range []struct {
+			key string
+			set func(*measure.Spec)
+		}{
+			{"collectives", func(sp *measure.Spec) {}},
+			{"sizes", func(sp *measure.Spec) { sp.Sizes = s.Sizes }},
+			{"dtypes", func(sp *measure.Spec) { sp.DType = cmp.Or(strings.Join(s.DTypes, ","), sp.DType) }},
+			{"ops", func(sp *measure.Spec) { sp.Op = cmp.Or(strings.Join(s.Ops, ","), sp.Op) }},
+			{"root", func(sp *measure.Spec) { sp.Root = cmp.Or(s.Root, sp.Root) }},
+			{"mode", func(sp *measure.Spec) { sp.Mode = cmp.Or(s.Mode, sp.Mode) }},
+		} {
+			sp, err := Suite{Collectives: s.Collectives}.Spec(c, checkBase)
+			if err == nil {
+				k.set(&sp)
+				_, err = sp.Plan()
 			}
-		}
-		if s.Sizes != "" {
-			if _, err := measure.ParseSizes(s.Sizes); err != nil {
-				return fmt.Errorf("%s: sizes: %v", where, err)
+			if err != nil {
+				return fmt.Errorf("%s: %s: %v", where, k.key, err)
 			}
-		}
-		for _, t := range s.DTypes {
-			if _, err := dtype.Parse(t); err != nil && !strings.EqualFold(t, "all") {
-				return fmt.Errorf("%s: dtypes: %v", where, err)
-			}
-		}
-		for _, o := range s.Ops {
-			if _, err := measure.ParseOp(o); err != nil && !strings.EqualFold(o, "all") {
-				return fmt.Errorf("%s: ops: %v", where, err)
-			}
-		}
-		switch strings.ToLower(s.Mode) {
-		case "", "both", "out-of-place", "in-place":
-		default:
-			return fmt.Errorf("%s: mode %q must be both, out-of-place or in-place", where, s.Mode)
 		}
 		for _, g := range s.Groups {
 			// The world size is known only at run time; check the syntax on a large world.

@@ -32,6 +32,16 @@ func TestShippedConfigsLoad(t *testing.T) {
 	}
 }
 
+// TestSuiteWordsAreTheFlagsWords: every spelling a flag takes, a suite
+// takes (mode: oop was refused while --mode oop ran).
+func TestSuiteWordsAreTheFlagsWords(t *testing.T) {
+	for _, w := range []string{"mode: oop", "mode: ip", "mode: in-place", "dtypes: [fp32, bf16]", "ops: [all]", "root: all", "sizes: 8:1M:x4"} {
+		if _, err := Parse([]byte("suites:\n  - collectives: [allreduce]\n    " + w + "\n")); err != nil {
+			t.Errorf("%s: %v", w, err)
+		}
+	}
+}
+
 func TestConfigErrorsNameLineAndKey(t *testing.T) {
 	cases := []struct{ yaml, want string }{
 		{"name: x\nsuites:\n  - collectives: [allreduce]\n    sizez: 8:1M\n", `line 4: unknown key "sizez"`},
@@ -39,6 +49,8 @@ func TestConfigErrorsNameLineAndKey(t *testing.T) {
 		{"suites:\n  - collectives: [allscatter]\n", `line 2: suite 1: collectives: unknown collective "allscatter"`},
 		{"suites:\n  - collectives: [allreduce]\n    sizes: 8:4\n", "line 2: suite 1: sizes: invalid size range"},
 		{"suites:\n  - collectives: [allreduce]\n    dtypes: [float128]\n", `dtypes: unknown dtype "float128"`},
+		{"suites:\n  - collectives: [allreduce]\n    mode: sideways\n", `line 2: suite 1: mode: unknown --mode "sideways" (valid: both, out-of-place, in-place)`},
+		{"suites:\n  - collectives: [allreduce]\n    ops: [xor]\n", `line 2: suite 1: ops: `},
 		{"suites:\n  - collectives: [allreduce]\n    groups: [\"[[0,0]]\"]\n", "rank 0 appears twice"},
 		{"suites:\n  - collectives: [allreduce]\nthresholds:\n  bands:\n    - {min_size: 1Q, metric: busbw, pct: 5}\n", `line 5: invalid size "1Q"`},
 		{"suites:\n  - collectives: [allreduce]\nthresholds:\n  bands:\n    - {min_size: 1M, metric: speed, pct: 5}\n", `metric "speed" must be busbw or time`},

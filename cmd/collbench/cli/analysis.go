@@ -168,7 +168,7 @@ func compareRun(o *CompareOptions) error {
 		return &engine.CheckFailedError{Msg: "compare: " + strings.Join(c.Reasons, ", ")}
 	}
 	if c.Inconclusive {
-		return &engine.InconclusiveError{Msg: fmt.Sprintf("compare: inconclusive: these runs cannot tell a change below %g%% from noise; record both with --stable on a quieter host, or gate on a baseline of several runs (collbench baseline make)", c.CatchablePct)}
+		return &engine.InconclusiveError{Msg: fmt.Sprintf("compare: inconclusive: %s; record both with --stable on a quieter host, or gate on a baseline of several runs (collbench baseline make)", c.Unjudged[len(c.Unjudged)-1])}
 	}
 	return nil
 }

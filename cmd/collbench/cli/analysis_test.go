@@ -77,7 +77,7 @@ func TestCompareExitCodes(t *testing.T) {
 		{[]string{"compare", base, slow, "--busbw-threshold", "60", "--time-threshold", "60"}, 0, "PASS"},
 		{[]string{"compare", base, slow, "--format", "markdown"}, 1, "### collbench: FAIL"},
 		{[]string{"compare", base, slow, "--format", "junit"}, 1, "<testsuites"},
-		{[]string{"compare", wideBase, wideSlow}, 5, "INCONCLUSIVE (the runs' own spread hides changes below 20%"},
+		{[]string{"compare", wideBase, wideSlow}, 5, "INCONCLUSIVE (the runs' own spread hides changes below 20%: 1 part(s) could not be judged)"},
 		{[]string{"compare", wideBase, wideSlow, "--format", "junit"}, 5, "<skipped message=\"1 of 1 rows inconclusive"},
 		{[]string{"compare", base, foreign}, 2, "a JSON object without \"schema\" (collbench)"},
 		{[]string{"compare", base, future}, 2, "schema version 9 is not supported"},
