@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"collbench/bootstrap"
+	"collbench/internal/bounded"
 	"collbench/internal/tempdir"
 )
 
@@ -60,6 +61,15 @@ func (e *CheckFailedError) Error() string { return e.Msg }
 type InconclusiveError struct{ Msg string }
 
 func (e *InconclusiveError) Error() string { return e.Msg }
+
+// StoppedReading reports whether a signal stopped the wait for an input
+// file (a named pipe nobody writes) and err does not carry the signal's
+// exit code yet.
+func StoppedReading(err error) bool {
+	var stopped *bounded.StoppedError
+	var se *SignalError
+	return errors.As(err, &stopped) && !errors.As(err, &se)
+}
 
 // ExitCode maps an error to the process exit code by its type; an error no
 // type claims is a failed run (ExitRunFailed).

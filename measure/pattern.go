@@ -20,6 +20,12 @@ const (
 	// DomainProd gives every rank ±1 and one rank per element ±1 or ±2, so
 	// products stay exact.
 	DomainProd
+	// DomainRandom draws floating-point values uniformly from [-1, 1) with
+	// every bit of the mantissa used: sums are inexact, so the order of a
+	// reduction shows in the bits of its result (collbench determinism).
+	// An element's value depends on the seed, the rank and its index
+	// alone, so a message that grows keeps its first elements.
+	DomainRandom
 )
 
 // Domain is the set input values are drawn from. It is chosen per dtype, op
@@ -84,6 +90,8 @@ func (d Domain) Value(seed uint64, rank, n int, idx int64) float64 {
 			return 0
 		}
 		return float64(d.Lo + int64(x%span)) //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain
+	case DomainRandom:
+		return float64(x>>11)/(1<<52) - 1
 	case DomainProd:
 		v := 1.0
 		if (uint64(idx)+seed)%uint64(max(n, 1)) == uint64(rank) && x&1 == 1 { //nolint:gosec // G115: hashing and ranges of a pattern: wraparound is intended, values stay in the domain

@@ -31,10 +31,10 @@ func (r *rank) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	if err != nil {
 		return err
 	}
-	if r.kernelErr != nil {
-		return r.fillViaHost(ptr, count, p)
-	}
 	d := p.Domain
+	if r.kernelErr != nil || d.Kind == measure.DomainRandom {
+		return r.fillViaHost(ptr, count, p) // the kernel draws exact domains only
+	}
 	g, b := r.grid(count)
 	return r.drv.Launch(r.fill, g, b, r.stream, ptr, uint64(count), int32(p.DType), int32(d.Kind), //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
 		d.Lo, d.Hi, b2i(d.Signed), p.Seed, int32(p.Ranks), int32(p.Rank)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)

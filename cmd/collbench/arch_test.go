@@ -18,7 +18,7 @@ var layers = [][]string{
 	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology", "watch"},
 	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler", "backend/nccl/tuner"},
 	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report", "tune"},
-	{"doctor"},
+	{"doctor", "determinism"},
 	{"runconfig", "engine"},
 	{"cmd/collbench/cli", "cmd/collbench", "cmd/collbench-watch-plugin", "drills"},
 }

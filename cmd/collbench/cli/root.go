@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"collbench/engine"
-	"collbench/internal/bounded"
 )
 
 // Version is the collbench version; the Makefile sets it from git.
@@ -62,6 +61,7 @@ NCCL's own benchmark. Without GPUs it runs the same collectives on host memory.`
 	root.AddCommand(NewCmdStream(f, nil))
 	root.AddCommand(NewCmdDoctor(f, nil))
 	root.AddCommand(NewCmdTune(f, nil))
+	root.AddCommand(NewCmdDeterminism(f, nil))
 	root.AddCommand(NewCmdWatch(f, nil))
 	root.AddCommand(NewCmdAlgorithmProbe(f, nil))
 	root.AddCommand(NewCmdMan(f, nil))
@@ -158,9 +158,7 @@ func Run(ctx context.Context, f *Factory, args []string) int {
 	// A signal that stopped the wait for an input file (a named pipe
 	// nobody writes) ends with the signal's code, whatever the reader
 	// made of the error.
-	var stopped *bounded.StoppedError
-	var se *engine.SignalError
-	if errors.As(err, &stopped) && !errors.As(err, &se) {
+	if engine.StoppedReading(err) {
 		err = bySignal(ctx, err)
 	}
 	if err != nil && err.Error() != "" {

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"collbench/determinism"
+	"collbench/tune"
+)
+
+// TestDeterminismFindsTheCPUAlgorithmsDisagree: on the cpu backend across
+// 4 processes, ring and recursive doubling each give the same bits run to
+// run on fresh communicators and on every rank, and disagree with each
+// other; the ring (whose chunks move as a message grows) is not size
+// invariant, recursive doubling is. The record has every cell and the
+// tuner file pins recursive doubling where the ring is not stable.
+func TestDeterminismFindsTheCPUAlgorithmsDisagree(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	js, csv := filepath.Join(dir, "det.json"), filepath.Join(dir, "det.csv")
+	code, out, errOut := launchSelf(t, "-n", "4", "--", "determinism", "--backend", "cpu", "--collectives", "allreduce", "--dtype", "float,bfloat16",
+		"--sizes", "8:32K:x8", "-q", "-o", js, "--tuner-file", csv)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	data, err := os.ReadFile(js) //nolint:gosec // G304: the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep determinism.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != determinism.Schema || rep.Ranks != 4 || rep.Runs != 3 || !rep.Complete || len(rep.Cells) != 2*3*5 {
+		t.Fatalf("report: schema %q, %d ranks, %d runs, complete %v, %d cells", rep.Schema, rep.Ranks, rep.Runs, rep.Complete, len(rep.Cells))
+	}
+	digest := map[[3]any]string{}
+	ringVariant := false
+	for _, c := range rep.Cells {
+		if c.RunToRun != determinism.Same || c.Ranks != determinism.Same {
+			t.Errorf("%s %s %d B %s: run to run %s, ranks %s, want the same bits", c.Collective, c.DType, c.Size, c.Choice, c.RunToRun, c.Ranks)
+		}
+		if c.Choice == "recursive_doubling" && c.SizeInvariant == determinism.Differs {
+			t.Errorf("recursive doubling not size invariant at %s %d B: %+v", c.DType, c.Size, c.Divergences)
+		}
+		if c.Choice == "ring" && c.SizeInvariant == determinism.Differs {
+			ringVariant = true
+			if len(c.Divergences) == 0 || c.Divergences[0].Element < 0 || c.Divergences[0].Bits == "" {
+				t.Errorf("a size divergence without its element and bits: %+v", c.Divergences)
+			}
+		}
+		digest[[3]any{c.DType, c.Size, c.Choice}] = c.Digest
+	}
+	differ := 0
+	for _, ty := range []string{"float", "bfloat16"} {
+		for _, s := range []int64{512, 4096, 32768} {
+			if digest[[3]any{ty, s, "ring"}] != digest[[3]any{ty, s, "recursive_doubling"}] {
+				differ++
+			}
+		}
+	}
+	if !ringVariant || differ < 4 {
+		t.Errorf("ring size-variant %v; ring and recursive doubling differ at %d of 6 sizes from 512 B, want most", ringVariant, differ)
+	}
+	for _, want := range []string{"## allreduce float", "default |   ring | recursive_doubling", "# choices: recursive_doubling differs from default", "# first size divergence"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the matrix lacks %q:\n%s", want, out)
+		}
+	}
+	f, err := os.Open(csv) //nolint:gosec // G304: the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	es, err := tune.ReadFor(f, csv, tune.CPU)
+	if err != nil || len(es) == 0 {
+		t.Fatalf("the tuner file: %v (%d entries)", err, len(es))
+	}
+	for _, e := range es {
+		if e.MaxBytes >= 512 && e.Algorithm != "recursive_doubling" {
+			t.Errorf("the file pins %s at %d B, where only recursive doubling was stable", e.Algorithm, e.MaxBytes)
+		}
+	}
+}
+
+// TestDeterminismBadInput: what determinism cannot judge is refused in one
+// line, exit 2, before any backend starts.
+func TestDeterminismBadInput(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"determinism", "--backend", "cpu", "--dtype", "int32"}, "int32 is an integer type: its sums are exact in any order"},
+		{[]string{"determinism", "--backend", "cpu", "--runs", "1"}, "--runs 1: run to run needs at least 2 runs"},
+		{[]string{"determinism", "--backend", "cpu", "--collectives", "allgather"}, "allgather moves data without reducing it"},
+		{[]string{"determinism", "--backend", "cpu", "--dtype", "float,nope"}, `unknown dtype "nope"`},
+		{[]string{"determinism", "--backend", "cpu", "--sizes", "1Q"}, "1Q"},
+	} {
+		f, outB, errB := testFactory()
+		code := run(t, f, c.args...)
+		errOut := errB.String()
+		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 || outB.Len() > 0 {
+			t.Errorf("%v: exit %d, stderr %q (want one line with %q), stdout %q", c.args, code, errOut, c.want, outB.String())
+		}
+	}
+}

@@ -1,0 +1,120 @@
+// Package determinism judges whether a reduction gives the same bits every
+// time: run to run on fresh communicators, on every rank that should hold
+// the same result, as the message around an element grows, and across the
+// algorithms a library can be told to run. It works on output bytes and
+// knows nothing of backends; engine's RunDeterminism gathers the bytes.
+package determinism
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+
+	"collbench/dtype"
+)
+
+// Hash is an output's FNV-1a 64-bit digest.
+func Hash(b []byte) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return h.Sum64()
+}
+
+// Divergence is where two outputs first differ.
+type Divergence struct {
+	// Check is the check that found it: run (run to run), ranks (rank
+	// against rank 0), size (the same element at the next smaller size).
+	Check string `json:"check"`
+	Run   int    `json:"run"`  // the run that differed from run 1 (1-based)
+	Rank  int    `json:"rank"` // the rank whose output differed
+	// Element is the element's index in the reduced vector (for
+	// reduce-scatter: across the ranks' parts); -1 where only digests
+	// were compared.
+	Element int64 `json:"element"`
+	// Bits are the differing bits (the two elements' XOR), as hex.
+	Bits string `json:"bits,omitempty"`
+}
+
+func (d *Divergence) String() string {
+	where := fmt.Sprintf("rank %d", d.Rank)
+	if d.Check == "run" {
+		where = fmt.Sprintf("run %d, %s", d.Run, where)
+	}
+	if d.Element < 0 {
+		return where + ", digest only"
+	}
+	return fmt.Sprintf("%s, element %d, bits %s", where, d.Element, d.Bits)
+}
+
+// bits is element i of b as an unsigned integer of t's size.
+func bits(t dtype.DType, b []byte, i int64) uint64 {
+	sz := int64(t.Size())
+	e := b[i*sz : (i+1)*sz]
+	switch sz {
+	case 1:
+		return uint64(e[0])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(e))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(e))
+	}
+	return binary.LittleEndian.Uint64(e)
+}
+
+// FirstDiff is the first element (with offset added) at which a and b,
+// elements of t, differ, and the XOR of their bits; -1 where they agree
+// over their common length.
+func FirstDiff(t dtype.DType, a, b []byte, offset int64) (int64, string) {
+	sz := int64(t.Size())
+	n := int64(min(len(a), len(b))) / sz
+	for i := int64(0); i < n; i++ {
+		if x, y := bits(t, a, i), bits(t, b, i); x != y {
+			return offset + i, fmt.Sprintf("0x%0*x", 2*sz, x^y)
+		}
+	}
+	return -1, ""
+}
+
+// ordered maps an IEEE value's bits to an integer that counts ulps: the
+// integers of two values differ by their distance in representable values.
+func ordered(u uint64, size int) int64 {
+	sign := uint64(1) << (8*size - 1)
+	if u&sign != 0 {
+		return -int64(u &^ sign) //nolint:gosec // G115: a float's magnitude bits fit an int64
+	}
+	return int64(u) //nolint:gosec // G115: a float's magnitude bits fit an int64
+}
+
+// ULPs is the largest distance, in units of t's last place, between the
+// elements of out and ref (the exact result rounded to t); NaN where an
+// element is NaN on one side only is counted as the largest distance.
+func ULPs(t dtype.DType, out []byte, ref []float64) uint64 {
+	if !t.IsFloat() {
+		return 0
+	}
+	sz := t.Size()
+	tmp := make([]byte, sz)
+	var worst uint64
+	n := min(int64(len(out)/sz), int64(len(ref)))
+	for i := int64(0); i < n; i++ {
+		t.Put(tmp, 0, ref[i])
+		a, b := ordered(bits(t, out, i), sz), ordered(bits(t, tmp, 0), sz)
+		d := a - b
+		if d < 0 {
+			d = -d
+		}
+		if math.IsNaN(t.Get(out, i)) != math.IsNaN(ref[i]) {
+			d = math.MaxInt64
+		}
+		worst = max(worst, uint64(d)) //nolint:gosec // G115: d is not negative
+	}
+	return worst
+}
+
+// Round is v rounded to t, as an input of type t holds it.
+func Round(t dtype.DType, v float64) float64 {
+	tmp := make([]byte, t.Size())
+	t.Put(tmp, 0, v)
+	return t.Get(tmp, 0)
+}
