@@ -26,7 +26,10 @@ type Determinism struct {
 	Runs        int
 	Seed        uint64
 	// DefaultOnly leaves out the forced choices.
-	DefaultOnly      bool
+	DefaultOnly bool
+	// TunerFile: a tuner file is asked for (refused on NCCL before any
+	// measuring: see RunDeterminism).
+	TunerFile        bool
 	Backend, NCCLLib string
 	Ranks            int
 	RunFlags
@@ -99,6 +102,11 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (*determinis
 	}
 	defer ss.Close()
 	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
+	if d.TunerFile && b.Name() != "cpu" {
+		// NCCL's example tuner plugin runs a line without a channel count
+		// on one channel, and determinism does not record NCCL's channels.
+		return nil, UsageErrorf("--tuner-file is written for the cpu backend only for now: NCCL's example tuner plugin would run its lines (no channel count recorded) on one channel; use the matrix and -o")
+	}
 	for _, c := range d.Collectives {
 		for _, t := range d.DTypes {
 			if err := b.Supports(c, t, measure.Sum); err != nil {
@@ -347,12 +355,16 @@ func (dr *determiner) gather(c measure.Collective, t dtype.DType, ch string, loc
 	for _, rc := range ranks {
 		bytesOf[[2]int64{int64(rc.Rank), rc.Size}] = rc.bytes
 	}
-	if dw, ok := dr.world.(measure.Distributed); ok && dw.Control().Size() > 1 {
+	var ctl measure.Control
+	if dw, ok := dr.world.(measure.Distributed); ok {
+		ctl = dw.Control() // nil in a world of one process
+	}
+	if ctl != nil && ctl.Size() > 1 {
 		data, err := json.Marshal(ranks)
 		if err != nil {
 			return err
 		}
-		parts, err := dw.Control().Gather(data)
+		parts, err := ctl.Gather(data)
 		if err != nil {
 			return &RunError{Err: err}
 		}

@@ -253,7 +253,7 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 		p.bad = fmt.Sprintf("rank %d's buffers are no longer device memory", c.rank)
 	}
 	_, err := c.blocking("collective", p, func(vals []any) ([]any, error) {
-		if err := compute(vals); err != nil {
+		if err := compute(vals, ch.algo); err != nil {
 			return nil, err
 		}
 		if clk := c.d.clk; clk != nil {
@@ -301,8 +301,11 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 	return nil
 }
 
-// compute writes every rank's output of one collective.
-func compute(vals []any) error {
+// compute writes every rank's output of one collective, reducing in the
+// order the algorithm NCCL chose takes (reduceOrder): the bits of a
+// floating-point sum then depend on the algorithm, and the ring's on the
+// message's size, as on a real machine.
+func compute(vals []any, algo int) error {
 	n := len(vals)
 	parts := make([]*part, n)
 	for r, v := range vals {
@@ -326,10 +329,23 @@ func compute(vals []any) error {
 	for r, p := range parts {
 		in[r] = append([]byte(nil), p.send...)
 	}
-	sum := func(pick func(r int) []byte) []byte {
-		acc := append([]byte(nil), pick(0)...)
-		for r := 1; r < n; r++ {
-			reduce.Into(acc, pick(r), t, op)
+	// sum reduces the ranks' pieces: element by element in the order
+	// reduceOrder gives for the element's chunk of the piece (last is the
+	// rank whose chunk it ends on: the root, or the output's rank).
+	sum := func(pick func(r int) []byte, last int) []byte {
+		piece := pick(0)
+		acc := make([]byte, len(piece))
+		esz := t.Size()
+		elems := len(piece) / esz
+		chunk := max((elems+n-1)/n, 1)
+		for lo := 0; lo < elems; lo += chunk {
+			hi := min(lo+chunk, elems)
+			order := reduceOrder(algo, n, lo/chunk, last)
+			a := acc[lo*esz : hi*esz]
+			copy(a, pick(order[0])[lo*esz:hi*esz])
+			for _, r := range order[1:] {
+				reduce.Into(a, pick(r)[lo*esz:hi*esz], t, op)
+			}
 		}
 		if op == measure.Avg {
 			reduce.Divide(acc, t, n)
@@ -338,12 +354,12 @@ func compute(vals []any) error {
 	}
 	switch o.Kind {
 	case driver.AllReduce:
-		acc := sum(func(r int) []byte { return in[r] })
+		acc := sum(func(r int) []byte { return in[r] }, -1)
 		for _, p := range parts {
 			copy(p.recv, acc)
 		}
 	case driver.Reduce:
-		copy(parts[o.Root].recv, sum(func(r int) []byte { return in[r] }))
+		copy(parts[o.Root].recv, sum(func(r int) []byte { return in[r] }, o.Root))
 	case driver.Broadcast:
 		for _, p := range parts {
 			copy(p.recv, in[o.Root])
@@ -356,7 +372,7 @@ func compute(vals []any) error {
 		}
 	case driver.ReduceScatter:
 		for r, p := range parts {
-			copy(p.recv, sum(func(q int) []byte { return seg(in[q], r) }))
+			copy(p.recv, sum(func(q int) []byte { return seg(in[q], r) }, r))
 		}
 	case driver.AllToAll:
 		for r, p := range parts {
@@ -381,6 +397,34 @@ func compute(vals []any) error {
 		}
 	}
 	return nil
+}
+
+// reduceOrder is the order in which an algorithm adds the ranks' values of
+// one chunk of n (a piece split in n chunks): the ring starts each chunk
+// one rank after the rank it ends on (the chunk's own rank, or last: the
+// root or the output's owner) and goes round; the tree (a chain within a
+// node) adds from the last rank down to rank 0; the others in rank order.
+func reduceOrder(algo, n, chunk, last int) []int {
+	order := make([]int, n)
+	switch {
+	case algo == algoRing:
+		end := chunk % n
+		if last >= 0 {
+			end = last
+		}
+		for i := range order {
+			order[i] = (end + 1 + i) % n
+		}
+	case algo == algoTree:
+		for i := range order {
+			order[i] = n - 1 - i
+		}
+	default:
+		for i := range order {
+			order[i] = i
+		}
+	}
+	return order
 }
 
 func describe(o driver.Op) string {

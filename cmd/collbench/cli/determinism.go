@@ -80,7 +80,7 @@ doubling: collbench launch -n 4 -- determinism --backend cpu). docs/determinism.
 // determinismRun parses the flags, runs the engine, and writes the matrix,
 // the record and the tuner file.
 func determinismRun(o *DeterminismOptions) error {
-	d := engine.Determinism{Runs: o.Runs, Seed: o.Seed, DefaultOnly: o.DefaultOnly, Backend: o.Backend, NCCLLib: o.NCCLLib,
+	d := engine.Determinism{Runs: o.Runs, Seed: o.Seed, DefaultOnly: o.DefaultOnly, TunerFile: o.TunerFile != "", Backend: o.Backend, NCCLLib: o.NCCLLib,
 		Ranks: o.Ranks, RunFlags: o.RunFlags, Tool: Version}
 	var err error
 	if d.Collectives, err = measure.ParseCollectives(o.Collectives); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"collbench/backend/nccl/fakegpu"
 	"collbench/determinism"
 	"collbench/tune"
 )
@@ -106,5 +107,49 @@ func TestDeterminismBadInput(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 || outB.Len() > 0 {
 			t.Errorf("%v: exit %d, stderr %q (want one line with %q), stdout %q", c.args, code, errOut, c.want, outB.String())
 		}
+	}
+}
+
+// TestDeterminismOnTheFakeGPUMachine: the fake machine's NCCL reduces in
+// each algorithm's order (the ring by chunks that move with the size, the
+// tree down a chain), so determinism on it sees what it would on GPUs:
+// every forced ring size-variant from 512 B, every tree stable and giving
+// the default's bits where NCCL's own rule takes the tree (to 64 KiB), the
+// default size-variant where it takes the ring; nothing differs run to
+// run or between ranks. A tuner file is refused on NCCL before measuring.
+func TestDeterminismOnTheFakeGPUMachine(t *testing.T) {
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
+	js := filepath.Join(t.TempDir(), "det.json")
+	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8:256K:x8", "--dtype", "float", "--collectives", "allreduce", "-q", "-o", js); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	data, err := os.ReadFile(js) //nolint:gosec // G304: the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep determinism.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	digest := map[[2]any]string{}
+	for _, c := range rep.Cells {
+		digest[[2]any{c.Size, c.Choice}] = c.Digest
+		ring, tree := strings.HasPrefix(c.Choice, "ring/"), strings.HasPrefix(c.Choice, "tree/")
+		switch {
+		case c.RunToRun != determinism.Same || c.Ranks != determinism.Same:
+			t.Errorf("%d B %s: run %s, ranks %s", c.Size, c.Choice, c.RunToRun, c.Ranks)
+		case tree && !c.Stable(), ring && c.Size >= 512 && c.Stable():
+			t.Errorf("%d B %s: stable %v (size %s)", c.Size, c.Choice, c.Stable(), c.SizeInvariant)
+		case c.Choice == determinism.Default && c.Stable() != (c.Size <= 64<<10):
+			t.Errorf("the default at %d B: stable %v, want stable where NCCL's rule takes the tree", c.Size, c.Stable())
+		}
+	}
+	if len(rep.Cells) != 6*7 || digest[[2]any{int64(4096), "tree/ll"}] != digest[[2]any{int64(4096), determinism.Default}] ||
+		digest[[2]any{int64(4096), "ring/simple"}] == digest[[2]any{int64(4096), "tree/simple"}] {
+		t.Errorf("%d cells; at 4 KiB the tree should give the default's bits and the ring others:\n%s", len(rep.Cells), out)
+	}
+	f, _, errB := fakeGPUFactory(2, fakegpu.Options{})
+	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8", "--tuner-file", filepath.Join(t.TempDir(), "t.csv")); code != 2 || !strings.Contains(errB.String(), "--tuner-file is written for the cpu backend only") {
+		t.Errorf("a tuner file on NCCL: exit %d, %s", code, errB)
 	}
 }
