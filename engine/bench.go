@@ -149,15 +149,8 @@ func (f *System) RunBench(ctx context.Context, b Bench) (*results.Document, erro
 // the world, probes the algorithms, opens the world under its guard and
 // measures; it returns the document and whether this process is rank 0.
 func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ bool, err error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	board := watchdog.NewBoard()
-	ctx = watchdog.WithBoard(ctx, board)
 	plan := o.Plan
-	ss, err := f.StartSession(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, func(n int) error {
+	gr, err := f.begin(ctx, o.Backend, o.NCCLLib, o.Ranks, o.RunFlags, func(n int) error {
 		if err := plan.Validate(n); err != nil {
 			return &UsageError{Err: err}
 		}
@@ -169,7 +162,8 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 	if err != nil {
 		return nil, true, err
 	}
-	defer func() { ss.CloseAfter(err) }()
+	defer func() { gr.end(err) }()
+	ctx, ss, board := gr.Ctx, gr.SS, gr.Board
 	choice, b, launch, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.Launch, ss.N, ss.PW, ss.Hosts
 	layout, cases, notes, err := fitPlan(&o, &plan, b, n, hosts)
 	if err != nil {
@@ -208,13 +202,11 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 		doc.Notes = append(doc.Notes, probeNote)
 	}
 	choices := probe.ByRow()
-	world, devices, g, err := f.openWatched(ctx, cancel, ss, board, o.RunFlags)
-	if err != nil {
+	if err := f.open(gr, o.RunFlags); err != nil {
 		return nil, pw.Rank0(), err
 	}
-	defer world.Close()
-	defer g.Close()
-	doc.Environment.Backend.Devices = devices
+	world := gr.World
+	doc.Environment.Backend.Devices = gr.Devices
 	switch {
 	case b.Name() == "nccl" && pw.Rank0():
 		doc.Topology = f.ResultTopology(hosts, doc.Environment.Backend.Version)
@@ -276,7 +268,7 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 	if errors.As(runErr, &tooLarge) || errors.As(runErr, &tooLong) {
 		return nil, pw.Rank0(), &UsageError{Err: runErr} // refused before anything ran
 	}
-	runErr = g.Settle(runErr, len(rows))
+	runErr = gr.settle(runErr, len(rows))
 	hostLoad()
 	doc.Finished = f.Now()
 	if runErr != nil {
@@ -288,10 +280,8 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 	doc.Summary = results.Summarize(doc.Results, runErr != nil)
 	rank0 := pw.Rank0()
 	switch {
-	case IsFault(runErr):
-		return doc, rank0, runErr
 	case runErr != nil:
-		return doc, rank0, &RunError{Err: runErr}
+		return doc, rank0, classify(runErr)
 	case doc.Summary.WrongTotal > 0:
 		return doc, rank0, &CheckFailedError{Msg: fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
 	}

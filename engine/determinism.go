@@ -12,7 +12,6 @@ import (
 	"collbench/determinism"
 	"collbench/dtype"
 	"collbench/measure"
-	"collbench/watchdog"
 )
 
 // Determinism is one collbench determinism run: each collective, type and
@@ -85,22 +84,16 @@ func (d Determinism) Check() error {
 
 // RunDeterminism runs d and returns the report on rank 0 (nil elsewhere),
 // with every cell measured so far even when the error is not nil.
-func (f *System) RunDeterminism(ctx context.Context, d Determinism) (*determinism.Report, error) {
+func (f *System) RunDeterminism(ctx context.Context, d Determinism) (_ *determinism.Report, err error) {
 	if err := d.Check(); err != nil {
 		return nil, err
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	board := watchdog.NewBoard()
-	ctx = watchdog.WithBoard(ctx, board)
-	ss, err := f.StartSession(ctx, d.Backend, d.NCCLLib, d.Ranks, d.RunFlags, func(n int) error { return nil })
+	gr, err := f.begin(ctx, d.Backend, d.NCCLLib, d.Ranks, d.RunFlags, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer ss.Close()
+	defer func() { gr.end(err) }()
+	ss := gr.SS
 	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
 	if d.TunerFile && b.Name() != "cpu" {
 		// NCCL's example tuner plugin runs a line without a channel count
@@ -119,12 +112,10 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (*determinis
 			d.DefaultOnly = true
 		}
 	}
-	world, _, g, err := f.openWatched(ctx, cancel, ss, board, d.RunFlags)
-	if err != nil {
+	if err := f.open(gr, d.RunFlags); err != nil {
 		return nil, err
 	}
-	defer world.Close()
-	defer g.Close()
+	world := gr.World
 	rep := &determinism.Report{Schema: determinism.Schema, Tool: d.Tool, Backend: b.Name(), Ranks: n, Runs: d.Runs, Seed: d.Seed, Started: f.Now(), Complete: true}
 	forcer, _ := world.(measure.Forcer)
 	if forcer == nil && !d.DefaultOnly {
@@ -135,8 +126,8 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (*determinis
 		return nil, err
 	}
 	dr := &determiner{d: d, world: world, forcer: forcer, n: n, all: all, rep: rep, rank0: rank0}
-	runErr := dr.run(ctx)
-	runErr = g.Settle(runErr, len(rep.Cells))
+	runErr := dr.run(gr.Ctx)
+	runErr = gr.settle(runErr, len(rep.Cells))
 	rep.Finished = f.Now()
 	if !rank0 {
 		return nil, runErr

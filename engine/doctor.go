@@ -22,7 +22,6 @@ import (
 	"collbench/internal/tempdir"
 	"collbench/measure"
 	"collbench/topology"
-	"collbench/watchdog"
 )
 
 // Doctor is one doctor run: where (backend, ranks), how (quick or full,
@@ -55,11 +54,8 @@ type Doctor struct {
 // that ends on a fault still returns the report, with the fault as its
 // first finding, beside the fault's error; an unhealthy verdict is a
 // *CheckFailedError.
-func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error) {
+func (f *System) RunDoctor(ctx context.Context, d Doctor) (_ *doctor.Report, err error) {
 	start := time.Now()
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	// NCCL's own log says which transport it used between each pair; send
 	// it to a file of ours unless the user collects it already.
 	logDir := ""
@@ -72,15 +68,12 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 			os.Setenv("NCCL_DEBUG_FILE", filepath.Join(dir, "nccl.%h.%p.log"))
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	board := watchdog.NewBoard()
-	ctx = watchdog.WithBoard(ctx, board)
-	ss, err := f.StartSession(ctx, d.Backend, d.NCCLLib, d.Ranks, d.RunFlags, nil)
+	gr, err := f.begin(ctx, d.Backend, d.NCCLLib, d.Ranks, d.RunFlags, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer ss.Close()
+	defer func() { gr.end(err) }()
+	ctx, ss, board := gr.Ctx, gr.SS, gr.Board
 	b, pw := ss.Choice.Backend, ss.PW
 	gpu := b.Name() == "nccl"
 	opts := doctor.Options{Knobs: d.Or(doctor.DefaultKnobs(!gpu)), Backend: b.Name(), Hosts: ss.Hosts, Board: board}
@@ -91,12 +84,10 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 			return nil, err
 		}
 	}
-	world, devices, g, err := f.openWatched(ctx, cancel, ss, board, d.RunFlags)
-	if err != nil {
+	if err := f.open(gr, d.RunFlags); err != nil {
 		return nil, err
 	}
-	defer world.Close()
-	defer g.Close()
+	world, devices := gr.World, gr.Devices
 	opts.Devices = devices
 	opts.Who = Namer(ss, devices)
 	if gpu {
@@ -157,10 +148,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (*doctor.Report, error
 		// start and the facts included; the stages have their own times.
 		rep.Seconds = time.Since(start).Seconds()
 	}
-	if runErr = g.Settle(runErr, 0); runErr != nil {
-		if !IsFault(runErr) {
-			runErr = &RunError{Err: runErr}
-		}
+	if runErr = classify(gr.settle(runErr, 0)); runErr != nil {
 		// A run that ends on a fault still writes its verdict: the part at
 		// fault, the stages that finished and what they found, and a
 		// Prometheus file that says unhealthy.

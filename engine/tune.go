@@ -73,21 +73,14 @@ type tuneStep struct {
 // error; a signal is a *SignalError; wrong elements a *CheckFailedError).
 // With Check, a file choice slower than the default beyond the noise of
 // both is a *CheckFailedError.
-func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
+func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error) {
 	if t.Budget <= 0 {
 		return nil, UsageErrorf("--budget %v: give the search some time, e.g. --budget 2m", t.Budget)
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	board := watchdog.NewBoard()
-	ctx = watchdog.WithBoard(ctx, board)
 	plan := t.Plan
 	plan.DTypes, plan.Ops = plan.DTypes[:1], plan.Ops[:1]
 	plan.OutOfPlace, plan.InPlace, plan.Cycles, plan.Stable = true, false, 0, false
-	ss, err := f.StartSession(ctx, t.Backend, t.NCCLLib, t.Ranks, t.RunFlags, func(n int) error {
+	gr, err := f.begin(ctx, t.Backend, t.NCCLLib, t.Ranks, t.RunFlags, func(n int) error {
 		if err := plan.Validate(n); err != nil {
 			return &UsageError{Err: err}
 		}
@@ -96,7 +89,8 @@ func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer ss.Close()
+	defer func() { gr.end(err) }()
+	ctx, ss, board := gr.Ctx, gr.SS, gr.Board
 	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
 	vocab := tune.VocabularyOf(b.Name())
 	var entries []tune.Entry
@@ -115,12 +109,10 @@ func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
 			return nil, UsageErrorf("nothing to tune: %v", err)
 		}
 	}
-	world, _, g, err := f.openWatched(ctx, cancel, ss, board, t.RunFlags)
-	if err != nil {
+	if err := f.open(gr, t.RunFlags); err != nil {
 		return nil, err
 	}
-	defer world.Close()
-	defer g.Close()
+	world := gr.World
 	forcer, ok := world.(measure.Forcer)
 	if !ok {
 		why := "NCCL's algorithm cannot be forced per operation here"
@@ -145,7 +137,7 @@ func (f *System) RunTune(ctx context.Context, t Tune) (*tune.Report, error) {
 	} else {
 		runErr = tr.follow()
 	}
-	runErr = g.Settle(runErr, 0)
+	runErr = gr.settle(runErr, 0)
 	if !rank0 {
 		return nil, runErr
 	}

@@ -6,7 +6,6 @@ import (
 	"collbench/dtype"
 	"collbench/measure"
 	"collbench/results"
-	"collbench/watchdog"
 )
 
 // VerifyGroups checks the grouping semantics themselves: every collective
@@ -29,19 +28,13 @@ type VerifyGroups struct {
 // RunVerifyGroups runs v and returns the verification on rank 0 (nil on the
 // other processes, and when refused before it started). A mismatch is a
 // *CheckFailedError beside the full result.
-func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.GroupVerification, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	board := watchdog.NewBoard()
-	ctx = watchdog.WithBoard(ctx, board)
-	ss, err := f.StartSession(ctx, v.Backend, v.NCCLLib, v.Ranks, v.RunFlags, nil)
+func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (_ *results.GroupVerification, err error) {
+	gr, err := f.begin(ctx, v.Backend, v.NCCLLib, v.Ranks, v.RunFlags, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer ss.Close()
+	defer func() { gr.end(err) }()
+	ss := gr.SS
 	choice, b, n, pw, hosts := ss.Choice, ss.Choice.Backend, ss.N, ss.PW, ss.Hosts
 	layouts := measure.DefaultLayouts(n, hosts)
 	if len(v.RankLists) > 0 {
@@ -59,16 +52,13 @@ func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.
 			return nil, err
 		}
 	}
-	world, _, g, err := f.openWatched(ctx, cancel, ss, board, v.RunFlags)
-	if err != nil {
+	if err := f.open(gr, v.RunFlags); err != nil {
 		return nil, err
 	}
-	defer world.Close()
-	defer g.Close()
 	opts := measure.VerifyOptions{Sizes: v.Sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
 		Ops: []measure.ReduceOp{measure.Sum, measure.Max}, Seed: v.Seed}
-	lvs, runErr := measure.VerifyGroups(ctx, b, world, layouts, hosts, opts)
-	runErr = g.Settle(runErr, 0)
+	lvs, runErr := measure.VerifyGroups(gr.Ctx, b, gr.World, layouts, hosts, opts)
+	runErr = gr.settle(runErr, 0)
 	res := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: v.Tool},
 		Backend: b.Info(), Ranks: n, Layouts: lvs, OK: runErr == nil}
 	if runErr != nil {
@@ -84,10 +74,8 @@ func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (*results.
 		res = nil
 	}
 	switch {
-	case IsFault(runErr):
-		return res, runErr
 	case runErr != nil:
-		return res, &RunError{Err: runErr}
+		return res, classify(runErr)
 	case !ok:
 		return res, &CheckFailedError{Msg: "verify-groups: some values did not match (see the mismatches above)"}
 	}
