@@ -6,6 +6,8 @@ package tune
 
 import (
 	"bufio"
+	"collbench/internal/bounded"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -216,4 +218,20 @@ func ExamplePluginChoice(es []Entry, coll string, size int64, ranks, nodes int) 
 		c.Channels = e.Channels
 	}
 	return c, true
+}
+
+// ReadFile reads the tuner file at path in v's vocabulary (ReadFor), a
+// signal (ctx's end) stopping a wait on a named pipe; a file it cannot
+// read is named as --check's.
+func ReadFile(ctx context.Context, path string, v Vocabulary) ([]Entry, error) {
+	fh, release, err := bounded.Open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("--check %s: %w", path, err)
+	}
+	defer release()
+	data, err := bounded.Read(fh, path, bounded.Config)
+	if err != nil {
+		return nil, fmt.Errorf("--check %s: %w", path, err)
+	}
+	return ReadFor(strings.NewReader(string(data)), path, v)
 }
