@@ -28,7 +28,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -310,23 +309,7 @@ func (d *search) host(r int) string {
 }
 
 // agree makes every process hold rank 0's value of v.
-func (d *search) agree(v any) error {
-	if d.ctl == nil {
-		return nil
-	}
-	var mine []byte
-	if d.rank0 {
-		var err error
-		if mine, err = json.Marshal(v); err != nil {
-			return err
-		}
-	}
-	all, err := d.ctl.AllGather(mine)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(all[0], v)
-}
+func (d *search) agree(v any) error { return measure.Agree(d.ctl, v) }
 
 // layout completes groups with a group of one for every other rank.
 func (d *search) layout(groups [][]int) measure.Layout {

@@ -48,16 +48,8 @@ func (rn *Runner) settled(rows []results.Row, prev [][]float64, done, bound int)
 	still := done > 1 && moved <= StableTolerance
 	stop := done >= StableMinCycles && still && rn.stillBefore
 	rn.stillBefore = still
-	if d, ok := rn.w.(Distributed); ok && d.Control() != nil {
-		mine := []byte{0}
-		if stop {
-			mine[0] = 1
-		}
-		all, err := d.Control().AllGather(mine)
-		if err != nil {
-			return false, fmt.Errorf("agreeing whether the sweep is stable: %w", err)
-		}
-		stop = len(all) > 0 && len(all[0]) == 1 && all[0][0] == 1
+	if err := Agree(ControlOf(rn.w), &stop); err != nil {
+		return false, fmt.Errorf("agreeing whether the sweep is stable: %w", err)
 	}
 	switch {
 	case stop:

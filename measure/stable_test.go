@@ -21,8 +21,12 @@ type stableControl struct {
 	rank0 byte
 }
 
+// A follower (rank 1 of 2) whose rank 0 says stop when rank0 is 1.
+func (c stableControl) Rank() int { return 1 }
+func (c stableControl) Size() int { return 2 }
+
 func (c stableControl) AllGather(mine []byte) ([][]byte, error) {
-	return [][]byte{{c.rank0}, mine}, nil
+	return [][]byte{[]byte(map[byte]string{0: "false", 1: "true"}[c.rank0]), mine}, nil
 }
 
 // TestStableCycles: a sweep repeated until stable ends after the least

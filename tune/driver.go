@@ -3,7 +3,6 @@ package tune
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -175,25 +174,7 @@ func recorded(a *results.AlgoChoice) (Choice, bool) {
 }
 
 // agree makes every process take rank 0's step.
-func (tr *tuner) agree(s *tuneStep) error {
-	d, ok := tr.world.(measure.Distributed)
-	if !ok || d.Control() == nil || d.Control().Size() < 2 {
-		return nil
-	}
-	ctl := d.Control()
-	var mine []byte
-	if tr.rank0 {
-		var err error
-		if mine, err = json.Marshal(s); err != nil {
-			return err
-		}
-	}
-	all, err := ctl.AllGather(mine)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(all[0], s)
-}
+func (tr *tuner) agree(s *tuneStep) error { return measure.Agree(measure.ControlOf(tr.world), s) }
 
 // step measures one choice of one collective at one size, repeats times,
 // on every process, and returns rank 0's times (µs) and what its recorder
