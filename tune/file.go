@@ -6,6 +6,7 @@ package tune
 
 import (
 	"bufio"
+	nccltuner "collbench/backend/nccl/tuner"
 	"collbench/internal/bounded"
 	"context"
 	"fmt"
@@ -18,11 +19,11 @@ import (
 // The tuner file's vocabulary, as NCCL's example tuner plugin reads it.
 var (
 	// Collectives are the operations the plugin tunes.
-	Collectives = []string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
+	Collectives = nccltuner.FuncNames
 	// Algorithms are NCCL's algorithms by the plugin's names.
-	Algorithms = []string{"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"}
+	Algorithms = nccltuner.Algorithms
 	// Protocols are NCCL's protocols by the plugin's names.
-	Protocols = []string{"ll", "ll128", "simple"}
+	Protocols = nccltuner.Protocols
 )
 
 // Vocabulary is what a backend's tuner file may name: NCCL's algorithms

@@ -41,17 +41,30 @@ import "C"
 
 import (
 	"os"
+	"strings"
 
 	"collbench/backend/nccl/driver"
+	"collbench/backend/nccl/tuner"
 	"collbench/dtype"
 )
 
 // NCCL's algorithm and protocol indices and names as its profiler reports
-// them, and the collective types a tuner is asked about.
+// them, and the collective types a tuner is asked about, from the one list
+// collbench's tuner plugin reads (backend/nccl/tuner).
 var (
-	algoNames  = []string{"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"}
-	protoNames = []string{"LL", "LL128", "SIMPLE"}
-	tunerFuncs = map[driver.OpKind]int{driver.Broadcast: 0, driver.Reduce: 1, driver.AllGather: 2, driver.ReduceScatter: 3, driver.AllReduce: 4}
+	algoNames  = upper(tuner.Algorithms)
+	protoNames = upper(tuner.Protocols)
+	// tunerFuncs are ncclFunc_t's values by operation: tuner.FuncNames'
+	// indices, matched by the NCCL call's name (ncclAllReduce: allreduce).
+	tunerFuncs = func() map[driver.OpKind]int {
+		m := map[driver.OpKind]int{}
+		for _, k := range []driver.OpKind{driver.Broadcast, driver.Reduce, driver.AllGather, driver.ReduceScatter, driver.AllReduce} {
+			if i, ok := tuner.Funcs[strings.ToLower(strings.TrimPrefix(k.Call(), "nccl"))]; ok {
+				m[k] = i
+			}
+		}
+		return m
+	}()
 )
 
 const (
@@ -180,4 +193,13 @@ func (c *clock) protocolTime(p int, base float64) float64 {
 		return 1e-6 + base/0.95
 	}
 	return 4e-6 + base
+}
+
+// upper is names in capitals, as NCCL's profiler writes them.
+func upper(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.ToUpper(n)
+	}
+	return out
 }

@@ -37,9 +37,19 @@ var Algorithms = []string{"tree", "ring", "collnet_direct", "collnet_chain", "nv
 // Protocols are NCCL's protocols by index.
 var Protocols = []string{"ll", "ll128", "simple"}
 
-// Funcs are NCCL's collective types (ncclFunc_t) a tuner is asked about,
-// by the names tuner files use.
-var Funcs = map[string]int{"broadcast": 0, "reduce": 1, "allgather": 2, "reducescatter": 3, "allreduce": 4}
+// FuncNames are NCCL's collective types a tuner is asked about, in the
+// order of ncclFunc_t, by the names tuner files use: the one list the
+// plugin, the tuner file (tune.Collectives) and the fake GPU machine read.
+var FuncNames = []string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
+
+// Funcs are FuncNames' indices (ncclFunc_t) by name.
+var Funcs = func() map[string]int {
+	m := map[string]int{}
+	for i, n := range FuncNames {
+		m[n] = i
+	}
+	return m
+}()
 
 // Prepare decides, before NCCL opens its first communicator, whether NCCL
 // is to load collbench's tuner, and sets NCCL_TUNER_PLUGIN if so. It
