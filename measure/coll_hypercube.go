@@ -8,6 +8,7 @@ var hyperCubeSpec = collSpec{
 	powerOfTwo: true,
 	shape:      gathered,
 	bus:        busParts,
+	alg:        busParts, // NCCL's benchmark counts what each rank receives: algbw = busbw
 	want:       inOrderWant,
 	groupWant:  inOrderGroupWant,
 }

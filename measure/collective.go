@@ -136,13 +136,37 @@ func PeakComparable(name string) bool {
 	return err != nil || !specs[c].noPeak
 }
 
-// BusFactor converts algorithm bandwidth to bus bandwidth for n ranks, so
-// that busbw is comparable to link speed whatever n is.
+// BusFactor converts a row's bytes per second (Geometry.Bytes over the
+// time) to bus bandwidth for n ranks, so that busbw is comparable to link
+// speed whatever n is.
 func (c Collective) BusFactor(n int) float64 {
 	if n <= 0 {
 		return 0
 	}
 	return specs[c].bus(float64(n))
+}
+
+// AlgFactor converts a row's bytes per second to algorithm bandwidth, as
+// NCCL's benchmark defines it: 1 but for hypercube, whose algbw counts
+// what each rank receives from the others, (n-1)/n of its buffer.
+func (c Collective) AlgFactor(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	if a := specs[c].alg; a != nil {
+		return a(float64(n))
+	}
+	return 1
+}
+
+// Bandwidths are a row's algorithm and bus bandwidths in GB/s for size
+// bytes of esz-byte elements on n ranks in timeUS µs.
+func Bandwidths(c Collective, size int64, esz, n int, timeUS float64) (alg, bus float64) {
+	if timeUS <= 0 {
+		return 0, 0
+	}
+	rate := float64(GeometryFor(c, size, esz, n, 0).Bytes) / (timeUS * 1e3)
+	return rate * c.AlgFactor(n), rate * c.BusFactor(n)
 }
 
 // Geometry is the byte accounting of one row: how a requested size turns

@@ -19,8 +19,11 @@ type collSpec struct {
 	// noPeak: its busbw cannot be held against a link's peak.
 	noPeak bool
 	shape  shape
-	// bus is busbw over algbw on n ranks.
+	// bus is busbw over a row's bytes per second (Geometry.Bytes) on n
+	// ranks; alg, where set, is algbw's (1 where nil): the share of the
+	// bytes NCCL's benchmark counts as moved.
 	bus func(n float64) float64
+	alg func(n float64) float64
 	// want is the value output element i must hold (a sweep's pattern).
 	want func(e Expectation, i int64) float64
 	// groupWant is the value element i of rank q of k must hold in

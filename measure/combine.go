@@ -43,10 +43,8 @@ func (rn *Runner) groupHalves(all []rankResult, c Case, size int64) ([]*results.
 		}
 		h.TimeUS = p.Average.Combine(gt)
 		h.Iter = iterStats(gs)
-		bytes := GeometryFor(c.Coll, size, esz, len(members), 0).Bytes
 		if h.TimeUS > 0 && rn.hasBandwidth(members) {
-			h.AlgBW = float64(bytes) / (h.TimeUS * 1e3)
-			h.BusBW = h.AlgBW * c.Coll.BusFactor(len(members))
+			h.AlgBW, h.BusBW = Bandwidths(c.Coll, size, esz, len(members), h.TimeUS)
 		}
 		if p.Check > 0 {
 			h.Wrong = &wrong
