@@ -165,6 +165,8 @@ type Shift struct {
 	// Inconclusive: the band could not catch a change of the size asked
 	// for (AllowedPct beyond AskedPct) and did not clearly improve.
 	Inconclusive bool `json:"inconclusive,omitempty"`
+	// label is the rows' band (CompareRow.Band).
+	label string
 }
 
 func median(v []float64) float64 {
@@ -352,11 +354,12 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 		return nil, fmt.Errorf("%w: the baseline holds %s; the current run holds %s; compare runs of the same collective, type and sizes",
 			ErrNothingInCommon, Cases(base), Cases(cur))
 	}
+	c.Shifts = shifts(c.Rows, th)
+	host.demoteShifts(c)
+	loneRows(c)
 	if n := c.Counts[Regressed]; n > 0 {
 		c.Reasons = append(c.Reasons, fmt.Sprintf("%d regressed", n))
 	}
-	c.Shifts = shifts(c.Rows, th)
-	host.demoteShifts(c)
 	slower := 0
 	for _, s := range c.Shifts {
 		if s.Regressed {

@@ -120,13 +120,47 @@ func shifts(rows []CompareRow, th Thresholds) []Shift {
 		band, _ := th.band(rs[0].SizeBytes)
 		level := 200 * math.Max(bandLevelSpread(baseCyc), bandLevelSpread(curCyc))
 		allowed := math.Max(math.Max(band.Pct/2, 3*se), level)
-		s := Shift{Case: k.name, Band: sizeSpan(rs), Metric: rs[0].Metric, Rows: len(rs), AskedPct: band.Pct,
+		s := Shift{Case: k.name, Band: sizeSpan(rs), label: k.band, Metric: rs[0].Metric, Rows: len(rs), AskedPct: band.Pct,
 			MedianPct: math.Round(med*100) / 100, AllowedPct: math.Round(allowed*100) / 100, Regressed: med < -allowed}
 		// A band with a regressed row has its verdict already.
 		s.Inconclusive = !s.Regressed && !rowRegressed && allowed > band.Pct && med < allowed
 		out = append(out, s)
 	}
 	return out
+}
+
+// loneRows makes inconclusive the few rows (one, or one in 20) that
+// regressed in a band that is not slower as a whole, where the band's rows
+// typically spread beyond the threshold: runs that noisy cannot single out
+// one row (on two busy cores a row has moved beyond twice its own cycles'
+// range in a same-build pair). On runs whose rows hold still, a lone
+// regressed row still fails.
+func loneRows(c *Comparison) {
+	for i, s := range c.Shifts {
+		if s.Regressed {
+			continue
+		}
+		var idx []int
+		var spreads []float64
+		for j, r := range c.Rows {
+			if caseName(r) == s.Case && r.Band == s.label && r.Verdict != Missing && r.Verdict != New {
+				spreads = append(spreads, r.SpreadPct)
+				if r.Verdict == Regressed {
+					idx = append(idx, j)
+				}
+			}
+		}
+		if len(idx) == 0 || len(idx) > max(1, len(spreads)/20) || median(spreads) <= s.AskedPct {
+			continue
+		}
+		for _, j := range idx {
+			c.Rows[j].Verdict = Inconclusive
+			c.Rows[j].Why += fmt.Sprintf("; a lone row in a band not slower as a whole, whose rows spread by %s %% (median)", trimPct(median(spreads)))
+			c.Counts[Regressed]--
+			c.Counts[Inconclusive]++
+		}
+		c.Shifts[i].Inconclusive = true
+	}
 }
 
 // cycleTimes is a half's cycle times, nil where it has none.
