@@ -129,37 +129,58 @@ func shifts(rows []CompareRow, th Thresholds) []Shift {
 	return out
 }
 
-// loneRows makes inconclusive the few rows (one, or one in 20) that
-// regressed in a band that is not slower as a whole, where the band's rows
-// typically spread beyond the threshold: runs that noisy cannot single out
-// one row (on two busy cores a row has moved beyond twice its own cycles'
-// range in a same-build pair). On runs whose rows hold still, a lone
-// regressed row still fails.
+// loneRows makes inconclusive the regressed rows of a band that is not
+// slower as a whole, where the band's rows typically spread beyond the
+// threshold, that such runs cannot single out: a lone one (one, or one in
+// 20), or one whose other mode at the same size (in-place against
+// out-of-place, the same algorithm) did not regress. On two busy cores a
+// same-build pair had single rows beyond twice their own cycles' range,
+// one mode at a time. On runs whose rows hold still, every regressed row
+// still fails.
 func loneRows(c *Comparison) {
+	type at struct {
+		size int64
+		mode string
+	}
 	for i, s := range c.Shifts {
 		if s.Regressed {
 			continue
 		}
 		var idx []int
 		var spreads []float64
+		verdict := map[at]Verdict{}
 		for j, r := range c.Rows {
 			if caseName(r) == s.Case && r.Band == s.label && r.Verdict != Missing && r.Verdict != New {
 				spreads = append(spreads, r.SpreadPct)
+				verdict[at{r.SizeBytes, r.Mode}] = r.Verdict
 				if r.Verdict == Regressed {
 					idx = append(idx, j)
 				}
 			}
 		}
-		if len(idx) == 0 || len(idx) > max(1, len(spreads)/20) || median(spreads) <= s.AskedPct {
+		if len(idx) == 0 || median(spreads) <= s.AskedPct {
 			continue
 		}
+		lone := len(idx) <= max(1, len(spreads)/20)
 		for _, j := range idx {
+			r := c.Rows[j]
+			other := map[string]string{"in-place": "out-of-place", "out-of-place": "in-place"}[r.Mode]
+			twin, measured := verdict[at{r.SizeBytes, other}]
+			why := ""
+			switch {
+			case lone:
+				why = "a lone row"
+			case measured && twin != Regressed && twin != Inconclusive:
+				why = "its " + other + " twin did not move beyond the threshold"
+			default:
+				continue
+			}
 			c.Rows[j].Verdict = Inconclusive
-			c.Rows[j].Why += fmt.Sprintf("; a lone row in a band not slower as a whole, whose rows spread by %s %% (median)", trimPct(median(spreads)))
+			c.Rows[j].Why += fmt.Sprintf("; %s, in a band not slower as a whole whose rows spread by %s %% (median)", why, trimPct(median(spreads)))
 			c.Counts[Regressed]--
 			c.Counts[Inconclusive]++
+			c.Shifts[i].Inconclusive = true
 		}
-		c.Shifts[i].Inconclusive = true
 	}
 }
 

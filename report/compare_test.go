@@ -414,3 +414,67 @@ func TestCompareSaysInconclusiveWhereTheHostWasShared(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareLoneRowOnNoisyRuns: one row of 16 beyond twice its cycles'
+// range, in a band not slower as a whole, is inconclusive where the rows
+// spread beyond the threshold (±20% cycles against 10%), and regressed
+// where they hold still (±1%).
+func TestCompareLoneRowOnNoisyRuns(t *testing.T) {
+	doc := func(spread, lone float64) *results.Document {
+		d := &results.Document{Schema: results.Schema, SchemaVersion: 1, Config: results.Config{Ranks: 4}}
+		d.Environment.Backend = results.Backend{Name: "cpu"}
+		for i := range 16 {
+			tm := 10.0 + float64(i)
+			if i == 7 {
+				tm *= lone
+			}
+			cs := &results.CycleStats{N: 3, TimesUS: []float64{tm * (1 - spread), tm, tm * (1 + spread)}, TimeMinUS: tm * (1 - spread), TimeMaxUS: tm * (1 + spread)}
+			d.Results = append(d.Results, results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: int64(8) << i % (1 << 19), Ranks: 4,
+				OutOfPlace: &results.Half{TimeUS: tm, Cycles: cs}})
+		}
+		return d
+	}
+	noisy, err := Compare(doc(0.2, 1), doc(0.2, 2), "a", "b", DefaultThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if noisy.Failed || !noisy.Inconclusive || noisy.Counts[Inconclusive] != 1 {
+		t.Errorf("noisy runs: failed %v (%v), inconclusive %v, counts %v", noisy.Failed, noisy.Reasons, noisy.Inconclusive, noisy.Counts)
+	}
+	still, _ := Compare(doc(0.01, 1), doc(0.01, 2), "a", "b", DefaultThresholds())
+	if !still.Failed || still.Counts[Regressed] != 1 {
+		t.Errorf("steady runs: failed %v, counts %v: a lone row twice as slow must regress", still.Failed, still.Counts)
+	}
+}
+
+// TestCompareOneModeRowsOnNoisyRuns: on noisy runs, rows that regressed in
+// one mode while their other mode at the same size held still (3 of 16
+// sizes, scattered) are inconclusive; on steady runs they regress.
+func TestCompareOneModeRowsOnNoisyRuns(t *testing.T) {
+	doc := func(spread float64, slow bool) *results.Document {
+		d := &results.Document{Schema: results.Schema, SchemaVersion: 1, Config: results.Config{Ranks: 4}}
+		d.Environment.Backend = results.Backend{Name: "cpu"}
+		half := func(tm float64) *results.Half {
+			cs := &results.CycleStats{N: 3, TimesUS: []float64{tm * (1 - spread), tm, tm * (1 + spread)}, TimeMinUS: tm * (1 - spread), TimeMaxUS: tm * (1 + spread)}
+			return &results.Half{TimeUS: tm, Cycles: cs}
+		}
+		for i := range 16 {
+			tm := 10.0 + float64(i)
+			ip := tm
+			if slow && i%5 == 2 {
+				ip *= 2 // in-place only
+			}
+			d.Results = append(d.Results, results.Row{Collective: "allreduce", DType: "float", Op: "sum", Root: -1, SizeBytes: int64(8) << i, Ranks: 4,
+				OutOfPlace: half(tm), InPlace: half(ip)})
+		}
+		return d
+	}
+	noisy, _ := Compare(doc(0.2, false), doc(0.2, true), "a", "b", DefaultThresholds())
+	if noisy.Failed || noisy.Counts[Inconclusive] != 3 {
+		t.Errorf("noisy runs: failed %v (%v), counts %v", noisy.Failed, noisy.Reasons, noisy.Counts)
+	}
+	still, _ := Compare(doc(0.01, false), doc(0.01, true), "a", "b", DefaultThresholds())
+	if !still.Failed || still.Counts[Regressed] != 3 {
+		t.Errorf("steady runs: failed %v, counts %v", still.Failed, still.Counts)
+	}
+}

@@ -11,10 +11,12 @@
 #   RUNS=20 SLOW=25 scripts/compare-noise.sh
 #   BACKEND=nccl SIZES=1M:1G SLOW=5 scripts/compare-noise.sh
 #
-# Prints one line per pair and a summary; exits 1 when fewer than
-# MIN_PASS of the same-build pairs pass or fewer than MIN_CAUGHT of the
-# slowed pairs are caught (both 19 of 20 by default).
-set -euo pipefail
+# Prints one line per pair and a summary; exits 1 on any same-build FAIL
+# (compare's exit 5, inconclusive, is no false alarm), any slowed pair that
+# passes, or fewer than MIN_PASS same-build PASS or MIN_CAUGHT slowed
+# pairs caught (both 0 by default: on a noisy host the honest verdict is
+# inconclusive).
+set -uo pipefail
 BIN=${BIN:-bin/collbench}
 RUNS=${RUNS:-20}
 CYCLES=${CYCLES:-stable}
@@ -24,15 +26,15 @@ BACKEND=${BACKEND:-cpu}
 COLL=${COLL:-allreduce}
 ARGS=${ARGS:-}
 COMPARE_ARGS=${COMPARE_ARGS:-} # thresholds, e.g. --time-threshold 15 --busbw-threshold 15
-MIN_PASS=${MIN_PASS:-$(( RUNS * 19 / 20 ))}
-MIN_CAUGHT=${MIN_CAUGHT:-$(( RUNS * 19 / 20 ))}
+MIN_PASS=${MIN_PASS:-0}
+MIN_CAUGHT=${MIN_CAUGHT:-0}
 command -v python3 >/dev/null || { echo "compare-noise.sh: needs python3 (to plant the slowdown)" >&2; exit 2; }
 [ -x "$BIN" ] || { echo "compare-noise.sh: no $BIN: run make build first" >&2; exit 2; }
 dir=${KEEP:-$(mktemp -d)}
 [ -n "${KEEP:-}" ] && mkdir -p "$dir" || trap 'rm -rf "$dir"' EXIT
 for i in $(seq 0 "$RUNS"); do
   if [ "$CYCLES" = stable ]; then repeat=--stable; else repeat="-N $CYCLES"; fi
-  timeout -k 10 "${RUN_TIMEOUT:-900}" "$BIN" "$COLL" --backend "$BACKEND" --sizes "$SIZES" $repeat $ARGS -q -o "$dir/run$i.json" > /dev/null
+  timeout -k 10 "${RUN_TIMEOUT:-900}" "$BIN" "$COLL" --backend "$BACKEND" --sizes "$SIZES" $repeat $ARGS -q -o "$dir/run$i.json" > /dev/null || { echo "compare-noise.sh: run $i failed" >&2; exit 2; }
 done
 slowdown() { # slowdown IN OUT: every row SLOW percent slower
   python3 - "$1" "$2" "$SLOW" <<'PY'
@@ -52,18 +54,21 @@ for r in d["results"]:
 json.dump(d, open(sys.argv[2], "w"))
 PY
 }
-pass=0 caught=0
+pass=0 caught=0 falsefail=0 unjudged=0 missed=0
+verdict() { # verdict EXIT: compare's exit code in words
+  case $1 in 0) echo PASS ;; 1) echo FAIL ;; 5) echo INCONCLUSIVE ;; *) echo "ERROR($1)" ;; esac
+}
 for i in $(seq 1 "$RUNS"); do
-  if "$BIN" compare $COMPARE_ARGS "$dir/run$((i-1)).json" "$dir/run$i.json" > "$dir/same$i.txt" 2>&1; then
-    pass=$((pass+1)); v=PASS
-  else v=FAIL; fi
+  "$BIN" compare $COMPARE_ARGS "$dir/run$((i-1)).json" "$dir/run$i.json" > "$dir/same$i.txt" 2>&1; rc=$?
+  v=$(verdict $rc)
+  case $rc in 0) pass=$((pass+1)) ;; 1) falsefail=$((falsefail+1)) ;; esac
   slowdown "$dir/run$i.json" "$dir/slow$i.json"
-  if "$BIN" compare $COMPARE_ARGS "$dir/run$((i-1)).json" "$dir/slow$i.json" > "$dir/slowed$i.txt" 2>&1; then
-    w=missed
-  else caught=$((caught+1)); w=caught; fi
+  "$BIN" compare $COMPARE_ARGS "$dir/run$((i-1)).json" "$dir/slow$i.json" > "$dir/slowed$i.txt" 2>&1; rc=$?
+  case $rc in 1) caught=$((caught+1)); w=caught ;; 5) unjudged=$((unjudged+1)); w="said inconclusive" ;; *) missed=$((missed+1)); w=MISSED ;; esac
   "$BIN" compare $COMPARE_ARGS --format json -o "$dir/same$i.json" "$dir/run$((i-1)).json" "$dir/run$i.json" > /dev/null 2>&1 || true
   "$BIN" compare $COMPARE_ARGS --format json -o "$dir/slowed$i.json" "$dir/run$((i-1)).json" "$dir/slow$i.json" > /dev/null 2>&1 || true
-  echo "pair $i: same build $v ($(grep -c 'REGRESSED\| regressed ' "$dir/same$i.txt" || true) flagged); ${SLOW}% slower: $w"
+  echo "pair $i: same build $v; ${SLOW}% slower: $w"
 done
-echo "same build: $pass of $RUNS pairs PASS (want at least $MIN_PASS); ${SLOW}% slowdown: caught in $caught of $RUNS (want at least $MIN_CAUGHT)"
-[ "$pass" -ge "$MIN_PASS" ] && [ "$caught" -ge "$MIN_CAUGHT" ]
+echo "same build: $pass of $RUNS PASS, $falsefail FAIL (want none), the rest inconclusive; ${SLOW}% slowdown: caught in $caught, inconclusive in $unjudged, missed (PASS) in $missed (want none)"
+echo "(MIN_PASS=$MIN_PASS and MIN_CAUGHT=$MIN_CAUGHT also asked: PASS and caught counts)"
+[ "$falsefail" -eq 0 ] && [ "$missed" -eq 0 ] && [ "$pass" -ge "$MIN_PASS" ] && [ "$caught" -ge "$MIN_CAUGHT" ]
