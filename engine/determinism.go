@@ -11,7 +11,9 @@ import (
 
 	"collbench/determinism"
 	"collbench/dtype"
+	"collbench/internal/words"
 	"collbench/measure"
+	"collbench/tune"
 )
 
 // Determinism is one collbench determinism run: each collective, type and
@@ -28,7 +30,10 @@ type Determinism struct {
 	DefaultOnly bool
 	// TunerFile: a tuner file is asked for (refused on NCCL before any
 	// measuring: see RunDeterminism).
-	TunerFile        bool
+	TunerFile bool
+	// CheckFile names a tuner file whose choices are run instead, each size
+	// with the choice the file names for it; any divergence fails.
+	CheckFile        string
 	Backend, NCCLLib string
 	Ranks            int
 	RunFlags
@@ -125,7 +130,16 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (_ *determin
 	if err != nil {
 		return nil, err
 	}
-	dr := &determiner{d: d, world: world, forcer: forcer, n: n, all: all, rep: rep, rank0: rank0}
+	dr := &determiner{d: d, world: world, forcer: forcer, n: n, all: all, rep: rep, rank0: rank0, vocab: tune.VocabularyOf(b.Name())}
+	if d.CheckFile != "" {
+		if forcer == nil {
+			return nil, UsageErrorf("--check %s: the %s backend cannot be told which algorithm to run here", d.CheckFile, b.Name())
+		}
+		if dr.entries, err = readTunerFile(gr.Ctx, d.CheckFile, dr.vocab); err != nil {
+			return nil, err
+		}
+		rep.Notes = append(rep.Notes, "checking "+d.CheckFile+": each size runs the choice the file names for it (the default where no line does)")
+	}
 	runErr := dr.run(gr.Ctx)
 	runErr = gr.settle(runErr, len(rep.Cells))
 	rep.Finished = f.Now()
@@ -134,18 +148,35 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (_ *determin
 	}
 	if runErr != nil {
 		rep.Complete = false
+		return rep, runErr
 	}
-	return rep, runErr
+	if d.CheckFile != "" {
+		var bad []string
+		for _, c := range rep.Cells {
+			if !c.Stable() {
+				bad = append(bad, fmt.Sprintf("%s %s %s with %s", c.Collective, c.DType, words.Bytes(c.Size), c.Choice))
+			}
+		}
+		if len(bad) > 0 {
+			return rep, &CheckFailedError{Msg: fmt.Sprintf("determinism --check %s: %d of %d cells diverged (first: %s)", d.CheckFile, len(bad), len(rep.Cells), bad[0])}
+		}
+	}
+	return rep, nil
 }
 
 type determiner struct {
-	d      Determinism
-	world  measure.World
-	forcer measure.Forcer
-	n      int
-	all    measure.Layout
-	rep    *determinism.Report
-	rank0  bool
+	d     Determinism
+	sizes []int64 // the sizes of the choice being run
+	// entries are a tuner file's lines (--check): each size runs the
+	// choice the file names for it.
+	entries []tune.Entry
+	vocab   tune.Vocabulary
+	world   measure.World
+	forcer  measure.Forcer
+	n       int
+	all     measure.Layout
+	rep     *determinism.Report
+	rank0   bool
 }
 
 // rankCell is what one rank found for one size of one choice.
@@ -163,17 +194,15 @@ type rankCell struct {
 
 func (dr *determiner) run(ctx context.Context) error {
 	for _, c := range dr.d.Collectives {
-		choices := []string{determinism.Default}
-		if dr.forcer != nil && !dr.d.DefaultOnly {
-			choices = append(choices, dr.forcer.Choices(c, dr.n)...)
-		}
+		choices, sizes := dr.choicesFor(c)
 		for _, t := range dr.d.DTypes {
 			for _, ch := range choices {
+				dr.sizes = sizes[ch]
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 				if dr.d.Progress != nil && dr.rank0 {
-					dr.d.Progress(fmt.Sprintf("%s %s with %s: %d runs of %d sizes", c, t, ch, dr.d.Runs, len(dr.d.Sizes)))
+					dr.d.Progress(fmt.Sprintf("%s %s with %s: %d runs of %d sizes", c, t, ch, dr.d.Runs, len(dr.sizes)))
 				}
 				if dr.forcer != nil {
 					algo := ch
@@ -202,6 +231,41 @@ func (dr *determiner) run(ctx context.Context) error {
 	return nil
 }
 
+// choicesFor lists the choices to run c with, and the sizes of each: the
+// default and every forced choice at every size, or, checking a tuner
+// file, the choice the file names at each size (the default where no line
+// does).
+func (dr *determiner) choicesFor(c measure.Collective) ([]string, map[string][]int64) {
+	sizes := map[string][]int64{}
+	var choices []string
+	add := func(ch string, s ...int64) {
+		if _, ok := sizes[ch]; !ok {
+			choices = append(choices, ch)
+		}
+		sizes[ch] = append(sizes[ch], s...)
+	}
+	if dr.d.CheckFile == "" {
+		add(determinism.Default, dr.d.Sizes...)
+		if dr.forcer != nil && !dr.d.DefaultOnly {
+			for _, ch := range dr.forcer.Choices(c, dr.n) {
+				add(ch, dr.d.Sizes...)
+			}
+		}
+		return choices, sizes
+	}
+	for _, s := range dr.d.Sizes {
+		ch := determinism.Default
+		if e, ok := tune.Match(dr.entries, strings.ReplaceAll(c.String(), "-", ""), s, dr.n, -1); ok {
+			ch = e.Algorithm
+			if len(dr.vocab.Protocols) > 1 {
+				ch += "/" + e.Protocol
+			}
+		}
+		add(ch, s)
+	}
+	return choices, sizes
+}
+
 // choice runs one collective, type and choice: Runs runs, each on a fresh
 // communicator, of every size; it returns each local rank's cells by size.
 func (dr *determiner) choice(ctx context.Context, c measure.Collective, t dtype.DType) (map[int][]*rankCell, error) {
@@ -213,7 +277,7 @@ func (dr *determiner) choice(ctx context.Context, c measure.Collective, t dtype.
 			return nil, &RunError{Err: err}
 		}
 		err = sub.Run(func(r measure.Rank) error {
-			for i, size := range dr.d.Sizes {
+			for i, size := range dr.sizes {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -374,7 +438,7 @@ func (dr *determiner) gather(c measure.Collective, t dtype.DType, ch string, loc
 	if !dr.rank0 {
 		return nil
 	}
-	for _, size := range dr.d.Sizes {
+	for _, size := range dr.sizes {
 		cell := determinism.Cell{Collective: c.String(), DType: t.String(), Size: size, Choice: ch, Runs: dr.d.Runs,
 			RunToRun: determinism.Same, Ranks: determinism.NA, SizeInvariant: determinism.NA}
 		if c == measure.AllReduce {
@@ -404,7 +468,7 @@ func (dr *determiner) gather(c measure.Collective, t dtype.DType, ch string, loc
 				cell.RunToRun = determinism.Differs
 				cell.Divergences = append(cell.Divergences, *rc.Run)
 			}
-			if size != dr.d.Sizes[0] && cell.SizeInvariant != determinism.Differs {
+			if size != dr.sizes[0] && cell.SizeInvariant != determinism.Differs {
 				cell.SizeInvariant = determinism.Same
 				if rc.SizeDiv != nil {
 					cell.SizeInvariant = determinism.Differs

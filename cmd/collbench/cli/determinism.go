@@ -27,6 +27,7 @@ type DeterminismOptions struct {
 	NCCLLib     string
 	Output      string
 	TunerFile   string
+	Check       string
 	Quiet       bool
 	engine.RunFlags
 }
@@ -44,7 +45,9 @@ grows; for the library's own choice and every algorithm it can be forced to run.
 prints a matrix per collective and type (each cell stable, or the checks that failed),
 which choices agree with which, the worst distance from the exact sum in ulps and the
 first divergence of each failed check (run, rank, element, bits). -o writes every cell
-as JSON; --tuner-file pins, per size, the fastest choice that was stable in every type.
+as JSON; --tuner-file pins, per size, the fastest choice that was stable in every type;
+--check FILE runs each size with the choice such a file names for it, and fails (exit 1)
+on any divergence.
 
 On the cpu backend, allreduce can be forced across processes (ring or recursive
 doubling: collbench launch -n 4 -- determinism --backend cpu). docs/determinism.md.`,
@@ -71,16 +74,19 @@ doubling: collbench launch -n 4 -- determinism --backend cpu). docs/determinism.
 	fs.StringVar(&o.NCCLLib, "nccl-lib", "", "path of libnccl.so to load")
 	fs.StringVarP(&o.Output, "output", "o", "", "write every cell as JSON here, rewritten after each collective, type and choice")
 	fs.StringVar(&o.TunerFile, "tuner-file", "", "write a tuner file pinning the fastest stable choice per size here at the end")
+	fs.StringVar(&o.Check, "check", "", "run each size with the choice this tuner file names for it (the default where none does); any divergence fails (exit 1)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress lines")
 	addRunFlags(fs, &o.RunFlags)
 	atLeast(fs, "1", "ranks")
+	cmd.MarkFlagsMutuallyExclusive("check", "tuner-file")
+	cmd.MarkFlagsMutuallyExclusive("check", "default-only")
 	return cmd
 }
 
 // determinismRun parses the flags, runs the engine, and writes the matrix,
 // the record and the tuner file.
 func determinismRun(o *DeterminismOptions) error {
-	d := engine.Determinism{Runs: o.Runs, Seed: o.Seed, DefaultOnly: o.DefaultOnly, TunerFile: o.TunerFile != "", Backend: o.Backend, NCCLLib: o.NCCLLib,
+	d := engine.Determinism{Runs: o.Runs, Seed: o.Seed, DefaultOnly: o.DefaultOnly, TunerFile: o.TunerFile != "", CheckFile: o.Check, Backend: o.Backend, NCCLLib: o.NCCLLib,
 		Ranks: o.Ranks, RunFlags: o.RunFlags, Tool: Version}
 	var err error
 	if d.Collectives, err = measure.ParseCollectives(o.Collectives); err != nil {

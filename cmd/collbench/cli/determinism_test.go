@@ -85,6 +85,22 @@ func TestDeterminismFindsTheCPUAlgorithmsDisagree(t *testing.T) {
 			t.Errorf("the file pins %s at %d B, where only recursive doubling was stable", e.Algorithm, e.MaxBytes)
 		}
 	}
+	// The pinned file passes --check over 20 fresh runs; a file pinning
+	// the ring, which moves its chunks as a message grows, fails.
+	code, out, errOut = launchSelf(t, "-n", "4", "--", "determinism", "--backend", "cpu", "--collectives", "allreduce", "--dtype", "float,bfloat16",
+		"--sizes", "8:32K:x8", "-q", "--runs", "20", "--check", csv)
+	if code != 0 || !strings.Contains(out, "# 10 of 10 cells stable") {
+		t.Errorf("--check of the pinned file: exit %d\n%s\n%s", code, out, errOut)
+	}
+	ring := filepath.Join(dir, "ring.csv")
+	if err := os.WriteFile(ring, []byte("allreduce,1,1048576,ring,tcp,-1,-1,4,-1,-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = launchSelf(t, "-n", "4", "--", "determinism", "--backend", "cpu", "--collectives", "allreduce", "--dtype", "float",
+		"--sizes", "8:32K:x8", "-q", "--check", ring)
+	if code != 1 || !strings.Contains(errOut, "determinism --check "+ring+": ") || !strings.Contains(errOut, "diverged") {
+		t.Errorf("--check of a file pinning the ring: exit %d\n%s\n%s", code, out, errOut)
+	}
 }
 
 // TestDeterminismBadInput: what determinism cannot judge is refused in one
@@ -100,6 +116,8 @@ func TestDeterminismBadInput(t *testing.T) {
 		{[]string{"determinism", "--backend", "cpu", "--collectives", "allgather"}, "allgather moves data without reducing it"},
 		{[]string{"determinism", "--backend", "cpu", "--dtype", "float,nope"}, `unknown dtype "nope"`},
 		{[]string{"determinism", "--backend", "cpu", "--sizes", "1Q"}, "1Q"},
+		{[]string{"determinism", "--backend", "cpu", "--check", "/nonexistent.csv"}, "--check /nonexistent.csv"},
+		{[]string{"determinism", "--backend", "cpu", "--check", "a.csv", "--tuner-file", "b.csv"}, "--check and --tuner-file cannot go together"},
 	} {
 		f, outB, errB := testFactory()
 		code := run(t, f, c.args...)
