@@ -406,8 +406,8 @@ func compute(vals []any, algo int) error {
 // node) adds from the last rank down to rank 0; the others in rank order.
 func reduceOrder(algo, n, chunk, last int) []int {
 	order := make([]int, n)
-	switch {
-	case algo == algoRing:
+	switch algo {
+	case algoRing:
 		end := chunk % n
 		if last >= 0 {
 			end = last
@@ -415,7 +415,7 @@ func reduceOrder(algo, n, chunk, last int) []int {
 		for i := range order {
 			order[i] = (end + 1 + i) % n
 		}
-	case algo == algoTree:
+	case algoTree:
 		for i := range order {
 			order[i] = n - 1 - i
 		}
