@@ -24,7 +24,8 @@ func Hash(b []byte) uint64 {
 // Divergence is where two outputs first differ.
 type Divergence struct {
 	// Check is the check that found it: run (run to run), ranks (rank
-	// against rank 0), size (the same element at the next smaller size).
+	// against rank 0), size (the same element at the next smaller size),
+	// history (the run whose calls came in another order after others).
 	Check string `json:"check"`
 	Run   int    `json:"run"`  // the run that differed from run 1 (1-based)
 	Rank  int    `json:"rank"` // the rank whose output differed
@@ -38,7 +39,7 @@ type Divergence struct {
 
 func (d *Divergence) String() string {
 	where := fmt.Sprintf("rank %d", d.Rank)
-	if d.Check == "run" {
+	if d.Check == "run" || d.Check == "history" {
 		where = fmt.Sprintf("run %d, %s", d.Run, where)
 	}
 	if d.Element < 0 {

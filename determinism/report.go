@@ -40,6 +40,10 @@ type Cell struct {
 	RunToRun      string `json:"run_to_run"`
 	Ranks         string `json:"ranks"`
 	SizeInvariant string `json:"size_invariant"`
+	// History: one more run, on a fresh communicator, with the sizes
+	// largest first and each call after one of another size and inputs,
+	// gave run 1's bits.
+	History string `json:"history"`
 	// Divergences are the first divergence each failed check found.
 	Divergences []Divergence `json:"divergences,omitempty"`
 	// MaxULP is the largest distance of any element, on any rank and run,
@@ -54,13 +58,13 @@ type Cell struct {
 
 // Stable reports whether every check the cell ran passed.
 func (c Cell) Stable() bool {
-	return c.RunToRun != Differs && c.Ranks != Differs && c.SizeInvariant != Differs
+	return c.RunToRun != Differs && c.Ranks != Differs && c.SizeInvariant != Differs && c.History != Differs
 }
 
 // failed names the checks that failed, joined by "+".
 func (c Cell) failed() string {
 	var f []string
-	for _, k := range []struct{ name, v string }{{"run", c.RunToRun}, {"ranks", c.Ranks}, {"size", c.SizeInvariant}} {
+	for _, k := range []struct{ name, v string }{{"run", c.RunToRun}, {"ranks", c.Ranks}, {"size", c.SizeInvariant}, {"history", c.History}} {
 		if k.v == Differs {
 			f = append(f, k.name)
 		}
@@ -125,7 +129,7 @@ func (r *Report) tables() []*table {
 // check.
 func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "# collbench determinism: %s, %d ranks, %d runs on fresh communicators each, seed %d\n", r.Backend, r.Ranks, r.Runs, r.Seed)
-	fmt.Fprintln(w, "# a cell is stable, or names what differed: run (run to run), ranks (a rank against rank 0), size (an element as its message grew)")
+	fmt.Fprintln(w, "# a cell is stable, or names what differed: run (run to run), ranks (a rank against rank 0), size (an element as its message grew), history (after other calls)")
 	for _, t := range r.tables() {
 		fmt.Fprintf(w, "\n## %s %s\n", t.coll, t.dtype)
 		head := append([]string{"size"}, t.choices...)

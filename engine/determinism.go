@@ -187,6 +187,7 @@ type rankCell struct {
 	Holds   bool                    `json:"holds"` // the rank holds a result (reduce: the root only)
 	Run     *determinism.Divergence `json:"run,omitempty"`
 	SizeDiv *determinism.Divergence `json:"size_div,omitempty"`
+	Hist    *determinism.Divergence `json:"hist,omitempty"`
 	MaxULP  uint64                  `json:"max_ulp"`
 	TimesUS []float64               `json:"times_us"`
 	bytes   []byte                  // run 1's output, kept in this process
@@ -281,7 +282,7 @@ func (dr *determiner) choice(ctx context.Context, c measure.Collective, t dtype.
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				out, took, err := dr.call(r, c, t, size)
+				out, took, err := dr.call(r, c, t, size, dr.d.Seed)
 				if err != nil {
 					return err
 				}
@@ -312,7 +313,47 @@ func (dr *determiner) choice(ctx context.Context, c measure.Collective, t dtype.
 			return cells, err
 		}
 	}
-	return cells, nil
+	return cells, dr.history(ctx, c, t, cells)
+}
+
+// history runs once more on a fresh communicator with another past: the
+// sizes largest first, each call after one of the largest size on other
+// inputs; an output that differs from run 1's depends on what ran before
+// it (the class of NCCL's NVLS reductions).
+func (dr *determiner) history(ctx context.Context, c measure.Collective, t dtype.DType, cells map[int][]*rankCell) error {
+	sub, err := dr.world.Split(dr.all)
+	if err != nil {
+		return &RunError{Err: err}
+	}
+	var mu sync.Mutex
+	run := dr.d.Runs + 1
+	largest := dr.sizes[len(dr.sizes)-1]
+	err = sub.Run(func(r measure.Rank) error {
+		mu.Lock()
+		mine := cells[r.Rank()]
+		mu.Unlock()
+		for k := len(dr.sizes) - 1; k >= 0; k-- {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if _, _, err := dr.call(r, c, t, largest, dr.d.Seed+1); err != nil {
+				return err
+			}
+			out, _, err := dr.call(r, c, t, dr.sizes[k], dr.d.Seed)
+			if err != nil {
+				return err
+			}
+			if rc := mine[k]; rc.Holds && rc.Hist == nil && !slices.Equal(out, rc.bytes) {
+				el, x := determinism.FirstDiff(t, rc.bytes, out, dr.offset(c, r.Rank(), dr.sizes[k], t))
+				rc.Hist = &determinism.Divergence{Check: "history", Run: run, Rank: r.Rank(), Element: el, Bits: x}
+			}
+		}
+		return nil
+	})
+	if cerr := sub.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
 }
 
 // offset is the index in the reduced vector of a rank's first output
@@ -359,7 +400,7 @@ func (dr *determiner) first(rank int, c measure.Collective, t dtype.DType, size 
 
 // call runs one operation of c on t at size with random inputs and returns
 // the rank's output bytes and the call's time in µs.
-func (dr *determiner) call(r measure.Rank, c measure.Collective, t dtype.DType, size int64) ([]byte, float64, error) {
+func (dr *determiner) call(r measure.Rank, c measure.Collective, t dtype.DType, size int64, seed uint64) ([]byte, float64, error) {
 	g := measure.GeometryFor(c, size, t.Size(), r.Size(), r.Rank())
 	esz := int64(t.Size())
 	send, err := r.Alloc(max(g.SendCount*esz, 1))
@@ -372,7 +413,7 @@ func (dr *determiner) call(r measure.Rank, c measure.Collective, t dtype.DType, 
 		return nil, 0, err
 	}
 	defer func() { _ = r.Free(recv) }()
-	p := measure.Pattern{DType: t, Domain: measure.Domain{Kind: measure.DomainRandom}, Seed: dr.d.Seed, Rank: r.Rank(), Ranks: r.Size()}
+	p := measure.Pattern{DType: t, Domain: measure.Domain{Kind: measure.DomainRandom}, Seed: seed, Rank: r.Rank(), Ranks: r.Size()}
 	if err := r.Fill(measure.View{Buf: send}, g.SendCount, p); err != nil {
 		return nil, 0, err
 	}
@@ -440,7 +481,7 @@ func (dr *determiner) gather(c measure.Collective, t dtype.DType, ch string, loc
 	}
 	for _, size := range dr.sizes {
 		cell := determinism.Cell{Collective: c.String(), DType: t.String(), Size: size, Choice: ch, Runs: dr.d.Runs,
-			RunToRun: determinism.Same, Ranks: determinism.NA, SizeInvariant: determinism.NA}
+			RunToRun: determinism.Same, Ranks: determinism.NA, SizeInvariant: determinism.NA, History: determinism.Same}
 		if c == measure.AllReduce {
 			cell.Ranks = determinism.Same
 		}
@@ -467,6 +508,10 @@ func (dr *determiner) gather(c measure.Collective, t dtype.DType, ch string, loc
 			if rc.Run != nil && cell.RunToRun == determinism.Same {
 				cell.RunToRun = determinism.Differs
 				cell.Divergences = append(cell.Divergences, *rc.Run)
+			}
+			if rc.Hist != nil && cell.History == determinism.Same {
+				cell.History = determinism.Differs
+				cell.Divergences = append(cell.Divergences, *rc.Hist)
 			}
 			if size != dr.sizes[0] && cell.SizeInvariant != determinism.Differs {
 				cell.SizeInvariant = determinism.Same

@@ -50,6 +50,11 @@ type Options struct {
 	// Model, if set, times the machine's work on a virtual clock (see
 	// Model); nil times it by the host's clock.
 	Model *Model
+	// OrderByPast turns each reduction's order by one rank unless the
+	// communicator's previous collective had the same count: a result
+	// that depends on what ran before, as NVLS's can, for collbench
+	// determinism's history check.
+	OrderByPast bool
 	// RejectProfiler plays an NCCL that finds no profiler interface
 	// version it knows in the plugin: it runs without one.
 	RejectProfiler bool

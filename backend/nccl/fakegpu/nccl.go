@@ -175,6 +175,9 @@ type comm struct {
 	// collectives counts the collectives issued on the communicator
 	// (Model.ColdOps).
 	collectives int
+	// lastCount is the count of the communicator's previous collective
+	// (Options.OrderByPast).
+	lastCount int64
 	// wedged is set once the profiler stall (Options.ProfilerStall) left
 	// the proxy thread stuck: destroy then waits for an abort.
 	wedged atomic.Bool

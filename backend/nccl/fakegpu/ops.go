@@ -252,8 +252,15 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 	if (!ok1 && ns > 0) || (!ok2 && nr > 0) {
 		p.bad = fmt.Sprintf("rank %d's buffers are no longer device memory", c.rank)
 	}
+	shift := 0
+	if c.d.opts.OrderByPast {
+		if c.lastCount != o.Count && c.cl.n > 1 {
+			shift = 1
+		}
+		c.lastCount = o.Count
+	}
 	_, err := c.blocking("collective", p, func(vals []any) ([]any, error) {
-		if err := compute(vals, ch.algo); err != nil {
+		if err := compute(vals, ch.algo, shift); err != nil {
 			return nil, err
 		}
 		if clk := c.d.clk; clk != nil {
@@ -302,10 +309,11 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 }
 
 // compute writes every rank's output of one collective, reducing in the
-// order the algorithm NCCL chose takes (reduceOrder): the bits of a
-// floating-point sum then depend on the algorithm, and the ring's on the
-// message's size, as on a real machine.
-func compute(vals []any, algo int) error {
+// order the algorithm NCCL chose takes (reduceOrder), turned by shift
+// ranks (Options.OrderByPast): the bits of a floating-point sum then
+// depend on the algorithm, and the ring's on the message's size, as on a
+// real machine.
+func compute(vals []any, algo, shift int) error {
 	n := len(vals)
 	parts := make([]*part, n)
 	for r, v := range vals {
@@ -341,6 +349,9 @@ func compute(vals []any, algo int) error {
 		for lo := 0; lo < elems; lo += chunk {
 			hi := min(lo+chunk, elems)
 			order := reduceOrder(algo, n, lo/chunk, last)
+			if shift > 0 {
+				order = append(order[shift:], order[:shift]...)
+			}
 			a := acc[lo*esz : hi*esz]
 			copy(a, pick(order[0])[lo*esz:hi*esz])
 			for _, r := range order[1:] {

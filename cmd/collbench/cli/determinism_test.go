@@ -171,3 +171,17 @@ func TestDeterminismOnTheFakeGPUMachine(t *testing.T) {
 		t.Errorf("a tuner file on NCCL: exit %d, %s", code, errB)
 	}
 }
+
+// TestDeterminismSeesHistory: on a fake machine whose reductions start
+// where the communicator's previous collective left them (the class of
+// NCCL's NVLS results that depend on what ran before), every run on a
+// fresh communicator still gives the same bits, and the history run (the
+// sizes largest first, each after another call) names its divergence.
+func TestDeterminismSeesHistory(t *testing.T) {
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{OrderByPast: true})
+	code := run(t, f, "determinism", "--backend", "nccl", "--default-only", "--sizes", "64:4K:x4", "--dtype", "float", "--collectives", "allreduce", "-q")
+	if code != 0 || strings.Contains(out.String(), "run+") || !strings.Contains(out.String(), "history") ||
+		!strings.Contains(out.String(), "# first history divergence at") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
