@@ -26,6 +26,9 @@ type Tune struct {
 	Repeats int
 	// Check names a tuner file to measure against the defaults instead.
 	Check string
+	// WantRanks, where set, is the rank count the sizes were recorded on
+	// (tune --from): a world of another size is refused.
+	WantRanks int
 	RunFlags
 	Tool string
 	// OnReady, if set, runs once the backend is chosen, before any rank is
@@ -58,6 +61,9 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 	plan.DTypes, plan.Ops = plan.DTypes[:1], plan.Ops[:1]
 	plan.OutOfPlace, plan.InPlace, plan.Cycles, plan.Stable = true, false, 0, false
 	gr, err := f.begin(ctx, t.Backend, t.NCCLLib, t.Ranks, t.RunFlags, func(n int) error {
+		if t.WantRanks > 0 && n != t.WantRanks {
+			return UsageErrorf("--from: the job's communicator had %d ranks, this world has %d: run tune on as many GPUs as the job (-g %d, or launch -n %d)", t.WantRanks, n, t.WantRanks, t.WantRanks)
+		}
 		if err := plan.Validate(n); err != nil {
 			return &UsageError{Err: err}
 		}

@@ -32,6 +32,11 @@ type Summary struct {
 	// the collective that follows its compute, while the collectives
 	// queued right behind that one start together on every rank.
 	Func string `json:",omitempty"`
+	// DType and Count are the element type (NCCL's name: ncclFloat32) and
+	// the count the collective was called with, where the sender knows
+	// them: what the job issues, for collbench tune --from.
+	DType string `json:",omitempty"`
+	Count int64  `json:",omitempty"`
 	// IssueNS is when the rank handed NCCL the operation; StartNS and
 	// EndNS bound its kernel; ErrNS is the alignment's error.
 	IssueNS, StartNS, EndNS, ErrNS int64
@@ -251,6 +256,9 @@ type Collector struct {
 	linksIn int64  // link measurements received
 	nlinks  int    // links followed, every communicator's
 	every   uint64 // the largest sample a sender sent at
+	// ops counts what the job issued, by communicator, function, type and
+	// count, from each communicator's rank 0 (at most MaxOps of them).
+	ops map[OpKey]uint64
 }
 
 // Counts is what a collector has taken in: the evidence behind a watch
@@ -270,6 +278,10 @@ type Counts struct {
 	// Every is the largest sample a sender sent at: only operations whose
 	// number is a multiple of it were sent by every process.
 	Every uint64 `json:"sampled_every,omitempty"`
+	// Ops are the collectives the job issued, by communicator, function,
+	// element type and count, most called first: what collbench tune
+	// --from tunes.
+	Ops []OpStat `json:"operations,omitempty"`
 }
 
 // MaxBehind bounds the ranks Counts names as behind.
@@ -388,6 +400,7 @@ func (c *Collector) Add(s Summary) []Finding {
 		c.dropped++
 		return nil
 	}
+	c.countOp(s)
 	cm := c.comms[s.Comm]
 	if cm == nil {
 		if len(c.comms) >= c.o.MaxComms {

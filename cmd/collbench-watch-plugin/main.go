@@ -132,7 +132,7 @@ func (t *taker) take() {
 				continue
 			}
 			t.s.Send(watch.Summary{Comm: uint64(info.hash), Seq: op.Seq, Ranks: int(info.ranks), Rank: int(info.rank),
-				Host: t.host, GPU: C.GoString(&info.bus[0]), Func: C.GoString(&d._func[0]), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Kernel: true, Clock: t.clock,
+				Host: t.host, GPU: C.GoString(&info.bus[0]), Func: C.GoString(&d._func[0]), DType: C.GoString(&d.dtype[0]), Count: int64(d.count), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Kernel: true, Clock: t.clock,
 				Links: links(d)})
 		}
 	}

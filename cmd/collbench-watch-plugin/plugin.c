@@ -54,6 +54,8 @@ struct cbw_op {
 	atomic_int state;
 	uint64_t seq;
 	const char *func; // NCCL's name of the collective (its static string), or NULL
+	const char *dtype; // NCCL's name of its element type (its static string), or NULL
+	int64_t count;     // the count NCCL was called with
 	int64_t issue;
 	int channels; // as NCCL announced them; 0 when it did not say
 	atomic_int started, stopped, coll_stopped;
@@ -256,6 +258,8 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 		// tell one operation from another.
 		op->seq = at + 1;
 		op->func = d->coll.func;
+		op->dtype = d->coll.dtype;
+		op->count = (int64_t)d->coll.count;
 		op->channels = d->coll.nChannels;
 		atomic_store(&op->started, 0);
 		atomic_store(&op->stopped, 0);
@@ -485,6 +489,12 @@ int cbw_take(int i, int64_t older_than, cbw_done *out, int max) {
 				strncpy(o->func, op->func, sizeof(o->func) - 1);
 				o->func[sizeof(o->func) - 1] = 0;
 			}
+			o->dtype[0] = 0;
+			if (op->dtype != NULL) {
+				strncpy(o->dtype, op->dtype, sizeof(o->dtype) - 1);
+				o->dtype[sizeof(o->dtype) - 1] = 0;
+			}
+			o->count = op->count;
 			o->issue = op->issue;
 			o->gpu_start = atomic_load(&op->gpu_start);
 			o->gpu_stop = atomic_load(&op->gpu_stop);

@@ -248,6 +248,23 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 				if len(fs) > 0 {
 					t.Errorf("a clean job named %d: %v", len(fs), fs[0])
 				}
+				// What the job issued, from each communicator's rank 0:
+				// the stand-in's three functions, each a third of the
+				// operations, of 1,024 floats (collbench tune --from).
+				opsSeen := counts().Ops
+				if len(opsSeen) != 3 {
+					t.Fatalf("operations %+v, want the three functions the stand-in issues", opsSeen)
+				}
+				total, third := uint64(0), uint64(ops/3) //nolint:gosec // G115: a test's count of operations, far below 2^63
+				for _, o := range opsSeen {
+					total += o.Calls
+					if o.DType != "ncclFloat32" || o.Count != 1024 || o.Ranks != 4 || o.Calls < third || o.Calls > third+1 {
+						t.Errorf("operation %+v, want a third of %d calls, of 1,024 ncclFloat32 on 4 ranks", o, ops)
+					}
+				}
+				if total != 3*third+uint64(ops%3) { //nolint:gosec // G115: as above
+					t.Errorf("%d calls counted of %d issued", total, ops)
+				}
 				return
 			}
 			if len(fs) == 0 {

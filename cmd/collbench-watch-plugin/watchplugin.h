@@ -34,7 +34,9 @@ typedef struct {
 // operation was one that records them and went over the network.
 typedef struct {
 	uint64_t seq;
-	char func[24]; // the collective's name as NCCL gave it ("" when it did not)
+	char func[24];  // the collective's name as NCCL gave it ("" when it did not)
+	char dtype[24]; // its element type's name as NCCL gave it ("" when it did not)
+	int64_t count;  // the count it was called with
 	int64_t issue, gpu_start, gpu_stop, seen_minus_gpu;
 	int nsent;
 	cbw_sent sent[CBW_LINKS];

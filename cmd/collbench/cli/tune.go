@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +31,7 @@ type TuneOptions struct {
 	Budget      time.Duration
 	Repeats     int
 	Check       string
+	From        string // a watch record: tune what the job issued
 	Output      string // the JSON document, rewritten after every result
 	TunerFile   string // the tuner file (CSV), written at the end
 	Quiet       bool
@@ -84,6 +87,7 @@ pairs, and fails (exit 1) where the file's choice is slower (docs/tune.md).`,
 	fs.DurationVar(&o.Budget, "budget", engine.DefaultTuneBudget, "time limit of the search (or of --check)")
 	fs.IntVar(&o.Repeats, "repeats", 5, "how often the leaders are measured again")
 	fs.StringVar(&o.Check, "check", "", "measure this tuner file's choices against the defaults instead of searching")
+	fs.StringVar(&o.From, "from", "", "tune the collectives, sizes and type a job issued, from collbench watch's record (-o)")
 	fs.StringVarP(&o.Output, "output", "o", "", "write every cell as JSON here, rewritten after every result")
 	fs.StringVar(&o.TunerFile, "tuner-file", "", "write the tuner file (NCCL's example plugin's CSV) here at the end")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress lines")
@@ -91,6 +95,9 @@ pairs, and fails (exit 1) where the file's choice is slower (docs/tune.md).`,
 	atLeast(fs, "1", "ranks", "iters", "repeats")
 	atLeast(fs, "0", "warmup")
 	cmd.MarkFlagsMutuallyExclusive("check", "tuner-file")
+	for _, f := range []string{"collectives", "sizes", "dtype"} {
+		cmd.MarkFlagsMutuallyExclusive("from", f)
+	}
 	return cmd
 }
 
@@ -104,6 +111,21 @@ func tuneRun(o *TuneOptions) error {
 	var err error
 	if sp.Collectives, err = measure.ParseCollectives(o.Collectives); err != nil {
 		return &engine.UsageError{Err: err}
+	}
+	wantRanks := 0
+	if o.From != "" {
+		tf, err := engine.ReadTuneFrom(o.Ctx, o.From)
+		if err != nil {
+			return err
+		}
+		sizes := make([]string, len(tf.Sizes))
+		for i, b := range tf.Sizes {
+			sizes[i] = strconv.FormatInt(b, 10)
+		}
+		sp.Collectives, sp.Sizes, sp.DType, wantRanks = tf.Collectives, strings.Join(sizes, ","), tf.DType, tf.Ranks
+		for _, n := range tf.Notes {
+			fmt.Fprintf(o.IO.ErrOut, "collbench tune: %s\n", n)
+		}
 	}
 	plan, err := sp.Plan()
 	if err != nil {
@@ -121,7 +143,7 @@ func tuneRun(o *TuneOptions) error {
 		}
 	}
 	t := engine.Tune{Plan: plan, Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Budget: o.Budget, Repeats: o.Repeats,
-		Check: o.Check, RunFlags: o.RunFlags, Tool: Version}
+		Check: o.Check, WantRanks: wantRanks, RunFlags: o.RunFlags, Tool: Version}
 	t.OnReady = func(choice engine.BackendChoice, rank0 bool) error {
 		if choice.Auto && rank0 && !o.Quiet {
 			fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", choice.Backend.Name(), choice.Reason)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,4 +200,59 @@ func readTuneReport(t *testing.T, path string) tune.Report {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return rep
+}
+
+// TestTuneFromAWatchRecord: tune --from reads what a job issued from
+// collbench watch's record and tunes exactly that: the collectives a
+// tuner chooses for, their sizes in collbench's terms (allgather counts
+// every rank's part) and the most called type; what it leaves out is said.
+// A record with no collectives, of another rank count, or a file that is
+// no record is refused, exit 2.
+func TestTuneFromAWatchRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string, ops string) string {
+		p := filepath.Join(dir, name)
+		body := `{"schema": "collbench/watch", "started": "2026-11-28T00:00:00Z", "updated": "2026-11-28T00:01:00Z", "findings": [], "standing": [], "findings_total": 0,
+			"counts": {"processes": 3, "summaries": 30, "summaries_dropped": 0, "operations_judged": 10, "links_judged": 0, "links_received": 0, "communicators": 1, "operations": [` + ops + `]}}`
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rec := write("rec.json", `{"communicator": "00000000000000aa", "ranks": 3, "func": "AllReduce", "dtype": "ncclFloat32", "count": 1024, "calls": 600},
+		{"communicator": "00000000000000aa", "ranks": 3, "func": "AllReduce", "dtype": "ncclFloat32", "count": 65536, "calls": 10},
+		{"communicator": "00000000000000aa", "ranks": 3, "func": "Send", "dtype": "ncclFloat32", "count": 16, "calls": 5}`)
+	js := filepath.Join(dir, "tune.json")
+	code, out, errOut := launchSelf(t, "-n", "3", "--", "tune", "--backend", "cpu", "--from", rec, "-n", "2", "-w", "1", "--repeats", "3", "--budget", "60s", "-o", js)
+	if code != 0 || !strings.Contains(errOut, "left out, with no choice to tune: Send ncclFloat32") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	rep := readTuneReport(t, js)
+	var sizes []int64
+	for _, r := range rep.Collectives[0].Results {
+		sizes = append(sizes, r.Size)
+	}
+	if len(rep.Collectives) != 1 || rep.Collectives[0].Name != "allreduce" || !slices.Equal(sizes, []int64{4096, 262144}) {
+		t.Errorf("tuned %d collectives, %s at %v; want allreduce at the job's 4 KiB and 256 KiB", len(rep.Collectives), rep.Collectives[0].Name, sizes)
+	}
+	empty := write("empty.json", "")
+	notRec := filepath.Join(dir, "x.json")
+	if err := os.WriteFile(notRec, []byte(`{"schema": "collbench/result"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "2", "--", "tune", "--backend", "cpu", "--from", rec}, "the job's communicator had 3 ranks, this world has 2"},
+		{[]string{"-n", "3", "--", "tune", "--backend", "cpu", "--from", empty}, "holds no collectives"},
+		{[]string{"-n", "3", "--", "tune", "--backend", "cpu", "--from", notRec}, "is not a record of collbench watch"},
+		{[]string{"-n", "3", "--", "tune", "--backend", "cpu", "--from", rec, "--sizes", "8"}, "--from and --sizes cannot go together"},
+	} {
+		code, out, errOut := launchSelf(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, want 2 and %q\n%s\n%s", c.args, code, c.want, out, errOut)
+		}
+	}
 }
