@@ -33,7 +33,10 @@ type Determinism struct {
 	TunerFile bool
 	// CheckFile names a tuner file whose choices are run instead, each size
 	// with the choice the file names for it; any divergence fails.
-	CheckFile        string
+	CheckFile string
+	// Budget, where set, bounds the run's wall time: no collective, type
+	// and choice starts once it is spent (what was measured is kept).
+	Budget           time.Duration
 	Backend, NCCLLib string
 	Ranks            int
 	RunFlags
@@ -68,6 +71,9 @@ func ParseDTypes(s string) ([]dtype.DType, error) {
 
 // Check refuses what determinism cannot judge, before any backend starts.
 func (d Determinism) Check() error {
+	if d.Budget < 0 {
+		return UsageErrorf("--budget %v: give the run some time, e.g. --budget 10m, or 0 for no limit", d.Budget)
+	}
 	if d.Runs < 2 {
 		return UsageErrorf("--runs %d: run to run needs at least 2 runs (3 is the default)", d.Runs)
 	}
@@ -194,6 +200,10 @@ type rankCell struct {
 }
 
 func (dr *determiner) run(ctx context.Context) error {
+	var deadline time.Time
+	if dr.d.Budget > 0 {
+		deadline = time.Now().Add(dr.d.Budget)
+	}
 	for _, c := range dr.d.Collectives {
 		choices, sizes := dr.choicesFor(c)
 		for _, t := range dr.d.DTypes {
@@ -201,6 +211,16 @@ func (dr *determiner) run(ctx context.Context) error {
 				dr.sizes = sizes[ch]
 				if err := ctx.Err(); err != nil {
 					return err
+				}
+				// Rank 0's clock decides, so every process stops alike.
+				spent := !deadline.IsZero() && time.Now().After(deadline)
+				if err := measure.Agree(measure.ControlOf(dr.world), &spent); err != nil {
+					return &RunError{Err: err}
+				}
+				if spent {
+					dr.rep.Complete = false
+					dr.rep.Notes = append(dr.rep.Notes, fmt.Sprintf("--budget %v spent: %s %s with %s and what follows were not run", dr.d.Budget, c, t, ch))
+					return nil
 				}
 				if dr.d.Progress != nil && dr.rank0 {
 					dr.d.Progress(fmt.Sprintf("%s %s with %s: %d runs of %d sizes", c, t, ch, dr.d.Runs, len(dr.sizes)))

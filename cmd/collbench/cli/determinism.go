@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,7 @@ type DeterminismOptions struct {
 	Output      string
 	TunerFile   string
 	Check       string
+	Budget      time.Duration
 	Quiet       bool
 	engine.RunFlags
 }
@@ -75,6 +77,7 @@ doubling: collbench launch -n 4 -- determinism --backend cpu). docs/determinism.
 	fs.StringVarP(&o.Output, "output", "o", "", "write every cell as JSON here, rewritten after each collective, type and choice")
 	fs.StringVar(&o.TunerFile, "tuner-file", "", "write a tuner file pinning the fastest stable choice per size here at the end")
 	fs.StringVar(&o.Check, "check", "", "run each size with the choice this tuner file names for it (the default where none does); any divergence fails (exit 1)")
+	fs.DurationVar(&o.Budget, "budget", 0, "stop starting collectives, types and choices once this much time is spent (0: no limit); what was measured is kept")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress lines")
 	addRunFlags(fs, &o.RunFlags)
 	atLeast(fs, "1", "ranks")
@@ -86,7 +89,7 @@ doubling: collbench launch -n 4 -- determinism --backend cpu). docs/determinism.
 // determinismRun parses the flags, runs the engine, and writes the matrix,
 // the record and the tuner file.
 func determinismRun(o *DeterminismOptions) error {
-	d := engine.Determinism{Runs: o.Runs, Seed: o.Seed, DefaultOnly: o.DefaultOnly, TunerFile: o.TunerFile != "", CheckFile: o.Check, Backend: o.Backend, NCCLLib: o.NCCLLib,
+	d := engine.Determinism{Runs: o.Runs, Seed: o.Seed, DefaultOnly: o.DefaultOnly, TunerFile: o.TunerFile != "", CheckFile: o.Check, Budget: o.Budget, Backend: o.Backend, NCCLLib: o.NCCLLib,
 		Ranks: o.Ranks, RunFlags: o.RunFlags, Tool: Version}
 	var err error
 	if d.Collectives, err = measure.ParseCollectives(o.Collectives); err != nil {

@@ -116,6 +116,7 @@ func TestDeterminismBadInput(t *testing.T) {
 		{[]string{"determinism", "--backend", "cpu", "--collectives", "allgather"}, "allgather moves data without reducing it"},
 		{[]string{"determinism", "--backend", "cpu", "--dtype", "float,nope"}, `unknown dtype "nope"`},
 		{[]string{"determinism", "--backend", "cpu", "--sizes", "1Q"}, "1Q"},
+		{[]string{"determinism", "--backend", "cpu", "--budget", "-1s"}, "--budget -1s: give the run some time"},
 		{[]string{"determinism", "--backend", "cpu", "--check", "/nonexistent.csv"}, "--check /nonexistent.csv"},
 		{[]string{"determinism", "--backend", "cpu", "--check", "a.csv", "--tuner-file", "b.csv"}, "--check and --tuner-file cannot go together"},
 	} {
@@ -183,5 +184,20 @@ func TestDeterminismSeesHistory(t *testing.T) {
 	if code != 0 || strings.Contains(out.String(), "run+") || !strings.Contains(out.String(), "history") ||
 		!strings.Contains(out.String(), "# first history divergence at") {
 		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestDeterminismBudget: a spent budget starts nothing more, keeps what was
+// measured, says so, and is no error.
+func TestDeterminismBudget(t *testing.T) {
+	t.Parallel()
+	js := filepath.Join(t.TempDir(), "det.json")
+	code, out, errOut := launchSelf(t, "-n", "2", "--", "determinism", "--backend", "cpu", "--budget", "1ns", "-q", "-o", js)
+	if code != 0 || !strings.Contains(out, "# note: --budget 1ns spent: allreduce float with default and what follows were not run") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	data, err := os.ReadFile(js) //nolint:gosec // G304: the test's own file
+	if err != nil || !strings.Contains(string(data), `"complete": false`) {
+		t.Errorf("the record (%v) does not say it was cut short:\n%s", err, data)
 	}
 }
