@@ -104,26 +104,15 @@ func determinismRun(o *DeterminismOptions) error {
 	if err := d.Check(); err != nil {
 		return err
 	}
-	var out, tunerOut *engine.Output
-	if o.Output != "" {
-		if out, err = engine.ResolveOutput("--output", o.Output); err != nil {
-			return err
-		}
-	}
-	if o.TunerFile != "" {
-		if tunerOut, err = engine.ResolveOutput("--tuner-file", o.TunerFile); err != nil {
-			return err
-		}
+	ro, err := resolveRecordOutputs(o.Output, o.TunerFile)
+	if err != nil {
+		return err
 	}
 	if !o.Quiet {
 		d.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench determinism: %s\n", s) }
 	}
-	if out.Replaced() {
-		d.OnReport = func(rep *engine.DeterminismReport) {
-			if err := out.Write(false, rep.WriteJSON); err != nil {
-				fmt.Fprintf(o.IO.ErrOut, "collbench: cannot update %s: %v\n", o.Output, err)
-			}
-		}
+	if rw := ro.rewriter(o.IO.ErrOut); rw != nil {
+		d.OnReport = func(rep *engine.DeterminismReport) { rw(rep.WriteJSON) }
 	}
 	rep, runErr := o.Factory.RunDeterminism(o.Ctx, d)
 	if rep == nil {
@@ -132,17 +121,8 @@ func determinismRun(o *DeterminismOptions) error {
 	if err := rep.WriteText(o.IO.Out); err != nil {
 		return &engine.RunError{Err: err}
 	}
-	if out != nil {
-		if err := writeTarget(o.IO.Out, out, true, rep.WriteJSON); err != nil {
-			return err
-		}
-		sayWrote(o.IO.ErrOut, "every cell", o.Output)
-	}
-	if tunerOut != nil {
-		if err := writeTarget(o.IO.Out, tunerOut, true, rep.WriteTunerFile); err != nil {
-			return err
-		}
-		sayWrote(o.IO.ErrOut, "the tuner file", o.TunerFile)
+	if err := ro.finish(o.IO, rep.WriteJSON, rep.WriteTunerFile, "the tuner file"); err != nil {
+		return err
 	}
 	return runErr
 }

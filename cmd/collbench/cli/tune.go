@@ -131,16 +131,9 @@ func tuneRun(o *TuneOptions) error {
 	if err != nil {
 		return &engine.UsageError{Err: err}
 	}
-	var out, tunerOut *engine.Output
-	if o.Output != "" {
-		if out, err = engine.ResolveOutput("--output", o.Output); err != nil {
-			return err
-		}
-	}
-	if o.TunerFile != "" {
-		if tunerOut, err = engine.ResolveOutput("--tuner-file", o.TunerFile); err != nil {
-			return err
-		}
+	ro, err := resolveRecordOutputs(o.Output, o.TunerFile)
+	if err != nil {
+		return err
 	}
 	t := engine.Tune{Plan: plan, Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Budget: o.Budget, Repeats: o.Repeats,
 		Check: o.Check, WantRanks: wantRanks, RunFlags: o.RunFlags, Tool: Version}
@@ -153,12 +146,8 @@ func tuneRun(o *TuneOptions) error {
 	if !o.Quiet {
 		t.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench tune: %s\n", s) }
 	}
-	if out.Replaced() {
-		t.OnReport = func(rep *engine.TuneReport) {
-			if err := out.Write(false, rep.WriteJSON); err != nil {
-				fmt.Fprintf(o.IO.ErrOut, "collbench: cannot update %s: %v\n", o.Output, err)
-			}
-		}
+	if rw := ro.rewriter(o.IO.ErrOut); rw != nil {
+		t.OnReport = func(rep *engine.TuneReport) { rw(rep.WriteJSON) }
 	}
 	rep, runErr := o.Factory.RunTune(o.Ctx, t)
 	if rep == nil {
@@ -170,18 +159,10 @@ func tuneRun(o *TuneOptions) error {
 	if env := rep.Environment(); env != "" {
 		fmt.Fprintf(o.IO.Out, "# one setting fits every size measured: %s\n", env)
 	}
-	if out != nil {
-		if err := writeTarget(o.IO.Out, out, true, rep.WriteJSON); err != nil {
-			return err
-		}
-		sayWrote(o.IO.ErrOut, "every cell", o.Output)
-	}
-	if tunerOut != nil {
-		if err := writeTarget(o.IO.Out, tunerOut, true, func(w io.Writer) error { return rep.WriteTunerFile(w) }); err != nil {
-			return err
-		}
-		n := len(rep.Entries())
-		sayWrote(o.IO.ErrOut, fmt.Sprintf("the tuner file (%d %s)", n, map[bool]string{true: "line", false: "lines"}[n == 1]), o.TunerFile)
+	n := len(rep.Entries())
+	if err := ro.finish(o.IO, rep.WriteJSON, func(w io.Writer) error { return rep.WriteTunerFile(w) },
+		fmt.Sprintf("the tuner file (%d %s)", n, map[bool]string{true: "line", false: "lines"}[n == 1])); err != nil {
+		return err
 	}
 	return runErr
 }
