@@ -377,7 +377,7 @@ func Compare(base, cur *results.Document, baseLabel, curLabel string, th Thresho
 	}
 	c.Failed = len(c.Reasons) > 0
 	c.unjudged()
-	if strings.HasPrefix(c.Baseline.Backend, "cpu") && strings.HasPrefix(c.Current.Backend, "cpu") && c.Counts[Regressed]+c.Counts[Improved] > 0 &&
+	if strings.HasPrefix(c.Baseline.Backend, "cpu") && strings.HasPrefix(c.Current.Backend, "cpu") && c.Counts[Regressed]+c.Counts[Improved]+c.Counts[Inconclusive] > 0 &&
 		c.Baseline.Runs <= 1 && !spreadKnown(base) && !spreadKnown(cur) {
 		c.Notes = append(c.Notes, "both runs are on the cpu backend, whose times move by tens of percent between identical runs on a shared host: "+
 			"record both with --stable (or --cycles 3), gate on a baseline of several runs (collbench baseline make), or widen the thresholds")

@@ -104,7 +104,7 @@ func checkCommandLine(t *testing.T, args []string, budget time.Duration) {
 		}()
 		code = Run(ctx, f, args)
 	}()
-	documented := []int{engine.ExitOK, engine.ExitCheckFailed, engine.ExitUsage, engine.ExitRunFailed, engine.ExitHung, engine.ExitInterrupted, engine.ExitTerminated}
+	documented := []int{engine.ExitOK, engine.ExitCheckFailed, engine.ExitUsage, engine.ExitRunFailed, engine.ExitHung, engine.ExitInconclusive, engine.ExitInterrupted, engine.ExitTerminated}
 	if !slices.Contains(documented, code) {
 		t.Fatalf("%q: exit %d is not a documented exit code\n%s", args, code, errOut)
 	}
