@@ -113,9 +113,12 @@ func ULPs(t dtype.DType, out []byte, ref []float64) uint64 {
 	return worst
 }
 
-// Round is v rounded to t, as an input of type t holds it.
-func Round(t dtype.DType, v float64) float64 {
+// Rounder returns a function that rounds a value to t, as an input of
+// type t holds it; it reuses one buffer (one rounder per goroutine).
+func Rounder(t dtype.DType) func(float64) float64 {
 	tmp := make([]byte, t.Size())
-	t.Put(tmp, 0, v)
-	return t.Get(tmp, 0)
+	return func(v float64) float64 {
+		t.Put(tmp, 0, v)
+		return t.Get(tmp, 0)
+	}
 }

@@ -397,9 +397,10 @@ func (dr *determiner) first(rank int, c measure.Collective, t dtype.DType, size 
 	off, esz := dr.offset(c, rank, size, t), int64(t.Size())
 	count := int64(len(out)) / esz
 	ref := make([]float64, min(count, maxULPElems))
+	round, dom := determinism.Rounder(t), measure.Domain{Kind: measure.DomainRandom}
 	for i := range ref {
 		for j := 0; j < dr.n; j++ {
-			ref[i] += determinism.Round(t, measure.Domain{Kind: measure.DomainRandom}.Value(dr.d.Seed, j, dr.n, off+int64(i)))
+			ref[i] += round(dom.Value(dr.d.Seed, j, dr.n, off+int64(i)))
 		}
 	}
 	rc.MaxULP = determinism.ULPs(t, out, ref)

@@ -27,14 +27,7 @@ func TestDeterminismFindsTheCPUAlgorithmsDisagree(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	data, err := os.ReadFile(js) //nolint:gosec // G304: the test's own file
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep determinism.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readDeterminism(t, js)
 	if rep.Schema != determinism.Schema || rep.Ranks != 4 || rep.Runs != 3 || !rep.Complete || len(rep.Cells) != 2*3*5 {
 		t.Fatalf("report: schema %q, %d ranks, %d runs, complete %v, %d cells", rep.Schema, rep.Ranks, rep.Runs, rep.Complete, len(rep.Cells))
 	}
@@ -142,14 +135,7 @@ func TestDeterminismOnTheFakeGPUMachine(t *testing.T) {
 	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8:256K:x8", "--dtype", "float", "--collectives", "allreduce", "-q", "-o", js); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	data, err := os.ReadFile(js) //nolint:gosec // G304: the test's own file
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep determinism.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readDeterminism(t, js)
 	digest := map[[2]any]string{}
 	for _, c := range rep.Cells {
 		digest[[2]any{c.Size, c.Choice}] = c.Digest
@@ -200,4 +186,18 @@ func TestDeterminismBudget(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), `"complete": false`) {
 		t.Errorf("the record (%v) does not say it was cut short:\n%s", err, data)
 	}
+}
+
+// readDeterminism reads a determinism record the test wrote.
+func readDeterminism(t *testing.T, path string) determinism.Report {
+	t.Helper()
+	data, err := os.ReadFile(path) //nolint:gosec // G304: the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep determinism.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
