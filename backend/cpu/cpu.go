@@ -112,6 +112,47 @@ type memory struct {
 	limit  int64
 	shared int  // collbench processes on this host the limit was divided by
 	set    bool // the limit was given in Options, not read from the system
+	// inside counts the ranks now inside an exchange of a hub, where they
+	// read and write their peers' buffers; a buffer freed meanwhile (by a
+	// rank that left an aborted operation early) is unmapped only when the
+	// last of them has left: a peer still in its step would read unmapped
+	// memory, a fault that ends the whole process.
+	inside int
+	freed  [][]byte
+}
+
+// enter marks a rank as inside an exchange.
+func (m *memory) enter() {
+	m.mu.Lock()
+	m.inside++
+	m.mu.Unlock()
+}
+
+// leave marks a rank as out of its exchange; the last one out unmaps what
+// was freed while ranks were inside.
+func (m *memory) leave() {
+	m.mu.Lock()
+	m.inside--
+	var freed [][]byte
+	if m.inside == 0 {
+		freed, m.freed = m.freed, nil
+	}
+	m.mu.Unlock()
+	for _, b := range freed {
+		_ = syscall.Munmap(b) // a mapping of Alloc's: nothing else can fail here
+	}
+}
+
+// release unmaps b now, or once no rank is inside an exchange.
+func (m *memory) release(b []byte) error {
+	m.mu.Lock()
+	if m.inside > 0 {
+		m.freed = append(m.freed, b)
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.Unlock()
+	return syscall.Munmap(b)
 }
 
 // budget returns what each of n ranks may allocate, and how the limit came about.
@@ -323,7 +364,7 @@ func (r *rank) Free(sb measure.Buffer) error {
 	if len(b.bytes) == 0 {
 		return nil
 	}
-	err := syscall.Munmap(b.bytes)
+	err := r.w.mem.release(b.bytes)
 	b.bytes = nil
 	return err
 }
@@ -380,7 +421,18 @@ func overlap(a, b []byte) bool {
 }
 
 // copyOrStop copies as copy does, stopping early when the world is aborted.
-func (r *rank) copyOrStop(dst, src []byte) error { return copyOrStop(dst, src, r.w.stopped) }
+func (r *rank) copyOrStop(dst, src []byte) error {
+	if stepHook == nil {
+		return copyOrStop(dst, src, r.w.stopped)
+	}
+	return copyOrStop(dst, src, func() error {
+		if err := r.w.stopped(); err != nil {
+			return err
+		}
+		stepHook(r.worldRank)
+		return nil
+	})
+}
 
 func (r *rank) Fill(dst measure.View, count int64, p measure.Pattern) error {
 	b, err := span(dst, count*int64(p.DType.Size()))
@@ -459,7 +511,9 @@ func (r *rank) Launch(c measure.Call) error {
 		<-r.w.stop
 		return r.w.stopErr
 	}
+	r.w.mem.enter()
 	out, err := r.comm.run(r, c)
+	r.w.mem.leave()
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,11 @@ func newHub(n int) *hub {
 
 func (h *hub) abort(err error) { h.bar.Abort(err) }
 
+// stepHook, when a test sets it, is called by a rank at each step of an
+// exchange, after it has looked for an abort and before it touches its
+// peers' buffers.
+var stepHook func(worldRank int)
+
 // chunk returns the element range of part i of count split n ways.
 func chunk(count int64, i, n int) (lo, hi int64) {
 	return count * int64(i) / int64(n), count * int64(i+1) / int64(n)
@@ -177,6 +182,9 @@ func (h *hub) reduceChunk(rk *rank, dst []byte, self int, lo, hi int64, c measur
 	for off := lo; off < hi; off += stepBytes {
 		if err := rk.w.stopped(); err != nil {
 			return err
+		}
+		if stepHook != nil {
+			stepHook(rk.worldRank)
 		}
 		end := min(off+stepBytes, hi)
 		d := dst[off-lo : end-lo]
