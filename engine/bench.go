@@ -284,6 +284,8 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 		return doc, rank0, classify(runErr)
 	case doc.Summary.WrongTotal > 0:
 		return doc, rank0, &CheckFailedError{Msg: fmt.Sprintf("verification failed: %d wrong elements", doc.Summary.WrongTotal)}
+	case doc.Summary.BitsDiffer > 0:
+		return doc, rank0, &CheckFailedError{Msg: fmt.Sprintf("bitwise: %d of the rows' halves gave other bits in another run or on another rank (see the bitwise lines)", doc.Summary.BitsDiffer)}
 	}
 	return doc, rank0, nil
 }
@@ -420,7 +422,7 @@ func (f *System) newDocument(o Bench, p measure.Plan, n int, choice BackendChoic
 		Ranks: n, Iters: p.Iters, Warmup: p.Warmup, Check: p.Check, Average: p.Average.String(),
 		Seed: p.Seed, Backend: o.Backend, Sizes: p.Sizes, Root: "all",
 		IterStats: p.IterStats, CUDAGraph: p.GraphReplays,
-		Blocking: p.Blocking, Misalign: p.Misalign, CPUTime: p.CPUTime, Explain: o.Explain,
+		Blocking: p.Blocking, Misalign: p.Misalign, CPUTime: p.CPUTime, Explain: o.Explain, Bitwise: p.Bitwise,
 		Register: []string{"", "local", "symmetric"}[p.Register],
 	}
 	if p.Agg > 1 {

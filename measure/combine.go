@@ -49,6 +49,9 @@ func (rn *Runner) groupHalves(all []rankResult, c Case, size int64) ([]*results.
 		if p.Check > 0 {
 			h.Wrong = &wrong
 		}
+		if p.Bitwise > 0 {
+			h.Bitwise = groupBits(all, members, c.Coll, p.Bitwise)
+		}
 		h.Kernels, algos[gi] = kernelTimes(all, members, rn.clocks)
 		hs = append(hs, h)
 	}
@@ -66,6 +69,7 @@ type rankResult struct {
 	Recv      int64              `json:"br,omitempty"`
 	CPU       float64            `json:"c,omitempty"`
 	Rec       *results.OpRecord  `json:"k,omitempty"`
+	Bits      *rankBits          `json:"x,omitempty"`
 }
 
 // rankBytes lists the members' bytes per operation, in group-rank order.

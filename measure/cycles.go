@@ -60,6 +60,7 @@ func mergeHalves(hs []*results.Half) *results.Half {
 		}
 	}
 	med.Wrong, med.Mismatches, med.Cycles = wrong, bad, st
+	med.Bitwise = mergeBits(hs)
 	return &med
 }
 

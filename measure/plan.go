@@ -100,6 +100,10 @@ type Plan struct {
 	Register int
 	// CPUTime also reports the host time of issuing each operation (-C).
 	CPUTime bool
+	// Bitwise, when above 0, runs each half's call this many times more,
+	// after its checks, on the same random inputs, and compares the
+	// outputs' bits (--bitwise; BitwiseApplies says which cases).
+	Bitwise int
 }
 
 // MaxMisalign is the largest --misalign: enough to step over any alignment

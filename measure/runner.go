@@ -283,7 +283,7 @@ func (rn *Runner) measure(ci int, c Case, size int64, send, recv []Buffer) (resu
 // aggregate combines the groups' halves: the slowest group's time and the
 // sum of bandwidths, over groups of more than one rank where there are any.
 func aggregate(hs []*results.Half, grs []results.GroupResult, rankTimes []float64) *results.Half {
-	agg := &results.Half{RankTimeUS: rankTimes}
+	agg := &results.Half{RankTimeUS: rankTimes, Bitwise: mergeBits(hs)}
 	multi := false
 	for gi := range grs {
 		multi = multi || !grs[gi].NoBandwidth
@@ -330,6 +330,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	sent := make([]int64, len(local))
 	recvd := make([]int64, len(local))
 	cpus := make([]float64, len(local))
+	bits := make([]*rankBits, len(local))
 	var recs []*results.OpRecord
 	base := int64(p.Misalign * esz)
 	now := rn.now
@@ -360,6 +361,12 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 			}
 			wrongs[i] += w
 			bad[i] = append(bad[i], ms...)
+		}
+		if p.Bitwise > 0 && BitwiseApplies(c.Coll, c.DType) {
+			var err error
+			if bits[i], err = bitwiseRuns(r, tr, what, call, g, inPlace, View{recv[i], base}, p.seedFor(ci, size, inPlace, -1-rn.cycle), p.Bitwise); err != nil {
+				return err
+			}
 		}
 		tr.Begin(what, watchdog.Warmup, p.Warmup)
 		call.Rotate = RotateWarmup
@@ -442,7 +449,7 @@ func (rn *Runner) half(ci int, c Case, size int64, inPlace bool, send, recv []Bu
 	var mine []rankResult
 	for i, r := range local {
 		rr := rankResult{WorldRank: r.WorldRank(), Time: times[i], Wrong: wrongs[i], Samples: samples[i], Bad: bad[i],
-			Sent: sent[i], Recv: recvd[i], CPU: cpus[i]}
+			Sent: sent[i], Recv: recvd[i], CPU: cpus[i], Bits: bits[i]}
 		if i < len(recs) {
 			rr.Rec = recs[i]
 		}

@@ -44,6 +44,8 @@ type Spec struct {
 	Cycles   int
 	Stable   bool
 	Register string
+	// Bitwise is --bitwise N (0: off).
+	Bitwise int
 }
 
 // sizes resolves --sizes or the -b/-e/-f/-i flags.
@@ -140,6 +142,13 @@ func (o Spec) Plan() (Plan, error) {
 	if o.Cycles < 1 {
 		return p, fmt.Errorf("invalid --cycles %d: must be 1 or more", o.Cycles)
 	}
+	if p.Bitwise = o.Bitwise; o.Bitwise < 0 {
+		return p, fmt.Errorf("invalid --bitwise %d: must be 1 or more (runs of each row to compare bit for bit)", o.Bitwise)
+	}
+	if o.Bitwise > 0 && !p.bitwiseApplies() {
+		return p, fmt.Errorf("--bitwise compares the bits of reductions of floating-point types, and this plan has none (%s): integer sums are exact in any order, and data that is only moved keeps its bits",
+			p.caseWords())
+	}
 	switch strings.ToLower(strings.TrimSpace(o.Register)) {
 	case "none", "0", "":
 	case "local", "1":
@@ -150,6 +159,31 @@ func (o Spec) Plan() (Plan, error) {
 		return p, fmt.Errorf("unknown --register %q (valid: none, local, symmetric, or 0, 1, 2)", o.Register)
 	}
 	return p, nil
+}
+
+// bitwiseApplies says whether any case of the plan is one --bitwise
+// compares.
+func (p Plan) bitwiseApplies() bool {
+	for _, c := range p.Collectives {
+		for _, t := range p.DTypes {
+			if BitwiseApplies(c, t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// caseWords names the plan's collectives and types.
+func (p Plan) caseWords() string {
+	var cs, ts []string
+	for _, c := range p.Collectives {
+		cs = append(cs, c.String())
+	}
+	for _, t := range p.DTypes {
+		ts = append(ts, t.String())
+	}
+	return strings.Join(cs, ", ") + " of " + strings.Join(ts, ", ")
 }
 
 // DTypeNames are the element types' names, for help texts.

@@ -69,6 +69,9 @@ func WriteHeader(w io.Writer, d *results.Document) {
 	if c.CPUTime {
 		extra += ", cputime"
 	}
+	if c.Bitwise > 0 {
+		extra += fmt.Sprintf(", bitwise %d", c.Bitwise)
+	}
 	fmt.Fprintf(w, "# settings: iters %d, warmup %d, check %d, mode %s, average %s, seed %d%s\n",
 		c.Iters, c.Warmup, c.Check, c.Mode, c.Average, c.Seed, extra)
 	if t := d.Topology; t != nil {

@@ -70,6 +70,7 @@ func WriteTable(w io.Writer, d *results.Document) error {
 					status = "FAILED"
 				}
 				fmt.Fprintf(w, "# wrong elements:    %d (%s)\n", cs.WrongTotal, status)
+				writeBitwise(w, rows)
 				if movesData(rows) {
 					fmt.Fprintf(w, "# avg bus bandwidth: %.3f GB/s\n", cs.AvgBusBW)
 				} else {

@@ -162,6 +162,8 @@ type Config struct {
 	Register string `json:"register,omitempty"`
 	// Explain asks for the algorithm column (--explain).
 	Explain bool `json:"explain,omitempty"`
+	// Bitwise is the runs of each row compared bit for bit (--bitwise).
+	Bitwise int `json:"bitwise,omitempty"`
 	// Threads is how the process's GPUs issued their operations (the nccl
 	// backend): per-gpu, a thread each, or one thread for all.
 	Threads string `json:"threads,omitempty"`
@@ -320,6 +322,8 @@ type Half struct {
 	Cycles *CycleStats `json:"cycles,omitempty"`
 	// Mismatches lists the first wrong elements found, for diagnosis.
 	Mismatches []Mismatch `json:"mismatches,omitempty"`
+	// Bitwise is what --bitwise found; nil where it did not run.
+	Bitwise *Bitwise `json:"bitwise,omitempty"`
 	// Kernels is what the library said about each rank's operation in one
 	// untimed iteration of this half (NCCL's profiler plugin), in rank
 	// order; nil where nothing was recorded.
@@ -488,6 +492,8 @@ type Summary struct {
 	AvgBusBW   float64             `json:"avg_busbw_gbps"`
 	OK         bool                `json:"ok"`
 	PerColl    []CollectiveSummary `json:"collectives,omitempty"`
+	// BitsDiffer counts the halves whose bits differed under --bitwise.
+	BitsDiffer int `json:"bitwise_differ,omitempty"`
 }
 
 // CollectiveSummary totals one collective's rows.
@@ -496,6 +502,7 @@ type CollectiveSummary struct {
 	Rows       int     `json:"rows"`
 	WrongTotal int64   `json:"wrong_total"`
 	AvgBusBW   float64 `json:"avg_busbw_gbps"`
+	BitsDiffer int     `json:"bitwise_differ,omitempty"`
 }
 
 // Summarize computes the totals of rows. The average bus bandwidth is the
@@ -519,6 +526,8 @@ func Summarize(rows []Row, failed bool) Summary {
 			accs = append(accs, acc{})
 		}
 		s.PerColl[i].Rows++
+		s.BitsDiffer += bitsDiffer(r)
+		s.PerColl[i].BitsDiffer += bitsDiffer(r)
 		for _, h := range r.Halves() {
 			if h.Wrong != nil {
 				s.WrongTotal += *h.Wrong
@@ -538,7 +547,7 @@ func Summarize(rows []Row, failed bool) Summary {
 			s.PerColl[i].AvgBusBW = accs[i].sum / float64(accs[i].halves)
 		}
 	}
-	s.OK = s.WrongTotal == 0 && !failed
+	s.OK = s.WrongTotal == 0 && s.BitsDiffer == 0 && !failed
 	return s
 }
 
