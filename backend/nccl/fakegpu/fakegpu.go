@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -55,6 +56,16 @@ type Options struct {
 	// that depends on what ran before, as NVLS's can, for collbench
 	// determinism's history check.
 	OrderByPast bool
+	// OrderByRun turns each reduction's order by one rank on every other
+	// reduction of a communicator and on every other communicator: the
+	// same call on the same inputs gives other bits run to run, in one
+	// communicator (collbench --bitwise) and on fresh ones (determinism's
+	// run check), as a library reducing with atomics can.
+	OrderByRun bool
+	// OrderByRank has every rank of an allreduce sum in its own order (a
+	// turn by its rank), so ranks hold results that differ in their last
+	// bits: determinism's and --bitwise's ranks check.
+	OrderByRank bool
 	// RejectProfiler plays an NCCL that finds no profiler interface
 	// version it knows in the plugin: it runs without one.
 	RejectProfiler bool
@@ -112,8 +123,10 @@ type Driver struct {
 	handles  map[unsafe.Pointer]any
 	mem      memory
 	cliques  map[driver.UniqueID]*clique
-	calls    map[string]int // by call and device: how many were made
-	depth    int            // NCCL group depth
+	// serials numbers the communicators made (Options.OrderByRun).
+	serials atomic.Int64
+	calls   map[string]int // by call and device: how many were made
+	depth   int            // NCCL group depth
 	// issuers are the OS threads that enqueued NCCL operations, by GPU.
 	issuers map[int]map[int]bool
 	loaded  bool

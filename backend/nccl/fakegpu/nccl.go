@@ -70,10 +70,12 @@ type clique struct {
 	meets   map[string]*meeting  // calls every rank makes, by kind and number
 	mail    map[[2]int][]message // sends waiting for their receive, by (from, to)
 	aborted string               // why, once a member aborted
+	serial  int64                // the communicator's number, from 0, in the machine
 }
 
 func newClique(d *Driver, n int) *clique {
-	cl := &clique{d: d, n: n, members: make([]*comm, n), meets: map[string]*meeting{}, mail: map[[2]int][]message{}}
+	cl := &clique{d: d, n: n, members: make([]*comm, n), meets: map[string]*meeting{}, mail: map[[2]int][]message{},
+		serial: d.serials.Add(1) - 1}
 	cl.cond = sync.NewCond(&cl.mu)
 	return cl
 }
@@ -178,6 +180,8 @@ type comm struct {
 	// lastCount is the count of the communicator's previous collective
 	// (Options.OrderByPast).
 	lastCount int64
+	// reductions counts the communicator's collectives (Options.OrderByRun).
+	reductions int64
 	// wedged is set once the profiler stall (Options.ProfilerStall) left
 	// the proxy thread stuck: destroy then waits for an abort.
 	wedged atomic.Bool

@@ -259,8 +259,12 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 		}
 		c.lastCount = o.Count
 	}
+	if c.d.opts.OrderByRun && c.cl.n > 1 {
+		shift += int((c.cl.serial + c.reductions) % 2)
+		c.reductions++
+	}
 	_, err := c.blocking("collective", p, func(vals []any) ([]any, error) {
-		if err := compute(vals, ch.algo, shift); err != nil {
+		if err := compute(vals, ch.algo, shift, c.d.opts.OrderByRank); err != nil {
 			return nil, err
 		}
 		if clk := c.d.clk; clk != nil {
@@ -312,8 +316,9 @@ func (c *comm) collective(s *stream, o driver.Op, f *Fault, po *profOp, ch choic
 // order the algorithm NCCL chose takes (reduceOrder), turned by shift
 // ranks (Options.OrderByPast): the bits of a floating-point sum then
 // depend on the algorithm, and the ring's on the message's size, as on a
-// real machine.
-func compute(vals []any, algo, shift int) error {
+// real machine. byRank turns each rank's allreduce output by its rank
+// more (Options.OrderByRank).
+func compute(vals []any, algo, shift int, byRank bool) error {
 	n := len(vals)
 	parts := make([]*part, n)
 	for r, v := range vals {
@@ -340,7 +345,7 @@ func compute(vals []any, algo, shift int) error {
 	// sum reduces the ranks' pieces: element by element in the order
 	// reduceOrder gives for the element's chunk of the piece (last is the
 	// rank whose chunk it ends on: the root, or the output's rank).
-	sum := func(pick func(r int) []byte, last int) []byte {
+	sum := func(pick func(r int) []byte, last, shift int) []byte {
 		piece := pick(0)
 		acc := make([]byte, len(piece))
 		esz := t.Size()
@@ -349,8 +354,8 @@ func compute(vals []any, algo, shift int) error {
 		for lo := 0; lo < elems; lo += chunk {
 			hi := min(lo+chunk, elems)
 			order := reduceOrder(algo, n, lo/chunk, last)
-			if shift > 0 {
-				order = append(order[shift:], order[:shift]...)
+			if k := shift % n; k > 0 {
+				order = append(order[k:], order[:k]...)
 			}
 			a := acc[lo*esz : hi*esz]
 			copy(a, pick(order[0])[lo*esz:hi*esz])
@@ -365,12 +370,16 @@ func compute(vals []any, algo, shift int) error {
 	}
 	switch o.Kind {
 	case driver.AllReduce:
-		acc := sum(func(r int) []byte { return in[r] }, -1)
-		for _, p := range parts {
+		acc := sum(func(r int) []byte { return in[r] }, -1, shift)
+		for r, p := range parts {
+			if byRank && r > 0 {
+				copy(p.recv, sum(func(r int) []byte { return in[r] }, -1, shift+r))
+				continue
+			}
 			copy(p.recv, acc)
 		}
 	case driver.Reduce:
-		copy(parts[o.Root].recv, sum(func(r int) []byte { return in[r] }, o.Root))
+		copy(parts[o.Root].recv, sum(func(r int) []byte { return in[r] }, o.Root, shift))
 	case driver.Broadcast:
 		for _, p := range parts {
 			copy(p.recv, in[o.Root])
@@ -383,7 +392,7 @@ func compute(vals []any, algo, shift int) error {
 		}
 	case driver.ReduceScatter:
 		for r, p := range parts {
-			copy(p.recv, sum(func(q int) []byte { return seg(in[q], r) }, r))
+			copy(p.recv, sum(func(q int) []byte { return seg(in[q], r) }, r, shift))
 		}
 	case driver.AllToAll:
 		for r, p := range parts {
