@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -41,15 +42,12 @@ type Determinism struct {
 	Ranks            int
 	RunFlags
 	Tool string
-	// OnReport, if set, receives the report after every cell (rank 0), so
-	// what was measured reaches disk as it is measured.
-	OnReport func(*determinism.Report)
+	// OnRecord, if set, receives the record's JSON writer after every
+	// cell (rank 0), so what was measured reaches disk as it is measured.
+	OnRecord func(writeJSON func(io.Writer) error)
 	// Progress, if set, receives a line per collective, type and choice.
 	Progress func(string)
 }
-
-// DeterminismReport is what a determinism run found (determinism.Report).
-type DeterminismReport = determinism.Report
 
 // maxULPElems bounds the elements per rank and size whose distance from the
 // exact sum is computed (the reference costs a sum over the ranks each).
@@ -558,8 +556,8 @@ func (dr *determiner) gather(c measure.Collective, t dtype.DType, ch string, loc
 		}
 		dr.rep.Cells = append(dr.rep.Cells, cell)
 	}
-	if dr.d.OnReport != nil {
-		dr.d.OnReport(dr.rep)
+	if dr.d.OnRecord != nil {
+		dr.d.OnRecord(dr.rep.WriteJSON)
 	}
 	return nil
 }

@@ -3,19 +3,14 @@ package engine
 import (
 	"os"
 
-	"collbench/internal/outfile"
+	"collbench/results"
 )
 
-// Output is an output path a user named (-o, --prom, --html, --record, a
-// file in run's --output directory), resolved before anything runs: a
-// regular file is replaced atomically on every write, a device, pipe or
-// symbolic link written through, never replaced (internal/outfile).
-type Output = outfile.Target
-
-// ResolveOutput resolves path, named by flag, before anything runs; a path
-// that cannot be written is a UsageError (exit 2) naming both.
-func ResolveOutput(flag, path string) (*Output, error) {
-	t, err := outfile.Resolve(path)
+// ResolveOutput resolves path, named by flag, before anything runs
+// (results.ResolveOutput); a path that cannot be written is a UsageError
+// (exit 2) naming both.
+func ResolveOutput(flag, path string) (*results.Output, error) {
+	t, err := results.ResolveOutput(path)
 	if err != nil {
 		return nil, UsageErrorf("cannot write %s %v", flag, err)
 	}
@@ -26,16 +21,7 @@ func ResolveOutput(flag, path string) (*Output, error) {
 // parents; one that cannot be made is a UsageError saying why.
 func MakeOutputDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // a results directory is for the team to read
-		return UsageErrorf("cannot create the --output directory %s: %s", dir, outfile.Reason(err))
+		return UsageErrorf("cannot create the --output directory %s: %s", dir, results.OutputReason(err))
 	}
 	return nil
 }
-
-// LatestOutput writes whole documents to an Output from a goroutine of its
-// own, the latest winning, so that a caller that must not stall never
-// waits on a slow disk or a pipe nobody reads (internal/outfile).
-type LatestOutput = outfile.Latest
-
-// NewLatestOutput starts a LatestOutput on t; durable asks each file write
-// to reach the disk before it is renamed into place.
-func NewLatestOutput(t *Output, durable bool) *LatestOutput { return outfile.NewLatest(t, durable) }

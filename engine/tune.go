@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"time"
 
@@ -36,14 +37,10 @@ type Tune struct {
 	OnReady func(choice BackendChoice, rank0 bool) error
 	// Progress, if set, receives a line per size measured (rank 0).
 	Progress func(string)
-	// OnReport, if set, receives the report after every result, so what
-	// was measured reaches disk as it is measured (rank 0).
-	OnReport func(*tune.Report)
+	// OnRecord, if set, receives the report's JSON writer after every
+	// result, so what was measured reaches disk as it is measured (rank 0).
+	OnRecord func(writeJSON func(io.Writer) error)
 }
-
-// TuneReport is what a tune run measured (tune.Report): the CLI renders it
-// with its methods.
-type TuneReport = tune.Report
 
 // DefaultTuneBudget is tune's time limit when none is given.
 const DefaultTuneBudget = 2 * time.Minute
@@ -113,7 +110,7 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 		rep.Budget = t.Budget.String()
 	}
 	runErr := tune.Run(ctx, tune.Options{Plan: plan, World: world, Forcer: forcer, Backend: b, N: n, Board: board, Rank0: rank0, Vocab: vocab,
-		Budget: t.Budget, Repeats: t.Repeats, Check: t.Check, Entries: entries, Progress: t.Progress, OnReport: t.OnReport}, rep)
+		Budget: t.Budget, Repeats: t.Repeats, Check: t.Check, Entries: entries, Progress: t.Progress, OnReport: onReport(t.OnRecord)}, rep)
 	var wrong *tune.WrongError
 	var nothing *tune.NothingError
 	switch {
@@ -144,4 +141,12 @@ func readTunerFile(ctx context.Context, path string, v tune.Vocabulary) ([]tune.
 		return nil, &UsageError{Err: err}
 	}
 	return es, nil
+}
+
+// onReport hands each report's JSON writer to onRecord (nil: none).
+func onReport(onRecord func(func(io.Writer) error)) func(*tune.Report) {
+	if onRecord == nil {
+		return nil
+	}
+	return func(rep *tune.Report) { onRecord(rep.WriteJSON) }
 }

@@ -13,24 +13,6 @@ import (
 	"collbench/watch"
 )
 
-// WatchFinding is a rank named or cleared by collbench watch
-// (watch.Finding): the CLI prints it.
-type WatchFinding = watch.Finding
-
-// WatchRecord is what collbench watch has seen, as -o and --prom write it
-// (watch.Record).
-type WatchRecord = watch.Record
-
-// WatchCounts is what collbench watch's collector has taken in
-// (watch.Counts).
-type WatchCounts = watch.Counts
-
-// WatchTally says how many ranks and links fs name (watch.Tally).
-func WatchTally(fs []WatchFinding) string { return watch.Tally(fs) }
-
-// NewWatchRecord starts an empty record at t.
-func NewWatchRecord(t time.Time) *WatchRecord { return watch.NewRecord(t) }
-
 // Watch is one collbench watch run: the collector of a running job's
 // summaries, listening on Listen, for For (0: until ctx ends).
 type Watch struct {

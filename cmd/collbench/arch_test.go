@@ -2,12 +2,22 @@ package main
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// engineMaxImports is the most collbench packages the engine may import:
+// it runs workflows through the packages that own them, and every import
+// past this is a workflow's detail that came to live in the engine. It
+// only goes down.
+const engineMaxImports = 28
 
 // layers are collbench's floors, lowest first, as docs/architecture.md
 // draws them: a package imports only packages of its own floor or below.
@@ -81,10 +91,12 @@ func TestImportsGoDownward(t *testing.T) {
 				t.Errorf("%s is on no floor of docs/architecture.md: place it in layers", me)
 				continue
 			}
+			ours := 0
 			for _, imp := range p.Imports {
 				if !strings.HasPrefix(imp, "collbench/") {
 					continue
 				}
+				ours++
 				dep := strings.TrimPrefix(imp, "collbench/")
 				if me == "cmd/collbench/cli" && !slices.Contains(cliImports, dep) {
 					t.Errorf("the CLI imports %s: a workflow belongs in the engine (the CLI may import %s)", dep, strings.Join(cliImports, ", "))
@@ -96,8 +108,43 @@ func TestImportsGoDownward(t *testing.T) {
 					t.Errorf("%s imports %s: internal packages are leaf helpers", me, dep)
 				}
 			}
+			if me == "engine" && ours > engineMaxImports {
+				t.Errorf("the engine imports %d collbench packages, more than %d: move the workflow's detail to the package that owns it", ours, engineMaxImports)
+			}
 			if len(p.CgoFiles) > 0 && !slices.Contains(cgoAllowed, me) {
 				t.Errorf("%s uses cgo: only the bindings may (%s)", me, strings.Join(cgoAllowed, ", "))
+			}
+		}
+	}
+}
+
+// TestEngineHasNoTypeAlias: the engine names no other package's type as
+// its own (type X = pkg.Y), so that what the CLI handles is the engine's
+// own API or a package the CLI may import, never a re-export that hides
+// an import.
+func TestEngineHasNoTypeAlias(t *testing.T) {
+	files, err := filepath.Glob("../../engine/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no engine sources (%v)", err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.TYPE {
+				continue
+			}
+			for _, sp := range g.Specs {
+				if ts := sp.(*ast.TypeSpec); ts.Assign.IsValid() {
+					t.Errorf("%s: type %s is an alias: give the engine's API its own type, or let the caller use the package that owns it", fset.Position(ts.Pos()), ts.Name)
+				}
 			}
 		}
 	}

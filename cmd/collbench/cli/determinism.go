@@ -112,7 +112,7 @@ func determinismRun(o *DeterminismOptions) error {
 		d.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench determinism: %s\n", s) }
 	}
 	if rw := ro.rewriter(o.IO.ErrOut); rw != nil {
-		d.OnReport = func(rep *engine.DeterminismReport) { rw(rep.WriteJSON) }
+		d.OnRecord = rw
 	}
 	rep, runErr := o.Factory.RunDeterminism(o.Ctx, d)
 	if rep == nil {

@@ -11,6 +11,7 @@ import (
 	"collbench/doctor"
 	"collbench/engine"
 	"collbench/measure"
+	"collbench/results"
 )
 
 // DoctorOptions are the flags of `collbench doctor`.
@@ -165,7 +166,7 @@ func doctorRun(o *DoctorOptions) error {
 			return err
 		}
 	}
-	targets := map[string]*engine.Output{}
+	targets := map[string]*results.Output{}
 	for _, out := range []struct{ flag, path string }{{"--output", o.Output}, {"--prom", o.Prom}, {"--html", o.HTML}} {
 		if out.path != "" {
 			t, err := outputTarget(out.flag, out.path)

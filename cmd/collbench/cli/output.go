@@ -5,17 +5,18 @@ import (
 	"io"
 
 	"collbench/engine"
+	"collbench/results"
 )
 
 // outputTarget resolves an output path the user named with flag, before
 // anything runs: a usage error (exit 2) names the flag and the path.
-func outputTarget(flag, path string) (*engine.Output, error) {
+func outputTarget(flag, path string) (*results.Output, error) {
 	return engine.ResolveOutput(flag, path)
 }
 
 // writeTarget writes one whole document to t: standard output through out
 // (the command's own stream), anything else through the one output writer.
-func writeTarget(out io.Writer, t *engine.Output, sync bool, write func(io.Writer) error) error {
+func writeTarget(out io.Writer, t *results.Output, sync bool, write func(io.Writer) error) error {
 	if t.IsStdout() && out != nil {
 		if err := write(out); err != nil {
 			return &engine.RunError{Err: err}
@@ -57,7 +58,7 @@ func sayWrote(errOut io.Writer, what, path string) {
 // (-o, rewritten as each result comes) and the tuner file (--tuner-file,
 // written at the end); either is nil where not asked for.
 type recordOutputs struct {
-	record, tuner         *engine.Output
+	record, tuner         *results.Output
 	recordPath, tunerPath string
 }
 

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"collbench/engine"
 	"collbench/report"
 	"collbench/results"
 )
@@ -33,7 +32,7 @@ func (o *BenchOptions) fileFormat(stdout report.Format) report.Format {
 // has a row to put there. A stream (a pipe, a device, standard output)
 // cannot be rewritten: it gets the whole document once, at the end.
 type resultFile struct {
-	target *engine.Output
+	target *results.Output
 	format report.Format
 	out    io.Writer // the command's standard output
 	errOut io.Writer

@@ -11,6 +11,7 @@ import (
 
 	"collbench/engine"
 	"collbench/report"
+	"collbench/results"
 )
 
 // TopoOptions are the flags of `collbench topo`.
@@ -71,7 +72,7 @@ func topoRun(o *TopoOptions) error {
 		ctx = context.Background()
 	}
 	f := o.Factory
-	var record *engine.Output
+	var record *results.Output
 	if o.Record != "" {
 		var err error
 		if record, err = outputTarget("--record", o.Record); err != nil {

@@ -147,7 +147,7 @@ func tuneRun(o *TuneOptions) error {
 		t.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench tune: %s\n", s) }
 	}
 	if rw := ro.rewriter(o.IO.ErrOut); rw != nil {
-		t.OnReport = func(rep *engine.TuneReport) { rw(rep.WriteJSON) }
+		t.OnRecord = rw
 	}
 	rep, runErr := o.Factory.RunTune(o.Ctx, t)
 	if rep == nil {

@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -110,17 +107,12 @@ func watchRun(o *WatchOptions) error {
 		fmt.Fprintln(o.IO.Out, p)
 		return nil
 	}
-	type target struct {
-		w          *engine.LatestOutput
-		what, path string
-		write      func(io.Writer) error
-	}
-	rec := engine.NewWatchRecord(time.Now())
-	var targets []target
+	j := engine.WatchJob{Findings: o.IO.Out, FinalWrite: watchFinalWrite,
+		OnWrote: func(out engine.WatchOutput) { sayWrote(o.IO.ErrOut, out.What, out.Path) }}
 	for _, out := range []struct {
 		flag, what, path string
-		write            func(io.Writer) error
-	}{{"--output", "the watch record", o.Output, rec.WriteJSON}, {"--prom", "the standing findings for Prometheus", o.Prom, rec.WriteProm}} {
+		prom             bool
+	}{{"--output", "the watch record", o.Output, false}, {"--prom", "the standing findings for Prometheus", o.Prom, true}} {
 		if out.path == "" {
 			continue
 		}
@@ -131,77 +123,18 @@ func watchRun(o *WatchOptions) error {
 		if err != nil {
 			return err
 		}
-		targets = append(targets, target{engine.NewLatestOutput(t, false), out.what, out.path, out.write})
+		j.Outputs = append(j.Outputs, engine.WatchOutput{Target: t, Prom: out.prom, What: out.what, Path: out.path})
 	}
-	var mu sync.Mutex
-	var writeErr error
-	started := false // the collector listened: only then are the files written
-	// save renders each document now (under mu) and hands it to its own
-	// writer: the collector never waits on a slow disk or a pipe nobody
-	// reads; a later document replaces one not yet written.
-	save := func() {
-		for _, tg := range targets {
-			var b bytes.Buffer
-			if err := tg.write(&b); err != nil && writeErr == nil {
-				writeErr = &engine.RunError{Err: err}
-			}
-			tg.w.Offer(b.Bytes())
-		}
-	}
-	w := engine.Watch{Listen: o.Listen, For: o.For, Persist: o.Persist,
+	j.Watch = engine.Watch{Listen: o.Listen, For: o.For, Persist: o.Persist,
 		OnListening: func(addr string) {
 			fmt.Fprintf(o.IO.ErrOut, "collbench watch: collecting on %s (the job needs %s=<this host>:<port> and the same COLLBENCH_TOKEN)\n", addr, "COLLBENCH_WATCH")
-			mu.Lock()
-			started = true
-			save() // the files exist, empty of findings, from the start
-			mu.Unlock()
-		},
-		OnFinding: func(f engine.WatchFinding) {
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintln(o.IO.Out, f.String())
-			if c := f.Confirm(); c != "" {
-				fmt.Fprintf(o.IO.Out, "  to confirm: %s\n", c)
-			}
-			rec.Add(f, time.Now())
-			save()
 		},
 		OnNote: func(n string) { fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", n) },
-		OnCounts: func(c engine.WatchCounts) {
-			mu.Lock()
-			defer mu.Unlock()
-			rec.SetCounts(c, time.Now())
-			save()
-		},
 	}
-	standing, counts, err := o.Factory.RunWatch(o.Ctx, w)
-	mu.Lock()
-	if !started { // refused before collecting (a usage error): nothing to keep
-		mu.Unlock()
-		return err
-	}
-	rec.SetStanding(standing, time.Now())
-	rec.SetCounts(counts, time.Now())
-	save()
-	mu.Unlock()
-	for _, tg := range targets {
-		if werr := tg.w.Close(watchFinalWrite); werr != nil {
-			if writeErr == nil {
-				writeErr = &engine.RunError{Err: werr}
-			}
-			continue
-		}
-		sayWrote(o.IO.ErrOut, tg.what, tg.path)
-	}
+	verdict, err := o.Factory.RunWatchJob(o.Ctx, j)
 	if err != nil {
 		return err
 	}
-	if writeErr != nil {
-		return writeErr
-	}
-	if len(standing) > 0 {
-		return &engine.CheckFailedError{Msg: fmt.Sprintf("watch: %s at the end; the first: %s", engine.WatchTally(standing), standing[0])}
-	}
-	fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", counts.Verdict())
+	fmt.Fprintf(o.IO.ErrOut, "collbench watch: %s\n", verdict)
 	return nil
 }

@@ -17,25 +17,26 @@ import (
 
 	"collbench/backend/nccl/fakegpu"
 	"collbench/engine"
+	"collbench/watch"
 )
 
 // startWatch runs the collector on loopback in this process, with the
 // test's environment, and returns its address, what it reported, and what
 // it has taken in (its counts, every 20 ms).
-func startWatch(t *testing.T) (string, func() []engine.WatchFinding, func() engine.WatchCounts) {
+func startWatch(t *testing.T) (string, func() []watch.Finding, func() watch.Counts) {
 	t.Helper()
 	f, _, _ := testFactory()
 	f.Environ = os.Environ
 	var mu sync.Mutex
-	var got []engine.WatchFinding
-	var counts engine.WatchCounts
+	var got []watch.Finding
+	var counts watch.Counts
 	addr := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := f.RunWatch(ctx, engine.Watch{Listen: "127.0.0.1:0", OnListening: func(a string) { addr <- a },
-			OnFinding:   func(w engine.WatchFinding) { mu.Lock(); got = append(got, w); mu.Unlock() },
-			OnCounts:    func(c engine.WatchCounts) { mu.Lock(); counts = c; mu.Unlock() },
+			OnFinding:   func(w watch.Finding) { mu.Lock(); got = append(got, w); mu.Unlock() },
+			OnCounts:    func(c watch.Counts) { mu.Lock(); counts = c; mu.Unlock() },
 			CountsEvery: 20 * time.Millisecond})
 		done <- err
 	}()
@@ -47,11 +48,11 @@ func startWatch(t *testing.T) (string, func() []engine.WatchFinding, func() engi
 	})
 	select {
 	case a := <-addr:
-		return a, func() []engine.WatchFinding {
+		return a, func() []watch.Finding {
 				mu.Lock()
 				defer mu.Unlock()
-				return append([]engine.WatchFinding(nil), got...)
-			}, func() engine.WatchCounts {
+				return append([]watch.Finding(nil), got...)
+			}, func() watch.Counts {
 				mu.Lock()
 				defer mu.Unlock()
 				return counts
@@ -68,7 +69,7 @@ func startWatch(t *testing.T) (string, func() []engine.WatchFinding, func() engi
 // this short sends each process's summaries in one batch, so the first
 // operations of a job of more than watch.DefaultOptions' MaxPending can
 // be pushed out, and counted as dropped.)
-func judgedAtLeast(t *testing.T, counts func() engine.WatchCounts, n int64) {
+func judgedAtLeast(t *testing.T, counts func() watch.Counts, n int64) {
 	t.Helper()
 	c := counts()
 	for end := time.Now().Add(5 * time.Second); c.Operations < n && time.Now().Before(end); c = counts() {
@@ -110,7 +111,7 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 			}
 			continue
 		}
-		var fs []engine.WatchFinding
+		var fs []watch.Finding
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 			if fs = got(); len(fs) > 0 {
 				break
@@ -169,7 +170,7 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 			}
 			continue
 		}
-		var fs []engine.WatchFinding
+		var fs []watch.Finding
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && len(fs) == 0; time.Sleep(20 * time.Millisecond) {
 			fs = got()
 		}
@@ -255,8 +256,8 @@ func TestWatchCommandExitsOneWhileARankStandsNamed(t *testing.T) {
 	}
 	// The record and the textfile say the same: rank 1 stands named.
 	var doc struct {
-		Schema   string             `json:"schema"`
-		Counts   engine.WatchCounts `json:"counts"`
+		Schema   string       `json:"schema"`
+		Counts   watch.Counts `json:"counts"`
 		Findings []struct {
 			Rank    int    `json:"rank"`
 			Confirm string `json:"confirm"`
@@ -285,7 +286,7 @@ func TestWatchSaysWhatItJudged(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "watch.json")
 	c, _, errOut, _ := watchALateRank(t, -1, "--for", "3s", "-o", rec)
 	var doc struct {
-		Counts engine.WatchCounts `json:"counts"`
+		Counts watch.Counts `json:"counts"`
 	}
 	b, err := os.ReadFile(rec)
 	if err != nil || json.Unmarshal(b, &doc) != nil {
@@ -400,7 +401,7 @@ func TestWatchNamesALateGPUOnNCCL(t *testing.T) {
 		if code := run(t, f, args...); code != 0 {
 			t.Fatalf("late %d: exit %d\n%s\n%s", c.late, code, out, errOut)
 		}
-		var fs []engine.WatchFinding
+		var fs []watch.Finding
 		if c.late < 0 {
 			engine.CloseWatch()         // as a process that ends does: its last summaries go
 			judgedAtLeast(t, counts, 7) // a call per row at least

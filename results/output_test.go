@@ -1,4 +1,4 @@
-package outfile
+package results
 
 import (
 	"fmt"
@@ -14,20 +14,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func doc(s string) func(io.Writer) error {
+func outDoc(s string) func(io.Writer) error {
 	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
 }
 
-func write(t *testing.T, path, s string) error {
+func writeOut(t *testing.T, path, s string) error {
 	t.Helper()
-	tg, err := Resolve(path)
+	tg, err := ResolveOutput(path)
 	if err != nil {
 		return err
 	}
-	return tg.Write(true, doc(s))
+	return tg.Write(true, outDoc(s))
 }
 
-func read(t *testing.T, p string) string {
+func readOut(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -41,14 +41,14 @@ func TestEveryKindOfPath(t *testing.T) {
 
 	// A new path and a regular file: written whole, replaced atomically.
 	p := filepath.Join(dir, "r.json")
-	if err := write(t, p, "one"); err != nil {
+	if err := writeOut(t, p, "one"); err != nil {
 		t.Fatal(err)
 	}
-	ino := inode(t, p)
-	if err := write(t, p, "two"); err != nil || read(t, p) != "two" {
-		t.Fatalf("regular file: %v %q", err, read(t, p))
+	ino := outInode(t, p)
+	if err := writeOut(t, p, "two"); err != nil || readOut(t, p) != "two" {
+		t.Fatalf("regular file: %v %q", err, readOut(t, p))
 	}
-	if inode(t, p) == ino {
+	if outInode(t, p) == ino {
 		t.Fatal("a regular file was rewritten in place rather than replaced")
 	}
 
@@ -61,14 +61,14 @@ func TestEveryKindOfPath(t *testing.T) {
 	if err := os.Symlink("target.json", link); err != nil {
 		t.Fatal(err)
 	}
-	if err := write(t, link, "new"); err != nil {
+	if err := writeOut(t, link, "new"); err != nil {
 		t.Fatal(err)
 	}
 	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatal("the symlink was replaced by a file")
 	}
-	if read(t, target) != "new" {
-		t.Fatalf("the symlink's target holds %q", read(t, target))
+	if readOut(t, target) != "new" {
+		t.Fatalf("the symlink's target holds %q", readOut(t, target))
 	}
 
 	// A dangling symlink (through a chain of two): its target is created.
@@ -78,10 +78,10 @@ func TestEveryKindOfPath(t *testing.T) {
 	if err := os.Symlink("l1", filepath.Join(dir, "l2")); err != nil {
 		t.Fatal(err)
 	}
-	if err := write(t, filepath.Join(dir, "l2"), "made"); err != nil {
+	if err := writeOut(t, filepath.Join(dir, "l2"), "made"); err != nil {
 		t.Fatal(err)
 	}
-	if read(t, filepath.Join(dir, "later.json")) != "made" {
+	if readOut(t, filepath.Join(dir, "later.json")) != "made" {
 		t.Fatal("a dangling symlink's target was not created")
 	}
 	for _, l := range []string{"l1", "l2"} {
@@ -99,7 +99,7 @@ func TestEveryKindOfPath(t *testing.T) {
 	}
 }
 
-func inode(t *testing.T, p string) uint64 {
+func outInode(t *testing.T, p string) uint64 {
 	fi, err := os.Stat(p)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestANamedPipeIsWrittenThroughNotReplaced(t *testing.T) {
 		f.Close()
 		got <- string(b)
 	}()
-	if err := write(t, fifo, "through the pipe"); err != nil {
+	if err := writeOut(t, fifo, "through the pipe"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -140,10 +140,10 @@ func TestANamedPipeIsWrittenThroughNotReplaced(t *testing.T) {
 	}
 
 	// No reader at all: a bounded wait, then an error naming the pipe.
-	old := ReaderWait
-	ReaderWait = 100 * time.Millisecond
-	defer func() { ReaderWait = old }()
-	err := write(t, fifo, "nobody")
+	old := PipeReaderWait
+	PipeReaderWait = 100 * time.Millisecond
+	defer func() { PipeReaderWait = old }()
+	err := writeOut(t, fifo, "nobody")
 	if err == nil || !strings.Contains(err.Error(), fifo) || !strings.Contains(err.Error(), "for reading") {
 		t.Fatalf("a pipe without a reader: %v", err)
 	}
@@ -153,14 +153,14 @@ func TestDevicesAndSockets(t *testing.T) {
 	if _, err := os.Stat("/dev/null"); err != nil {
 		t.Skip("no /dev/null")
 	}
-	if err := write(t, "/dev/null", "gone"); err != nil {
+	if err := writeOut(t, "/dev/null", "gone"); err != nil {
 		t.Fatalf("/dev/null: %v", err)
 	}
 	if fi, _ := os.Lstat("/dev/null"); fi.Mode()&os.ModeCharDevice == 0 {
 		t.Fatal("/dev/null was replaced")
 	}
 	if _, err := os.Stat("/dev/full"); err == nil {
-		err := write(t, "/dev/full", "x")
+		err := writeOut(t, "/dev/full", "x")
 		if err == nil || err.Error() != "writing /dev/full: no space left on the device" {
 			t.Fatalf("/dev/full: %v", err)
 		}
@@ -186,7 +186,7 @@ func TestDevicesAndSockets(t *testing.T) {
 		c.Close()
 		got <- string(b)
 	}()
-	if err := write(t, sock, "over the socket"); err != nil {
+	if err := writeOut(t, sock, "over the socket"); err != nil {
 		t.Fatal(err)
 	}
 	if s := <-got; s != "over the socket" {
@@ -196,7 +196,7 @@ func TestDevicesAndSockets(t *testing.T) {
 
 func TestStandardOutputNamesAreStreams(t *testing.T) {
 	for _, p := range []string{"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", fmt.Sprintf("/proc/%d/fd/1", os.Getpid())} {
-		tg, err := Resolve(p)
+		tg, err := ResolveOutput(p)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -204,7 +204,7 @@ func TestStandardOutputNamesAreStreams(t *testing.T) {
 			t.Fatalf("%s is not standard output: %+v", p, tg)
 		}
 	}
-	if tg, err := Resolve("/dev/stderr"); err != nil || tg.Kind != Stream || tg.IsStdout() {
+	if tg, err := ResolveOutput("/dev/stderr"); err != nil || tg.OutputKind != StreamOutput || tg.IsStdout() {
 		t.Fatalf("/dev/stderr: %+v %v", tg, err)
 	}
 	// A descriptor written through a duplicate stays open afterwards.
@@ -215,17 +215,17 @@ func TestStandardOutputNamesAreStreams(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	p := fmt.Sprintf("/dev/fd/%d", w.Fd())
-	if err := write(t, p, "a"); err != nil {
+	if err := writeOut(t, p, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := write(t, p, "b"); err != nil {
+	if err := writeOut(t, p, "b"); err != nil {
 		t.Fatalf("the descriptor was closed by the first write: %v", err)
 	}
 	buf := make([]byte, 2)
 	if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "ab" {
 		t.Fatalf("read %q %v", buf, err)
 	}
-	if _, err := Resolve("/dev/fd/987"); err == nil || !strings.Contains(err.Error(), "not open") {
+	if _, err := ResolveOutput("/dev/fd/987"); err == nil || !strings.Contains(err.Error(), "not open") {
 		t.Fatalf("a closed descriptor: %v", err)
 	}
 }
@@ -254,7 +254,7 @@ func TestRefusalsNameThePathGiven(t *testing.T) {
 		cases = append(cases, struct{ path, want string }{"/dev/loop0", "is a block device"})
 	}
 	for _, c := range cases {
-		_, err := Resolve(c.path)
+		_, err := ResolveOutput(c.path)
 		if err == nil {
 			t.Errorf("%q was accepted", c.path)
 			continue
@@ -284,14 +284,14 @@ func TestAFileThisUserMayNotWriteIsRefused(t *testing.T) {
 	saved := canWrite
 	t.Cleanup(func() { canWrite = saved })
 	canWrite = func(string) error { return unix.EACCES }
-	_, err := Resolve(p)
+	_, err := ResolveOutput(p)
 	if err == nil || !strings.Contains(err.Error(), p+": permission denied") || !strings.Contains(err.Error(), "-r--------") {
 		t.Fatalf("got %v, want a refusal naming the path and its mode", err)
 	}
 	canWrite = saved
 	// Root may write it, as the shell's > would: the mode stays 0444.
 	if os.Geteuid() == 0 {
-		tg, err := Resolve(p)
+		tg, err := ResolveOutput(p)
 		if err != nil {
 			t.Fatal(err)
 		}

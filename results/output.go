@@ -1,4 +1,4 @@
-// Package outfile is the one writer behind every output path a user names
+// This file is the one writer behind every output path a user names
 // (-o, --prom, --html, --record). It writes only as asked:
 //
 //   - a regular file, or a path that does not exist yet, is written to a
@@ -16,7 +16,8 @@
 //   - a directory, a block device, a missing directory or a path without
 //     write permission is refused before anything runs, by the path the
 //     user gave.
-package outfile
+
+package results
 
 import (
 	"errors"
@@ -36,51 +37,51 @@ import (
 	"collbench/internal/atomicfile"
 )
 
-// Kind is what a target path is.
-type Kind int
+// OutputKind is what a target path is.
+type OutputKind int
 
 // The kinds of target.
 const (
-	Regular Kind = iota // a regular file or a new path: replaced atomically
-	Stream              // a device, pipe, socket or open descriptor: written through
+	RegularFile OutputKind = iota // a regular file or a new path: replaced atomically
+	StreamOutput              // a device, pipe, socket or open descriptor: written through
 )
 
-// ReaderWait bounds how long a write waits for a process to open a named
+// PipeReaderWait bounds how long a write waits for a process to open a named
 // pipe for reading.
-var ReaderWait = 30 * time.Second
+var PipeReaderWait = 30 * time.Second
 
-// Target is a resolved output path.
-type Target struct {
+// Output is a resolved output path.
+type Output struct {
 	// Given is the path as the user gave it; every error names it.
 	Given string
 	// Path is where the data goes once symbolic links are followed.
 	Path string
-	Kind Kind
+	OutputKind OutputKind
 	// fd is an open descriptor of this process to write to (-1: none).
 	fd int
 	// mode is the file type of Path for streams.
 	mode os.FileMode
 }
 
-// Stdout is the descriptor "-" and /dev/stdout write to.
-const Stdout = 1
+// stdoutFD is the descriptor "-" and /dev/stdout write to.
+const stdoutFD = 1
 
 var fdPath = regexp.MustCompile(`^/(?:proc/(?:self|thread-self|[0-9]+)|dev)/fd/([0-9]+)$`)
 
-// Resolve follows path to what it names and checks that it can be written,
+// ResolveOutput follows path to what it names and checks that it can be written,
 // without creating or changing anything. Its errors name the path given
 // and what to do.
-func Resolve(path string) (*Target, error) {
+func ResolveOutput(path string) (*Output, error) {
 	if path == "" {
 		return nil, errors.New("an empty output path (name a file, or - for standard output)")
 	}
-	t := &Target{Given: path, fd: -1}
+	t := &Output{Given: path, fd: -1}
 	if path == "-" || path == "/dev/stdout" {
-		t.Kind, t.Path, t.fd = Stream, path, Stdout
+		t.OutputKind, t.Path, t.fd = StreamOutput, path, stdoutFD
 		return t, nil
 	}
 	if path == "/dev/stderr" {
-		t.Kind, t.Path, t.fd = Stream, path, 2
+		t.OutputKind, t.Path, t.fd = StreamOutput, path, 2
 		return t, nil
 	}
 	p := path
@@ -96,7 +97,7 @@ func Resolve(path string) (*Target, error) {
 			if _, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0); err != nil {
 				return nil, fmt.Errorf("%s: descriptor %d is not open in this process", path, n)
 			}
-			t.Kind, t.Path, t.fd = Stream, p, n
+			t.OutputKind, t.Path, t.fd = StreamOutput, p, n
 			return t, nil
 		}
 		if fs := kernelFS(p); fs != "" {
@@ -104,16 +105,16 @@ func Resolve(path string) (*Target, error) {
 		}
 		fi, err := os.Lstat(p)
 		if errors.Is(err, os.ErrNotExist) {
-			t.Kind, t.Path = Regular, p
+			t.OutputKind, t.Path = RegularFile, p
 			return t, checkDir(path, p)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s", path, Reason(err))
+			return nil, fmt.Errorf("%s: %s", path, OutputReason(err))
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
 			dest, err := os.Readlink(p)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %s", path, Reason(err))
+				return nil, fmt.Errorf("%s: %s", path, OutputReason(err))
 			}
 			if !filepath.IsAbs(dest) {
 				dest = filepath.Join(filepath.Dir(p), dest)
@@ -126,7 +127,7 @@ func Resolve(path string) (*Target, error) {
 		case m.IsDir():
 			return nil, fmt.Errorf("%s is a directory; name a file in it", path)
 		case m.IsRegular():
-			t.Kind = Regular
+			t.OutputKind = RegularFile
 			// As the shell's > would: a file this user may not write is
 			// refused; one it may write is written, in place if its
 			// directory takes no new files (atomicfile.Replace).
@@ -137,7 +138,7 @@ func Resolve(path string) (*Target, error) {
 		case m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0:
 			return nil, fmt.Errorf("%s is a block device; collbench does not write results onto disks, name a file", path)
 		case m&(os.ModeCharDevice|os.ModeNamedPipe|os.ModeSocket) != 0:
-			t.Kind, t.mode = Stream, m.Type()
+			t.OutputKind, t.mode = StreamOutput, m.Type()
 			if m&os.ModeSocket == 0 {
 				if err := unix.Access(p, unix.W_OK); err != nil {
 					return nil, fmt.Errorf("%s: no permission to write to it", path)
@@ -198,39 +199,39 @@ func checkDir(given, real string) error {
 
 // Replaced says the target is a regular file (or a new path), replaced
 // whole on every write; otherwise it is a stream, written through.
-func (t *Target) Replaced() bool { return t != nil && t.Kind == Regular }
+func (t *Output) Replaced() bool { return t != nil && t.OutputKind == RegularFile }
 
 // IsStdout says whether the target is this process's standard output, so a
 // command can leave its own stdout report out rather than mix the two.
-func (t *Target) IsStdout() bool { return t != nil && t.Kind == Stream && t.fd == Stdout }
+func (t *Output) IsStdout() bool { return t != nil && t.OutputKind == StreamOutput && t.fd == stdoutFD }
 
 // Write writes one whole document to the target: atomically (synced first
 // with sync) for a file, through for a stream.
-func (t *Target) Write(sync bool, write func(io.Writer) error) error {
-	if t.Kind == Regular {
+func (t *Output) Write(sync bool, write func(io.Writer) error) error {
+	if t.OutputKind == RegularFile {
 		if err := atomicfile.Replace(t.Path, sync, write); err != nil {
-			return fmt.Errorf("writing %s: %s", t.Given, Reason(err))
+			return fmt.Errorf("writing %s: %s", t.Given, OutputReason(err))
 		}
 		return nil
 	}
 	w, closeFn, err := t.open()
 	if err != nil {
-		return fmt.Errorf("writing %s: %s", t.Given, Reason(err))
+		return fmt.Errorf("writing %s: %s", t.Given, OutputReason(err))
 	}
 	err = write(w)
 	if cerr := closeFn(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writing %s: %s", t.Given, Reason(err))
+		return fmt.Errorf("writing %s: %s", t.Given, OutputReason(err))
 	}
 	return nil
 }
 
 // open opens a stream for writing. An open descriptor is duplicated, so
 // closing the copy leaves the process's own open; a named pipe waits at
-// most ReaderWait for a reader.
-func (t *Target) open() (io.Writer, func() error, error) {
+// most PipeReaderWait for a reader.
+func (t *Output) open() (io.Writer, func() error, error) {
 	if t.fd >= 0 {
 		nfd, err := unix.Dup(t.fd)
 		if err != nil {
@@ -247,7 +248,7 @@ func (t *Target) open() (io.Writer, func() error, error) {
 		}
 		return c, c.Close, nil
 	case t.mode&os.ModeNamedPipe != 0:
-		deadline := time.Now().Add(ReaderWait)
+		deadline := time.Now().Add(PipeReaderWait)
 		for {
 			fd, err := unix.Open(t.Path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 			if err == nil {
@@ -262,7 +263,7 @@ func (t *Target) open() (io.Writer, func() error, error) {
 				return nil, nil, err
 			}
 			if time.Now().After(deadline) {
-				return nil, nil, fmt.Errorf("no process opened the named pipe for reading within %s", ReaderWait)
+				return nil, nil, fmt.Errorf("no process opened the named pipe for reading within %s", PipeReaderWait)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -274,9 +275,9 @@ func (t *Target) open() (io.Writer, func() error, error) {
 	return f, f.Close, nil
 }
 
-// Reason is an operating-system error in words, without Go's wrapping of
+// OutputReason is an operating-system error in words, without Go's wrapping of
 // the operation and path (the caller names the path the user gave).
-func Reason(err error) string {
+func OutputReason(err error) string {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err

@@ -1,4 +1,4 @@
-package outfile
+package results
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 // blocks) and to one nobody opens: every Offer returns at once, and Close
 // gives up after its bound with a line naming the path.
 func TestLatestNeverStallsItsCaller(t *testing.T) {
-	old := ReaderWait
-	ReaderWait = time.Second
-	t.Cleanup(func() { ReaderWait = old })
+	old := PipeReaderWait
+	PipeReaderWait = time.Second
+	t.Cleanup(func() { PipeReaderWait = old })
 	dir := t.TempDir()
 	big := bytes.Repeat([]byte("x"), 1<<20) // more than a pipe holds
 	for _, held := range []bool{true, false} {
@@ -34,11 +34,11 @@ func TestLatestNeverStallsItsCaller(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tg, err := Resolve(p)
+		tg, err := ResolveOutput(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := NewLatest(tg, false)
+		l := NewLatestOutput(tg, false)
 		start := time.Now()
 		for i := 0; i < 200; i++ {
 			l.Offer(big)
@@ -67,11 +67,11 @@ func TestLatestNeverStallsItsCaller(t *testing.T) {
 // offered, whole, once Close returns.
 func TestLatestLeavesTheLastDocument(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "rec.json")
-	tg, err := Resolve(p)
+	tg, err := ResolveOutput(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewLatest(tg, true)
+	l := NewLatestOutput(tg, true)
 	for i := 0; i < 50; i++ {
 		l.Offer([]byte(fmt.Sprintf("doc %d\n", i)))
 	}
@@ -86,14 +86,14 @@ func TestLatestLeavesTheLastDocument(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(gone), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	tg, err = Resolve(gone)
+	tg, err = ResolveOutput(gone)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Dir(gone)); err != nil {
 		t.Fatal(err)
 	}
-	l = NewLatest(tg, false)
+	l = NewLatestOutput(tg, false)
 	l.Offer([]byte("x"))
 	if err := l.Close(10 * time.Second); err == nil || !strings.Contains(err.Error(), gone) {
 		t.Errorf("a write into a removed directory: %v", err)

@@ -1,4 +1,4 @@
-package outfile
+package results
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// Latest writes whole documents to a target from a goroutine of its own,
+// LatestOutput writes whole documents to a target from a goroutine of its own,
 // the latest one winning: Offer never waits, so a caller that must not
 // stall (a collector judging a job's summaries) keeps going while a slow
 // disk or a named pipe nobody reads holds the write. A document offered
 // while another is being written replaces any that still waits, and the
 // ones replaced are counted.
-type Latest struct {
-	t       *Target
+type LatestOutput struct {
+	t       *Output
 	durable bool
 
 	mu       sync.Mutex
@@ -24,15 +24,15 @@ type Latest struct {
 	err      error // the first write error
 }
 
-// NewLatest starts nothing until the first Offer; durable asks each file
+// NewLatestOutput starts nothing until the first Offer; durable asks each file
 // write to reach the disk before it is renamed into place.
-func NewLatest(t *Target, durable bool) *Latest {
-	return &Latest{t: t, durable: durable}
+func NewLatestOutput(t *Output, durable bool) *LatestOutput {
+	return &LatestOutput{t: t, durable: durable}
 }
 
-// Offer hands doc (which Latest now owns) to the writer and returns at
+// Offer hands doc (which LatestOutput now owns) to the writer and returns at
 // once.
-func (l *Latest) Offer(doc []byte) {
+func (l *LatestOutput) Offer(doc []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.next != nil {
@@ -45,7 +45,7 @@ func (l *Latest) Offer(doc []byte) {
 	}
 }
 
-func (l *Latest) run(done chan struct{}) {
+func (l *LatestOutput) run(done chan struct{}) {
 	l.mu.Lock()
 	for l.next != nil {
 		doc := l.next
@@ -67,7 +67,7 @@ func (l *Latest) run(done chan struct{}) {
 
 // Replaced is how many documents were never written because a later one
 // replaced them while a write was under way.
-func (l *Latest) Replaced() int {
+func (l *LatestOutput) Replaced() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.replaced
@@ -76,7 +76,7 @@ func (l *Latest) Replaced() int {
 // Close waits at most wait for the last document offered to be written
 // and returns the first write error; a write still under way after wait
 // is an error naming the target (the goroutine is left to it).
-func (l *Latest) Close(wait time.Duration) error {
+func (l *LatestOutput) Close(wait time.Duration) error {
 	l.mu.Lock()
 	done := l.done
 	l.mu.Unlock()
