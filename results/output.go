@@ -42,8 +42,8 @@ type OutputKind int
 
 // The kinds of target.
 const (
-	RegularFile OutputKind = iota // a regular file or a new path: replaced atomically
-	StreamOutput              // a device, pipe, socket or open descriptor: written through
+	RegularFile  OutputKind = iota // a regular file or a new path: replaced atomically
+	StreamOutput                   // a device, pipe, socket or open descriptor: written through
 )
 
 // PipeReaderWait bounds how long a write waits for a process to open a named
@@ -55,7 +55,7 @@ type Output struct {
 	// Given is the path as the user gave it; every error names it.
 	Given string
 	// Path is where the data goes once symbolic links are followed.
-	Path string
+	Path       string
 	OutputKind OutputKind
 	// fd is an open descriptor of this process to write to (-1: none).
 	fd int
