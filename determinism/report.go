@@ -61,6 +61,18 @@ func (c Cell) Stable() bool {
 	return c.RunToRun != Differs && c.Ranks != Differs && c.SizeInvariant != Differs && c.History != Differs
 }
 
+// Diverged names each cell that failed a check: collective, type, size
+// and choice.
+func (r *Report) Diverged() []string {
+	var out []string
+	for _, c := range r.Cells {
+		if !c.Stable() {
+			out = append(out, fmt.Sprintf("%s %s %s with %s", c.Collective, c.DType, words.Bytes(c.Size), c.Choice))
+		}
+	}
+	return out
+}
+
 // failed names the checks that failed, joined by "+".
 func (c Cell) failed() string {
 	var f []string

@@ -7,91 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"collbench/bootstrap"
-	"collbench/dtype"
-	"collbench/internal/hostload"
-	"collbench/internal/words"
 	"collbench/measure"
 	"collbench/results"
 	"collbench/watchdog"
 )
-
-// emptyRows finds rows whose size is below one element per rank, so they
-// move no data. If every row is such a row the run is refused; otherwise a
-// note says how many (NCCL's benchmark prints them too, with count 0).
-func emptyRows(sizes []int64, cases []measure.Case, minGroup, maxGroup int) (string, error) {
-	var empty, total int
-	example := ""
-	allEmpty := true
-	for _, c := range cases {
-		for _, sz := range sizes {
-			total++
-			if measure.GeometryFor(c.Coll, sz, c.DType.Size(), minGroup, 0).BufferElems() > 0 {
-				allEmpty = false
-			}
-			if measure.GeometryFor(c.Coll, sz, c.DType.Size(), maxGroup, 0).BufferElems() == 0 {
-				empty++
-				if example == "" {
-					example = fmt.Sprintf("%s %s %s on %d ranks", c.Coll, c.DType, words.Bytes(sz), maxGroup)
-				}
-			}
-		}
-	}
-	if total > 0 && allEmpty {
-		c := cases[0]
-		need := int64(c.DType.Size())
-		for measure.GeometryFor(c.Coll, need, c.DType.Size(), minGroup, 0).BufferElems() == 0 {
-			need *= 2
-		}
-		return "", fmt.Errorf("every row would move no data: the sizes are below one %s per rank (%s needs at least %s on %d ranks); use larger --sizes",
-			c.DType, c.Coll, words.Bytes(need), minGroup)
-	}
-	if empty > 0 {
-		return fmt.Sprintf("%d of %d rows move no data: their size is below one element per rank (e.g. %s); they are timed with count 0, as NCCL's benchmark does", empty, total, example), nil
-	}
-	return "", nil
-}
-
-// wholeElements checks the sizes against each dtype's element size. A size
-// that is not a whole number of elements is measured rounded down, as NCCL's
-// benchmark does, and said in a note; two sizes that round to the same
-// element count would measure one row twice and are refused.
-func wholeElements(sizes []int64, dtypes []dtype.DType) (string, error) {
-	var odd []string
-	more := 0
-	for _, t := range dtypes {
-		es := int64(t.Size())
-		if es <= 1 {
-			continue
-		}
-		first := map[int64]int64{}
-		for _, sz := range sizes {
-			c := sz / es
-			if prev, ok := first[c]; ok {
-				return "", fmt.Errorf("--sizes %d and %d are both %d %s elements (%d B each), so they would measure the same row; give sizes that are whole %s elements",
-					prev, sz, c, t, es, t)
-			}
-			first[c] = sz
-			switch {
-			case sz%es == 0:
-			case len(odd) < 4:
-				odd = append(odd, fmt.Sprintf("%d as %d (%s)", sz, c*es, t))
-			default:
-				more++
-			}
-		}
-	}
-	if len(odd) == 0 {
-		return "", nil
-	}
-	if more > 0 {
-		odd = append(odd, fmt.Sprintf("and %d more", more))
-	}
-	return "sizes that are not a whole number of elements are measured rounded down, as NCCL's benchmark does: " + strings.Join(odd, ", "), nil
-}
 
 // Bench is one benchmark run: what to measure (a plan resolved from the
 // user's words), where (backend, ranks, groups), and what to tell the
@@ -231,10 +153,10 @@ func (f *System) runBench(ctx context.Context, o Bench) (_ *results.Document, _ 
 	// What others took of the host while the rows were measured, where
 	// this process is the whole run (another process of the world would
 	// count as an other).
-	load0 := hostload.Take()
+	loadSince := results.StartHostLoad()
 	hostLoad := func() {
-		if l, ok := hostload.Since(load0, hostload.Take()); ok && doc.Config.Processes <= 1 {
-			doc.Environment.HostLoad = &l
+		if l := loadSince(); l != nil && doc.Config.Processes <= 1 {
+			doc.Environment.HostLoad = l
 		}
 	}
 	rn.OnRow = func(i int, row results.Row) {
@@ -325,12 +247,12 @@ func fitPlan(o *Bench, plan *measure.Plan, b measure.Backend, n int, hosts []str
 		maxGroup = max(maxGroup, len(g))
 	}
 	notes := o.Notes
-	if note, err := wholeElements(plan.Sizes, plan.DTypes); err != nil {
+	if note, err := plan.WholeElements(); err != nil {
 		return measure.Layout{}, nil, nil, &UsageError{Err: err}
 	} else if note != "" {
 		notes = append(notes, note)
 	}
-	if note, err := emptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
+	if note, err := measure.EmptyRows(plan.Sizes, cases, minGroup, maxGroup); err != nil {
 		return measure.Layout{}, nil, nil, &UsageError{Err: err}
 	} else if note != "" {
 		notes = append(notes, note)
@@ -495,8 +417,12 @@ func DefaultBench() Bench {
 	if err != nil {
 		panic("engine: DefaultSizes does not parse: " + err.Error()) // a constant of this package
 	}
+	float, err := measure.ParseDTypes("float")
+	if err != nil {
+		panic("engine: the float type does not parse: " + err.Error()) // a constant
+	}
 	return Bench{Backend: "auto", RunFlags: DefaultRunFlags(),
-		Plan: measure.Plan{Collectives: []measure.Collective{measure.AllReduce}, DTypes: []dtype.DType{dtype.Float32},
+		Plan: measure.Plan{Collectives: []measure.Collective{measure.AllReduce}, DTypes: float,
 			Ops: []measure.ReduceOp{measure.Sum}, Roots: []int{0}, Sizes: sizes, Iters: 20, Warmup: 5, Check: 1,
 			OutOfPlace: true, InPlace: true, Average: measure.AvgMean, Seed: 1, Agg: 1, Cycles: 1}}
 }

@@ -18,7 +18,6 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/doctor"
-	"collbench/internal/hostclock"
 	"collbench/internal/tempdir"
 	"collbench/measure"
 	"collbench/topology"
@@ -298,7 +297,7 @@ func (f *System) gatherFacts(w measure.World, ncclVersion string) ([]doctor.Host
 // share its cores.
 func (f *System) gatherMachines(w measure.World) (map[string]string, error) {
 	type onHost struct{ Host, Machine string }
-	all, err := gatherJSON(w, onHost{f.HostIdentity(), hostclock.ID()})
+	all, err := gatherJSON(w, onHost{f.HostIdentity(), topology.MachineID()})
 	if err != nil {
 		return nil, fmt.Errorf("gathering the hosts' machines: %w", err)
 	}

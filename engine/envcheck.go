@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"collbench/backend/nccl/profiler"
+	"collbench/backend/nccl"
 	"collbench/bootstrap"
 	"collbench/internal/faults"
-	"collbench/internal/secret"
 	"collbench/launch"
 	"collbench/watch"
 )
@@ -152,11 +151,11 @@ var envRules = []envRule{
 	{"COLLBENCH_NNODES", envInt(1)},
 	{"COLLBENCH_NODE_RANK", envInt(0)},
 	{"COLLBENCH_NCCL_LIB", envLibrary},
-	{secret.EnvToken, envAny},
-	{secret.EnvTokenFile, envFile},
+	{bootstrap.EnvToken, envAny},
+	{bootstrap.EnvTokenFile, envFile},
 	{faults.EnvFaults, func(v string) error { _, err := faults.Parse(v); return err }},
 	{EnvProbe, envOneOf("on", "off", "always", "auto")},
-	{profiler.EnvSwitch, envOneOf("on", "off")},
+	{nccl.EnvProfiler, envOneOf("on", "off")},
 	{EnvProbeTimeout, envDuration},
 	{launch.EnvReports, envDir},
 	{watch.EnvAddr, envHostPort},

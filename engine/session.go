@@ -15,7 +15,6 @@ import (
 	mpib "collbench/backend/mpi"
 	"collbench/bootstrap"
 	"collbench/internal/faults"
-	"collbench/internal/secret"
 	"collbench/measure"
 )
 
@@ -114,7 +113,7 @@ func (f *System) JoinProcesses(ctx context.Context, l *bootstrap.Launch, args []
 	}
 	switch {
 	case l.RootAddr != "":
-		token, err := secret.Load(f.Getenv)
+		token, err := bootstrap.LoadSecret(f.Getenv)
 		if err != nil {
 			return nil, &UsageError{Err: err}
 		}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"collbench/internal/bounded"
-	"collbench/internal/jsonwords"
 	"collbench/internal/tempdir"
 	"collbench/topology"
 )
@@ -44,11 +43,11 @@ func (f *System) ReadTopology(ctx context.Context, r TopoRequest) (*TopoRead, er
 		if err != nil {
 			return nil, UsageErrorf("cannot read --facts %s: %w", r.FactsFile, err)
 		}
-		var facts topology.Facts
-		if err := jsonwords.Decode(b, &facts); err != nil {
+		facts, err := topology.DecodeFacts(b)
+		if err != nil {
 			return nil, UsageErrorf("--facts %s is not a file of GPU facts written by topo --record: %v", r.FactsFile, err)
 		}
-		in.Facts = &facts
+		in.Facts = facts
 	} else {
 		facts, err := f.NVMLFacts()
 		if err != nil {

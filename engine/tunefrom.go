@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"collbench/dtype"
 	"collbench/internal/bounded"
 	"collbench/measure"
 	"collbench/watch"
@@ -92,11 +91,11 @@ func ReadTuneFrom(ctx context.Context, path string) (*TuneFrom, error) {
 		if !slices.Contains(tf.Collectives, c) {
 			tf.Collectives = append(tf.Collectives, c)
 		}
-		dt, err := dtype.Parse(t)
+		dts, err := measure.ParseDTypes(t)
 		if err != nil {
 			continue
 		}
-		size := o.Count * int64(dt.Size())
+		size := o.Count * int64(dts[0].Size())
 		if c == measure.AllGather || c == measure.ReduceScatter {
 			size *= int64(o.Ranks)
 		}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"collbench/dtype"
 	"collbench/measure"
 	"collbench/results"
 )
@@ -55,8 +54,7 @@ func (f *System) RunVerifyGroups(ctx context.Context, v VerifyGroups) (_ *result
 	if err := f.open(gr, v.RunFlags); err != nil {
 		return nil, err
 	}
-	opts := measure.VerifyOptions{Sizes: v.Sizes, DTypes: []dtype.DType{dtype.Float32, dtype.Int32},
-		Ops: []measure.ReduceOp{measure.Sum, measure.Max}, Seed: v.Seed}
+	opts := measure.VerifyOptions{Sizes: v.Sizes, Seed: v.Seed}.DefaultVerify()
 	lvs, runErr := measure.VerifyGroups(gr.Ctx, b, gr.World, layouts, hosts, opts)
 	runErr = gr.settle(runErr, 0)
 	res := &results.GroupVerification{Schema: "collbench/verify-groups", Tool: results.Tool{Name: "collbench", Version: v.Tool},

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"collbench/internal/secret"
+	"collbench/bootstrap"
 	"collbench/watch"
 )
 
@@ -44,12 +44,12 @@ func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, watch.
 	if w.Persist < 0 {
 		return nil, watch.Counts{}, UsageErrorf("--persist %v: give how long a rank or link must stay late or slow before it is named (e.g. 2s), or 0 to name it at once", w.Persist)
 	}
-	key, err := secret.Load(f.Getenv)
+	key, err := bootstrap.LoadSecret(f.Getenv)
 	if err != nil {
 		return nil, watch.Counts{}, &UsageError{Err: err}
 	}
 	if len(key) == 0 {
-		return nil, watch.Counts{}, UsageErrorf("collbench watch needs the job's secret: set %s (or %s) to the value the job's processes have", secret.EnvToken, secret.EnvTokenFile)
+		return nil, watch.Counts{}, UsageErrorf("collbench watch needs the job's secret: set %s (or %s) to the value the job's processes have", bootstrap.EnvToken, bootstrap.EnvTokenFile)
 	}
 	judge := watch.DefaultOptions()
 	judge.Persist = max(w.Persist, time.Nanosecond)

@@ -186,5 +186,19 @@ func (p Plan) caseWords() string {
 	return strings.Join(cs, ", ") + " of " + strings.Join(ts, ", ")
 }
 
+// ParseDTypes parses a comma list of element types, each named as --dtype
+// names it.
+func ParseDTypes(s string) ([]dtype.DType, error) {
+	var out []dtype.DType
+	for _, part := range strings.Split(s, ",") {
+		t, err := dtype.Parse(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 // DTypeNames are the element types' names, for help texts.
 func DTypeNames() []string { return dtype.Names() }

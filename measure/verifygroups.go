@@ -67,10 +67,25 @@ func rangeList(lo, hi int) string {
 
 // VerifyOptions tune verify-groups' full check.
 type VerifyOptions struct {
-	Sizes  []int64
+	Sizes []int64
+	// DTypes and Ops are what every group is checked with: by default a
+	// float sum and max and an integer's (DefaultVerify).
 	DTypes []dtype.DType
 	Ops    []ReduceOp
 	Seed   uint64
+}
+
+// DefaultVerify fills what o leaves empty: the types float and int32, the
+// ops sum and max (a reduction in floating point and in integers, and
+// one that is exact in any order).
+func (o VerifyOptions) DefaultVerify() VerifyOptions {
+	if len(o.DTypes) == 0 {
+		o.DTypes = []dtype.DType{dtype.Float32, dtype.Int32}
+	}
+	if len(o.Ops) == 0 {
+		o.Ops = []ReduceOp{Sum, Max}
+	}
+	return o
 }
 
 // simpleCount is the element count per rank (per peer for alltoall) of the

@@ -13,6 +13,10 @@ import (
 	"collbench/results"
 )
 
+// EnvProfiler set to "off" keeps collbench's profiler plugin out of NCCL
+// (the algorithms then come from the tuning-log probe).
+const EnvProfiler = profiler.EnvSwitch
+
 // recordWait bounds the wait, after an operation, for NCCL's proxy to
 // deliver its kernel and network events.
 const recordWait = 2 * time.Second

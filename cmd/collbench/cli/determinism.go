@@ -89,8 +89,8 @@ doubling: collbench launch -n 4 -- determinism --backend cpu). docs/determinism.
 // determinismRun parses the flags, runs the engine, and writes the matrix,
 // the record and the tuner file.
 func determinismRun(o *DeterminismOptions) error {
-	d := engine.Determinism{Runs: o.Runs, Seed: o.Seed, DefaultOnly: o.DefaultOnly, TunerFile: o.TunerFile != "", CheckFile: o.Check, Budget: o.Budget, Backend: o.Backend, NCCLLib: o.NCCLLib,
-		Ranks: o.Ranks, RunFlags: o.RunFlags, Tool: Version}
+	d := engine.Determinism{TunerFile: o.TunerFile != "", Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, RunFlags: o.RunFlags, Tool: Version}
+	d.Runs, d.Seed, d.DefaultOnly, d.CheckFile, d.Budget = o.Runs, o.Seed, o.DefaultOnly, o.Check, o.Budget
 	var err error
 	if d.Collectives, err = measure.ParseCollectives(o.Collectives); err != nil {
 		return &engine.UsageError{Err: err}
@@ -98,8 +98,8 @@ func determinismRun(o *DeterminismOptions) error {
 	if d.Sizes, err = measure.ParseSizes(o.Sizes); err != nil {
 		return &engine.UsageError{Err: err}
 	}
-	if d.DTypes, err = engine.ParseDTypes(o.DTypes); err != nil {
-		return err
+	if d.DTypes, err = measure.ParseDTypes(o.DTypes); err != nil {
+		return &engine.UsageError{Err: err}
 	}
 	if err := d.Check(); err != nil {
 		return err
