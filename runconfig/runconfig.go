@@ -57,7 +57,10 @@ type Suite struct {
 	// Groups lists rank lists or presets; each runs on its own ("all" = no groups).
 	Groups    []string `yaml:"groups"`
 	IterStats bool     `yaml:"iter_stats"`
-	Line      int      `yaml:"-"`
+	// Bitwise runs each row's reductions of floating-point types this
+	// many times more and compares their bits (--bitwise; 0: off).
+	Bitwise int `yaml:"bitwise"`
+	Line    int `yaml:"-"`
 }
 
 // Thresholds judge a comparison, by size band.
@@ -249,6 +252,9 @@ func (c *Config) check() error {
 			{"ops", func(sp *measure.Spec) { sp.Op = cmp.Or(strings.Join(s.Ops, ","), sp.Op) }},
 			{"root", func(sp *measure.Spec) { sp.Root = cmp.Or(s.Root, sp.Root) }},
 			{"mode", func(sp *measure.Spec) { sp.Mode = cmp.Or(s.Mode, sp.Mode) }},
+			{"bitwise", func(sp *measure.Spec) {
+				sp.Bitwise, sp.DType = s.Bitwise, cmp.Or(strings.Join(s.DTypes, ","), sp.DType)
+			}},
 		} {
 			sp, err := Suite{Collectives: s.Collectives}.Spec(c, checkBase)
 			if err == nil {
@@ -297,7 +303,7 @@ func (s Suite) Spec(c *Config, base measure.Spec) (measure.Spec, error) {
 		sp.Check = *c.Check
 	}
 	sp.Stable, sp.Cycles = c.Stable, cmp.Or(c.Cycles, sp.Cycles)
-	sp.Sizes, sp.IterStats = s.Sizes, s.IterStats
+	sp.Sizes, sp.IterStats, sp.Bitwise = s.Sizes, s.IterStats, s.Bitwise
 	sp.DType, sp.Op = cmp.Or(strings.Join(s.DTypes, ","), sp.DType), cmp.Or(strings.Join(s.Ops, ","), sp.Op)
 	sp.Root, sp.Mode = cmp.Or(s.Root, sp.Root), cmp.Or(s.Mode, sp.Mode)
 	var err error

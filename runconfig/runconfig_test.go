@@ -35,7 +35,7 @@ func TestShippedConfigsLoad(t *testing.T) {
 // TestSuiteWordsAreTheFlagsWords: every spelling a flag takes, a suite
 // takes (mode: oop was refused while --mode oop ran).
 func TestSuiteWordsAreTheFlagsWords(t *testing.T) {
-	for _, w := range []string{"mode: oop", "mode: ip", "mode: in-place", "dtypes: [fp32, bf16]", "ops: [all]", "root: all", "sizes: 8:1M:x4"} {
+	for _, w := range []string{"mode: oop", "mode: ip", "mode: in-place", "dtypes: [fp32, bf16]", "ops: [all]", "root: all", "sizes: 8:1M:x4", "bitwise: 3"} {
 		if _, err := Parse([]byte("suites:\n  - collectives: [allreduce]\n    " + w + "\n")); err != nil {
 			t.Errorf("%s: %v", w, err)
 		}
@@ -51,6 +51,9 @@ func TestConfigErrorsNameLineAndKey(t *testing.T) {
 		{"suites:\n  - collectives: [allreduce]\n    dtypes: [float128]\n", `dtypes: unknown dtype "float128"`},
 		{"suites:\n  - collectives: [allreduce]\n    mode: sideways\n", `line 2: suite 1: mode: unknown --mode "sideways" (valid: both, out-of-place, in-place)`},
 		{"suites:\n  - collectives: [allreduce]\n    ops: [xor]\n", `line 2: suite 1: ops: `},
+		{"suites:\n  - collectives: [allreduce]\n    bitwise: -1\n", `line 2: suite 1: bitwise: invalid --bitwise -1: must be 1 or more`},
+		{"suites:\n  - collectives: [allreduce]\n    dtypes: [int32]\n    bitwise: 2\n", `line 2: suite 1: bitwise: --bitwise compares the bits of reductions of floating-point types, and this plan has none (allreduce of int32)`},
+		{"suites:\n  - collectives: [allgather]\n    bitwise: 2\n", `line 2: suite 1: bitwise: --bitwise compares`},
 		{"suites:\n  - collectives: [allreduce]\n    groups: [\"[[0,0]]\"]\n", "rank 0 appears twice"},
 		{"suites:\n  - collectives: [allreduce]\nthresholds:\n  bands:\n    - {min_size: 1Q, metric: busbw, pct: 5}\n", `line 5: invalid size "1Q"`},
 		{"suites:\n  - collectives: [allreduce]\nthresholds:\n  bands:\n    - {min_size: 1M, metric: speed, pct: 5}\n", `metric "speed" must be busbw or time`},

@@ -89,3 +89,38 @@ func TestBitwiseAcrossProcesses(t *testing.T) {
 		t.Errorf("%d halves over %d processes, want 24 over 3", halves, d.Config.Processes)
 	}
 }
+
+// TestBitwiseInASuite: a suite's bitwise key is --bitwise for its rows
+// (its command line says so); a suite without it compares nothing.
+func TestBitwiseInASuite(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bits.yaml")
+	yaml := "name: bits\nbackend: cpu\niterations: 1\nwarmup: 0\nsuites:\n  - collectives: [allreduce]\n    sizes: 4K\n    dtypes: [bf16]\n    bitwise: 2\n" +
+		"  - collectives: [allgather]\n    sizes: 4K\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, out, errOut := testFactory()
+	if code := run(t, f, "run", "--config", cfg, "--output", filepath.Join(dir, "out")); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out.String(), "--dtype bf16 --op sum --mode both -n 1 -w 0 --check 1 --backend cpu --bitwise 2") {
+		t.Errorf("the suite's command line does not say --bitwise 2:\n%s", out)
+	}
+	fh, err := os.Open(filepath.Join(dir, "out", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	d, err := results.Read(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range d.Results {
+		for _, h := range r.Halves() {
+			if compared := h.Bitwise != nil; compared != (r.Collective == "allreduce") || (compared && !h.Bitwise.Same) {
+				t.Errorf("%s: bitwise %+v", r.Collective, h.Bitwise)
+			}
+		}
+	}
+}

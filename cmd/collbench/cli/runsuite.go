@@ -279,5 +279,8 @@ func (o *BenchOptions) equivalentCommand() []string {
 	if o.Cycles > 1 {
 		args = append(args, "--cycles", strconv.Itoa(o.Cycles))
 	}
+	if o.Bitwise > 0 {
+		args = append(args, "--bitwise", strconv.Itoa(o.Bitwise))
+	}
 	return args
 }
