@@ -1,8 +1,9 @@
 // Package determinism judges whether a reduction gives the same bits every
 // time: run to run on fresh communicators, on every rank that should hold
 // the same result, as the message around an element grows, and across the
-// algorithms a library can be told to run. It works on output bytes and
-// knows nothing of backends; engine's RunDeterminism gathers the bytes.
+// algorithms a library can be told to run. Run drives a run on a world
+// the engine opened (measure's ranks, any backend); the checks work on
+// output bytes alone.
 package determinism
 
 import (
