@@ -22,7 +22,15 @@ type rankBits struct {
 	Out    bool                   `json:"o"` // the rank holds an output (a reduce's root, every rank otherwise)
 	Digest uint64                 `json:"d"` // of run 1's output
 	First  *results.BitDivergence `json:"f,omitempty"`
+	// first is run 1's output where it stays in this process for the
+	// ranks check to locate a difference (outputs up to keepForRanks).
+	first []byte
 }
+
+// keepForRanks bounds the output a rank keeps after its runs so that a
+// difference between ranks of one process is located to its element; past
+// it (or across processes) only the digests are compared.
+const keepForRanks = 64 << 20
 
 // bitwiseRuns runs call n times on the same random inputs (seeded by seed)
 // and compares each run's output with run 1's, bit for bit. Every rank
@@ -72,6 +80,9 @@ func bitwiseRuns(r Rank, tr *watchdog.Tracker, what string, call Call, g Geometr
 			h := fnv.New64a()
 			_, _ = h.Write(out)
 			rb.Digest = h.Sum64()
+			if call.Coll == AllReduce && len(out) <= keepForRanks {
+				rb.first = out
+			}
 			continue
 		}
 		if i := firstDiff(first, out, esz); i >= 0 {
@@ -114,7 +125,7 @@ func xorHex(a, b []byte, i, esz int64) string {
 // groupBits judges one group's --bitwise runs: each rank's against its own
 // first run, then, where every rank of the group holds the same result
 // (allreduce), each rank's digest against the group's first rank's.
-func groupBits(all []rankResult, members []int, c Collective, runs int) *results.Bitwise {
+func groupBits(all []rankResult, members []int, c Collective, esz int64, runs int) *results.Bitwise {
 	var b *results.Bitwise
 	for _, wr := range members {
 		rb := all[wr].Bits
@@ -134,7 +145,12 @@ func groupBits(all []rankResult, members []int, c Collective, runs int) *results
 	ref := all[members[0]].Bits
 	for _, wr := range members[1:] {
 		if rb := all[wr].Bits; rb != nil && ref != nil && rb.Digest != ref.Digest {
-			b.Same, b.First = false, &results.BitDivergence{Check: "ranks", Rank: wr, Other: members[0], Element: -1}
+			d := &results.BitDivergence{Check: "ranks", Rank: wr, Other: members[0], Element: -1}
+			if ref.first != nil && rb.first != nil {
+				d.Element = firstDiff(ref.first, rb.first, esz)
+				d.XOR = xorHex(ref.first, rb.first, d.Element, esz)
+			}
+			b.Same, b.First = false, d
 			break
 		}
 	}

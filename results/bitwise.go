@@ -29,7 +29,8 @@ type BitDivergence struct {
 	Other int `json:"other_rank,omitempty"`
 	// Element is the first differing element's index in the output, and
 	// XOR the two elements' bits XORed, in hexadecimal; -1 and "" where
-	// only the outputs' digests were compared (ranks of other processes).
+	// only the outputs' digests were compared (ranks of other processes,
+	// or outputs over 64 MiB).
 	Element int64  `json:"element"`
 	XOR     string `json:"xor,omitempty"`
 }

@@ -69,7 +69,7 @@ func TestBitwiseNamesAPlantedDivergence(t *testing.T) {
 		{"allreduce rank 3 run 2", measure.AllReduce, 3, 1023, false, results.BitDivergence{Check: "run", Run: 2, Rank: 3, Element: 1023, XOR: "0x00000001"}},
 		{"reduce-scatter rank 2 run 2", measure.ReduceScatter, 2, 100, false, results.BitDivergence{Check: "run", Run: 2, Rank: 2, Element: 100, XOR: "0x00000001"}},
 		{"reduce root 1 run 2", measure.Reduce, 1, 7, false, results.BitDivergence{Check: "run", Run: 2, Rank: 1, Element: 7, XOR: "0x00000001"}},
-		{"allreduce rank 2 every run", measure.AllReduce, 2, 5, true, results.BitDivergence{Check: "ranks", Rank: 2, Other: 0, Element: -1}},
+		{"allreduce rank 2 every run", measure.AllReduce, 2, 5, true, results.BitDivergence{Check: "ranks", Rank: 2, Other: 0, Element: 5, XOR: "0x00000001"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

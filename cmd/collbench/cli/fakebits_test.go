@@ -60,7 +60,7 @@ func TestBitwiseOnTheFakeGPUMachine(t *testing.T) {
 	}{
 		{"clean", fakegpu.Options{}, 0, "# bitwise:           the same bits in 3 runs of each of 2 halves, run to run and across ranks (OK)"},
 		{"run to run", fakegpu.Options{OrderByRun: true}, engine.ExitCheckFailed, "out-of-place: run 2 on rank 0 differs from run 1 from element"},
-		{"ranks", fakegpu.Options{OrderByRank: true}, engine.ExitCheckFailed, "out-of-place: rank 1's output is not rank 0's"},
+		{"ranks", fakegpu.Options{OrderByRank: true}, engine.ExitCheckFailed, "out-of-place: rank 1's element 1 is not rank 0's (bits XOR 0x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, out, errOut := fakeGPUFactory(4, tc.opts)
