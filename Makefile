@@ -43,8 +43,9 @@ BUILDFLAGS ?=
 build:
 	$(GO) build $(BUILDFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/collbench
 
-# collbench watch's NCCL profiler plugin: a shared library any NCCL
-# application loads (NCCL_PROFILER_PLUGIN=bin/libcollbench-watch.so);
+# collbench watch's NCCL profiler plugin, and collbench's tuner for an
+# application: a shared library any NCCL application loads
+# (NCCL_PROFILER_PLUGIN and NCCL_TUNER_PLUGIN=bin/libcollbench-watch.so);
 # collbench watch --plugin-path finds it beside the binary.
 PLUGIN ?= $(dir $(BIN))libcollbench-watch.so
 plugin:

@@ -8,7 +8,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/internal/golden"
-	"collbench/tune"
+	"collbench/tunefile"
 )
 
 func floats(t dtype.DType, v ...float64) []byte {
@@ -69,7 +69,7 @@ func TestReportMatrixAndTunerFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "matrix.golden", out.Bytes())
-	es, none := r.TunerEntries(tune.CPU)
+	es, none := r.TunerEntries(tunefile.CPU)
 	if len(none) != 0 || len(es) != 2 || es[0].Algorithm != "recursive_doubling" || es[0].MinBytes != 9 || es[1].MaxBytes != 4096 {
 		t.Fatalf("entries %+v, none %v: want recursive doubling pinned from 9 B to 4 KiB and nothing at 8 B (the default is stable and fastest)", es, none)
 	}

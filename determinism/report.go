@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"collbench/internal/words"
-	"collbench/tune"
+	"collbench/tunefile"
 )
 
 // Schema names the JSON report.
@@ -252,7 +252,7 @@ func writeAligned(w io.Writer, rows [][]string) {
 // that was stable in every type measured, where it is not the default:
 // sizes from the one before (exclusive) to this one. A size with no such
 // choice pins nothing, and is named in the second return.
-func (r *Report) TunerEntries(vocab tune.Vocabulary) ([]tune.Entry, []string) {
+func (r *Report) TunerEntries(vocab tunefile.Vocabulary) ([]tunefile.Entry, []string) {
 	type key struct {
 		coll   string
 		size   int64
@@ -278,7 +278,7 @@ func (r *Report) TunerEntries(vocab tune.Vocabulary) ([]tune.Entry, []string) {
 			choices[c.Collective] = append(choices[c.Collective], c.Choice)
 		}
 	}
-	var es []tune.Entry
+	var es []tunefile.Entry
 	var none []string
 	for _, coll := range colls {
 		slices.Sort(sizes[coll])
@@ -300,7 +300,7 @@ func (r *Report) TunerEntries(vocab tune.Vocabulary) ([]tune.Entry, []string) {
 				if proto == "" && len(vocab.Protocols) == 1 {
 					proto = vocab.Protocols[0]
 				}
-				es = append(es, tune.Entry{Collective: strings.ReplaceAll(coll, "-", ""), MinBytes: prev + 1, MaxBytes: s, Algorithm: algo, Protocol: proto,
+				es = append(es, tunefile.Entry{Collective: strings.ReplaceAll(coll, "-", ""), MinBytes: prev + 1, MaxBytes: s, Algorithm: algo, Protocol: proto,
 					Channels: -1, NNodes: -1, NRanks: r.Ranks, NumPipeOps: -1, RegBuff: -1})
 			}
 			prev = s
@@ -320,7 +320,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // report's backend, with the sizes that had no stable choice named in a
 // comment.
 func (r *Report) WriteTunerFile(w io.Writer) error {
-	es, none := r.TunerEntries(tune.VocabularyOf(r.Backend))
+	es, none := r.TunerEntries(tunefile.VocabularyOf(r.Backend))
 	comments := []string{
 		fmt.Sprintf("collbench determinism, %s backend, %d ranks, %d runs each, seed %d", r.Backend, r.Ranks, r.Runs, r.Seed),
 		"per size, the fastest choice whose every check passed in every type, where it is not the library's own",
@@ -328,5 +328,5 @@ func (r *Report) WriteTunerFile(w io.Writer) error {
 	if len(none) > 0 {
 		comments = append(comments, "no choice was stable at: "+strings.Join(none, ", "))
 	}
-	return tune.Write(w, es, comments...)
+	return tunefile.Write(w, es, comments...)
 }

@@ -13,7 +13,7 @@ import (
 
 	"collbench/dtype"
 	"collbench/measure"
-	"collbench/tune"
+	"collbench/tunefile"
 )
 
 // Spec is what a determinism run measures: each collective, type and
@@ -67,8 +67,8 @@ type Options struct {
 	// Forcer tells the library which algorithm to run (nil: the default
 	// only); Vocab is its words, Entries a tuner file's lines (CheckFile).
 	Forcer  measure.Forcer
-	Vocab   tune.Vocabulary
-	Entries []tune.Entry
+	Vocab   tunefile.Vocabulary
+	Entries []tunefile.Entry
 	N       int
 	Rank0   bool
 	// OnRecord, if set, receives the record's JSON writer after every
@@ -105,8 +105,8 @@ type determiner struct {
 	sizes []int64 // the sizes of the choice being run
 	// entries are a tuner file's lines (--check): each size runs the
 	// choice the file names for it.
-	entries []tune.Entry
-	vocab   tune.Vocabulary
+	entries []tunefile.Entry
+	vocab   tunefile.Vocabulary
 	world   measure.World
 	forcer  measure.Forcer
 	n       int
@@ -206,7 +206,7 @@ func (dr *determiner) choicesFor(c measure.Collective) ([]string, map[string][]i
 	}
 	for _, s := range dr.d.Sizes {
 		ch := Default
-		if e, ok := tune.Match(dr.entries, strings.ReplaceAll(c.String(), "-", ""), s, dr.n, -1); ok {
+		if e, ok := tunefile.Match(dr.entries, strings.ReplaceAll(c.String(), "-", ""), s, dr.n, -1); ok {
 			ch = e.Algorithm
 			if len(dr.vocab.Protocols) > 1 {
 				ch += "/" + e.Protocol

@@ -8,7 +8,7 @@ import (
 
 	"collbench/determinism"
 	"collbench/measure"
-	"collbench/tune"
+	"collbench/tunefile"
 )
 
 // Determinism is one collbench determinism run (determinism.Spec: what
@@ -77,7 +77,7 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (_ *determin
 	if forcer == nil && !d.DefaultOnly {
 		rep.Notes = append(rep.Notes, "only the library's own choice: "+b.Name()+" cannot be told which algorithm to run here")
 	}
-	o := determinism.Options{Spec: d.Spec, World: world, Forcer: forcer, N: n, Rank0: rank0, Vocab: tune.VocabularyOf(b.Name()),
+	o := determinism.Options{Spec: d.Spec, World: world, Forcer: forcer, N: n, Rank0: rank0, Vocab: tunefile.VocabularyOf(b.Name()),
 		OnRecord: d.OnRecord, Progress: d.Progress}
 	if d.CheckFile != "" {
 		if forcer == nil {

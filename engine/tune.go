@@ -9,6 +9,7 @@ import (
 
 	"collbench/measure"
 	"collbench/tune"
+	"collbench/tunefile"
 )
 
 // Tune is one collbench tune run: for each collective and size, the
@@ -72,8 +73,8 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 	defer func() { gr.end(err) }()
 	ctx, ss, board := gr.Ctx, gr.SS, gr.Board
 	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
-	vocab := tune.VocabularyOf(b.Name())
-	var entries []tune.Entry
+	vocab := tunefile.VocabularyOf(b.Name())
+	var entries []tunefile.Entry
 	if t.Check != "" {
 		if entries, err = readTunerFile(ctx, t.Check, vocab); err != nil {
 			return nil, err
@@ -134,9 +135,9 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 }
 
 // readTunerFile reads a tuner file in the backend's vocabulary
-// (tune.ReadFile); every problem is a UsageError naming the file and line.
-func readTunerFile(ctx context.Context, path string, v tune.Vocabulary) ([]tune.Entry, error) {
-	es, err := tune.ReadFile(ctx, path, v)
+// (tunefile.ReadFile); every problem is a UsageError naming the file and line.
+func readTunerFile(ctx context.Context, path string, v tunefile.Vocabulary) ([]tunefile.Entry, error) {
+	es, err := tunefile.ReadFile(ctx, path, v)
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}

@@ -12,6 +12,7 @@ import (
 	"collbench/backend/nccl/fakegpu"
 	"collbench/measure"
 	"collbench/tune"
+	"collbench/tunefile"
 )
 
 // protocolMachine is a fake 2-GPU H100 whose NCCL's protocols cost what
@@ -123,7 +124,7 @@ func TestTuneForcesNCCLThroughItsTunerPlugin(t *testing.T) {
 	if err := rep.WriteTunerFile(&file); err != nil {
 		t.Fatal(err)
 	}
-	back, err := tune.Read(strings.NewReader(file.String()), "tuner.csv")
+	back, err := tunefile.Read(strings.NewReader(file.String()), "tuner.csv")
 	if err != nil || len(back) != len(es) {
 		t.Fatalf("the file reads back as %d lines (%v), want %d:\n%s", len(back), err, len(es), file.String())
 	}

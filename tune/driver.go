@@ -14,6 +14,7 @@ import (
 	"collbench/internal/words"
 	"collbench/measure"
 	"collbench/results"
+	"collbench/tunefile"
 	"collbench/watchdog"
 )
 
@@ -30,14 +31,14 @@ type Options struct {
 	N       int
 	Board   *watchdog.Board
 	Rank0   bool
-	Vocab   Vocabulary
+	Vocab   tunefile.Vocabulary
 	// Budget bounds the search's wall time; Repeats is how often a leader
 	// is measured again; Check names the tuner file whose Entries are
 	// measured against the defaults instead of searching.
 	Budget  time.Duration
 	Repeats int
 	Check   string
-	Entries []Entry
+	Entries []tunefile.Entry
 	// Progress, if set, receives a line per size measured (rank 0);
 	// OnReport the report after every result.
 	Progress func(string)
@@ -99,7 +100,7 @@ type tuner struct {
 	// asDefault counts, per choice, the sizes where it is what the
 	// default runs (measured once there, as the default).
 	asDefault map[string]int
-	vocab     Vocabulary
+	vocab     tunefile.Vocabulary
 	// ran is what the library's recorder says each measured cell ran
 	// (NCCL's profiler), by collective, size and choice (rank 0).
 	ran map[ranKey]Choice
@@ -131,7 +132,7 @@ type ranKey struct {
 // forceName is how a choice is forced (measure.Forcer): the algorithm
 // alone where the vocabulary has one protocol (the cpu backend), else
 // algorithm/protocol, with /channels where they are forced.
-func forceName(c Choice, v Vocabulary) string {
+func forceName(c Choice, v tunefile.Vocabulary) string {
 	if c.Default {
 		return ""
 	}
@@ -146,7 +147,7 @@ func forceName(c Choice, v Vocabulary) string {
 }
 
 // choiceOf reads a forced name back as a choice of the vocabulary.
-func choiceOf(s string, v Vocabulary) Choice {
+func choiceOf(s string, v tunefile.Vocabulary) Choice {
 	parts := strings.Split(s, "/")
 	c := Choice{Algorithm: parts[0], Protocol: v.Protocols[0], Channels: -1}
 	if len(parts) > 1 {
@@ -254,7 +255,7 @@ func (tr *tuner) follow() error {
 
 // lead searches (or checks a file) on rank 0, telling the others each
 // step, and tells them to stop at the end whatever happened.
-func (tr *tuner) lead(entries []Entry, vocab Vocabulary) (err error) {
+func (tr *tuner) lead(entries []tunefile.Entry, vocab tunefile.Vocabulary) (err error) {
 	defer func() {
 		stop := tuneStep{Stop: true}
 		if e := tr.agree(&stop); err == nil && e != nil && tr.ctx.Err() == nil {
@@ -470,12 +471,12 @@ func searchStage(r Result) string {
 
 // check measures, at every size of the plan, the default and the file's
 // choice for it, alternating, Repeats times each.
-func (tr *tuner) check(entries []Entry, measureFor func(int) Measure) error {
+func (tr *tuner) check(entries []tunefile.Entry, measureFor func(int) Measure) error {
 	reps := max(tr.o.Repeats, MinPairs)
 	deadline := time.Now().Add(tr.o.Budget)
 	for ci, c := range tr.plan.Collectives {
 		name := strings.ReplaceAll(c.String(), "-", "")
-		if !slices.ContainsFunc(entries, func(e Entry) bool { return e.Collective == name }) {
+		if !slices.ContainsFunc(entries, func(e tunefile.Entry) bool { return e.Collective == name }) {
 			continue
 		}
 		m := measureFor(ci)
@@ -485,7 +486,7 @@ func (tr *tuner) check(entries []Entry, measureFor func(int) Measure) error {
 				return tr.ctx.Err()
 			}
 			cells := []Cell{{Choice: Choice{Default: true}}}
-			e, ok := Match(entries, name, size, tr.n, tr.rep.Nodes)
+			e, ok := tunefile.Match(entries, name, size, tr.n, tr.rep.Nodes)
 			if !ok {
 				// No line covers it: the plugin leaves it to the default,
 				// and there is nothing to compare (NCCL's example plugin

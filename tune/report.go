@@ -10,6 +10,7 @@ import (
 
 	"collbench/internal/words"
 	"collbench/report"
+	"collbench/tunefile"
 )
 
 // Schema names tune's JSON document.
@@ -207,8 +208,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 // runs every operation that no line covers, and every line whose channels
 // are -1, on one channel. Sizes whose runs were not recorded keep no line
 // or -1 (Unpinned names them).
-func (r *Report) Entries() []Entry {
-	var out []Entry
+func (r *Report) Entries() []tunefile.Entry {
+	var out []tunefile.Entry
 	pin := r.Backend == "nccl"
 	for _, c := range r.Collectives {
 		name := strings.ReplaceAll(c.Name, "-", "")
@@ -236,7 +237,7 @@ func (r *Report) Entries() []Entry {
 					continue
 				}
 			}
-			out = append(out, Entry{Collective: name, MinBytes: lo, MaxBytes: res.Size, Algorithm: ch.Algorithm, Protocol: ch.Protocol,
+			out = append(out, tunefile.Entry{Collective: name, MinBytes: lo, MaxBytes: res.Size, Algorithm: ch.Algorithm, Protocol: ch.Protocol,
 				Channels: channels(ch), NNodes: r.Nodes, NRanks: r.Ranks, NumPipeOps: -1, RegBuff: -1})
 		}
 	}
@@ -290,7 +291,7 @@ func (r *Report) WriteTunerFile(w io.Writer) error {
 		comments = append(comments, fmt.Sprintf("NCCL's profiler did not record %d sizes, so their channels are unknown (NCCL's example plugin runs them on one channel): %s",
 			len(u), strings.Join(u, ", ")))
 	}
-	return Write(w, r.Entries(), comments...)
+	return tunefile.Write(w, r.Entries(), comments...)
 }
 
 // Environment is the one setting that fits every size measured of every

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"collbench/internal/golden"
+	"collbench/tunefile"
 
 	"collbench/internal/words"
 )
@@ -61,7 +62,7 @@ func TestReportEntriesTableAndFile(t *testing.T) {
 	if err := r.WriteTunerFile(&file); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ReadFor(strings.NewReader(file.String()), "tuner.csv", CPU)
+	back, err := tunefile.ReadFor(strings.NewReader(file.String()), "tuner.csv", tunefile.CPU)
 	if err != nil {
 		t.Fatalf("the file written does not read back: %v\n%s", err, file.String())
 	}
@@ -71,13 +72,13 @@ func TestReportEntriesTableAndFile(t *testing.T) {
 	if len(back) != len(es) || back[0] != es[0] || back[1] != es[1] {
 		t.Errorf("round trip: %+v, want %+v", back, es)
 	}
-	if _, err := Read(strings.NewReader(file.String()), "tuner.csv"); err == nil {
+	if _, err := tunefile.Read(strings.NewReader(file.String()), "tuner.csv"); err == nil {
 		t.Error("a cpu backend's file read as NCCL's: its algorithm is not NCCL's")
 	}
-	if e, ok := Match(back, "allreduce", 16384, 4, 2); !ok || e.MaxBytes != 32768 {
+	if e, ok := tunefile.Match(back, "allreduce", 16384, 4, 2); !ok || e.MaxBytes != 32768 {
 		t.Errorf("16 KiB matched %+v %v", e, ok)
 	}
-	if _, ok := Match(back, "allreduce", 16384, 8, 2); ok {
+	if _, ok := tunefile.Match(back, "allreduce", 16384, 8, 2); ok {
 		t.Error("a line for 4 ranks matched 8")
 	}
 	if r.Environment() != "" {
@@ -174,7 +175,7 @@ func TestTunerFileUnderNCCLsExamplePlugin(t *testing.T) {
 	if err := r.WriteTunerFile(&buf); err != nil {
 		t.Fatal(err)
 	}
-	es, err := Read(strings.NewReader(buf.String()), "tuner.csv")
+	es, err := tunefile.Read(strings.NewReader(buf.String()), "tuner.csv")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}

@@ -12,10 +12,14 @@
 // only write into a ring per communicator (plugin.c); a goroutine takes
 // finished operations from the rings and queues their summaries to
 // watch.Sender, which drops what it cannot send.
+//
+// The library also carries collbench's NCCL tuner (tuner.go): with
+// NCCL_TUNER_PLUGIN set to its path and COLLBENCH_TUNER_FILE naming a file
+// collbench tune wrote, NCCL runs each operation with the file's choice.
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../backend/nccl/profiler -O2
+#cgo CFLAGS: -I${SRCDIR}/../../backend/nccl/profiler -I${SRCDIR}/../../backend/nccl/tuner -O2
 #cgo LDFLAGS: -ldl
 #include "watchplugin.h"
 */

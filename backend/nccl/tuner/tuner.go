@@ -39,7 +39,7 @@ var Protocols = []string{"ll", "ll128", "simple"}
 
 // FuncNames are NCCL's collective types a tuner is asked about, in the
 // order of ncclFunc_t, by the names tuner files use: the one list the
-// plugin, the tuner file (tune.Collectives) and the fake GPU machine read.
+// plugin, the tuner file (tunefile.Collectives) and the fake GPU machine read.
 var FuncNames = []string{"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
 
 // Funcs are FuncNames' indices (ncclFunc_t) by name.
@@ -138,4 +138,32 @@ func StatsOf(fn int) Stats {
 		}
 	}
 	return st
+}
+
+// Line is a tuner file's line by NCCL's indices (Funcs, Algorithms,
+// Protocols): for operations of Func of MinBytes to MaxBytes on NNodes
+// nodes and NRanks ranks, with NumPipeOps operations in the group and
+// RegBuff registered buffers, run Algo with Proto on Channels channels.
+// -1 matches any dimension; Channels <= 0 keeps NCCL's own count.
+type Line struct {
+	Func                                                       int
+	MinBytes, MaxBytes                                         int64
+	Algo, Proto, Channels, NNodes, NRanks, NumPipeOps, RegBuff int
+}
+
+// SetLines gives the plugin a tuner file's lines, in the file's order:
+// an operation no forced choice covers runs with the first line that
+// covers it, where NCCL's cost table lets it. Only the first call counts
+// (the lines are set before NCCL asks, and never change).
+func SetLines(ls []Line) {
+	if len(ls) == 0 {
+		return
+	}
+	cs := make([]C.cbt_line, len(ls))
+	for i, l := range ls {
+		cs[i] = C.cbt_line{_func: C.int(l.Func), min_bytes: C.int64_t(l.MinBytes), max_bytes: C.int64_t(l.MaxBytes),
+			algo: C.int(l.Algo), proto: C.int(l.Proto), channels: C.int(l.Channels), nnodes: C.int(l.NNodes),
+			nranks: C.int(l.NRanks), pipeops: C.int(l.NumPipeOps), regbuff: C.int(l.RegBuff)}
+	}
+	C.cbt_set_lines(&cs[0], C.int(len(cs)))
 }

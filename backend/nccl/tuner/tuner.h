@@ -34,7 +34,17 @@ typedef struct {
 	int last_avail;  // bit a*CBT_PROTOS+p: the last table's runnable pairs
 } cbt_stats;
 
+// A tuner file's line by NCCL's indices (cbt_set_lines): -1 in nnodes,
+// nranks, pipeops and regbuff matches any; channels <= 0 keeps NCCL's own.
+typedef struct {
+	int func;
+	int64_t min_bytes, max_bytes;
+	int algo, proto, channels, nnodes, nranks, pipeops, regbuff;
+} cbt_line;
+
 void cbt_force(int func, int algo, int proto, int channels); // algo < 0: none
+void cbt_set_lines(const cbt_line *lines, int n);            // once: later calls change nothing
+void cbt_set_init_hook(void (*hook)(void));                   // run at each communicator's init, before its first question
 int cbt_inits(void);
 void cbt_stats_of(int func, cbt_stats *out);
 void cbt_reset(int func);

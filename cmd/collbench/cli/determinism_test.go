@@ -9,7 +9,7 @@ import (
 
 	"collbench/backend/nccl/fakegpu"
 	"collbench/determinism"
-	"collbench/tune"
+	"collbench/tunefile"
 )
 
 // TestDeterminismFindsTheCPUAlgorithmsDisagree: on the cpu backend across
@@ -69,7 +69,7 @@ func TestDeterminismFindsTheCPUAlgorithmsDisagree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	es, err := tune.ReadFor(f, csv, tune.CPU)
+	es, err := tunefile.ReadFor(f, csv, tunefile.CPU)
 	if err != nil || len(es) == 0 {
 		t.Fatalf("the tuner file: %v (%d entries)", err, len(es))
 	}

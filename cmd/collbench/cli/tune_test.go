@@ -12,6 +12,7 @@ import (
 
 	"collbench/engine"
 	"collbench/tune"
+	"collbench/tunefile"
 )
 
 // TestTuneAcrossProcesses tunes allreduce on the cpu backend in three
@@ -55,7 +56,7 @@ func TestTuneAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	es, err := tune.ReadFor(f, csv, tune.CPU)
+	es, err := tunefile.ReadFor(f, csv, tunefile.CPU)
 	if err != nil && !strings.Contains(err.Error(), "no entries") {
 		t.Fatalf("the tuner file does not read back: %v", err)
 	}
