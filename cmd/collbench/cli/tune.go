@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -163,6 +164,13 @@ func tuneRun(o *TuneOptions) error {
 	if err := ro.finish(o.IO, rep.WriteJSON, func(w io.Writer) error { return rep.WriteTunerFile(w) },
 		fmt.Sprintf("the tuner file (%d %s)", n, map[bool]string{true: "line", false: "lines"}[n == 1])); err != nil {
 		return err
+	}
+	if ro.tuner != nil && ro.tuner.Replaced() && rep.Backend == "nccl" && !o.Quiet {
+		path, err := filepath.Abs(ro.tunerPath)
+		if err != nil {
+			path = ro.tunerPath
+		}
+		fmt.Fprintf(o.IO.ErrOut, "collbench tune: a job applies it with NCCL_TUNER_PLUGIN=$(collbench watch --plugin-path) COLLBENCH_TUNER_FILE=%s (docs/tune.md)\n", path)
 	}
 	return runErr
 }
