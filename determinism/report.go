@@ -328,5 +328,10 @@ func (r *Report) WriteTunerFile(w io.Writer) error {
 	if len(none) > 0 {
 		comments = append(comments, "no choice was stable at: "+strings.Join(none, ", "))
 	}
+	if r.Backend == "nccl" {
+		comments = append(comments,
+			"lines name no channels, and sizes where NCCL's own choice was best have no line: collbench's tuner (NCCL_TUNER_PLUGIN=$(collbench watch --plugin-path) COLLBENCH_TUNER_FILE=this file) then keeps NCCL's own count and choice, as determinism ran them",
+			"NCCL's example tuner plugin would run both on one channel: another reduction order, which this file does not pin")
+	}
 	return tunefile.Write(w, es, comments...)
 }

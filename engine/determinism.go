@@ -15,9 +15,6 @@ import (
 // it measures) on the backend and ranks asked for.
 type Determinism struct {
 	determinism.Spec
-	// TunerFile: a tuner file is asked for (refused on NCCL before any
-	// measuring: see RunDeterminism).
-	TunerFile        bool
 	Backend, NCCLLib string
 	Ranks            int
 	RunFlags
@@ -51,11 +48,6 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (_ *determin
 	defer func() { gr.end(err) }()
 	ss := gr.SS
 	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
-	if d.TunerFile && b.Name() != "cpu" {
-		// NCCL's example tuner plugin runs a line without a channel count
-		// on one channel, and determinism does not record NCCL's channels.
-		return nil, UsageErrorf("--tuner-file is written for the cpu backend only for now: NCCL's example tuner plugin would run its lines (no channel count recorded) on one channel; use the matrix and -o")
-	}
 	for _, c := range d.Collectives {
 		for _, t := range d.DTypes {
 			if err := b.Supports(c, t, measure.Sum); err != nil {

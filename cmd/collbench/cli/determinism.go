@@ -89,7 +89,7 @@ doubling: collbench launch -n 4 -- determinism --backend cpu). docs/determinism.
 // determinismRun parses the flags, runs the engine, and writes the matrix,
 // the record and the tuner file.
 func determinismRun(o *DeterminismOptions) error {
-	d := engine.Determinism{TunerFile: o.TunerFile != "", Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, RunFlags: o.RunFlags, Tool: Version}
+	d := engine.Determinism{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, RunFlags: o.RunFlags, Tool: Version}
 	d.Runs, d.Seed, d.DefaultOnly, d.CheckFile, d.Budget = o.Runs, o.Seed, o.DefaultOnly, o.Check, o.Budget
 	var err error
 	if d.Collectives, err = measure.ParseCollectives(o.Collectives); err != nil {

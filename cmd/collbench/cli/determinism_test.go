@@ -128,7 +128,9 @@ func TestDeterminismBadInput(t *testing.T) {
 // every forced ring size-variant from 512 B, every tree stable and giving
 // the default's bits where NCCL's own rule takes the tree (to 64 KiB), the
 // default size-variant where it takes the ring; nothing differs run to
-// run or between ranks. A tuner file is refused on NCCL before measuring.
+// run or between ranks. The tuner file it writes pins a tree up to 256
+// KiB, where the default takes the ring from 128 KiB, and passes --check
+// over 5 fresh runs.
 func TestDeterminismOnTheFakeGPUMachine(t *testing.T) {
 	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{})
 	js := filepath.Join(t.TempDir(), "det.json")
@@ -153,9 +155,18 @@ func TestDeterminismOnTheFakeGPUMachine(t *testing.T) {
 		digest[[2]any{int64(4096), "ring/simple"}] == digest[[2]any{int64(4096), "tree/simple"}] {
 		t.Errorf("%d cells; at 4 KiB the tree should give the default's bits and the ring others:\n%s", len(rep.Cells), out)
 	}
-	f, _, errB := fakeGPUFactory(2, fakegpu.Options{})
-	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8", "--tuner-file", filepath.Join(t.TempDir(), "t.csv")); code != 2 || !strings.Contains(errB.String(), "--tuner-file is written for the cpu backend only") {
-		t.Errorf("a tuner file on NCCL: exit %d, %s", code, errB)
+	csv := filepath.Join(t.TempDir(), "t.csv")
+	f, out, errOut = fakeGPUFactory(4, fakegpu.Options{})
+	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8:256K:x8", "--dtype", "float", "--collectives", "allreduce", "-q", "--tuner-file", csv); code != 0 {
+		t.Fatalf("--tuner-file on NCCL: exit %d\n%s\n%s", code, out, errOut)
+	}
+	data, err := os.ReadFile(csv) //nolint:gosec // G304: the test's own file
+	if err != nil || !strings.Contains(string(data), ",262144,tree,") || !strings.Contains(string(data), "keeps NCCL's own count and choice") {
+		t.Fatalf("tuner file (%v):\n%s", err, data)
+	}
+	f, out, errOut = fakeGPUFactory(4, fakegpu.Options{})
+	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8:256K:x8", "--dtype", "float", "--collectives", "allreduce", "-q", "--runs", "5", "--check", csv); code != 0 {
+		t.Errorf("--check with the pinned file: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 
