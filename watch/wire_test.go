@@ -403,6 +403,9 @@ func TestSamplesOfDifferentSendersStillJudge(t *testing.T) {
 // (several frames a batch: each within the collector's frame limit, which
 // a full queue's one frame passed, so the collector dropped it whole); the
 // sender's write stalls past half its bound and it doubles its sample.
+// The collector's small receive buffer and a bound of 60 s keep it so on a
+// loaded machine, where the sender makes its batches slowly (it once read
+// 4 frames in 8 s there, too few to fill loopback's default buffers).
 func TestSenderSamplesForASlowCollector(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -416,6 +419,9 @@ func TestSenderSamplesForASlowCollector(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(16 << 10)
+		}
 		_ = bootstrap.WriteFrame(c, frameChallenge, []byte("nonce"))
 		if _, _, err := bootstrap.ReadFrame(c, 4096); err != nil {
 			return
@@ -434,7 +440,7 @@ func TestSenderSamplesForASlowCollector(t *testing.T) {
 	}()
 	s := NewSender(SenderOptions{Addr: ln.Addr().String(), Key: []byte("k"), Host: "h", PID: 1})
 	defer s.Close()
-	stop := time.Now().Add(8 * time.Second)
+	stop := time.Now().Add(60 * time.Second) // the bound of a failure: it samples within seconds
 	for seq := uint64(1); time.Now().Before(stop) && s.Every() < 2; seq++ {
 		s.Send(Summary{Comm: 1, Seq: seq, Ranks: 2, Rank: 0, Host: strings.Repeat("h", 100)})
 		if seq%20000 == 0 {
