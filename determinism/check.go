@@ -7,7 +7,6 @@
 package determinism
 
 import (
-	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -49,33 +48,15 @@ func (d *Divergence) String() string {
 	return fmt.Sprintf("%s, element %d, bits %s", where, d.Element, d.Bits)
 }
 
-// bits is element i of b as an unsigned integer of t's size.
-func bits(t dtype.DType, b []byte, i int64) uint64 {
-	sz := int64(t.Size())
-	e := b[i*sz : (i+1)*sz]
-	switch sz {
-	case 1:
-		return uint64(e[0])
-	case 2:
-		return uint64(binary.LittleEndian.Uint16(e))
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(e))
-	}
-	return binary.LittleEndian.Uint64(e)
-}
-
 // FirstDiff is the first element (with offset added) at which a and b,
 // elements of t, differ, and the XOR of their bits; -1 where they agree
 // over their common length.
 func FirstDiff(t dtype.DType, a, b []byte, offset int64) (int64, string) {
-	sz := int64(t.Size())
-	n := int64(min(len(a), len(b))) / sz
-	for i := int64(0); i < n; i++ {
-		if x, y := bits(t, a, i), bits(t, b, i); x != y {
-			return offset + i, fmt.Sprintf("0x%0*x", 2*sz, x^y)
-		}
+	i, x := t.FirstDiff(a, b)
+	if i < 0 {
+		return -1, ""
 	}
-	return -1, ""
+	return offset + i, t.Hex(x)
 }
 
 // ordered maps an IEEE value's bits to an integer that counts ulps: the
@@ -101,7 +82,7 @@ func ULPs(t dtype.DType, out []byte, ref []float64) uint64 {
 	n := min(int64(len(out)/sz), int64(len(ref)))
 	for i := int64(0); i < n; i++ {
 		t.Put(tmp, 0, ref[i])
-		a, b := ordered(bits(t, out, i), sz), ordered(bits(t, tmp, 0), sz)
+		a, b := ordered(t.Bits(out, i), sz), ordered(t.Bits(tmp, 0), sz)
 		d := a - b
 		if d < 0 {
 			d = -d

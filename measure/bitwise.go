@@ -1,7 +1,6 @@
 package measure
 
 import (
-	"bytes"
 	"fmt"
 	"hash/fnv"
 
@@ -85,47 +84,17 @@ func bitwiseRuns(r Rank, tr *watchdog.Tracker, what string, call Call, g Geometr
 			}
 			continue
 		}
-		if i := firstDiff(first, out, esz); i >= 0 {
-			rb.First = &results.BitDivergence{Check: "run", Run: k + 1, Rank: r.WorldRank(), Element: i, XOR: xorHex(first, out, i, esz)}
+		if i, x := call.DType.FirstDiff(first, out); i >= 0 {
+			rb.First = &results.BitDivergence{Check: "run", Run: k + 1, Rank: r.WorldRank(), Element: i, XOR: call.DType.Hex(x)}
 		}
 	}
 	return rb, nil
 }
 
-// firstDiff is the index of the first element of size esz where a and b
-// differ, or -1.
-func firstDiff(a, b []byte, esz int64) int64 {
-	if bytes.Equal(a, b) {
-		return -1
-	}
-	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return int64(i) / esz
-		}
-	}
-	return int64(n) / esz
-}
-
-// xorHex writes element i of a XOR the same of b in hexadecimal, as a
-// little-endian value of esz bytes.
-func xorHex(a, b []byte, i, esz int64) string {
-	var v uint64
-	for k := esz - 1; k >= 0; k-- {
-		at := i*esz + k
-		var x byte
-		if at < int64(len(a)) && at < int64(len(b)) {
-			x = a[at] ^ b[at]
-		}
-		v = v<<8 | uint64(x)
-	}
-	return fmt.Sprintf("0x%0*x", 2*int(esz), v)
-}
-
 // groupBits judges one group's --bitwise runs: each rank's against its own
 // first run, then, where every rank of the group holds the same result
 // (allreduce), each rank's digest against the group's first rank's.
-func groupBits(all []rankResult, members []int, c Collective, esz int64, runs int) *results.Bitwise {
+func groupBits(all []rankResult, members []int, c Collective, t dtype.DType, runs int) *results.Bitwise {
 	var b *results.Bitwise
 	for _, wr := range members {
 		rb := all[wr].Bits
@@ -147,8 +116,10 @@ func groupBits(all []rankResult, members []int, c Collective, esz int64, runs in
 		if rb := all[wr].Bits; rb != nil && ref != nil && rb.Digest != ref.Digest {
 			d := &results.BitDivergence{Check: "ranks", Rank: wr, Other: members[0], Element: -1}
 			if ref.first != nil && rb.first != nil {
-				d.Element = firstDiff(ref.first, rb.first, esz)
-				d.XOR = xorHex(ref.first, rb.first, d.Element, esz)
+				var x uint64
+				if d.Element, x = t.FirstDiff(ref.first, rb.first); d.Element >= 0 {
+					d.XOR = t.Hex(x)
+				}
 			}
 			b.Same, b.First = false, d
 			break

@@ -50,7 +50,7 @@ func (rn *Runner) groupHalves(all []rankResult, c Case, size int64) ([]*results.
 			h.Wrong = &wrong
 		}
 		if p.Bitwise > 0 {
-			h.Bitwise = groupBits(all, members, c.Coll, int64(esz), p.Bitwise)
+			h.Bitwise = groupBits(all, members, c.Coll, c.DType, p.Bitwise)
 		}
 		h.Kernels, algos[gi] = kernelTimes(all, members, rn.clocks)
 		hs = append(hs, h)

@@ -47,15 +47,7 @@ func TestBitwiseDivergenceFailsTheRun(t *testing.T) {
 	if !strings.Contains(errOut.String(), "bitwise: 1 of the rows' halves gave other bits") {
 		t.Errorf("stderr: %q", errOut)
 	}
-	fh, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	d, err := results.Read(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := readRows(t, file)
 	b := d.Results[0].OutOfPlace.Bitwise
 	if d.Config.Bitwise != 3 || b == nil || b.Same || b.First == nil || b.First.Rank != 1 || b.First.Run != 2 || b.First.Element != 1 ||
 		d.Summary.OK || d.Summary.BitsDiffer != 1 {
@@ -107,16 +99,7 @@ func TestBitwiseInASuite(t *testing.T) {
 	if !strings.Contains(out.String(), "--dtype bf16 --op sum --mode both -n 1 -w 0 --check 1 --backend cpu --bitwise 2") {
 		t.Errorf("the suite's command line does not say --bitwise 2:\n%s", out)
 	}
-	fh, err := os.Open(filepath.Join(dir, "out", "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	d, err := results.Read(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range d.Results {
+	for _, r := range readRows(t, filepath.Join(dir, "out", "results.json")).Results {
 		for _, h := range r.Halves() {
 			if compared := h.Bitwise != nil; compared != (r.Collective == "allreduce") || (compared && !h.Bitwise.Same) {
 				t.Errorf("%s: bitwise %+v", r.Collective, h.Bitwise)

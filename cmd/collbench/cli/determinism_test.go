@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +26,7 @@ func TestDeterminismFindsTheCPUAlgorithmsDisagree(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	rep := readDeterminism(t, js)
+	rep := readJSON[determinism.Report](t, js)
 	if rep.Schema != determinism.Schema || rep.Ranks != 4 || rep.Runs != 3 || !rep.Complete || len(rep.Cells) != 2*3*5 {
 		t.Fatalf("report: schema %q, %d ranks, %d runs, complete %v, %d cells", rep.Schema, rep.Ranks, rep.Runs, rep.Complete, len(rep.Cells))
 	}
@@ -137,7 +136,7 @@ func TestDeterminismOnTheFakeGPUMachine(t *testing.T) {
 	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8:256K:x8", "--dtype", "float", "--collectives", "allreduce", "-q", "-o", js); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	rep := readDeterminism(t, js)
+	rep := readJSON[determinism.Report](t, js)
 	digest := map[[2]any]string{}
 	for _, c := range rep.Cells {
 		digest[[2]any{c.Size, c.Choice}] = c.Digest
@@ -197,18 +196,4 @@ func TestDeterminismBudget(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), `"complete": false`) {
 		t.Errorf("the record (%v) does not say it was cut short:\n%s", err, data)
 	}
-}
-
-// readDeterminism reads a determinism record the test wrote.
-func readDeterminism(t *testing.T, path string) determinism.Report {
-	t.Helper()
-	data, err := os.ReadFile(path) //nolint:gosec // G304: the test's own file
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep determinism.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
-	return rep
 }

@@ -34,7 +34,7 @@ func TestDeterminismSeesRunAndRankDivergences(t *testing.T) {
 			if code != 0 || !strings.Contains(out.String(), tc.line) {
 				t.Fatalf("exit %d, want 0 and %q\n%s\n%s", code, tc.line, out, errOut)
 			}
-			rep := readDeterminism(t, js)
+			rep := readJSON[determinism.Report](t, js)
 			for _, c := range rep.Cells {
 				if c.RunToRun != tc.run || c.Ranks != tc.ranks {
 					t.Errorf("%d B %s: run %s, ranks %s; want %s, %s", c.Size, c.Choice, c.RunToRun, c.Ranks, tc.run, tc.ranks)

@@ -32,7 +32,7 @@ func TestTuneAcrossProcesses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	rep := readTuneReport(t, js)
+	rep := readJSON[tune.Report](t, js)
 	if rep.Schema != tune.Schema || rep.Ranks != 3 || !rep.Complete || len(rep.Collectives) != 1 || len(rep.Collectives[0].Results) != 3 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -74,7 +74,7 @@ func TestTuneAcrossProcesses(t *testing.T) {
 	if code != 0 && !strings.Contains(errOut, "slower than the default") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	rep = readTuneReport(t, js)
+	rep = readJSON[tune.Report](t, js)
 	rs := rep.Collectives[0].Results
 	if rep.Check != mine || len(rs) != 3 || len(rs[0].Cells) != 2 || len(rs[1].Cells) != 2 || len(rs[2].Cells) != 1 {
 		t.Fatalf("check report %+v", rep)
@@ -97,7 +97,7 @@ func TestTuneBudgetCutsTheSearch(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	rep := readTuneReport(t, js)
+	rep := readJSON[tune.Report](t, js)
 	if rep.Complete || len(rep.Collectives) != 1 || len(rep.Collectives[0].Results) == 0 || len(rep.Collectives[0].Results) >= 24 {
 		t.Fatalf("a 1 s budget over 24 sizes: complete %v, %d sizes kept", rep.Complete, len(rep.Collectives[0].Results))
 	}
@@ -189,18 +189,19 @@ func TestTuneCtrlCKeepsWhatWasMeasured(t *testing.T) {
 	noneLeft(t)
 }
 
-// readTuneReport reads tune's JSON document; it must be a valid one.
-func readTuneReport(t *testing.T, path string) tune.Report {
+// readJSON reads a JSON document the test had written (tune's,
+// determinism's); it must be a valid one.
+func readJSON[T any](t *testing.T, path string) T {
 	t.Helper()
+	var v T
 	data, err := os.ReadFile(path) //nolint:gosec // G304: the test's own file
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep tune.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
+	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	return rep
+	return v
 }
 
 // TestTuneFromAWatchRecord: tune --from reads what a job issued from
@@ -229,7 +230,7 @@ func TestTuneFromAWatchRecord(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "left out, with no choice to tune: Send ncclFloat32") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	rep := readTuneReport(t, js)
+	rep := readJSON[tune.Report](t, js)
 	var sizes []int64
 	for _, r := range rep.Collectives[0].Results {
 		sizes = append(sizes, r.Size)
