@@ -28,6 +28,9 @@ const (
 	// EnvDevice names the GPU a launched process drives (the launcher's
 	// global rank, so simulated nodes on one host use different GPUs).
 	EnvDevice = "COLLBENCH_DEVICE"
+	// EnvReports names the directory where ranks started by collbench
+	// launch leave the fault that stopped them, so the launcher can name it.
+	EnvReports = "COLLBENCH_LAUNCH_REPORTS"
 
 	// Kubernetes: the Job controller sets JOB_COMPLETION_INDEX in the pods
 	// of an Indexed Job; the manifest sets the rest (JobSet's indices come

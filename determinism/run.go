@@ -65,7 +65,8 @@ type Options struct {
 	Spec
 	World measure.World
 	// Forcer tells the library which algorithm to run (nil: the default
-	// only); Vocab is its words, Entries a tuner file's lines (CheckFile).
+	// only); Vocab is its words (the report's backend's where left zero),
+	// Entries a tuner file's lines (CheckFile, ReadCheck).
 	Forcer  measure.Forcer
 	Vocab   tunefile.Vocabulary
 	Entries []tunefile.Entry
@@ -76,6 +77,15 @@ type Options struct {
 	OnRecord func(writeJSON func(io.Writer) error)
 	// Progress, if set, receives a line per collective, type and choice.
 	Progress func(string)
+}
+
+// ReadCheck reads the tuner file at path ("" gives none) in the words of
+// backend, for Options.Entries: a problem names the file and line.
+func ReadCheck(ctx context.Context, path, backend string) ([]tunefile.Entry, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return tunefile.ReadFile(ctx, path, tunefile.VocabularyOf(backend))
 }
 
 // RefusedError is a choice the library refused to be forced to: the
@@ -91,6 +101,9 @@ func Run(ctx context.Context, o Options, rep *Report) error {
 	all, err := measure.ParseLayout("all", o.N, nil)
 	if err != nil {
 		return err
+	}
+	if o.Vocab.Backend == "" {
+		o.Vocab = tunefile.VocabularyOf(rep.Backend)
 	}
 	dr := &determiner{d: o, world: o.World, forcer: o.Forcer, n: o.N, all: all, rep: rep, rank0: o.Rank0, vocab: o.Vocab, entries: o.Entries}
 	return dr.run(ctx)
@@ -168,6 +181,15 @@ func (dr *determiner) run(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
+				if why, err := dr.notRun(c, ch); err != nil || why != "" {
+					if err == nil && dr.rank0 {
+						dr.rep.Notes = append(dr.rep.Notes, fmt.Sprintf("%s %s: %s cannot run here (%s): left out", c, t, ch, why))
+					}
+					if err != nil {
+						return err
+					}
+					continue
+				}
 				if err := dr.gather(c, t, ch, cells); err != nil {
 					return err
 				}
@@ -180,6 +202,23 @@ func (dr *determiner) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// notRun says why the operations of forced choice ch of c ran another
+// choice (NCCL's table may say a pair cannot run here, and NCCL then runs
+// its own): those cells describe what the library chose, not ch, and are
+// left out, never pinned. Rank 0's answer is every process's.
+func (dr *determiner) notRun(c measure.Collective, ch string) (string, error) {
+	fr, ok := dr.forcer.(measure.ForceReporter)
+	if !ok || ch == Default {
+		return "", nil
+	}
+	why := ""
+	if ran, w := fr.Forced(c); !ran {
+		why = w
+	}
+	err := measure.Agree(measure.ControlOf(dr.world), &why)
+	return why, err
 }
 
 // choicesFor lists the choices to run c with, and the sizes of each: the

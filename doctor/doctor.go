@@ -14,8 +14,9 @@
 //  4. the stages of the search, methods of one search over the world:
 //     doctor.go (Run, measuring a layout), alone.go, pairs.go, paths.go,
 //     acrosshosts.go, confirm.go, acrossleaves.go, wholeworld.go,
-//     shared.go, counterstage.go, and explain.go, which turns what the
-//     stages found into findings
+//     shared.go, counterstage.go, explain.go, which turns what the
+//     stages found into findings, and simulate.go (a run on a cluster
+//     model: the sim backend)
 //  3. the rules: judge.go (slow against peers and peak), expect.go (what a
 //     GPU model should do), countjudge.go (how far counters may grow),
 //     health.go (a registry of rules over the health facts), plan.go (the

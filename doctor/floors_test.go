@@ -31,7 +31,7 @@ var floors = [][]string{
 	{"judge.go", "expect.go", "countjudge.go", "health.go", "plan.go"},
 	// the stages of the search, over one world of ranks
 	{"doctor.go", "alone.go", "pairs.go", "paths.go", "acrosshosts.go", "acrossleaves.go", "confirm.go",
-		"wholeworld.go", "shared.go", "counterstage.go", "explain.go"},
+		"wholeworld.go", "shared.go", "counterstage.go", "explain.go", "simulate.go"},
 	// the rendering: text, HTML, Prometheus, a node's history
 	{"report.go", "rollup.go", "html.go", "prom.go", "history.go", "historyhtml.go"},
 }

@@ -8,7 +8,6 @@ import (
 
 	"collbench/determinism"
 	"collbench/measure"
-	"collbench/tunefile"
 )
 
 // Determinism is one collbench determinism run (determinism.Spec: what
@@ -69,14 +68,14 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (_ *determin
 	if forcer == nil && !d.DefaultOnly {
 		rep.Notes = append(rep.Notes, "only the library's own choice: "+b.Name()+" cannot be told which algorithm to run here")
 	}
-	o := determinism.Options{Spec: d.Spec, World: world, Forcer: forcer, N: n, Rank0: rank0, Vocab: tunefile.VocabularyOf(b.Name()),
+	o := determinism.Options{Spec: d.Spec, World: world, Forcer: forcer, N: n, Rank0: rank0,
 		OnRecord: d.OnRecord, Progress: d.Progress}
 	if d.CheckFile != "" {
 		if forcer == nil {
 			return nil, UsageErrorf("--check %s: the %s backend cannot be told which algorithm to run here", d.CheckFile, b.Name())
 		}
-		if o.Entries, err = readTunerFile(gr.Ctx, d.CheckFile, o.Vocab); err != nil {
-			return nil, err
+		if o.Entries, err = determinism.ReadCheck(gr.Ctx, d.CheckFile, b.Name()); err != nil {
+			return nil, &UsageError{Err: err}
 		}
 		rep.Notes = append(rep.Notes, "checking "+d.CheckFile+": each size runs the choice the file names for it (the default where no line does)")
 	}

@@ -77,7 +77,7 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (_ *doctor.Report, err
 	gpu := b.Name() == "nccl"
 	opts := doctor.Options{Knobs: d.Or(doctor.DefaultKnobs(!gpu)), Backend: b.Name(), Hosts: ss.Hosts, Board: board}
 	opts.Expectations, opts.Counters = d.Expectations, d.Counters
-	opts.Thresholds = thresholds(d.Thresholds, doctor.RulesFor(b.Name()))
+	opts.Thresholds = doctor.ThresholdsOr(d.Thresholds, doctor.RulesFor(b.Name()))
 	if d.OnReady != nil {
 		if err := d.OnReady(ss.Choice, pw.Rank0()); err != nil {
 			return nil, err
@@ -500,17 +500,4 @@ func gatherTransports(w measure.World, dir string, local map[int]int, hosts []st
 		}
 	}
 	return out, nil
-}
-
-// thresholds are the rules a config gives (th, nil for none) over the
-// backend's default rules def.
-func thresholds(th *doctor.Thresholds, def doctor.Rules) doctor.Thresholds {
-	out := doctor.Thresholds{Default: def}
-	if th != nil {
-		if th.Default != (doctor.Rules{}) {
-			out.Default = th.Default
-		}
-		out.Class = th.Class
-	}
-	return out
 }

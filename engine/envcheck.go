@@ -14,7 +14,6 @@ import (
 	"collbench/backend/nccl"
 	"collbench/bootstrap"
 	"collbench/internal/faults"
-	"collbench/launch"
 	"collbench/watch"
 )
 
@@ -157,7 +156,7 @@ var envRules = []envRule{
 	{EnvProbe, envOneOf("on", "off", "always", "auto")},
 	{nccl.EnvProfiler, envOneOf("on", "off")},
 	{EnvProbeTimeout, envDuration},
-	{launch.EnvReports, envDir},
+	{bootstrap.EnvReports, envDir},
 	{watch.EnvAddr, envHostPort},
 	{watch.EnvEvery, func(v string) error {
 		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 1 || n > 1_000_000 {

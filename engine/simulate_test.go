@@ -134,7 +134,7 @@ func checkNamed(t *testing.T, what string, rep *doctor.Report, ws []want) {
 func simulate(t *testing.T, m *cluster.Model, quick bool) (*doctor.Report, time.Duration) {
 	t.Helper()
 	t0 := time.Now()
-	rep, err := Simulate(context.Background(), Simulation{Model: m, Knobs: doctor.Knobs{Quick: quick}})
+	rep, err := Simulate(context.Background(), doctor.Simulation{Model: m, Knobs: doctor.Knobs{Quick: quick}})
 	var cf *CheckFailedError
 	if err != nil && !errors.As(err, &cf) {
 		t.Fatalf("simulate %d hosts: %v", m.Hosts, err)

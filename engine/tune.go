@@ -9,7 +9,6 @@ import (
 
 	"collbench/measure"
 	"collbench/tune"
-	"collbench/tunefile"
 )
 
 // Tune is one collbench tune run: for each collective and size, the
@@ -29,7 +28,8 @@ type Tune struct {
 	// Check names a tuner file to measure against the defaults instead.
 	Check string
 	// WantRanks, where set, is the rank count the sizes were recorded on
-	// (tune --from): a world of another size is refused.
+	// (tune --from): a world of another size is refused, and the tuner
+	// file's lines cover exactly the sizes measured (the job's own).
 	WantRanks int
 	RunFlags
 	Tool string
@@ -73,12 +73,9 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 	defer func() { gr.end(err) }()
 	ctx, ss, board := gr.Ctx, gr.SS, gr.Board
 	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
-	vocab := tunefile.VocabularyOf(b.Name())
-	var entries []tunefile.Entry
-	if t.Check != "" {
-		if entries, err = readTunerFile(ctx, t.Check, vocab); err != nil {
-			return nil, err
-		}
+	entries, err := tune.ReadCheck(ctx, t.Check, b.Name())
+	if err != nil {
+		return nil, &UsageError{Err: err}
 	}
 	if t.OnReady != nil {
 		if err := t.OnReady(ss.Choice, rank0); err != nil {
@@ -106,11 +103,12 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 	for _, h := range ss.Hosts {
 		hosts[h] = true
 	}
-	rep := &tune.Report{Schema: tune.Schema, Tool: t.Tool, Backend: b.Name(), Ranks: n, Nodes: len(hosts), Check: t.Check, Started: f.Now(), Complete: true}
+	rep := &tune.Report{Schema: tune.Schema, Tool: t.Tool, Backend: b.Name(), Ranks: n, Nodes: len(hosts), Check: t.Check, Started: f.Now(), Complete: true,
+		ExactSizes: t.WantRanks > 0}
 	if t.Check == "" {
 		rep.Budget = t.Budget.String()
 	}
-	runErr := tune.Run(ctx, tune.Options{Plan: plan, World: world, Forcer: forcer, Backend: b, N: n, Board: board, Rank0: rank0, Vocab: vocab,
+	runErr := tune.Run(ctx, tune.Options{Plan: plan, World: world, Forcer: forcer, Backend: b, N: n, Board: board, Rank0: rank0,
 		Budget: t.Budget, Repeats: t.Repeats, Check: t.Check, Entries: entries, Progress: t.Progress, OnReport: onReport(t.OnRecord)}, rep)
 	var wrong *tune.WrongError
 	var nothing *tune.NothingError
@@ -132,16 +130,6 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 		return rep, &CheckFailedError{Msg: "tune --check: " + strings.Join(slower, "; ")}
 	}
 	return rep, nil
-}
-
-// readTunerFile reads a tuner file in the backend's vocabulary
-// (tunefile.ReadFile); every problem is a UsageError naming the file and line.
-func readTunerFile(ctx context.Context, path string, v tunefile.Vocabulary) ([]tunefile.Entry, error) {
-	es, err := tunefile.ReadFile(ctx, path, v)
-	if err != nil {
-		return nil, &UsageError{Err: err}
-	}
-	return es, nil
 }
 
 // onReport hands each report's JSON writer to onRecord (nil: none).

@@ -55,10 +55,6 @@ type Config struct {
 	SignalOf func(ctx context.Context) os.Signal
 }
 
-// EnvReports names the directory where ranks started by launch leave the
-// fault that stopped them.
-const EnvReports = "COLLBENCH_LAUNCH_REPORTS"
-
 // codeRunFailed is a rank's exit code when waiting for it failed: collbench's
 // "the run could not complete".
 const codeRunFailed = 3
@@ -84,9 +80,9 @@ type ExitError struct{ Code int }
 func (e *ExitError) Error() string { return fmt.Sprintf("a rank exited with code %d", e.Code) }
 
 // WriteReport leaves this rank's fault for the launcher that started it
-// (when it did: EnvReports is set), so the launcher can name the cause.
+// (when it did: bootstrap.EnvReports is set), so the launcher can name the cause.
 func WriteReport(getenv func(string) string, err error) {
-	dir := getenv(EnvReports)
+	dir := getenv(bootstrap.EnvReports)
 	var pe *bootstrap.PeerError
 	if dir == "" || !errors.As(err, &pe) {
 		return
@@ -550,7 +546,7 @@ func (p Plan) Env(r int) []string {
 		env = append(env, secret.EnvToken+"="+p.token)
 	}
 	if p.reports != "" {
-		env = append(env, EnvReports+"="+p.reports)
+		env = append(env, bootstrap.EnvReports+"="+p.reports)
 	}
 	if p.nodes > 1 {
 		env = append(env, fmt.Sprintf("NCCL_HOSTID=%s-node%d", p.host, r/perNode))

@@ -19,6 +19,12 @@
 #   cb0    collbench without its NCCL profiler plugin (COLLBENCH_NCCL_PROFILER=off)
 #   ref2   NCCL's benchmark again: how far one program lands from itself here
 #   cb~N   the collbench binary bin/N (an earlier build, to compare builds)
+#   refG   NCCL's benchmark in graph mode (-G $GRAPH, thread per GPU)
+#   cbG    collbench in graph mode (--cuda-graph $GRAPH)
+#   refG1  NCCL's benchmark in graph mode, one thread for every GPU (-t 1 -g N -G)
+#   cbG1   collbench in graph mode with --threads one
+# (GRAPH, default 10: graph replays per timed loop.) A graph variant is judged
+# against its own kind: report ref-vs-cb pairs with --pair refG,cbG.
 # Then scripts/parity-report.py prints, per collective and size, the medians
 # of every cycle and the verdicts: PARITY (medians within 5%, shown only:
 # where the two tools land in the slow band at different shares the median
@@ -54,12 +60,14 @@ command -v python3 > /dev/null || die "needs python3 for the report"
 for v in $VARIANTS; do
   case $v in
     ref|ref2|refg) [ -x "$NT/all_reduce_perf" ] || [ "$BACKEND" = cpu ] || die "no NCCL benchmark under $NT: build it (make MPI=0 NCCL_HOME=/usr) and set NCCL_TESTS" ;;
-    cb|cb1|cb0) ;;
+    cb|cb1|cb0|cbG|cbG1) ;;
+    refG|refG1) [ -x "$NT/all_reduce_perf" ] || die "no NCCL benchmark under $NT: build it (make MPI=0 NCCL_HOME=/usr) and set NCCL_TESTS" ;;
     cb~*) [ -x "bin/${v#cb~}" ] || die "variant $v: no executable bin/${v#cb~} (copy an earlier build there)" ;;
-    *) die "unknown variant $v: use ref, ref2, refg, cb, cb1, cb0 or cb~NAME" ;;
+    *) die "unknown variant $v: use ref, ref2, refg, refG, refG1, cb, cb1, cb0, cbG, cbG1 or cb~NAME" ;;
   esac
 done
 ref_name() { case $1 in allreduce) echo all_reduce;; allgather) echo all_gather;; reduce-scatter) echo reduce_scatter;; *) echo "$1";; esac; }
+GRAPH=${GRAPH:-10}
 # Every run has a bound (RUN_S seconds, default 300); its exit status goes
 # to OUTDIR/runs.txt, and collbench's stderr beside its JSON (.err).
 RUN_S=${RUN_S:-300}
@@ -76,6 +84,10 @@ passes() {
         case $v in
           ref|ref2) [ "$BACKEND" = cpu ] && continue; ref_small "$c" -t "$NGPU" -g 1 -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
           refg) ref_small "$c" -t 1 -g "$NGPU" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+          refG) ref_small "$c" -t "$NGPU" -g 1 -G "$GRAPH" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+          refG1) ref_small "$c" -t 1 -g "$NGPU" -G "$GRAPH" -N "$CYCLES" > "$W/$v-$c-$pass.txt" 2>&1 ;;
+          cbG) cb_small "$BIN" "$c" --cuda-graph "$GRAPH" --cycles "$CYCLES" -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
+          cbG1) cb_small "$BIN" "$c" --threads one --cuda-graph "$GRAPH" --cycles "$CYCLES" -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
           cb) cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
           cb1) cb_small "$BIN" "$c" --threads one --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;
           cb0) COLLBENCH_NCCL_PROFILER=off cb_small "$BIN" "$c" --cycles "$CYCLES" -C -o "$W/$v-$c-$pass.json" > /dev/null 2> "$W/$v-$c-$pass.err" ;;

@@ -17,9 +17,19 @@
 #
 # MODE picks the job: ddp (DistributedDataParallel over an MLP of
 # LAYERS x WIDTH^2 weights: bucketed allreduces of the gradients) or fsdp
-# (FullyShardedDataParallel over the same: allgathers and reduce-scatters).
+# (FullyShardedDataParallel over the same, each layer its own unit: per
+# layer an allgather of WIDTH^2 floats and a reduce-scatter of its gradient).
 #
 #   BIN=bin/collbench MODE=ddp PAIRS=5 scripts/tune-job.sh
+#
+# SHARE=N runs N processes on GPU 0, each its own simulated host (its own
+# NCCL_HOSTID, so NCCL joins them over its socket transport): on a machine
+# of one GPU this checks the whole path (record, tune --from under collbench
+# launch, the tuner applying the file in PyTorch); its step times say
+# nothing of NVLink. TRACE=1 adds one short run of each arm with NCCL's
+# TUNING log and checks, from rank 0's lines, that every operation a line
+# of the file covers ran the line's algorithm and protocol, and every other
+# one what NCCL chose without a tuner ($OUT/tune-job-trace.txt).
 # Needs nvidia-smi, PyTorch (/opt/torch/.venv/bin/python or python3) and the
 # plugin beside BIN (make plugin). Every command is bounded by timeout.
 set -u
@@ -39,9 +49,18 @@ PORT=${PORT:-29660}
 NCCL_LIB=${NCCL_LIB:-$(ls /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 2>/dev/null | head -1)}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUTDIR" "$WORK"
+OUTDIR=$(cd "$OUTDIR" && pwd)
 py=/opt/torch/.venv/bin/python; [ -x "$py" ] || py=python3
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "$ngpu" -ge 2 ] || { echo "tune-job: needs 2 GPUs or more (found ${ngpu:-0})"; exit 2; }
+SHARE=${SHARE:-0}
+case "$SHARE" in *[!0-9]*|'') echo "tune-job: SHARE=$SHARE: give a number of processes"; exit 2 ;; esac
+if [ "$SHARE" -gt 0 ]; then
+  [ "${ngpu:-0}" -ge 1 ] || { echo "tune-job: needs a GPU"; exit 2; }
+  ngpu=$SHARE
+  export TUNE_JOB_SHARE=1
+else
+  [ "$ngpu" -ge 2 ] || { echo "tune-job: needs 2 GPUs or more (found ${ngpu:-0}); SHARE=2 shares one"; exit 2; }
+fi
 case "$MODE" in ddp|fsdp) ;; *) echo "tune-job: MODE=$MODE: give ddp or fsdp"; exit 2 ;; esac
 plugin=$("$BIN" watch --plugin-path 2>&1) || { echo "tune-job: $plugin"; exit 2; }
 
@@ -51,14 +70,19 @@ plugin=$("$BIN" watch --plugin-path 2>&1) || { echo "tune-job: $plugin"; exit 2;
 cat > "$WORK/job.py" <<'PY'
 import json, os, statistics, sys, time, torch, torch.distributed as dist
 mode, steps, warm, layers, width = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+share = os.environ.get("TUNE_JOB_SHARE") == "1"
+if share:  # every rank on GPU 0, each its own simulated host
+    os.environ["NCCL_HOSTID"] = "tune-job-host%s" % os.environ["RANK"]
+torch.cuda.set_device(0 if share else int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("nccl")
-torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False) for _ in range(layers)]).cuda()
 if mode == "ddp":
     model = torch.nn.parallel.DistributedDataParallel(model)
 else:
     from torch.distributed.fsdp import FullyShardedDataParallel
-    model = FullyShardedDataParallel(model)
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    # each layer its own unit: an allgather and a reduce-scatter per layer
+    model = FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
 opt = torch.optim.SGD(model.parameters(), lr=1e-4)
 x = torch.randn(64, width, device="cuda")
 times = []
@@ -90,8 +114,10 @@ jrc=$?
 cpid=$(pgrep -P $wpid | head -1); kill -INT "${cpid:-$wpid}" 2>/dev/null; wait $wpid
 [ "$jrc" -eq 0 ] || { echo "tune-job: the recorded job failed (exit $jrc)"; tail -20 "$WORK/record.log"; exit 3; }
 
-# 2. Tune what it issues.
-timeout -k 10 900 "$BIN" tune --from "$WORK/watch.json" ${NCCL_LIB:+--nccl-lib "$NCCL_LIB"} --budget "$BUDGET" -o "$WORK/tune.json" --tuner-file "$WORK/tuned.csv" \
+# 2. Tune what it issues (SHARE: one process per rank on GPU 0, each a host).
+tune_cmd=("$BIN" tune)
+[ "$SHARE" -gt 0 ] && tune_cmd=("$BIN" launch -n "$SHARE" --nodes "$SHARE" -- tune --device 0)
+timeout -k 10 900 "${tune_cmd[@]}" --from "$WORK/watch.json" ${NCCL_LIB:+--nccl-lib "$NCCL_LIB"} --budget "$BUDGET" -o "$WORK/tune.json" --tuner-file "$WORK/tuned.csv" \
   > "$WORK/tune.txt" 2> "$WORK/tune.err"
 trc=$?
 cat "$WORK/tune.txt"
@@ -108,6 +134,51 @@ for p in $(seq 1 "$PAIRS"); do
     echo "pair $p $arm: exit $? $(grep -h median_ms "$WORK/pair-$p-$arm.log" | tail -1)"
   done
 done
+
+# 4. TRACE=1: which algorithm and protocol NCCL ran for each operation,
+# without a tuner and with the file (rank 0's TUNING lines), against the file.
+if [ "${TRACE:-0}" = 1 ]; then
+  for arm in base tuned; do
+    rm -f "$WORK/trace-$arm".*
+    extra=(); [ "$arm" = tuned ] && extra=(NCCL_TUNER_PLUGIN="$plugin" COLLBENCH_TUNER_FILE="$WORK/tuned.csv")
+    STEPS=$((WARM + 10)) job "$WORK/trace-$arm.log" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING \
+      NCCL_DEBUG_FILE="$WORK/trace-$arm.%h.%p" "${extra[@]}"
+    echo "trace $arm: exit $?"
+  done
+  python3 - "$WORK" "$ngpu" > "$OUTDIR/tune-job-trace.txt" <<'PY'
+import glob, re, sys
+work, nranks = sys.argv[1], int(sys.argv[2])
+op = re.compile(r"(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
+def ran(arm):
+    seen = {}
+    for p in glob.glob(f"{work}/trace-{arm}.*"):
+        for line in open(p, errors="replace"):
+            m = op.search(line)
+            if m:
+                seen.setdefault((m[1], int(m[2])), set()).add((m[3].lower(), m[4].lower()))
+    return seen
+names = {"AllReduce": "allreduce", "AllGather": "allgather", "ReduceScatter": "reducescatter", "Broadcast": "broadcast", "Reduce": "reduce"}
+lines = []
+for line in open(f"{work}/tuned.csv"):
+    f = [x.strip() for x in line.split("#")[0].split(",")]
+    if len(f) >= 5:
+        lines.append((f[0], int(f[1]), int(f[2]), f[3], f[4], int(f[7]) if len(f) > 7 else -1))
+base, tuned = ran("base"), ran("tuned")
+plugin = any("collbench" in l and "tuner" in l.lower() for p in glob.glob(f"{work}/trace-tuned.*") for l in open(p, errors="replace"))
+print(f"tuner plugin named in NCCL's log of the tuned run: {plugin}; operation kinds: {len(base)} without, {len(tuned)} with")
+bad = 0
+for (fn, b), got in sorted(tuned.items()):
+    # what the tuner sees: the larger of the send and receive parts
+    nb = b * nranks if fn in ("AllGather", "ReduceScatter") else b
+    cover = next((l for l in lines if l[0] == names.get(fn) and l[1] <= nb <= l[2] and l[5] in (-1, nranks)), None)
+    want = {(cover[3], cover[4])} if cover else base.get((fn, b))
+    ok = want is not None and got == want
+    bad += not ok
+    print(f"{'ok ' if ok else 'BAD'} {fn} {b} B: ran {sorted(got)}; {'the file says' if cover else 'without a tuner'} {sorted(want) if want else '?'}")
+print("TRACE OK" if bad == 0 and tuned and plugin else f"TRACE FAIL ({bad} operation kinds differ; plugin named: {plugin})")
+PY
+  cat "$OUTDIR/tune-job-trace.txt"
+fi
 
 python3 - "$WORK" "$PAIRS" "$MODE" "$OUTDIR/tune-job.json" <<'PY'
 import json, statistics, sys
@@ -132,3 +203,4 @@ print("median change %s over %d pairs (half-range %s)" % (
     "n/a" if verdict["spread_pct"] is None else "%.2f%%" % verdict["spread_pct"]))
 json.dump(verdict, open(out, "w"), indent=2)
 PY
+(cd "$WORK" && tar czf "$OUTDIR/tune-job-work.tgz" --exclude=job.py ./*.csv ./*.json ./*.txt ./*.log ./*.err ./trace-* 2>/dev/null) || true

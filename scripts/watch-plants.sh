@@ -18,6 +18,12 @@
 # while the plant ran) goes to stdout and $OUT/watch-plants.json.
 #
 #   BIN=bin/collbench JOBS=4 EPISODES=25 scripts/watch-plants.sh   # 20 of each plant
+#
+# SHARE=N runs N ranks on GPU 0, each its own simulated host (NCCL_HOSTID;
+# NCCL joins them over sockets): on a machine of one GPU only the sleep
+# plant means anything (PLANTS=sleep), and it checks the whole path, for
+# example with another NCCL: NCCL_PRELOAD=PATH/libnccl.so.2 puts that
+# library under PyTorch (LD_PRELOAD).
 # Needs nvidia-smi, PyTorch (/opt/torch/.venv/bin/python or python3) and the
 # plugin beside BIN (make plugin). Every command is bounded by timeout.
 set -u
@@ -35,7 +41,16 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 mkdir -p "$OUTDIR" "$WORK"
 py=/opt/torch/.venv/bin/python; [ -x "$py" ] || py=python3
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "$ngpu" -ge 2 ] || { echo "watch-plants: needs 2 GPUs or more (found ${ngpu:-0})"; exit 2; }
+SHARE=${SHARE:-0}
+case "$SHARE" in *[!0-9]*|'') echo "watch-plants: SHARE=$SHARE: give a number of ranks"; exit 2 ;; esac
+if [ "$SHARE" -gt 0 ]; then
+  [ "$PLANTS" = sleep ] || { echo "watch-plants: SHARE runs every rank on one GPU: only PLANTS=sleep names one of them"; exit 2; }
+  ngpu=$SHARE
+  export WATCH_PLANTS_SHARE=1
+else
+  [ "$ngpu" -ge 2 ] || { echo "watch-plants: needs 2 GPUs or more (found ${ngpu:-0}); SHARE=2 PLANTS=sleep shares one"; exit 2; }
+fi
+export RANKS=$ngpu
 plugin=$("$BIN" watch --plugin-path 2>&1) || { echo "watch-plants: $plugin"; exit 2; }
 
 # The job: a training-like step (4 matmuls of 2048^2, an allreduce of
@@ -45,8 +60,11 @@ plugin=$("$BIN" watch --plugin-path 2>&1) || { echo "watch-plants: $plugin"; exi
 cat > "$WORK/job.py" <<'PY'
 import json, os, statistics, sys, time, torch, torch.distributed as dist
 work = sys.argv[1]
+share = os.environ.get("WATCH_PLANTS_SHARE") == "1"
+if share:  # every rank on GPU 0, each its own simulated host
+    os.environ["NCCL_HOSTID"] = "watch-plants-host%s" % os.environ["RANK"]
+torch.cuda.set_device(0 if share else int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("nccl")
-torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 r, n = dist.get_rank(), dist.get_world_size()
 x = torch.randn(16 << 20, device="cuda"); y = torch.randn(1 << 20, device="cuda")
 out = [torch.empty_like(y) for _ in range(n)]; w = torch.randn(2048, 2048, device="cuda")
@@ -78,8 +96,8 @@ PY
 cat > "$WORK/planter.py" <<'PY'
 import json, os, sys, time, torch
 work, on, off, first, plants = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
-n = torch.cuda.device_count()
-for d in range(n):
+n = int(os.environ["RANKS"])  # the victims: one rank per GPU, or SHARE ranks on GPU 0
+for d in range(torch.cuda.device_count()):
     torch.empty(1, device="cuda:%d" % d)
 episodes = int(os.environ["EPISODES"])
 while not os.path.exists(os.path.join(work, "ready")):
@@ -87,7 +105,9 @@ while not os.path.exists(os.path.join(work, "ready")):
 time.sleep(off)
 for e in range(episodes):
     k = first + e
-    plant, v = plants[k % len(plants)], (k + k // len(plants)) % n
+    # round k // len(plants) shifts every plant's victim by one: over n
+    # rounds each plant meets every rank (with one plant, victims alternate)
+    plant, v = plants[k % len(plants)], (k % len(plants) + k // len(plants)) % n
     dev = "cuda:%d" % v
     if plant == "sleep":
         t0 = time.time(); open(os.path.join(work, "sleep-%d" % v), "w").close()
@@ -127,7 +147,7 @@ for j in $(seq 1 "$JOBS"); do
   rm -f "$WORK"/ready "$WORK"/stop "$WORK"/sleep-*
   timeout -k 5 $((total + 60)) "$BIN" watch --listen 127.0.0.1:$PORT --for $((total + 30))s -o "$WORK/watch-$j.json" > "$WORK/watch-$j.txt" 2>&1 &
   wpid=$!; sleep 1
-  NCCL_PROFILER_PLUGIN=$plugin COLLBENCH_WATCH=127.0.0.1:$PORT timeout -k 10 "$total" "$py" -m torch.distributed.run --standalone \
+  LD_PRELOAD=${NCCL_PRELOAD:-} NCCL_PROFILER_PLUGIN=$plugin COLLBENCH_WATCH=127.0.0.1:$PORT timeout -k 10 "$total" "$py" -m torch.distributed.run --standalone \
     --nproc-per-node "$ngpu" "$WORK/job.py" "$WORK" "$total" > "$WORK/job-$j.log" 2>&1 &
   jpid=$!
   EPISODES=$EPISODES timeout -k 5 "$total" "$py" "$WORK/planter.py" "$WORK" "$ON_S" "$OFF_S" $(((j - 1) * EPISODES)) $PLANTS > "$WORK/plants-$j.jsonl" 2> "$WORK/planter-$j.err"

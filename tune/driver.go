@@ -31,7 +31,9 @@ type Options struct {
 	N       int
 	Board   *watchdog.Board
 	Rank0   bool
-	Vocab   tunefile.Vocabulary
+	// Vocab is the tuner file's words for the backend (its own where
+	// left zero).
+	Vocab tunefile.Vocabulary
 	// Budget bounds the search's wall time; Repeats is how often a leader
 	// is measured again; Check names the tuner file whose Entries are
 	// measured against the defaults instead of searching.
@@ -63,12 +65,24 @@ func nothingToTune(format string, a ...any) error {
 // Run measures on every process of the world, rank 0 leading: the search
 // (or the check of o.Entries), into rep, which rank 0 fills.
 func Run(ctx context.Context, o Options, rep *Report) error {
+	if o.Vocab.Backend == "" && o.Backend != nil {
+		o.Vocab = tunefile.VocabularyOf(o.Backend.Name())
+	}
 	tr := &tuner{ctx: ctx, o: o, plan: o.Plan, world: o.World, forcer: o.Forcer, b: o.Backend, n: o.N, board: o.Board, rep: rep, rank0: o.Rank0,
 		vocab: o.Vocab, ran: map[ranKey]Choice{}, refused: map[string]int{}, strayed: map[string]string{}}
 	if o.Rank0 {
 		return tr.lead(o.Entries, o.Vocab)
 	}
 	return tr.follow()
+}
+
+// ReadCheck reads the tuner file at path ("" gives none) in the words of
+// backend, for Options.Entries: a problem names the file and line.
+func ReadCheck(ctx context.Context, path, backend string) ([]tunefile.Entry, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return tunefile.ReadFile(ctx, path, tunefile.VocabularyOf(backend))
 }
 
 // tuneStep is what rank 0 tells every process to measure next.

@@ -34,6 +34,10 @@ type Report struct {
 	Notes       []string     `json:"notes,omitempty"`
 	// Complete is false when the budget or a signal cut the run short.
 	Complete bool `json:"complete"`
+	// ExactSizes: the sizes are those a job issued (tune --from), and each
+	// line of the tuner file covers its size alone, so that a size the job
+	// did not issue keeps NCCL's own choice.
+	ExactSizes bool `json:"exact_sizes,omitempty"`
 }
 
 // Collective is one collective's results, by size.
@@ -200,7 +204,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 // Entries are the tuner file's lines: for each collective, the sizes
 // where the best choice beats the default beyond the noise of both. A
 // measured size s stands for the sizes above the size measured before it
-// up to s; neighbours with the same choice share one line.
+// up to s (with ExactSizes for s alone); neighbours with the same choice
+// share one line.
 //
 // On NCCL every line names its channels, and the sizes where the default
 // is kept and ran on more than one channel have lines too, naming what
@@ -216,6 +221,9 @@ func (r *Report) Entries() []tunefile.Entry {
 		var prev int64 = -1
 		for _, res := range c.Results {
 			lo := prev + 1
+			if r.ExactSizes {
+				lo = res.Size
+			}
 			prev = res.Size
 			var ch Choice
 			switch {
@@ -283,6 +291,9 @@ func (r *Report) WriteTunerFile(w io.Writer) error {
 	}
 	if r.Backend == "cpu" {
 		comments = append(comments, "the cpu backend's own algorithms: read by collbench tune --check, not by NCCL")
+	}
+	if r.ExactSizes {
+		comments = append(comments, "each line covers one size the job issued (tune --from): every other size keeps the library's own choice under collbench's tuner")
 	}
 	if !r.Complete {
 		comments = append(comments, "the search was cut short (budget or signal): sizes not measured have no line")

@@ -91,6 +91,28 @@ func TestReportEntriesTableAndFile(t *testing.T) {
 	golden.Check(t, "table.golden", []byte(table.String()+"---\n"+file.String()))
 }
 
+// TestReportEntriesOfAJobsSizes: tuned from a job's record (ExactSizes),
+// each line covers its size alone, so that the sizes between, which the
+// job did not issue, keep the library's own choice (tuned from a PyTorch
+// job on 2x H200, a line for the job's 16 MiB covered 5 B to 16 MiB).
+func TestReportEntriesOfAJobsSizes(t *testing.T) {
+	r := cpuReport()
+	r.ExactSizes = true
+	es := r.Entries()
+	want := [][2]int64{{8, 8}, {512, 512}, {2048, 2048}, {32768, 32768}}
+	if len(es) != len(want) {
+		t.Fatalf("entries %+v, want ranges %v", es, want)
+	}
+	for i, e := range es {
+		if e.MinBytes != want[i][0] || e.MaxBytes != want[i][1] {
+			t.Errorf("entry %d: %+v, want range %v", i, e, want[i])
+		}
+	}
+	if _, ok := tunefile.Match(es, "allreduce", 1024, 4, 2); ok {
+		t.Error("1 KiB, which the job did not issue, matched a line")
+	}
+}
+
 // TestReportEnvironment: one NCCL choice best or within noise at every
 // size, and beyond the default somewhere, is the one setting; a size
 // where it is beaten beyond noise leaves none.

@@ -17,7 +17,7 @@ import (
 // it runs workflows through the packages that own them, and every import
 // past this is a workflow's detail that came to live in the engine. It
 // only goes down.
-const engineMaxImports = 22
+const engineMaxImports = 18
 
 // layers are collbench's floors, lowest first, as docs/architecture.md
 // draws them: a package imports only packages of its own floor or below.

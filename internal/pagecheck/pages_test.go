@@ -92,7 +92,7 @@ func simulated(t *testing.T, hosts int, faults ...cluster.Fault) *doctor.Report 
 	m := cluster.Defaults()
 	m.Hosts, m.Faults = hosts, faults
 	m.Fabric.HostsPerLeaf = max(hosts/2, 1)
-	rep, err := engine.Simulate(context.Background(), engine.Simulation{Model: &m, Knobs: doctor.Knobs{Quick: true}})
+	rep, err := engine.Simulate(context.Background(), doctor.Simulation{Model: &m, Knobs: doctor.Knobs{Quick: true}})
 	var cf *engine.CheckFailedError
 	if err != nil && !errors.As(err, &cf) {
 		t.Fatal(err)

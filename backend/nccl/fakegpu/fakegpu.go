@@ -66,6 +66,10 @@ type Options struct {
 	// turn by its rank), so ranks hold results that differ in their last
 	// bits: determinism's and --bitwise's ranks check.
 	OrderByRank bool
+	// NoLL128 plays an NCCL that cannot run LL128 here (its cost table
+	// marks every LL128 pair unable to run, as over its network transport
+	// between hosts): a tuner that forces LL128 is not followed.
+	NoLL128 bool
 	// RejectProfiler plays an NCCL that finds no profiler interface
 	// version it knows in the plugin: it runs without one.
 	RejectProfiler bool

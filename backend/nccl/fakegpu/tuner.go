@@ -153,7 +153,9 @@ func (c *comm) choose(o driver.Op) choice {
 			continue
 		}
 		for p := range nProtos {
-			table[a*nProtos+p] = 2
+			if p != protoLL128 || !c.d.opts.NoLL128 {
+				table[a*nProtos+p] = 2
+			}
 		}
 	}
 	table[def.algo*nProtos+def.proto] = 1

@@ -197,3 +197,42 @@ func TestDeterminismBudget(t *testing.T) {
 		t.Errorf("the record (%v) does not say it was cut short:\n%s", err, data)
 	}
 }
+
+// TestDeterminismLeavesOutWhatCannotRun: where NCCL's table says a forced
+// pair cannot run (LL128 over NCCL's network transport, as two ranks
+// sharing one H200 as two hosts showed: the cells named ring/ll128 held
+// what NCCL ran instead, and the tuner file pinned LL128 there), the
+// choice's cells are left out with a note, and no line pins it.
+func TestDeterminismLeavesOutWhatCannotRun(t *testing.T) {
+	f, out, errOut := fakeGPUFactory(4, fakegpu.Options{NoLL128: true})
+	dir := t.TempDir()
+	js, csv := filepath.Join(dir, "det.json"), filepath.Join(dir, "t.csv")
+	if code := run(t, f, "determinism", "--backend", "nccl", "--sizes", "8:256K:x8", "--dtype", "float", "--collectives", "allreduce,reduce-scatter",
+		"-q", "-o", js, "--tuner-file", csv); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	rep := readJSON[determinism.Report](t, js)
+	choices := map[string]int{}
+	for _, c := range rep.Cells {
+		choices[c.Collective+" "+c.Choice]++
+	}
+	for _, want := range []string{"allreduce ring/ll", "allreduce tree/simple", "reduce-scatter ring/simple", "reduce-scatter default"} {
+		if choices[want] != 6 {
+			t.Errorf("%s: %d cells, want 6", want, choices[want])
+		}
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	for _, ch := range []string{"allreduce ring/ll128", "allreduce tree/ll128", "reduce-scatter ring/ll128"} {
+		if choices[ch] != 0 {
+			t.Errorf("%s: %d cells of a pair NCCL cannot run here", ch, choices[ch])
+		}
+		c, algo, _ := strings.Cut(ch, " ")
+		if !strings.Contains(notes, c+" float: "+algo+" cannot run here (NCCL cannot run it here") {
+			t.Errorf("no note for %s:\n%s", ch, notes)
+		}
+	}
+	data, err := os.ReadFile(csv) //nolint:gosec // G304: the test's own file
+	if err != nil || strings.Contains(string(data), ",ll128,") {
+		t.Errorf("tuner file (%v) pins LL128:\n%s", err, data)
+	}
+}

@@ -146,7 +146,7 @@ func doctorRun(o *DoctorOptions) error {
 	if o.Iters > maxDoctorIters {
 		return engine.UsageErrorf("invalid --iters %d: doctor takes the best of at most %d iterations per test (each test's time grows with it, and a figure settles within tens); to watch a node over time, run doctor again with --history DIR", o.Iters, maxDoctorIters)
 	}
-	model, err := engine.LoadCluster(o.Ctx, o.Simulate)
+	model, err := doctor.LoadCluster(o.Ctx, o.Simulate)
 	if err != nil {
 		return &engine.UsageError{Err: err}
 	}
@@ -242,7 +242,7 @@ func doctorRun(o *DoctorOptions) error {
 		return runErr
 	}
 	if model != nil {
-		rep, runErr := engine.Simulate(o.Ctx, engine.Simulation{Model: model, Knobs: d.Knobs, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
+		rep, runErr := engine.Simulate(o.Ctx, doctor.Simulation{Model: model, Knobs: d.Knobs, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
 		if rep == nil {
 			return runErr
 		}

@@ -235,7 +235,7 @@ func TestTuneFromAWatchRecord(t *testing.T) {
 	for _, r := range rep.Collectives[0].Results {
 		sizes = append(sizes, r.Size)
 	}
-	if len(rep.Collectives) != 1 || rep.Collectives[0].Name != "allreduce" || !slices.Equal(sizes, []int64{4096, 262144}) {
+	if len(rep.Collectives) != 1 || rep.Collectives[0].Name != "allreduce" || !slices.Equal(sizes, []int64{4096, 262144}) || !rep.ExactSizes {
 		t.Errorf("tuned %d collectives, %s at %v; want allreduce at the job's 4 KiB and 256 KiB", len(rep.Collectives), rep.Collectives[0].Name, sizes)
 	}
 	empty := write("empty.json", "")
