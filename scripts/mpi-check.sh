@@ -37,6 +37,10 @@ go test -c -tags mpi -o "$tmp/bootstrap.test" ./bootstrap
   || { cat "$tmp/bootstrap.txt"; fail "the bootstrap's MPI tests under mpirun"; }
 echo "mpi-check: the bootstrap's broadcast stays in its frame on 4 processes [${SECONDS}s]"
 
+# The MPI backend's table has a row for every collective (built with its tag).
+CGO_CFLAGS="$(pkg-config --cflags ompi)" CGO_LDFLAGS="$(pkg-config --libs ompi)" go test -count=1 -tags mpi -run 'TestEveryCollectiveHasAnMPIRow' ./backend/mpi > "$tmp/table.txt" 2>&1 \
+  || { cat "$tmp/table.txt"; fail "the MPI backend's table"; }
+
 "${mpirun[@]}" "$bin" sweep --backend mpi --collectives all --sizes "8:$top" -n 2 -w 1 -o "$tmp/sweep.json" > "$tmp/sweep.txt"
 ok=$(grep -c "wrong elements:    0 (OK)" "$tmp/sweep.txt")
 [ "$ok" = 11 ] || fail "sweep --backend mpi: $ok of 11 collectives verified"

@@ -104,109 +104,14 @@ func pieces(n, ps int) int { return (n + ps - 1) / ps }
 // pieceBytes is pieceSize rounded down to whole elements of t.
 func pieceBytes(t dtype.DType) int { return pieceSize / t.Size() * t.Size() }
 
-// run performs one collective call as this rank.
+// run performs one collective call as this rank, by the collective's row
+// of ops (table.go).
 func (c *comm) run(call measure.Call, send, recv []byte) error {
-	tag := c.nextTag()
-	k, q := c.size(), c.me
-	t, op := call.DType, call.Op
-	esz := int64(t.Size())
-	switch call.Coll {
-	case measure.AllReduce:
-		if c.m.allReduceAlgo(int64(len(recv)), k) == algoRecursiveDoubling {
-			if !sameStart(send, recv) {
-				if err := c.copyOrStop(recv, send); err != nil {
-					return err
-				}
-			}
-			return c.recursiveDoubling(tag, recv, t, op)
-		}
-		seg := func(src []byte) func(int) []byte {
-			return func(x int) []byte {
-				lo, hi := chunk(call.Count, x, k)
-				return src[lo*esz : hi*esz]
-			}
-		}
-		out := seg(recv)(q)
-		if err := c.ringReduceScatter(tag, seg(send), out, t, op); err != nil {
-			return err
-		}
-		return c.ringAllGather(tag, seg(recv))
-	case measure.ReduceScatter:
-		cb := call.Count * esz
-		return c.ringReduceScatter(tag, func(x int) []byte { return send[int64(x)*cb : int64(x+1)*cb] }, recv, t, op)
-	case measure.AllGather:
-		cb := call.Count * esz
-		mine := recv[int64(q)*cb : int64(q+1)*cb]
-		if !sameStart(send, mine) {
-			if err := c.copyOrStop(mine, send); err != nil {
-				return err
-			}
-		}
-		return c.ringAllGather(tag, func(x int) []byte { return recv[int64(x)*cb : int64(x+1)*cb] })
-	case measure.Broadcast:
-		return c.chainBroadcast(tag, call.Root, send, recv, t)
-	case measure.Reduce:
-		return c.chainReduce(tag, call.Root, send, recv, t, op)
-	case measure.AllToAll:
-		cb := call.Count * esz
-		part := func(b []byte, p int) []byte { return b[int64(p)*cb : int64(p+1)*cb] }
-		if err := c.copyOrStop(part(recv, q), part(send, q)); err != nil {
-			return err
-		}
-		for s := 1; s < k; s++ {
-			to, from := mod(q+s, k), mod(q-s, k)
-			if err := c.exchange(tag, to, part(send, to), from, part(recv, from), t); err != nil {
-				return err
-			}
-		}
-		return nil
-	case measure.SendRecv:
-		if k == 1 {
-			if err := c.copyOrStop(recv, send); err != nil {
-				return err
-			}
-			return nil
-		}
-		return c.exchange(tag, mod(q+1, k), send, mod(q-1, k), recv, t)
-	case measure.Gather:
-		return c.gather(tag, call.Root, send, recv, call.Count*esz)
-	case measure.Scatter:
-		return c.scatter(tag, call.Root, send, recv, call.Count*esz)
-	case measure.AllToAllV:
-		part := func(b []byte, off, n int64) []byte { return b[off*esz : (off+n)*esz] }
-		es := call.DType.Size()
-		own := measure.VCount(call.Count, es, q, q, k)
-		if err := c.copyOrStop(part(recv, measure.VRecvDispl(call.Count, es, q, q, k), own), part(send, measure.VDispl(call.Count, es, q, q, k), own)); err != nil {
-			return err
-		}
-		for s := 1; s < k; s++ {
-			to, from := mod(q+s, k), mod(q-s, k)
-			out := part(send, measure.VDispl(call.Count, es, q, to, k), measure.VCount(call.Count, es, q, to, k))
-			in := part(recv, measure.VRecvDispl(call.Count, es, from, q, k), measure.VCount(call.Count, es, from, q, k))
-			if err := c.exchange(tag, to, out, from, in, t); err != nil {
-				return err
-			}
-		}
-		return nil
-	case measure.HyperCube:
-		cb := call.Count * esz
-		if mine := recv[int64(q)*cb : int64(q+1)*cb]; !sameStart(send, mine) {
-			if err := c.copyOrStop(mine, send); err != nil {
-				return err
-			}
-		}
-		for mask := 1; mask < k; mask <<= 1 {
-			s := q &^ (mask - 1) // the block this rank holds
-			r := s ^ mask        // the block its partner holds
-			out := recv[int64(s)*cb : int64(s+mask)*cb]
-			in := recv[int64(r)*cb : int64(r+mask)*cb]
-			if err := c.exchange(tag, q^mask, out, q^mask, in, t); err != nil {
-				return err
-			}
-		}
-		return nil
+	o, ok := ops[call.Coll]
+	if !ok || o.dist == nil {
+		return fmt.Errorf("cpu backend: collective %v not implemented", call.Coll)
 	}
-	return fmt.Errorf("cpu backend: collective %v not implemented", call.Coll)
+	return o.dist(c, c.nextTag(), call, send, recv)
 }
 
 // ringReduceScatter leaves in out the reduction over all ranks of segment

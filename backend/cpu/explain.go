@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"strings"
-
 	"collbench/measure"
 	"collbench/results"
 )
@@ -26,24 +24,9 @@ func (w *distWorld) Algorithm(c measure.Collective, bytes int64, ranks int) *res
 	if ranks < 2 {
 		return nil
 	}
-	a := &results.AlgoChoice{Proto: "TCP", Source: cpuSource}
-	switch c {
-	case measure.AllReduce:
-		a.Algo = strings.ToUpper(w.m.allReduceAlgo(bytes, ranks))
-	case measure.ReduceScatter, measure.AllGather:
-		a.Algo = "RING"
-	case measure.Broadcast, measure.Reduce:
-		a.Algo = "CHAIN"
-	case measure.AllToAll, measure.AllToAllV:
-		a.Algo = "PAIRWISE"
-	case measure.SendRecv:
-		a.Algo = "P2P"
-	case measure.Gather, measure.Scatter:
-		a.Algo = "DIRECT"
-	case measure.HyperCube:
-		a.Algo = "RECURSIVE_DOUBLING"
-	default:
+	o, ok := ops[c]
+	if !ok {
 		return nil
 	}
-	return a
+	return &results.AlgoChoice{Algo: o.algo(w.m, bytes, ranks), Proto: "TCP", Source: cpuSource}
 }

@@ -62,7 +62,7 @@ func (h *hub) run(rk *rank, c measure.Call) ([]byte, error) {
 		return nil, err
 	}
 	inPlace := c.Send.Buf == c.Recv.Buf
-	staged := inPlace && (c.Coll == measure.AllToAll || c.Coll == measure.SendRecv)
+	staged := inPlace && ops[c.Coll].staged
 	if r == 0 && staged {
 		if need := int64(n) * g.SendCount * esz; int64(len(h.scratch)) < need {
 			h.scratch = make([]byte, need)
@@ -83,89 +83,13 @@ func (h *hub) run(rk *rank, c measure.Call) ([]byte, error) {
 			return nil, err
 		}
 	}
-	out := recv
-	switch c.Coll {
-	case measure.AllReduce:
-		lo, hi := chunk(c.Count, r, n)
-		if err := h.reduceChunk(rk, recv[lo*esz:hi*esz], r, lo*esz, hi*esz, c); err != nil {
-			return nil, err
-		}
-		if err := h.wait(rk); err != nil {
-			return nil, err
-		}
-		for p := 0; p < n; p++ {
-			if p == r {
-				continue
-			}
-			lo, hi := chunk(c.Count, p, n)
-			if err := rk.copyOrStop(recv[lo*esz:hi*esz], h.slots[p].recv[lo*esz:hi*esz]); err != nil {
-				return nil, err
-			}
-		}
-	case measure.Reduce:
-		// Each rank reduces its chunk straight into the root's output.
-		lo, hi := chunk(c.Count, r, n)
-		if err := h.reduceChunk(rk, h.slots[c.Root].recv[lo*esz:hi*esz], c.Root, lo*esz, hi*esz, c); err != nil {
-			return nil, err
-		}
-		if r != c.Root {
-			out = nil
-		}
-	case measure.ReduceScatter:
-		lo, hi := int64(r)*c.Count*esz, int64(r+1)*c.Count*esz
-		if err := h.reduceChunk(rk, recv, r, lo, hi, c); err != nil {
-			return nil, err
-		}
-	case measure.Broadcast:
-		src := h.slots[c.Root].send
-		if !sameStart(src, recv) {
-			if err := rk.copyOrStop(recv, src); err != nil {
-				return nil, err
-			}
-		}
-	case measure.Scatter:
-		cb := c.Count * esz
-		if src := h.slots[c.Root].send[int64(r)*cb : int64(r+1)*cb]; !sameStart(src, recv) {
-			if err := rk.copyOrStop(recv, src); err != nil {
-				return nil, err
-			}
-		}
-	case measure.AllToAllV:
-		for p := 0; p < n; p++ {
-			k := measure.VCount(c.Count, int(esz), p, r, n) * esz
-			at := measure.VRecvDispl(c.Count, int(esz), p, r, n) * esz
-			from := measure.VDispl(c.Count, int(esz), p, r, n) * esz
-			if err := rk.copyOrStop(recv[at:at+k], h.slots[p].send[from:from+k]); err != nil {
-				return nil, err
-			}
-		}
-	case measure.AllGather, measure.HyperCube, measure.Gather:
-		if c.Coll == measure.Gather && r != c.Root {
-			out = nil // only the root receives
-			break
-		}
-		sb := g.SendCount * esz
-		for p := 0; p < n; p++ {
-			dst := recv[int64(p)*sb : int64(p+1)*sb]
-			if src := h.slots[p].send; !sameStart(src, dst) {
-				if err := rk.copyOrStop(dst, src); err != nil {
-					return nil, err
-				}
-			}
-		}
-	case measure.AllToAll:
-		cb := c.Count * esz
-		for p := 0; p < n; p++ {
-			if err := rk.copyOrStop(recv[int64(p)*cb:int64(p+1)*cb], h.slots[p].send[int64(r)*cb:int64(r+1)*cb]); err != nil {
-				return nil, err
-			}
-		}
-	case measure.SendRecv:
-		if err := rk.copyOrStop(recv, h.slots[(r-1+n)%n].send); err != nil {
-			return nil, err
-		}
-	default:
+	o, ok := ops[c.Coll]
+	if !ok || o.hub == nil {
 		return nil, fmt.Errorf("cpu backend: collective %v not implemented", c.Coll)
+	}
+	out, err := o.hub(h, rk, c, g, send, recv)
+	if err != nil {
+		return nil, err
 	}
 	if err := h.wait(rk); err != nil {
 		return nil, err

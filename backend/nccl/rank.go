@@ -346,10 +346,10 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 		return r.comm.Repeat(&r.rep, n, r.stream)
 	}
 	esz := int64(c.DType.Size())
-	if c.Coll == measure.HyperCube {
+	if rounds := ops[c.Coll].rounds; rounds != nil {
 		for k := 0; k < n; k++ {
 			sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
-			if err := r.hypercube(c, send+sh, recv+sh, esz); err != nil {
+			if err := rounds(r, c, send+sh, recv+sh, esz); err != nil {
 				return err
 			}
 		}
@@ -445,39 +445,20 @@ func (r *rank) buffers(c measure.Call) (send, recv cuda.DevPtr, err error) {
 }
 
 // prepare sets r.rep to c when c is one NCCL call (or one send/recv pair)
-// and says whether it is; the other collectives are exchanges (exchangeOps,
-// hypercube). It returns c's buffers' addresses.
+// and says whether it is; the other collectives are exchanges (their row's
+// exchange or rounds, table.go). It returns c's buffers' addresses.
 func (r *rank) prepare(c measure.Call) (single bool, send, recv cuda.DevPtr, err error) {
 	if send, recv, err = r.buffers(c); err != nil {
 		return false, 0, 0, err
 	}
-	var kind driver.OpKind
+	o := ops[c.Coll]
+	kind := o.call
+	if o.native != nil && !o.native(r.w.b.lib.Features) {
+		kind = 0
+	}
 	to, from := 0, 0
-	switch c.Coll {
-	case measure.AllReduce:
-		kind = driver.AllReduce
-	case measure.AllGather:
-		kind = driver.AllGather
-	case measure.ReduceScatter:
-		kind = driver.ReduceScatter
-	case measure.Broadcast:
-		kind = driver.Broadcast
-	case measure.Reduce:
-		kind = driver.Reduce
-	case measure.AllToAll:
-		if useNativeAllToAll(r.w.b.lib.Features.AllToAll) {
-			kind = driver.AllToAll
-		}
-	case measure.SendRecv:
-		kind = driver.SendRecv
+	if o.ring {
 		to, from = (r.id+1)%r.Size(), (r.id-1+r.Size())%r.Size()
-	case measure.Gather, measure.Scatter:
-		if r.w.b.lib.Features.Gather {
-			kind = driver.Scatter
-			if c.Coll == measure.Gather {
-				kind = driver.Gather
-			}
-		}
 	}
 	if kind == 0 {
 		return false, send, recv, nil
@@ -487,55 +468,15 @@ func (r *rank) prepare(c measure.Call) (single bool, send, recv cuda.DevPtr, err
 }
 
 // exchangeOps is the group of sends and receives that is one of c on the
-// rank: alltoall, gather and scatter (libraries without the calls) and
-// alltoallv. The slice is the rank's, reused by the next exchange.
+// rank (its row's exchange): alltoall, gather and scatter (libraries
+// without the calls) and alltoallv. The slice is the rank's, reused by the
+// next exchange.
 func (r *rank) exchangeOps(c measure.Call, send, recv cuda.DevPtr, esz int64) ([]driver.P2P, error) {
-	dt := int(c.DType)
-	switch c.Coll {
-	case measure.AllToAll:
-		ops := r.p2p[:0]
-		part := cuda.DevPtr(c.Count * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-		for p := 0; p < r.Size(); p++ {
-			ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p), recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-		}
-		return ops, nil
-	case measure.Gather, measure.Scatter:
-		// Older libraries: one send and one receive per peer, in a group.
-		part := cuda.DevPtr(c.Count * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-		ops := r.p2p[:0]
-		if c.Coll == measure.Gather {
-			ops = append(ops, sendOp(send, c.Count, dt, c.Root))
-			if r.id == c.Root {
-				for p := 0; p < r.Size(); p++ {
-					ops = append(ops, recvOp(recv+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-				}
-			}
-			return ops, nil
-		}
-		if r.id == c.Root {
-			for p := 0; p < r.Size(); p++ {
-				ops = append(ops, sendOp(send+cuda.DevPtr(p)*part, c.Count, dt, p)) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			}
-		}
-		return append(ops, recvOp(recv, c.Count, dt, c.Root)), nil
-	case measure.AllToAllV:
-		n := r.Size()
-		ops := r.p2p[:0]
-		for p := 0; p < n; p++ {
-			out := cuda.DevPtr(measure.VDispl(c.Count, int(esz), r.id, p, n) * esz)    //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			in := cuda.DevPtr(measure.VRecvDispl(c.Count, int(esz), p, r.id, n) * esz) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			// Empty parts (to itself) are not issued, as NCCL's benchmark
-			// does not issue them.
-			if k := measure.VCount(c.Count, int(esz), r.id, p, n); k > 0 {
-				ops = append(ops, sendOp(send+out, k, dt, p))
-			}
-			if k := measure.VCount(c.Count, int(esz), p, r.id, n); k > 0 {
-				ops = append(ops, recvOp(recv+in, k, dt, p))
-			}
-		}
-		return ops, nil
+	o := ops[c.Coll]
+	if o.exchange == nil {
+		return nil, fmt.Errorf("nccl backend: collective %v not implemented", c.Coll)
 	}
-	return nil, fmt.Errorf("nccl backend: collective %v not implemented", c.Coll)
+	return o.exchange(r, c, send, recv, esz), nil
 }
 
 // hypercube issues one allgather by recursive doubling: exchange ever
