@@ -80,12 +80,18 @@ type Options struct {
 }
 
 // ReadCheck reads the tuner file at path ("" gives none) in the words of
-// backend, for Options.Entries: a problem names the file and line.
-func ReadCheck(ctx context.Context, path, backend string) ([]tunefile.Entry, error) {
+// backend, for Options.Entries on a world of n ranks: a problem names the
+// file and line; a file whose every line is for another rank count is
+// refused.
+func ReadCheck(ctx context.Context, path, backend string, n int) ([]tunefile.Entry, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return tunefile.ReadFile(ctx, path, tunefile.VocabularyOf(backend))
+	es, err := tunefile.ReadFile(ctx, path, tunefile.VocabularyOf(backend))
+	if err != nil {
+		return nil, err
+	}
+	return es, tunefile.ForRanks(es, path, n)
 }
 
 // RefusedError is a choice the library refused to be forced to: the

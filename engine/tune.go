@@ -73,7 +73,7 @@ func (f *System) RunTune(ctx context.Context, t Tune) (_ *tune.Report, err error
 	defer func() { gr.end(err) }()
 	ctx, ss, board := gr.Ctx, gr.SS, gr.Board
 	b, n, rank0 := ss.Choice.Backend, ss.N, ss.PW.Rank0()
-	entries, err := tune.ReadCheck(ctx, t.Check, b.Name())
+	entries, err := tune.ReadCheck(ctx, t.Check, b.Name(), n)
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}

@@ -21,6 +21,12 @@
 # layer an allgather of WIDTH^2 floats and a reduce-scatter of its gradient).
 #
 #   BIN=bin/collbench MODE=ddp PAIRS=5 scripts/tune-job.sh
+#   CHECK=tuned.csv PAIRS=7 scripts/tune-job.sh   # a given file, the pairs only
+#
+# Verdict, from the pairs (a sign test): SLOWER where every pair ran slower
+# with the file (5 of 5 by chance: 1 in 32), FASTER where every pair ran
+# faster, else WITHIN NOISE. The script exits 1 on SLOWER, so a file that
+# makes the job slower fails, as tune --check fails a slower line.
 #
 # SHARE=N runs N processes on GPU 0, each its own simulated host (its own
 # NCCL_HOSTID, so NCCL joins them over its socket transport): on a machine
@@ -105,23 +111,29 @@ job() { # job LOG [ENV...]: one run of the job, bounded
     "$WORK/job.py" "$MODE" "$STEPS" "$WARM" "$LAYERS" "$WIDTH" > "$log" 2>&1
 }
 
-# 1. What the job issues, from collbench watch's record.
-export COLLBENCH_TOKEN=tune-job-secret
-timeout -k 5 700 "$BIN" watch --listen 127.0.0.1:$PORT --for 660s -o "$WORK/watch.json" > "$WORK/watch.txt" 2>&1 &
-wpid=$!; sleep 1
-job "$WORK/record.log" NCCL_PROFILER_PLUGIN="$plugin" COLLBENCH_WATCH=127.0.0.1:$PORT
-jrc=$?
-cpid=$(pgrep -P $wpid | head -1); kill -INT "${cpid:-$wpid}" 2>/dev/null; wait $wpid
-[ "$jrc" -eq 0 ] || { echo "tune-job: the recorded job failed (exit $jrc)"; tail -20 "$WORK/record.log"; exit 3; }
+if [ -n "${CHECK:-}" ]; then
+  # CHECK=FILE: the file is given; only the pairs run (tune --check, in the job).
+  [ -r "$CHECK" ] || { echo "tune-job: CHECK=$CHECK: no such file"; exit 2; }
+  cp "$CHECK" "$WORK/tuned.csv" || exit 2
+else
+  # 1. What the job issues, from collbench watch's record.
+  export COLLBENCH_TOKEN=tune-job-secret
+  timeout -k 5 700 "$BIN" watch --listen 127.0.0.1:$PORT --for 660s -o "$WORK/watch.json" > "$WORK/watch.txt" 2>&1 &
+  wpid=$!; sleep 1
+  job "$WORK/record.log" NCCL_PROFILER_PLUGIN="$plugin" COLLBENCH_WATCH=127.0.0.1:$PORT
+  jrc=$?
+  cpid=$(pgrep -P $wpid | head -1); kill -INT "${cpid:-$wpid}" 2>/dev/null; wait $wpid
+  [ "$jrc" -eq 0 ] || { echo "tune-job: the recorded job failed (exit $jrc)"; tail -20 "$WORK/record.log"; exit 3; }
 
-# 2. Tune what it issues (SHARE: one process per rank on GPU 0, each a host).
-tune_cmd=("$BIN" tune)
-[ "$SHARE" -gt 0 ] && tune_cmd=("$BIN" launch -n "$SHARE" --nodes "$SHARE" -- tune --device 0)
-timeout -k 10 900 "${tune_cmd[@]}" --from "$WORK/watch.json" ${NCCL_LIB:+--nccl-lib "$NCCL_LIB"} --budget "$BUDGET" -o "$WORK/tune.json" --tuner-file "$WORK/tuned.csv" \
-  > "$WORK/tune.txt" 2> "$WORK/tune.err"
-trc=$?
-cat "$WORK/tune.txt"
-[ "$trc" -eq 0 ] || { echo "tune-job: tune failed (exit $trc)"; tail -5 "$WORK/tune.err"; exit 3; }
+  # 2. Tune what it issues (SHARE: one process per rank on GPU 0, each a host).
+  tune_cmd=("$BIN" tune)
+  [ "$SHARE" -gt 0 ] && tune_cmd=("$BIN" launch -n "$SHARE" --nodes "$SHARE" -- tune --device 0)
+  timeout -k 10 900 "${tune_cmd[@]}" --from "$WORK/watch.json" ${NCCL_LIB:+--nccl-lib "$NCCL_LIB"} --budget "$BUDGET" -o "$WORK/tune.json" --tuner-file "$WORK/tuned.csv" \
+    > "$WORK/tune.txt" 2> "$WORK/tune.err"
+  trc=$?
+  cat "$WORK/tune.txt"
+  [ "$trc" -eq 0 ] || { echo "tune-job: tune failed (exit $trc)"; tail -5 "$WORK/tune.err"; exit 3; }
+fi
 
 # 3. Alternating pairs: without a tuner, and with collbench's tuner.
 for p in $(seq 1 "$PAIRS"); do
@@ -201,6 +213,13 @@ for r in rows:
 print("median change %s over %d pairs (half-range %s)" % (
     "n/a" if verdict["median_change_pct"] is None else "%+.2f%%" % verdict["median_change_pct"], len(changes),
     "n/a" if verdict["spread_pct"] is None else "%.2f%%" % verdict["spread_pct"]))
+slower = len(changes) >= 5 and min(changes) > 0
+faster = len(changes) >= 5 and max(changes) < 0
+verdict["verdict"] = "SLOWER" if slower else "FASTER" if faster else "WITHIN NOISE"
+print("verdict: %s (%d of %d pairs slower with the file)" % (verdict["verdict"], sum(c > 0 for c in changes), len(changes)))
 json.dump(verdict, open(out, "w"), indent=2)
+sys.exit(1 if slower else 0)
 PY
+vrc=$?
 (cd "$WORK" && tar czf "$OUTDIR/tune-job-work.tgz" --exclude=job.py ./*.csv ./*.json ./*.txt ./*.log ./*.err ./trace-* 2>/dev/null) || true
+exit $vrc

@@ -77,12 +77,18 @@ func Run(ctx context.Context, o Options, rep *Report) error {
 }
 
 // ReadCheck reads the tuner file at path ("" gives none) in the words of
-// backend, for Options.Entries: a problem names the file and line.
-func ReadCheck(ctx context.Context, path, backend string) ([]tunefile.Entry, error) {
+// backend, for Options.Entries on a world of n ranks: a problem names the
+// file and line; a file whose every line is for another rank count is
+// refused.
+func ReadCheck(ctx context.Context, path, backend string, n int) ([]tunefile.Entry, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return tunefile.ReadFile(ctx, path, tunefile.VocabularyOf(backend))
+	es, err := tunefile.ReadFile(ctx, path, tunefile.VocabularyOf(backend))
+	if err != nil {
+		return nil, err
+	}
+	return es, tunefile.ForRanks(es, path, n)
 }
 
 // tuneStep is what rank 0 tells every process to measure next.

@@ -234,3 +234,23 @@ func ReadFile(ctx context.Context, path string, v Vocabulary) ([]Entry, error) {
 	}
 	return ReadFor(strings.NewReader(string(data)), path, v)
 }
+
+// ForRanks says why a file's lines cannot apply on a world of n ranks:
+// every line names another rank count (a file made on another machine);
+// nil where a line may apply, or where there are no lines.
+func ForRanks(es []Entry, path string, n int) error {
+	var counts []string
+	for _, e := range es {
+		if e.NRanks < 0 || e.NRanks == n {
+			return nil
+		}
+		if c := strconv.Itoa(e.NRanks); !slices.Contains(counts, c) {
+			counts = append(counts, c)
+		}
+	}
+	if len(counts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--check %s: its lines are for %s ranks and this world has %d: make the file on %d ranks (collbench tune --tuner-file), or check it on as many as it names",
+		path, strings.Join(counts, " or "), n, n)
+}

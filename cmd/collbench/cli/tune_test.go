@@ -258,3 +258,26 @@ func TestTuneFromAWatchRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckFileForAnotherRankCount: a tuner file whose every line is for
+// another rank count (made on another machine) is refused by tune --check
+// and determinism --check with one line naming the file and both counts,
+// exit 2, before anything is measured.
+func TestCheckFileForAnotherRankCount(t *testing.T) {
+	t.Parallel()
+	csv := filepath.Join(t.TempDir(), "t8.csv")
+	body := "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\nallreduce,1,1048576,recursive_doubling,tcp,-1,-1,8,-1,-1\n"
+	if err := os.WriteFile(csv, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := "--check " + csv + ": its lines are for 8 ranks and this world has 2"
+	for _, cmd := range [][]string{
+		{"tune", "--backend", "cpu", "--check", csv, "--sizes", "8:1K", "--budget", "10s"},
+		{"determinism", "--backend", "cpu", "--check", csv, "--sizes", "8:1K", "-q"},
+	} {
+		code, out, errOut := launchSelf(t, append([]string{"-n", "2", "--"}, cmd...)...)
+		if code != 2 || !strings.Contains(errOut, want) || strings.Contains(out, "|") {
+			t.Errorf("%v: exit %d, want 2 and %q\n%s\n%s", cmd, code, want, out, errOut)
+		}
+	}
+}
