@@ -206,6 +206,7 @@ func (d *Driver) streamOf(call string, h cuda.Stream) (*stream, error) {
 
 // CopyAsync enqueues a device-to-device copy.
 func (d *Driver) CopyAsync(dst, src cuda.DevPtr, bytes int64, h cuda.Stream) error {
+	d.cross("CopyAsync")
 	s, err := d.streamOf("cuMemcpyDtoDAsync", h)
 	if err != nil {
 		return err
@@ -226,6 +227,7 @@ func (d *Driver) CopyAsync(dst, src cuda.DevPtr, bytes int64, h cuda.Stream) err
 
 // MemsetAsync enqueues setting bytes at p to v.
 func (d *Driver) MemsetAsync(p cuda.DevPtr, v byte, bytes int64, h cuda.Stream) error {
+	d.cross("MemsetAsync")
 	s, err := d.streamOf("cuMemsetD8Async", h)
 	if err != nil {
 		return err
@@ -250,6 +252,7 @@ func (d *Driver) MemsetAsync(p cuda.DevPtr, v byte, bytes int64, h cuda.Stream) 
 
 // Synchronize waits for s's work and returns its first error.
 func (d *Driver) Synchronize(h cuda.Stream) error {
+	d.cross("Synchronize")
 	s, err := d.streamOf("cuStreamSynchronize", h)
 	if err != nil {
 		return err
@@ -285,6 +288,7 @@ func (d *Driver) DestroyEvent(h cuda.Event) error {
 
 // Record enqueues taking the time into e.
 func (d *Driver) Record(h cuda.Event, sh cuda.Stream) error {
+	d.cross("Record")
 	e, err := lookup[event](d, "cuEventRecord", unsafe.Pointer(h))
 	if err != nil {
 		return err
@@ -310,6 +314,7 @@ func (d *Driver) Record(h cuda.Event, sh cuda.Stream) error {
 // HostDelay delays the stream's later work by d under a Model: the host
 // issued nothing for d (driver.HostDelayer).
 func (d *Driver) HostDelay(sh cuda.Stream, dur time.Duration) error {
+	d.cross("HostDelay")
 	s, err := d.streamOf("hostDelay", sh)
 	if err != nil {
 		return err
@@ -326,6 +331,7 @@ func (d *Driver) HostDelay(sh cuda.Stream, dur time.Duration) error {
 
 // Elapsed is the time between two recorded events, in ms.
 func (d *Driver) Elapsed(start, end cuda.Event) (float32, error) {
+	d.cross("Elapsed")
 	a, err := lookup[event](d, "cuEventElapsedTime", unsafe.Pointer(start))
 	if err != nil {
 		return 0, err

@@ -130,6 +130,9 @@ type Driver struct {
 	// serials numbers the communicators made (Options.OrderByRun).
 	serials atomic.Int64
 	calls   map[string]int // by call and device: how many were made
+	// crossings counts the driver's entries that are one crossing from Go
+	// into C in the real binding (Crossings).
+	crossings map[string]int64
 	depth   int            // NCCL group depth
 	// issuers are the OS threads that enqueued NCCL operations, by GPU.
 	issuers map[int]map[int]bool
@@ -198,6 +201,32 @@ func HGX(model string, n int, opts Options) *Driver {
 type context struct {
 	dev      int
 	retained int
+}
+
+// cross counts one entry of the driver that the real binding makes with
+// one crossing from Go into C.
+func (d *Driver) cross(name string) {
+	d.mu.Lock()
+	if d.crossings == nil {
+		d.crossings = map[string]int64{}
+	}
+	d.crossings[name]++
+	d.mu.Unlock()
+}
+
+// Crossings are the driver's entries made so far that the real binding
+// makes with one crossing from Go into C each (an NCCL call loop, a
+// group, an event, a synchronize, a copy), by entry: what a test counts
+// per operation, since each crossing costs the host time small messages
+// are made of.
+func (d *Driver) Crossings() map[string]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]int64, len(d.crossings))
+	for k, v := range d.crossings {
+		out[k] = v
+	}
+	return out
 }
 
 // fault returns the error a planted fault gives call on dev now, counting

@@ -34,6 +34,11 @@ func (d *Driver) NewUniqueID() (driver.UniqueID, error) {
 
 // GroupStart opens an NCCL group.
 func (d *Driver) GroupStart() error {
+	d.cross("GroupStart")
+	return d.groupStart()
+}
+
+func (d *Driver) groupStart() error {
 	d.mu.Lock()
 	d.depth++
 	d.mu.Unlock()
@@ -42,6 +47,11 @@ func (d *Driver) GroupStart() error {
 
 // GroupEnd closes the innermost NCCL group.
 func (d *Driver) GroupEnd() error {
+	d.cross("GroupEnd")
+	return d.groupEnd()
+}
+
+func (d *Driver) groupEnd() error {
 	d.mu.Lock()
 	if d.depth == 0 {
 		d.mu.Unlock()

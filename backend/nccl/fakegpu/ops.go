@@ -134,24 +134,25 @@ func after(err error, k, n int) error {
 // RepeatGroup issues n groups from the calling thread, each with every
 // part's operation Per times (see driver.NCCL).
 func (d *Driver) RepeatGroup(parts []driver.Part, n int) error {
+	d.cross("RepeatGroup")
 	for k := 0; k < n; k++ {
-		if err := d.GroupStart(); err != nil {
+		if err := d.groupStart(); err != nil {
 			return &driver.PartError{Part: -1, Err: err}
 		}
 		for i, p := range parts {
 			c, ok := p.Comm.(*comm)
 			if !ok {
-				_ = d.GroupEnd()
+				_ = d.groupEnd()
 				return &driver.PartError{Part: i, Err: fmt.Errorf("part %d: not a communicator of this machine", i)}
 			}
 			op := *p.Op
 			op.Rot.First += k * max(p.Per, 1) // the group's calls go on from the last group's
-			if err := c.Repeat(&op, max(p.Per, 1), p.Stream); err != nil {
-				_ = d.GroupEnd()
+			if err := c.repeat(&op, max(p.Per, 1), p.Stream); err != nil {
+				_ = d.groupEnd()
 				return &driver.PartError{Part: i, Err: afterGroups(err, k, n)}
 			}
 		}
-		if err := d.GroupEnd(); err != nil {
+		if err := d.groupEnd(); err != nil {
 			return &driver.PartError{Part: -1, Err: afterGroups(err, k, n)}
 		}
 	}
@@ -169,6 +170,11 @@ func afterGroups(err error, k, n int) error {
 // runs when every rank of the communicator has reached it in its own
 // stream.
 func (c *comm) Repeat(op *driver.Op, n int, h cuda.Stream) error {
+	c.d.cross("Repeat")
+	return c.repeat(op, n, h)
+}
+
+func (c *comm) repeat(op *driver.Op, n int, h cuda.Stream) error {
 	if n <= 0 {
 		return nil
 	}
@@ -456,6 +462,7 @@ func describe(o driver.Op) string {
 // in each, sends are posted first, then each receive takes the oldest
 // message from its peer.
 func (c *comm) GroupP2P(ops []driver.P2P, n int, rot driver.Rotation, h cuda.Stream) error {
+	c.d.cross("GroupP2P")
 	if len(ops) == 0 {
 		return nil
 	}

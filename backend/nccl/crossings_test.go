@@ -1,0 +1,82 @@
+package nccl
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"collbench/backend/nccl/fakegpu"
+	"collbench/dtype"
+	"collbench/measure"
+)
+
+// crossingsOfARow is how many times each driver entry that crosses from Go
+// into C in the real binding was made for one verified row of c at iters
+// timed iterations on 4 GPUs of the fake machine.
+func crossingsOfARow(t *testing.T, c measure.Collective, iters int) map[string]int64 {
+	t.Helper()
+	drv := fakegpu.HGX("H100", 4, fakegpu.Options{Timeout: 10 * time.Second})
+	b, err := Open(Options{Driver: drv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Open(context.Background(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p := measure.Plan{Collectives: []measure.Collective{c}, DTypes: []dtype.DType{dtype.Float32}, Ops: []measure.ReduceOp{measure.Sum},
+		Sizes: []int64{4096}, Iters: iters, Warmup: 2, Check: 1, OutOfPlace: true, Roots: []int{0}}
+	cases, err := p.Cases(b, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := drv.Crossings()
+	rn := &measure.Runner{World: w, Plan: p, Cases: cases}
+	if _, err := rn.Run(context.Background()); err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	after := drv.Crossings()
+	for k, v := range before {
+		after[k] -= v
+	}
+	return after
+}
+
+// TestCrossingsPerRowDoNotGrowWithIterations pins the NCCL backend's issue
+// path for small messages, whose time is the host's: a timed loop is
+// handed to C whole (one NCCL call loop, one group loop), so a row of 100
+// timed iterations makes exactly as many crossings from Go into C as a
+// row of 10, for every collective but the hypercube, which is issued from
+// Go a group per round: on each of the 4 ranks, per operation, a copy of
+// its own block (out of place) and log2(4) = 2 groups, 3 crossings. Adding
+// a crossing per operation (an event, a group call, a synchronize) fails
+// here, and so does taking the hypercube's loop into C (then its pinned
+// count goes).
+func TestCrossingsPerRowDoNotGrowWithIterations(t *testing.T) {
+	for _, c := range measure.AllCollectives() {
+		few, many := crossingsOfARow(t, c, 10), crossingsOfARow(t, c, 100)
+		for k, v := range many {
+			want := few[k]
+			switch {
+			case c == measure.HyperCube && k == "GroupP2P":
+				want += 90 * 4 * 2
+			case c == measure.HyperCube && k == "CopyAsync":
+				want += 90 * 4
+			}
+			if v != want {
+				t.Errorf("%s: %d %s crossings for 100 timed iterations, %d for 10: want %d", c, v, k, few[k], want)
+			}
+		}
+		if total := sum(few); total == 0 || (c != measure.HyperCube && total > 200) {
+			t.Errorf("%s: %d crossings for one row of 10 iterations (%v)", c, total, few)
+		}
+	}
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
