@@ -178,6 +178,21 @@ func (c Counts) String() string {
 	if c.Every > 1 {
 		behind += fmt.Sprintf("; sampled: every %d operations at most", c.Every)
 	}
+	switch len(c.Libraries) {
+	case 0:
+	case 1:
+		behind += "; every process on " + c.Libraries[0].Library
+	default:
+		var ls []string
+		for _, l := range c.Libraries {
+			unit := "processes"
+			if l.Processes == 1 {
+				unit = "process"
+			}
+			ls = append(ls, fmt.Sprintf("%s (%d %s)", l.Library, l.Processes, unit))
+		}
+		behind += "; libraries: " + strings.Join(ls, ", ")
+	}
 	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped%s%s)",
 		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped, behind, unjudged)
 }

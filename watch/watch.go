@@ -282,6 +282,9 @@ type Counts struct {
 	// element type and count, most called first: what collbench tune
 	// --from tunes.
 	Ops []OpStat `json:"operations,omitempty"`
+	// Libraries are the libraries the processes said they watch (at most
+	// MaxLibraries), with how many said each: which NCCL the job ran.
+	Libraries []LibraryCount `json:"libraries,omitempty"`
 }
 
 // MaxBehind bounds the ranks Counts names as behind.

@@ -39,11 +39,13 @@ const (
 	syncEvery  = 10 * time.Second
 )
 
-// hello is what a process says of itself.
+// hello is what a process says of itself: where it runs, and the library
+// it watches (SenderOptions.Library).
 type hello struct {
-	Host  string `json:"host"`
-	PID   int    `json:"pid"`
-	Proof []byte `json:"proof"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Proof   []byte `json:"proof"`
+	Library string `json:"library,omitempty"`
 }
 
 // SenderOptions configure a Sender.
@@ -52,6 +54,10 @@ type SenderOptions struct {
 	Key  []byte // the job secret
 	Host string
 	PID  int
+	// Library names what the process watches, as it found it loaded (the
+	// plugin: "NCCL 2.30.7 (path), profiler interface v5"): the collector
+	// counts each, so a record says which library the job ran.
+	Library string
 	// Warn receives one line, once, when the collector cannot be reached
 	// or refuses this process; after it the sender is silent.
 	Warn func(string)
@@ -395,7 +401,7 @@ func (s *Sender) connect(ctx context.Context) (net.Conn, error) {
 	if err != nil || typ != frameChallenge {
 		return fail(fmt.Errorf("%s is not a collbench watch collector (no challenge)", s.o.Addr))
 	}
-	h, _ := json.Marshal(hello{Host: s.o.Host, PID: s.o.PID, Proof: secret.Proof(s.o.Key, proofLabel, nonce, s.o.Host, s.o.PID)})
+	h, _ := json.Marshal(hello{Host: s.o.Host, PID: s.o.PID, Library: s.o.Library, Proof: secret.Proof(s.o.Key, proofLabel, nonce, s.o.Host, s.o.PID)})
 	if err := bootstrap.WriteFrame(c, frameHello, h); err != nil {
 		return fail(fmt.Errorf("the collector at %s closed the connection (%v)", s.o.Addr, err))
 	}
@@ -425,6 +431,7 @@ type Server struct {
 	conns     atomic.Int64
 	admitted  atomic.Int64
 	received  atomic.Int64
+	libraries []LibraryCount // under mu: at most MaxLibraries
 	maxConns  int64
 	epoch     time.Time // the collector's clock: this instant, moved on monotonically
 	wg        sync.WaitGroup
@@ -531,6 +538,7 @@ func (s *Server) serve(c net.Conn) {
 		return
 	}
 	s.admitted.Add(1)
+	s.countLibrary(h.Library)
 	_ = c.SetDeadline(time.Time{})
 	for {
 		typ, raw, err := bootstrap.ReadFrame(c, frameLimit)
@@ -595,7 +603,7 @@ func (s *Server) Counts() Counts {
 	defer s.mu.Unlock()
 	return Counts{Processes: s.admitted.Load(), Summaries: s.received.Load(), Dropped: s.c.Dropped(),
 		Operations: s.c.Judged(), Links: s.c.LinksJudged(), LinksIn: s.c.LinksReceived(), Communicators: s.c.Communicators(),
-		Behind: s.c.Behind(MaxBehind), Every: s.c.SampledEvery(), Ops: s.c.Ops()}
+		Behind: s.c.Behind(MaxBehind), Every: s.c.SampledEvery(), Ops: s.c.Ops(), Libraries: append([]LibraryCount(nil), s.libraries...)}
 }
 
 // clock is a sender's measure of its clock's offset from the collector's.

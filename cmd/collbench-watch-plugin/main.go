@@ -32,6 +32,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"collbench/internal/hostclock"
 	"collbench/watch"
@@ -89,7 +90,15 @@ func cbwFinalize() {
 func newSender(getenv func(string) string, warn func(string)) *watch.Sender {
 	me, _ := os.Hostname()
 	return watch.SenderFromEnv(getenv, "collbench watch plugin", watch.SenderOptions{Host: me, PID: os.Getpid(), Warn: warn,
-		Now: func() int64 { return int64(C.cbw_now()) }})
+		Library: library(), Now: func() int64 { return int64(C.cbw_now()) }})
+}
+
+// library names the NCCL this process runs and the profiler interface it
+// initialised the plugin with (library.c).
+func library() string {
+	buf := make([]byte, C.CBW_PATH+128)
+	C.cbw_library((*C.char)(unsafe.Pointer(&buf[0])), C.int(len(buf)))
+	return C.GoString((*C.char)(unsafe.Pointer(&buf[0])))
 }
 
 // taker takes finished operations from every communicator's ring, places

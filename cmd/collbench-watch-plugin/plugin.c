@@ -373,11 +373,13 @@ static cbp_result finalize(void *ctx) {
 
 static cbp_result init_v4(void **ctx, int *mask, const char *name, uint64_t hash, int nodes, int ranks, int rank, cbp_logger log) {
 	(void)name, (void)nodes, (void)log;
+	cbw_set_interface(4);
 	return init_common(ctx, mask, hash, ranks, rank);
 }
 
 static cbp_result init_v5(void **ctx, uint64_t id, int *mask, const char *name, int nodes, int ranks, int rank, cbp_logger log) {
 	(void)name, (void)nodes, (void)log;
+	cbw_set_interface(5);
 	return init_common(ctx, mask, id, ranks, rank);
 }
 

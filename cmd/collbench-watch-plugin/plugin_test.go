@@ -27,6 +27,7 @@ var (
 	buildOnce            sync.Once
 	buildDir             string
 	libPath, harnessPath string
+	standinPath          string // a libnccl.so.2 that only says its version
 	buildErr             error
 )
 
@@ -66,6 +67,11 @@ func built(t *testing.T) (string, string) {
 		}
 		if out, err := exec.Command(cc, "-O2", "-Wall", "-pthread", "-I../../backend/nccl/fakegpu", "-o", harnessPath, "testdata/harness.c", "-ldl").CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building the harness: %v\n%s", err, out)
+			return
+		}
+		standinPath = filepath.Join(dir, "libnccl.so.2")
+		if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", standinPath, "testdata/nccl_version.c").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the NCCL version stand-in: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -106,7 +112,7 @@ func (j job) run(t *testing.T) ran {
 		// unaligned, rank 0 would look late by tens of milliseconds.
 		cmd := exec.Command(harness, lib, fmt.Sprint(j.version), fmt.Sprint(r), fmt.Sprint(j.ranks), fmt.Sprint(base),
 			fmt.Sprint(j.periodUS), fmt.Sprint(j.ops), fmt.Sprint(r*37), fmt.Sprint(j.lateRank), fmt.Sprint(j.lateUS), fmt.Sprint(j.lateFrom))
-		cmd.Env = append(os.Environ(), j.env...)
+		cmd.Env = append(append(os.Environ(), "HARNESS_NCCL="+standinPath), j.env...)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		if err := cmd.Start(); err != nil {
@@ -242,6 +248,12 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			}
 			if n := counts(); n.Summaries != want || n.Operations != int64(sent) || n.Dropped != 0 {
 				t.Errorf("the collector %s; want %d summaries (%d ranks x %d operations), all %d operations judged", n, want, j.ranks, sent, sent)
+			}
+			// Which NCCL each process ran: the library it found loaded,
+			// its version, the profiler interface NCCL chose.
+			wantLib := fmt.Sprintf("NCCL 2.30.7 (%s), profiler interface v%d", standinPath, c.version)
+			if libs := counts().Libraries; len(libs) != 1 || libs[0].Library != wantLib || libs[0].Processes != int64(j.ranks) {
+				t.Errorf("libraries %+v, want %q from %d processes", libs, wantLib, j.ranks)
 			}
 			fs := findings()
 			if c.late < 0 {

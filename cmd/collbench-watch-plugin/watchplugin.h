@@ -45,6 +45,12 @@ typedef struct {
 void cbw_enable(int on);
 int cbw_enabled(void);
 int64_t cbw_now(void); // CLOCK_MONOTONIC, ns
+
+// Which NCCL the process runs (library.c): the profiler interface version
+// NCCL initialised the plugin with, and a line naming the library.
+enum { CBW_PATH = 512 };
+void cbw_set_interface(int version);
+void cbw_library(char *buf, int n);
 int cbw_contexts(void);
 int cbw_refused(void);
 int cbw_context(int i, cbw_info *out);

@@ -239,6 +239,12 @@ int main(int argc, char **argv) {
 	if (getenv("HARNESS_NET_BYTES")) net_bytes = atoll(getenv("HARNESS_NET_BYTES"));
 	if (getenv("HARNESS_NET_BPS")) net_bps = atof(getenv("HARNESS_NET_BPS"));
 	if (getenv("HARNESS_SLOW_SEND") && atoi(getenv("HARNESS_SLOW_SEND")) == rank && getenv("HARNESS_SLOW_BPS")) net_bps = atof(getenv("HARNESS_SLOW_BPS"));
+	// HARNESS_NCCL: a library to load first, as the application loads NCCL
+	// (the plugin names the NCCL it finds loaded).
+	if (getenv("HARNESS_NCCL") && dlopen(getenv("HARNESS_NCCL"), RTLD_NOW | RTLD_LOCAL) == NULL) {
+		fprintf(stderr, "harness: %s\n", dlerror());
+		return 1;
+	}
 	void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) {
 		fprintf(stderr, "harness: %s\n", dlerror());
