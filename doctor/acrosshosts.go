@@ -588,19 +588,3 @@ func (d *search) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult
 	}
 	return res
 }
-
-// nicPeak is the slowest active InfiniBand/RoCE port's rate in GB/s over
-// every host's facts, 0 when unknown.
-func (d *search) nicPeak() float64 {
-	peak := 0.0
-	for _, f := range d.o.Facts {
-		for _, n := range f.NICs {
-			if n.Kind != "ethernet" && n.RateGbps > 0 && strings.EqualFold(n.State, "ACTIVE") {
-				if r := n.RateGbps / 8; peak == 0 || r < peak {
-					peak = r
-				}
-			}
-		}
-	}
-	return peak
-}

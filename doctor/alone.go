@@ -104,10 +104,6 @@ func (d *search) alone() error {
 	return nil
 }
 
-// confirmAttempts is how often a suspect is measured again before it is
-// named; one attempt that is not slow clears it.
-const confirmAttempts = 3
-
 // judgeAlone finds the GPUs slow alone: against what a healthy one of
 // their model does (copy, fill), against their own single kernels (the
 // time share a sustained loop gets), then against their peers.
@@ -333,25 +329,6 @@ func (d *search) recordGPUs(figs map[int]GPUFigure) {
 		what, reason, _ := strings.Cut(why, ": ")
 		d.rep.NoExpectation = append(d.rep.NoExpectation, fmt.Sprintf("%s of %s judged against their peers only: %s", what, who, reason))
 	}
-}
-
-// health is the NVML health of the GPU rank r drives, where the host's
-// facts have it.
-func (d *search) health(r int) (GPUHealth, bool) {
-	f := d.facts[d.host(r)]
-	if f == nil {
-		return GPUHealth{}, false
-	}
-	idx, ok := d.devIndex[r]
-	if !ok {
-		return GPUHealth{}, false
-	}
-	for _, g := range f.GPUs {
-		if g.Index == idx {
-			return g, true
-		}
-	}
-	return GPUHealth{}, false
 }
 
 // expectedCopy is the copy rate rank r's GPU should reach alone, or 0 and

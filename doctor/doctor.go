@@ -15,8 +15,11 @@
 //     doctor.go (Run, measuring a layout), alone.go, pairs.go, paths.go,
 //     acrosshosts.go, confirm.go, acrossleaves.go, wholeworld.go,
 //     shared.go, counterstage.go, explain.go, which turns what the
-//     stages found into findings, and simulate.go (a run on a cluster
-//     model: the sim backend)
+//     stages found into findings, simulate.go (a run on a cluster
+//     model: the sim backend), and kit.go (what more than one stage
+//     reads). A stage's file names no other stage's identifiers (the
+//     across-hosts stage is acrosshosts.go, confirm.go and
+//     acrossleaves.go); explain.go reads them all
 //  3. the rules: judge.go (slow against peers and peak), expect.go (what a
 //     GPU model should do), countjudge.go (how far counters may grow),
 //     health.go (a registry of rules over the health facts), plan.go (the

@@ -31,18 +31,20 @@ var floors = [][]string{
 	{"judge.go", "expect.go", "countjudge.go", "health.go", "plan.go"},
 	// the stages of the search, over one world of ranks
 	{"doctor.go", "alone.go", "pairs.go", "paths.go", "acrosshosts.go", "acrossleaves.go", "confirm.go",
-		"wholeworld.go", "shared.go", "counterstage.go", "explain.go", "simulate.go"},
+		"wholeworld.go", "shared.go", "counterstage.go", "explain.go", "simulate.go", "kit.go"},
 	// the rendering: text, HTML, Prometheus, a node's history
 	{"report.go", "rollup.go", "html.go", "prom.go", "history.go", "historyhtml.go"},
 }
 
-func TestDoctorFilesUseNothingAbove(t *testing.T) {
-	floorOf := map[string]int{}
-	for i, fl := range floors {
-		for _, f := range fl {
-			floorOf[f] = i
-		}
-	}
+// use is one file's use of an identifier another file of the package
+// declares at its top level.
+type use struct{ from, name, to string }
+
+// packageUses type-checks the doctor's files (not its tests) and returns
+// every use of a top-level identifier across files; it fails on a file on
+// no floor, and skips where go list -export cannot run.
+func packageUses(t *testing.T, floorOf map[string]int) []use {
+	t.Helper()
 	names, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +93,7 @@ func TestDoctorFilesUseNothingAbove(t *testing.T) {
 	if err != nil {
 		t.Fatalf("type-checking the doctor: %v", err)
 	}
-	var bad []string
+	var uses []use
 	for _, af := range files {
 		from := fset.Position(af.Pos()).Filename
 		ast.Inspect(af, func(n ast.Node) bool {
@@ -103,16 +105,67 @@ func TestDoctorFilesUseNothingAbove(t *testing.T) {
 			if o == nil || o.Pkg() != pkg || !declaredAtTop(o, pkg) {
 				return true
 			}
-			to := fset.Position(o.Pos()).Filename
-			if floorOf[to] > floorOf[from] {
-				bad = append(bad, from+" uses "+id.Name+" from "+to)
+			if to := fset.Position(o.Pos()).Filename; to != from {
+				uses = append(uses, use{from: from, name: id.Name, to: to})
 			}
 			return true
 		})
 	}
+	return uses
+}
+
+func floorIndex() map[string]int {
+	floorOf := map[string]int{}
+	for i, fl := range floors {
+		for _, f := range fl {
+			floorOf[f] = i
+		}
+	}
+	return floorOf
+}
+
+func TestDoctorFilesUseNothingAbove(t *testing.T) {
+	floorOf := floorIndex()
+	var bad []string
+	for _, u := range packageUses(t, floorOf) {
+		if floorOf[u.to] > floorOf[u.from] {
+			bad = append(bad, u.from+" uses "+u.name+" from "+u.to)
+		}
+	}
 	slices.Sort(bad)
 	for _, b := range slices.Compact(bad) {
 		t.Errorf("a use up a floor: %s", b)
+	}
+}
+
+// stageUnits are the stages' files, grouped by stage: the across-hosts
+// stage is its rounds (acrosshosts.go), the pairs it measures again
+// (confirm.go) and its rounds between leaves (acrossleaves.go).
+var stageUnits = [][]string{
+	{"alone.go"}, {"pairs.go"}, {"paths.go"}, {"acrosshosts.go", "confirm.go", "acrossleaves.go"},
+	{"wholeworld.go"}, {"shared.go"}, {"counterstage.go"},
+}
+
+// TestStageFilesNameOnlyTheirOwn: a stage's file uses what the framework
+// (doctor.go, kit.go) and the floors below declare, never another stage's
+// identifiers, so a new stage is its file, a line in the stage list and
+// its explanation rule (explain.go, which reads every stage's result).
+func TestStageFilesNameOnlyTheirOwn(t *testing.T) {
+	unitOf := map[string]int{}
+	for i, u := range stageUnits {
+		for _, f := range u {
+			unitOf[f] = i + 1
+		}
+	}
+	var bad []string
+	for _, u := range packageUses(t, floorIndex()) {
+		if a, b := unitOf[u.from], unitOf[u.to]; a > 0 && b > 0 && a != b {
+			bad = append(bad, u.from+" uses "+u.name+" from "+u.to)
+		}
+	}
+	slices.Sort(bad)
+	for _, b := range slices.Compact(bad) {
+		t.Errorf("a stage names another's identifier: %s", b)
 	}
 }
 

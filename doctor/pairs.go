@@ -9,14 +9,6 @@ import (
 	"collbench/results"
 )
 
-// pairKey orders a pair.
-func pairKey(a, b int) [2]int {
-	if a > b {
-		a, b = b, a
-	}
-	return [2]int{a, b}
-}
-
 // pairStage measures every pair of GPUs within each host.
 type pairStage struct{}
 
@@ -314,21 +306,6 @@ func (d *search) machines() (map[string]int, error) {
 		}
 	}
 	return out, nil
-}
-
-func parsePair(key string) [2]int {
-	var a, b int
-	_, _ = fmt.Sscanf(key, "%d-%d", &a, &b) // pairKey makes every key: two ranks
-	return [2]int{a, b}
-}
-
-func touches(round [][2]int, p [2]int) bool {
-	for _, q := range round {
-		if q[0] == p[0] || q[0] == p[1] || q[1] == p[0] || q[1] == p[1] {
-			return true
-		}
-	}
-	return false
 }
 
 // pairRound measures one round of disjoint pairs within hosts: on the
