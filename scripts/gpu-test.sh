@@ -11,7 +11,7 @@
 #
 # Sections, in order: machine unit correct sweep latency groups multiproc
 # ways suites diag memory badinput fault doctor features exchanges explain profiler
-# register tune watch parity cycles logs. Without SECTIONS every section runs. The parity section takes
+# register tune watch parity determinism tunejob cycles logs. Without SECTIONS every section runs. The parity section takes
 # PARITY_PASSES, PARITY_CYCLES, PARITY_COLLS and PARITY_VARIANTS
 # (scripts/parity.sh's PASSES, CYCLES, COLLS and VARIANTS). Shorter runs:
 # SIX_PASSES (the sweep section's alternating passes of each of the six
@@ -1291,6 +1291,37 @@ if [ -x "$nt/sendrecv_perf" ]; then
 else
   bad "NCCL's benchmark not built (source expected in $NCCL_TESTS)"
 fi
+fi
+
+if want determinism; then
+step "determinism on every GPU: allreduce, reduce-scatter, reduce x float, half, bfloat16 x 8 B - 1 GiB x the default and every forced choice x 3 fresh runs within DET_BUDGET (600 s); the pinned file --check over 20 fresh runs; --bitwise 5 on a sweep"
+wall timeout -k 10 $((${DET_BUDGET_S:-600} + 120)) "$BIN" determinism --sizes 8:1G:x4 --budget "${DET_BUDGET_S:-600}s" \
+  -o "$WORK/det.json" --tuner-file "$WORK/det.csv" > "$WORK/det.txt" 2>&1
+rc=$?
+grep -v "^collbench determinism:" "$WORK/det.txt"; cat "$WORK/det.csv" 2>/dev/null
+if [ $rc -le 1 ] && grep -q "cells stable" "$WORK/det.txt"; then
+  grep -q '"complete": true' "$WORK/det.json" && ok "determinism: every cell within the budget (exit $rc)" || bad "determinism: cut short by the budget"
+else
+  bad "determinism exit $rc"
+fi
+if [ -s "$WORK/det.csv" ]; then
+  wall timeout -k 10 660 "$BIN" determinism --sizes 8:1G:x4 --check "$WORK/det.csv" --runs 20 --budget 600s > "$WORK/det-check.txt" 2>&1
+  rc=$?; tail -5 "$WORK/det-check.txt"
+  [ $rc -eq 0 ] && ! grep -q "cut short" "$WORK/det-check.txt" && ok "the pinned file passes --check over 20 fresh runs" || bad "the pinned file's --check (exit $rc)"
+fi
+wall timeout -k 10 600 "$BIN" sweep --collectives allreduce,reduce-scatter,reduce --dtype float,half,bfloat16 --sizes 8:1G:x8 -n 5 -w 2 \
+  --bitwise 5 > "$WORK/bitwise.txt" 2>&1
+rc=$?; grep "^# bitwise" "$WORK/bitwise.txt"
+[ $rc -eq 0 ] && ! grep -q "^# bitwise:.*differ" "$WORK/bitwise.txt" && ok "--bitwise 5: the same bits" || bad "--bitwise 5 (exit $rc)"
+fi
+
+if want tunejob; then
+step "tune in a training job (scripts/tune-job.sh: FSDP, a layer's allgather of TJ_WIDTH^2 floats; record, tune --from, TJ_PAIRS alternating pairs, NCCL's log op by op)"
+BIN=$BIN MODE=${TJ_MODE:-fsdp} LAYERS=${TJ_LAYERS:-16} WIDTH=${TJ_WIDTH:-1024} STEPS=${TJ_STEPS:-300} WARM=50 PAIRS=${TJ_PAIRS:-5} TRACE=1 \
+  BUDGET=${TJ_BUDGET:-120s} WORK=$WORK/tunejob OUT=$OUTDIR wall timeout -k 10 900 scripts/tune-job.sh > "$WORK/tunejob.txt" 2>&1
+rc=$?; tail -12 "$WORK/tunejob.txt"
+grep -q "^TRACE OK" "$WORK/tunejob.txt" && ok "tune-job: each operation ran what the file says" || bad "tune-job: the trace"
+[ $rc -ne 1 ] && ok "tune-job: the file does not slow the job beyond noise (exit $rc)" || bad "tune-job: SLOWER with the file"
 fi
 
 if want cycles; then
