@@ -66,7 +66,7 @@ type Options struct {
 	World measure.World
 	// Forcer tells the library which algorithm to run (nil: the default
 	// only); Vocab is its words (the report's backend's where left zero),
-	// Entries a tuner file's lines (CheckFile, ReadCheck).
+	// Entries a tuner file's lines (CheckFile, read by tune.ReadCheck).
 	Forcer  measure.Forcer
 	Vocab   tunefile.Vocabulary
 	Entries []tunefile.Entry
@@ -77,21 +77,6 @@ type Options struct {
 	OnRecord func(writeJSON func(io.Writer) error)
 	// Progress, if set, receives a line per collective, type and choice.
 	Progress func(string)
-}
-
-// ReadCheck reads the tuner file at path ("" gives none) in the words of
-// backend, for Options.Entries on a world of n ranks: a problem names the
-// file and line; a file whose every line is for another rank count is
-// refused.
-func ReadCheck(ctx context.Context, path, backend string, n int) ([]tunefile.Entry, error) {
-	if path == "" {
-		return nil, nil
-	}
-	es, err := tunefile.ReadFile(ctx, path, tunefile.VocabularyOf(backend))
-	if err != nil {
-		return nil, err
-	}
-	return es, tunefile.ForRanks(es, path, n)
 }
 
 // RefusedError is a choice the library refused to be forced to: the

@@ -8,6 +8,7 @@ import (
 
 	"collbench/determinism"
 	"collbench/measure"
+	"collbench/tune"
 )
 
 // Determinism is one collbench determinism run (determinism.Spec: what
@@ -74,7 +75,7 @@ func (f *System) RunDeterminism(ctx context.Context, d Determinism) (_ *determin
 		if forcer == nil {
 			return nil, UsageErrorf("--check %s: the %s backend cannot be told which algorithm to run here", d.CheckFile, b.Name())
 		}
-		if o.Entries, err = determinism.ReadCheck(gr.Ctx, d.CheckFile, b.Name(), n); err != nil {
+		if o.Entries, err = tune.ReadCheck(gr.Ctx, d.CheckFile, b.Name(), n); err != nil {
 			return nil, &UsageError{Err: err}
 		}
 		rep.Notes = append(rep.Notes, "checking "+d.CheckFile+": each size runs the choice the file names for it (the default where no line does)")

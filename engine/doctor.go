@@ -44,9 +44,20 @@ type Doctor struct {
 	Progress func(string)
 	// OnReport, if set, receives rank 0's report and the error the run
 	// ends with (DoctorVerdict) before the session closes, so the verdict
-	// is written while the process surely lives; what it returns is the
-	// error RunDoctor returns.
+	// is written while the process surely lives; an error it returns (the
+	// verdict could not be written) is the one RunDoctor returns.
 	OnReport func(rep *doctor.Report, err error) error
+	// Cluster, where set, is a cluster file: doctor runs on its model in
+	// this process (doctor.Simulate) instead of on the world.
+	Cluster string
+	// History is a directory that keeps each node's figures run after run:
+	// rank 0 checks it before any traffic and records the verdict in it
+	// before OnReport; HistoryRules are its rules (LoadConfig sets them),
+	// OnHistory receives the records written, Tool the version they name.
+	History      string
+	HistoryRules doctor.HistoryRules
+	OnHistory    func(paths []string)
+	Tool         string
 }
 
 // RunDoctor runs d and returns the report on rank 0 (nil elsewhere). A run
@@ -54,6 +65,9 @@ type Doctor struct {
 // first finding, beside the fault's error; an unhealthy verdict is a
 // *CheckFailedError.
 func (f *System) RunDoctor(ctx context.Context, d Doctor) (_ *doctor.Report, err error) {
+	if d.Cluster != "" {
+		return f.simulateDoctor(ctx, d)
+	}
 	start := time.Now()
 	// NCCL's own log says which transport it used between each pair; send
 	// it to a file of ours unless the user collects it already.
@@ -80,6 +94,13 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (_ *doctor.Report, err
 	opts.Thresholds = doctor.ThresholdsOr(d.Thresholds, doctor.RulesFor(b.Name()))
 	if d.OnReady != nil {
 		if err := d.OnReady(ss.Choice, pw.Rank0()); err != nil {
+			return nil, err
+		}
+	}
+	// The history is rank 0's: checked before any traffic, so a directory
+	// it cannot keep costs no run.
+	if pw.Rank0() {
+		if err := d.checkHistory(); err != nil {
 			return nil, err
 		}
 	}
@@ -162,14 +183,10 @@ func (f *System) RunDoctor(ctx context.Context, d Doctor) (_ *doctor.Report, err
 	if !gpu {
 		rep.Notes = append(rep.Notes, "health facts skipped: the "+b.Name()+" backend runs on host memory, with no GPUs to ask NVML about")
 	}
-	err = DoctorVerdict(rep, runErr)
-	if d.OnReport != nil {
-		// Before the session closes: after a fault, ending MPI or the
-		// control connection waits on the processes that failed, and a
-		// launcher may kill this one meanwhile.
-		err = d.OnReport(rep, err)
-	}
-	return rep, err
+	// Delivered before the session closes: after a fault, ending MPI or the
+	// control connection waits on the processes that failed, and a
+	// launcher may kill this one meanwhile.
+	return rep, f.deliverDoctor(d, rep, DoctorVerdict(rep, runErr))
 }
 
 // DoctorVerdict is the error a doctor run ends with: the fault that ended

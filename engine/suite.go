@@ -88,9 +88,10 @@ func LoadSuite(ctx context.Context, path string, base measure.Spec) (*SuitePlan,
 	return p, nil
 }
 
-// LoadConfig sets d's thresholds, expectations and counter rules from a
-// config file's doctor section (doctor --config) and returns its history
-// rules (zero: the defaults). A file that is not valid is a UsageError.
+// LoadConfig sets d's thresholds, expectations, counter rules and history
+// rules from a config file's doctor section (doctor --config), and returns
+// the history rules (zero: the defaults). A file that is not valid is a
+// UsageError.
 func (d *Doctor) LoadConfig(ctx context.Context, path string) (doctor.HistoryRules, error) {
 	var history doctor.HistoryRules
 	cfg, err := runconfig.Load(ctx, path)
@@ -106,5 +107,6 @@ func (d *Doctor) LoadConfig(ctx context.Context, path string) (doctor.HistoryRul
 			history = *c.History
 		}
 	}
+	d.HistoryRules = history
 	return history, nil
 }

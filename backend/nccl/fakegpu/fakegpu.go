@@ -133,7 +133,7 @@ type Driver struct {
 	// crossings counts the driver's entries that are one crossing from Go
 	// into C in the real binding (Crossings).
 	crossings map[string]int64
-	depth   int            // NCCL group depth
+	depth     int // NCCL group depth
 	// issuers are the OS threads that enqueued NCCL operations, by GPU.
 	issuers map[int]map[int]bool
 	loaded  bool

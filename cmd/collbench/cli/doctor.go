@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -146,11 +145,13 @@ func doctorRun(o *DoctorOptions) error {
 	if o.Iters > maxDoctorIters {
 		return engine.UsageErrorf("invalid --iters %d: doctor takes the best of at most %d iterations per test (each test's time grows with it, and a figure settles within tens); to watch a node over time, run doctor again with --history DIR", o.Iters, maxDoctorIters)
 	}
-	model, err := doctor.LoadCluster(o.Ctx, o.Simulate)
-	if err != nil {
-		return &engine.UsageError{Err: err}
-	}
-	d := engine.Doctor{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Knobs: doctor.Knobs{Quick: o.Quick, Iters: o.Iters}, RunFlags: o.RunFlags}
+	d := engine.Doctor{Backend: o.Backend, NCCLLib: o.NCCLLib, Ranks: o.Ranks, Knobs: doctor.Knobs{Quick: o.Quick, Iters: o.Iters}, RunFlags: o.RunFlags,
+		Cluster: o.Simulate, History: o.History, Tool: Version,
+		OnHistory: func(paths []string) {
+			for _, p := range paths {
+				sayWrote(o.IO.ErrOut, "the node's history record", p)
+			}
+		}}
 	for _, sz := range []struct {
 		flag, v string
 		into    *int64
@@ -160,9 +161,8 @@ func doctorRun(o *DoctorOptions) error {
 			return err
 		}
 	}
-	var historyRules doctor.HistoryRules
 	if o.Config != "" {
-		if historyRules, err = d.LoadConfig(o.Ctx, o.Config); err != nil {
+		if _, err := d.LoadConfig(o.Ctx, o.Config); err != nil {
 			return err
 		}
 	}
@@ -180,40 +180,17 @@ func doctorRun(o *DoctorOptions) error {
 		if choice.Auto && rank0 && !o.Quiet {
 			fmt.Fprintf(o.IO.ErrOut, "collbench: backend %s (%s)\n", choice.Backend.Name(), choice.Reason)
 		}
-		// The history is rank 0's: it is checked before any traffic, so a
-		// directory it cannot keep costs no run.
-		if rank0 && o.History != "" {
-			if err := doctor.CheckHistoryDir(o.History, historyRules.Runs); err != nil {
-				return &engine.UsageError{Err: err}
-			}
-		}
 		return nil
-	}
-	if model != nil && o.History != "" {
-		if err := doctor.CheckHistoryDir(o.History, historyRules.Runs); err != nil {
-			return &engine.UsageError{Err: err}
-		}
 	}
 	if !o.Quiet {
 		d.Progress = func(s string) { fmt.Fprintf(o.IO.ErrOut, "collbench doctor: %s\n", s) }
 	}
-	// deliver writes the verdict where it was asked for: the node's
-	// history, the files, and the report on stdout. It returns the error
-	// the command ends with. A run on the world calls it before its session
-	// closes (engine.Doctor.OnReport): after a fault, ending MPI waits on
-	// the processes that failed, and the launcher may kill this one first.
-	deliver := func(rep *doctor.Report, runErr error) error {
-		var historyErr error
-		if o.History != "" {
-			var paths []string
-			paths, historyErr = rep.ApplyHistory(o.History, historyRules, time.Now(), Version)
-			if historyErr != nil {
-				historyErr = &engine.UsageError{Err: historyErr}
-			}
-			for _, p := range paths {
-				sayWrote(o.IO.ErrOut, "the node's history record", p)
-			}
-		}
+	// The verdict where it was asked for: the files and the report on
+	// stdout (the engine keeps the node's history first). A run on the
+	// world delivers it before its session closes: after a fault, ending
+	// MPI waits on the processes that failed, and the launcher may kill
+	// this one first.
+	deliver := func(rep *doctor.Report, _ error) error {
 		for _, w := range []struct {
 			flag  string
 			write func(io.Writer) error
@@ -233,20 +210,7 @@ func doctorRun(o *DoctorOptions) error {
 		if err != nil {
 			return &engine.RunError{Err: err}
 		}
-		if historyErr != nil {
-			if runErr == nil {
-				return historyErr
-			}
-			fmt.Fprintf(o.IO.ErrOut, "collbench: %v\n", historyErr)
-		}
-		return runErr
-	}
-	if model != nil {
-		rep, runErr := engine.Simulate(o.Ctx, doctor.Simulation{Model: model, Knobs: d.Knobs, Thresholds: d.Thresholds, Expectations: d.Expectations, Progress: d.Progress})
-		if rep == nil {
-			return runErr
-		}
-		return deliver(rep, runErr)
+		return nil
 	}
 	d.OnReport = deliver
 	_, runErr := o.Factory.RunDoctor(o.Ctx, d)
