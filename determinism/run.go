@@ -172,12 +172,13 @@ func (dr *determiner) run(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if why, err := dr.notRun(c, ch); err != nil || why != "" {
-					if err == nil && dr.rank0 {
+				why, err := dr.notRun(c, ch)
+				if err != nil {
+					return err
+				}
+				if why != "" {
+					if dr.rank0 {
 						dr.rep.Notes = append(dr.rep.Notes, fmt.Sprintf("%s %s: %s cannot run here (%s): left out", c, t, ch, why))
-					}
-					if err != nil {
-						return err
 					}
 					continue
 				}
