@@ -3,7 +3,6 @@ package nccl
 import (
 	"context"
 	"testing"
-	"time"
 
 	"collbench/backend/nccl/fakegpu"
 	"collbench/dtype"
@@ -15,11 +14,7 @@ import (
 // timed iterations on 4 GPUs of the fake machine.
 func crossingsOfARow(t *testing.T, c measure.Collective, iters int) map[string]int64 {
 	t.Helper()
-	drv := fakegpu.HGX("H100", 4, fakegpu.Options{Timeout: 10 * time.Second})
-	b, err := Open(Options{Driver: drv})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, drv := openMode(t, 4, measure.ThreadsPerGPU, fakegpu.Options{})
 	w, err := b.Open(context.Background(), 4)
 	if err != nil {
 		t.Fatal(err)
