@@ -58,14 +58,43 @@ func CrossRounds(ka, kb int) [][][2]int {
 // leaf switches (acrossleaves.go).
 type acrossHostsStage struct{}
 
-func (acrossHostsStage) Name(*search) string { return "across hosts" }
-func (acrossHostsStage) Skip(d *search) string {
+func (acrossHostsStage) Name(*site) string { return "across hosts" }
+func (acrossHostsStage) Skip(d *site) string {
 	if len(d.hostList) < 2 {
 		return "one host"
 	}
 	return ""
 }
-func (acrossHostsStage) Run(d *search) error { return d.acrossHosts() }
+func (acrossHostsStage) Run(m *meter, before outcome) (outcome, error) {
+	d := &crossRun{meter: m, before: before, crossScale: 1, crossAgain: map[crossID][]againFig{}}
+	err := d.acrossHosts()
+	return d.outcome, err
+}
+
+// crossRun is one run of the stage: what it names, knowing the GPUs and
+// pairs within hosts found slow before it, and what it measured on the way.
+type crossRun struct {
+	*meter
+	before outcome
+	outcome
+	// crossSeen is every pair across hosts as first measured (the figures
+	// on rank 0), from which pairs measured again take their controls.
+	crossSeen []crossFig
+	// crossScale is the least median, over the rounds of pairs measured
+	// again, of their controls' figures over their first ones (1 when
+	// none fell).
+	crossScale float64
+	// ctlRounds counts the rounds of pairs measured again that had
+	// minControls controls or more, and lowRounds those whose controls'
+	// median fell below their first figures by more than the drop.
+	ctlRounds, lowRounds int
+	// crossAgain is, on rank 0, every measurement again of a pair across
+	// hosts, for its finding's evidence.
+	crossAgain map[crossID][]againFig
+	// ctlN and ctlSlow count, on rank 0, the controls measured beside pairs
+	// measured again, and those that were slow.
+	ctlN, ctlSlow int
+}
 
 // acrossHosts pairs hosts once (every host measured with a partner), then
 // pairs only the suspects with hosts already seen healthy: a host slow with
@@ -75,7 +104,7 @@ func (acrossHostsStage) Run(d *search) error { return d.acrossHosts() }
 // alltoall uses them), so a bad cable or switch port seen by only some GPU
 // pairs is found. The rounds are bounded by the GPUs per host, whatever the
 // number of hosts.
-func (d *search) acrossHosts() error {
+func (d *crossRun) acrossHosts() error {
 	nh := len(d.hostList)
 	if nh < 2 {
 		return nil
@@ -164,8 +193,8 @@ func (d *search) acrossHosts() error {
 	var why []string
 	var peers []float64
 	for i, c := range res.Cross {
-		_, a := d.slowRanks[d.crossRank(c, 0)]
-		_, b := d.slowRanks[d.crossRank(c, 1)]
+		_, a := d.before.slowRanks[d.crossRank(c, 0)]
+		_, b := d.before.slowRanks[d.crossRank(c, 1)]
 		if !a && !b {
 			ids, why, peers = append(ids, c), append(why, res.CrossWhy[i]), append(peers, res.Peers[i])
 		}
@@ -208,7 +237,7 @@ func (d *search) acrossHosts() error {
 // run (another job's traffic, most likely), and the suspects were judged
 // as it moved. One round of several is a moment's noise, not the fabric:
 // its suspects were still judged against it, and their findings say so.
-func (d *search) nameBusyFabric() {
+func (d *crossRun) nameBusyFabric() {
 	if d.lowRounds == 0 || d.lowRounds < min(2, d.ctlRounds) {
 		return
 	}
@@ -223,7 +252,7 @@ func (d *search) nameBusyFabric() {
 // than half of the pairs across hosts measured are slow after their
 // measurements again, on more than half of the hosts: no one NIC, cable or
 // host explains that. It says whether it named it.
-func (d *search) nameSlowFabric(ids []crossID, all []crossFig) bool {
+func (d *crossRun) nameSlowFabric(ids []crossID, all []crossFig) bool {
 	hosts, slow := map[int]bool{}, map[crossID]bool{}
 	for _, c := range ids {
 		hosts[c.HA], hosts[c.HB] = true, true
@@ -260,7 +289,7 @@ func (d *search) nameSlowFabric(ids []crossID, all []crossFig) bool {
 // the link between two hosts; a host with slow GPUs or pairs inside it is
 // slow with every partner for that reason, which the earlier stages name.
 // It returns the hosts named.
-func (d *search) nameHosts(res hostResult, slowWith map[int]map[int]bool, fine map[int]bool) map[int]bool {
+func (d *crossRun) nameHosts(res hostResult, slowWith map[int]map[int]bool, fine map[int]bool) map[int]bool {
 	nh := len(d.hostList)
 	inside := d.hostsSlowInside()
 	culprits, _ := Triage(nh, slowWith, fine)
@@ -304,7 +333,7 @@ const tailRatio = 1.5
 // its measurements keep having slow ones. The rate of such measurements
 // over all ranks is the chance; a rank is named when the binomial chance
 // of its count, times the number of ranks judged, is below falseAlarms.
-func (d *search) nameFlapping(all []crossFig, named map[int]bool) {
+func (d *crossRun) nameFlapping(all []crossFig, named map[int]bool) {
 	type count struct{ slow, n int }
 	per := map[int]*count{}
 	total, tails := 0, 0
@@ -360,16 +389,16 @@ func binomialTail(n, k int, p float64) float64 {
 
 // hostsSlowInside are the hosts (by index) with a GPU found slow alone or
 // a slow pair of GPUs within them.
-func (d *search) hostsSlowInside() map[int]bool {
+func (d *crossRun) hostsSlowInside() map[int]bool {
 	idx := map[string]int{}
 	for i, h := range d.hostList {
 		idx[h] = i
 	}
 	out := map[int]bool{}
-	for r := range d.slowRanks {
+	for r := range d.before.slowRanks {
 		out[idx[d.host(r)]] = true
 	}
-	for key := range d.slowPairs {
+	for key := range d.before.slowPairs {
 		var a, b int
 		if _, err := fmt.Sscanf(key, "%d-%d", &a, &b); err == nil {
 			out[idx[d.host(a)]] = true
@@ -379,7 +408,7 @@ func (d *search) hostsSlowInside() map[int]bool {
 }
 
 // crossRank is the world rank of one side (0 or 1) of a cross pair.
-func (d *search) crossRank(c crossID, side int) int {
+func (d *crossRun) crossRank(c crossID, side int) int {
 	if side == 0 {
 		return d.members[d.hostList[c.HA]][c.LA]
 	}
@@ -391,7 +420,7 @@ func (d *search) crossRank(c crossID, side int) int {
 // at least) is named by its own network path (its NIC, cable, switch port);
 // the rest are named as the path between the two GPUs: a rail, or a cross
 // pair of different local ranks.
-func (d *search) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) map[int]bool {
+func (d *crossRun) nameCross(ids []crossID, why []string, peers []float64, all []crossFig, namedHosts map[int]bool) map[int]bool {
 	met, slowWith := map[int]map[int]bool{}, map[int]map[int]bool{}
 	add := func(m map[int]map[int]bool, a, b int) {
 		if m[a] == nil {
@@ -458,7 +487,7 @@ type crossFig struct {
 // ranks across the two hosts, in rounds of disjoint pairs (CrossRounds: the
 // rails first), all host pairs at once, and an allreduce over both hosts'
 // ranks. step numbers the plan's rounds and advances.
-func (d *search) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []crossFig, error) {
+func (d *crossRun) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []crossFig, error) {
 	var shifts [][]crossFig
 	var unions [][]int
 	for _, p := range round {
@@ -536,7 +565,7 @@ func crossClass(c crossID) string {
 
 // judgeHosts finds slow host pairs and slow GPU pairs across hosts among
 // everything measured.
-func (d *search) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
+func (d *crossRun) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
 	idx := map[string]int{}
 	for i, h := range d.hostList {
 		idx[h] = i

@@ -54,7 +54,7 @@ type leafFig struct {
 // LeafRounds gives, and names a leaf's uplink to a spine when the rail
 // traffic of most of its hosts through that spine is slow toward two
 // different partner leaves. The rounds do not grow with the hosts.
-func (d *search) acrossLeaves(step *int) error {
+func (d *crossRun) acrossLeaves(step *int) error {
 	fab := d.o.Fabric
 	var leafNames []string
 	hostsOf := map[string][]int{}
@@ -113,7 +113,7 @@ func (d *search) acrossLeaves(step *int) error {
 }
 
 // judgeLeaves names the slow uplinks from the figures between leaves.
-func (d *search) judgeLeaves(figs []leafFig, leafNames []string, hostsOf map[string][]int) {
+func (d *crossRun) judgeLeaves(figs []leafFig, leafNames []string, hostsOf map[string][]int) {
 	fab := d.o.Fabric
 	peak := d.nicPeak()
 	ss := make([]sample, len(figs))

@@ -16,14 +16,24 @@ import (
 // fill rates against its peers and its model's expectation.
 type aloneStage struct{}
 
-func (aloneStage) Name(d *search) string { return "each " + Unit(d.o.Backend) + " alone" }
-func (aloneStage) Skip(*search) string   { return "" }
-func (aloneStage) Run(d *search) error   { return d.alone() }
+func (aloneStage) Name(s *site) string { return "each " + Unit(s.o.Backend) + " alone" }
+func (aloneStage) Skip(*site) string   { return "" }
+func (aloneStage) Run(m *meter, _ outcome) (outcome, error) {
+	d := &aloneRun{meter: m, outcome: outcome{slowRanks: map[int]suspect{}}}
+	err := d.alone()
+	return d.outcome, err
+}
+
+// aloneRun is one run of the stage: the ranks it finds slow alone.
+type aloneRun struct {
+	*meter
+	outcome
+}
 
 // alone measures every GPU by itself, all at once: a device-to-device copy
 // (an out-of-place broadcast in a communicator of one) and the fill
 // kernel as a compute probe.
-func (d *search) alone() error {
+func (d *aloneRun) alone() error {
 	singles := make([][]int, d.n)
 	for r := range singles {
 		singles[r] = []int{r}
@@ -107,7 +117,7 @@ func (d *search) alone() error {
 // judgeAlone finds the GPUs slow alone: against what a healthy one of
 // their model does (copy, fill), against their own single kernels (the
 // time share a sustained loop gets), then against their peers.
-func (d *search) judgeAlone(figs map[int]GPUFigure) []suspect {
+func (d *aloneRun) judgeAlone(figs map[int]GPUFigure) []suspect {
 	var copies, fills []sample
 	for r := 0; r < d.n; r++ {
 		class := "gpu:" + d.deviceName(r)
@@ -176,7 +186,7 @@ func fillName(backend string) string {
 // device has events, a loop of kernels spanning at least SustainWindow
 // timed as a whole (what a user of the GPU gets: another workload's time
 // slices fall inside it).
-func (d *search) fillProbe(gw measure.World) (map[int]fillFigure, error) {
+func (d *aloneRun) fillProbe(gw measure.World) (map[int]fillFigure, error) {
 	count := d.o.CopySize / 4
 	type res struct {
 		Rank int     `json:"r"`
@@ -304,7 +314,7 @@ func sustainedKernels(one float64) int {
 
 // recordGPUs puts each rank's figures in the report with what its GPU
 // should do, and says which had no expectation and why.
-func (d *search) recordGPUs(figs map[int]GPUFigure) {
+func (d *aloneRun) recordGPUs(figs map[int]GPUFigure) {
 	unexpected := map[string][]int{}
 	for r := 0; r < d.n; r++ {
 		f := figs[r]
@@ -333,19 +343,19 @@ func (d *search) recordGPUs(figs map[int]GPUFigure) {
 
 // expectedCopy is the copy rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
-func (d *search) expectedCopy(r int) (float64, string) {
+func (d *aloneRun) expectedCopy(r int) (float64, string) {
 	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's memory, with no limit of their own to expect", GPUHealth.ExpectedCopyGBps)
 }
 
 // expectedFill is the fill rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
-func (d *search) expectedFill(r int) (float64, string) {
+func (d *aloneRun) expectedFill(r int) (float64, string) {
 	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's cores", GPUHealth.ExpectedFillGelem)
 }
 
 // expected asks rank r's GPU health for one expectation; on a host-memory
 // backend there is none, for the reason cpuWhy.
-func (d *search) expected(r int, cpuWhy string, of func(GPUHealth, Expectations) (float64, string)) (float64, string) {
+func (d *aloneRun) expected(r int, cpuWhy string, of func(GPUHealth, Expectations) (float64, string)) (float64, string) {
 	if HostMemory(d.o.Backend) {
 		return 0, cpuWhy
 	}

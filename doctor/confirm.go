@@ -13,7 +13,7 @@ import (
 // cannot explain them (confirmCrossOnce, then the loop below). It returns
 // the pairs still slow, with why and their peers' figure; step counts the
 // rounds for progress.
-func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
+func (d *crossRun) confirmCross(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
 	tested := len(ids)
 	ids, why, peers, err := d.confirmCrossOnce(ids, why, peers, step)
 	if err != nil {
@@ -64,7 +64,7 @@ func (d *search) confirmCross(ids []crossID, why []string, peers []float64, step
 // where p is the controls' rate of slow figures so far (with one slow and
 // one fine figure added, so that a few controls say little). 1 where no
 // control was measured.
-func (d *search) againNeeded(tested int) int {
+func (d *crossRun) againNeeded(tested int) int {
 	if d.ctlN == 0 {
 		return 1
 	}
@@ -89,7 +89,7 @@ func (d *search) againNeeded(tested int) int {
 // themselves, in a later attempt or at the end. The rounds stay few
 // however many pairs one bad part slows. It returns the pairs still slow,
 // with why and their peers' figure; step counts the rounds for progress.
-func (d *search) confirmCrossOnce(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
+func (d *crossRun) confirmCrossOnce(ids []crossID, why []string, peers []float64, step *int) ([]crossID, []string, []float64, error) {
 	self := map[crossID]bool{}   // measured itself again at least once
 	backed := map[crossID]bool{} // stood by a slow representative, last time
 	for attempt := 0; attempt < confirmAttempts && len(ids) > 0; attempt++ {
@@ -167,7 +167,7 @@ func confirmStep(repOf []int, slow map[int]bool) (keep, measured, stood []bool) 
 // figure is scaled by that (never above 1). So a fabric that turned slow
 // mid-run, or cores that every rank shares, make no suspect slow, while a
 // part that is slow itself stays slow beside fine controls.
-func (d *search) measureCross(ids []crossID, peers []float64, which []int, step *int) (map[int]bool, error) {
+func (d *crossRun) measureCross(ids []crossID, peers []float64, which []int, step *int) (map[int]bool, error) {
 	room := max(1, d.n/4) // suspect pairs per round: half the ranks
 	var again [][]int     // indexes into ids, per round of disjoint pairs
 	var placed [][][2]int
@@ -297,7 +297,7 @@ const minControls = 4
 // in the order they were measured, every host pair's in turn, so they
 // spread over the hosts. Every process picks the same ones; rank 0's hold
 // their first figures (Both).
-func (d *search) crossControls(round [][2]int, suspect map[crossID]bool, want int) []crossFig {
+func (d *crossRun) crossControls(round [][2]int, suspect map[crossID]bool, want int) []crossFig {
 	used := map[int]bool{}
 	for _, p := range round {
 		used[p[0]], used[p[1]] = true, true
@@ -305,8 +305,8 @@ func (d *search) crossControls(round [][2]int, suspect map[crossID]bool, want in
 	byHosts := map[[2]int][]crossFig{}
 	var order [][2]int
 	for _, c := range d.crossSeen {
-		_, a := d.slowRanks[c.A]
-		_, b := d.slowRanks[c.B]
+		_, a := d.before.slowRanks[c.A]
+		_, b := d.before.slowRanks[c.B]
 		if suspect[c.crossID] || a || b {
 			continue
 		}
@@ -340,7 +340,7 @@ func (d *search) crossControls(round [][2]int, suspect map[crossID]bool, want in
 }
 
 // keepCross keeps the pairs rank 0 marks, and every process follows.
-func (d *search) keepCross(ids []crossID, why []string, peers []float64, keep []bool) ([]crossID, []string, []float64, error) {
+func (d *crossRun) keepCross(ids []crossID, why []string, peers []float64, keep []bool) ([]crossID, []string, []float64, error) {
 	type kept struct {
 		IDs   []crossID `json:"c"`
 		Why   []string  `json:"w"`

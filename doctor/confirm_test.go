@@ -13,7 +13,7 @@ import (
 // stop at what was asked.
 func TestCrossControls(t *testing.T) {
 	const hosts, per = 4, 4
-	d := &search{n: hosts * per, rank0: true, slowRanks: map[int]suspect{5: {}}, members: map[string][]int{}}
+	d := &crossRun{meter: newHandRun(hosts*per, Options{}).meter, before: outcome{slowRanks: map[int]suspect{5: {}}}}
 	for h := range hosts {
 		name := fmt.Sprintf("h%d", h)
 		d.hostList = append(d.hostList, name)
@@ -74,7 +74,7 @@ func TestAgainNeeded(t *testing.T) {
 		{20, 10, 16, 4},   // p = 1/2: never enough; at most confirmAttempts+1
 		{200, 0, 1000, 3}, // many pairs tested need more
 	} {
-		d := &search{ctlN: tc.ctlN, ctlSlow: tc.ctlSlow}
+		d := &crossRun{ctlN: tc.ctlN, ctlSlow: tc.ctlSlow}
 		if got := d.againNeeded(tc.tested); got != tc.want {
 			t.Errorf("controls %d (slow %d), %d tested: %d measurements again, want %d", tc.ctlN, tc.ctlSlow, tc.tested, got, tc.want)
 		}
@@ -91,7 +91,7 @@ func TestBusyFabricNeedsTwoRounds(t *testing.T) {
 		rounds, low int
 		warned      bool
 	}{{0, 0, false}, {1, 0, false}, {1, 1, true}, {9, 1, false}, {9, 2, true}, {2, 2, true}} {
-		d := &search{o: Options{Thresholds: Thresholds{Default: DefaultRules}}, crossScale: 0.25, ctlRounds: tc.rounds, lowRounds: tc.low}
+		d := &crossRun{meter: newHandRun(0, Options{Thresholds: Thresholds{Default: DefaultRules}}).meter, crossScale: 0.25, ctlRounds: tc.rounds, lowRounds: tc.low}
 		if tc.low == 0 {
 			d.crossScale = 1
 		}
@@ -230,8 +230,8 @@ func TestPairsBusyHostWindow(t *testing.T) {
 // named slow.
 func (m *busyHostModel) search(t *testing.T, backend string, n int, machine map[string]string) []string {
 	t.Helper()
-	d := &search{o: Options{Backend: backend, Thresholds: Thresholds{Default: CPURules}, Machines: machine}, n: n, rank0: true, rep: &Report{},
-		members: map[string][]int{}, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, pairModel: m.round}
+	d := &pairRun{meter: newHandRun(n, Options{Backend: backend, Thresholds: Thresholds{Default: CPURules}, Machines: machine}).meter,
+		outcome: outcome{slowPairs: map[string]suspect{}}, model: m.round}
 	for r := range n {
 		h := m.hostOf(r)
 		if _, ok := d.members[h]; !ok {

@@ -185,16 +185,17 @@ func TestCounterRollUp(t *testing.T) {
 
 // counterSearch is a search of one host with two GPUs (ranks 0 and 1 on
 // GPUs 0 and 1 of an H200 HGX) whose report holds growth.
-func counterSearch(growth []CounterGrowth, rules CounterThresholds) *search {
+func counterSearch(growth []CounterGrowth, rules CounterThresholds) *judging {
 	m := nvmlmock.HGX("H200")
 	gpus, _, _ := ReadGPUHealth(m.NVML())
-	d := &search{n: 2, rank0: true, facts: map[string]*HostFacts{}, devIndex: map[int]int{0: 0, 1: 1}, rep: &Report{Counters: growth}}
-	d.o = Options{Hosts: []string{"node-1", "node-1"}, Counters: rules,
-		Devices: []results.Device{{Name: "NVIDIA H200", BusID: "0000:18:00.0"}, {Name: "NVIDIA H200", BusID: "0000:2a:00.0"}}}
-	d.o.Who = func(r int) string { return "rank " + strconv.Itoa(r) }
+	d := newHandRun(2, Options{Hosts: []string{"node-1", "node-1"}, Counters: rules,
+		Devices: []results.Device{{Name: "NVIDIA H200", BusID: "0000:18:00.0"}, {Name: "NVIDIA H200", BusID: "0000:2a:00.0"}},
+		Who:     func(r int) string { return "rank " + strconv.Itoa(r) }})
+	d.devIndex[0], d.devIndex[1] = 0, 1
+	d.rep.Counters = growth
 	d.facts["node-1"] = &HostFacts{Host: "node-1", GPUs: gpus}
-	d.moved = map[string]map[int]*traffic{"pairs": {0: {Link: 36e9}, 1: {Link: 36e9}}, "hosts": {0: {Net: 10e9}, 1: {Net: 10e9}}}
-	return d
+	d.seen.moved = map[string]map[int]*traffic{"pairs": {0: {Link: 36e9}, 1: {Link: 36e9}}, "hosts": {0: {Net: 10e9}, 1: {Net: 10e9}}}
+	return d.judging()
 }
 
 // TestCounterRules judges growth by the rules: any growth of an NVLink

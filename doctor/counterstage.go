@@ -15,7 +15,7 @@ import (
 // bandwidth FAIL already names joins that FAIL as its evidence, one clause
 // per counter kind. fs are the findings so far; the result is fs with the
 // counters' findings added.
-func (d *search) counterFindings(fs []Finding) []Finding {
+func (d *judging) counterFindings(fs []Finding) []Finding {
 	type key struct {
 		host    string
 		part    CounterPart
@@ -25,10 +25,10 @@ func (d *search) counterFindings(fs []Finding) []Finding {
 	sum := map[key]*CounterGrowth{}
 	var order []key
 	details := map[key][]string{}
-	for i := range d.rep.Counters {
-		d.rep.Counters[i].Moved = d.movedOver(d.rep.Counters[i])
+	for i := range d.counters {
+		d.counters[i].Moved = d.movedOver(d.counters[i])
 	}
-	for _, g := range d.rep.Counters {
+	for _, g := range d.counters {
 		k := key{g.Host, g.Part, g.Counter}
 		s := sum[k]
 		if s == nil {
@@ -123,7 +123,7 @@ func (d *search) counterFindings(fs []Finding) []Finding {
 }
 
 // counterClass is the hardware class whose rules judge g.
-func (d *search) counterClass(g CounterGrowth) string {
+func (d *judging) counterClass(g CounterGrowth) string {
 	if g.Part.NIC != "" {
 		dev, _, _ := strings.Cut(g.Part.NIC, " ")
 		return "nic:" + dev
@@ -145,7 +145,7 @@ func (d *search) counterClass(g CounterGrowth) string {
 
 // ranksOfPart are the world ranks whose traffic crossed the part: the rank
 // driving the GPU, or every rank of the host for a NIC port.
-func (d *search) ranksOfPart(g CounterGrowth) []int {
+func (d *judging) ranksOfPart(g CounterGrowth) []int {
 	var out []int
 	for r := 0; r < d.n; r++ {
 		if d.host(r) != g.Host {
@@ -159,7 +159,7 @@ func (d *search) ranksOfPart(g CounterGrowth) []int {
 }
 
 // movedInRun is doctor's tally of the traffic over g's part in every stage.
-func (d *search) movedInRun(g CounterGrowth) float64 {
+func (d *judging) movedInRun(g CounterGrowth) float64 {
 	total := 0.0
 	for stage := range d.moved {
 		x := g
@@ -173,7 +173,7 @@ func (d *search) movedInRun(g CounterGrowth) float64 {
 // a GPU's links (spread evenly over its NVLinks for one link), its memory
 // for its own counters, or every rank of the host's traffic across hosts
 // for a NIC port.
-func (d *search) movedOver(g CounterGrowth) float64 {
+func (d *judging) movedOver(g CounterGrowth) float64 {
 	m := d.moved[g.Stage]
 	total := 0.0
 	for _, r := range d.ranksOfPart(g) {

@@ -41,11 +41,8 @@ func judgeFills(t *testing.T, first machine, fills map[int]float64, more ...mach
 			hosts = append(hosts, m.name)
 		}
 	}
-	d := &search{n: len(hosts), rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, members: map[string][]int{},
-		devIndex: map[int]int{}, facts: map[string]*HostFacts{},
-		o: Options{Backend: "nccl", Hosts: hosts, Facts: facts, Thresholds: Thresholds{Default: DefaultRules}}}
+	d := newHandRun(len(hosts), Options{Backend: "nccl", Hosts: hosts, Facts: facts, Thresholds: Thresholds{Default: DefaultRules}})
 	d.o.Who = func(r int) string { return fmt.Sprintf("rank %d (%s)", r, d.host(r)) }
-	d.rep = &Report{}
 	figs := map[int]GPUFigure{}
 	r := 0
 	for i, m := range ms {
@@ -62,8 +59,9 @@ func judgeFills(t *testing.T, first machine, fills map[int]float64, more ...mach
 			r++
 		}
 	}
-	d.recordGPUs(figs)
-	for _, s := range d.judgeAlone(figs) {
+	alone := &aloneRun{meter: d.meter}
+	alone.recordGPUs(figs)
+	for _, s := range alone.judgeAlone(figs) {
 		var rank int
 		if _, err := fmt.Sscanf(s.Key, "rank %d", &rank); err == nil {
 			d.slowRanks[rank] = s

@@ -9,30 +9,129 @@ import (
 	"collbench/internal/words"
 )
 
-// assemble turns what the stages found into the verdict, naming the most
-// specific part that explains each observation: wrong data by the rank
-// that sent it, slow pairs by a slow rank or host, a rank slow on every
-// link by itself, and only what remains as links.
-func (d *search) assemble() {
-	fs := HealthFindings(d.o.Facts)
-	fs = append(fs, d.dataFindings()...)
+// evidence is everything the verdict reads: where the ranks run, what the
+// stages decided, what measuring observed, and the record's figures that
+// findings cite (pairs, NVML's samples, the counters that grew), as rank
+// 0 holds them.
+type evidence struct {
+	*site
+	outcome
+	observed
+	pairFigs []PairFigure
+	samples  []StageSample
+	counters []CounterGrowth
+}
 
-	alone, slowHosts := d.aloneFindings()
-	fs = append(fs, alone...)
-	explained := func(rs ...int) bool {
-		for _, r := range rs {
-			if _, ok := d.slowRanks[r]; ok || slowHosts[d.host(r)] {
-				return true
-			}
-		}
-		return false
+// judged is the verdict: its findings, whether the run is healthy, and the
+// record's figures as the verdict completes them (the transport beside
+// each pair, the bytes moved beside each counter, the paths judged).
+type judged struct {
+	findings  []Finding
+	healthy   bool
+	pairs     []PairFigure
+	counters  []CounterGrowth
+	pathsSeen []PathsSeen
+	slowPaths []PathFigure
+}
+
+// applyVerdict puts a verdict in the report.
+func applyVerdict(rep *Report, j judged) {
+	rep.Findings, rep.Healthy, rep.Pairs, rep.Counters = j.findings, j.healthy, j.pairs, j.counters
+	rep.PathsSeen, rep.SlowPaths = j.pathsSeen, j.slowPaths
+}
+
+// judging is one verdict being reached: the evidence, and what the rules
+// decided so far besides their findings.
+type judging struct {
+	evidence
+	// slowHosts are the hosts whose every rank is slow alone (the rule
+	// over ranks slow alone decides it; those after it read it).
+	slowHosts map[string]bool
+	pathsSeen []PathsSeen
+	slowPaths []PathFigure
+}
+
+// rules turn the evidence into findings, in order, naming the most
+// specific part that explains each observation: the health facts, wrong
+// data by the rank that sent it, ranks and hosts slow alone, slow pairs
+// within hosts by a slow rank or host, a rank slow on every link by
+// itself, what the stages across hosts and over the world named where
+// nothing above explains it, NCCL's slow paths, GPUs another workload
+// shared, and the error counters that grew. Each rule adds its findings
+// to those before it, which it may read.
+var rules = []func(v *judging, fs []Finding) []Finding{
+	(*judging).healthRule,
+	(*judging).dataRule,
+	(*judging).aloneRule,
+	(*judging).pairRule,
+	(*judging).stagesRule,
+	(*judging).pathRule,
+	(*judging).sharedRule,
+	(*judging).counterFindings,
+}
+
+// reachVerdict judges the evidence: a pure function of it (the evidence's
+// figures are copied before the verdict completes them).
+func reachVerdict(e evidence) judged {
+	e.pairFigs = slices.Clone(e.pairFigs)
+	e.counters = slices.Clone(e.counters)
+	v := &judging{evidence: e, slowHosts: map[string]bool{}}
+	var fs []Finding
+	for _, rule := range rules {
+		fs = rule(v, fs)
 	}
+	// Transports beside every pair figure.
+	for i := range v.pairFigs {
+		if tr := v.transport(v.pairFigs[i].A, v.pairFigs[i].B); tr != "" {
+			v.pairFigs[i].Transport = tr
+		}
+	}
+	sortFindings(fs)
+	if fs == nil {
+		fs = []Finding{}
+	}
+	out := judged{findings: fs, healthy: true, pairs: v.pairFigs, counters: v.counters, pathsSeen: v.pathsSeen, slowPaths: v.slowPaths}
+	for _, f := range fs {
+		if f.Severity == "FAIL" {
+			out.healthy = false
+		}
+	}
+	return out
+}
 
-	// Pairs not explained by a slow rank; a rank slow with two or more
-	// partners is named itself.
+// healthRule: what the health facts alone say.
+func (d *judging) healthRule(fs []Finding) []Finding {
+	return append(fs, HealthFindings(d.o.Facts)...)
+}
+
+// dataRule: who sent wrong values.
+func (d *judging) dataRule(fs []Finding) []Finding { return append(fs, d.dataFindings()...) }
+
+// aloneRule: the ranks slow alone, and the hosts whose every rank is.
+func (d *judging) aloneRule(fs []Finding) []Finding {
+	alone, slowHosts := d.aloneFindings()
+	d.slowHosts = slowHosts
+	return append(fs, alone...)
+}
+
+// explained says whether a rank slow alone, or its host, explains what
+// the ranks rs took part in.
+func (d *judging) explained(rs ...int) bool {
+	for _, r := range rs {
+		if _, ok := d.slowRanks[r]; ok || d.slowHosts[d.host(r)] {
+			return true
+		}
+	}
+	return false
+}
+
+// pairRule: the slow pairs within hosts that no rank slow alone explains;
+// a rank slow with two or more partners is named itself, a host whose
+// every pair is slow as the host.
+func (d *judging) pairRule(fs []Finding) []Finding {
 	var pairs [][2]int
 	for key := range d.slowPairs {
-		if p := parsePair(key); !explained(p[0], p[1]) {
+		if p := parsePair(key); !d.explained(p[0], p[1]) {
 			pairs = append(pairs, p)
 		}
 	}
@@ -69,12 +168,18 @@ func (d *search) assemble() {
 		}
 		fs = append(fs, d.slowPairFinding(p))
 	}
-	// Across hosts: what the slow ranks or hosts above do not explain.
+	return fs
+}
+
+// stagesRule: what the stages across hosts and over the world named
+// themselves, where the slow ranks or hosts above do not explain it; the
+// world is named only when nothing else is.
+func (d *judging) stagesRule(fs []Finding) []Finding {
 	for _, f := range d.found {
-		if f.Stage == "host" && (slowHosts[f.Host] || (len(f.Ranks) > 0 && explained(f.Ranks...))) {
+		if f.Stage == "host" && (d.slowHosts[f.Host] || (len(f.Ranks) > 0 && d.explained(f.Ranks...))) {
 			continue
 		}
-		if f.Stage == "host" && f.Kind == "slow-host-link" && len(slowHosts) > 0 {
+		if f.Stage == "host" && f.Kind == "slow-host-link" && len(d.slowHosts) > 0 {
 			continue
 		}
 		if f.Stage == "world" && len(fs) > 0 {
@@ -82,12 +187,18 @@ func (d *search) assemble() {
 		}
 		fs = append(fs, f)
 	}
-	// Paths NCCL's proxy showed slow inside doctor's collectives, where
-	// nothing above names their ends already.
-	// A path is covered by a finding that names either end's rank, or
-	// both its hosts (a slow link between two hosts).
+	return fs
+}
+
+// pathRule: paths NCCL's proxy showed slow inside doctor's collectives,
+// where nothing above names their ends already. A path is covered by a
+// finding that names either end's rank, or both its hosts (a slow link
+// between two hosts), by the fabric named as a whole, or, between
+// leaves, by a slow uplink.
+func (d *judging) pathRule(fs []Finding) []Finding {
 	named := map[int]bool{}
 	var hostParts []string
+	uplink, fabric := false, false
 	for _, f := range fs {
 		for _, r := range f.Ranks {
 			named[r] = true
@@ -95,21 +206,16 @@ func (d *search) assemble() {
 		if f.Stage == "host" {
 			hostParts = append(hostParts, f.Part)
 		}
-	}
-	uplink, fabric := false, false
-	for _, f := range fs {
 		uplink = uplink || f.Kind == "slow-uplink"
 		fabric = fabric || f.Kind == "slow-fabric"
 	}
 	covered := func(from, to int) bool {
-		if named[from] || named[to] || explained(from, to) {
+		if named[from] || named[to] || d.explained(from, to) {
 			return true
 		}
-		// The fabric named as a whole covers every path between hosts.
 		if fabric && d.host(from) != d.host(to) {
 			return true
 		}
-		// A slow uplink slows paths between leaves: it is named already.
 		if fab := d.o.Fabric; uplink && fab != nil && fab.Leaf[d.host(from)] != fab.Leaf[d.host(to)] {
 			return true
 		}
@@ -121,9 +227,13 @@ func (d *search) assemble() {
 		}
 		return false
 	}
-	fs = append(fs, d.pathFindings(covered)...)
-	// A GPU another workload shared is always in the verdict: a FAIL above
-	// names the workload as its cause; one whose figures held is a WARN.
+	return append(fs, d.pathFindings(covered)...)
+}
+
+// sharedRule: a GPU another workload shared is always in the verdict: a
+// FAIL above names the workload as its cause; one whose figures held is a
+// WARN.
+func (d *judging) sharedRule(fs []Finding) []Finding {
 	failed := map[int]bool{}
 	for _, f := range fs {
 		if f.Severity == "FAIL" {
@@ -132,30 +242,12 @@ func (d *search) assemble() {
 			}
 		}
 	}
-	fs = append(fs, d.sharedFindings(func(r int) bool { return failed[r] })...)
-	fs = d.counterFindings(fs)
-	// Transports beside every pair figure.
-	for i := range d.rep.Pairs {
-		if tr := d.transport(d.rep.Pairs[i].A, d.rep.Pairs[i].B); tr != "" {
-			d.rep.Pairs[i].Transport = tr
-		}
-	}
-	sortFindings(fs)
-	d.rep.Findings = fs
-	if d.rep.Findings == nil {
-		d.rep.Findings = []Finding{}
-	}
-	d.rep.Healthy = true
-	for _, f := range fs {
-		if f.Severity == "FAIL" {
-			d.rep.Healthy = false
-		}
-	}
+	return append(fs, d.sharedFindings(func(r int) bool { return failed[r] })...)
 }
 
 // aloneFindings names the ranks slow alone, and as the host a host whose
 // every rank is slow alike; it says which hosts those are.
-func (d *search) aloneFindings() ([]Finding, map[string]bool) {
+func (d *judging) aloneFindings() ([]Finding, map[string]bool) {
 	var fs []Finding
 	slowHosts := map[string]bool{}
 	byHost := map[string][]int{}
@@ -209,7 +301,7 @@ func (d *search) aloneFindings() ([]Finding, map[string]bool) {
 
 // slowPairFinding names one slow pair of GPUs with its figures and the
 // transport NCCL used over it.
-func (d *search) slowPairFinding(p [2]int) Finding {
+func (d *judging) slowPairFinding(p [2]int) Finding {
 	s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
 	f := d.pairFigure(p)
 	part := d.pairName(p[0], p[1])
@@ -238,7 +330,7 @@ func (d *search) slowPairFinding(p [2]int) Finding {
 // three or more ranks are slow, and adds one finding for each such host:
 // what is common to every pair (peer-to-peer disabled, an IOMMU or ACS
 // setting, a degraded switch) rather than any one GPU.
-func (d *search) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Finding) {
+func (d *judging) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Finding) {
 	slow := map[[2]int]bool{}
 	for _, p := range pairs {
 		slow[p] = true
@@ -255,7 +347,7 @@ func (d *search) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Findin
 		// rank of the host, is the host's peer-to-peer path.
 		measured := map[[2]int]bool{}
 		covered := map[int]bool{}
-		for _, pf := range d.rep.Pairs {
+		for _, pf := range d.pairFigs {
 			if pf.Host == h {
 				measured[[2]int{min(pf.A, pf.B), max(pf.A, pf.B)}] = true
 				covered[pf.A], covered[pf.B] = true, true
@@ -350,15 +442,15 @@ func mostUsed(m map[string]int) (string, int) {
 	return best, n
 }
 
-func (d *search) transport(a, b int) string {
+func (d *judging) transport(a, b int) string {
 	if d.o.Transport == nil {
 		return ""
 	}
 	return d.o.Transport(a, b)
 }
 
-func (d *search) pairFigure(p [2]int) PairFigure {
-	for _, f := range d.rep.Pairs {
+func (d *judging) pairFigure(p [2]int) PairFigure {
+	for _, f := range d.pairFigs {
 		if f.A == p[0] && f.B == p[1] {
 			return f
 		}
@@ -367,7 +459,7 @@ func (d *search) pairFigure(p [2]int) PairFigure {
 }
 
 // pairName names a pair as "node GPU a (bus) ↔ GPU b (bus)" on GPUs.
-func (d *search) pairName(a, b int) string {
+func (d *judging) pairName(a, b int) string {
 	ia, oka := d.devIndex[a]
 	ib, okb := d.devIndex[b]
 	if oka && okb && a < len(d.o.Devices) && b < len(d.o.Devices) {
@@ -380,7 +472,7 @@ func (d *search) pairName(a, b int) string {
 // member can have corrupted what a rank received: a rank named by two or
 // more receivers is the culprit; a rank wrong on its own (a group of one)
 // corrupts its own data.
-func (d *search) dataFindings() []Finding {
+func (d *judging) dataFindings() []Finding {
 	var out []Finding
 	blame := map[int][]wrongObs{}
 	alone := map[int]wrongObs{}
@@ -464,7 +556,7 @@ func firstWrong(o wrongObs, who func(int) string) string {
 // figure (another process on a GPU, a clock slowdown, a power or thermal
 // throttle or clocks held low while measured), or else generic. GPUs with
 // one cause are named together.
-func (d *search) causeOf(rs []int, generic string) string {
+func (d *judging) causeOf(rs []int, generic string) string {
 	type group struct {
 		cause, detail string
 		gpus          []string
@@ -491,7 +583,7 @@ func (d *search) causeOf(rs []int, generic string) string {
 			add(g.Index, "clocks held down ("+strings.Join(g.Throttle, ", ")+")", "")
 		}
 		var mine []StageSample
-		for _, s := range d.rep.Samples {
+		for _, s := range d.samples {
 			if s.Host == d.host(r) && s.GPU == g.Index {
 				mine = append(mine, s)
 			}

@@ -29,9 +29,12 @@ var floors = [][]string{
 	// the rules: what is slow (judge), what an H100 should do (expect), how
 	// far counters may grow, what the facts alone say, the rounds' plans
 	{"judge.go", "expect.go", "countjudge.go", "health.go", "plan.go"},
-	// the stages of the search, over one world of ranks
-	{"doctor.go", "alone.go", "pairs.go", "paths.go", "acrosshosts.go", "acrossleaves.go", "confirm.go",
-		"wholeworld.go", "shared.go", "counterstage.go", "explain.go", "simulate.go", "kit.go"},
+	// the evidence and the verdict: where the ranks run, what measuring
+	// observed, and the rules that turn the stages' outcomes into findings
+	{"site.go", "observe.go", "explain.go", "paths.go", "shared.go", "counterstage.go"},
+	// the meter and the stages of the search, over one world of ranks
+	{"doctor.go", "notes.go", "kit.go", "alone.go", "pairs.go", "acrosshosts.go", "acrossleaves.go", "confirm.go",
+		"wholeworld.go", "simulate.go"},
 	// the rendering: text, HTML, Prometheus, a node's history
 	{"report.go", "rollup.go", "html.go", "prom.go", "history.go", "historyhtml.go"},
 }
@@ -142,8 +145,7 @@ func TestDoctorFilesUseNothingAbove(t *testing.T) {
 // stage is its rounds (acrosshosts.go), the pairs it measures again
 // (confirm.go) and its rounds between leaves (acrossleaves.go).
 var stageUnits = [][]string{
-	{"alone.go"}, {"pairs.go"}, {"paths.go"}, {"acrosshosts.go", "confirm.go", "acrossleaves.go"},
-	{"wholeworld.go"}, {"shared.go"}, {"counterstage.go"},
+	{"alone.go"}, {"pairs.go"}, {"acrosshosts.go", "confirm.go", "acrossleaves.go"}, {"wholeworld.go"},
 }
 
 // TestStageFilesNameOnlyTheirOwn: a stage's file uses what the framework

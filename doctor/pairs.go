@@ -12,8 +12,8 @@ import (
 // pairStage measures every pair of GPUs within each host.
 type pairStage struct{}
 
-func (pairStage) Name(d *search) string { return "every " + Unit(d.o.Backend) + " pair within a host" }
-func (pairStage) Skip(d *search) string {
+func (pairStage) Name(s *site) string { return "every " + Unit(s.o.Backend) + " pair within a host" }
+func (pairStage) Skip(d *site) string {
 	for _, h := range d.hostList {
 		if len(d.members[h]) > 1 {
 			return ""
@@ -21,12 +21,27 @@ func (pairStage) Skip(d *search) string {
 	}
 	return "no host has two " + Unit(d.o.Backend) + "s"
 }
-func (pairStage) Run(d *search) error { return d.pairs() }
+func (pairStage) Run(m *meter, before outcome) (outcome, error) {
+	d := &pairRun{meter: m, before: before, outcome: outcome{slowPairs: map[string]suspect{}}}
+	err := d.pairs()
+	return d.outcome, err
+}
+
+// pairRun is one run of the stage: the pairs it finds slow, knowing the
+// ranks found slow alone before it.
+type pairRun struct {
+	*meter
+	before outcome
+	outcome
+	// model, set by tests, measures a round of pairs within hosts on a
+	// model of the machine instead of the world.
+	model func(pairs [][2]int, round int) map[[2]int]PairFigure
+}
 
 // pairs measures every pair of GPUs within each host, in rounds of
 // disjoint pairs (all hosts at once): one way each direction, both ways at
 // once, at the bandwidth size and the latency size.
-func (d *search) pairs() error {
+func (d *pairRun) pairs() error {
 	var rounds [][][2]int
 	for _, h := range d.hostList {
 		m := d.members[h]
@@ -77,8 +92,8 @@ func (d *search) pairs() error {
 	// A pair with a rank already found slow alone is explained by it.
 	sus = slices.DeleteFunc(sus, func(s suspect) bool {
 		p := parsePair(s.Key)
-		_, a := d.slowRanks[p[0]]
-		_, b := d.slowRanks[p[1]]
+		_, a := d.before.slowRanks[p[0]]
+		_, b := d.before.slowRanks[p[1]]
 		return a || b
 	})
 	// Measure the suspects again, only them, in rounds of disjoint pairs;
@@ -168,12 +183,12 @@ func (d *search) pairs() error {
 // pairs measured again (pairControl), right after that round and in as
 // few rounds as they fit, one pair of a machine at a time, and puts each
 // suspect's control figure in now.
-func (d *search) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[[2]int]bool, machineOf func(int) int, attempt int, round *int, now map[[2]int]PairFigure) error {
+func (d *pairRun) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[[2]int]bool, machineOf func(int) int, attempt int, round *int, now map[[2]int]PairFigure) error {
 	ctlOf := map[[2]int][2]int{}
 	var ctls [][2]int
 	picked := map[[2]int]bool{}
 	for _, p := range pairs {
-		if c, ok := pairControl(rounds, isSuspect, d.slowRanks, d.host, machineOf, p, attempt); ok {
+		if c, ok := pairControl(rounds, isSuspect, d.before.slowRanks, d.host, machineOf, p, attempt); ok {
 			ctlOf[p] = c
 			if !picked[c] {
 				picked[c] = true
@@ -284,7 +299,7 @@ func machineID(machines map[string]string, h string) string {
 // of one boot id (Options.Machines: simulated hosts on one machine, launch
 // --nodes) share its cores; a host without one is a machine of its own.
 // Rank 0's view decides, and every process holds it.
-func (d *search) machines() (map[string]int, error) {
+func (d *pairRun) machines() (map[string]int, error) {
 	var num []int // by index in hostList, which every process has alike
 	if d.rank0 {
 		ids := map[string]int{}
@@ -310,15 +325,15 @@ func (d *search) machines() (map[string]int, error) {
 
 // pairRound measures one round of disjoint pairs within hosts: on the
 // world (measurePairs), or on the model of a machine a test gives.
-func (d *search) pairRound(pairs [][2]int, round int) (map[[2]int]PairFigure, error) {
-	if d.pairModel != nil {
-		return d.pairModel(pairs, round), nil
+func (d *pairRun) pairRound(pairs [][2]int, round int) (map[[2]int]PairFigure, error) {
+	if d.model != nil {
+		return d.model(pairs, round), nil
 	}
 	return d.measurePairs(pairs, "pair", round)
 }
 
 // measurePairs runs one round of disjoint pairs.
-func (d *search) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]PairFigure, error) {
+func (d *pairRun) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]PairFigure, error) {
 	groups := make([][]int, len(pairs))
 	rev := make([][]int, len(pairs))
 	for i, p := range pairs {
@@ -375,7 +390,7 @@ func (d *search) measurePairs(pairs [][2]int, stage string, round int) (map[[2]i
 
 // linkClass is the link label between two ranks of a host and the
 // bandwidth per direction it should carry (0 when unknown).
-func (d *search) linkClass(a, b int) (string, float64) {
+func (d *pairRun) linkClass(a, b int) (string, float64) {
 	f := d.facts[d.host(a)]
 	ia, oka := d.devIndex[a]
 	ib, okb := d.devIndex[b]
@@ -408,7 +423,7 @@ func pcieGBps(gen, width int) float64 {
 	return perLane * float64(width)
 }
 
-func (d *search) judgePairs(figs map[[2]int]PairFigure) []suspect {
+func (d *pairRun) judgePairs(figs map[[2]int]PairFigure) []suspect {
 	var oneway, both []sample
 	keys := make([][2]int, 0, len(figs))
 	for k := range figs {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"collbench/internal/words"
-	"collbench/results"
 )
 
 // minPathBytes is the least a path must carry in one stage to be judged:
@@ -29,57 +28,12 @@ const minPathPeers = 4
 // stage's paths are slow (the network, one finding).
 const maxSlowPaths = 64
 
-// pathKey is one directed path within one stage.
-type pathKey struct {
-	stage    string
-	from, to int
-}
-
-// pathSum is what a stage's collectives moved over one path.
-type pathSum struct {
-	bytes  int64
-	wireUS float64
-}
-
-// notePaths adds the network steps a half recorded (rank 0 has every
-// member's) to the stage's paths between hosts: sends only, by world rank.
-func (d *search) notePaths(stage string, group []int, k *results.KernelTimes) {
-	if k == nil || len(k.Net) == 0 {
-		return
-	}
-	if d.paths == nil {
-		d.paths = map[pathKey]*pathSum{}
-	}
-	for i, steps := range k.Net {
-		if i >= len(group) {
-			break
-		}
-		for _, s := range steps {
-			if !s.Send || s.WireUS <= 0 || s.Bytes <= 0 || s.Peer < 0 || s.Peer >= len(group) {
-				continue
-			}
-			from, to := group[i], group[s.Peer]
-			if d.host(from) == d.host(to) {
-				continue
-			}
-			key := pathKey{stage, from, to}
-			p := d.paths[key]
-			if p == nil {
-				p = &pathSum{}
-				d.paths[key] = p
-			}
-			p.bytes += s.Bytes
-			p.wireUS += s.WireUS
-		}
-	}
-}
-
 // pathFindings judges every stage's paths between hosts against the
 // stage's other paths and the NIC's rate, on rank 0. A rank at an end of
 // two or more slow paths is named by its own network path; the other slow
 // paths are named end to end. Paths a finding already covers are left
 // out of the findings (and kept in the report's slow paths).
-func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
+func (d *judging) pathFindings(covered func(from, to int) bool) []Finding {
 	byStage := map[string][]sample{}
 	keyOf := map[string]pathKey{} // a sample's key -> its path
 	var stages []string
@@ -97,7 +51,7 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 	}
 	slices.Sort(stages)
 	var fs []Finding
-	d.rep.PathsSeen, d.rep.SlowPaths = nil, nil
+	d.pathsSeen, d.slowPaths = nil, nil
 	for _, stage := range stages {
 		ss := byStage[stage]
 		slices.SortFunc(ss, func(a, b sample) int { return strings.Compare(a.Key, b.Key) })
@@ -125,7 +79,7 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 		for i, s := range ss {
 			vals[i] = s.Value
 		}
-		d.rep.PathsSeen = append(d.rep.PathsSeen, PathsSeen{Stage: stage, Paths: len(ss), Median: median(vals), Slow: len(flagged)})
+		d.pathsSeen = append(d.pathsSeen, PathsSeen{Stage: stage, Paths: len(ss), Median: median(vals), Slow: len(flagged)})
 		// Most paths slow alike is the network, not any one part of it:
 		// one finding, never one per path.
 		if len(ss) >= 4 && 2*len(flagged) > len(ss) {
@@ -136,7 +90,7 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 					len(flagged), len(ss), gb(m), m/peak*100, gb(peak)),
 				Cause: "every host alike: the NICs' firmware or settings (GPUDirect RDMA off, the wrong transport), or the fabric"})
 			for _, s := range flagged[:min(len(flagged), maxSlowPaths)] {
-				d.rep.SlowPaths = append(d.rep.SlowPaths, d.pathFigure(keyOf[s.Key], s))
+				d.slowPaths = append(d.slowPaths, d.pathFigure(keyOf[s.Key], s))
 			}
 			continue
 		}
@@ -144,7 +98,7 @@ func (d *search) pathFindings(covered func(from, to int) bool) []Finding {
 		var figs []PathFigure
 		for _, s := range flagged {
 			f := d.pathFigure(keyOf[s.Key], s)
-			d.rep.SlowPaths = append(d.rep.SlowPaths, f)
+			d.slowPaths = append(d.slowPaths, f)
 			if covered(f.From, f.To) {
 				continue
 			}
@@ -218,7 +172,7 @@ const minUplinkPaths = 3
 // rank) and returns one finding per such pair of leaves: the uplinks
 // through that rail's spine. With one round of host pairs the slow side
 // cannot be told; the full run's stage across leaves tells it.
-func (d *search) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []Finding) {
+func (d *judging) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []Finding) {
 	fab := d.o.Fabric
 	if fab == nil || len(fab.Leaf) == 0 {
 		return figs, nil
@@ -281,16 +235,8 @@ func (d *search) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []F
 	return rest, out
 }
 
-// localIndex is rank r's GPU index on its host (its rail), -1 unknown.
-func (d *search) localIndex(r int) int {
-	if i, ok := d.devIndex[r]; ok {
-		return i
-	}
-	return slices.Index(d.members[d.host(r)], r)
-}
-
 // pathFigure is the report's figure of a path judged slow.
-func (d *search) pathFigure(k pathKey, s suspect) PathFigure {
+func (d *judging) pathFigure(k pathKey, s suspect) PathFigure {
 	p := d.paths[k]
 	return PathFigure{Stage: k.stage, From: k.from, To: k.to, FromHost: d.host(k.from), ToHost: d.host(k.to), Bytes: p.bytes,
 		WireUS: p.wireUS, GBps: s.Value, Peers: s.Peers, Expected: s.Expected, Why: s.Why}

@@ -17,7 +17,7 @@ import (
 // them with a ring per rail: GPU x of host h sends to GPU x of host h+1,
 // on the wire at 48 GB/s with a 2% wobble; nic[r] scales both paths of
 // rank r, path[{a, b}] the one path from a to b.
-func railSearch(hosts, gpus int, nic map[int]float64, path map[[2]int]float64, portGbps float64) *search {
+func railSearch(hosts, gpus int, nic map[int]float64, path map[[2]int]float64, portGbps float64) *handRun {
 	n := hosts * gpus
 	var names []string
 	for h := 0; h < hosts; h++ {
@@ -25,11 +25,8 @@ func railSearch(hosts, gpus int, nic map[int]float64, path map[[2]int]float64, p
 			names = append(names, fmt.Sprintf("node-%02d", h))
 		}
 	}
-	d := &search{n: n, rank0: true, slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}, members: map[string][]int{},
-		devIndex: map[int]int{}, facts: map[string]*HostFacts{},
-		o: Options{Backend: "nccl", Hosts: names, Thresholds: Thresholds{Default: DefaultRules}}}
+	d := newHandRun(n, Options{Backend: "nccl", Hosts: names, Thresholds: Thresholds{Default: DefaultRules}})
 	d.o.Who = func(r int) string { return fmt.Sprintf("rank %d (%s)", r, d.host(r)) }
-	d.rep = &Report{}
 	if portGbps > 0 {
 		d.o.Facts = []HostFacts{{Host: "node-00", NICs: []topology.NIC{{Name: "mlx5_0", Kind: "infiniband", RateGbps: portGbps, State: "ACTIVE"}}}}
 	}
@@ -153,7 +150,7 @@ func TestPathsFromRealRecords(t *testing.T) {
 		}
 		big++
 		d := railSearch(2, 1, nil, nil, 0)
-		d.paths = nil
+		d.seen.paths = nil
 		d.notePaths("world", []int{0, 1}, k)
 		sends := 0
 		for _, steps := range k.Net {
@@ -166,8 +163,8 @@ func TestPathsFromRealRecords(t *testing.T) {
 				}
 			}
 		}
-		if len(d.paths) != sends || sends == 0 {
-			t.Errorf("%s %d: %d paths noted of %d sends", row.Collective, row.SizeBytes, len(d.paths), sends)
+		if len(d.seen.paths) != sends || sends == 0 {
+			t.Errorf("%s %d: %d paths noted of %d sends", row.Collective, row.SizeBytes, len(d.seen.paths), sends)
 		}
 		d.assemble()
 		if len(d.rep.Findings) != 0 {

@@ -64,7 +64,7 @@ func (s sharing) words() string {
 // shared gathers what shows another workload on rank r's GPU: the facts'
 // processes and those sampled in every stage, less this world's own, and
 // the idle window's utilisation.
-func (d *search) shared(r int) sharing {
+func (d *judging) shared(r int) sharing {
 	var s sharing
 	g, ok := d.health(r)
 	if !ok {
@@ -76,7 +76,7 @@ func (d *search) shared(r int) sharing {
 		ours = f.Ours
 	}
 	listed := append([]GPUProcess(nil), g.Processes...)
-	for _, smp := range d.rep.Samples {
+	for _, smp := range d.samples {
 		if smp.Host != host || smp.GPU != g.Index {
 			continue
 		}
@@ -110,7 +110,7 @@ func (d *search) shared(r int) sharing {
 // measured it and whose figures still held (a slowed one is a FAIL whose
 // cause names the workload): its figures were measured with less than the
 // whole GPU.
-func (d *search) sharedFindings(failed func(r int) bool) []Finding {
+func (d *judging) sharedFindings(failed func(r int) bool) []Finding {
 	var out []Finding
 	for r := 0; r < d.n; r++ {
 		if failed(r) {

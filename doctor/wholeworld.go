@@ -11,20 +11,32 @@ import (
 // worldStage runs collectives over the whole world, and halves of it.
 type worldStage struct{}
 
-func (worldStage) Name(*search) string { return "the whole world" }
-func (worldStage) Skip(d *search) string {
+func (worldStage) Name(*site) string { return "the whole world" }
+func (worldStage) Skip(d *site) string {
 	if d.n < 2 {
 		return "one " + Unit(d.o.Backend)
 	}
 	return ""
 }
-func (worldStage) Run(d *search) error { return d.world() }
+func (worldStage) Run(m *meter, before outcome) (outcome, error) {
+	d := &worldRun{meter: m, before: before}
+	err := d.world()
+	return d.outcome, err
+}
+
+// worldRun is one run of the stage: what it names, knowing what the
+// stages before it found.
+type worldRun struct {
+	*meter
+	before outcome
+	outcome
+}
 
 // world runs an allreduce over every rank at a large size and compares it
 // with the topology's expectation; when it falls short and no stage named
 // anything, it bisects the world down to the smallest group that still
 // falls short.
-func (d *search) world() error {
+func (d *worldRun) world() error {
 	if d.n < 2 {
 		return nil
 	}
@@ -62,7 +74,7 @@ func (d *search) world() error {
 	}
 	dec := decision{}
 	if d.rank0 {
-		dec.Bisect = short(bw[0]) && !d.o.Quick && len(d.slowRanks) == 0 && len(d.slowPairs) == 0 && len(d.found) == 0 && len(d.wrong) == 0
+		dec.Bisect = short(bw[0]) && !d.o.Quick && len(d.before.slowRanks) == 0 && len(d.before.slowPairs) == 0 && len(d.before.found) == 0 && len(d.seen.wrong) == 0
 	}
 	if err := d.agree(&dec); err != nil {
 		return err
@@ -119,7 +131,7 @@ func (d *search) world() error {
 
 // worldPeak is what the world's allreduce busbw should approach: the
 // NVLink peak on one host, the NIC peak across hosts; 0 when unknown.
-func (d *search) worldPeak() float64 {
+func (d *worldRun) worldPeak() float64 {
 	if len(d.hostList) > 1 {
 		return d.nicPeak()
 	}
@@ -142,7 +154,7 @@ func (d *search) worldPeak() float64 {
 
 // groupWord names a group of ranks in one short phrase: each rank with its
 // host and GPU up to four, else the ranks as ranges and the hosts they span.
-func (d *search) groupWord(group []int) string {
+func (d *worldRun) groupWord(group []int) string {
 	if len(group) <= 4 {
 		names := make([]string, len(group))
 		for i, r := range group {
