@@ -17,6 +17,9 @@
 #   newnccl      NCCL built from $NCCL_SRC (a tarball of a fetched snapshot):
 #                one-rank and shared sweeps with the algorithm column, tune's
 #                forcing, and watch naming a late rank in PyTorch on it
+#   cost         the watch plugin's cost to a job of SHARE ranks on GPU 0
+#                (scripts/watch-cost.sh, COST_PAIRS pairs) on PyTorch's NCCL,
+#                then on the one newnccl built (its profiler interface v6)
 #   parity       one-rank parity with NCCL's benchmark (built from
 #                $NCCL_TESTS), all eleven collectives, then graph mode
 # Every command is bounded by timeout; the log goes to $OUT/shared-gpu.log.
@@ -30,7 +33,7 @@ WORK=${WORK:-/tmp/collbench-shared}
 SHARE=${SHARE:-2}
 NCCL_TESTS=${NCCL_TESTS:-ext/nccl-tests}
 NCCL_SRC=${NCCL_SRC:-ext/nccl.tgz}
-SECTIONS=${SECTIONS:-determinism det4 bitwise tunejob newnccl parity}
+SECTIONS=${SECTIONS:-determinism det4 bitwise tunejob newnccl cost parity}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUTDIR" "$WORK"
 OUTDIR=$(cd "$OUTDIR" && pwd)
@@ -110,6 +113,21 @@ if want newnccl; then
     rc=$?; tail -15 "$WORK/plants.txt"; grep -h "NCCL version\|profiler\|Profiler" "$WORK"/plants/job-1.log | head -5
     [ $rc -eq 0 ] && ok "watch-plants on the new NCCL (exit $rc)" || bad "watch-plants exit $rc"
   fi
+fi
+
+if want cost; then
+  for which in old new; do
+    pre=""
+    if [ $which = new ]; then
+      pre=$(readlink -f "$WORK/nccl/build/lib/libnccl.so.2" 2>/dev/null)
+      [ -f "$pre" ] || { bad "no NCCL built by the newnccl section in $WORK/nccl"; continue; }
+    fi
+    step "the watch plugin's cost, $SHARE ranks sharing GPU 0, NCCL: ${pre:-PyTorch's own}"
+    BIN=$BIN SHARE=$SHARE PAIRS=${COST_PAIRS:-3} JOB_S=${COST_JOB_S:-15} NCCL_PRELOAD=$pre WORK=$WORK/cost-$which \
+      timeout -k 10 280 scripts/watch-cost.sh > "$WORK/cost-$which.txt" 2>&1
+    rc=$?; cat "$WORK/cost-$which.txt"
+    [ $rc -le 1 ] && ok "watch-cost ran on ${pre:-PyTorch's NCCL} (exit $rc)" || bad "watch-cost exit $rc"
+  done
 fi
 
 if want parity; then

@@ -64,14 +64,15 @@ func TestRecordedAlgorithmAndKernelTimes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		version int
-	}{{"interface v5 (NCCL 2.28)", 22803}, {"interface v4 (NCCL 2.27)", 22703}} {
+		want    int
+	}{{"interface v6 (NCCL 2.30)", 23007, 6}, {"interface v5 (NCCL 2.28)", 22803, 5}, {"interface v4 (NCCL 2.27)", 22703, 4}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := fakegpu.HGX("H100", 4, fakegpu.Options{NCCLVersion: tc.version})
 			rows, b := recordedSweep(t, d, 4, nil, measure.AllReduce, measure.AllGather, measure.SendRecv)
 			if on, why := b.Records(); !on {
 				t.Fatalf("the backend does not record: %s", why)
 			}
-			if got, want := profiler.Version(), tc.version/100%100-23; got != want {
+			if got, want := profiler.Version(), tc.want; got != want {
 				t.Errorf("NCCL loaded interface version %d, want %d", got, want)
 			}
 			for _, row := range rows {

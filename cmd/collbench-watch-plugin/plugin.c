@@ -383,6 +383,12 @@ static cbp_result init_v5(void **ctx, uint64_t id, int *mask, const char *name, 
 	return init_common(ctx, mask, id, ranks, rank);
 }
 
+static cbp_result init_v6(void **ctx, uint64_t id, int *mask, const char *name, int nodes, int ranks, int rank, cbp_logger log) {
+	(void)name, (void)nodes, (void)log;
+	cbw_set_interface(6);
+	return init_common(ctx, mask, id, ranks, rank);
+}
+
 static cbp_result start_v4(void *ctx, void **handle, cbp_descr_v4 *d) { return start_common(ctx, handle, d->type, d->parent, &d->d); }
 
 static cbp_result start_v5(void *ctx, void **handle, cbp_descr_v5 *d) { return start_common(ctx, handle, d->type, d->parent, &d->d); }
@@ -409,7 +415,7 @@ static void init_old(void **ctx, int *mask, int version) {
 	}
 	const char *addr = getenv("COLLBENCH_WATCH");
 	if (addr != NULL && addr[0] != 0 && atomic_exchange(&told_old, 1) == 0) {
-		fprintf(stderr, "collbench watch plugin: this NCCL offers the profiler interface version %d; the plugin needs version 4 or 5 (NCCL 2.26 or later), so nothing is sent; the job runs on without it\n", version);
+		fprintf(stderr, "collbench watch plugin: this NCCL offers the profiler interface version %d; the plugin needs version 4, 5 or 6 (NCCL 2.26 or later), so nothing is sent; the job runs on without it\n", version);
 	}
 }
 
@@ -450,6 +456,7 @@ cbw_plugin_old ncclProfiler_v2 = {"collbench-watch", init_v2, start_old, stop_ol
 cbw_plugin_old ncclProfiler_v3 = {"collbench-watch", init_v3, start_old, stop_old, record_old, finalize};
 cbp_plugin_v4 ncclProfiler_v4 = {"collbench-watch", init_v4, start_v4, stop_event, record_state, finalize};
 cbp_plugin_v5 ncclProfiler_v5 = {"collbench-watch", init_v5, start_v5, stop_event, record_state, finalize};
+cbp_plugin_v6 ncclProfiler_v6 = {"collbench-watch", init_v6, start_v5, stop_event, record_state, finalize};
 
 int cbw_contexts(void) {
 	int n = atomic_load(&ncontexts);

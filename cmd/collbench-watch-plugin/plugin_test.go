@@ -82,7 +82,7 @@ func built(t *testing.T) (string, string) {
 
 // job is one run of the harness: ranks processes of one communicator.
 type job struct {
-	version  int // the profiler interface NCCL offers: 5 or 4
+	version  int // the profiler interface NCCL offers: 6, 5 or 4
 	ranks    int
 	ops      int
 	periodUS int
@@ -169,7 +169,7 @@ func collector(t *testing.T, key string) (addr string, findings func() []watch.F
 // (its GPU starting each kernel 5 ms after its peers', or its process
 // issuing 5 ms late; well beyond what a busy 2-core host's scheduling
 // moves a process) from operation 40 on, at the first, a middle and the
-// last rank, under both profiler interface versions, is named with the
+// last rank, under each profiler interface version, is named with the
 // right cause, by about the planted lateness, and nobody else is; a clean
 // job names nobody.
 func TestPluginNamesTheLateRank(t *testing.T) {
@@ -186,6 +186,7 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 	}{
 		{"clean", 5, -1, 0, "", 0, "", false, 40},
 		{"GPU of rank 0 late", 5, 0, 5000, watch.CauseGPU, 0, "", false, 40},
+		{"GPU of rank 1 late, interface v6", 6, 1, 5000, watch.CauseGPU, 0, "", false, 40},
 		{"GPU of rank 2 late, interface v4", 4, 2, 5000, watch.CauseGPU, 0, "", false, 40},
 		{"rank 3 issues late", 5, 3, -5000, watch.CauseIssue, 0, "", false, 40},
 		{"GPU of rank 1 late, every second operation sent", 5, 1, 5000, watch.CauseGPU, 2, "", false, 40},
@@ -379,8 +380,8 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 		{"no secret", "mask 0", "without the job secret", []string{watch.EnvAddr + "=" + addr}, 5},
 		{"wrong secret", "mask 90", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}, 5},
 		// An NCCL of 2.23 to 2.25 offers interface 3, 2 or 1 only.
-		{"interface 3", "mask 0", "profiler interface version 3; the plugin needs version 4 or 5", good, 3},
-		{"interface 1", "mask 0", "profiler interface version 1; the plugin needs version 4 or 5", good, 1},
+		{"interface 3", "mask 0", "profiler interface version 3; the plugin needs version 4, 5 or 6", good, 3},
+		{"interface 1", "mask 0", "profiler interface version 1; the plugin needs version 4, 5 or 6", good, 1},
 		{"interface 2 without the environment", "mask 0", "", nil, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {

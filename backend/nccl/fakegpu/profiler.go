@@ -18,6 +18,7 @@ static int fp_mask; // NCCL's activation mask: the plugin writes it
 static int fp_load(int want) {
 	void *h = dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
 	if (!h) return 0;
+	if (want >= 6 && (fp_plugin = dlsym(h, "ncclProfiler_v6")) != NULL) { fp_version = 6; return 6; }
 	if (want >= 5 && (fp_plugin = dlsym(h, "ncclProfiler_v5")) != NULL) { fp_version = 5; return 5; }
 	if (want >= 4 && (fp_plugin = dlsym(h, "ncclProfiler_v4")) != NULL) { fp_version = 4; return 4; }
 	return 0;
@@ -27,18 +28,18 @@ static int fp_get_mask(void) { return __atomic_load_n(&fp_mask, __ATOMIC_RELAXED
 
 static void *fp_init(uint64_t hash, int nodes, int ranks, int rank, int *err) {
 	void *ctx = NULL;
-	if (fp_version == 5) *err = ((fp_v5 *)fp_plugin)->init(&ctx, hash, &fp_mask, "", nodes, ranks, rank, NULL);
+	if (fp_version >= 5) *err = ((fp_v5 *)fp_plugin)->init(&ctx, hash, &fp_mask, "", nodes, ranks, rank, NULL);
 	else *err = ((fp_v4 *)fp_plugin)->init(&ctx, &fp_mask, "", hash, nodes, ranks, rank, NULL);
 	return ctx;
 }
 
 static void fp_finalize(void *ctx) {
-	if (fp_version == 5) ((fp_v5 *)fp_plugin)->finalize(ctx); else ((fp_v4 *)fp_plugin)->finalize(ctx);
+	if (fp_version >= 5) ((fp_v5 *)fp_plugin)->finalize(ctx); else ((fp_v4 *)fp_plugin)->finalize(ctx);
 }
 
 static void *fp_start(void *ctx, int type, void *parent, int rank, fp_union *u) {
 	void *handle = NULL;
-	if (fp_version == 5) {
+	if (fp_version >= 5) {
 		fp_descr5 d; memset(&d, 0, sizeof d);
 		d.type = type; d.parentObj = parent; d.rank = rank; d.u = *u;
 		((fp_v5 *)fp_plugin)->startEvent(ctx, &handle, &d);
@@ -52,12 +53,12 @@ static void *fp_start(void *ctx, int type, void *parent, int rank, fp_union *u) 
 
 static void fp_stop(void *h) {
 	if (h == NULL) return;
-	if (fp_version == 5) ((fp_v5 *)fp_plugin)->stopEvent(h); else ((fp_v4 *)fp_plugin)->stopEvent(h);
+	if (fp_version >= 5) ((fp_v5 *)fp_plugin)->stopEvent(h); else ((fp_v4 *)fp_plugin)->stopEvent(h);
 }
 
 static void fp_record(void *h, int state, fp_state *a) {
 	if (h == NULL) return;
-	if (fp_version == 5) ((fp_v5 *)fp_plugin)->recordEventState(h, state, a); else ((fp_v4 *)fp_plugin)->recordEventState(h, state, a);
+	if (fp_version >= 5) ((fp_v5 *)fp_plugin)->recordEventState(h, state, a); else ((fp_v4 *)fp_plugin)->recordEventState(h, state, a);
 }
 
 static void *fp_coll_event(void *ctx, int rank, uint64_t seq, const char *func, uint64_t send, uint64_t recv, size_t count, int root,
@@ -172,6 +173,8 @@ func (d *Driver) loadProfiler() *profiler {
 	}
 	want := 3
 	switch {
+	case v >= 22900: // NCCL 2.29 added interface 6: version 5's layout, with copy-engine events
+		want = 6
 	case v >= 22800:
 		want = 5
 	case v >= 22700:

@@ -1,5 +1,5 @@
 // abi.h: collbench's own declarations of NCCL's profiler plugin interface,
-// versions 4 (NCCL 2.27) and 5 (NCCL 2.28 and later), written from the
+// versions 4 (NCCL 2.27), 5 (NCCL 2.28 and later) and 6 (NCCL 2.30), written from the
 // interface's documented layout. Only the members collbench reads are named;
 // the offsets are checked below, so a change of layout fails the build.
 #ifndef COLLBENCH_PROFILER_ABI_H
@@ -93,7 +93,7 @@ typedef struct {
 	cbp_detail d;
 } cbp_descr_v5;
 
-// State arguments (the same in versions 4 and 5).
+// State arguments (the same in versions 4, 5 and 6).
 typedef union {
 	struct {
 		size_t transSize;
@@ -121,6 +121,13 @@ typedef struct {
 	cbp_result (*recordEventState)(void *handle, int state, cbp_state_args *args);
 	cbp_result (*finalize)(void *ctx);
 } cbp_plugin_v5;
+
+// Version 6 (NCCL 2.30) is version 5's layout: the same functions, the
+// same descriptor with the same members at the same offsets, to which it
+// adds events of collectives run by the copy engines (types 1 << 12 to
+// 1 << 14, with descriptor members of their own). collbench asks for none
+// of those (its activation mask), so NCCL hands it version 5's events.
+typedef cbp_plugin_v5 cbp_plugin_v6;
 
 _Static_assert(offsetof(cbp_descr_v4, d) == 24, "v4 descriptor detail at 24");
 _Static_assert(offsetof(cbp_descr_v5, d) == 24, "v5 descriptor detail at 24");

@@ -216,6 +216,11 @@ static cbp_result init_v5(void **ctx, uint64_t id, int *mask, const char *name, 
 	return init_common(ctx, mask, name, id, nodes, ranks, rank, 5);
 }
 
+static cbp_result init_v6(void **ctx, uint64_t id, int *mask, const char *name, int nodes, int ranks, int rank, cbp_logger log) {
+	(void)log;
+	return init_common(ctx, mask, name, id, nodes, ranks, rank, 6);
+}
+
 static cbp_result start_v4(void *ctx, void **handle, cbp_descr_v4 *d) {
 	return start_common(ctx, handle, d->type, d->parent, d->rank, &d->d);
 }
@@ -226,6 +231,7 @@ static cbp_result start_v5(void *ctx, void **handle, cbp_descr_v5 *d) {
 
 cbp_plugin_v4 ncclProfiler_v4 = {"collbench", init_v4, start_v4, stop_event, record_state, finalize};
 cbp_plugin_v5 ncclProfiler_v5 = {"collbench", init_v5, start_v5, stop_event, record_state, finalize};
+cbp_plugin_v6 ncclProfiler_v6 = {"collbench", init_v6, start_v5, stop_event, record_state, finalize};
 
 void cbp_arm(int mask) {
 	atomic_store(&armed, mask);

@@ -1,5 +1,5 @@
 // Package profiler is collbench's NCCL profiler plugin and its reader. The
-// plugin (plugin.c, interface versions 4 and 5: NCCL 2.27 and later) is
+// plugin (plugin.c, interface versions 4, 5 and 6: NCCL 2.27 and later) is
 // compiled into the collbench binary and exported from it, so nothing is
 // written to disk or downloaded: with NCCL_PROFILER_PLUGIN=STATIC_PLUGIN,
 // NCCL looks the plugin up in the process itself. For one untimed operation
@@ -79,7 +79,7 @@ func Prepare(version int, getenv func(string) string, setenv func(string, string
 // raise it runs without the plugin.
 func Inits() int { return int(C.cbp_inits()) }
 
-// Version is the interface version NCCL loaded the plugin by (4 or 5), 0
+// Version is the interface version NCCL loaded the plugin by (4, 5 or 6), 0
 // if none.
 func Version() int { return int(C.cbp_version()) }
 

@@ -1,6 +1,6 @@
 // harness.c plays NCCL for the watch plugin's test: one process is one
 // rank of one communicator. It loads the plugin as NCCL does (dlopen of
-// NCCL_PROFILER_PLUGIN, then ncclProfiler_v5 or _v4) and runs ops
+// NCCL_PROFILER_PLUGIN, then ncclProfiler_v6, _v5 or _v4) and runs ops
 // collectives on a timeline every rank shares (an allreduce, an allgather
 // and a broadcast in turn, each numbered on its own as NCCL numbers
 // them): operation i is issued at
@@ -130,7 +130,7 @@ static void sleep_until(int64_t t) {
 
 static void *start(void *ctx, int type, void *parent, int rank, fp_union *u) {
 	void *h = NULL;
-	if (version == 5) {
+	if (version >= 5) { // version 6 is version 5's layout
 		fp_descr5 d;
 		memset(&d, 0, sizeof d);
 		d.type = type, d.parentObj = parent, d.rank = rank, d.u = *u;
@@ -252,7 +252,8 @@ int main(int argc, char **argv) {
 	}
 	char sym[32];
 	snprintf(sym, sizeof sym, "ncclProfiler_v%d", want);
-	if (want >= 5 && (plugin = dlsym(lib, "ncclProfiler_v5")) != NULL) version = 5;
+	if (want >= 6 && (plugin = dlsym(lib, "ncclProfiler_v6")) != NULL) version = 6;
+	else if (want == 5 && (plugin = dlsym(lib, "ncclProfiler_v5")) != NULL) version = 5;
 	else if (want == 4 && (plugin = dlsym(lib, "ncclProfiler_v4")) != NULL) version = 4;
 	else if (want >= 1 && want <= 3 && (plugin = dlsym(lib, sym)) != NULL) version = want; // an older NCCL
 	else {
@@ -262,7 +263,7 @@ int main(int argc, char **argv) {
 	void *ctx = NULL;
 	int mask = -1;
 	const uint64_t hash = 0x5eed0000c0ffeeull;
-	if (version == 5) ((fp_v5 *)plugin)->init(&ctx, hash, &mask, "test", 1, ranks, rank, NULL);
+	if (version >= 5) ((fp_v5 *)plugin)->init(&ctx, hash, &mask, "test", 1, ranks, rank, NULL);
 	else if (version == 4) ((fp_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
 	else ((fp_old *)plugin)->init(&ctx, &mask);
 	printf("mask %d\n", mask);
@@ -328,7 +329,7 @@ int main(int argc, char **argv) {
 	}
 	// The job ends as soon as its communicator is finalized: the plugin
 	// sends its last operations then, or they are lost.
-	if (version == 5) ((fp_v5 *)plugin)->finalize(ctx);
+	if (version >= 5) ((fp_v5 *)plugin)->finalize(ctx);
 	else if (version == 4) ((fp_v4 *)plugin)->finalize(ctx);
 	else ((fp_old *)plugin)->finalize(ctx);
 	return 0;
