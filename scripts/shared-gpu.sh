@@ -97,6 +97,10 @@ if want newnccl; then
   lib=$(readlink -f "$nb/build/lib/libnccl.so.2")
   if [ -f "$lib" ]; then
     timeout -k 5 60 "$BIN" env --nccl-lib "$lib" | head -20
+    step "the profiler interface NCCL loaded collbench's plugin by"
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout -k 5 60 "$BIN" allreduce --sizes 8:1K --nccl-lib "$lib" -n 2 -w 1 > "$WORK/new-iface.txt" 2>&1
+    grep -i "PROFILER/Plugin\|TUNER/Plugin" "$WORK/new-iface.txt" | head -4
+    grep -q "PROFILER/Plugin: Loaded collbench (v6)" "$WORK/new-iface.txt" && ok "NCCL loaded the profiler by interface v6" || bad "no v6 profiler line"
     for args in "allreduce --sizes 8:64M:x8" "allgather --sizes 1K:64M:x8" "sendrecv --sizes 8:1M:x8"; do
       timeout -k 5 120 "$BIN" $args --nccl-lib "$lib" -n 20 -w 5 > "$WORK/new-1.txt" 2>&1 && ok "one rank: $args" || bad "one rank: $args"
       tail -12 "$WORK/new-1.txt"
