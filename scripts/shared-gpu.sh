@@ -19,7 +19,8 @@
 #                forcing, and watch naming a late rank in PyTorch on it
 #   cost         the watch plugin's cost to a job of SHARE ranks on GPU 0
 #                (scripts/watch-cost.sh, COST_PAIRS pairs) on PyTorch's NCCL,
-#                then on the one newnccl built (its profiler interface v6)
+#                then on NCCL built from $NCCL_SRC, after the interface
+#                NCCL loaded collbench's profiler by (v6 from NCCL 2.29)
 #   parity       one-rank parity with NCCL's benchmark (built from
 #                $NCCL_TESTS), all eleven collectives, then graph mode
 # Every command is bounded by timeout; the log goes to $OUT/shared-gpu.log.
@@ -84,7 +85,7 @@ if want tunejob; then
   grep -q "^TRACE OK" "$OUTDIR/tune-job-trace.txt" 2>/dev/null && ok "the tuner applied the file op by op (exit $rc)" || bad "tune-job exit $rc, trace not OK"
 fi
 
-if want newnccl; then
+if want newnccl || want cost; then
   step "NCCL from $NCCL_SRC"
   nb=$WORK/nccl
   if [ ! -f "$nb/build/lib/libnccl.so.2" ]; then
@@ -95,12 +96,8 @@ if want newnccl; then
     echo "NCCL built in $(($(date +%s) - t0)) s"
   fi
   lib=$(readlink -f "$nb/build/lib/libnccl.so.2")
-  if [ -f "$lib" ]; then
+  if [ -f "$lib" ] && want newnccl; then
     timeout -k 5 60 "$BIN" env --nccl-lib "$lib" | head -20
-    step "the profiler interface NCCL loaded collbench's plugin by"
-    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout -k 5 60 "$BIN" allreduce --sizes 8:1K --nccl-lib "$lib" -n 2 -w 1 > "$WORK/new-iface.txt" 2>&1
-    grep -i "PROFILER/Plugin\|TUNER/Plugin" "$WORK/new-iface.txt" | head -4
-    grep -q "PROFILER/Plugin: Loaded collbench (v6)" "$WORK/new-iface.txt" && ok "NCCL loaded the profiler by interface v6" || bad "no v6 profiler line"
     for args in "allreduce --sizes 8:64M:x8" "allgather --sizes 1K:64M:x8" "sendrecv --sizes 8:1M:x8"; do
       timeout -k 5 120 "$BIN" $args --nccl-lib "$lib" -n 20 -w 5 > "$WORK/new-1.txt" 2>&1 && ok "one rank: $args" || bad "one rank: $args"
       tail -12 "$WORK/new-1.txt"
@@ -124,7 +121,11 @@ if want cost; then
     pre=""
     if [ $which = new ]; then
       pre=$(readlink -f "$WORK/nccl/build/lib/libnccl.so.2" 2>/dev/null)
-      [ -f "$pre" ] || { bad "no NCCL built by the newnccl section in $WORK/nccl"; continue; }
+      [ -f "$pre" ] || { bad "no NCCL built in $WORK/nccl"; continue; }
+      step "the profiler interface NCCL loaded collbench's plugin by"
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL shared 90 allreduce --sizes 8:1K --nccl-lib "$pre" -n 2 -w 1 > "$WORK/new-iface.txt" 2>&1
+      grep -i "PROFILER/Plugin\|TUNER/Plugin" "$WORK/new-iface.txt" | sort | uniq -c | head -6
+      grep -q "PROFILER/Plugin: Loaded collbench (v6)" "$WORK/new-iface.txt" && ok "NCCL loaded the profiler by interface v6" || bad "no v6 profiler line"
     fi
     step "the watch plugin's cost, $SHARE ranks sharing GPU 0, NCCL: ${pre:-PyTorch's own}"
     BIN=$BIN SHARE=$SHARE PAIRS=${COST_PAIRS:-3} JOB_S=${COST_JOB_S:-15} NCCL_PRELOAD=$pre WORK=$WORK/cost-$which \
