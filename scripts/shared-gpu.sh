@@ -118,20 +118,21 @@ fi
 
 if want cost; then
   for which in old new; do
-    pre=""
+    pre=""; what="PyTorch's own"
     if [ $which = new ]; then
       pre=$(readlink -f "$WORK/nccl/build/lib/libnccl.so.2" 2>/dev/null)
       [ -f "$pre" ] || { bad "no NCCL built in $WORK/nccl"; continue; }
+      what=$pre
       step "the profiler interface NCCL loaded collbench's plugin by"
       NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ALL shared 90 allreduce --sizes 8:1K --nccl-lib "$pre" -n 2 -w 1 > "$WORK/new-iface.txt" 2>&1
       grep -i "PROFILER/Plugin\|TUNER/Plugin" "$WORK/new-iface.txt" | sort | uniq -c | head -6
       grep -q "PROFILER/Plugin: Loaded collbench (v6)" "$WORK/new-iface.txt" && ok "NCCL loaded the profiler by interface v6" || bad "no v6 profiler line"
     fi
-    step "the watch plugin's cost, $SHARE ranks sharing GPU 0, NCCL: ${pre:-PyTorch's own}"
+    step "the watch plugin's cost, $SHARE ranks sharing GPU 0, NCCL: $what"
     BIN=$BIN SHARE=$SHARE PAIRS=${COST_PAIRS:-3} JOB_S=${COST_JOB_S:-15} NCCL_PRELOAD=$pre WORK=$WORK/cost-$which \
       timeout -k 10 280 scripts/watch-cost.sh > "$WORK/cost-$which.txt" 2>&1
     rc=$?; cat "$WORK/cost-$which.txt"
-    [ $rc -le 1 ] && ok "watch-cost ran on ${pre:-PyTorch's NCCL} (exit $rc)" || bad "watch-cost exit $rc"
+    [ $rc -le 1 ] && ok "watch-cost ran on $what (exit $rc)" || bad "watch-cost exit $rc"
   done
 fi
 
