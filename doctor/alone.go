@@ -344,13 +344,13 @@ func (d *aloneRun) recordGPUs(figs map[int]GPUFigure) {
 // expectedCopy is the copy rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
 func (d *aloneRun) expectedCopy(r int) (float64, string) {
-	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's memory, with no limit of their own to expect", GPUHealth.ExpectedCopyGBps)
+	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's memory, with no limit of their own to expect", ExpectedCopyGBps)
 }
 
 // expectedFill is the fill rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
 func (d *aloneRun) expectedFill(r int) (float64, string) {
-	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's cores", GPUHealth.ExpectedFillGelem)
+	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's cores", ExpectedFillGelem)
 }
 
 // expected asks rank r's GPU health for one expectation; on a host-memory

@@ -31,7 +31,7 @@ const defaultCopyFraction = 0.8
 // model reaches (over, where it names the model, replacing the measured
 // share), and where the figure comes from; 0 and why not when no
 // expectation can be formed.
-func (g GPUHealth) ExpectedCopyGBps(over Expectations) (float64, string) {
+func ExpectedCopyGBps(g GPUHealth, over Expectations) (float64, string) {
 	bw := g.memoryGBps()
 	if bw == 0 {
 		return 0, "NVML reported no memory bus width or clock"
@@ -113,7 +113,7 @@ const defaultFillPerCoreCycle = 0.00521
 // GPU of g's model reaches, from its CUDA cores and highest SM clock (over
 // replacing the measured rate where it names the model), and
 // where the figure comes from; 0 and why not when none can be formed.
-func (g GPUHealth) ExpectedFillGelem(over Expectations) (float64, string) {
+func ExpectedFillGelem(g GPUHealth, over Expectations) (float64, string) {
 	if g.Cores <= 0 || g.SMClockMaxMHz <= 0 {
 		return 0, "NVML reported no core count or SM clock"
 	}

@@ -151,7 +151,7 @@ func TestGPUsAreJudgedAgainstWhatTheyShouldDo(t *testing.T) {
 // rather than that it met its expectation.
 func TestExpectationOfUnknownAndSilentModels(t *testing.T) {
 	g := GPUHealth{Name: "NVIDIA X1000", MemBusWidth: 4096, MemClockMaxMHz: 2000}
-	exp, why := g.ExpectedCopyGBps(nil)
+	exp, why := ExpectedCopyGBps(g, nil)
 	if want := 4096.0 / 8 * 2000e6 * 2 / 1e9 / 2 * defaultCopyFraction; exp != want || !strings.Contains(why, "without a measured fraction") {
 		t.Errorf("unknown model: %.1f (%s), want %.1f", exp, why, want)
 	}
@@ -162,7 +162,7 @@ func TestExpectationOfUnknownAndSilentModels(t *testing.T) {
 	}
 	rep.Healthy = true
 	var b strings.Builder
-	if err := rep.WriteText(&b); err != nil {
+	if err := WriteText(rep, &b); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "met its peers and its expectation") {

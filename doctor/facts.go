@@ -1,7 +1,9 @@
 package doctor
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"slices"
@@ -259,4 +261,22 @@ func processName(pid uint32) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// Fingerprint is a host's topology fingerprint: its GPUs (model, bus id,
+// NVLinks), the link matrix between them and its NICs; the same node after
+// a GPU, NIC or board swap has a new one and a new history.
+func (h HostFacts) Fingerprint() string {
+	var b strings.Builder
+	for _, g := range h.GPUs {
+		fmt.Fprintf(&b, "gpu %s %s %d;", g.Name, strings.ToLower(g.BusID), g.NVLinks)
+	}
+	for _, row := range h.Matrix {
+		b.WriteString(strings.Join(row, ",") + ";")
+	}
+	for _, n := range h.NICs {
+		fmt.Fprintf(&b, "nic %s %s;", n.Name, n.Kind)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:6])
 }

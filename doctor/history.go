@@ -112,26 +112,8 @@ func (c NodeCounter) PerGB() float64 {
 	return 0
 }
 
-// Fingerprint is a host's topology fingerprint: its GPUs (model, bus id,
-// NVLinks), the link matrix between them and its NICs; the same node after
-// a GPU, NIC or board swap has a new one and a new history.
-func (h HostFacts) Fingerprint() string {
-	var b strings.Builder
-	for _, g := range h.GPUs {
-		fmt.Fprintf(&b, "gpu %s %s %d;", g.Name, strings.ToLower(g.BusID), g.NVLinks)
-	}
-	for _, row := range h.Matrix {
-		b.WriteString(strings.Join(row, ",") + ";")
-	}
-	for _, n := range h.NICs {
-		fmt.Fprintf(&b, "nic %s %s;", n.Name, n.Kind)
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:6])
-}
-
 // NodeRecords are the report's figures per host, one record each, at t.
-func (r *Report) NodeRecords(t time.Time, version string) []NodeRecord {
+func NodeRecords(r *Report, t time.Time, version string) []NodeRecord {
 	facts := map[string]HostFacts{}
 	for _, f := range r.Facts {
 		facts[f.Host] = f
@@ -418,7 +400,7 @@ func CompareNode(now NodeRecord, past []NodeRecord, rules HistoryRules) ([]Histo
 // run's figures are then saved as the newest record of each host (a run
 // that stopped on a fault is compared but not kept: its figures are
 // partial). It returns the paths written.
-func (r *Report) ApplyHistory(dir string, rules HistoryRules, t time.Time, version string) ([]string, error) {
+func ApplyHistory(r *Report, dir string, rules HistoryRules, t time.Time, version string) ([]string, error) {
 	if HostMemory(r.Backend) && rules.Drop == 0 {
 		// A host-memory backend's ranks share a host's cores: its figures vary
 		// from run to run as much as between peers.
@@ -428,7 +410,7 @@ func (r *Report) ApplyHistory(dir string, rules HistoryRules, t time.Time, versi
 	var written []string
 	var fresh []string // hosts with no past runs
 	compared, fewest, most := 0, runs, 0
-	for _, rec := range r.NodeRecords(t, version) {
+	for _, rec := range NodeRecords(r, t, version) {
 		past, err := loadNewest(dir, rec.Host, rec.Fingerprint, runs)
 		if err != nil {
 			return written, err

@@ -41,7 +41,7 @@ func scaleReport(hosts, gpus int) *Report {
 func seedHistory(tb testing.TB, dir string, r *Report, past int) {
 	t0 := time.Date(2026, 10, 1, 3, 0, 0, 0, time.UTC)
 	for d := 0; d < past; d++ {
-		for _, rec := range r.NodeRecords(t0.Add(time.Duration(d)*24*time.Hour), "bench") {
+		for _, rec := range NodeRecords(r, t0.Add(time.Duration(d)*24*time.Hour), "bench") {
 			nd := nodeDir(dir, rec.Host, rec.Fingerprint)
 			if err := os.MkdirAll(nd, 0o750); err != nil {
 				tb.Fatal(err)
@@ -69,7 +69,7 @@ func BenchmarkHistoryAtScale(b *testing.B) {
 		t := time.Date(2026, 11, 25, 3, 0, 0, 0, time.UTC)
 		for b.Loop() {
 			rep := scaleReport(benchHosts, benchGPUs)
-			if _, err := rep.ApplyHistory(dir, HistoryRules{}, t, "bench"); err != nil {
+			if _, err := ApplyHistory(rep, dir, HistoryRules{}, t, "bench"); err != nil {
 				b.Fatal(err)
 			}
 			t = t.Add(time.Hour)

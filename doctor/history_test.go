@@ -122,12 +122,12 @@ func TestApplyHistoryKeepsEveryRun(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
 	for i, c := range []float64{3500, 3490} {
-		if _, err := rep(c).ApplyHistory(dir, HistoryRules{}, t0, "test"); err != nil {
+		if _, err := ApplyHistory(rep(c), dir, HistoryRules{}, t0, "test"); err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
 	}
 	r := rep(2800)
-	paths, err := r.ApplyHistory(dir, HistoryRules{}, t0.Add(24*time.Hour), "test")
+	paths, err := ApplyHistory(r, dir, HistoryRules{}, t0.Add(24*time.Hour), "test")
 	if err != nil || len(paths) != 1 {
 		t.Fatalf("%v %v", paths, err)
 	}
@@ -141,7 +141,7 @@ func TestApplyHistoryKeepsEveryRun(t *testing.T) {
 	}
 	stopped := rep(3500)
 	stopped.StoppedIn = "across hosts"
-	if paths, err := stopped.ApplyHistory(dir, HistoryRules{}, t0.Add(48*time.Hour), "test"); err != nil || len(paths) != 0 ||
+	if paths, err := ApplyHistory(stopped, dir, HistoryRules{}, t0.Add(48*time.Hour), "test"); err != nil || len(paths) != 0 ||
 		!strings.Contains(strings.Join(stopped.Notes, "\n"), "not kept: the run stopped in across hosts") {
 		t.Errorf("a stopped run: %v %v %q", paths, err, stopped.Notes)
 	}
@@ -199,11 +199,11 @@ func TestHistoryReadsNewestRuns(t *testing.T) {
 	hist := t.TempDir()
 	r := scaleReport(64, 2)
 	r.Hosts = r.Hosts[:32]
-	if _, err := r.ApplyHistory(hist, HistoryRules{}, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), "test"); err != nil {
+	if _, err := ApplyHistory(r, hist, HistoryRules{}, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), "test"); err != nil {
 		t.Fatal(err)
 	}
 	r = scaleReport(64, 2)
-	paths, err := r.ApplyHistory(hist, HistoryRules{}, time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), "test")
+	paths, err := ApplyHistory(r, hist, HistoryRules{}, time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), "test")
 	if err != nil || len(paths) != 64 {
 		t.Fatalf("%d records kept, %v", len(paths), err)
 	}

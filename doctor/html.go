@@ -169,7 +169,7 @@ type culprits struct {
 	hostPairs map[[2]string]bool
 }
 
-func (r *Report) rankHosts() map[int]string {
+func rankHosts(r *Report) map[int]string {
 	m := map[int]string{}
 	for _, g := range r.GPUs {
 		m[g.Rank] = g.Host
@@ -183,14 +183,14 @@ func (r *Report) rankHosts() map[int]string {
 	return m
 }
 
-func (r *Report) culprits() culprits {
+func culpritsOf(r *Report) culprits {
 	c := culprits{ranks: map[int]bool{}, pairs: map[[2]int]bool{}, hosts: map[string]bool{}, hostPairs: map[[2]string]bool{}}
 	if len(r.Findings) == 0 {
 		return c
 	}
 	// The first finding is the worst (findings are sorted); every FAIL
 	// is a culprit as well.
-	hostOf := r.rankHosts()
+	hostOf := rankHosts(r)
 	for i, f := range r.Findings {
 		if i > 0 && f.Severity != "FAIL" {
 			continue
@@ -234,8 +234,8 @@ func heat(v, top float64) (template.CSS, bool) {
 }
 
 // hostMap is one host's pairs as a heat map, row sends to column.
-func (r *Report) hostMap(host string, c culprits, top float64) (heatMap, bool) {
-	ranks, val := r.hostPairs(host)
+func hostMap(r *Report, host string, c culprits, top float64) (heatMap, bool) {
+	ranks, val := hostPairs(r, host)
 	if len(ranks) < 2 {
 		return heatMap{}, false
 	}
@@ -264,7 +264,7 @@ func (r *Report) hostMap(host string, c culprits, top float64) (heatMap, bool) {
 // hostWorst is the slowest figure measured within each host (its slowest
 // pair, one way) and between each two hosts (the slowest GPU pair across
 // them, or their allreduce where no GPU pair was measured).
-func (r *Report) hostWorst() (within map[string]float64, between map[[2]string]float64) {
+func hostWorst(r *Report) (within map[string]float64, between map[[2]string]float64) {
 	within, between = map[string]float64{}, map[[2]string]float64{}
 	low := func(m map[[2]string]float64, k [2]string, v float64) {
 		if old, ok := m[k]; !ok || v < old {
@@ -291,7 +291,7 @@ func (r *Report) hostWorst() (within map[string]float64, between map[[2]string]f
 
 // shownHosts picks the hosts the page maps: every host when few, else
 // those the findings name, then the slowest, up to mapHosts.
-func (r *Report) shownHosts(c culprits, within map[string]float64, between map[[2]string]float64) []string {
+func shownHosts(r *Report, c culprits, within map[string]float64, between map[[2]string]float64) []string {
 	if len(r.Hosts) <= mapHosts {
 		return r.Hosts
 	}
@@ -311,7 +311,7 @@ func (r *Report) shownHosts(c culprits, within map[string]float64, between map[[
 	for k := range c.hostPairs {
 		named[k[0]] = true
 	}
-	hostOf := r.rankHosts()
+	hostOf := rankHosts(r)
 	for x := range c.ranks {
 		named[hostOf[x]] = true
 	}
@@ -357,7 +357,7 @@ func (r *Report) shownHosts(c culprits, within map[string]float64, between map[[
 
 // hostsMap is the host × host map: the slowest pair within each host on
 // the diagonal, the slowest GPU pair between two hosts off it.
-func (r *Report) hostsMap(hosts []string, c culprits, within map[string]float64, between map[[2]string]float64) heatMap {
+func hostsMap(r *Report, hosts []string, c culprits, within map[string]float64, between map[[2]string]float64) heatMap {
 	m := heatMap{ID: "map-hosts", Title: "hosts: the slowest GPU pair of each two hosts, GB/s (diagonal: the slowest pair within the host, one way)"}
 	topIn, topOut := 0.0, 0.0
 	for _, v := range within {
@@ -410,8 +410,8 @@ type pageFinding struct {
 // WriteHTML writes a self-contained page: the verdict and the culprit
 // first, the heat maps with the culprit marked, then the evidence as
 // tables (rolled up above LargeWorld ranks, as the text report is).
-func (r *Report) WriteHTML(w io.Writer) error {
-	c := r.culprits()
+func WriteHTML(r *Report, w io.Writer) error {
+	c := culpritsOf(r)
 	data := map[string]any{"R": r}
 	verdict, class := "Healthy: every stage met its peers and its expectation, and every value was right", "ok"
 	if r.Healthy && len(r.NoExpectation) > 0 {
@@ -445,12 +445,12 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	if n := len(r.Findings) - len(fs); n > 0 {
 		data["More"] = fmt.Sprintf("... and %s more finding(s): every one is in the JSON report", words.Count(n))
 	}
-	data["Stages"] = r.stagesLine()
-	within, between := r.hostWorst()
-	hosts := r.shownHosts(c, within, between)
+	data["Stages"] = stagesLine(r)
+	within, between := hostWorst(r)
+	hosts := shownHosts(r, c, within, between)
 	var maps []heatMap
 	if len(r.Hosts) > 1 && len(between) > 0 && r.Ranks > LargeWorld {
-		maps = append(maps, r.hostsMap(hosts, c, within, between))
+		maps = append(maps, hostsMap(r, hosts, c, within, between))
 	}
 	top := 0.0
 	for _, p := range r.Pairs {
@@ -461,7 +461,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		if own == ownMaps {
 			break
 		}
-		if m, ok := r.hostMap(h, c, top); ok {
+		if m, ok := hostMap(r, h, c, top); ok {
 			maps = append(maps, m)
 			own++
 		}
@@ -472,10 +472,10 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	data["Maps"] = maps
 	ev := &htmlEvidence{}
 	var err error
-	if r.rolledUp(EvidenceAuto) {
-		err = r.writeRolledUp(ev)
+	if rolledUp(r, EvidenceAuto) {
+		err = writeRolledUp(r, ev)
 	} else {
-		err = r.writeEvidence(ev)
+		err = writeEvidence(r, ev)
 	}
 	if err != nil {
 		return err

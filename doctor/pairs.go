@@ -156,10 +156,10 @@ func (d *pairRun) pairs() error {
 					continue
 				}
 				r := d.o.Thresholds.For(f.Class)
-				v := f.metric(s.Metric)
+				v := metric(f, s.Metric)
 				scale := 1.0
 				if c, ok := ctlNow[p]; ok {
-					if first, now := figs[pairKey(c.A, c.B)].metric(s.Metric), c.metric(s.Metric); first > 0 && now > 0 {
+					if first, now := metric(figs[pairKey(c.A, c.B)], s.Metric), metric(c, s.Metric); first > 0 && now > 0 {
 						scale = min(1, now/first)
 					}
 				}
@@ -456,7 +456,7 @@ func (d *pairRun) judgePairs(figs map[[2]int]PairFigure) []suspect {
 }
 
 // metric is a pair's figure by name.
-func (f PairFigure) metric(name string) float64 {
+func metric(f PairFigure, name string) float64 {
 	if name == "both-ways" {
 		return f.Both
 	}

@@ -8,7 +8,7 @@ import (
 
 // WriteProm writes the report in Prometheus' text exposition format, for
 // node-exporter's textfile collector.
-func (r *Report) WriteProm(w io.Writer) error {
+func WriteProm(r *Report, w io.Writer) error {
 	esc := func(s string) string { return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) }
 	healthy := 0
 	if r.Healthy {

@@ -1,7 +1,14 @@
 package doctor
 
 import (
+	"collbench/internal/bounded"
+	"collbench/internal/jsonwords"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 )
 
@@ -255,4 +262,67 @@ type PathsSeen struct {
 	Paths  int     `json:"paths"`
 	Median float64 `json:"median_gbps"`
 	Slow   int     `json:"slow"`
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	out := *r
+	out.Version = SchemaVersion
+	return enc.Encode(&out)
+}
+
+// ErrNotReport says a file is not a doctor report.
+var ErrNotReport = errors.New("not a collbench doctor report")
+
+// IsReport says whether data is a doctor JSON report (by its schema
+// name), without reading it whole.
+func IsReport(data []byte) bool {
+	var probe struct {
+		Schema string `json:"schema"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.Schema == Schema
+}
+
+// ReadReportFile reads path if it is a doctor report; nil without an error
+// where it is a regular file of another kind (results), or not a regular
+// file (a pipe or device is read once, as results). A report of a newer
+// schema is refused by name.
+func ReadReportFile(ctx context.Context, path string) (*Report, error) {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return nil, nil
+	}
+	data, err := bounded.ReadFile(ctx, path, bounded.Results)
+	if err != nil {
+		var big *bounded.TooLargeError
+		if errors.As(err, &big) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cannot read %s: %v", path, err)
+	}
+	if !IsReport(data) {
+		return nil, nil
+	}
+	r, err := ReadReport(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return r, nil
+}
+
+// ReadReport reads a doctor JSON report, refusing one of a newer schema
+// than this collbench reads.
+func ReadReport(data []byte) (*Report, error) {
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotReport, jsonwords.Problem(err))
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("%w: its schema is %q", ErrNotReport, r.Schema)
+	}
+	if r.Version > SchemaVersion {
+		return nil, fmt.Errorf("a doctor report of a newer collbench (schema version %d; this one reads %d): open it with that version", r.Version, SchemaVersion)
+	}
+	return &r, nil
 }

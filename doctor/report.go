@@ -1,18 +1,12 @@
 package doctor
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
-	"collbench/internal/bounded"
-	"collbench/internal/jsonwords"
 	"collbench/internal/words"
 )
 
@@ -47,7 +41,7 @@ func ParseEvidence(s string) (Evidence, error) {
 const LargeWorld = 16
 
 // rolledUp says whether the text report rolls the evidence up.
-func (r *Report) rolledUp(e Evidence) bool {
+func rolledUp(r *Report, e Evidence) bool {
 	switch e {
 	case EvidenceAll:
 		return false
@@ -60,21 +54,21 @@ func (r *Report) rolledUp(e Evidence) bool {
 // WriteText writes the verdict first, one line per finding, then the
 // evidence: every figure for a small world, rolled up above LargeWorld
 // ranks (WriteTextWith chooses).
-func (r *Report) WriteText(w io.Writer) error { return r.WriteTextWith(w, EvidenceAuto) }
+func WriteText(r *Report, w io.Writer) error { return WriteTextWith(r, w, EvidenceAuto) }
 
 // WriteTextWith writes the verdict, then as much evidence as e asks for.
-func (r *Report) WriteTextWith(w io.Writer, e Evidence) error {
-	rolled := r.rolledUp(e)
-	r.writeVerdict(w, rolled)
+func WriteTextWith(r *Report, w io.Writer, e Evidence) error {
+	rolled := rolledUp(r, e)
+	writeVerdict(r, w, rolled)
 	if rolled {
-		return r.writeRolledUp(w)
+		return writeRolledUp(r, w)
 	}
-	return r.writeEvidence(w)
+	return writeEvidence(r, w)
 }
 
 // writeVerdict writes the title line, the findings (the first
 // maxFindingLines of them when rolled), the notes and the stages.
-func (r *Report) writeVerdict(w io.Writer, rolled bool) {
+func writeVerdict(r *Report, w io.Writer, rolled bool) {
 	verdict := "healthy"
 	if !r.Healthy {
 		verdict = fmt.Sprintf("%d finding(s)", len(r.Findings))
@@ -116,7 +110,7 @@ func (r *Report) writeVerdict(w io.Writer, rolled bool) {
 		fmt.Fprintln(w, "# note: "+n)
 	}
 	if len(r.Stages) > 0 {
-		fmt.Fprintln(w, "# stages"+map[bool]string{true: " (modelled time)"}[r.Modelled]+": "+r.stagesLine())
+		fmt.Fprintln(w, "# stages"+map[bool]string{true: " (modelled time)"}[r.Modelled]+": "+stagesLine(r))
 	}
 	if r.StoppedIn != "" {
 		done := "none"
@@ -129,7 +123,7 @@ func (r *Report) writeVerdict(w io.Writer, rolled bool) {
 
 // writeEvidence writes every figure: one row per GPU, pair, host pair and
 // round of the plan.
-func (r *Report) writeEvidence(w io.Writer) error {
+func writeEvidence(r *Report, w io.Writer) error {
 	if len(r.GPUs) > 0 {
 		what := "device-to-device copy and the fill kernel"
 		if HostMemory(r.Backend) {
@@ -168,7 +162,7 @@ func (r *Report) writeEvidence(w io.Writer) error {
 			if _, page := w.(*htmlEvidence); page {
 				break // the page draws the matrices as heat maps
 			}
-			if m := r.pairMatrix(h); m != "" {
+			if m := pairMatrix(r, h); m != "" {
 				fmt.Fprintf(w, "\n%s: one-way GB/s (row sends to column)\n%s", h, m)
 			}
 		}
@@ -177,7 +171,7 @@ func (r *Report) writeEvidence(w io.Writer) error {
 		fmt.Fprintln(w, "\n## across hosts: every GPU pair of two hosts (sendrecv both ways, GB/s) and the host pair's allreduce")
 		t := newTable(w)
 		t.Header("hosts", "GPU pairs", "slowest pair", "slowest", "median", "rails median", "allreduce busbw")
-		for _, s := range r.crossSummary() {
+		for _, s := range crossSummary(r) {
 			_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, gb(s.min), gb(s.median), gb(s.rails), gb(s.allreduce))
 		}
 		if err := t.Render(); err != nil {
@@ -185,10 +179,10 @@ func (r *Report) writeEvidence(w io.Writer) error {
 		}
 	}
 	if r.World != nil {
-		r.writeWorld(w)
+		writeWorld(r, w)
 	}
-	r.writePaths(w)
-	if err := r.writeCounters(w); err != nil {
+	writePaths(r, w)
+	if err := writeCounters(r, w); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\n## plan")
@@ -209,7 +203,7 @@ type crossRow struct {
 
 // crossSummary is one row per host pair measured across hosts, in the
 // order they were measured: one line per host pair, not per GPU pair.
-func (r *Report) crossSummary() []crossRow {
+func crossSummary(r *Report) []crossRow {
 	var order []string
 	by := map[string]*crossRow{}
 	vals, rails := map[string][]float64{}, map[string][]float64{}
@@ -247,7 +241,7 @@ func (r *Report) crossSummary() []crossRow {
 
 // hostPairs are the ranks of host's measured pairs, sorted, and each
 // pair's one-way figure keyed by (sender, receiver).
-func (r *Report) hostPairs(host string) ([]int, map[[2]int]float64) {
+func hostPairs(r *Report, host string) ([]int, map[[2]int]float64) {
 	var ranks []int
 	val := map[[2]int]float64{}
 	for _, p := range r.Pairs {
@@ -266,8 +260,8 @@ func (r *Report) hostPairs(host string) ([]int, map[[2]int]float64) {
 }
 
 // pairMatrix renders one host's one-way figures as a matrix.
-func (r *Report) pairMatrix(host string) string {
-	ranks, val := r.hostPairs(host)
+func pairMatrix(r *Report, host string) string {
+	ranks, val := hostPairs(r, host)
 	if len(ranks) < 2 {
 		return ""
 	}
@@ -291,71 +285,8 @@ func (r *Report) pairMatrix(host string) string {
 	return b.String()
 }
 
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	out := *r
-	out.Version = SchemaVersion
-	return enc.Encode(&out)
-}
-
-// ErrNotReport says a file is not a doctor report.
-var ErrNotReport = errors.New("not a collbench doctor report")
-
-// IsReport says whether data is a doctor JSON report (by its schema
-// name), without reading it whole.
-func IsReport(data []byte) bool {
-	var probe struct {
-		Schema string `json:"schema"`
-	}
-	return json.Unmarshal(data, &probe) == nil && probe.Schema == Schema
-}
-
-// ReadReportFile reads path if it is a doctor report; nil without an error
-// where it is a regular file of another kind (results), or not a regular
-// file (a pipe or device is read once, as results). A report of a newer
-// schema is refused by name.
-func ReadReportFile(ctx context.Context, path string) (*Report, error) {
-	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
-		return nil, nil
-	}
-	data, err := bounded.ReadFile(ctx, path, bounded.Results)
-	if err != nil {
-		var big *bounded.TooLargeError
-		if errors.As(err, &big) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("cannot read %s: %v", path, err)
-	}
-	if !IsReport(data) {
-		return nil, nil
-	}
-	r, err := ReadReport(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	return r, nil
-}
-
-// ReadReport reads a doctor JSON report, refusing one of a newer schema
-// than this collbench reads.
-func ReadReport(data []byte) (*Report, error) {
-	var r Report
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotReport, jsonwords.Problem(err))
-	}
-	if r.Schema != Schema {
-		return nil, fmt.Errorf("%w: its schema is %q", ErrNotReport, r.Schema)
-	}
-	if r.Version > SchemaVersion {
-		return nil, fmt.Errorf("a doctor report of a newer collbench (schema version %d; this one reads %d): open it with that version", r.Version, SchemaVersion)
-	}
-	return &r, nil
-}
-
 // stagesLine is each stage's time and rounds, or why it was skipped.
-func (r *Report) stagesLine() string {
+func stagesLine(r *Report) string {
 	var parts []string
 	for _, s := range r.Stages {
 		if s.Skipped != "" {
@@ -384,7 +315,7 @@ const countersShown = 20
 
 // writeCounters writes the error counters that grew, each part and counter
 // once (the stages summed), the fastest growth per GB first.
-func (r *Report) writeCounters(w io.Writer) error {
+func writeCounters(r *Report, w io.Writer) error {
 	if len(r.Counters) == 0 {
 		if len(r.Watched) > 0 {
 			fmt.Fprintln(w, "\n## error counters: none grew during the run")

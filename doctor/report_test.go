@@ -43,11 +43,11 @@ func sampleReport() *Report {
 func TestReportFormats(t *testing.T) {
 	r := sampleReport()
 	var txt, prom, js bytes.Buffer
-	if err := r.WriteText(&txt); err != nil {
+	if err := WriteText(r, &txt); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "report.txt.golden", txt.Bytes())
-	if err := r.WriteProm(&prom); err != nil {
+	if err := WriteProm(r, &prom); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "report.prom.golden", prom.Bytes())
@@ -74,7 +74,7 @@ func TestReportHTML(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := tc.r.WriteHTML(&b); err != nil {
+			if err := WriteHTML(tc.r, &b); err != nil {
 				t.Fatal(err)
 			}
 			page := b.String()

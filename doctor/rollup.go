@@ -26,18 +26,18 @@ const (
 // writeRolledUp writes the evidence of a large world: each stage's
 // figures as a distribution with the slowest first, and the plan as one
 // row per stage.
-func (r *Report) writeRolledUp(w io.Writer) error {
+func writeRolledUp(r *Report, w io.Writer) error {
 	fmt.Fprintf(w, "# evidence rolled up for %s ranks on %s host(s): distributions and the slowest first; every figure is in the JSON report (-o) and with --evidence all\n",
 		words.Count(r.Ranks), words.Count(len(r.Hosts)))
-	for _, section := range []func(io.Writer) error{r.rolledGPUs, r.rolledPairs, r.rolledCross} {
-		if err := section(w); err != nil {
+	for _, section := range []func(*Report, io.Writer) error{rolledGPUs, rolledPairs, rolledCross} {
+		if err := section(r, w); err != nil {
 			return err
 		}
 	}
 	if r.World != nil {
-		r.writeWorld(w)
+		writeWorld(r, w)
 	}
-	r.writePaths(w)
+	writePaths(r, w)
 	fmt.Fprintln(w, "\n## plan (one row per stage; every round is in the JSON report)")
 	t := newTable(w)
 	t.Header("stage", "rounds", "groups of its first round", "what")
@@ -101,7 +101,7 @@ func (s spread) cells(name string) []any {
 
 // rolledGPUs writes each GPU alone as two distributions, the slowest GPUs
 // against the median, and the slowest hosts by their GPUs' median.
-func (r *Report) rolledGPUs(w io.Writer) error {
+func rolledGPUs(r *Report, w io.Writer) error {
 	if len(r.GPUs) == 0 {
 		return nil
 	}
@@ -196,7 +196,7 @@ func ratioOr1(v, ref float64) float64 {
 
 // rolledPairs writes the pairs within hosts as one distribution per link
 // class, the slowest pairs, and the matrices of the hosts a finding names.
-func (r *Report) rolledPairs(w io.Writer) error {
+func rolledPairs(r *Report, w io.Writer) error {
 	if len(r.Pairs) == 0 {
 		return nil
 	}
@@ -242,11 +242,11 @@ func (r *Report) rolledPairs(w io.Writer) error {
 
 // rolledCross writes the host pairs measured across hosts: how many, the
 // spread of their slowest GPU pairs and allreduces, then the slowest.
-func (r *Report) rolledCross(w io.Writer) error {
+func rolledCross(r *Report, w io.Writer) error {
 	if len(r.Cross) == 0 && len(r.HostPair) == 0 {
 		return nil
 	}
-	rows := r.crossSummary()
+	rows := crossSummary(r)
 	var mins, ars []float64
 	for _, x := range rows {
 		if x.pairs > 0 {
@@ -294,7 +294,7 @@ func (r *Report) rolledCross(w io.Writer) error {
 }
 
 // writeWorld writes the whole-world allreduce and its bisection.
-func (r *Report) writeWorld(w io.Writer) {
+func writeWorld(r *Report, w io.Writer) {
 	fmt.Fprintf(w, "\n## whole world: allreduce %d ranks, %s: busbw %s GB/s", r.World.Ranks, words.Bytes(r.World.Bytes), gb(r.World.BusBW))
 	if r.World.Expected > 0 {
 		fmt.Fprintf(w, " (expected %s)", gb(r.World.Expected))
@@ -359,7 +359,7 @@ func layoutWords(layout string) string {
 // writePaths writes, on one line, the paths between hosts NCCL's proxy
 // showed inside doctor's collectives by stage, then the slowest few of
 // those judged slow (all are in the JSON report).
-func (r *Report) writePaths(w io.Writer) {
+func writePaths(r *Report, w io.Writer) {
 	if len(r.PathsSeen) == 0 {
 		return
 	}

@@ -146,14 +146,14 @@ func clusterReport(hosts, gpus int) *Report {
 func TestReportAtScale(t *testing.T) {
 	small := clusterReport(1, 8)
 	var txt bytes.Buffer
-	if err := small.WriteText(&txt); err != nil {
+	if err := WriteText(small, &txt); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "report-8.txt.golden", txt.Bytes())
 
 	big := clusterReport(1024, 8)
 	txt.Reset()
-	if err := big.WriteText(&txt); err != nil {
+	if err := WriteText(big, &txt); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "report-8192.txt.golden", txt.Bytes())
@@ -179,7 +179,7 @@ func TestReportAtScale(t *testing.T) {
 		}
 	}
 	txt.Reset()
-	if err := big.WriteTextWith(&txt, EvidenceAll); err != nil {
+	if err := WriteTextWith(big, &txt, EvidenceAll); err != nil {
 		t.Fatal(err)
 	}
 	if lines := strings.Count(txt.String(), "\n"); lines < len(big.GPUs)+len(big.Pairs) {

@@ -130,7 +130,7 @@ func TestDoctorNamesCountersThatGrow(t *testing.T) {
 		t.Errorf("watched %q", rep.Watched)
 	}
 	var prom strings.Builder
-	if err := rep.WriteProm(&prom); err != nil || !strings.Contains(prom.String(), `collbench_doctor_counter_growth{host="`) {
+	if err := doctor.WriteProm(rep, &prom); err != nil || !strings.Contains(prom.String(), `collbench_doctor_counter_growth{host="`) {
 		t.Errorf("prom: %v\n%s", err, prom.String())
 	}
 }

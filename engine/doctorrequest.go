@@ -43,7 +43,7 @@ func (d Doctor) checkHistory() error {
 func (f *System) deliverDoctor(d Doctor, rep *doctor.Report, runErr error) error {
 	var historyErr error
 	if d.History != "" {
-		paths, err := rep.ApplyHistory(d.History, d.HistoryRules, f.Now(), d.Tool)
+		paths, err := doctor.ApplyHistory(rep, d.History, d.HistoryRules, f.Now(), d.Tool)
 		if err != nil {
 			historyErr = &UsageError{Err: err}
 		}

@@ -156,16 +156,16 @@ func TestReportPagesInABrowser(t *testing.T) {
 				Runs: []report.Series{{Label: "today.json", Doc: cur, Path: "/data/runs/today.json"}}, Baseline: &report.Series{Label: "baseline.json", Doc: eight, Path: "/data/baseline.json"}, Comparison: c})
 		}},
 		{name: "doctor-healthy", verdict: "Healthy", write: func(t *testing.T, w *bytes.Buffer) error {
-			return simulated(t, 1).WriteHTML(w)
+			return doctor.WriteHTML(simulated(t, 1), w)
 		}},
 		{name: "doctor-slow-gpu", verdict: "FAIL", culprit: true, write: func(t *testing.T, w *bytes.Buffer) error {
-			return simulated(t, 1, cluster.Fault{Kind: cluster.SlowGPU, Host: ip(0), GPU: ip(3), Factor: 0.5}).WriteHTML(w)
+			return doctor.WriteHTML(simulated(t, 1, cluster.Fault{Kind: cluster.SlowGPU, Host: ip(0), GPU: ip(3), Factor: 0.5}), w)
 		}},
 		{name: "doctor-64-ranks-slow-nvlink", verdict: "FAIL", culprit: true, write: func(t *testing.T, w *bytes.Buffer) error {
-			return simulated(t, 8, cluster.Fault{Kind: cluster.SlowNVLink, Host: ip(5), Factor: 0.4}).WriteHTML(w)
+			return doctor.WriteHTML(simulated(t, 8, cluster.Fault{Kind: cluster.SlowNVLink, Host: ip(5), Factor: 0.4}), w)
 		}},
 		{name: "doctor-64-ranks-slow-nic", verdict: "FAIL", culprit: true, write: func(t *testing.T, w *bytes.Buffer) error {
-			return simulated(t, 8, cluster.Fault{Kind: cluster.SlowNIC, Host: ip(2), GPU: ip(6), Factor: 0.3}).WriteHTML(w)
+			return doctor.WriteHTML(simulated(t, 8, cluster.Fault{Kind: cluster.SlowNIC, Host: ip(2), GPU: ip(6), Factor: 0.3}), w)
 		}},
 	}
 	dir := shotsDir(t)

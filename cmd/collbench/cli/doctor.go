@@ -194,7 +194,7 @@ func doctorRun(o *DoctorOptions) error {
 		for _, w := range []struct {
 			flag  string
 			write func(io.Writer) error
-		}{{"--output", rep.WriteJSON}, {"--prom", rep.WriteProm}, {"--html", rep.WriteHTML}} {
+		}{{"--output", rep.WriteJSON}, {"--prom", func(w io.Writer) error { return doctor.WriteProm(rep, w) }}, {"--html", func(w io.Writer) error { return doctor.WriteHTML(rep, w) }}} {
 			if t := targets[w.flag]; t != nil {
 				if err := writeTarget(o.IO.Out, t, true, w.write); err != nil {
 					return err
@@ -205,7 +205,7 @@ func doctorRun(o *DoctorOptions) error {
 		if o.Format == "json" {
 			err = rep.WriteJSON(o.IO.Out)
 		} else {
-			err = rep.WriteTextWith(o.IO.Out, evidence)
+			err = doctor.WriteTextWith(rep, o.IO.Out, evidence)
 		}
 		if err != nil {
 			return &engine.RunError{Err: err}

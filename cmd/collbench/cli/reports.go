@@ -228,7 +228,7 @@ func reportRun(o *ReportOptions) error {
 		if len(o.Runs) > 1 || o.Baseline != "" {
 			return engine.UsageErrorf("%s is a doctor report: give it alone, with no baseline (collbench report %s -o doctor.html)", path, path)
 		}
-		if err := writeTo(o.IO.Out, "--output", o.Output, rep.WriteHTML); err != nil {
+		if err := writeTo(o.IO.Out, "--output", o.Output, func(w io.Writer) error { return doctor.WriteHTML(rep, w) }); err != nil {
 			return err
 		}
 		sayWrote(o.IO.ErrOut, "the doctor's page", o.Output)
