@@ -51,7 +51,7 @@ type judging struct {
 	slowPaths []PathFigure
 }
 
-// rules turn the evidence into findings, in order, naming the most
+// verdictRules turn the evidence into findings, in order, naming the most
 // specific part that explains each observation: the health facts, wrong
 // data by the rank that sent it, ranks and hosts slow alone, slow pairs
 // within hosts by a slow rank or host, a rank slow on every link by
@@ -59,7 +59,7 @@ type judging struct {
 // nothing above explains it, NCCL's slow paths, GPUs another workload
 // shared, and the error counters that grew. Each rule adds its findings
 // to those before it, which it may read.
-var rules = []func(v *judging, fs []Finding) []Finding{
+var verdictRules = []func(v *judging, fs []Finding) []Finding{
 	(*judging).healthRule,
 	(*judging).dataRule,
 	(*judging).aloneRule,
@@ -77,7 +77,7 @@ func reachVerdict(e evidence) judged {
 	e.counters = slices.Clone(e.counters)
 	v := &judging{evidence: e, slowHosts: map[string]bool{}}
 	var fs []Finding
-	for _, rule := range rules {
+	for _, rule := range verdictRules {
 		fs = rule(v, fs)
 	}
 	// Transports beside every pair figure.
