@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/words"
 	"collbench/measure"
 )
@@ -109,7 +112,7 @@ func (d *crossRun) acrossHosts() error {
 	if nh < 2 {
 		return nil
 	}
-	rounds := HostRounds(nh)
+	rounds := rules.HostRounds(nh)
 	if d.o.Quick {
 		rounds = rounds[:1]
 	}
@@ -121,7 +124,7 @@ func (d *crossRun) acrossHosts() error {
 	}
 	d.plan = len(rounds) * (most + 1)
 	ran := map[[2]int]bool{}
-	var seenPairs []HostPairFigure
+	var seenPairs []record.HostPairFigure
 	var cross []crossFig
 	step := 0
 	for _, round := range rounds {
@@ -163,7 +166,7 @@ func (d *crossRun) acrossHosts() error {
 		for _, h := range res.Healthy {
 			fine[h] = true
 		}
-		_, res.Suspects = Triage(nh, slowWith, fine)
+		_, res.Suspects = rules.Triage(nh, slowWith, fine)
 	}
 	if d.rank0 {
 		triage()
@@ -172,7 +175,7 @@ func (d *crossRun) acrossHosts() error {
 		return err
 	}
 	if !d.o.Quick && len(res.Suspects) > 0 && len(res.Healthy) > 0 {
-		for _, round := range Repair(res.Suspects, res.Healthy, func(a, b int) bool { return ran[pairKey(a, b)] }) {
+		for _, round := range rules.Repair(res.Suspects, res.Healthy, func(a, b int) bool { return ran[pairKey(a, b)] }) {
 			hp, cf, err := d.measureHostPairs(round, &step)
 			if err != nil {
 				return err
@@ -222,7 +225,7 @@ func (d *crossRun) acrossHosts() error {
 	if d.nameSlowFabric(ids, cross) {
 		// The uplinks between leaves, slow with everything else, are part
 		// of the fabric named.
-		d.found = append(d.found[:leaves], slices.DeleteFunc(d.found[leaves:], func(f Finding) bool { return f.Kind == "slow-uplink" })...)
+		d.found = append(d.found[:leaves], slices.DeleteFunc(d.found[leaves:], func(f record.Finding) bool { return f.Kind == "slow-uplink" })...)
 		return nil
 	}
 	nic := d.nameCross(ids, why, peers, cross, named)
@@ -241,7 +244,7 @@ func (d *crossRun) nameBusyFabric() {
 	if d.lowRounds == 0 || d.lowRounds < min(2, d.ctlRounds) {
 		return
 	}
-	d.found = append(d.found, Finding{Severity: "WARN", Stage: "host", Kind: "busy-fabric", Part: "the fabric between hosts",
+	d.found = append(d.found, record.Finding{Severity: "WARN", Stage: "host", Kind: "busy-fabric", Part: "the fabric between hosts",
 		Value: d.crossScale,
 		Msg: fmt.Sprintf("healthy pairs across hosts measured again ran at as little as %.0f%% of their first figures, in %d of %d rounds: the fabric slowed during the run, "+
 			"and pairs measured again were judged against that", d.crossScale*100, d.lowRounds, d.ctlRounds),
@@ -270,15 +273,15 @@ func (d *crossRun) nameSlowFabric(ids []crossID, all []crossFig) bool {
 		}
 	}
 	msg := fmt.Sprintf("%d of the %d GPU pairs across hosts measured were slow, on %d of %d hosts (median %s GB/s both ways",
-		len(ids), len(all), len(hosts), len(d.hostList), gb(median(bad)))
+		len(ids), len(all), len(hosts), len(d.hostList), facts.GB(facts.Median(bad)))
 	if len(good) > 0 {
-		msg += fmt.Sprintf(", the rest %s", gb(median(good)))
+		msg += fmt.Sprintf(", the rest %s", facts.GB(facts.Median(good)))
 	}
-	f := Finding{Severity: "FAIL", Stage: "host", Kind: "slow-fabric", Part: "the fabric between hosts", Value: median(bad), Unit: "GB/s",
+	f := record.Finding{Severity: "FAIL", Stage: "host", Kind: "slow-fabric", Part: "the fabric between hosts", Value: facts.Median(bad), Unit: "GB/s",
 		Cause: "the fabric as a whole, not one part: another job's traffic, or a setting on every host or switch (MTU, adaptive routing, PFC, the NICs' link rate)"}
 	if peak := d.nicPeak(); peak > 0 {
 		f.Expected = peak
-		msg += fmt.Sprintf("; the NICs carry %s", gb(peak))
+		msg += fmt.Sprintf("; the NICs carry %s", facts.GB(peak))
 	}
 	f.Msg = msg + ")"
 	d.found = append(d.found, f)
@@ -292,19 +295,19 @@ func (d *crossRun) nameSlowFabric(ids []crossID, all []crossFig) bool {
 func (d *crossRun) nameHosts(res hostResult, slowWith map[int]map[int]bool, fine map[int]bool) map[int]bool {
 	nh := len(d.hostList)
 	inside := d.hostsSlowInside()
-	culprits, _ := Triage(nh, slowWith, fine)
+	culprits, _ := rules.Triage(nh, slowWith, fine)
 	named := map[int]bool{}
 	for _, h := range culprits {
 		named[h] = true
 		if inside[h] {
 			continue
 		}
-		ps := sortedKeys(slowWith[h])
+		ps := facts.SortedKeys(slowWith[h])
 		var names []string
 		for _, p := range ps {
 			names = append(names, d.hostList[p])
 		}
-		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + d.hostList[h],
+		d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + d.hostList[h],
 			Host: d.hostList[h], Msg: fmt.Sprintf("slow with %d different partner hosts (%s)", len(ps), strings.Join(names, ", ")),
 			Cause: "this host's network path (NICs, cables, switch ports) or its GPUs"})
 	}
@@ -317,7 +320,7 @@ func (d *crossRun) nameHosts(res hostResult, slowWith map[int]map[int]bool, fine
 		if !fine[p[0]] || !fine[p[1]] {
 			msg = "slow together; no other partner was left to tell the host from the link"
 		}
-		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host-link", Part: "hosts " + a + " ↔ " + b,
+		d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host-link", Part: "hosts " + a + " ↔ " + b,
 			Msg: msg, Cause: "the network path between these hosts"})
 	}
 	return named
@@ -362,12 +365,12 @@ func (d *crossRun) nameFlapping(all []crossFig, named map[int]bool) {
 		return
 	}
 	p := max(float64(tails)/float64(total), 1e-3)
-	for _, r := range sortedKeys(per) {
+	for _, r := range facts.SortedKeys(per) {
 		c := per[r]
-		if named[r] || c.slow < 3 || !(binomialTail(c.n, c.slow, p)*float64(len(per)) < falseAlarms) {
+		if named[r] || c.slow < 3 || !(binomialTail(c.n, c.slow, p)*float64(len(per)) < rules.FalseAlarms) {
 			continue
 		}
-		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "flapping-nic", Part: d.o.Who(r) + " network path",
+		d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "host", Kind: "flapping-nic", Part: d.o.Who(r) + " network path",
 			Host: d.host(r), Ranks: []int{r},
 			Msg: fmt.Sprintf("%d of its %d measurements across hosts had iterations over %.1fx slower than its best (%.1f%% of all measurements did), while its best was as fast as its peers'",
 				c.slow, c.n, tailRatio, p*100),
@@ -438,15 +441,15 @@ func (d *crossRun) nameCross(ids []crossID, why []string, peers []float64, all [
 		add(slowWith, b, a)
 	}
 	nic := map[int]bool{}
-	for _, r := range sortedKeys(slowWith) {
+	for _, r := range facts.SortedKeys(slowWith) {
 		if n := len(slowWith[r]); n >= 2 && 2*n > len(met[r]) {
 			nic[r] = true
-			partners := sortedKeys(slowWith[r])
+			partners := facts.SortedKeys(slowWith[r])
 			var names []string
 			for _, p := range partners {
 				names = append(names, fmt.Sprint(p))
 			}
-			d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-nic", Part: d.o.Who(r) + " network path",
+			d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "host", Kind: "slow-nic", Part: d.o.Who(r) + " network path",
 				Host: d.host(r), Ranks: []int{r},
 				Msg:   fmt.Sprintf("slow with %d of the %d ranks it met on other hosts (ranks %s), fine alone and within its host", n, len(met[r]), strings.Join(names, ", ")),
 				Cause: "this GPU's NIC, cable or switch port"})
@@ -460,7 +463,7 @@ func (d *crossRun) nameCross(ids []crossID, why []string, peers []float64, all [
 		if nic[a] || nic[b] {
 			continue
 		}
-		f := Finding{Severity: "FAIL", Stage: "host", Ranks: []int{a, b}, Msg: why[i] + againWords(d.crossAgain[c]), Peers: peers[i], Unit: "GB/s"}
+		f := record.Finding{Severity: "FAIL", Stage: "host", Ranks: []int{a, b}, Msg: why[i] + againWords(d.crossAgain[c]), Peers: peers[i], Unit: "GB/s"}
 		if c.LA == c.LB {
 			f.Kind, f.Part, f.Cause = "slow-rail", fmt.Sprintf("rail %d: %s ↔ %s", c.LA, d.o.Who(a), d.o.Who(b)), "the NIC, cable or switch port of this rail"
 		} else {
@@ -487,7 +490,7 @@ type crossFig struct {
 // ranks across the two hosts, in rounds of disjoint pairs (CrossRounds: the
 // rails first), all host pairs at once, and an allreduce over both hosts'
 // ranks. step numbers the plan's rounds and advances.
-func (d *crossRun) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure, []crossFig, error) {
+func (d *crossRun) measureHostPairs(round [][2]int, step *int) ([]record.HostPairFigure, []crossFig, error) {
 	var shifts [][]crossFig
 	var unions [][]int
 	for _, p := range round {
@@ -536,13 +539,13 @@ func (d *crossRun) measureHostPairs(round [][2]int, step *int) ([]HostPairFigure
 	}
 	d.step("host", *step, lu, fmt.Sprintf("host pairs: allreduce at %s", words.Bytes(d.o.BWSize)))
 	*step++
-	var out []HostPairFigure
+	var out []record.HostPairFigure
 	if d.rank0 {
 		for _, c := range cross {
-			d.rep.Cross = append(d.rep.Cross, CrossFigure{HostA: d.hostList[c.HA], HostB: d.hostList[c.HB], A: c.A, B: c.B, LocalA: c.LA, LocalB: c.LB, Both: c.Both})
+			d.rep.Cross = append(d.rep.Cross, record.CrossFigure{HostA: d.hostList[c.HA], HostB: d.hostList[c.HB], A: c.A, B: c.B, LocalA: c.LA, LocalB: c.LB, Both: c.Both})
 		}
 		for i, p := range round {
-			f := HostPairFigure{A: d.hostList[p[0]], B: d.hostList[p[1]], Round: *step - 1}
+			f := record.HostPairFigure{A: d.hostList[p[0]], B: d.hostList[p[1]], Round: *step - 1}
 			if h := hu[0][i]; h != nil {
 				f.BusBW = h.BusBW
 			}
@@ -565,20 +568,20 @@ func crossClass(c crossID) string {
 
 // judgeHosts finds slow host pairs and slow GPU pairs across hosts among
 // everything measured.
-func (d *crossRun) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResult {
+func (d *crossRun) judgeHosts(pairs []record.HostPairFigure, cross []crossFig) hostResult {
 	idx := map[string]int{}
 	for i, h := range d.hostList {
 		idx[h] = i
 	}
 	peak := d.nicPeak()
-	var ss []sample
+	var ss []rules.Sample
 	for _, p := range pairs {
-		ss = append(ss, sample{Key: p.A + "|" + p.B, Class: "host-pair", Value: p.BusBW, Expected: peak})
+		ss = append(ss, rules.Sample{Key: p.A + "|" + p.B, Class: "host-pair", Value: p.BusBW, Expected: peak})
 	}
 	var res hostResult
 	slow, fine := map[int]bool{}, map[int]bool{}
 	flagged := map[string]bool{}
-	for _, s := range judge(ss, d.o.Thresholds) {
+	for _, s := range rules.Judge(ss, d.o.Thresholds) {
 		a, b, _ := strings.Cut(s.Key, "|")
 		res.Slow = append(res.Slow, [2]int{idx[a], idx[b]})
 		slow[idx[a]], slow[idx[b]] = true, true
@@ -589,20 +592,20 @@ func (d *crossRun) judgeHosts(pairs []HostPairFigure, cross []crossFig) hostResu
 			fine[idx[p.A]], fine[idx[p.B]] = true, true
 		}
 	}
-	var cs []sample
+	var cs []rules.Sample
 	byKey := map[string]crossID{}
 	for _, c := range cross {
 		key := fmt.Sprintf("%d|%d|%d|%d", c.HA, c.HB, c.LA, c.LB)
 		byKey[key] = c.crossID
-		cs = append(cs, sample{Key: key, Class: crossClass(c.crossID), Value: c.Both, Expected: peak})
+		cs = append(cs, rules.Sample{Key: key, Class: crossClass(c.crossID), Value: c.Both, Expected: peak})
 	}
-	for _, s := range suspects(cs, d.o.Thresholds) {
+	for _, s := range rules.Suspects(cs, d.o.Thresholds) {
 		res.Cross = append(res.Cross, byKey[s.Key])
 		others := "the other rails"
 		if s.Class != "rail" {
 			others = "the other pairs of different local ranks across hosts"
 		}
-		res.CrossWhy = append(res.CrossWhy, fmt.Sprintf("%s GB/s both ways, %s %s GB/s%s", gb(s.Value), others, gb(s.Peers), drop(s.Value, s.Peers)))
+		res.CrossWhy = append(res.CrossWhy, fmt.Sprintf("%s GB/s both ways, %s %s GB/s%s", facts.GB(s.Value), others, facts.GB(s.Peers), facts.Drop(s.Value, s.Peers)))
 		res.Peers = append(res.Peers, s.Peers)
 	}
 	// A host seen fine with one partner is cleared; one only seen slow is a

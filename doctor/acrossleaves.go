@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/words"
 	"collbench/measure"
 )
@@ -106,7 +109,7 @@ func (d *crossRun) acrossLeaves(step *int) error {
 		return nil
 	}
 	for _, f := range figs {
-		d.rep.Leaves = append(d.rep.Leaves, CrossFigure{HostA: d.hostList[f.HA], HostB: d.hostList[f.HB], A: f.A, B: f.B, LocalA: f.Rail, LocalB: f.Rail, Both: f.Both})
+		d.rep.Leaves = append(d.rep.Leaves, record.CrossFigure{HostA: d.hostList[f.HA], HostB: d.hostList[f.HB], A: f.A, B: f.B, LocalA: f.Rail, LocalB: f.Rail, Both: f.Both})
 	}
 	d.judgeLeaves(figs, leafNames, hostsOf)
 	return nil
@@ -116,13 +119,13 @@ func (d *crossRun) acrossLeaves(step *int) error {
 func (d *crossRun) judgeLeaves(figs []leafFig, leafNames []string, hostsOf map[string][]int) {
 	fab := d.o.Fabric
 	peak := d.nicPeak()
-	ss := make([]sample, len(figs))
+	ss := make([]rules.Sample, len(figs))
 	for i, f := range figs {
-		ss[i] = sample{Key: fmt.Sprint(i), Class: "rail between leaves", Value: f.Both, Expected: peak}
+		ss[i] = rules.Sample{Key: fmt.Sprint(i), Class: "rail between leaves", Value: f.Both, Expected: peak}
 	}
 	slow := map[int]bool{}
 	peers := 0.0
-	for _, s := range judge(ss, d.o.Thresholds) {
+	for _, s := range rules.Judge(ss, d.o.Thresholds) {
 		i, _ := strconv.Atoi(s.Key) // keys are the figures' indexes
 		slow[i] = true
 		peers = s.Peers
@@ -190,7 +193,7 @@ func (d *crossRun) judgeLeaves(figs []leafFig, leafNames []string, hostsOf map[s
 		}
 		part := fmt.Sprintf("uplink %s ↔ %s", u.leaf, u.spine)
 		msg := fmt.Sprintf("rail traffic of %d host(s) behind %s through %s was slow toward %s (%d of %d rails between leaves slow, their peers %s GB/s), fine within the leaf",
-			len(hostsOf[u.leaf]), u.leaf, u.spine, strings.Join(partners, " and "), sl, n, gb(peers))
+			len(hostsOf[u.leaf]), u.leaf, u.spine, strings.Join(partners, " and "), sl, n, facts.GB(peers))
 		if len(leafNames) == 2 {
 			other := partners[0]
 			if named[other+"|"+u.spine] {
@@ -198,10 +201,10 @@ func (d *crossRun) judgeLeaves(figs []leafFig, leafNames []string, hostsOf map[s
 			}
 			part = fmt.Sprintf("uplinks %s ↔ %s ↔ %s", u.leaf, u.spine, other)
 			msg = fmt.Sprintf("rail traffic between the two leaves through %s was slow (%d of %d rails, their peers %s GB/s); with two leaves the slow side cannot be told apart",
-				u.spine, sl, n, gb(peers))
+				u.spine, sl, n, facts.GB(peers))
 		}
 		named[u.leaf+"|"+u.spine] = true
-		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-uplink", Part: part, Msg: msg, Peers: peers, Unit: "GB/s",
+		d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "host", Kind: "slow-uplink", Part: part, Msg: msg, Peers: peers, Unit: "GB/s",
 			Cause: "the cable, optics or switch ports between the leaf and the spine"})
 	}
 }

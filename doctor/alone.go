@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/dtype"
 	"collbench/internal/words"
 	"collbench/measure"
@@ -16,10 +19,10 @@ import (
 // fill rates against its peers and its model's expectation.
 type aloneStage struct{}
 
-func (aloneStage) Name(s *site) string { return "each " + Unit(s.o.Backend) + " alone" }
+func (aloneStage) Name(s *site) string { return "each " + facts.Unit(s.o.Backend) + " alone" }
 func (aloneStage) Skip(*site) string   { return "" }
 func (aloneStage) Run(m *meter, _ outcome) (outcome, error) {
-	d := &aloneRun{meter: m, outcome: outcome{slowRanks: map[int]suspect{}}}
+	d := &aloneRun{meter: m, outcome: outcome{slowRanks: map[int]rules.Suspect{}}}
 	err := d.alone()
 	return d.outcome, err
 }
@@ -39,7 +42,7 @@ func (d *aloneRun) alone() error {
 		singles[r] = []int{r}
 	}
 	l := measure.Layout{Spec: "singletons", Groups: singles}
-	run := func(round int) (map[int]GPUFigure, error) {
+	run := func(round int) (map[int]record.GPUFigure, error) {
 		gw, done, err := d.split(l)
 		if err != nil {
 			return nil, err
@@ -53,10 +56,10 @@ func (d *aloneRun) alone() error {
 		if err != nil {
 			return nil, err
 		}
-		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and %s", words.Bytes(d.o.CopySize), Unit(d.o.Backend), fillName(d.o.Backend)))
-		out := map[int]GPUFigure{}
+		d.step("gpu", round, l, fmt.Sprintf("copy %s on every %s at once, and %s", words.Bytes(d.o.CopySize), facts.Unit(d.o.Backend), fillName(d.o.Backend)))
+		out := map[int]record.GPUFigure{}
 		for r := 0; r < d.n; r++ {
-			g := GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r].Gelem,
+			g := record.GPUFigure{Rank: r, Host: d.host(r), Device: d.deviceName(r), FillGelem: fills[r].Gelem,
 				FillSustained: fills[r].Sustained, SustainedMS: fills[r].WindowMS}
 			if r < len(d.o.Devices) {
 				g.BusID = d.o.Devices[r].BusID
@@ -72,7 +75,7 @@ func (d *aloneRun) alone() error {
 	if err != nil {
 		return err
 	}
-	var sus []suspect
+	var sus []rules.Suspect
 	if d.rank0 {
 		d.recordGPUs(figs)
 		sus = d.judgeAlone(figs)
@@ -87,7 +90,7 @@ func (d *aloneRun) alone() error {
 		if err != nil {
 			return err
 		}
-		var still []suspect
+		var still []rules.Suspect
 		if d.rank0 {
 			slow := map[string]bool{}
 			for _, s := range d.judgeAlone(again) {
@@ -117,53 +120,53 @@ func (d *aloneRun) alone() error {
 // judgeAlone finds the GPUs slow alone: against what a healthy one of
 // their model does (copy, fill), against their own single kernels (the
 // time share a sustained loop gets), then against their peers.
-func (d *aloneRun) judgeAlone(figs map[int]GPUFigure) []suspect {
-	var copies, fills []sample
+func (d *aloneRun) judgeAlone(figs map[int]record.GPUFigure) []rules.Suspect {
+	var copies, fills []rules.Sample
 	for r := 0; r < d.n; r++ {
 		class := "gpu:" + d.deviceName(r)
-		copies = append(copies, sample{Key: fmt.Sprintf("rank %d", r), Class: class, Value: figs[r].CopyGBps})
-		fills = append(fills, sample{Key: fmt.Sprintf("rank %d", r), Class: class, Value: figs[r].FillGelem})
+		copies = append(copies, rules.Sample{Key: fmt.Sprintf("rank %d", r), Class: class, Value: figs[r].CopyGBps})
+		fills = append(fills, rules.Sample{Key: fmt.Sprintf("rank %d", r), Class: class, Value: figs[r].FillGelem})
 	}
 	th := d.o.Thresholds
-	var out []suspect
+	var out []rules.Suspect
 	seen := map[string]bool{}
 	// Against what the hardware should do: a GPU, or every GPU of a host
 	// alike, that copies well below what a healthy one of its model does.
 	for r := 0; r < d.n; r++ {
 		exp, _ := d.expectedCopy(r)
 		fillExp, _ := d.expectedFill(r)
-		rules := th.For("gpu:" + d.deviceName(r))
+		gpuRules := th.For("gpu:" + d.deviceName(r))
 		key := fmt.Sprintf("rank %d", r)
 		switch v, f := figs[r].CopyGBps, figs[r].FillGelem; {
-		case exp > 0 && v < (1-rules.Drop)*exp:
-			out = append(out, suspect{sample: sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: v, Expected: exp}, Peers: exp, Metric: "expectation",
-				Why: fmt.Sprintf("copies at %s GB/s, %.0f%% below the %s GB/s a healthy one of its model copies", gb(v), (1-v/exp)*100, gb(exp))})
+		case exp > 0 && v < (1-gpuRules.Drop)*exp:
+			out = append(out, rules.Suspect{Sample: rules.Sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: v, Expected: exp}, Peers: exp, Metric: "expectation",
+				Why: fmt.Sprintf("copies at %s GB/s, %.0f%% below the %s GB/s a healthy one of its model copies", facts.GB(v), (1-v/exp)*100, facts.GB(exp))})
 			seen[key] = true
-		case fillExp > 0 && f < (1-rules.Drop)*fillExp:
-			out = append(out, suspect{sample: sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: f, Expected: fillExp}, Peers: fillExp, Metric: "expectation",
-				Why: fmt.Sprintf("fills at %s Gelem/s, %.0f%% below the %s Gelem/s a healthy one of its model fills", gb(f), (1-f/fillExp)*100, gb(fillExp))})
+		case fillExp > 0 && f < (1-gpuRules.Drop)*fillExp:
+			out = append(out, rules.Suspect{Sample: rules.Sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: f, Expected: fillExp}, Peers: fillExp, Metric: "expectation",
+				Why: fmt.Sprintf("fills at %s Gelem/s, %.0f%% below the %s Gelem/s a healthy one of its model fills", facts.GB(f), (1-f/fillExp)*100, facts.GB(fillExp))})
 			seen[key] = true
-		case figs[r].FillSustained > 0 && f > 0 && figs[r].FillSustained < (1-rules.Drop)*f:
+		case figs[r].FillSustained > 0 && f > 0 && figs[r].FillSustained < (1-gpuRules.Drop)*f:
 			// Each kernel runs at full speed, but a loop of them gets only
 			// part of the GPU's time: another workload's time slices.
 			sus := figs[r].FillSustained
-			out = append(out, suspect{sample: sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: sus, Expected: f}, Peers: f, Metric: "time share",
+			out = append(out, rules.Suspect{Sample: rules.Sample{Key: key, Class: "gpu:" + d.deviceName(r), Value: sus, Expected: f}, Peers: f, Metric: "time share",
 				Why: fmt.Sprintf("gives its user only %.0f%% of its time: %s Gelem/s over %.3g ms of fill kernels, where each kernel alone fills at %s Gelem/s (the driver time-slices it with another workload)",
-					sus/f*100, gb(sus), figs[r].SustainedMS, gb(f))})
+					sus/f*100, facts.GB(sus), figs[r].SustainedMS, facts.GB(f))})
 			seen[key] = true
 		}
 	}
-	for _, s := range judge(copies, th) {
+	for _, s := range rules.Judge(copies, th) {
 		if seen[s.Key] {
 			continue
 		}
-		s.Why = fmt.Sprintf("copies at %s GB/s, its peers %s GB/s", gb(s.Value), gb(s.Peers))
+		s.Why = fmt.Sprintf("copies at %s GB/s, its peers %s GB/s", facts.GB(s.Value), facts.GB(s.Peers))
 		out = append(out, s)
 		seen[s.Key] = true
 	}
-	for _, s := range judge(fills, th) {
+	for _, s := range rules.Judge(fills, th) {
 		if !seen[s.Key] {
-			s.Why = fmt.Sprintf("fills at %s Gelem/s, its peers %s Gelem/s", gb(s.Value), gb(s.Peers))
+			s.Why = fmt.Sprintf("fills at %s Gelem/s, its peers %s Gelem/s", facts.GB(s.Value), facts.GB(s.Peers))
 			out = append(out, s)
 		}
 	}
@@ -173,7 +176,7 @@ func (d *aloneRun) judgeAlone(figs map[int]GPUFigure) []suspect {
 // fillName is the compute probe's name in the report's words: a kernel on
 // a GPU, a loop on a host-memory backend.
 func fillName(backend string) string {
-	if HostMemory(backend) {
+	if facts.HostMemory(backend) {
 		return "the fill loop"
 	}
 	return "the fill kernel"
@@ -314,7 +317,7 @@ func sustainedKernels(one float64) int {
 
 // recordGPUs puts each rank's figures in the report with what its GPU
 // should do, and says which had no expectation and why.
-func (d *aloneRun) recordGPUs(figs map[int]GPUFigure) {
+func (d *aloneRun) recordGPUs(figs map[int]record.GPUFigure) {
 	unexpected := map[string][]int{}
 	for r := 0; r < d.n; r++ {
 		f := figs[r]
@@ -331,7 +334,7 @@ func (d *aloneRun) recordGPUs(figs map[int]GPUFigure) {
 		}
 		d.rep.GPUs = append(d.rep.GPUs, f)
 	}
-	for _, why := range sortedKeys(unexpected) {
+	for _, why := range facts.SortedKeys(unexpected) {
 		who := ranksWord(unexpected[why])
 		if len(unexpected[why]) == d.n && d.n > 1 {
 			who = fmt.Sprintf("all %d ranks", d.n)
@@ -344,19 +347,19 @@ func (d *aloneRun) recordGPUs(figs map[int]GPUFigure) {
 // expectedCopy is the copy rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
 func (d *aloneRun) expectedCopy(r int) (float64, string) {
-	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's memory, with no limit of their own to expect", ExpectedCopyGBps)
+	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's memory, with no limit of their own to expect", rules.ExpectedCopyGBps)
 }
 
 // expectedFill is the fill rate rank r's GPU should reach alone, or 0 and
 // why no expectation can be formed.
 func (d *aloneRun) expectedFill(r int) (float64, string) {
-	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's cores", ExpectedFillGelem)
+	return d.expected(r, "the "+d.o.Backend+" backend's ranks share the host's cores", rules.ExpectedFillGelem)
 }
 
 // expected asks rank r's GPU health for one expectation; on a host-memory
 // backend there is none, for the reason cpuWhy.
-func (d *aloneRun) expected(r int, cpuWhy string, of func(GPUHealth, Expectations) (float64, string)) (float64, string) {
-	if HostMemory(d.o.Backend) {
+func (d *aloneRun) expected(r int, cpuWhy string, of func(facts.GPUHealth, rules.Expectations) (float64, string)) (float64, string) {
+	if facts.HostMemory(d.o.Backend) {
 		return 0, cpuWhy
 	}
 	g, ok := d.health(r)

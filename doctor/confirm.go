@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/words"
 	"collbench/measure"
 )
@@ -70,7 +72,7 @@ func (d *crossRun) againNeeded(tested int) int {
 	}
 	p := float64(d.ctlSlow+1) / float64(d.ctlN+2)
 	m, chance := 1, float64(tested)*p
-	for chance >= falseAlarms && m < confirmAttempts+1 {
+	for chance >= rules.FalseAlarms && m < confirmAttempts+1 {
 		m++
 		chance *= p
 	}
@@ -221,7 +223,7 @@ func (d *crossRun) measureCross(ids []crossID, peers []float64, which []int, ste
 		}
 		scale := 1.0
 		if len(ratios) > 0 {
-			scale = min(1, median(ratios))
+			scale = min(1, facts.Median(ratios))
 		}
 		// A control is slow as a suspect would be: below its first figure
 		// by more than the drop, beyond what moved them all.
@@ -276,7 +278,7 @@ func againWords(fs []againFig) string {
 	}
 	var bw []string
 	for _, f := range fs {
-		bw = append(bw, gb(f.BW))
+		bw = append(bw, facts.GB(f.BW))
 	}
 	last := fs[len(fs)-1]
 	s := fmt.Sprintf("; measured again at %s GB/s", strings.Join(bw, ", "))

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 )
 
 // TestCrossControls: the healthy pairs measured beside the suspects are
@@ -13,7 +16,7 @@ import (
 // stop at what was asked.
 func TestCrossControls(t *testing.T) {
 	const hosts, per = 4, 4
-	d := &crossRun{meter: newHandRun(hosts*per, Options{}).meter, before: outcome{slowRanks: map[int]suspect{5: {}}}}
+	d := &crossRun{meter: newHandRun(hosts*per, Options{}).meter, before: outcome{slowRanks: map[int]rules.Suspect{5: {}}}}
 	for h := range hosts {
 		name := fmt.Sprintf("h%d", h)
 		d.hostList = append(d.hostList, name)
@@ -91,7 +94,7 @@ func TestBusyFabricNeedsTwoRounds(t *testing.T) {
 		rounds, low int
 		warned      bool
 	}{{0, 0, false}, {1, 0, false}, {1, 1, true}, {9, 1, false}, {9, 2, true}, {2, 2, true}} {
-		d := &crossRun{meter: newHandRun(0, Options{Thresholds: Thresholds{Default: DefaultRules}}).meter, crossScale: 0.25, ctlRounds: tc.rounds, lowRounds: tc.low}
+		d := &crossRun{meter: newHandRun(0, Options{Thresholds: rules.Thresholds{Default: rules.DefaultRules}}).meter, crossScale: 0.25, ctlRounds: tc.rounds, lowRounds: tc.low}
 		if tc.low == 0 {
 			d.crossScale = 1
 		}
@@ -117,12 +120,12 @@ func TestPairControl(t *testing.T) {
 	hostsApart := func(r int) int { return r / 4 }
 	// Two hosts of 4 ranks: every pair of each, in three rounds.
 	rounds := [][][2]int{{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, {{0, 2}, {1, 3}, {4, 6}, {5, 7}}, {{0, 3}, {1, 2}, {4, 7}, {5, 6}}}
-	none := map[int]suspect{}
+	none := map[int]rules.Suspect{}
 	allOfHost0 := [][2]int{{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}
 	for _, tc := range []struct {
 		name      string
 		suspects  [][2]int
-		slow      map[int]suspect
+		slow      map[int]rules.Suspect
 		machineOf func(int) int
 		p         [2]int
 		attempt   int
@@ -132,10 +135,10 @@ func TestPairControl(t *testing.T) {
 		{"same host, apart", [][2]int{{1, 2}}, none, oneMachine, [2]int{1, 2}, 0, [2]int{0, 3}, true},
 		{"the one apart, at a later attempt", [][2]int{{0, 1}}, none, oneMachine, [2]int{0, 1}, 1, [2]int{2, 3}, true},
 		{"not a suspect: touching, of its host", [][2]int{{0, 1}, {2, 3}}, none, oneMachine, [2]int{0, 1}, 0, [2]int{0, 2}, true},
-		{"not a slow rank's", [][2]int{{0, 1}}, map[int]suspect{2: {}}, oneMachine, [2]int{0, 1}, 0, [2]int{1, 3}, true},
+		{"not a slow rank's", [][2]int{{0, 1}}, map[int]rules.Suspect{2: {}}, oneMachine, [2]int{0, 1}, 0, [2]int{1, 3}, true},
 		{"another host's, where its host has none", allOfHost0, none, oneMachine, [2]int{0, 1}, 0, [2]int{4, 5}, true},
 		{"touching, where nothing else is", [][2]int{{0, 1}, {2, 3}, {4, 5}, {4, 6}, {4, 7}, {5, 6}, {5, 7}, {6, 7}}, none, oneMachine, [2]int{0, 1}, 0, [2]int{0, 2}, true},
-		{"none left", [][2]int{{0, 1}}, map[int]suspect{2: {}, 3: {}, 4: {}, 5: {}, 6: {}, 7: {}}, oneMachine, [2]int{0, 1}, 0, [2]int{}, false},
+		{"none left", [][2]int{{0, 1}}, map[int]rules.Suspect{2: {}, 3: {}, 4: {}, 5: {}, 6: {}, 7: {}}, oneMachine, [2]int{0, 1}, 0, [2]int{}, false},
 		{"never another machine's", allOfHost0, none, hostsApart, [2]int{0, 1}, 0, [2]int{}, false},
 	} {
 		isSuspect := map[[2]int]bool{}
@@ -169,11 +172,11 @@ type busyWindow struct {
 
 func (m *busyHostModel) hostOf(r int) string { return fmt.Sprintf("h%d", r/max(m.per, 2)) }
 
-func (m *busyHostModel) round(pairs [][2]int, _ int) map[[2]int]PairFigure {
+func (m *busyHostModel) round(pairs [][2]int, _ int) map[[2]int]record.PairFigure {
 	call := m.calls
 	m.calls++
 	m.seen = append(m.seen, pairs)
-	out := map[[2]int]PairFigure{}
+	out := map[[2]int]record.PairFigure{}
 	for _, p := range pairs {
 		v := 10.0
 		if slices.Contains(m.slow, pairKey(p[0], p[1])) {
@@ -185,7 +188,7 @@ func (m *busyHostModel) round(pairs [][2]int, _ int) map[[2]int]PairFigure {
 			}
 		}
 		k := pairKey(p[0], p[1])
-		out[k] = PairFigure{A: k[0], B: k[1], Host: m.hostOf(p[0]), Class: "shm", AB: v, BA: v, Both: v}
+		out[k] = record.PairFigure{A: k[0], B: k[1], Host: m.hostOf(p[0]), Class: "shm", AB: v, BA: v, Both: v}
 	}
 	return out
 }
@@ -230,8 +233,8 @@ func TestPairsBusyHostWindow(t *testing.T) {
 // named slow.
 func (m *busyHostModel) search(t *testing.T, backend string, n int, machine map[string]string) []string {
 	t.Helper()
-	d := &pairRun{meter: newHandRun(n, Options{Backend: backend, Thresholds: Thresholds{Default: CPURules}, Machines: machine}).meter,
-		outcome: outcome{slowPairs: map[string]suspect{}}, model: m.round}
+	d := &pairRun{meter: newHandRun(n, Options{Backend: backend, Thresholds: rules.Thresholds{Default: rules.CPURules}, Machines: machine}).meter,
+		outcome: outcome{slowPairs: map[string]rules.Suspect{}}, model: m.round}
 	for r := range n {
 		h := m.hostOf(r)
 		if _, ok := d.members[h]; !ok {

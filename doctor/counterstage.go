@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 )
 
 // counterFindings judges the counters that grew, summed over the stages
@@ -15,14 +19,14 @@ import (
 // bandwidth FAIL already names joins that FAIL as its evidence, one clause
 // per counter kind. fs are the findings so far; the result is fs with the
 // counters' findings added.
-func (d *judging) counterFindings(fs []Finding) []Finding {
+func (d *judging) counterFindings(fs []record.Finding) []record.Finding {
 	type key struct {
 		host    string
-		part    CounterPart
+		part    facts.CounterPart
 		counter string
 	}
 	// Each part's growth: the stages' growth summed.
-	sum := map[key]*CounterGrowth{}
+	sum := map[key]*facts.CounterGrowth{}
 	var order []key
 	details := map[key][]string{}
 	for i := range d.counters {
@@ -32,7 +36,7 @@ func (d *judging) counterFindings(fs []Finding) []Finding {
 		k := key{g.Host, g.Part, g.Counter}
 		s := sum[k]
 		if s == nil {
-			s = &CounterGrowth{Host: g.Host, Part: g.Part, Counter: g.Counter}
+			s = &facts.CounterGrowth{Host: g.Host, Part: g.Part, Counter: g.Counter}
 			sum[k] = s
 			order = append(order, k)
 		}
@@ -49,8 +53,8 @@ func (d *judging) counterFindings(fs []Finding) []Finding {
 	type rollup struct {
 		host, counter string
 		class         string
-		rule          CounterRule
-		parts         []CounterGrowth
+		rule          rules.CounterRule
+		parts         []facts.CounterGrowth
 		ranks         []int
 		fail          int // the FAIL it joins, -1 none
 	}
@@ -78,12 +82,12 @@ func (d *judging) counterFindings(fs []Finding) []Finding {
 			continue
 		}
 		ranks := d.ranksOfPart(g)
-		if c, ok := counterFails[g.Counter]; ok {
+		if c, ok := rules.CounterFails[g.Counter]; ok {
 			msg := fmt.Sprintf("%s grew by %d during the run", g.Counter, g.Growth())
-			if g.Counter == CtrXID {
+			if g.Counter == facts.CtrXID {
 				msg = fmt.Sprintf("%d critical XID event(s) during the run (XID %s)", g.Growth(), strings.Join(details[k], ", "))
 			}
-			fs = append(fs, Finding{Severity: "FAIL", Stage: "health", Kind: "counter-growth", Part: g.Host + " " + g.Part.Name(), Host: g.Host, Ranks: ranks,
+			fs = append(fs, record.Finding{Severity: "FAIL", Stage: "health", Kind: "counter-growth", Part: g.Host + " " + g.Part.Name(), Host: g.Host, Ranks: ranks,
 				Value: float64(g.Growth()), Unit: g.Counter, Msg: msg, Cause: c})
 			continue
 		}
@@ -99,15 +103,15 @@ func (d *judging) counterFindings(fs []Finding) []Finding {
 	for _, r := range groups {
 		worst := r.parts[0]
 		for _, p := range r.parts[1:] {
-			if rate(p) > rate(worst) {
+			if facts.Rate(p) > facts.Rate(worst) {
 				worst = p
 			}
 		}
-		what := partWord(worst.Part)
+		what := rules.PartWord(worst.Part)
 		msg := fmt.Sprintf("%s grew past its normal rate on %d %s during the run; the worst, %s, by %d (%s)",
-			r.counter, len(r.parts), plural(len(r.parts), what), worst.Part.Name(), worst.Growth(), rateWords(worst))
+			r.counter, len(r.parts), facts.Plural(len(r.parts), what), worst.Part.Name(), worst.Growth(), rules.RateWords(worst))
 		if r.rule.PerGB > 0 || r.rule.PerMinute > 0 {
-			msg += fmt.Sprintf("; normal for %s: up to %s", r.class, ruleWords(r.rule))
+			msg += fmt.Sprintf("; normal for %s: up to %s", r.class, rules.RuleWords(r.rule))
 		} else {
 			msg += "; normal: none"
 		}
@@ -116,14 +120,14 @@ func (d *judging) counterFindings(fs []Finding) []Finding {
 			continue
 		}
 		slices.Sort(r.ranks)
-		fs = append(fs, Finding{Severity: "WARN", Stage: "health", Kind: "counter-growth", Part: "host " + r.host, Host: r.host, Ranks: r.ranks,
-			Value: float64(worst.Growth()), Unit: r.counter, Msg: msg, Cause: counterCauses[r.counter]})
+		fs = append(fs, record.Finding{Severity: "WARN", Stage: "health", Kind: "counter-growth", Part: "host " + r.host, Host: r.host, Ranks: r.ranks,
+			Value: float64(worst.Growth()), Unit: r.counter, Msg: msg, Cause: rules.CounterCauses[r.counter]})
 	}
 	return fs
 }
 
 // counterClass is the hardware class whose rules judge g.
-func (d *judging) counterClass(g CounterGrowth) string {
+func (d *judging) counterClass(g facts.CounterGrowth) string {
 	if g.Part.NIC != "" {
 		dev, _, _ := strings.Cut(g.Part.NIC, " ")
 		return "nic:" + dev
@@ -145,7 +149,7 @@ func (d *judging) counterClass(g CounterGrowth) string {
 
 // ranksOfPart are the world ranks whose traffic crossed the part: the rank
 // driving the GPU, or every rank of the host for a NIC port.
-func (d *judging) ranksOfPart(g CounterGrowth) []int {
+func (d *judging) ranksOfPart(g facts.CounterGrowth) []int {
 	var out []int
 	for r := 0; r < d.n; r++ {
 		if d.host(r) != g.Host {
@@ -159,7 +163,7 @@ func (d *judging) ranksOfPart(g CounterGrowth) []int {
 }
 
 // movedInRun is doctor's tally of the traffic over g's part in every stage.
-func (d *judging) movedInRun(g CounterGrowth) float64 {
+func (d *judging) movedInRun(g facts.CounterGrowth) float64 {
 	total := 0.0
 	for stage := range d.moved {
 		x := g
@@ -173,7 +177,7 @@ func (d *judging) movedInRun(g CounterGrowth) float64 {
 // a GPU's links (spread evenly over its NVLinks for one link), its memory
 // for its own counters, or every rank of the host's traffic across hosts
 // for a NIC port.
-func (d *judging) movedOver(g CounterGrowth) float64 {
+func (d *judging) movedOver(g facts.CounterGrowth) float64 {
 	m := d.moved[g.Stage]
 	total := 0.0
 	for _, r := range d.ranksOfPart(g) {
@@ -215,7 +219,7 @@ func (d *judging) movedOver(g CounterGrowth) float64 {
 // of ranks (-1: none). A NIC's growth joins only a FAIL of traffic between
 // hosts, the only traffic that crossed it: a slow GPU or NVLink on the same
 // host is another part's fault.
-func failNaming(fs []Finding, host string, ranks []int, nic bool) int {
+func failNaming(fs []record.Finding, host string, ranks []int, nic bool) int {
 	for i, f := range fs {
 		if f.Severity != "FAIL" || f.Stage == "health" || f.Stage == "data" || f.Stage == "run" {
 			continue

@@ -6,11 +6,30 @@
 // The plans are pure functions; the judge compares each figure with its
 // peers of the same link class and with what the topology promises.
 //
-// Its files stand on floors, and a file uses only what its own floor and
-// those below declare (floors_test.go checks it):
+// It stands on floors, lowest first; each imports or uses only what the
+// floors below it declare. The lower four are packages of their own under
+// internal/, which the import test holds (cmd/collbench/arch_test.go,
+// doctorFloors); the doctor's own files make the top two, which
+// floors_test.go checks file by file:
 //
-//  6. rendering: the text report (report.go, rollup.go), HTML (html.go),
-//     Prometheus (prom.go), a node's history (history.go, historyhtml.go)
+//  0. internal/facts: the words every floor uses (words.go), NVML's health
+//     of each GPU and a host's facts (facts.go), counters.go, the sampler
+//     beside each stage (sample.go), a run's knobs (knobs.go)
+//  1. internal/record: findings, figures, the report, its schema and JSON
+//  2. internal/rules: slow against peers and peak (judge.go), what a GPU
+//     model should do (expect.go), how far counters may grow
+//     (countjudge.go), a registry of rules over the health facts
+//     (health.go), the rounds (plan.go)
+//  3. internal/render: the text report (report.go, rollup.go), HTML
+//     (html.go), Prometheus (prom.go), a node's history (history.go,
+//     historyhtml.go)
+//  4. the evidence and the verdict: api.go (what the rest of collbench
+//     uses of the floors below), site.go (the options, where each rank
+//     runs, the stages' outcomes), observe.go (what measuring observed),
+//     explain.go (the verdict: a pure function of the evidence, a list of
+//     rules in order), with its rules over NCCL's paths (paths.go), shared
+//     GPUs (shared.go) and error counters (counterstage.go); nothing here
+//     measures
 //  5. the meter and the stages: doctor.go (Run, the meter a stage
 //     measures with, which keeps few methods), notes.go (what the meter
 //     notes for the verdict), kit.go (what more than one stage reads), and
@@ -19,20 +38,6 @@
 //     and acrossleaves.go, wholeworld.go; simulate.go (a run on a cluster
 //     model: the sim backend). A stage's file names no other stage's
 //     identifiers
-//  4. the evidence and the verdict: site.go (the options, where each rank
-//     runs, the stages' outcomes), observe.go (what measuring observed),
-//     explain.go (the verdict: a pure function of the evidence, a list of
-//     rules in order), with its rules over NCCL's paths (paths.go), shared
-//     GPUs (shared.go) and error counters (counterstage.go); nothing here
-//     measures
-//  3. the rules: judge.go (slow against peers and peak), expect.go (what a
-//     GPU model should do), countjudge.go (how far counters may grow),
-//     health.go (a registry of rules over the health facts), plan.go (the
-//     rounds)
-//  2. the record: record.go (findings, figures, the report and its schema)
-//  1. the facts: facts.go (NVML's health of each GPU, a host's facts),
-//     counters.go, sample.go (the sampler beside each stage), knobs.go
-//  0. words.go: medians, sizes and plurals every floor uses
 package doctor
 
 import (
@@ -41,6 +46,7 @@ import (
 	"strings"
 	"time"
 
+	"collbench/doctor/internal/record"
 	"collbench/dtype"
 	"collbench/measure"
 	"collbench/results"
@@ -59,7 +65,7 @@ type meter struct {
 	w     measure.World
 	ctl   measure.Control
 	rank0 bool
-	rep   *Report
+	rep   *record.Report
 
 	// The stage running, for progress: its name, start, rounds done and
 	// the rounds its first pass plans (0: not known).
@@ -94,7 +100,7 @@ var stages = []stage{aloneStage{}, pairStage{}, acrossHostsStage{}, worldStage{}
 // Run runs every stage on w and returns the report (complete on world
 // rank 0). Every process of a distributed world calls it with the same
 // options; rank 0 judges and the others follow its decisions.
-func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
+func Run(ctx context.Context, w measure.World, o Options) (*record.Report, error) {
 	now := o.Clock
 	if now == nil {
 		t0 := time.Now()
@@ -111,7 +117,7 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 	if o.Quick {
 		mode = "quick"
 	}
-	m.rep = &Report{Schema: Schema, Mode: mode, Backend: o.Backend, Ranks: s.n, Facts: o.Facts, Plan: []PlanStep{}, Completed: []string{}, Hosts: s.hostList}
+	m.rep = &record.Report{Schema: record.Schema, Mode: mode, Backend: o.Backend, Ranks: s.n, Facts: o.Facts, Plan: []record.PlanStep{}, Completed: []string{}, Hosts: s.hostList}
 	if len(o.Machines) > 0 {
 		ids := map[string]bool{}
 		for _, h := range s.hostList {
@@ -119,12 +125,12 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		}
 		m.rep.Machines = len(ids)
 	}
-	m.rep.Plan = append(m.rep.Plan, PlanStep{Stage: "health", Layout: "-", What: fmt.Sprintf("NVML and sysfs facts of %d host(s), no traffic", len(o.Facts))})
+	m.rep.Plan = append(m.rep.Plan, record.PlanStep{Stage: "health", Layout: "-", What: fmt.Sprintf("NVML and sysfs facts of %d host(s), no traffic", len(o.Facts))})
 	var got outcome
 	got.add(outcome{})
 	// A run that stops on a fault still gives rank 0 a verdict: what the
 	// finished stages found, and the stage it stopped in.
-	stopped := func(stage string, err error) (*Report, error) {
+	stopped := func(stage string, err error) (*record.Report, error) {
 		m.rep.StoppedIn = stage
 		if m.rank0 {
 			applyVerdict(m.rep, reachVerdict(evidenceOf(m, got)))
@@ -141,8 +147,8 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		// A stage that has nothing to measure here is not announced as
 		// running: the report says why it was skipped.
 		if skip := st.Skip(s); skip != "" {
-			m.rep.Stages = append(m.rep.Stages, StageTime{Stage: name, Skipped: skip})
-			m.rep.Plan = append(m.rep.Plan, PlanStep{Stage: name, Layout: "-", What: "skipped: " + skip})
+			m.rep.Stages = append(m.rep.Stages, record.StageTime{Stage: name, Skipped: skip})
+			m.rep.Plan = append(m.rep.Plan, record.PlanStep{Stage: name, Layout: "-", What: "skipped: " + skip})
 			continue
 		}
 		if m.rank0 && o.Progress != nil {
@@ -158,7 +164,7 @@ func Run(ctx context.Context, w measure.World, o Options) (*Report, error) {
 		if o.Stage != nil {
 			o.Stage("")
 		}
-		m.rep.Stages = append(m.rep.Stages, StageTime{Stage: name, Seconds: now() - t0, Rounds: m.roundsDone})
+		m.rep.Stages = append(m.rep.Stages, record.StageTime{Stage: name, Seconds: now() - t0, Rounds: m.roundsDone})
 		if err != nil {
 			return stopped(name, fmt.Errorf("%s: %w", name, err))
 		}
@@ -365,7 +371,7 @@ func (d *meter) bound(out [][]*results.Half, stage string) error {
 }
 
 func (d *meter) step(stage string, round int, l measure.Layout, what string) {
-	d.rep.Plan = append(d.rep.Plan, PlanStep{Stage: stage, Round: round, Layout: l.Spec, What: what})
+	d.rep.Plan = append(d.rep.Plan, record.PlanStep{Stage: stage, Round: round, Layout: l.Spec, What: what})
 	d.roundsDone++
 	if d.rank0 && d.o.Progress != nil && d.plan > 1 {
 		d.o.Progress(roundProgress(d.stageName, d.roundsDone, d.plan, time.Since(d.stageT0)))

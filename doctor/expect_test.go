@@ -7,6 +7,10 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/render"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/nvmlmock"
 )
 
@@ -21,29 +25,29 @@ type machine struct {
 // judgeMachines runs the GPU-alone judgement and the verdict over the
 // hosts as doctor does after its first stage, one rank per GPU, and
 // returns the findings and the report.
-func judgeMachines(t *testing.T, ms ...machine) ([]Finding, *Report) {
+func judgeMachines(t *testing.T, ms ...machine) ([]record.Finding, *record.Report) {
 	t.Helper()
 	return judgeFills(t, ms[0], nil, ms[1:]...)
 }
 
 // judgeFills is judgeMachines with the fill rates of some ranks set
 // (others fill at 172 Gelem/s, as a healthy H100 does).
-func judgeFills(t *testing.T, first machine, fills map[int]float64, more ...machine) ([]Finding, *Report) {
+func judgeFills(t *testing.T, first machine, fills map[int]float64, more ...machine) ([]record.Finding, *record.Report) {
 	t.Helper()
 	ms := append([]machine{first}, more...)
 	var hosts []string
-	var facts []HostFacts
+	var hostFacts []facts.HostFacts
 	for _, m := range ms {
 		hf := hostOf(m.name, m.lib)
 		hf.Ours = []uint32{ourPID}
-		facts = append(facts, hf)
+		hostFacts = append(hostFacts, hf)
 		for range m.copies {
 			hosts = append(hosts, m.name)
 		}
 	}
-	d := newHandRun(len(hosts), Options{Backend: "nccl", Hosts: hosts, Facts: facts, Thresholds: Thresholds{Default: DefaultRules}})
+	d := newHandRun(len(hosts), Options{Backend: "nccl", Hosts: hosts, Facts: hostFacts, Thresholds: rules.Thresholds{Default: rules.DefaultRules}})
 	d.o.Who = func(r int) string { return fmt.Sprintf("rank %d (%s)", r, d.host(r)) }
-	figs := map[int]GPUFigure{}
+	figs := map[int]record.GPUFigure{}
 	r := 0
 	for i, m := range ms {
 		d.facts[m.name] = &d.o.Facts[i]
@@ -55,7 +59,7 @@ func judgeFills(t *testing.T, first machine, fills map[int]float64, more ...mach
 			if v, ok := fills[r]; ok {
 				fill = v
 			}
-			figs[r] = GPUFigure{Rank: r, Host: m.name, CopyGBps: c, FillGelem: fill}
+			figs[r] = record.GPUFigure{Rank: r, Host: m.name, CopyGBps: c, FillGelem: fill}
 			r++
 		}
 	}
@@ -134,7 +138,7 @@ func TestGPUsAreJudgedAgainstWhatTheyShouldDo(t *testing.T) {
 
 	capped := h100(func(i int, g *nvmlmock.GPU) { g.ClockReasons = nvml.ClocksThrottleReasonHwSlowdown })
 	fs, _ = judgeMachines(t, machine{"node-2", capped, eight(900)})
-	var host *Finding
+	var host *record.Finding
 	for i := range fs {
 		if fs[i].Kind == "slow-host" {
 			host = &fs[i]
@@ -150,9 +154,9 @@ func TestGPUsAreJudgedAgainstWhatTheyShouldDo(t *testing.T) {
 // memory limits is judged against its peers only, and the report says so
 // rather than that it met its expectation.
 func TestExpectationOfUnknownAndSilentModels(t *testing.T) {
-	g := GPUHealth{Name: "NVIDIA X1000", MemBusWidth: 4096, MemClockMaxMHz: 2000}
-	exp, why := ExpectedCopyGBps(g, nil)
-	if want := 4096.0 / 8 * 2000e6 * 2 / 1e9 / 2 * defaultCopyFraction; exp != want || !strings.Contains(why, "without a measured fraction") {
+	g := facts.GPUHealth{Name: "NVIDIA X1000", MemBusWidth: 4096, MemClockMaxMHz: 2000}
+	exp, why := rules.ExpectedCopyGBps(g, nil)
+	if want := 4096.0 / 8 * 2000e6 * 2 / 1e9 / 2 * rules.DefaultCopyFraction; exp != want || !strings.Contains(why, "without a measured fraction") {
 		t.Errorf("unknown model: %.1f (%s), want %.1f", exp, why, want)
 	}
 	silent := h100(func(i int, g *nvmlmock.GPU) { g.MemBusWidth = 0 })
@@ -162,7 +166,7 @@ func TestExpectationOfUnknownAndSilentModels(t *testing.T) {
 	}
 	rep.Healthy = true
 	var b strings.Builder
-	if err := WriteText(rep, &b); err != nil {
+	if err := render.WriteText(rep, &b); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "met its peers and its expectation") {

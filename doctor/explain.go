@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/words"
 )
 
@@ -17,25 +20,25 @@ type evidence struct {
 	*site
 	outcome
 	observed
-	pairFigs []PairFigure
-	samples  []StageSample
-	counters []CounterGrowth
+	pairFigs []record.PairFigure
+	samples  []facts.StageSample
+	counters []facts.CounterGrowth
 }
 
 // judged is the verdict: its findings, whether the run is healthy, and the
 // record's figures as the verdict completes them (the transport beside
 // each pair, the bytes moved beside each counter, the paths judged).
 type judged struct {
-	findings  []Finding
+	findings  []record.Finding
 	healthy   bool
-	pairs     []PairFigure
-	counters  []CounterGrowth
-	pathsSeen []PathsSeen
-	slowPaths []PathFigure
+	pairs     []record.PairFigure
+	counters  []facts.CounterGrowth
+	pathsSeen []record.PathsSeen
+	slowPaths []record.PathFigure
 }
 
 // applyVerdict puts a verdict in the report.
-func applyVerdict(rep *Report, j judged) {
+func applyVerdict(rep *record.Report, j judged) {
 	rep.Findings, rep.Healthy, rep.Pairs, rep.Counters = j.findings, j.healthy, j.pairs, j.counters
 	rep.PathsSeen, rep.SlowPaths = j.pathsSeen, j.slowPaths
 }
@@ -47,8 +50,8 @@ type judging struct {
 	// slowHosts are the hosts whose every rank is slow alone (the rule
 	// over ranks slow alone decides it; those after it read it).
 	slowHosts map[string]bool
-	pathsSeen []PathsSeen
-	slowPaths []PathFigure
+	pathsSeen []record.PathsSeen
+	slowPaths []record.PathFigure
 }
 
 // verdictRules turn the evidence into findings, in order, naming the most
@@ -59,7 +62,7 @@ type judging struct {
 // nothing above explains it, NCCL's slow paths, GPUs another workload
 // shared, and the error counters that grew. Each rule adds its findings
 // to those before it, which it may read.
-var verdictRules = []func(v *judging, fs []Finding) []Finding{
+var verdictRules = []func(v *judging, fs []record.Finding) []record.Finding{
 	(*judging).healthRule,
 	(*judging).dataRule,
 	(*judging).aloneRule,
@@ -76,7 +79,7 @@ func reachVerdict(e evidence) judged {
 	e.pairFigs = slices.Clone(e.pairFigs)
 	e.counters = slices.Clone(e.counters)
 	v := &judging{evidence: e, slowHosts: map[string]bool{}}
-	var fs []Finding
+	var fs []record.Finding
 	for _, rule := range verdictRules {
 		fs = rule(v, fs)
 	}
@@ -86,9 +89,9 @@ func reachVerdict(e evidence) judged {
 			v.pairFigs[i].Transport = tr
 		}
 	}
-	sortFindings(fs)
+	record.SortFindings(fs)
 	if fs == nil {
-		fs = []Finding{}
+		fs = []record.Finding{}
 	}
 	out := judged{findings: fs, healthy: true, pairs: v.pairFigs, counters: v.counters, pathsSeen: v.pathsSeen, slowPaths: v.slowPaths}
 	for _, f := range fs {
@@ -100,15 +103,17 @@ func reachVerdict(e evidence) judged {
 }
 
 // healthRule: what the health facts alone say.
-func (d *judging) healthRule(fs []Finding) []Finding {
-	return append(fs, HealthFindings(d.o.Facts)...)
+func (d *judging) healthRule(fs []record.Finding) []record.Finding {
+	return append(fs, rules.HealthFindings(d.o.Facts)...)
 }
 
 // dataRule: who sent wrong values.
-func (d *judging) dataRule(fs []Finding) []Finding { return append(fs, d.dataFindings()...) }
+func (d *judging) dataRule(fs []record.Finding) []record.Finding {
+	return append(fs, d.dataFindings()...)
+}
 
 // aloneRule: the ranks slow alone, and the hosts whose every rank is.
-func (d *judging) aloneRule(fs []Finding) []Finding {
+func (d *judging) aloneRule(fs []record.Finding) []record.Finding {
 	alone, slowHosts := d.aloneFindings()
 	d.slowHosts = slowHosts
 	return append(fs, alone...)
@@ -128,7 +133,7 @@ func (d *judging) explained(rs ...int) bool {
 // pairRule: the slow pairs within hosts that no rank slow alone explains;
 // a rank slow with two or more partners is named itself, a host whose
 // every pair is slow as the host.
-func (d *judging) pairRule(fs []Finding) []Finding {
+func (d *judging) pairRule(fs []record.Finding) []record.Finding {
 	var pairs [][2]int
 	for key := range d.slowPairs {
 		if p := parsePair(key); !d.explained(p[0], p[1]) {
@@ -155,10 +160,10 @@ func (d *judging) pairRule(fs []Finding) []Finding {
 			linkRank[r] = true
 		}
 	}
-	for _, r := range sortedKeys(linkRank) {
+	for _, r := range facts.SortedKeys(linkRank) {
 		ps := partners[r]
 		slices.Sort(ps)
-		fs = append(fs, Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-rank-links", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+		fs = append(fs, record.Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-rank-links", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
 			Msg:   fmt.Sprintf("fine alone but slow with %d partners (ranks %s)", len(ps), words.Ints(ps)),
 			Cause: "its own link: PCIe or NVLink of this GPU, or its NIC"})
 	}
@@ -174,7 +179,7 @@ func (d *judging) pairRule(fs []Finding) []Finding {
 // stagesRule: what the stages across hosts and over the world named
 // themselves, where the slow ranks or hosts above do not explain it; the
 // world is named only when nothing else is.
-func (d *judging) stagesRule(fs []Finding) []Finding {
+func (d *judging) stagesRule(fs []record.Finding) []record.Finding {
 	for _, f := range d.found {
 		if f.Stage == "host" && (d.slowHosts[f.Host] || (len(f.Ranks) > 0 && d.explained(f.Ranks...))) {
 			continue
@@ -195,7 +200,7 @@ func (d *judging) stagesRule(fs []Finding) []Finding {
 // finding that names either end's rank, or both its hosts (a slow link
 // between two hosts), by the fabric named as a whole, or, between
 // leaves, by a slow uplink.
-func (d *judging) pathRule(fs []Finding) []Finding {
+func (d *judging) pathRule(fs []record.Finding) []record.Finding {
 	named := map[int]bool{}
 	var hostParts []string
 	uplink, fabric := false, false
@@ -233,7 +238,7 @@ func (d *judging) pathRule(fs []Finding) []Finding {
 // sharedRule: a GPU another workload shared is always in the verdict: a
 // FAIL above names the workload as its cause; one whose figures held is a
 // WARN.
-func (d *judging) sharedRule(fs []Finding) []Finding {
+func (d *judging) sharedRule(fs []record.Finding) []record.Finding {
 	failed := map[int]bool{}
 	for _, f := range fs {
 		if f.Severity == "FAIL" {
@@ -247,8 +252,8 @@ func (d *judging) sharedRule(fs []Finding) []Finding {
 
 // aloneFindings names the ranks slow alone, and as the host a host whose
 // every rank is slow alike; it says which hosts those are.
-func (d *judging) aloneFindings() ([]Finding, map[string]bool) {
-	var fs []Finding
+func (d *judging) aloneFindings() ([]record.Finding, map[string]bool) {
+	var fs []record.Finding
 	slowHosts := map[string]bool{}
 	byHost := map[string][]int{}
 	for r := range d.slowRanks {
@@ -273,13 +278,13 @@ func (d *judging) aloneFindings() ([]Finding, map[string]bool) {
 				vals = append(vals, d.slowRanks[r].Value)
 				peers = append(peers, d.slowRanks[r].Peers)
 			}
-			v, p := median(vals), median(peers)
+			v, p := facts.Median(vals), facts.Median(peers)
 			than := "the other hosts'"
 			if belowExpectation {
 				than = "a healthy one of their model"
 			}
-			fs = append(fs, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + h, Host: h, Ranks: rs,
-				Value: v, Peers: p, Msg: fmt.Sprintf("every one of its %d ranks is slow alone: %s, %s %s%s", len(rs), gb(v), than, gb(p), drop(v, p)),
+			fs = append(fs, record.Finding{Severity: "FAIL", Stage: "host", Kind: "slow-host", Part: "host " + h, Host: h, Ranks: rs,
+				Value: v, Peers: p, Msg: fmt.Sprintf("every one of its %d ranks is slow alone: %s, %s %s%s", len(rs), facts.GB(v), than, facts.GB(p), facts.Drop(v, p)),
 				Cause: d.causeOf(rs, "the whole host: its power or thermal state, clocks, CPU or memory, or a shared bus")})
 		}
 	}
@@ -292,8 +297,8 @@ func (d *judging) aloneFindings() ([]Finding, map[string]bool) {
 	slices.Sort(ranks)
 	for _, r := range ranks {
 		s := d.slowRanks[r]
-		fs = append(fs, Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
-			Value: s.Value, Peers: s.Peers, Expected: s.Expected, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, drop(s.Value, s.Peers)),
+		fs = append(fs, record.Finding{Severity: "FAIL", Stage: "gpu", Kind: "slow-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+			Value: s.Value, Peers: s.Peers, Expected: s.Expected, Msg: fmt.Sprintf("slow alone: %s%s", s.Why, facts.Drop(s.Value, s.Peers)),
 			Cause: d.causeOf([]int{r}, "another workload on this GPU, clocks held down, a failing GPU, or its host issuing the work late (a busy CPU)")})
 	}
 	return fs, slowHosts
@@ -301,18 +306,18 @@ func (d *judging) aloneFindings() ([]Finding, map[string]bool) {
 
 // slowPairFinding names one slow pair of GPUs with its figures and the
 // transport NCCL used over it.
-func (d *judging) slowPairFinding(p [2]int) Finding {
+func (d *judging) slowPairFinding(p [2]int) record.Finding {
 	s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
 	f := d.pairFigure(p)
 	part := d.pairName(p[0], p[1])
-	msg := fmt.Sprintf("%s GB/s one way and %s GB/s both ways", gb(f.oneWay()), gb(f.Both))
+	msg := fmt.Sprintf("%s GB/s one way and %s GB/s both ways", facts.GB(f.OneWay()), facts.GB(f.Both))
 	// A pair with no peers of its class is its own median: only the
 	// expectation says anything then.
 	if s.Peers > 0 && math.Abs(s.Value-s.Peers) > 0.01*s.Peers {
-		msg += fmt.Sprintf(", peers %s GB/s%s", gb(s.Peers), drop(s.Value, s.Peers))
+		msg += fmt.Sprintf(", peers %s GB/s%s", facts.GB(s.Peers), facts.Drop(s.Value, s.Peers))
 	}
 	if f.Expected > 0 {
-		msg += fmt.Sprintf(", expected %s GB/s over %s", gb(f.Expected), f.Class)
+		msg += fmt.Sprintf(", expected %s GB/s over %s", facts.GB(f.Expected), f.Class)
 	}
 	cause := "the link between these two: NVLink, PCIe switch or the path through the CPU"
 	if tr := d.transport(p[0], p[1]); tr != "" {
@@ -322,7 +327,7 @@ func (d *judging) slowPairFinding(p [2]int) Finding {
 			cause += fmt.Sprintf(" although it has %s (peer-to-peer disabled or unavailable)", f.Class)
 		}
 	}
-	return Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: part, Host: d.host(p[0]), Ranks: []int{p[0], p[1]},
+	return record.Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-pair", Part: part, Host: d.host(p[0]), Ranks: []int{p[0], p[1]},
 		Value: s.Value, Peers: s.Peers, Expected: f.Expected, Unit: "GB/s", Msg: msg, Cause: cause}
 }
 
@@ -330,7 +335,7 @@ func (d *judging) slowPairFinding(p [2]int) Finding {
 // three or more ranks are slow, and adds one finding for each such host:
 // what is common to every pair (peer-to-peer disabled, an IOMMU or ACS
 // setting, a degraded switch) rather than any one GPU.
-func (d *judging) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Finding) {
+func (d *judging) hostWidePairs(pairs [][2]int, fs []record.Finding) ([][2]int, []record.Finding) {
 	slow := map[[2]int]bool{}
 	for _, p := range pairs {
 		slow[p] = true
@@ -369,7 +374,7 @@ func (d *judging) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Findi
 				}
 				f := d.pairFigure(p)
 				s := d.slowPairs[fmt.Sprintf("%d-%d", p[0], p[1])]
-				oneWay = append(oneWay, f.oneWay())
+				oneWay = append(oneWay, f.OneWay())
 				peers = append(peers, s.Peers)
 				if f.Expected > 0 {
 					expected = append(expected, f.Expected)
@@ -387,22 +392,22 @@ func (d *judging) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Findi
 		}
 		whole[h] = true
 		n := len(measured)
-		v := median(oneWay)
+		v := facts.Median(oneWay)
 		what := "rank"
 		if _, ok := d.devIndex[m[0]]; ok && m[0] < len(d.o.Devices) {
 			what = "GPU"
 		}
-		msg := fmt.Sprintf("every one of its %d %s pairs is slow: %s GB/s one way (median)", n, what, gb(v))
+		msg := fmt.Sprintf("every one of its %d %s pairs is slow: %s GB/s one way (median)", n, what, facts.GB(v))
 		if n < len(m)*(len(m)-1)/2 {
-			msg = fmt.Sprintf("every %s pair measured is slow (%d disjoint pairs covering its %d %ss): %s GB/s one way (median)", what, n, len(m), what, gb(v))
+			msg = fmt.Sprintf("every %s pair measured is slow (%d disjoint pairs covering its %d %ss): %s GB/s one way (median)", what, n, len(m), what, facts.GB(v))
 		}
-		if p := median(peers); p > 0 && len(d.hostList) > 1 {
-			msg += fmt.Sprintf(", pairs on other hosts %s GB/s", gb(p))
+		if p := facts.Median(peers); p > 0 && len(d.hostList) > 1 {
+			msg += fmt.Sprintf(", pairs on other hosts %s GB/s", facts.GB(p))
 		}
 		var e float64
 		if len(expected) > 0 {
-			e = median(expected)
-			msg += fmt.Sprintf(", expected %s GB/s over %s%s", gb(e), class, drop(v, e))
+			e = facts.Median(expected)
+			msg += fmt.Sprintf(", expected %s GB/s over %s%s", facts.GB(e), class, facts.Drop(v, e))
 		}
 		cause := "a path every pair shares: peer-to-peer disabled (NCCL_P2P_DISABLE, IOMMU or ACS), or a degraded switch"
 		if tr, c := mostUsed(transports); tr != "" {
@@ -411,8 +416,8 @@ func (d *judging) hostWidePairs(pairs [][2]int, fs []Finding) ([][2]int, []Findi
 				cause += fmt.Sprintf(" although they have %s (peer-to-peer disabled or unavailable)", class)
 			}
 		}
-		fs = append(fs, Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-host-pairs", Part: "host " + h, Host: h, Ranks: m,
-			Value: v, Peers: median(peers), Expected: e, Unit: "GB/s", Msg: msg, Cause: cause})
+		fs = append(fs, record.Finding{Severity: "FAIL", Stage: "pair", Kind: "slow-host-pairs", Part: "host " + h, Host: h, Ranks: m,
+			Value: v, Peers: facts.Median(peers), Expected: e, Unit: "GB/s", Msg: msg, Cause: cause})
 	}
 	if len(whole) == 0 {
 		return pairs, fs
@@ -449,13 +454,13 @@ func (d *judging) transport(a, b int) string {
 	return d.o.Transport(a, b)
 }
 
-func (d *judging) pairFigure(p [2]int) PairFigure {
+func (d *judging) pairFigure(p [2]int) record.PairFigure {
 	for _, f := range d.pairFigs {
 		if f.A == p[0] && f.B == p[1] {
 			return f
 		}
 	}
-	return PairFigure{A: p[0], B: p[1]}
+	return record.PairFigure{A: p[0], B: p[1]}
 }
 
 // pairName names a pair as "node GPU a (bus) ↔ GPU b (bus)" on GPUs.
@@ -472,8 +477,8 @@ func (d *judging) pairName(a, b int) string {
 // member can have corrupted what a rank received: a rank named by two or
 // more receivers is the culprit; a rank wrong on its own (a group of one)
 // corrupts its own data.
-func (d *judging) dataFindings() []Finding {
-	var out []Finding
+func (d *judging) dataFindings() []record.Finding {
+	var out []record.Finding
 	blame := map[int][]wrongObs{}
 	alone := map[int]wrongObs{}
 	var rest []wrongObs
@@ -496,13 +501,13 @@ func (d *judging) dataFindings() []Finding {
 		}
 	}
 	named := map[int]bool{}
-	for _, r := range sortedKeys(alone) {
+	for _, r := range facts.SortedKeys(alone) {
 		o := alone[r]
 		named[r] = true
-		out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+		out = append(out, record.Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
 			Msg: fmt.Sprintf("wrong values even alone, in %s: %d wrong elements; %s", o.Coll, o.Count, firstWrong(o, d.o.Who)), Cause: "its memory or compute: run the GPU's diagnostics"})
 	}
-	for _, r := range sortedKeys(blame) {
+	for _, r := range facts.SortedKeys(blame) {
 		obs := blame[r]
 		receivers := map[int]bool{}
 		for _, o := range obs {
@@ -515,12 +520,12 @@ func (d *judging) dataFindings() []Finding {
 		}
 		if len(receivers) >= 2 {
 			named[r] = true
-			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "corrupt-sender", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
-				Msg:   fmt.Sprintf("sends corrupted data: wrong values at every peer that received from it (ranks %s); %s", words.Ints(sortedKeys(receivers)), firstWrong(obs[0], d.o.Who)),
+			out = append(out, record.Finding{Severity: "FAIL", Stage: "data", Kind: "corrupt-sender", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+				Msg:   fmt.Sprintf("sends corrupted data: wrong values at every peer that received from it (ranks %s); %s", words.Ints(facts.SortedKeys(receivers)), firstWrong(obs[0], d.o.Who)),
 				Cause: "its GPU, NIC or the link out of it corrupts data"})
 		}
 	}
-	for _, r := range sortedKeys(blame) {
+	for _, r := range facts.SortedKeys(blame) {
 		if named[r] {
 			continue
 		}
@@ -529,14 +534,14 @@ func (d *judging) dataFindings() []Finding {
 			if named[a] || named[b] {
 				continue
 			}
-			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "corrupt-link", Part: d.pairName(a, b), Ranks: []int{a, b},
+			out = append(out, record.Finding{Severity: "FAIL", Stage: "data", Kind: "corrupt-link", Part: d.pairName(a, b), Ranks: []int{a, b},
 				Msg: fmt.Sprintf("wrong values over this pair in %s: %s", o.Coll, firstWrong(o, d.o.Who)), Cause: "the link between them corrupts data"})
 			named[a], named[b] = true, true
 		}
 	}
 	if len(out) == 0 {
 		for _, o := range rest {
-			out = append(out, Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: "ranks " + words.Ints(o.Group), Ranks: o.Group,
+			out = append(out, record.Finding{Severity: "FAIL", Stage: "data", Kind: "wrong-data", Part: "ranks " + words.Ints(o.Group), Ranks: o.Group,
 				Msg: fmt.Sprintf("wrong values in %s: %d wrong elements; %s", o.Coll, o.Count, firstWrong(o, d.o.Who))})
 			break
 		}
@@ -582,13 +587,13 @@ func (d *judging) causeOf(rs []int, generic string) string {
 		if len(g.Throttle) > 0 {
 			add(g.Index, "clocks held down ("+strings.Join(g.Throttle, ", ")+")", "")
 		}
-		var mine []StageSample
+		var mine []facts.StageSample
 		for _, s := range d.samples {
 			if s.Host == d.host(r) && s.GPU == g.Index {
 				mine = append(mine, s)
 			}
 		}
-		if cause, detail := seenWhileMeasured(mine, g.SMClockMaxMHz); cause != "" {
+		if cause, detail := facts.SeenWhileMeasured(mine, g.SMClockMaxMHz); cause != "" {
 			add(g.Index, cause, "while measured: "+detail)
 		}
 	}

@@ -1,5 +1,11 @@
 package doctor
 
+import (
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
+)
+
 // handRun is a doctor run put together by hand for a test: a meter over no
 // world, with a site the test fills in, the outcomes its stages decided,
 // and the verdict over both.
@@ -11,9 +17,9 @@ type handRun struct {
 // newHandRun is a run of n ranks with options o, an empty site and report,
 // and no outcome yet.
 func newHandRun(n int, o Options) *handRun {
-	s := &site{o: o, n: n, members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}}
-	return &handRun{meter: &meter{site: s, rank0: true, rep: &Report{}},
-		outcome: outcome{slowRanks: map[int]suspect{}, slowPairs: map[string]suspect{}}}
+	s := &site{o: o, n: n, members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*facts.HostFacts{}}
+	return &handRun{meter: &meter{site: s, rank0: true, rep: &record.Report{}},
+		outcome: outcome{slowRanks: map[int]rules.Suspect{}, slowPairs: map[string]rules.Suspect{}}}
 }
 
 // assemble reaches the verdict over what the run holds, into its report.

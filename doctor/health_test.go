@@ -8,6 +8,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/nvmlmock"
 	"collbench/topology"
 )
@@ -24,9 +26,9 @@ func hgx(change func(i int, g *nvmlmock.GPU)) nvml.Interface {
 	return m.NVML()
 }
 
-func hostOf(name string, lib nvml.Interface) HostFacts {
-	gpus, driver, missing := ReadGPUHealth(lib)
-	return HostFacts{Host: name, Driver: driver, NCCL: "2.28.3", GPUs: gpus, Unavailable: missing}
+func hostOf(name string, lib nvml.Interface) facts.HostFacts {
+	gpus, driver, missing := facts.ReadGPUHealth(lib)
+	return facts.HostFacts{Host: name, Driver: driver, NCCL: "2.28.3", GPUs: gpus, Unavailable: missing}
 }
 
 func TestHealthyMachineHasNoFindings(t *testing.T) {
@@ -34,12 +36,12 @@ func TestHealthyMachineHasNoFindings(t *testing.T) {
 	if len(h.GPUs) != 8 || h.GPUs[3].BusID != "0000:5d:00.0" || h.GPUs[3].NVLinksActive != 18 || len(h.Unavailable) != 0 {
 		t.Fatalf("facts %+v", h)
 	}
-	if fs := HealthFindings([]HostFacts{h, hostOf("node-2", hgx(nil))}); len(fs) != 0 {
+	if fs := rules.HealthFindings([]facts.HostFacts{h, hostOf("node-2", hgx(nil))}); len(fs) != 0 {
 		t.Fatalf("a healthy machine has findings: %v", fs)
 	}
 	// GPUs idling at PCIe gen 1 together is power saving, not a fault.
 	idle := hostOf("node-1", hgx(func(i int, g *nvmlmock.GPU) { g.PCIeGen = 1 }))
-	if fs := HealthFindings([]HostFacts{idle}); len(fs) != 0 {
+	if fs := rules.HealthFindings([]facts.HostFacts{idle}); len(fs) != 0 {
 		t.Fatalf("idle links were flagged: %v", fs)
 	}
 }
@@ -67,7 +69,7 @@ func TestHealthFindingsNameEachFault(t *testing.T) {
 			g.ClockReasons = nvml.ClocksThrottleReasonHwSlowdown | nvml.ClocksEventReasonSwPowerCap
 		}
 	})
-	fs := HealthFindings([]HostFacts{hostOf("node-3", lib)})
+	fs := rules.HealthFindings([]facts.HostFacts{hostOf("node-3", lib)})
 	want := map[string]string{ // kind -> the part it must name
 		"nvlink-errors": "host node-3",
 		"nvlink-down":   "node-3 GPU 2 (0000:3a:00.0)",
@@ -111,7 +113,7 @@ func TestHostsAndNICsAreComparedWithTheirPeers(t *testing.T) {
 	c.Driver = "570.86.15"
 	d := hostOf("node-d", hgx(nil))
 	d.NICs = nics(400, "ACTIVE", pix...)
-	fs := HealthFindings([]HostFacts{a, b, c, d})
+	fs := rules.HealthFindings([]facts.HostFacts{a, b, c, d})
 	got := map[string]string{}
 	for _, f := range fs {
 		got[f.Kind] = f.Part
@@ -128,13 +130,13 @@ func TestHostsAndNICsAreComparedWithTheirPeers(t *testing.T) {
 // power limit, or whose NCCL variables differ, is named with what differs
 // and from what; a setting NVML does not report is not a difference.
 func TestHostsAreComparedOnTheirSettings(t *testing.T) {
-	host := func(name string, change func(i int, g *nvmlmock.GPU), env map[string]string) HostFacts {
+	host := func(name string, change func(i int, g *nvmlmock.GPU), env map[string]string) facts.HostFacts {
 		h := hostOf(name, hgx(change))
 		h.NCCLEnv = env
 		return h
 	}
 	same := map[string]string{"NCCL_NVLS_ENABLE": "0"}
-	hosts := []HostFacts{
+	hosts := []facts.HostFacts{
 		host("node-a", nil, same),
 		host("node-b", func(i int, g *nvmlmock.GPU) { g.MIG = i == 5 }, same),
 		host("node-c", func(i int, g *nvmlmock.GPU) { g.ECC = false }, same),
@@ -148,7 +150,7 @@ func TestHostsAreComparedOnTheirSettings(t *testing.T) {
 		"host node-e": "persistence mode off where the other hosts have on",
 	}
 	got := map[string][]string{}
-	for _, f := range HealthFindings(hosts) {
+	for _, f := range rules.HealthFindings(hosts) {
 		if f.Kind == "mismatch" {
 			got[f.Part] = append(got[f.Part], f.Msg)
 		}
@@ -173,7 +175,7 @@ func TestHostsAreComparedOnTheirSettings(t *testing.T) {
 		silent.GPUs[i].ECCMode = ""
 	}
 	silent.NCCLEnv = same
-	for _, f := range HealthFindings([]HostFacts{hosts[0], silent}) {
+	for _, f := range rules.HealthFindings([]facts.HostFacts{hosts[0], silent}) {
 		if f.Kind == "mismatch" {
 			t.Errorf("an unreported setting was called a difference: %s", f.Line())
 		}
@@ -185,13 +187,13 @@ func TestHostsAreComparedOnTheirSettings(t *testing.T) {
 // with what differs; a host with ACS redirecting on its paths gets a
 // warning of its own; ACS that could not be read is not a difference.
 func TestHostsAreComparedOnPCIPolicy(t *testing.T) {
-	host := func(name string, p topology.PCIPolicy) HostFacts {
+	host := func(name string, p topology.PCIPolicy) facts.HostFacts {
 		h := hostOf(name, hgx(nil))
 		h.PCI = p
 		return h
 	}
 	base := topology.PCIPolicy{IOMMU: "passthrough", GPUDirectRDMA: "nvidia_peermem"}
-	hosts := []HostFacts{
+	hosts := []facts.HostFacts{
 		host("node-a", base),
 		host("node-b", base),
 		host("node-c", topology.PCIPolicy{IOMMU: "translated", GPUDirectRDMA: "nvidia_peermem"}),
@@ -199,7 +201,7 @@ func TestHostsAreComparedOnPCIPolicy(t *testing.T) {
 		host("node-e", topology.PCIPolicy{IOMMU: "passthrough", GPUDirectRDMA: "nvidia_peermem", ACSUnread: true}),
 	}
 	got := map[string][]string{}
-	for _, f := range HealthFindings(hosts) {
+	for _, f := range rules.HealthFindings(hosts) {
 		got[f.Part] = append(got[f.Part], f.Severity+" "+f.Msg)
 	}
 	for part, want := range map[string][]string{
@@ -226,58 +228,58 @@ func TestHostsAreComparedOnPCIPolicy(t *testing.T) {
 // the rule names it and no other rule speaks. A rule added without a
 // planted fact here fails.
 func TestEveryHealthRuleFiresAlone(t *testing.T) {
-	gpuFaults := map[string]func(g *GPUHealth){
-		"pcie-width":  func(g *GPUHealth) { g.PCIeWidth = g.PCIeWidthMax / 2 },
-		"pcie-gen":    func(g *GPUHealth) { g.PCIeGen-- },
-		"nvlink-down": func(g *GPUHealth) { g.NVLinksActive-- },
-		"ecc":         func(g *GPUHealth) { g.ECCUncorrected = 1 },
-		"row-remap":   func(g *GPUHealth) { g.RemapFailed = true },
-		"throttle":    func(g *GPUHealth) { g.Throttle = []string{"hardware slowdown"} },
+	gpuFaults := map[string]func(g *facts.GPUHealth){
+		"pcie-width":  func(g *facts.GPUHealth) { g.PCIeWidth = g.PCIeWidthMax / 2 },
+		"pcie-gen":    func(g *facts.GPUHealth) { g.PCIeGen-- },
+		"nvlink-down": func(g *facts.GPUHealth) { g.NVLinksActive-- },
+		"ecc":         func(g *facts.GPUHealth) { g.ECCUncorrected = 1 },
+		"row-remap":   func(g *facts.GPUHealth) { g.RemapFailed = true },
+		"throttle":    func(g *facts.GPUHealth) { g.Throttle = []string{"hardware slowdown"} },
 	}
 	// Host rules on a host alone (with peers, a host's ACS is also a
 	// mismatch, as it should be).
-	hostFaults := map[string]func(h *HostFacts){
-		"nvlink-errors": func(h *HostFacts) {
+	hostFaults := map[string]func(h *facts.HostFacts){
+		"nvlink-errors": func(h *facts.HostFacts) {
 			h.GPUs[1].NVLinkErrors, h.GPUs[1].NVLinkGB = map[string]uint64{"replay": 3}, 10
 		},
-		"acs": func(h *HostFacts) { h.PCI.ACSRedirect = []string{"0000:00:01.0"} },
+		"acs": func(h *facts.HostFacts) { h.PCI.ACSRedirect = []string{"0000:00:01.0"} },
 	}
-	settingFaults := map[string]func(h *HostFacts){
-		"GPU count":             func(h *HostFacts) { h.GPUs = h.GPUs[:7] },
-		"driver":                func(h *HostFacts) { h.Driver = "" },
-		"NCCL":                  func(h *HostFacts) { h.NCCL = "2.19.3" },
-		"GPU model":             func(h *HostFacts) { h.GPUs[2].Name = "NVIDIA H200" },
-		"ECC mode":              func(h *HostFacts) { h.GPUs[2].ECCMode = "off" },
-		"MIG mode":              func(h *HostFacts) { h.GPUs[2].MIGMode = "on" },
-		"persistence mode":      func(h *HostFacts) { h.GPUs[2].Persistence = "off" },
-		"application clocks":    func(h *HostFacts) { h.GPUs[2].AppClocks = "1200 MHz" },
-		"power limit":           func(h *HostFacts) { h.GPUs[2].PowerLimitW = 400 },
-		"NCCL environment":      func(h *HostFacts) { h.NCCLEnv = map[string]string{"NCCL_ALGO": "ring"} },
-		"IOMMU":                 func(h *HostFacts) { h.PCI.IOMMU = "translated" },
-		"GPUDirect RDMA module": func(h *HostFacts) { h.PCI.GPUDirectRDMA = "nvidia_peermem" },
+	settingFaults := map[string]func(h *facts.HostFacts){
+		"GPU count":             func(h *facts.HostFacts) { h.GPUs = h.GPUs[:7] },
+		"driver":                func(h *facts.HostFacts) { h.Driver = "" },
+		"NCCL":                  func(h *facts.HostFacts) { h.NCCL = "2.19.3" },
+		"GPU model":             func(h *facts.HostFacts) { h.GPUs[2].Name = "NVIDIA H200" },
+		"ECC mode":              func(h *facts.HostFacts) { h.GPUs[2].ECCMode = "off" },
+		"MIG mode":              func(h *facts.HostFacts) { h.GPUs[2].MIGMode = "on" },
+		"persistence mode":      func(h *facts.HostFacts) { h.GPUs[2].Persistence = "off" },
+		"application clocks":    func(h *facts.HostFacts) { h.GPUs[2].AppClocks = "1200 MHz" },
+		"power limit":           func(h *facts.HostFacts) { h.GPUs[2].PowerLimitW = 400 },
+		"NCCL environment":      func(h *facts.HostFacts) { h.NCCLEnv = map[string]string{"NCCL_ALGO": "ring"} },
+		"IOMMU":                 func(h *facts.HostFacts) { h.PCI.IOMMU = "translated" },
+		"GPUDirect RDMA module": func(h *facts.HostFacts) { h.PCI.GPUDirectRDMA = "nvidia_peermem" },
 	}
 	// Hosts that do not say are not different: the settings differ from
 	// hosts that say otherwise.
-	said := func(hs []HostFacts) {
+	said := func(hs []facts.HostFacts) {
 		for i := range hs {
 			hs[i].PCI.IOMMU, hs[i].PCI.GPUDirectRDMA = "passthrough", "not loaded"
 		}
 	}
-	hosts := func(n int) []HostFacts {
-		out := make([]HostFacts, n)
+	hosts := func(n int) []facts.HostFacts {
+		out := make([]facts.HostFacts, n)
 		for i := range out {
 			out[i] = hostOf(fmt.Sprintf("node-%d", i+1), hgx(nil))
 		}
 		return out
 	}
-	check := func(what, kind, part string, hs []HostFacts) {
+	check := func(what, kind, part string, hs []facts.HostFacts) {
 		t.Helper()
-		fs := HealthFindings(hs)
+		fs := rules.HealthFindings(hs)
 		if len(fs) != 1 || fs[0].Kind != kind || fs[0].Part != part {
 			t.Errorf("%s planted at %s: findings %v", what, part, fs)
 		}
 	}
-	for _, r := range gpuRules {
+	for _, r := range rules.GPURules {
 		plant, ok := gpuFaults[r.Kind]
 		if !ok {
 			t.Errorf("the GPU rule %s has no planted fault in this test", r.Kind)
@@ -290,7 +292,7 @@ func TestEveryHealthRuleFiresAlone(t *testing.T) {
 			check(r.Kind, r.Kind, fmt.Sprintf("%s GPU %d (%s)", hs[at[0]].Host, g.Index, g.BusID), hs)
 		}
 	}
-	for _, r := range hostRules {
+	for _, r := range rules.HostRules {
 		plant, ok := hostFaults[r.Kind]
 		if !ok {
 			t.Errorf("the host rule %s has no planted fault in this test", r.Kind)
@@ -300,7 +302,7 @@ func TestEveryHealthRuleFiresAlone(t *testing.T) {
 		plant(&hs[0])
 		check(r.Kind, r.Kind, "host node-1", hs)
 	}
-	for _, r := range settingsRules {
+	for _, r := range rules.SettingsRules {
 		if r.What == "PCIe ACS on the GPUs' and NICs' paths" {
 			continue // the acs host rule's fact: planted above
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"collbench/doctor/internal/render"
 	"collbench/internal/golden"
 )
 
@@ -19,13 +20,13 @@ func TestNodeHistoryPage(t *testing.T) {
 	day := func(d int) time.Time { return time.Date(2026, 11, d, 9, 30, 0, 0, time.UTC) }
 	old := nodeRec(10, 3500, 0, 0)
 	old.Fingerprint = "f0"
-	for _, r := range []NodeRecord{old, nodeRec(18, 3500, 20, 10), nodeRec(19, 3480, 10, 10), nodeRec(20, 3520, 15, 10), nodeRec(25, 2800, 90, 10)} {
+	for _, r := range []render.NodeRecord{old, nodeRec(18, 3500, 20, 10), nodeRec(19, 3480, 10, 10), nodeRec(20, 3520, 15, 10), nodeRec(25, 2800, 90, 10)} {
 		r.Time, r.Healthy, r.Mode = day(r.Time.Day()), r.Figures[0].Value > 3000, "full"
-		if _, err := SaveNode(dir, r); err != nil {
+		if _, err := render.SaveNode(dir, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h, err := LoadNodeHistory(dir, "node-1")
+	h, err := render.LoadNodeHistory(dir, "node-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestNodeHistoryPage(t *testing.T) {
 		t.Errorf("%d plots, want 2 (copy, counters)", n)
 	}
 	golden.Check(t, "node-history.html.golden", b.Bytes())
-	if _, err := LoadNodeHistory(dir, "node-2"); err == nil || !strings.Contains(err.Error(), "keeps no node node-2") {
+	if _, err := render.LoadNodeHistory(dir, "node-2"); err == nil || !strings.Contains(err.Error(), "keeps no node node-2") {
 		t.Errorf("another node: %v", err)
 	}
 }

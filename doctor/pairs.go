@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/words"
 	"collbench/measure"
 	"collbench/results"
@@ -12,17 +15,19 @@ import (
 // pairStage measures every pair of GPUs within each host.
 type pairStage struct{}
 
-func (pairStage) Name(s *site) string { return "every " + Unit(s.o.Backend) + " pair within a host" }
+func (pairStage) Name(s *site) string {
+	return "every " + facts.Unit(s.o.Backend) + " pair within a host"
+}
 func (pairStage) Skip(d *site) string {
 	for _, h := range d.hostList {
 		if len(d.members[h]) > 1 {
 			return ""
 		}
 	}
-	return "no host has two " + Unit(d.o.Backend) + "s"
+	return "no host has two " + facts.Unit(d.o.Backend) + "s"
 }
 func (pairStage) Run(m *meter, before outcome) (outcome, error) {
-	d := &pairRun{meter: m, before: before, outcome: outcome{slowPairs: map[string]suspect{}}}
+	d := &pairRun{meter: m, before: before, outcome: outcome{slowPairs: map[string]rules.Suspect{}}}
 	err := d.pairs()
 	return d.outcome, err
 }
@@ -35,7 +40,7 @@ type pairRun struct {
 	outcome
 	// model, set by tests, measures a round of pairs within hosts on a
 	// model of the machine instead of the world.
-	model func(pairs [][2]int, round int) map[[2]int]PairFigure
+	model func(pairs [][2]int, round int) map[[2]int]record.PairFigure
 }
 
 // pairs measures every pair of GPUs within each host, in rounds of
@@ -45,7 +50,7 @@ func (d *pairRun) pairs() error {
 	var rounds [][][2]int
 	for _, h := range d.hostList {
 		m := d.members[h]
-		for k, round := range PairRounds(len(m)) {
+		for k, round := range rules.PairRounds(len(m)) {
 			for len(rounds) <= k {
 				rounds = append(rounds, nil)
 			}
@@ -60,7 +65,7 @@ func (d *pairRun) pairs() error {
 	// Quick mode too measures every pair: one round would leave most of a
 	// host's NVLink pairs unseen, and node admission is there to see them.
 	d.plan = len(rounds)
-	figs := map[[2]int]PairFigure{}
+	figs := map[[2]int]record.PairFigure{}
 	for k, pairs := range rounds {
 		got, err := d.pairRound(pairs, k)
 		if err != nil {
@@ -70,12 +75,12 @@ func (d *pairRun) pairs() error {
 			figs[key] = f
 		}
 	}
-	var sus []suspect
+	var sus []rules.Suspect
 	if d.rank0 {
 		for _, f := range figs {
 			d.rep.Pairs = append(d.rep.Pairs, f)
 		}
-		slices.SortFunc(d.rep.Pairs, func(a, b PairFigure) int {
+		slices.SortFunc(d.rep.Pairs, func(a, b record.PairFigure) int {
 			if a.A != b.A {
 				return a.A - b.A
 			}
@@ -90,7 +95,7 @@ func (d *pairRun) pairs() error {
 		return nil
 	}
 	// A pair with a rank already found slow alone is explained by it.
-	sus = slices.DeleteFunc(sus, func(s suspect) bool {
+	sus = slices.DeleteFunc(sus, func(s rules.Suspect) bool {
 		p := parsePair(s.Key)
 		_, a := d.before.slowRanks[p[0]]
 		_, b := d.before.slowRanks[p[1]]
@@ -109,7 +114,7 @@ func (d *pairRun) pairs() error {
 	// taken by another workload for a second clear the suspect measured in
 	// it. A drill beside another one on 2 cores named a healthy pair slow
 	// in four measurements in a row, its peers unmeasured meanwhile.
-	alone := HostMemory(d.o.Backend)
+	alone := facts.HostMemory(d.o.Backend)
 	var machineOf func(int) int
 	if alone {
 		m, err := d.machines()
@@ -129,8 +134,8 @@ func (d *pairRun) pairs() error {
 		for _, k := range keys {
 			isSuspect[k] = true
 		}
-		re := map[[2]int]PairFigure{}
-		ctlNow := map[[2]int]PairFigure{} // by suspect: its control measured after it
+		re := map[[2]int]record.PairFigure{}
+		ctlNow := map[[2]int]record.PairFigure{} // by suspect: its control measured after it
 		for _, pairs := range again {
 			got, err := d.pairRound(pairs, round)
 			if err != nil {
@@ -147,7 +152,7 @@ func (d *pairRun) pairs() error {
 				return err
 			}
 		}
-		var still []suspect
+		var still []rules.Suspect
 		if d.rank0 {
 			for _, s := range sus {
 				p := parsePair(s.Key)
@@ -183,7 +188,7 @@ func (d *pairRun) pairs() error {
 // pairs measured again (pairControl), right after that round and in as
 // few rounds as they fit, one pair of a machine at a time, and puts each
 // suspect's control figure in now.
-func (d *pairRun) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[[2]int]bool, machineOf func(int) int, attempt int, round *int, now map[[2]int]PairFigure) error {
+func (d *pairRun) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[[2]int]bool, machineOf func(int) int, attempt int, round *int, now map[[2]int]record.PairFigure) error {
 	ctlOf := map[[2]int][2]int{}
 	var ctls [][2]int
 	picked := map[[2]int]bool{}
@@ -196,7 +201,7 @@ func (d *pairRun) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[
 			}
 		}
 	}
-	fig := map[[2]int]PairFigure{}
+	fig := map[[2]int]record.PairFigure{}
 	for _, cs := range suspectRounds(ctls, machineOf) {
 		got, err := d.pairRound(cs, *round)
 		if err != nil {
@@ -228,7 +233,7 @@ func (d *pairRun) pairControls(pairs [][2]int, rounds [][][2]int, isSuspect map[
 // disjoint pair was the other suspect, when their control came from the
 // other host, TestPairsBusyHostWindow); a pair on another machine would
 // move a suspect's bar by that machine's load.
-func pairControl(rounds [][][2]int, isSuspect map[[2]int]bool, slowRanks map[int]suspect, hostOf func(int) string, machineOf func(int) int, p [2]int, attempt int) ([2]int, bool) {
+func pairControl(rounds [][][2]int, isSuspect map[[2]int]bool, slowRanks map[int]rules.Suspect, hostOf func(int) string, machineOf func(int) int, p [2]int, attempt int) ([2]int, bool) {
 	healthy := func(c [2]int) bool {
 		_, a := slowRanks[c[0]]
 		_, b := slowRanks[c[1]]
@@ -325,7 +330,7 @@ func (d *pairRun) machines() (map[string]int, error) {
 
 // pairRound measures one round of disjoint pairs within hosts: on the
 // world (measurePairs), or on the model of a machine a test gives.
-func (d *pairRun) pairRound(pairs [][2]int, round int) (map[[2]int]PairFigure, error) {
+func (d *pairRun) pairRound(pairs [][2]int, round int) (map[[2]int]record.PairFigure, error) {
 	if d.model != nil {
 		return d.model(pairs, round), nil
 	}
@@ -333,7 +338,7 @@ func (d *pairRun) pairRound(pairs [][2]int, round int) (map[[2]int]PairFigure, e
 }
 
 // measurePairs runs one round of disjoint pairs.
-func (d *pairRun) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]PairFigure, error) {
+func (d *pairRun) measurePairs(pairs [][2]int, stage string, round int) (map[[2]int]record.PairFigure, error) {
 	groups := make([][]int, len(pairs))
 	rev := make([][]int, len(pairs))
 	for i, p := range pairs {
@@ -361,10 +366,10 @@ func (d *pairRun) measurePairs(pairs [][2]int, stage string, round int) (map[[2]
 				if err == nil {
 					d.step(stage, round, l, fmt.Sprintf("sendrecv both ways at %s and %s; broadcast each way at %s",
 						words.Bytes(d.o.BWSize), words.Bytes(d.o.LatSize), words.Bytes(d.o.BWSize)))
-					out := map[[2]int]PairFigure{}
+					out := map[[2]int]record.PairFigure{}
 					for i, p := range pairs {
 						class, expected := d.linkClass(p[0], p[1])
-						f := PairFigure{A: p[0], B: p[1], Host: d.host(p[0]), Class: class, Expected: expected}
+						f := record.PairFigure{A: p[0], B: p[1], Host: d.host(p[0]), Class: class, Expected: expected}
 						if h := both[0][i]; h != nil {
 							f.Both = h.BusBW
 						}
@@ -423,8 +428,8 @@ func pcieGBps(gen, width int) float64 {
 	return perLane * float64(width)
 }
 
-func (d *pairRun) judgePairs(figs map[[2]int]PairFigure) []suspect {
-	var oneway, both []sample
+func (d *pairRun) judgePairs(figs map[[2]int]record.PairFigure) []rules.Suspect {
+	var oneway, both []rules.Sample
 	keys := make([][2]int, 0, len(figs))
 	for k := range figs {
 		keys = append(keys, k)
@@ -438,12 +443,12 @@ func (d *pairRun) judgePairs(figs map[[2]int]PairFigure) []suspect {
 	for _, k := range keys {
 		f := figs[k]
 		key := fmt.Sprintf("%d-%d", k[0], k[1])
-		oneway = append(oneway, sample{Key: key, Class: f.Class, Value: f.oneWay(), Expected: f.Expected})
-		both = append(both, sample{Key: key, Class: f.Class, Value: f.Both, Expected: f.Expected})
+		oneway = append(oneway, rules.Sample{Key: key, Class: f.Class, Value: f.OneWay(), Expected: f.Expected})
+		both = append(both, rules.Sample{Key: key, Class: f.Class, Value: f.Both, Expected: f.Expected})
 	}
-	var out []suspect
+	var out []rules.Suspect
 	seen := map[string]bool{}
-	for i, list := range [][]suspect{suspects(oneway, d.o.Thresholds), suspects(both, d.o.Thresholds)} {
+	for i, list := range [][]rules.Suspect{rules.Suspects(oneway, d.o.Thresholds), rules.Suspects(both, d.o.Thresholds)} {
 		for _, s := range list {
 			if !seen[s.Key] {
 				seen[s.Key] = true
@@ -456,9 +461,9 @@ func (d *pairRun) judgePairs(figs map[[2]int]PairFigure) []suspect {
 }
 
 // metric is a pair's figure by name.
-func metric(f PairFigure, name string) float64 {
+func metric(f record.PairFigure, name string) float64 {
 	if name == "both-ways" {
 		return f.Both
 	}
-	return f.oneWay()
+	return f.OneWay()
 }

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/words"
 )
 
@@ -18,7 +21,7 @@ const minPathBytes = 1 << 20
 // rate. A path's rate inside one collective wobbles more than a timed
 // pair's: on TCP sockets between two processes of one host the two
 // directions of the same allreduce differed by up to 2x (docs/doctor.md).
-var PathRules = Rules{Drop: 0.4, PeakFraction: 0.35}
+var PathRules = rules.Rules{Drop: 0.4, PeakFraction: 0.35}
 
 // minPathPeers is how many paths a stage needs before a path is judged
 // against the others; with fewer only the NICs' rate judges.
@@ -33,8 +36,8 @@ const maxSlowPaths = 64
 // two or more slow paths is named by its own network path; the other slow
 // paths are named end to end. Paths a finding already covers are left
 // out of the findings (and kept in the report's slow paths).
-func (d *judging) pathFindings(covered func(from, to int) bool) []Finding {
-	byStage := map[string][]sample{}
+func (d *judging) pathFindings(covered func(from, to int) bool) []record.Finding {
+	byStage := map[string][]rules.Sample{}
 	keyOf := map[string]pathKey{} // a sample's key -> its path
 	var stages []string
 	for key, p := range d.paths {
@@ -46,31 +49,31 @@ func (d *judging) pathFindings(covered func(from, to int) bool) []Finding {
 		}
 		id := fmt.Sprintf("%s %d>%d", key.stage, key.from, key.to)
 		keyOf[id] = key
-		byStage[key.stage] = append(byStage[key.stage], sample{Key: id, Class: "path",
+		byStage[key.stage] = append(byStage[key.stage], rules.Sample{Key: id, Class: "path",
 			Value: float64(p.bytes) / (p.wireUS * 1e3), Expected: d.nicPeak()})
 	}
 	slices.Sort(stages)
-	var fs []Finding
+	var fs []record.Finding
 	d.pathsSeen, d.slowPaths = nil, nil
 	for _, stage := range stages {
 		ss := byStage[stage]
-		slices.SortFunc(ss, func(a, b sample) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortFunc(ss, func(a, b rules.Sample) int { return strings.Compare(a.Key, b.Key) })
 		th := d.o.Thresholds
 		if _, ok := th.Class["path"]; !ok {
 			th.Class = maps.Clone(th.Class)
 			if th.Class == nil {
-				th.Class = map[string]Rules{}
+				th.Class = map[string]rules.Rules{}
 			}
 			th.Class["path"] = PathRules
 		}
-		var flagged []suspect
+		var flagged []rules.Suspect
 		if len(ss) >= minPathPeers {
-			flagged = judge(ss, th)
+			flagged = rules.Judge(ss, th)
 		} else {
 			r := th.For("path")
 			for _, s := range ss {
 				if s.Expected > 0 && r.PeakFraction > 0 && s.Value < r.PeakFraction*s.Expected {
-					flagged = append(flagged, suspect{sample: s, Peers: s.Value,
+					flagged = append(flagged, rules.Suspect{Sample: s, Peers: s.Value,
 						Why: fmt.Sprintf("%.0f%% of the %.0f GB/s its NIC's port runs at (too few paths to compare with each other)", s.Value/s.Expected*100, s.Expected)})
 				}
 			}
@@ -79,23 +82,23 @@ func (d *judging) pathFindings(covered func(from, to int) bool) []Finding {
 		for i, s := range ss {
 			vals[i] = s.Value
 		}
-		d.pathsSeen = append(d.pathsSeen, PathsSeen{Stage: stage, Paths: len(ss), Median: median(vals), Slow: len(flagged)})
+		d.pathsSeen = append(d.pathsSeen, record.PathsSeen{Stage: stage, Paths: len(ss), Median: facts.Median(vals), Slow: len(flagged)})
 		// Most paths slow alike is the network, not any one part of it:
 		// one finding, never one per path.
 		if len(ss) >= 4 && 2*len(flagged) > len(ss) {
-			m, peak := median(vals), d.nicPeak()
-			fs = append(fs, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-network", Part: fmt.Sprintf("the network between hosts (%d paths)", len(ss)),
+			m, peak := facts.Median(vals), d.nicPeak()
+			fs = append(fs, record.Finding{Severity: "FAIL", Stage: stage, Kind: "slow-network", Part: fmt.Sprintf("the network between hosts (%d paths)", len(ss)),
 				Value: m, Expected: peak, Unit: "GB/s",
 				Msg: fmt.Sprintf("NCCL's proxy saw %d of the %d paths between hosts slow inside one collective: median %s GB/s on the wire, %.0f%% of the %s GB/s the NICs' ports run at",
-					len(flagged), len(ss), gb(m), m/peak*100, gb(peak)),
+					len(flagged), len(ss), facts.GB(m), m/peak*100, facts.GB(peak)),
 				Cause: "every host alike: the NICs' firmware or settings (GPUDirect RDMA off, the wrong transport), or the fabric"})
 			for _, s := range flagged[:min(len(flagged), maxSlowPaths)] {
 				d.slowPaths = append(d.slowPaths, d.pathFigure(keyOf[s.Key], s))
 			}
 			continue
 		}
-		ends := map[int][]PathFigure{}
-		var figs []PathFigure
+		ends := map[int][]record.PathFigure{}
+		var figs []record.PathFigure
 		for _, s := range flagged {
 			f := d.pathFigure(keyOf[s.Key], s)
 			d.slowPaths = append(d.slowPaths, f)
@@ -109,16 +112,16 @@ func (d *judging) pathFindings(covered func(from, to int) bool) []Finding {
 		// Many paths between the same two leaves on one rail, each between
 		// ranks of its own, share only the uplinks between those leaves:
 		// one finding about them, never one per GPU.
-		var upl []Finding
+		var upl []record.Finding
 		figs, upl = d.uplinkPaths(stage, figs)
 		fs = append(fs, upl...)
-		ends = map[int][]PathFigure{}
+		ends = map[int][]record.PathFigure{}
 		for _, f := range figs {
 			ends[f.From] = append(ends[f.From], f)
 			ends[f.To] = append(ends[f.To], f)
 		}
 		nic := map[int]bool{}
-		for _, r := range sortedKeys(ends) {
+		for _, r := range facts.SortedKeys(ends) {
 			ps := ends[r]
 			// Its NIC only when slow with two partners or more: two paths
 			// with one partner (each way) are that pair's path.
@@ -141,21 +144,21 @@ func (d *judging) pathFindings(covered func(from, to int) bool) []Finding {
 				vals, peers = append(vals, p.GBps), append(peers, p.Peers)
 			}
 			slices.Sort(others)
-			v, pm := median(vals), median(peers)
-			fs = append(fs, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-nic", Part: d.o.Who(r) + " network path", Host: d.host(r),
+			v, pm := facts.Median(vals), facts.Median(peers)
+			fs = append(fs, record.Finding{Severity: "FAIL", Stage: stage, Kind: "slow-nic", Part: d.o.Who(r) + " network path", Host: d.host(r),
 				Ranks: []int{r}, Value: v, Peers: pm, Expected: ps[0].Expected, Unit: "GB/s",
 				Msg: fmt.Sprintf("NCCL's proxy saw %d of its paths to other hosts slow inside one collective (with ranks %s): %s GB/s on the wire, the stage's other paths %s GB/s%s",
-					len(ps), words.Ints(others), gb(v), gb(pm), drop(v, pm)),
+					len(ps), words.Ints(others), facts.GB(v), facts.GB(pm), facts.Drop(v, pm)),
 				Cause: "this GPU's NIC, cable or switch port"})
 		}
 		for _, f := range figs {
 			if nic[f.From] || nic[f.To] {
 				continue
 			}
-			fs = append(fs, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-path", Part: fmt.Sprintf("%s → %s", d.o.Who(f.From), d.o.Who(f.To)),
+			fs = append(fs, record.Finding{Severity: "FAIL", Stage: stage, Kind: "slow-path", Part: fmt.Sprintf("%s → %s", d.o.Who(f.From), d.o.Who(f.To)),
 				Host: f.FromHost, Ranks: []int{f.From, f.To}, Value: f.GBps, Peers: f.Peers, Expected: f.Expected, Unit: "GB/s",
 				Msg: fmt.Sprintf("NCCL's proxy moved %s over it in %.0f µs on the wire inside one collective: %s GB/s, %s",
-					words.Bytes(f.Bytes), f.WireUS, gb(f.GBps), f.Why),
+					words.Bytes(f.Bytes), f.WireUS, facts.GB(f.GBps), f.Why),
 				Cause: "the NIC of either end, or a cable or switch port on the way"})
 		}
 	}
@@ -172,7 +175,7 @@ const minUplinkPaths = 3
 // rank) and returns one finding per such pair of leaves: the uplinks
 // through that rail's spine. With one round of host pairs the slow side
 // cannot be told; the full run's stage across leaves tells it.
-func (d *judging) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []Finding) {
+func (d *judging) uplinkPaths(stage string, figs []record.PathFigure) ([]record.PathFigure, []record.Finding) {
 	fab := d.o.Fabric
 	if fab == nil || len(fab.Leaf) == 0 {
 		return figs, nil
@@ -199,7 +202,7 @@ func (d *judging) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []
 		groups[k] = append(groups[k], i)
 	}
 	taken := map[int]bool{}
-	var out []Finding
+	var out []record.Finding
 	for _, k := range order {
 		idx := groups[k]
 		ranks := map[int]bool{}
@@ -219,14 +222,14 @@ func (d *judging) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []
 		for _, i := range idx {
 			taken[i] = true
 		}
-		v, pm := median(vals), median(peers)
-		out = append(out, Finding{Severity: "FAIL", Stage: stage, Kind: "slow-uplink", Part: fmt.Sprintf("uplinks %s ↔ %s ↔ %s", k.a, spine, k.b),
+		v, pm := facts.Median(vals), facts.Median(peers)
+		out = append(out, record.Finding{Severity: "FAIL", Stage: stage, Kind: "slow-uplink", Part: fmt.Sprintf("uplinks %s ↔ %s ↔ %s", k.a, spine, k.b),
 			Value: v, Peers: pm, Unit: "GB/s",
 			Msg: fmt.Sprintf("NCCL's proxy saw %d paths between %d ranks behind %s and %s on rail %d slow inside one collective: %s GB/s on the wire, the stage's other paths %s GB/s%s; one round of host pairs cannot tell which leaf's uplink is slow",
-				len(idx), len(ranks), k.a, k.b, k.rail, gb(v), gb(pm), drop(v, pm)),
+				len(idx), len(ranks), k.a, k.b, k.rail, facts.GB(v), facts.GB(pm), facts.Drop(v, pm)),
 			Cause: "the cable, optics or switch ports between either leaf and " + spine + ": doctor without --quick measures the uplinks leaf by leaf"})
 	}
-	var rest []PathFigure
+	var rest []record.PathFigure
 	for i, f := range figs {
 		if !taken[i] {
 			rest = append(rest, f)
@@ -236,8 +239,8 @@ func (d *judging) uplinkPaths(stage string, figs []PathFigure) ([]PathFigure, []
 }
 
 // pathFigure is the report's figure of a path judged slow.
-func (d *judging) pathFigure(k pathKey, s suspect) PathFigure {
+func (d *judging) pathFigure(k pathKey, s rules.Suspect) record.PathFigure {
 	p := d.paths[k]
-	return PathFigure{Stage: k.stage, From: k.from, To: k.to, FromHost: d.host(k.from), ToHost: d.host(k.to), Bytes: p.bytes,
+	return record.PathFigure{Stage: k.stage, From: k.from, To: k.to, FromHost: d.host(k.from), ToHost: d.host(k.to), Bytes: p.bytes,
 		WireUS: p.wireUS, GBps: s.Value, Peers: s.Peers, Expected: s.Expected, Why: s.Why}
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/results"
 	"collbench/topology"
 )
@@ -25,10 +28,10 @@ func railSearch(hosts, gpus int, nic map[int]float64, path map[[2]int]float64, p
 			names = append(names, fmt.Sprintf("node-%02d", h))
 		}
 	}
-	d := newHandRun(n, Options{Backend: "nccl", Hosts: names, Thresholds: Thresholds{Default: DefaultRules}})
+	d := newHandRun(n, Options{Backend: "nccl", Hosts: names, Thresholds: rules.Thresholds{Default: rules.DefaultRules}})
 	d.o.Who = func(r int) string { return fmt.Sprintf("rank %d (%s)", r, d.host(r)) }
 	if portGbps > 0 {
-		d.o.Facts = []HostFacts{{Host: "node-00", NICs: []topology.NIC{{Name: "mlx5_0", Kind: "infiniband", RateGbps: portGbps, State: "ACTIVE"}}}}
+		d.o.Facts = []facts.HostFacts{{Host: "node-00", NICs: []topology.NIC{{Name: "mlx5_0", Kind: "infiniband", RateGbps: portGbps, State: "ACTIVE"}}}}
 	}
 	for r, h := range names {
 		if len(d.members[h]) == 0 {
@@ -87,7 +90,7 @@ func TestSlowPathsNamed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := railSearch(16, 8, tc.nic, tc.path, tc.port)
 			if tc.named >= 0 {
-				d.found = append(d.found, Finding{Severity: "FAIL", Stage: "host", Kind: "slow-nic", Part: d.o.Who(tc.named) + " network path",
+				d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "host", Kind: "slow-nic", Part: d.o.Who(tc.named) + " network path",
 					Host: d.host(tc.named), Ranks: []int{tc.named}, Msg: "slow with 8 of the 8 ranks it met"})
 			}
 			d.assemble()
@@ -97,7 +100,7 @@ func TestSlowPathsNamed(t *testing.T) {
 			if len(d.rep.SlowPaths) != tc.slowSeen {
 				t.Errorf("slow paths %+v, want %d", d.rep.SlowPaths, tc.slowSeen)
 			}
-			var ours []Finding
+			var ours []record.Finding
 			for _, f := range d.rep.Findings {
 				if f.Stage == "world" {
 					ours = append(ours, f)

@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/rules"
 )
 
 // TestPairRoundsCoverEveryPairOnce checks the circle method for 2 to 1024
@@ -16,7 +19,7 @@ func TestPairRoundsCoverEveryPairOnce(t *testing.T) {
 		ns = append(ns, n)
 	}
 	for _, n := range ns {
-		rounds := PairRounds(n)
+		rounds := rules.PairRounds(n)
 		want := n - 1
 		if n%2 == 1 {
 			want = n
@@ -76,20 +79,20 @@ func TestHostSearchIsConstant(t *testing.T) {
 					fine[a], fine[b] = true, true
 				}
 			}
-			for _, round := range HostRounds(n) {
+			for _, round := range rules.HostRounds(n) {
 				rounds++
 				for _, p := range round {
 					note(p[0], p[1])
 				}
 			}
-			_, suspects := Triage(n, slowWith, fine)
+			_, suspects := rules.Triage(n, slowWith, fine)
 			var healthy []int
 			for h := 0; h < n; h++ {
 				if fine[h] {
 					healthy = append(healthy, h)
 				}
 			}
-			for _, round := range Repair(suspects, healthy, met) {
+			for _, round := range rules.Repair(suspects, healthy, met) {
 				rounds++
 				for _, p := range round {
 					note(p[0], p[1])
@@ -104,7 +107,7 @@ func TestHostSearchIsConstant(t *testing.T) {
 			if n >= 3 && fine[bad] {
 				t.Fatalf("%d hosts: the bad host %d was seen fine", n, bad)
 			}
-			culprits, left := Triage(n, slowWith, fine)
+			culprits, left := rules.Triage(n, slowWith, fine)
 			for _, h := range culprits {
 				if h != bad {
 					t.Fatalf("%d hosts: healthy host %d named, slow with %v", n, h, slowWith[h])
@@ -125,15 +128,15 @@ func next(n int) int {
 }
 
 func TestHalves(t *testing.T) {
-	a, b := Halves([]int{4, 5, 6, 7, 8})
+	a, b := rules.Halves([]int{4, 5, 6, 7, 8})
 	if len(a) != 2 || len(b) != 3 || a[0] != 4 || b[0] != 6 {
 		t.Fatalf("%v %v", a, b)
 	}
 }
 
 func TestJudgeFlagsOutliersAndShortfalls(t *testing.T) {
-	th := Thresholds{Default: DefaultRules, Class: map[string]Rules{"loose": {Drop: 0.9}}}
-	ss := []sample{
+	th := rules.Thresholds{Default: rules.DefaultRules, Class: map[string]rules.Rules{"loose": {Drop: 0.9}}}
+	ss := []rules.Sample{
 		{Key: "a", Class: "NV18", Value: 340, Expected: 478},
 		{Key: "b", Class: "NV18", Value: 345, Expected: 478},
 		{Key: "c", Class: "NV18", Value: 120, Expected: 478}, // far below its peers
@@ -142,8 +145,8 @@ func TestJudgeFlagsOutliersAndShortfalls(t *testing.T) {
 		{Key: "f", Class: "loose", Value: 20},               // 80 % down, but the class allows 90 %
 		{Key: "g", Class: "loose", Value: 100},
 	}
-	got := map[string]suspect{}
-	for _, s := range judge(ss, th) {
+	got := map[string]rules.Suspect{}
+	for _, s := range rules.Judge(ss, th) {
 		got[s.Key] = s
 	}
 	if len(got) != 2 || got["c"].Key == "" || got["e"].Key == "" {
@@ -152,7 +155,7 @@ func TestJudgeFlagsOutliersAndShortfalls(t *testing.T) {
 	if got["c"].Peers != 340 {
 		t.Errorf("the peers figure should leave the suspect out: %v", got["c"].Peers)
 	}
-	if err := (Thresholds{Default: Rules{Drop: 1.5}}).Validate(); err == nil {
+	if err := (rules.Thresholds{Default: rules.Rules{Drop: 1.5}}).Validate(); err == nil {
 		t.Error("a drop above 1 is accepted")
 	}
 }
@@ -164,16 +167,16 @@ func TestJudgeFlagsOutliersAndShortfalls(t *testing.T) {
 // healthy. The stages that measure suspects again take every figure below
 // the rule's drop; judge, for the stages that do not, keeps the widening.
 func TestSuspectsKeepASlowPartOfANoisyClass(t *testing.T) {
-	th := Thresholds{Default: CPURules}
+	th := rules.Thresholds{Default: rules.CPURules}
 	vals := []float64{1.49, 0.4, 2.6, 0.5, 1.9, 0.6, 2.2, 0.7, 1.0, 1.5, 2.4, 0.15}
-	var ss []sample
+	var ss []rules.Sample
 	for i, v := range vals {
-		ss = append(ss, sample{Key: fmt.Sprint(i), Class: "cross", Value: v})
+		ss = append(ss, rules.Sample{Key: fmt.Sprint(i), Class: "cross", Value: v})
 	}
-	if got := judge(ss, th); len(got) != 0 {
+	if got := rules.Judge(ss, th); len(got) != 0 {
 		t.Fatalf("judge should widen this noisy class's drop past the slow link: %v", got)
 	}
-	got := suspects(ss, th)
+	got := rules.Suspects(ss, th)
 	if len(got) != 1 || got[0].Key != "11" {
 		t.Fatalf("suspects = %v, want the link at 0.15 alone", got)
 	}
@@ -182,7 +185,7 @@ func TestSuspectsKeepASlowPartOfANoisyClass(t *testing.T) {
 		ss[i].Value = 1.5 + 0.01*float64(i%3)
 	}
 	ss[4].Value = 0.3
-	a, b := judge(ss, th), suspects(ss, th)
+	a, b := rules.Judge(ss, th), rules.Suspects(ss, th)
 	if len(a) != 1 || len(b) != 1 || a[0].Key != "4" || b[0].Key != "4" {
 		t.Errorf("judge %v, suspects %v: want key 4 from both", a, b)
 	}
@@ -251,11 +254,11 @@ func TestSuspectRoundsMeasureAloneWhereRanksShareCores(t *testing.T) {
 		}
 	}
 	for _, b := range []string{"cpu", "mpi"} {
-		if !HostMemory(b) {
+		if !facts.HostMemory(b) {
 			t.Errorf("the %s backend's ranks are not taken to share the host's cores", b)
 		}
 	}
-	if HostMemory("nccl") {
+	if facts.HostMemory("nccl") {
 		t.Error("the nccl backend's ranks are taken to share the host's cores")
 	}
 }
@@ -267,27 +270,27 @@ func TestSuspectRoundsMeasureAloneWhereRanksShareCores(t *testing.T) {
 // gets its own rules.
 func TestMPIRulesPassTheSchedulersSlowMode(t *testing.T) {
 	healthy := map[string]float64{"0-1": 9.13, "0-2": 9.52, "0-3": 5.08, "1-2": 5.33, "1-3": 1.44, "2-3": 1.47}
-	samples := func(slow string, v float64) []sample {
-		var ss []sample
+	samples := func(slow string, v float64) []rules.Sample {
+		var ss []rules.Sample
 		for k, f := range healthy {
 			if k == slow {
 				f = v
 			}
-			ss = append(ss, sample{Key: k, Class: "same host", Value: f})
+			ss = append(ss, rules.Sample{Key: k, Class: "same host", Value: f})
 		}
 		return ss
 	}
-	if got := suspects(samples("", 0), Thresholds{Default: CPURules}); len(got) == 0 {
+	if got := rules.Suspects(samples("", 0), rules.Thresholds{Default: rules.CPURules}); len(got) == 0 {
 		t.Fatal("the cpu backend's rules should name the scheduler's slow mode here; the case no longer shows what it stands for")
 	}
-	if got := suspects(samples("", 0), Thresholds{Default: RulesFor("mpi")}); len(got) != 0 {
+	if got := rules.Suspects(samples("", 0), rules.Thresholds{Default: rules.RulesFor("mpi")}); len(got) != 0 {
 		t.Errorf("mpi rules named healthy pairs: %v", got)
 	}
-	if got := suspects(samples("0-2", 0.05), Thresholds{Default: RulesFor("mpi")}); len(got) != 1 || got[0].Key != "0-2" {
+	if got := rules.Suspects(samples("0-2", 0.05), rules.Thresholds{Default: rules.RulesFor("mpi")}); len(got) != 1 || got[0].Key != "0-2" {
 		t.Errorf("mpi rules with 0-2 at 0.05 GB/s: %v, want 0-2 alone", got)
 	}
-	for backend, want := range map[string]Rules{"nccl": DefaultRules, "cpu": CPURules, "mpi": MPIRules} {
-		if got := RulesFor(backend); got != want {
+	for backend, want := range map[string]rules.Rules{"nccl": rules.DefaultRules, "cpu": rules.CPURules, "mpi": rules.MPIRules} {
+		if got := rules.RulesFor(backend); got != want {
 			t.Errorf("RulesFor(%s) = %+v, want %+v", backend, got, want)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
 	"collbench/internal/words"
 )
 
@@ -18,7 +20,7 @@ const IdleBusyPct = 50
 // doctor measured it: the processes NVML listed that are not this world's,
 // and the utilisation while doctor ran nothing.
 type sharing struct {
-	procs []GPUProcess
+	procs []facts.GPUProcess
 	// hidden counts listed processes that cannot be told from this run's
 	// own (NVML's pids are another pid namespace's).
 	hidden       int
@@ -75,17 +77,17 @@ func (d *judging) shared(r int) sharing {
 	if f := d.facts[host]; f != nil {
 		ours = f.Ours
 	}
-	listed := append([]GPUProcess(nil), g.Processes...)
+	listed := append([]facts.GPUProcess(nil), g.Processes...)
 	for _, smp := range d.samples {
 		if smp.Host != host || smp.GPU != g.Index {
 			continue
 		}
 		for _, p := range smp.Processes {
-			if !slices.ContainsFunc(listed, func(q GPUProcess) bool { return q.PID == p.PID }) {
+			if !slices.ContainsFunc(listed, func(q facts.GPUProcess) bool { return q.PID == p.PID }) {
 				listed = append(listed, p)
 			}
 		}
-		if smp.Stage == IdleStage && smp.Samples > 0 {
+		if smp.Stage == facts.IdleStage && smp.Samples > 0 {
 			s.idleExamined, s.idleMin = true, smp.UtilMinPct
 			s.idleBusy = smp.UtilMinPct >= IdleBusyPct
 		}
@@ -110,8 +112,8 @@ func (d *judging) shared(r int) sharing {
 // measured it and whose figures still held (a slowed one is a FAIL whose
 // cause names the workload): its figures were measured with less than the
 // whole GPU.
-func (d *judging) sharedFindings(failed func(r int) bool) []Finding {
-	var out []Finding
+func (d *judging) sharedFindings(failed func(r int) bool) []record.Finding {
+	var out []record.Finding
 	for r := 0; r < d.n; r++ {
 		if failed(r) {
 			continue
@@ -120,7 +122,7 @@ func (d *judging) sharedFindings(failed func(r int) bool) []Finding {
 		if !s.any() {
 			continue
 		}
-		out = append(out, Finding{Severity: "WARN", Stage: "gpu", Kind: "shared-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
+		out = append(out, record.Finding{Severity: "WARN", Stage: "gpu", Kind: "shared-gpu", Part: d.o.Who(r), Host: d.host(r), Ranks: []int{r},
 			Msg:   "measured while shared: " + s.words() + "; its figures held nonetheless",
 			Cause: "the figures may understate what it does alone: measure it again once the workload is gone"})
 	}

@@ -6,6 +6,9 @@ import (
 
 	"collbench/backend/sim"
 	"collbench/backend/sim/cluster"
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/topology"
 	"collbench/watchdog"
 )
@@ -15,9 +18,9 @@ type Simulation struct {
 	Model *cluster.Model
 	// Knobs as for Doctor; a size or count left 0 takes a GPU run's
 	// default.
-	Knobs
-	Thresholds   *Thresholds
-	Expectations Expectations
+	facts.Knobs
+	Thresholds   *rules.Thresholds
+	Expectations rules.Expectations
 	Progress     func(string)
 }
 
@@ -34,7 +37,7 @@ func LoadCluster(ctx context.Context, path string) (*cluster.Model, error) {
 // and returns its report: the plan, the rounds and modelled time of every
 // stage and the verdict on the planted faults (Healthy, as for a real
 // run). An error is the backend's or the run's.
-func Simulate(ctx context.Context, s Simulation) (*Report, error) {
+func Simulate(ctx context.Context, s Simulation) (*record.Report, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -46,9 +49,9 @@ func Simulate(ctx context.Context, s Simulation) (*Report, error) {
 	}
 	defer world.Close()
 	sw := world.(*sim.World)
-	o := Options{Knobs: s.Or(DefaultKnobs(false)), Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
+	o := Options{Knobs: s.Or(facts.DefaultKnobs(false)), Backend: "sim", Board: watchdog.NewBoard(), Progress: s.Progress,
 		Expectations: s.Expectations, Clock: sw.Elapsed}
-	o.Thresholds = ThresholdsOr(s.Thresholds, DefaultRules)
+	o.Thresholds = ThresholdsOr(s.Thresholds, rules.DefaultRules)
 	g := m.GPUsPerHost
 	fab := &Fabric{Leaf: map[string]string{}}
 	for r := 0; r < g; r++ {
@@ -85,11 +88,11 @@ func Simulate(ctx context.Context, s Simulation) (*Report, error) {
 
 // modelFacts are the health facts NVML and sysfs would report on a
 // healthy host of model m: doctor's expectations follow from them.
-func modelFacts(m *cluster.Model, host string) HostFacts {
+func modelFacts(m *cluster.Model, host string) facts.HostFacts {
 	g := m.GPUsPerHost
-	f := HostFacts{Host: host, Driver: "model", NCCL: "model"}
+	f := facts.HostFacts{Host: host, Driver: "model", NCCL: "model"}
 	for x := 0; x < g; x++ {
-		f.GPUs = append(f.GPUs, GPUHealth{Index: x, Name: m.GPU.Model, BusID: m.BusID(x),
+		f.GPUs = append(f.GPUs, facts.GPUHealth{Index: x, Name: m.GPU.Model, BusID: m.BusID(x),
 			MemBusWidth: m.GPU.MemBusBits, MemClockMaxMHz: m.GPU.MemClockMHz, Cores: m.GPU.Cores, SMClockMaxMHz: m.GPU.SMClockMHz,
 			NVLinks: m.NVLink.Links, NVLinksActive: m.NVLink.Links})
 		f.LinkGBps = append(f.LinkGBps, m.NVLink.LinkPeakGBps)
@@ -111,10 +114,10 @@ func modelFacts(m *cluster.Model, host string) HostFacts {
 
 // ThresholdsOr are th where given, with def as the default rules where th
 // has none.
-func ThresholdsOr(th *Thresholds, def Rules) Thresholds {
-	out := Thresholds{Default: def}
+func ThresholdsOr(th *rules.Thresholds, def rules.Rules) rules.Thresholds {
+	out := rules.Thresholds{Default: def}
 	if th != nil {
-		if th.Default != (Rules{}) {
+		if th.Default != (rules.Rules{}) {
 			out.Default = th.Default
 		}
 		out.Class = th.Class

@@ -1,30 +1,34 @@
 package doctor
 
 import (
-	"collbench/results"
-	"collbench/watchdog"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
+	"collbench/results"
+	"collbench/watchdog"
 )
 
 // Options configure a doctor run.
 type Options struct {
 	// Knobs are the mode, sizes and iterations, every one set
 	// (DefaultKnobs).
-	Knobs
-	Thresholds Thresholds
+	facts.Knobs
+	Thresholds rules.Thresholds
 	// Expectations replace, by GPU model, the healthy shares GPUs alone
 	// are held to.
-	Expectations Expectations
+	Expectations rules.Expectations
 	// Backend names the backend, for the report.
 	Backend string
 	// Hosts is each world rank's host; Devices each world rank's device.
 	Hosts   []string
 	Devices []results.Device
 	// Facts are every host's health facts (rank 0; empty without NVML).
-	Facts []HostFacts
+	Facts []facts.HostFacts
 	// Machines is the boot id of the machine each host runs on, by host
 	// (rank 0; host-memory backends): simulated hosts on one machine
 	// (launch --nodes) share it, and its cores.
@@ -47,16 +51,16 @@ type Options struct {
 	Stage func(string)
 	// Samples, if set, returns on rank 0 what NVML reported of every GPU
 	// while the stages ran; called once BeforeVerdict has run.
-	Samples func() []StageSample
+	Samples func() []facts.StageSample
 	// Growth, if set, returns on rank 0 every error counter that grew on
 	// any host while each stage ran, and the XID events; called once
 	// BeforeVerdict has run.
-	Growth func() []CounterGrowth
+	Growth func() []facts.CounterGrowth
 	// Watched, if set, says on rank 0 which error counters each host's
 	// processes could read.
 	Watched func() []string
 	// Counters are the rules for the counters' growth by hardware class.
-	Counters CounterThresholds
+	Counters rules.CounterThresholds
 	// Clock, if set, is the time in seconds that stages are timed by (a
 	// cluster model's time); wall time otherwise.
 	Clock func() float64
@@ -84,12 +88,12 @@ type site struct {
 	hostList []string
 	members  map[string][]int
 	devIndex map[int]int // world rank -> GPU index on its host (from the facts)
-	facts    map[string]*HostFacts
+	facts    map[string]*facts.HostFacts
 }
 
 // newSite places n ranks on their hosts and GPUs from the options.
 func newSite(o Options, n int) *site {
-	s := &site{o: o, n: n, members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*HostFacts{}}
+	s := &site{o: o, n: n, members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*facts.HostFacts{}}
 	if s.o.Who == nil {
 		s.o.Who = func(r int) string { return fmt.Sprintf("rank %d (%s)", r, s.host(r)) }
 	}
@@ -143,21 +147,21 @@ func (d *site) localIndex(r int) int {
 
 // health is the NVML health of the GPU rank r drives, where the host's
 // facts have it.
-func (d *site) health(r int) (GPUHealth, bool) {
+func (d *site) health(r int) (facts.GPUHealth, bool) {
 	f := d.facts[d.host(r)]
 	if f == nil {
-		return GPUHealth{}, false
+		return facts.GPUHealth{}, false
 	}
 	idx, ok := d.devIndex[r]
 	if !ok {
-		return GPUHealth{}, false
+		return facts.GPUHealth{}, false
 	}
 	for _, g := range f.GPUs {
 		if g.Index == idx {
 			return g, true
 		}
 	}
-	return GPUHealth{}, false
+	return facts.GPUHealth{}, false
 }
 
 // nicPeak is the slowest active InfiniBand/RoCE port's rate in GB/s over
@@ -196,18 +200,18 @@ func parsePair(key string) [2]int {
 // a stage names itself (rank 0's). Each stage returns its own; a stage
 // reads those of the stages before it.
 type outcome struct {
-	slowRanks map[int]suspect
-	slowPairs map[string]suspect
-	found     []Finding
+	slowRanks map[int]rules.Suspect
+	slowPairs map[string]rules.Suspect
+	found     []record.Finding
 }
 
 // add merges a stage's outcome into o.
 func (o *outcome) add(x outcome) {
 	if o.slowRanks == nil {
-		o.slowRanks = map[int]suspect{}
+		o.slowRanks = map[int]rules.Suspect{}
 	}
 	if o.slowPairs == nil {
-		o.slowPairs = map[string]suspect{}
+		o.slowPairs = map[string]rules.Suspect{}
 	}
 	maps.Copy(o.slowRanks, x.slowRanks)
 	maps.Copy(o.slowPairs, x.slowPairs)

@@ -9,6 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 )
 
 // maxMeterMethods bounds what a stage may call on the meter: its own
@@ -56,9 +60,9 @@ func TestMeterStaysNarrow(t *testing.T) {
 func TestVerdictIsAPureFunctionOfItsEvidence(t *testing.T) {
 	d := railSearch(4, 2, map[int]float64{5: 0.4}, nil, 0)
 	d.o.Transport = func(a, b int) string { return "P2P/IPC" }
-	d.rep.Pairs = []PairFigure{{A: 0, B: 1, Host: "node-00", Both: 10, AB: 10, BA: 10}, {A: 2, B: 3, Host: "node-01", Both: 100, AB: 100, BA: 100}}
-	d.slowPairs["0-1"] = suspect{sample: sample{Key: "0-1", Value: 10}, Peers: 100, Metric: "both-ways"}
-	d.rep.Counters = []CounterGrowth{{Host: "node-00", Stage: "pair", Part: CounterPart{GPU: 0, Link: 1}, Counter: CtrNVLinkCRCData, After: 5000}}
+	d.rep.Pairs = []record.PairFigure{{A: 0, B: 1, Host: "node-00", Both: 10, AB: 10, BA: 10}, {A: 2, B: 3, Host: "node-01", Both: 100, AB: 100, BA: 100}}
+	d.slowPairs["0-1"] = rules.Suspect{Sample: rules.Sample{Key: "0-1", Value: 10}, Peers: 100, Metric: "both-ways"}
+	d.rep.Counters = []facts.CounterGrowth{{Host: "node-00", Stage: "pair", Part: facts.CounterPart{GPU: 0, Link: 1}, Counter: facts.CtrNVLinkCRCData, After: 5000}}
 	d.seen.moved = map[string]map[int]*traffic{"pair": {0: {Link: 1e9}}}
 	e := evidenceOf(d.meter, d.outcome)
 	pairs, counters := slices.Clone(e.pairFigs), slices.Clone(e.counters)

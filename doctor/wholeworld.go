@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/words"
 	"collbench/measure"
 )
@@ -14,7 +17,7 @@ type worldStage struct{}
 func (worldStage) Name(*site) string { return "the whole world" }
 func (worldStage) Skip(d *site) string {
 	if d.n < 2 {
-		return "one " + Unit(d.o.Backend)
+		return "one " + facts.Unit(d.o.Backend)
 	}
 	return ""
 }
@@ -67,7 +70,7 @@ func (d *worldRun) world() error {
 	r := d.o.Thresholds.For("world")
 	short := func(v float64) bool { return expected > 0 && r.PeakFraction > 0 && v < r.PeakFraction*expected }
 	if d.rank0 {
-		d.rep.World = &WorldFigure{Ranks: d.n, Bytes: d.o.WorldSize, BusBW: bw[0], Expected: expected}
+		d.rep.World = &record.WorldFigure{Ranks: d.n, Bytes: d.o.WorldSize, BusBW: bw[0], Expected: expected}
 	}
 	type decision struct {
 		Bisect bool `json:"bisect"`
@@ -81,15 +84,15 @@ func (d *worldRun) world() error {
 	}
 	if !dec.Bisect {
 		if d.rank0 && short(bw[0]) {
-			d.found = append(d.found, Finding{Severity: "FAIL", Stage: "world", Kind: "slow-world", Part: fmt.Sprintf("the world of %d ranks", d.n),
-				Value: bw[0], Expected: expected, Unit: "GB/s", Msg: fmt.Sprintf("allreduce busbw %s GB/s, %.0f%% of the %s GB/s expected", gb(bw[0]), bw[0]/expected*100, gb(expected)),
+			d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "world", Kind: "slow-world", Part: fmt.Sprintf("the world of %d ranks", d.n),
+				Value: bw[0], Expected: expected, Unit: "GB/s", Msg: fmt.Sprintf("allreduce busbw %s GB/s, %.0f%% of the %s GB/s expected", facts.GB(bw[0]), bw[0]/expected*100, facts.GB(expected)),
 				Cause: "see the findings above"})
 		}
 		return nil
 	}
 	group := all
 	for round := 1; len(group) > 2; round++ {
-		a, b := Halves(group)
+		a, b := rules.Halves(group)
 		bws, err := measureGroups([][]int{a, b}, round)
 		if err != nil {
 			return err
@@ -104,11 +107,11 @@ func (d *worldRun) world() error {
 			sa, sb := short(bws[0]), short(bws[1])
 			switch {
 			case sa && !sb:
-				nx = next{Group: a, Note: fmt.Sprintf("%s short (%s GB/s), %s fine (%s GB/s)", d.groupWord(a), gb(bws[0]), d.groupWord(b), gb(bws[1]))}
+				nx = next{Group: a, Note: fmt.Sprintf("%s short (%s GB/s), %s fine (%s GB/s)", d.groupWord(a), facts.GB(bws[0]), d.groupWord(b), facts.GB(bws[1]))}
 			case sb && !sa:
-				nx = next{Group: b, Note: fmt.Sprintf("%s short (%s GB/s), %s fine (%s GB/s)", d.groupWord(b), gb(bws[1]), d.groupWord(a), gb(bws[0]))}
+				nx = next{Group: b, Note: fmt.Sprintf("%s short (%s GB/s), %s fine (%s GB/s)", d.groupWord(b), facts.GB(bws[1]), d.groupWord(a), facts.GB(bws[0]))}
 			default:
-				nx = next{Group: group, Stop: true, Note: fmt.Sprintf("halves %s (%s GB/s) and %s (%s GB/s): the shortfall needs the whole group", d.groupWord(a), gb(bws[0]), d.groupWord(b), gb(bws[1]))}
+				nx = next{Group: group, Stop: true, Note: fmt.Sprintf("halves %s (%s GB/s) and %s (%s GB/s): the shortfall needs the whole group", d.groupWord(a), facts.GB(bws[0]), d.groupWord(b), facts.GB(bws[1]))}
 			}
 			d.rep.World.Bisect = append(d.rep.World.Bisect, nx.Note)
 		}
@@ -121,9 +124,9 @@ func (d *worldRun) world() error {
 		}
 	}
 	if d.rank0 {
-		d.found = append(d.found, Finding{Severity: "FAIL", Stage: "world", Kind: "slow-world", Part: d.groupWord(group), Ranks: group,
+		d.found = append(d.found, record.Finding{Severity: "FAIL", Stage: "world", Kind: "slow-world", Part: d.groupWord(group), Ranks: group,
 			Value: bw[0], Expected: expected, Unit: "GB/s",
-			Msg:   fmt.Sprintf("the whole world's allreduce reached %s GB/s of %s expected; this is the smallest group that still falls short", gb(bw[0]), gb(expected)),
+			Msg:   fmt.Sprintf("the whole world's allreduce reached %s GB/s of %s expected; this is the smallest group that still falls short", facts.GB(bw[0]), facts.GB(expected)),
 			Cause: "no single GPU, pair or host stood out: a shared path (a switch, a PCIe root complex)"})
 	}
 	return nil

@@ -28,7 +28,7 @@ var layers = [][]string{
 	{"results", "watchdog", "bootstrap", "cuda", "backend/sim/cluster", "launch", "topology", "watch"},
 	{"measure", "backend/nccl/driver", "backend/nccl/kernels", "backend/nccl/kernels/hostemu", "backend/nccl/profiler", "backend/nccl/tuner", "tunefile"},
 	{"backend/cpu", "backend/mpi", "backend/sim", "backend/nccl", "backend/nccl/fakegpu", "backend/nccl/probe", "report", "tune"},
-	{"doctor", "determinism"},
+	{"doctor", "doctor/internal/facts", "doctor/internal/record", "doctor/internal/rules", "doctor/internal/render", "determinism"},
 	{"runconfig", "engine"},
 	{"cmd/collbench/cli", "cmd/collbench", "cmd/collbench-watch-plugin", "drills"},
 }
@@ -37,6 +37,11 @@ var layers = [][]string{
 // engine that runs every workflow, and what the CLI renders or parses
 // flags into (docs/architecture.md).
 var cliImports = []string{"engine", "results", "report", "measure", "doctor", "launch"}
+
+// doctorFloors are the doctor's floors that are packages of their own,
+// lowest first, and the doctor itself (its evidence, verdict, meter and
+// stages) on top: one of them imports only those before it.
+var doctorFloors = []string{"doctor/internal/facts", "doctor/internal/record", "doctor/internal/rules", "doctor/internal/render", "doctor"}
 
 // cgoAllowed are the bindings, the only packages that may import "C".
 var cgoAllowed = []string{"cuda", "backend/nccl", "backend/nccl/profiler", "backend/nccl/tuner", "backend/nccl/fakegpu", "backend/nccl/kernels/hostemu", "backend/mpi", "cmd/collbench-watch-plugin"}
@@ -100,6 +105,9 @@ func TestImportsGoDownward(t *testing.T) {
 				dep := strings.TrimPrefix(imp, "collbench/")
 				if me == "cmd/collbench/cli" && !slices.Contains(cliImports, dep) {
 					t.Errorf("the CLI imports %s: a workflow belongs in the engine (the CLI may import %s)", dep, strings.Join(cliImports, ", "))
+				}
+				if i, j := slices.Index(doctorFloors, me), slices.Index(doctorFloors, dep); i >= 0 && j > i {
+					t.Errorf("%s imports %s: an import up the doctor's floors (%s)", me, dep, strings.Join(doctorFloors, " < "))
 				}
 				if f := floor(dep); f > at {
 					t.Errorf("%s (floor %d) imports %s (floor %d): an import up a floor", me, at, dep, f)

@@ -165,8 +165,8 @@ func TestArchitecturePathsExist(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
 			continue
 		}
-		// A file named within its package's folder: doctor/report.go is
-		// written `report.go` under the doctor's floors.
+		// A file named within its package's folder: doctor/kit.go is
+		// written `kit.go` under the doctor's floors.
 		if !strings.Contains(p, "/") {
 			if hits, _ := filepath.Glob(filepath.Join(root, "*", p)); len(hits) > 0 {
 				continue

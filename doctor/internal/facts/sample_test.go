@@ -1,4 +1,4 @@
-package doctor
+package facts
 
 import (
 	"strings"
@@ -62,12 +62,12 @@ func TestSeenWhileMeasured(t *testing.T) {
 		{"locked clocks", StageSample{SMClockMaxMHz: 1005, PowerMaxW: 200, PowerLimitW: 700}, "clocks locked or reduced below their 1980 MHz"},
 		{"app clocks", StageSample{SMClockMaxMHz: 1900, Reasons: []string{"application clocks setting"}}, "application clocks set below the maximum"},
 	} {
-		got, _ := seenWhileMeasured([]StageSample{tc.s}, 1980)
+		got, _ := SeenWhileMeasured([]StageSample{tc.s}, 1980)
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	if c, _ := seenWhileMeasured(nil, 1980); c != "" {
+	if c, _ := SeenWhileMeasured(nil, 1980); c != "" {
 		t.Error("no samples, yet a cause")
 	}
 }

@@ -1,4 +1,4 @@
-package doctor
+package render
 
 import (
 	"cmp"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
 	"collbench/internal/words"
 )
 
@@ -26,10 +28,10 @@ const (
 // writeRolledUp writes the evidence of a large world: each stage's
 // figures as a distribution with the slowest first, and the plan as one
 // row per stage.
-func writeRolledUp(r *Report, w io.Writer) error {
+func writeRolledUp(r *record.Report, w io.Writer) error {
 	fmt.Fprintf(w, "# evidence rolled up for %s ranks on %s host(s): distributions and the slowest first; every figure is in the JSON report (-o) and with --evidence all\n",
 		words.Count(r.Ranks), words.Count(len(r.Hosts)))
-	for _, section := range []func(*Report, io.Writer) error{rolledGPUs, rolledPairs, rolledCross} {
+	for _, section := range []func(*record.Report, io.Writer) error{rolledGPUs, rolledPairs, rolledCross} {
 		if err := section(r, w); err != nil {
 			return err
 		}
@@ -76,7 +78,7 @@ func spreadOf(vals, exps []float64) spread {
 	if len(vals) == 0 {
 		return s
 	}
-	s.lo, s.hi, s.median = slices.Min(vals), slices.Max(vals), median(vals)
+	s.lo, s.hi, s.median = slices.Min(vals), slices.Max(vals), facts.Median(vals)
 	var known []float64
 	for i, e := range exps {
 		if e > 0 {
@@ -87,7 +89,7 @@ func spreadOf(vals, exps []float64) spread {
 			}
 		}
 	}
-	s.expected = median(known)
+	s.expected = facts.Median(known)
 	return s
 }
 
@@ -96,17 +98,17 @@ func (s spread) cells(name string) []any {
 	if s.withExpectations > 0 {
 		under = words.Count(int(s.under))
 	}
-	return []any{name, words.Count(s.n), gb(s.lo), gb(s.median), gb(s.hi), gb(s.expected), pct(ratio(s.median, s.expected)), under}
+	return []any{name, words.Count(s.n), facts.GB(s.lo), facts.GB(s.median), facts.GB(s.hi), facts.GB(s.expected), pct(ratio(s.median, s.expected)), under}
 }
 
 // rolledGPUs writes each GPU alone as two distributions, the slowest GPUs
 // against the median, and the slowest hosts by their GPUs' median.
-func rolledGPUs(r *Report, w io.Writer) error {
+func rolledGPUs(r *record.Report, w io.Writer) error {
 	if len(r.GPUs) == 0 {
 		return nil
 	}
 	var copies, fills, copyExp, fillExp []float64
-	byHost := map[string][]GPUFigure{}
+	byHost := map[string][]record.GPUFigure{}
 	var hosts []string
 	for _, g := range r.GPUs {
 		copies, fills = append(copies, g.CopyGBps), append(fills, g.FillGelem)
@@ -117,9 +119,9 @@ func rolledGPUs(r *Report, w io.Writer) error {
 		byHost[g.Host] = append(byHost[g.Host], g)
 	}
 	cs, fs := spreadOf(copies, copyExp), spreadOf(fills, fillExp)
-	fmt.Fprintf(w, "\n## each %s alone (all at once): %s %ss on %s host(s)\n", Unit(r.Backend), words.Count(len(r.GPUs)), Unit(r.Backend), words.Count(len(hosts)))
+	fmt.Fprintf(w, "\n## each %s alone (all at once): %s %ss on %s host(s)\n", facts.Unit(r.Backend), words.Count(len(r.GPUs)), facts.Unit(r.Backend), words.Count(len(hosts)))
 	t := newTable(w)
-	t.Header("figure", Unit(r.Backend)+"s", "min", "median", "max", "expected", "median/expected", "below 75% of expected")
+	t.Header("figure", facts.Unit(r.Backend)+"s", "min", "median", "max", "expected", "median/expected", "below 75% of expected")
 	_ = t.Append(cs.cells("copy GB/s")...)
 	_ = t.Append(fs.cells("fill Gelem/s")...)
 	if err := t.Render(); err != nil {
@@ -134,21 +136,21 @@ func rolledGPUs(r *Report, w io.Writer) error {
 		for _, g := range byHost[h] {
 			c, f = append(c, g.CopyGBps), append(f, g.FillGelem)
 		}
-		hostMedian[h] = [2]float64{median(c), median(f)}
+		hostMedian[h] = [2]float64{facts.Median(c), facts.Median(f)}
 	}
-	score := func(g GPUFigure) float64 {
+	score := func(g record.GPUFigure) float64 {
 		m := hostMedian[g.Host]
 		return min(ratioOr1(g.CopyGBps, m[0]), ratioOr1(g.FillGelem, m[1]))
 	}
 	slow := slices.Clone(r.GPUs)
-	slices.SortStableFunc(slow, func(a, b GPUFigure) int { return cmp.Compare(score(a), score(b)) })
-	fmt.Fprintf(w, "\nthe %d %ss that stand out most from their host (the worse of copy and fill against the host's median):\n", min(outliers, len(slow)), Unit(r.Backend))
+	slices.SortStableFunc(slow, func(a, b record.GPUFigure) int { return cmp.Compare(score(a), score(b)) })
+	fmt.Fprintf(w, "\nthe %d %ss that stand out most from their host (the worse of copy and fill against the host's median):\n", min(outliers, len(slow)), facts.Unit(r.Backend))
 	t = newTable(w)
 	t.Header("rank", "host", "bus id", "copy GB/s", "of host", "of expected", "fill Gelem/s", "of host", "of expected")
 	for _, g := range slow[:min(outliers, len(slow))] {
 		m := hostMedian[g.Host]
-		_ = t.Append(fmt.Sprint(g.Rank), g.Host, words.OrDash(g.BusID), gb(g.CopyGBps), pct(ratio(g.CopyGBps, m[0])), pct(ratio(g.CopyGBps, g.CopyExpected)),
-			gb(g.FillGelem), pct(ratio(g.FillGelem, m[1])), pct(ratio(g.FillGelem, g.FillExpected)))
+		_ = t.Append(fmt.Sprint(g.Rank), g.Host, words.OrDash(g.BusID), facts.GB(g.CopyGBps), pct(ratio(g.CopyGBps, m[0])), pct(ratio(g.CopyGBps, g.CopyExpected)),
+			facts.GB(g.FillGelem), pct(ratio(g.FillGelem, m[1])), pct(ratio(g.FillGelem, g.FillExpected)))
 	}
 	if err := t.Render(); err != nil {
 		return err
@@ -172,16 +174,16 @@ func rolledGPUs(r *Report, w io.Writer) error {
 			ce, fe = append(ce, g.CopyExpected), append(fe, g.FillExpected)
 		}
 		m := hostMedian[h]
-		rows = append(rows, hostRow{host: h, gpus: len(byHost[h]), copy: m[0], fill: m[1], copyExp: median(ce), fillExp: median(fe)})
+		rows = append(rows, hostRow{host: h, gpus: len(byHost[h]), copy: m[0], fill: m[1], copyExp: facts.Median(ce), fillExp: facts.Median(fe)})
 	}
 	hscore := func(h hostRow) float64 { return min(ratioOr1(h.copy, cs.median), ratioOr1(h.fill, fs.median)) }
 	slices.SortStableFunc(rows, func(a, b hostRow) int { return cmp.Compare(hscore(a), hscore(b)) })
-	fmt.Fprintf(w, "\nthe %d slowest hosts (the median of their %ss against the median of all):\n", min(slowHosts, len(rows)), Unit(r.Backend))
+	fmt.Fprintf(w, "\nthe %d slowest hosts (the median of their %ss against the median of all):\n", min(slowHosts, len(rows)), facts.Unit(r.Backend))
 	t = newTable(w)
-	t.Header("host", Unit(r.Backend)+"s", "copy GB/s", "of median", "of expected", "fill Gelem/s", "of median", "of expected")
+	t.Header("host", facts.Unit(r.Backend)+"s", "copy GB/s", "of median", "of expected", "fill Gelem/s", "of median", "of expected")
 	for _, h := range rows[:min(slowHosts, len(rows))] {
-		_ = t.Append(h.host, fmt.Sprint(h.gpus), gb(h.copy), pct(ratio(h.copy, cs.median)), pct(ratio(h.copy, h.copyExp)),
-			gb(h.fill), pct(ratio(h.fill, fs.median)), pct(ratio(h.fill, h.fillExp)))
+		_ = t.Append(h.host, fmt.Sprint(h.gpus), facts.GB(h.copy), pct(ratio(h.copy, cs.median)), pct(ratio(h.copy, h.copyExp)),
+			facts.GB(h.fill), pct(ratio(h.fill, fs.median)), pct(ratio(h.fill, h.fillExp)))
 	}
 	return t.Render()
 }
@@ -196,7 +198,7 @@ func ratioOr1(v, ref float64) float64 {
 
 // rolledPairs writes the pairs within hosts as one distribution per link
 // class, the slowest pairs, and the matrices of the hosts a finding names.
-func rolledPairs(r *Report, w io.Writer) error {
+func rolledPairs(r *record.Report, w io.Writer) error {
 	if len(r.Pairs) == 0 {
 		return nil
 	}
@@ -207,7 +209,7 @@ func rolledPairs(r *Report, w io.Writer) error {
 		if vals[p.Class] == nil {
 			classes = append(classes, p.Class)
 		}
-		vals[p.Class] = append(vals[p.Class], p.oneWay())
+		vals[p.Class] = append(vals[p.Class], p.OneWay())
 		exps[p.Class] = append(exps[p.Class], p.Expected)
 		hosts[p.Host] = true
 	}
@@ -224,14 +226,14 @@ func rolledPairs(r *Report, w io.Writer) error {
 		return err
 	}
 	slow := slices.Clone(r.Pairs)
-	score := func(p PairFigure) float64 { return ratioOr1(p.oneWay(), medians[p.Class]) }
-	slices.SortStableFunc(slow, func(a, b PairFigure) int { return cmp.Compare(score(a), score(b)) })
+	score := func(p record.PairFigure) float64 { return ratioOr1(p.OneWay(), medians[p.Class]) }
+	slices.SortStableFunc(slow, func(a, b record.PairFigure) int { return cmp.Compare(score(a), score(b)) })
 	fmt.Fprintf(w, "\nthe %d slowest pairs (one way against the median of their class):\n", min(outliers, len(slow)))
 	t = newTable(w)
 	t.Header("host", "pair", "class", "expected", "a->b", "b->a", "both", "of median", "latency us", "transport")
 	for _, p := range slow[:min(outliers, len(slow))] {
-		_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, gb(p.Expected), gb(p.AB), gb(p.BA), gb(p.Both),
-			pct(ratio(p.oneWay(), medians[p.Class])), fmt.Sprintf("%.1f", p.LatencyUS), words.OrDash(p.Transport))
+		_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, facts.GB(p.Expected), facts.GB(p.AB), facts.GB(p.BA), facts.GB(p.Both),
+			pct(ratio(p.OneWay(), medians[p.Class])), fmt.Sprintf("%.1f", p.LatencyUS), words.OrDash(p.Transport))
 	}
 	if err := t.Render(); err != nil {
 		return err
@@ -242,7 +244,7 @@ func rolledPairs(r *Report, w io.Writer) error {
 
 // rolledCross writes the host pairs measured across hosts: how many, the
 // spread of their slowest GPU pairs and allreduces, then the slowest.
-func rolledCross(r *Report, w io.Writer) error {
+func rolledCross(r *record.Report, w io.Writer) error {
 	if len(r.Cross) == 0 && len(r.HostPair) == 0 {
 		return nil
 	}
@@ -265,14 +267,14 @@ func rolledCross(r *Report, w io.Writer) error {
 		v    []float64
 	}{{"slowest GPU pair", mins}, {"allreduce busbw", ars}} {
 		if len(d.v) > 0 {
-			_ = t.Append(d.name, words.Count(len(d.v)), gb(slices.Min(d.v)), gb(median(d.v)), gb(slices.Max(d.v)))
+			_ = t.Append(d.name, words.Count(len(d.v)), facts.GB(slices.Min(d.v)), facts.GB(facts.Median(d.v)), facts.GB(slices.Max(d.v)))
 		}
 	}
 	if err := t.Render(); err != nil {
 		return err
 	}
-	med := median(mins)
-	medAR := median(ars)
+	med := facts.Median(mins)
+	medAR := facts.Median(ars)
 	score := func(x crossRow) float64 {
 		s := 1.0
 		if x.pairs > 0 {
@@ -288,16 +290,16 @@ func rolledCross(r *Report, w io.Writer) error {
 	t = newTable(w)
 	t.Header("hosts", "GPU pairs", "slowest pair", "slowest", "median", "rails median", "allreduce busbw")
 	for _, s := range rows[:min(outliers, len(rows))] {
-		_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, gb(s.min), gb(s.median), gb(s.rails), gb(s.allreduce))
+		_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, facts.GB(s.min), facts.GB(s.median), facts.GB(s.rails), facts.GB(s.allreduce))
 	}
 	return t.Render()
 }
 
 // writeWorld writes the whole-world allreduce and its bisection.
-func writeWorld(r *Report, w io.Writer) {
-	fmt.Fprintf(w, "\n## whole world: allreduce %d ranks, %s: busbw %s GB/s", r.World.Ranks, words.Bytes(r.World.Bytes), gb(r.World.BusBW))
+func writeWorld(r *record.Report, w io.Writer) {
+	fmt.Fprintf(w, "\n## whole world: allreduce %d ranks, %s: busbw %s GB/s", r.World.Ranks, words.Bytes(r.World.Bytes), facts.GB(r.World.BusBW))
 	if r.World.Expected > 0 {
-		fmt.Fprintf(w, " (expected %s)", gb(r.World.Expected))
+		fmt.Fprintf(w, " (expected %s)", facts.GB(r.World.Expected))
 	}
 	fmt.Fprintln(w)
 	for _, b := range r.World.Bisect {
@@ -309,14 +311,14 @@ func writeWorld(r *Report, w io.Writer) {
 type stagePlan struct {
 	stage  string
 	rounds int
-	first  PlanStep
+	first  record.PlanStep
 	what   string
 }
 
 // planByStage folds the plan into one entry per stage, in the order the
 // stages ran: how many rounds, the first round, and what the rounds did
 // (the first round's words, and how many other kinds of round there were).
-func planByStage(plan []PlanStep) []stagePlan {
+func planByStage(plan []record.PlanStep) []stagePlan {
 	var out []stagePlan
 	kinds := map[string]map[string]bool{}
 	for _, p := range plan {
@@ -359,19 +361,19 @@ func layoutWords(layout string) string {
 // writePaths writes, on one line, the paths between hosts NCCL's proxy
 // showed inside doctor's collectives by stage, then the slowest few of
 // those judged slow (all are in the JSON report).
-func writePaths(r *Report, w io.Writer) {
+func writePaths(r *record.Report, w io.Writer) {
 	if len(r.PathsSeen) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\n## paths between hosts, on the wire inside doctor's collectives (NCCL's proxy, through collbench's profiler plugin)")
 	var stages []string
 	for _, p := range r.PathsSeen {
-		stages = append(stages, fmt.Sprintf("%s %s paths (median %s GB/s, %s slow)", p.Stage, words.Count(p.Paths), gb(p.Median), words.Count(p.Slow)))
+		stages = append(stages, fmt.Sprintf("%s %s paths (median %s GB/s, %s slow)", p.Stage, words.Count(p.Paths), facts.GB(p.Median), words.Count(p.Slow)))
 	}
 	fmt.Fprintln(w, "  "+strings.Join(stages, "; "))
 	slow := slices.Clone(r.SlowPaths)
-	slices.SortStableFunc(slow, func(a, b PathFigure) int { return cmp.Compare(a.GBps, b.GBps) })
+	slices.SortStableFunc(slow, func(a, b record.PathFigure) int { return cmp.Compare(a.GBps, b.GBps) })
 	for _, p := range slow[:min(outliers, len(slow))] {
-		fmt.Fprintf(w, "  slow: %s rank %d (%s) → rank %d (%s): %s GB/s, %s\n", p.Stage, p.From, p.FromHost, p.To, p.ToHost, gb(p.GBps), p.Why)
+		fmt.Fprintf(w, "  slow: %s rank %d (%s) → rank %d (%s): %s GB/s, %s\n", p.Stage, p.From, p.FromHost, p.To, p.ToHost, facts.GB(p.GBps), p.Why)
 	}
 }

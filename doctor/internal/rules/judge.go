@@ -1,9 +1,15 @@
-package doctor
+// Package rules is the doctor's rules: what is slow against its peers and
+// against the peak (judge.go), what a GPU model should do (expect.go), how
+// far error counters may grow (countjudge.go), a registry of rules over the
+// health facts (health.go), and the rounds' plans (plan.go).
+package rules
 
 import (
 	"fmt"
 	"math"
 	"strings"
+
+	"collbench/doctor/internal/facts"
 )
 
 // Rules decide when a figure is far enough below what it should reach to
@@ -85,44 +91,44 @@ func (t Thresholds) Validate() error {
 	return nil
 }
 
-// sample is one figure to judge: higher is better.
-type sample struct {
+// Sample is one figure to judge: higher is better.
+type Sample struct {
 	Key      string  `json:"key"`
 	Class    string  `json:"class"`
 	Value    float64 `json:"value"`
 	Expected float64 `json:"expected,omitempty"` // what the link should carry; 0 when unknown
 }
 
-// suspect is a sample the rules flag. Its fields travel to every process,
+// Suspect is a sample the rules flag. Its fields travel to every process,
 // which follow rank 0's decisions.
-type suspect struct {
-	sample
+type Suspect struct {
+	Sample
 	Peers  float64 `json:"peers"` // median of the class, without the suspects
 	Why    string  `json:"why"`
 	Metric string  `json:"metric,omitempty"` // which figure was flagged, where there are several
 }
 
-// judge flags the samples far below their class's median or expectation.
+// Judge flags the samples far below their class's median or expectation.
 // The peers figure is the median of the class's samples that are not
 // flagged, so a few slow ones do not drag down what healthy peers reach.
 // A noisy class's drop is widened (classDrop) so that noise alone does not
 // name a healthy part.
-func judge(samples []sample, th Thresholds) []suspect {
+func Judge(samples []Sample, th Thresholds) []Suspect {
 	return judgeAt(samples, th, true)
 }
 
-// suspects flags, for a stage that measures each suspect again before it
+// Suspects flags, for a stage that measures each suspect again before it
 // names one, every sample below its class's rule drop, noisy class or
 // not: the measurements again are what keep noise from naming a healthy
 // part there, and a widened drop would let a slow part hide in a noisy
 // class (a link at an eighth of its peers' rate on a loaded host).
-func suspects(samples []sample, th Thresholds) []suspect {
+func Suspects(samples []Sample, th Thresholds) []Suspect {
 	return judgeAt(samples, th, false)
 }
 
 // judgeAt is judge, with the drop widened in noisy classes or not.
-func judgeAt(samples []sample, th Thresholds, widen bool) []suspect {
-	classes := map[string][]sample{}
+func judgeAt(samples []Sample, th Thresholds, widen bool) []Suspect {
+	classes := map[string][]Sample{}
 	var order []string
 	for _, s := range samples {
 		if _, ok := classes[s.Class]; !ok {
@@ -130,7 +136,7 @@ func judgeAt(samples []sample, th Thresholds, widen bool) []suspect {
 		}
 		classes[s.Class] = append(classes[s.Class], s)
 	}
-	var out []suspect
+	var out []Suspect
 	for _, c := range order {
 		ss := classes[c]
 		r := th.For(c)
@@ -138,7 +144,7 @@ func judgeAt(samples []sample, th Thresholds, widen bool) []suspect {
 		for i, s := range ss {
 			vals[i] = s.Value
 		}
-		m := median(vals)
+		m := facts.Median(vals)
 		// With two peers the median sits between them: compare with the
 		// better one instead.
 		if len(ss) == 2 {
@@ -148,7 +154,7 @@ func judgeAt(samples []sample, th Thresholds, widen bool) []suspect {
 		if widen {
 			drop = classDrop(r.Drop, vals, m)
 		}
-		var flagged []suspect
+		var flagged []Suspect
 		var healthy []float64
 		for _, s := range ss {
 			var why []string
@@ -159,12 +165,12 @@ func judgeAt(samples []sample, th Thresholds, widen bool) []suspect {
 				why = append(why, fmt.Sprintf("%.0f%% of the %.0f GB/s its link should carry", s.Value/s.Expected*100, s.Expected))
 			}
 			if len(why) > 0 {
-				flagged = append(flagged, suspect{sample: s, Why: strings.Join(why, "; ")})
+				flagged = append(flagged, Suspect{Sample: s, Why: strings.Join(why, "; ")})
 			} else {
 				healthy = append(healthy, s.Value)
 			}
 		}
-		peers := median(healthy)
+		peers := facts.Median(healthy)
 		if len(healthy) == 0 {
 			peers = m
 		}
@@ -193,11 +199,11 @@ func classDrop(rule float64, vals []float64, m float64) float64 {
 	for i, v := range vals {
 		dev[i] = math.Abs(v-m) / m
 	}
-	sigma := 1.4826 * median(dev)
-	z := math.Sqrt2 * math.Erfinv(1-2*falseAlarms/float64(n))
+	sigma := 1.4826 * facts.Median(dev)
+	z := math.Sqrt2 * math.Erfinv(1-2*FalseAlarms/float64(n))
 	return min(max(rule, z*sigma), 0.9)
 }
 
-// falseAlarms is the chance the doctor accepts, over all the figures it
+// FalseAlarms is the chance the doctor accepts, over all the figures it
 // judges at once, of naming a healthy part.
-const falseAlarms = 0.01
+const FalseAlarms = 0.01

@@ -1,4 +1,8 @@
-package doctor
+// Package render writes a doctor report: the text report (report.go,
+// rolled up above LargeWorld ranks by rollup.go), the HTML page (html.go),
+// Prometheus' format (prom.go), and a node's history with its page
+// (history.go, historyhtml.go).
+package render
 
 import (
 	"fmt"
@@ -7,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
 	"collbench/internal/words"
 )
 
@@ -41,7 +47,7 @@ func ParseEvidence(s string) (Evidence, error) {
 const LargeWorld = 16
 
 // rolledUp says whether the text report rolls the evidence up.
-func rolledUp(r *Report, e Evidence) bool {
+func rolledUp(r *record.Report, e Evidence) bool {
 	switch e {
 	case EvidenceAll:
 		return false
@@ -54,10 +60,10 @@ func rolledUp(r *Report, e Evidence) bool {
 // WriteText writes the verdict first, one line per finding, then the
 // evidence: every figure for a small world, rolled up above LargeWorld
 // ranks (WriteTextWith chooses).
-func WriteText(r *Report, w io.Writer) error { return WriteTextWith(r, w, EvidenceAuto) }
+func WriteText(r *record.Report, w io.Writer) error { return WriteTextWith(r, w, EvidenceAuto) }
 
 // WriteTextWith writes the verdict, then as much evidence as e asks for.
-func WriteTextWith(r *Report, w io.Writer, e Evidence) error {
+func WriteTextWith(r *record.Report, w io.Writer, e Evidence) error {
 	rolled := rolledUp(r, e)
 	writeVerdict(r, w, rolled)
 	if rolled {
@@ -68,7 +74,7 @@ func WriteTextWith(r *Report, w io.Writer, e Evidence) error {
 
 // writeVerdict writes the title line, the findings (the first
 // maxFindingLines of them when rolled), the notes and the stages.
-func writeVerdict(r *Report, w io.Writer, rolled bool) {
+func writeVerdict(r *record.Report, w io.Writer, rolled bool) {
 	verdict := "healthy"
 	if !r.Healthy {
 		verdict = fmt.Sprintf("%d finding(s)", len(r.Findings))
@@ -123,25 +129,25 @@ func writeVerdict(r *Report, w io.Writer, rolled bool) {
 
 // writeEvidence writes every figure: one row per GPU, pair, host pair and
 // round of the plan.
-func writeEvidence(r *Report, w io.Writer) error {
+func writeEvidence(r *record.Report, w io.Writer) error {
 	if len(r.GPUs) > 0 {
 		what := "device-to-device copy and the fill kernel"
-		if HostMemory(r.Backend) {
+		if facts.HostMemory(r.Backend) {
 			what = "memory copy and the fill loop"
 		}
-		fmt.Fprintf(w, "\n## each %s alone (all at once): %s\n", Unit(r.Backend), what)
+		fmt.Fprintf(w, "\n## each %s alone (all at once): %s\n", facts.Unit(r.Backend), what)
 		t := newTable(w)
 		t.Header("rank", "host", "device", "bus id", "copy GB/s", "expected", "%", "fill Gelem/s", "expected", "%")
 		ofExp := func(v, exp float64) (string, string) {
 			if exp <= 0 {
 				return "-", "-"
 			}
-			return gb(exp), fmt.Sprintf("%.0f%%", v/exp*100)
+			return facts.GB(exp), fmt.Sprintf("%.0f%%", v/exp*100)
 		}
 		for _, g := range r.GPUs {
 			ce, cp := ofExp(g.CopyGBps, g.CopyExpected)
 			fe, fp := ofExp(g.FillGelem, g.FillExpected)
-			_ = t.Append(fmt.Sprint(g.Rank), g.Host, g.Device, words.OrDash(g.BusID), gb(g.CopyGBps), ce, cp, gb(g.FillGelem), fe, fp)
+			_ = t.Append(fmt.Sprint(g.Rank), g.Host, g.Device, words.OrDash(g.BusID), facts.GB(g.CopyGBps), ce, cp, facts.GB(g.FillGelem), fe, fp)
 		}
 		if err := t.Render(); err != nil {
 			return err
@@ -152,7 +158,7 @@ func writeEvidence(r *Report, w io.Writer) error {
 		t := newTable(w)
 		t.Header("host", "pair", "class", "expected", "a->b", "b->a", "both", "latency us", "transport")
 		for _, p := range r.Pairs {
-			_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, gb(p.Expected), gb(p.AB), gb(p.BA), gb(p.Both),
+			_ = t.Append(p.Host, fmt.Sprintf("%d-%d", p.A, p.B), p.Class, facts.GB(p.Expected), facts.GB(p.AB), facts.GB(p.BA), facts.GB(p.Both),
 				fmt.Sprintf("%.1f", p.LatencyUS), words.OrDash(p.Transport))
 		}
 		if err := t.Render(); err != nil {
@@ -172,7 +178,7 @@ func writeEvidence(r *Report, w io.Writer) error {
 		t := newTable(w)
 		t.Header("hosts", "GPU pairs", "slowest pair", "slowest", "median", "rails median", "allreduce busbw")
 		for _, s := range crossSummary(r) {
-			_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, gb(s.min), gb(s.median), gb(s.rails), gb(s.allreduce))
+			_ = t.Append(s.hosts, fmt.Sprint(s.pairs), s.slowest, facts.GB(s.min), facts.GB(s.median), facts.GB(s.rails), facts.GB(s.allreduce))
 		}
 		if err := t.Render(); err != nil {
 			return err
@@ -203,7 +209,7 @@ type crossRow struct {
 
 // crossSummary is one row per host pair measured across hosts, in the
 // order they were measured: one line per host pair, not per GPU pair.
-func crossSummary(r *Report) []crossRow {
+func crossSummary(r *record.Report) []crossRow {
 	var order []string
 	by := map[string]*crossRow{}
 	vals, rails := map[string][]float64{}, map[string][]float64{}
@@ -233,7 +239,7 @@ func crossSummary(r *Report) []crossRow {
 	out := make([]crossRow, 0, len(order))
 	for _, k := range order {
 		x := by[k]
-		x.median, x.rails = median(vals[k]), median(rails[k])
+		x.median, x.rails = facts.Median(vals[k]), facts.Median(rails[k])
 		out = append(out, *x)
 	}
 	return out
@@ -241,7 +247,7 @@ func crossSummary(r *Report) []crossRow {
 
 // hostPairs are the ranks of host's measured pairs, sorted, and each
 // pair's one-way figure keyed by (sender, receiver).
-func hostPairs(r *Report, host string) ([]int, map[[2]int]float64) {
+func hostPairs(r *record.Report, host string) ([]int, map[[2]int]float64) {
 	var ranks []int
 	val := map[[2]int]float64{}
 	for _, p := range r.Pairs {
@@ -260,7 +266,7 @@ func hostPairs(r *Report, host string) ([]int, map[[2]int]float64) {
 }
 
 // pairMatrix renders one host's one-way figures as a matrix.
-func pairMatrix(r *Report, host string) string {
+func pairMatrix(r *record.Report, host string) string {
 	ranks, val := hostPairs(r, host)
 	if len(ranks) < 2 {
 		return ""
@@ -277,7 +283,7 @@ func pairMatrix(r *Report, host string) string {
 			if a == c {
 				fmt.Fprintf(&b, " %8s", "X")
 			} else {
-				fmt.Fprintf(&b, " %8s", gb(val[[2]int{a, c}]))
+				fmt.Fprintf(&b, " %8s", facts.GB(val[[2]int{a, c}]))
 			}
 		}
 		b.WriteByte('\n')
@@ -286,7 +292,7 @@ func pairMatrix(r *Report, host string) string {
 }
 
 // stagesLine is each stage's time and rounds, or why it was skipped.
-func stagesLine(r *Report) string {
+func stagesLine(r *record.Report) string {
 	var parts []string
 	for _, s := range r.Stages {
 		if s.Skipped != "" {
@@ -315,7 +321,7 @@ const countersShown = 20
 
 // writeCounters writes the error counters that grew, each part and counter
 // once (the stages summed), the fastest growth per GB first.
-func writeCounters(r *Report, w io.Writer) error {
+func writeCounters(r *record.Report, w io.Writer) error {
 	if len(r.Counters) == 0 {
 		if len(r.Watched) > 0 {
 			fmt.Fprintln(w, "\n## error counters: none grew during the run")

@@ -1,4 +1,8 @@
-package doctor
+// Package facts is the doctor's lowest floors: the words and figures every
+// floor uses (words.go: medians, sizes, plurals), NVML's health of each GPU
+// and a host's facts (facts.go), the error counters (counters.go), the
+// sampler beside each stage (sample.go) and a run's knobs (knobs.go).
+package facts
 
 import (
 	"crypto/sha256"
@@ -237,9 +241,9 @@ func Unit(backend string) string {
 	return "GPU"
 }
 
-// memoryGBps is the memory bandwidth g's limits give, 0 when NVML did not
+// MemoryGBps is the memory bandwidth g's limits give, 0 when NVML did not
 // report them.
-func (g GPUHealth) memoryGBps() float64 {
+func (g GPUHealth) MemoryGBps() float64 {
 	if g.MemBusWidth <= 0 || g.MemClockMaxMHz <= 0 {
 		return 0
 	}

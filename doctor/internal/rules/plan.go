@@ -1,4 +1,4 @@
-package doctor
+package rules
 
 // PairRounds schedules every pair of n members into rounds of disjoint
 // pairs by the circle method: n-1 rounds for even n, n for odd n (each

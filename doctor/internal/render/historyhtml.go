@@ -1,4 +1,4 @@
-package doctor
+package render
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"collbench/doctor/internal/record"
 	"collbench/internal/plotstyle"
 )
 
@@ -187,7 +188,7 @@ func (h *NodeHistory) WriteHTML(w io.Writer) error {
 		runs = append(runs, run{r.Time.Format(time.RFC3339), r.Mode, v, len(r.Figures), len(r.Counters)})
 	}
 	// The newest run against those before it: what the page says first.
-	var changes []Finding
+	var changes []record.Finding
 	if n := len(h.Records); n > 1 {
 		_, changes = CompareNode(h.Records[n-1], h.Records[:n-1], HistoryRules{})
 	}

@@ -1,4 +1,4 @@
-package doctor
+package render
 
 import (
 	"crypto/sha256"
@@ -18,6 +18,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
+	"collbench/doctor/internal/rules"
 	"collbench/internal/atomicfile"
 	"collbench/internal/words"
 )
@@ -113,16 +116,16 @@ func (c NodeCounter) PerGB() float64 {
 }
 
 // NodeRecords are the report's figures per host, one record each, at t.
-func NodeRecords(r *Report, t time.Time, version string) []NodeRecord {
-	facts := map[string]HostFacts{}
+func NodeRecords(r *record.Report, t time.Time, version string) []NodeRecord {
+	byHost := map[string]facts.HostFacts{}
 	for _, f := range r.Facts {
-		facts[f.Host] = f
+		byHost[f.Host] = f
 	}
 	name := map[int]string{} // rank -> its part's name on its host
 	var out []NodeRecord
 	for _, h := range r.Hosts {
 		rec := NodeRecord{Kind: HistoryKind, Schema: HistorySchema, Version: version, Host: h, Time: t.UTC(), Mode: r.Mode, Healthy: r.Healthy}
-		f, ok := facts[h]
+		f, ok := byHost[h]
 		if ok && len(f.GPUs) > 0 {
 			rec.Fingerprint = f.Fingerprint()
 		} else {
@@ -157,7 +160,7 @@ func NodeRecords(r *Report, t time.Time, version string) []NodeRecord {
 				continue
 			}
 			part := name[p.A] + " and " + name[p.B]
-			rec.Figures = append(rec.Figures, NodeFigure{part, "one way GB/s", p.oneWay()}, NodeFigure{part, "both ways GB/s", p.Both})
+			rec.Figures = append(rec.Figures, NodeFigure{part, "one way GB/s", p.OneWay()}, NodeFigure{part, "both ways GB/s", p.Both})
 		}
 		sums := map[[2]string]*NodeCounter{}
 		var order [][2]string
@@ -195,8 +198,8 @@ func safeName(s string) string {
 	return s
 }
 
-// nodeDir is where a node's records of one fingerprint live.
-func nodeDir(dir, host, fp string) string {
+// NodeDir is where a node's records of one fingerprint live.
+func NodeDir(dir, host, fp string) string {
 	return filepath.Join(dir, safeName(host), safeName(fp))
 }
 
@@ -243,7 +246,7 @@ func CheckHistoryDir(dir string, runs int) error {
 	}
 	for _, d := range nodes {
 		host, fp := filepath.Base(filepath.Dir(d)), filepath.Base(d)
-		for _, f := range newestFiles(d, runs) {
+		for _, f := range NewestFiles(d, runs) {
 			if _, err := readRecord(f, host, fp); err != nil {
 				return err
 			}
@@ -252,10 +255,10 @@ func CheckHistoryDir(dir string, runs int) error {
 	return nil
 }
 
-// newestFiles lists the newest k record files of one node directory,
+// NewestFiles lists the newest k record files of one node directory,
 // oldest first (k 0: all). A record's name is its run's time (UTC), with
 // -2, -3... for later runs in the same second, so names sort by time.
-func newestFiles(d string, k int) []string {
+func NewestFiles(d string, k int) []string {
 	files, _ := filepath.Glob(filepath.Join(d, "*.json"))
 	key := func(f string) (string, int) {
 		base := strings.TrimSuffix(filepath.Base(f), ".json")
@@ -289,7 +292,7 @@ func LoadNode(dir, host, fp string) ([]NodeRecord, error) { return loadNewest(di
 // loadNewest reads a node's newest k records under one fingerprint (k 0:
 // all), oldest first.
 func loadNewest(dir, host, fp string, k int) ([]NodeRecord, error) {
-	files := newestFiles(nodeDir(dir, host, fp), k)
+	files := NewestFiles(NodeDir(dir, host, fp), k)
 	var out []NodeRecord
 	for _, f := range files {
 		rec, err := readRecord(f, safeName(host), safeName(fp))
@@ -305,7 +308,7 @@ func loadNewest(dir, host, fp string, k int) ([]NodeRecord, error) {
 // SaveNode writes rec as a new file of its node's history, atomically,
 // and returns its path; no file already there is replaced.
 func SaveNode(dir string, rec NodeRecord) (string, error) {
-	d := nodeDir(dir, rec.Host, rec.Fingerprint)
+	d := NodeDir(dir, rec.Host, rec.Fingerprint)
 	if err := os.MkdirAll(d, 0o755); err != nil { //nolint:gosec // G301: a history for others to read, as reports are
 		return "", fmt.Errorf("--history: %v", err)
 	}
@@ -332,16 +335,16 @@ func SaveNode(dir string, rec NodeRecord) (string, error) {
 // fingerprint): every figure against the median of its last runs, every
 // counter's rate against its highest past rate. It returns the
 // comparisons and a WARN for each that crossed the rules.
-func CompareNode(now NodeRecord, past []NodeRecord, rules HistoryRules) ([]HistoryChange, []Finding) {
-	rules = rules.withDefaults()
-	if len(past) > rules.Runs {
-		past = past[len(past)-rules.Runs:]
+func CompareNode(now NodeRecord, past []NodeRecord, ruleSet HistoryRules) ([]record.HistoryChange, []record.Finding) {
+	ruleSet = ruleSet.withDefaults()
+	if len(past) > ruleSet.Runs {
+		past = past[len(past)-ruleSet.Runs:]
 	}
 	if len(past) == 0 {
 		return nil, nil
 	}
-	var changes []HistoryChange
-	var out []Finding
+	var changes []record.HistoryChange
+	var out []record.Finding
 	for _, f := range now.Figures {
 		var vals []float64
 		since := ""
@@ -358,12 +361,12 @@ func CompareNode(now NodeRecord, past []NodeRecord, rules HistoryRules) ([]Histo
 		if len(vals) == 0 {
 			continue
 		}
-		c := HistoryChange{Host: now.Host, Part: f.Part, Metric: f.Metric, Now: f.Value, Baseline: median(vals), Runs: len(vals), Since: since}
-		if c.Baseline > 0 && f.Value < (1-rules.Drop)*c.Baseline {
+		c := record.HistoryChange{Host: now.Host, Part: f.Part, Metric: f.Metric, Now: f.Value, Baseline: facts.Median(vals), Runs: len(vals), Since: since}
+		if c.Baseline > 0 && f.Value < (1-ruleSet.Drop)*c.Baseline {
 			c.Flagged = true
-			out = append(out, Finding{Severity: "WARN", Stage: "history", Kind: "fell-since-past", Part: now.Host + " " + f.Part, Host: now.Host,
+			out = append(out, record.Finding{Severity: "WARN", Stage: "history", Kind: "fell-since-past", Part: now.Host + " " + f.Part, Host: now.Host,
 				Value: f.Value, Peers: c.Baseline, Msg: fmt.Sprintf("%s %s, %.0f%% below its own median of %s over its last %d run(s) since %s",
-					f.Metric, gb(f.Value), (1-f.Value/c.Baseline)*100, gb(c.Baseline), c.Runs, since[:10]),
+					f.Metric, facts.GB(f.Value), (1-f.Value/c.Baseline)*100, facts.GB(c.Baseline), c.Runs, since[:10]),
 				Cause: "the same node measured better before: a part that is wearing, a setting or driver that changed, or another workload now"})
 		}
 		changes = append(changes, c)
@@ -382,10 +385,10 @@ func CompareNode(now NodeRecord, past []NodeRecord, rules HistoryRules) ([]Histo
 				}
 			}
 		}
-		c := HistoryChange{Host: now.Host, Part: nc.Part, Metric: nc.Counter + " per GB", Now: nc.PerGB(), Baseline: top, Runs: runs, Since: since}
-		if top > 0 && nc.PerGB() > rules.Faster*top {
+		c := record.HistoryChange{Host: now.Host, Part: nc.Part, Metric: nc.Counter + " per GB", Now: nc.PerGB(), Baseline: top, Runs: runs, Since: since}
+		if top > 0 && nc.PerGB() > ruleSet.Faster*top {
 			c.Flagged = true
-			out = append(out, Finding{Severity: "WARN", Stage: "history", Kind: "counter-faster", Part: now.Host + " " + nc.Part, Host: now.Host,
+			out = append(out, record.Finding{Severity: "WARN", Stage: "history", Kind: "counter-faster", Part: now.Host + " " + nc.Part, Host: now.Host,
 				Value: nc.PerGB(), Peers: top, Msg: fmt.Sprintf("%s grows at %.3g per GB, %.1fx its highest rate in its last %d run(s) since %s (%.3g per GB)",
 					nc.Counter, nc.PerGB(), nc.PerGB()/top, runs, since[:10], top),
 				Cause: "the errors grow faster than before: the part is getting worse"})
@@ -400,13 +403,13 @@ func CompareNode(now NodeRecord, past []NodeRecord, rules HistoryRules) ([]Histo
 // run's figures are then saved as the newest record of each host (a run
 // that stopped on a fault is compared but not kept: its figures are
 // partial). It returns the paths written.
-func ApplyHistory(r *Report, dir string, rules HistoryRules, t time.Time, version string) ([]string, error) {
-	if HostMemory(r.Backend) && rules.Drop == 0 {
+func ApplyHistory(r *record.Report, dir string, ruleSet HistoryRules, t time.Time, version string) ([]string, error) {
+	if facts.HostMemory(r.Backend) && ruleSet.Drop == 0 {
 		// A host-memory backend's ranks share a host's cores: its figures vary
 		// from run to run as much as between peers.
-		rules.Drop = RulesFor(r.Backend).Drop
+		ruleSet.Drop = rules.RulesFor(r.Backend).Drop
 	}
-	runs := rules.withDefaults().Runs
+	runs := ruleSet.withDefaults().Runs
 	var written []string
 	var fresh []string // hosts with no past runs
 	compared, fewest, most := 0, runs, 0
@@ -415,7 +418,7 @@ func ApplyHistory(r *Report, dir string, rules HistoryRules, t time.Time, versio
 		if err != nil {
 			return written, err
 		}
-		changes, fs := CompareNode(rec, past, rules)
+		changes, fs := CompareNode(rec, past, ruleSet)
 		r.History = append(r.History, changes...)
 		r.Findings = append(r.Findings, fs...)
 		if len(past) == 0 {
@@ -454,7 +457,7 @@ func ApplyHistory(r *Report, dir string, rules HistoryRules, t time.Time, versio
 		note += "; not kept: the run stopped in " + r.StoppedIn
 	}
 	r.Notes = append(r.Notes, note)
-	sortFindings(r.Findings)
+	record.SortFindings(r.Findings)
 	return written, nil
 }
 

@@ -1,4 +1,4 @@
-package doctor
+package facts
 
 import (
 	"encoding/binary"
@@ -248,8 +248,8 @@ func sortGrowth(gs []CounterGrowth) {
 	})
 }
 
-// rate is a part's growth per GB where traffic was counted, else per minute.
-func rate(g CounterGrowth) float64 {
+// Rate is a part's growth per GB where traffic was counted, else per minute.
+func Rate(g CounterGrowth) float64 {
 	if gb := g.GB(); gb > 0 {
 		return g.PerGB()
 	}

@@ -1,10 +1,12 @@
-package doctor
+package rules
 
 import (
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+
+	"collbench/doctor/internal/facts"
 )
 
 // CounterRule is how much an error counter may grow during one stage
@@ -42,39 +44,39 @@ func (r CounterRule) Allowed(gb, minutes float64) float64 {
 //   - InfiniBand/RoCE port errors: none, as ibqueryerrors' default
 //     threshold of zero.
 var DefaultCounterRules = map[string]CounterRule{
-	CtrNVLinkReplay: {}, CtrNVLinkRecovery: {}, CtrNVLinkCRCFlit: {PerGB: NVLinkCRCPerGB}, CtrNVLinkCRCData: {PerGB: NVLinkCRCPerGB},
-	CtrECCCorrected: {}, CtrECCUncorrected: {}, CtrRemappedRows: {},
-	CtrPCIeReplay:  {PerMinute: 8},
-	CtrXID:         {},
-	CtrSymbolError: {}, CtrLinkRecovery: {}, CtrLinkDowned: {}, CtrPortRcvErrors: {}, CtrXmitDiscards: {},
+	facts.CtrNVLinkReplay: {}, facts.CtrNVLinkRecovery: {}, facts.CtrNVLinkCRCFlit: {PerGB: NVLinkCRCPerGB}, facts.CtrNVLinkCRCData: {PerGB: NVLinkCRCPerGB},
+	facts.CtrECCCorrected: {}, facts.CtrECCUncorrected: {}, facts.CtrRemappedRows: {},
+	facts.CtrPCIeReplay:  {PerMinute: 8},
+	facts.CtrXID:         {},
+	facts.CtrSymbolError: {}, facts.CtrLinkRecovery: {}, facts.CtrLinkDowned: {}, facts.CtrPortRcvErrors: {}, facts.CtrXmitDiscards: {},
 }
 
 // NVLinkCRCPerGB is the CRC errors per GB a healthy NVLink may count (see
 // DefaultCounterRules), during a run and since the driver loaded.
 const NVLinkCRCPerGB = 50
 
-// counterFails are the counters whose growth past the rule is a FAIL on
+// CounterFails are the counters whose growth past the rule is a FAIL on
 // its own: data lost or a link gone, not a link working harder.
-var counterFails = map[string]string{
-	CtrECCUncorrected: "uncorrectable memory errors under load: drain the node and reset the GPU; replace it if they return",
-	CtrXID:            "the driver reported a critical error on this GPU during the run: see the XID in the kernel log",
-	CtrLinkDowned:     "the port went down during the run: cable, transceiver or switch port",
+var CounterFails = map[string]string{
+	facts.CtrECCUncorrected: "uncorrectable memory errors under load: drain the node and reset the GPU; replace it if they return",
+	facts.CtrXID:            "the driver reported a critical error on this GPU during the run: see the XID in the kernel log",
+	facts.CtrLinkDowned:     "the port went down during the run: cable, transceiver or switch port",
 }
 
-// counterCauses say what a counter's growth on a healthy-looking part
+// CounterCauses say what a counter's growth on a healthy-looking part
 // points at.
-var counterCauses = map[string]string{
-	CtrNVLinkReplay:   "a marginal NVLink: retries cost bandwidth before they cost data; check the link's NVSwitch tray and cables, and watch the rate",
-	CtrNVLinkRecovery: "an NVLink that retrained during the run: a marginal link or NVSwitch port",
-	CtrNVLinkCRCFlit:  "a marginal NVLink: errors the link corrected by replaying; check the link's NVSwitch tray and cables, and watch the rate",
-	CtrNVLinkCRCData:  "a marginal NVLink: errors the link corrected by replaying; check the link's NVSwitch tray and cables, and watch the rate",
-	CtrECCCorrected:   "memory errors the GPU corrected: watch for remapped rows and uncorrectable errors",
-	CtrRemappedRows:   "the GPU remapped memory rows during the run: reset it to apply them, and watch whether more follow",
-	CtrPCIeReplay:     "a marginal PCIe link: reseat the GPU, check its riser and slot",
-	CtrSymbolError:    "bit errors on the port's link: cable or transceiver",
-	CtrLinkRecovery:   "the port's link retrained: cable, transceiver or switch port",
-	CtrPortRcvErrors:  "malformed packets received: a bad link or a bad sender",
-	CtrXmitDiscards:   "packets the port dropped: congestion or a link that stalls",
+var CounterCauses = map[string]string{
+	facts.CtrNVLinkReplay:   "a marginal NVLink: retries cost bandwidth before they cost data; check the link's NVSwitch tray and cables, and watch the rate",
+	facts.CtrNVLinkRecovery: "an NVLink that retrained during the run: a marginal link or NVSwitch port",
+	facts.CtrNVLinkCRCFlit:  "a marginal NVLink: errors the link corrected by replaying; check the link's NVSwitch tray and cables, and watch the rate",
+	facts.CtrNVLinkCRCData:  "a marginal NVLink: errors the link corrected by replaying; check the link's NVSwitch tray and cables, and watch the rate",
+	facts.CtrECCCorrected:   "memory errors the GPU corrected: watch for remapped rows and uncorrectable errors",
+	facts.CtrRemappedRows:   "the GPU remapped memory rows during the run: reset it to apply them, and watch whether more follow",
+	facts.CtrPCIeReplay:     "a marginal PCIe link: reseat the GPU, check its riser and slot",
+	facts.CtrSymbolError:    "bit errors on the port's link: cable or transceiver",
+	facts.CtrLinkRecovery:   "the port's link retrained: cable, transceiver or switch port",
+	facts.CtrPortRcvErrors:  "malformed packets received: a bad link or a bad sender",
+	facts.CtrXmitDiscards:   "packets the port dropped: congestion or a link that stalls",
 }
 
 // CounterThresholds are the counter rules by hardware class ("gpu:<model>"
@@ -127,8 +129,8 @@ func (t CounterThresholds) Validate() error {
 	return nil
 }
 
-// rateWords says a part's rate and where its traffic figure comes from.
-func rateWords(g CounterGrowth) string {
+// RateWords says a part's rate and where its traffic figure comes from.
+func RateWords(g facts.CounterGrowth) string {
 	if gb := g.GB(); gb > 0 {
 		how := "counted by the hardware"
 		if g.Bytes == 0 {
@@ -139,8 +141,8 @@ func rateWords(g CounterGrowth) string {
 	return fmt.Sprintf("in %.3g s", g.Seconds)
 }
 
-// ruleWords says what a rule allows.
-func ruleWords(r CounterRule) string {
+// RuleWords says what a rule allows.
+func RuleWords(r CounterRule) string {
 	var parts []string
 	if r.PerGB > 0 {
 		parts = append(parts, fmt.Sprintf("%g per GB", r.PerGB))
@@ -151,8 +153,8 @@ func ruleWords(r CounterRule) string {
 	return strings.Join(parts, " plus ")
 }
 
-// partWord is what kind of part p is, for counting them.
-func partWord(p CounterPart) string {
+// PartWord is what kind of part p is, for counting them.
+func PartWord(p facts.CounterPart) string {
 	switch {
 	case p.NIC != "":
 		return "port"

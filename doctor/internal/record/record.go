@@ -1,8 +1,8 @@
-package doctor
+// Package record is the doctor's record: its findings, its figures, the
+// report with its schema, and the report's JSON.
+package record
 
 import (
-	"collbench/internal/bounded"
-	"collbench/internal/jsonwords"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +10,10 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"collbench/doctor/internal/facts"
+	"collbench/internal/bounded"
+	"collbench/internal/jsonwords"
 )
 
 // Schema names the doctor's JSON report.
@@ -80,8 +84,8 @@ type PairFigure struct {
 	Transport string  `json:"transport,omitempty"`
 }
 
-// oneWay is the pair's slower direction.
-func (p PairFigure) oneWay() float64 { return min(p.AB, p.BA) }
+// OneWay is the pair's slower direction.
+func (p PairFigure) OneWay() float64 { return min(p.AB, p.BA) }
 
 // CrossFigure is one pair of ranks on two different hosts: local rank
 // LocalA of HostA and LocalB of HostB. A rail is a pair of the same local
@@ -139,15 +143,15 @@ type Report struct {
 	// Machines counts the machines (boot ids) the hosts ran on, where the
 	// backend's ranks share their machine's cores (cpu, mpi): simulated
 	// hosts on one machine are one.
-	Machines int         `json:"machines,omitempty"`
-	Seconds  float64     `json:"seconds"`
-	Facts    []HostFacts `json:"facts,omitempty"`
+	Machines int               `json:"machines,omitempty"`
+	Seconds  float64           `json:"seconds"`
+	Facts    []facts.HostFacts `json:"facts,omitempty"`
 	// Samples are NVML's clocks, power, temperature and clock event
 	// reasons of every GPU while each stage ran.
-	Samples []StageSample `json:"samples,omitempty"`
+	Samples []facts.StageSample `json:"samples,omitempty"`
 	// Counters are the error counters that grew while each stage ran, with
 	// the traffic over their parts meanwhile, and the XID events.
-	Counters []CounterGrowth `json:"counter_growth,omitempty"`
+	Counters []facts.CounterGrowth `json:"counter_growth,omitempty"`
 	// Watched says which error counters doctor could read on each host
 	// (hosts alike share a line).
 	Watched []string `json:"counters_watched,omitempty"`
@@ -197,7 +201,7 @@ type StageTime struct {
 // those of its severity: the report is then never healthy.
 func (r *Report) AddFault(f Finding) {
 	r.Findings = append([]Finding{f}, r.Findings...)
-	sortFindings(r.Findings)
+	SortFindings(r.Findings)
 	r.Healthy = false
 }
 
@@ -205,8 +209,8 @@ var severityOrder = map[string]int{"FAIL": 0, "WARN": 1}
 
 var stageOrder = map[string]int{"run": -1, "data": 0, "health": 1, "host": 2, "gpu": 3, "pair": 4, "world": 5, "history": 6}
 
-// sortFindings puts the most severe first: failures, then by stage.
-func sortFindings(fs []Finding) {
+// SortFindings puts the most severe first: failures, then by stage.
+func SortFindings(fs []Finding) {
 	slices.SortStableFunc(fs, func(a, b Finding) int {
 		if d := severityOrder[a.Severity] - severityOrder[b.Severity]; d != 0 {
 			return d

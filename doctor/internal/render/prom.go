@@ -1,14 +1,16 @@
-package doctor
+package render
 
 import (
 	"fmt"
 	"io"
 	"strings"
+
+	"collbench/doctor/internal/record"
 )
 
 // WriteProm writes the report in Prometheus' text exposition format, for
 // node-exporter's textfile collector.
-func WriteProm(r *Report, w io.Writer) error {
+func WriteProm(r *record.Report, w io.Writer) error {
 	esc := func(s string) string { return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) }
 	healthy := 0
 	if r.Healthy {

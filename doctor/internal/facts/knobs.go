@@ -1,4 +1,4 @@
-package doctor
+package facts
 
 // Knobs are what a user sets of a doctor run: the mode, the message sizes
 // and the iterations. Doctor's Options, the engine's Doctor and its

@@ -1,4 +1,4 @@
-package doctor
+package render
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
 	"collbench/internal/words"
 	"collbench/report"
 )
@@ -169,7 +171,7 @@ type culprits struct {
 	hostPairs map[[2]string]bool
 }
 
-func rankHosts(r *Report) map[int]string {
+func rankHosts(r *record.Report) map[int]string {
 	m := map[int]string{}
 	for _, g := range r.GPUs {
 		m[g.Rank] = g.Host
@@ -183,7 +185,7 @@ func rankHosts(r *Report) map[int]string {
 	return m
 }
 
-func culpritsOf(r *Report) culprits {
+func culpritsOf(r *record.Report) culprits {
 	c := culprits{ranks: map[int]bool{}, pairs: map[[2]int]bool{}, hosts: map[string]bool{}, hostPairs: map[[2]string]bool{}}
 	if len(r.Findings) == 0 {
 		return c
@@ -234,7 +236,7 @@ func heat(v, top float64) (template.CSS, bool) {
 }
 
 // hostMap is one host's pairs as a heat map, row sends to column.
-func hostMap(r *Report, host string, c culprits, top float64) (heatMap, bool) {
+func hostMap(r *record.Report, host string, c culprits, top float64) (heatMap, bool) {
 	ranks, val := hostPairs(r, host)
 	if len(ranks) < 2 {
 		return heatMap{}, false
@@ -254,7 +256,7 @@ func hostMap(r *Report, host string, c culprits, top float64) (heatMap, bool) {
 			}
 			v := val[[2]int{a, b}]
 			style, _ := heat(v, top)
-			row = append(row, mapCell{Text: gb(v), Style: style, Culprit: c.pairs[[2]int{a, b}] || c.ranks[a] || c.ranks[b]})
+			row = append(row, mapCell{Text: facts.GB(v), Style: style, Culprit: c.pairs[[2]int{a, b}] || c.ranks[a] || c.ranks[b]})
 		}
 		m.Rows = append(m.Rows, row)
 	}
@@ -264,7 +266,7 @@ func hostMap(r *Report, host string, c culprits, top float64) (heatMap, bool) {
 // hostWorst is the slowest figure measured within each host (its slowest
 // pair, one way) and between each two hosts (the slowest GPU pair across
 // them, or their allreduce where no GPU pair was measured).
-func hostWorst(r *Report) (within map[string]float64, between map[[2]string]float64) {
+func hostWorst(r *record.Report) (within map[string]float64, between map[[2]string]float64) {
 	within, between = map[string]float64{}, map[[2]string]float64{}
 	low := func(m map[[2]string]float64, k [2]string, v float64) {
 		if old, ok := m[k]; !ok || v < old {
@@ -272,8 +274,8 @@ func hostWorst(r *Report) (within map[string]float64, between map[[2]string]floa
 		}
 	}
 	for _, p := range r.Pairs {
-		if old, ok := within[p.Host]; !ok || p.oneWay() < old {
-			within[p.Host] = p.oneWay()
+		if old, ok := within[p.Host]; !ok || p.OneWay() < old {
+			within[p.Host] = p.OneWay()
 		}
 	}
 	for _, x := range append(slices.Clone(r.Cross), r.Leaves...) {
@@ -291,7 +293,7 @@ func hostWorst(r *Report) (within map[string]float64, between map[[2]string]floa
 
 // shownHosts picks the hosts the page maps: every host when few, else
 // those the findings name, then the slowest, up to mapHosts.
-func shownHosts(r *Report, c culprits, within map[string]float64, between map[[2]string]float64) []string {
+func shownHosts(r *record.Report, c culprits, within map[string]float64, between map[[2]string]float64) []string {
 	if len(r.Hosts) <= mapHosts {
 		return r.Hosts
 	}
@@ -357,7 +359,7 @@ func shownHosts(r *Report, c culprits, within map[string]float64, between map[[2
 
 // hostsMap is the host × host map: the slowest pair within each host on
 // the diagonal, the slowest GPU pair between two hosts off it.
-func hostsMap(r *Report, hosts []string, c culprits, within map[string]float64, between map[[2]string]float64) heatMap {
+func hostsMap(r *record.Report, hosts []string, c culprits, within map[string]float64, between map[[2]string]float64) heatMap {
 	m := heatMap{ID: "map-hosts", Title: "hosts: the slowest GPU pair of each two hosts, GB/s (diagonal: the slowest pair within the host, one way)"}
 	topIn, topOut := 0.0, 0.0
 	for _, v := range within {
@@ -390,7 +392,7 @@ func hostsMap(r *Report, hosts []string, c culprits, within map[string]float64, 
 			}
 			measured++
 			style, _ := heat(v, top)
-			row = append(row, mapCell{Text: gb(v), Style: style, Culprit: c.hostPairs[[2]string{a, b}] || (a == b && c.hosts[a])})
+			row = append(row, mapCell{Text: facts.GB(v), Style: style, Culprit: c.hostPairs[[2]string{a, b}] || (a == b && c.hosts[a])})
 		}
 		m.Rows = append(m.Rows, row)
 	}
@@ -410,7 +412,7 @@ type pageFinding struct {
 // WriteHTML writes a self-contained page: the verdict and the culprit
 // first, the heat maps with the culprit marked, then the evidence as
 // tables (rolled up above LargeWorld ranks, as the text report is).
-func WriteHTML(r *Report, w io.Writer) error {
+func WriteHTML(r *record.Report, w io.Writer) error {
 	c := culpritsOf(r)
 	data := map[string]any{"R": r}
 	verdict, class := "Healthy: every stage met its peers and its expectation, and every value was right", "ok"

@@ -1,10 +1,13 @@
-package doctor
+package rules
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
 	"strings"
+
+	"collbench/doctor/internal/facts"
+	"collbench/doctor/internal/record"
 )
 
 // The health rules judge the facts NVML and sysfs give before any traffic.
@@ -26,18 +29,18 @@ type verdict struct{ Severity, Msg, Cause string }
 // A gpuRule judges one GPU's health facts; Kind names its findings.
 type gpuRule struct {
 	Kind  string
-	Judge func(g GPUHealth, typ typicalGPU) verdict
+	Judge func(g facts.GPUHealth, typ typicalGPU) verdict
 }
 
 // A hostRule judges one host's facts alone.
 type hostRule struct {
 	Kind  string
-	Judge func(h HostFacts) verdict
+	Judge func(h facts.HostFacts) verdict
 }
 
-// gpuRules is the registry of the per-GPU health rules, in report order.
-var gpuRules = []gpuRule{
-	{"pcie-width", func(g GPUHealth, _ typicalGPU) verdict {
+// GPURules is the registry of the per-GPU health rules, in report order.
+var GPURules = []gpuRule{
+	{"pcie-width", func(g facts.GPUHealth, _ typicalGPU) verdict {
 		if g.PCIeWidthMax > 0 && g.PCIeWidth > 0 && g.PCIeWidth < g.PCIeWidthMax {
 			return verdict{"FAIL", fmt.Sprintf("PCIe link at x%d of x%d", g.PCIeWidth, g.PCIeWidthMax),
 				"a lane fault: reseat the GPU or check its riser and slot"}
@@ -46,28 +49,28 @@ var gpuRules = []gpuRule{
 	}},
 	// GPUs lower their PCIe generation when idle: only a GPU below its
 	// peers' current generation, and below its own maximum, counts.
-	{"pcie-gen", func(g GPUHealth, typ typicalGPU) verdict {
+	{"pcie-gen", func(g facts.GPUHealth, typ typicalGPU) verdict {
 		if g.PCIeGen > 0 && g.PCIeGen < typ.pcieGen && g.PCIeGen < g.PCIeGenMax {
 			return verdict{"FAIL", fmt.Sprintf("PCIe link at generation %d while its peers run at %d (maximum %d)", g.PCIeGen, typ.pcieGen, g.PCIeGenMax),
 				"the link trained at a lower speed: check the slot, riser or BIOS settings"}
 		}
 		return verdict{}
 	}},
-	{"nvlink-down", func(g GPUHealth, typ typicalGPU) verdict {
+	{"nvlink-down", func(g facts.GPUHealth, typ typicalGPU) verdict {
 		if g.NVLinks > 0 && g.NVLinksActive < typ.nvlinks {
 			return verdict{"FAIL", fmt.Sprintf("%d of %d NVLinks active, its peers have %d", g.NVLinksActive, g.NVLinks, typ.nvlinks),
 				"an NVLink is down: check the fabric manager and the NVSwitch trays"}
 		}
 		return verdict{}
 	}},
-	{"ecc", func(g GPUHealth, _ typicalGPU) verdict {
+	{"ecc", func(g facts.GPUHealth, _ typicalGPU) verdict {
 		if g.ECCUncorrected > 0 {
 			return verdict{"FAIL", fmt.Sprintf("%d uncorrectable ECC errors since the driver loaded", g.ECCUncorrected),
 				"memory errors: drain the node and reset the GPU"}
 		}
 		return verdict{}
 	}},
-	{"row-remap", func(g GPUHealth, _ typicalGPU) verdict {
+	{"row-remap", func(g facts.GPUHealth, _ typicalGPU) verdict {
 		switch {
 		case g.RemapFailed:
 			return verdict{"FAIL", "row remapping failed", "the GPU's memory cannot be repaired: replace the GPU"}
@@ -76,7 +79,7 @@ var gpuRules = []gpuRule{
 		}
 		return verdict{}
 	}},
-	{"throttle", func(g GPUHealth, _ typicalGPU) verdict {
+	{"throttle", func(g facts.GPUHealth, _ typicalGPU) verdict {
 		if len(g.Throttle) > 0 {
 			return verdict{"FAIL", "clocks held down: " + strings.Join(g.Throttle, ", "),
 				"check cooling, power supplies and the GPU's thermal state"}
@@ -85,16 +88,16 @@ var gpuRules = []gpuRule{
 	}},
 }
 
-// hostRules is the registry of the per-host health rules, in report order.
-var hostRules = []hostRule{
-	{"nvlink-errors", func(h HostFacts) verdict {
+// HostRules is the registry of the per-host health rules, in report order.
+var HostRules = []hostRule{
+	{"nvlink-errors", func(h facts.HostFacts) verdict {
 		if msg := sinceBoot(h); msg != "" {
 			return verdict{"WARN", msg,
 				"a marginal NVLink: the error counters of this run (counter_growth in the JSON) say whether it still counts"}
 		}
 		return verdict{}
 	}},
-	{"acs", func(h HostFacts) verdict {
+	{"acs", func(h facts.HostFacts) verdict {
 		if len(h.PCI.ACSRedirect) > 0 {
 			return verdict{"WARN", "PCIe ACS redirects peer-to-peer traffic at " + strings.Join(h.PCI.ACSRedirect, ", ") + " on its GPUs' and NICs' paths",
 				"GPU-to-GPU and GPU-to-NIC traffic through those bridges detours through the root complex: disable ACS redirection there (BIOS, or setpci) for GPUDirect"}
@@ -108,39 +111,39 @@ var hostRules = []hostRule{
 // "not said", which is not a difference.
 type settingRule struct {
 	What        string
-	Get         func(HostFacts) string
+	Get         func(facts.HostFacts) string
 	EmptyCounts bool
 }
 
-// settingsRules is the registry of what hosts of one job must share.
-var settingsRules = []settingRule{
-	{"GPU count", func(h HostFacts) string { return fmt.Sprint(len(h.GPUs)) }, false},
-	{"driver", func(h HostFacts) string { return h.Driver }, true},
-	{"NCCL", func(h HostFacts) string { return h.NCCL }, true},
-	{"GPU model", gpuSetting(func(g GPUHealth) string { return g.Name }), false},
-	{"ECC mode", gpuSetting(func(g GPUHealth) string { return g.ECCMode }), false},
-	{"MIG mode", gpuSetting(func(g GPUHealth) string { return g.MIGMode }), false},
-	{"persistence mode", gpuSetting(func(g GPUHealth) string { return g.Persistence }), false},
-	{"application clocks", gpuSetting(func(g GPUHealth) string { return g.AppClocks }), false},
-	{"power limit", gpuSetting(func(g GPUHealth) string {
+// SettingsRules is the registry of what hosts of one job must share.
+var SettingsRules = []settingRule{
+	{"GPU count", func(h facts.HostFacts) string { return fmt.Sprint(len(h.GPUs)) }, false},
+	{"driver", func(h facts.HostFacts) string { return h.Driver }, true},
+	{"NCCL", func(h facts.HostFacts) string { return h.NCCL }, true},
+	{"GPU model", gpuSetting(func(g facts.GPUHealth) string { return g.Name }), false},
+	{"ECC mode", gpuSetting(func(g facts.GPUHealth) string { return g.ECCMode }), false},
+	{"MIG mode", gpuSetting(func(g facts.GPUHealth) string { return g.MIGMode }), false},
+	{"persistence mode", gpuSetting(func(g facts.GPUHealth) string { return g.Persistence }), false},
+	{"application clocks", gpuSetting(func(g facts.GPUHealth) string { return g.AppClocks }), false},
+	{"power limit", gpuSetting(func(g facts.GPUHealth) string {
 		if g.PowerLimitW == 0 {
 			return ""
 		}
 		return fmt.Sprintf("%d W", g.PowerLimitW)
 	}), false},
-	{"NCCL environment", func(h HostFacts) string { return envWords(h.NCCLEnv) }, true},
-	{"IOMMU", func(h HostFacts) string { iommu, _, _ := h.PCI.Words(); return iommu }, false},
-	{"PCIe ACS on the GPUs' and NICs' paths", func(h HostFacts) string { _, acs, _ := h.PCI.Words(); return acs }, false},
-	{"GPUDirect RDMA module", func(h HostFacts) string { _, _, rdma := h.PCI.Words(); return rdma }, false},
+	{"NCCL environment", func(h facts.HostFacts) string { return envWords(h.NCCLEnv) }, true},
+	{"IOMMU", func(h facts.HostFacts) string { iommu, _, _ := h.PCI.Words(); return iommu }, false},
+	{"PCIe ACS on the GPUs' and NICs' paths", func(h facts.HostFacts) string { _, acs, _ := h.PCI.Words(); return acs }, false},
+	{"GPUDirect RDMA module", func(h facts.HostFacts) string { _, _, rdma := h.PCI.Words(); return rdma }, false},
 }
 
 // HealthFindings runs the health rules over every host's facts: each GPU
 // against its peers, each host alone, and the hosts with each other.
-func HealthFindings(hosts []HostFacts) []Finding {
-	var out []Finding
+func HealthFindings(hosts []facts.HostFacts) []record.Finding {
+	var out []record.Finding
 	add := func(kind, part string, v verdict) {
 		if v.Severity != "" {
-			out = append(out, Finding{Severity: v.Severity, Stage: "health", Kind: kind, Part: part, Msg: v.Msg, Cause: v.Cause})
+			out = append(out, record.Finding{Severity: v.Severity, Stage: "health", Kind: kind, Part: part, Msg: v.Msg, Cause: v.Cause})
 		}
 	}
 	var gens, links []int
@@ -150,22 +153,22 @@ func HealthFindings(hosts []HostFacts) []Finding {
 			links = append(links, g.NVLinksActive)
 		}
 	}
-	typ := typicalGPU{pcieGen: medianInt(gens), nvlinks: medianInt(links)}
+	typ := typicalGPU{pcieGen: facts.MedianInt(gens), nvlinks: facts.MedianInt(links)}
 	for _, h := range hosts {
 		for _, g := range h.GPUs {
 			part := fmt.Sprintf("%s GPU %d (%s)", h.Host, g.Index, g.BusID)
-			for _, r := range gpuRules {
+			for _, r := range GPURules {
 				add(r.Kind, part, r.Judge(g, typ))
 			}
 		}
 	}
-	for _, r := range hostRules {
+	for _, r := range HostRules {
 		for _, h := range hosts {
 			add(r.Kind, "host "+h.Host, r.Judge(h))
 		}
 	}
 	if len(hosts) > 1 {
-		for _, r := range settingsRules {
+		for _, r := range SettingsRules {
 			for _, host := range r.odd(hosts) {
 				add("mismatch", "host "+host.Host, verdict{"FAIL", fmt.Sprintf("%s %s where the other hosts have %s", r.What, orNone(host.value), orNone(host.common)),
 					"hosts of one job should match: update or exclude this host"})
@@ -181,7 +184,7 @@ type oddHost struct{ Host, value, common string }
 // odd lists the hosts whose value of the setting differs from the one most
 // hosts share (ties to the lowest value), by value and then in the hosts'
 // order; none when all that say agree.
-func (r settingRule) odd(hosts []HostFacts) []oddHost {
+func (r settingRule) odd(hosts []facts.HostFacts) []oddHost {
 	count := map[string][]string{}
 	for _, h := range hosts {
 		v := r.Get(h)
@@ -196,13 +199,13 @@ func (r settingRule) odd(hosts []HostFacts) []oddHost {
 	// The most common value; "" may be it (no NCCL variables set on most
 	// hosts), so the first value seen starts the count, not "".
 	common, most := "", 0
-	for _, v := range sortedKeys(count) {
+	for _, v := range facts.SortedKeys(count) {
 		if n := len(count[v]); n > most {
 			common, most = v, n
 		}
 	}
 	var out []oddHost
-	for _, v := range sortedKeys(count) {
+	for _, v := range facts.SortedKeys(count) {
 		if v != common {
 			for _, h := range count[v] {
 				out = append(out, oddHost{h, v, common})
@@ -214,8 +217,8 @@ func (r settingRule) odd(hosts []HostFacts) []oddHost {
 
 // gpuSetting words one setting of a host's GPUs: the value they share, or
 // each value with how many GPUs have it ("on x7, off x1").
-func gpuSetting(get func(GPUHealth) string) func(HostFacts) string {
-	return func(h HostFacts) string {
+func gpuSetting(get func(facts.GPUHealth) string) func(facts.HostFacts) string {
+	return func(h facts.HostFacts) string {
 		n := map[string]int{}
 		var order []string
 		for _, g := range h.GPUs {
@@ -252,8 +255,8 @@ func envWords(env map[string]string) string {
 
 // nicFindings flags InfiniBand/RoCE ports that are down or slower than
 // their peers, and GPUs whose nearest NIC breaks their host's pattern.
-func nicFindings(hosts []HostFacts) []Finding {
-	var out []Finding
+func nicFindings(hosts []facts.HostFacts) []record.Finding {
+	var out []record.Finding
 	var rates []float64
 	for _, h := range hosts {
 		for _, n := range h.NICs {
@@ -274,10 +277,10 @@ func nicFindings(hosts []HostFacts) []Finding {
 			part := fmt.Sprintf("host %s NIC %s", h.Host, n.Name)
 			switch {
 			case !strings.EqualFold(n.State, "ACTIVE"):
-				out = append(out, Finding{Severity: "FAIL", Stage: "health", Kind: "nic-down", Part: part,
+				out = append(out, record.Finding{Severity: "FAIL", Stage: "health", Kind: "nic-down", Part: part,
 					Msg: fmt.Sprintf("port %s (physical state %s)", n.State, orNone(n.PhysState)), Cause: "cable, transceiver or switch port: check the link"})
 			case n.RateGbps > 0 && n.RateGbps < top:
-				out = append(out, Finding{Severity: "FAIL", Stage: "health", Kind: "nic-rate", Part: part, Value: n.RateGbps, Peers: top, Unit: "Gb/s",
+				out = append(out, record.Finding{Severity: "FAIL", Stage: "health", Kind: "nic-rate", Part: part, Value: n.RateGbps, Peers: top, Unit: "Gb/s",
 					Msg: fmt.Sprintf("port at %.0f Gb/s, its peers at %.0f Gb/s", n.RateGbps, top), Cause: "the link trained at a lower rate: check the cable and switch port"})
 			}
 		}
@@ -292,11 +295,11 @@ func nicFindings(hosts []HostFacts) []Finding {
 			}
 			best = append(best, b)
 		}
-		if usual := mode(best); usual != "" {
+		if usual := facts.Mode(best); usual != "" {
 			for gi, b := range best {
 				if localityRank(b) > localityRank(usual) {
 					g := h.GPUs[gi]
-					out = append(out, Finding{Severity: "WARN", Stage: "health", Kind: "nic-locality",
+					out = append(out, record.Finding{Severity: "WARN", Stage: "health", Kind: "nic-locality",
 						Part: fmt.Sprintf("%s GPU %d (%s)", h.Host, g.Index, g.BusID),
 						Msg:  fmt.Sprintf("nearest NIC is %s away, its peers have one at %s", b, usual), Cause: "a NIC missing or in another slot: traffic crosses the CPU"})
 				}
@@ -319,9 +322,9 @@ func localityRank(l string) int {
 // data they carried (NVLinkCRCPerGB for CRC errors; none for replays and
 // recoveries), the worst first; "" when none did or none can be judged
 // (no byte count).
-func sinceBoot(h HostFacts) string {
+func sinceBoot(h facts.HostFacts) string {
 	type bad struct {
-		gpu  GPUHealth
+		gpu  facts.GPUHealth
 		rate float64
 	}
 	var over []bad
@@ -341,7 +344,7 @@ func sinceBoot(h HostFacts) string {
 	slices.SortFunc(over, func(a, b bad) int { return cmp.Compare(b.rate, a.rate) })
 	w := over[0].gpu
 	return fmt.Sprintf("NVLink errors since the driver loaded beyond the healthy rate on %d %s; the worst, GPU %d (%s): %s over %.3g GB carried, %.3g CRC errors per GB (healthy: up to %d per GB, no replays or recoveries)",
-		len(over), plural(len(over), "GPU"), w.Index, w.BusID, counters(w.NVLinkErrors), w.NVLinkGB, over[0].rate, NVLinkCRCPerGB)
+		len(over), facts.Plural(len(over), "GPU"), w.Index, w.BusID, counters(w.NVLinkErrors), w.NVLinkGB, over[0].rate, NVLinkCRCPerGB)
 }
 
 func counters(m map[string]uint64) string {

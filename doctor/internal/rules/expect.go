@@ -1,9 +1,11 @@
-package doctor
+package rules
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"collbench/doctor/internal/facts"
 )
 
 // What a GPU should do alone, from its own reported limits.
@@ -23,16 +25,16 @@ var copyFraction = map[string]float64{
 	"H200": 0.87, // H200: 2,097-2,100 GB/s of 2,407 (6016-bit, 3,201 MHz), 3 clean runs
 }
 
-// defaultCopyFraction holds a model without a measured fraction to a
+// DefaultCopyFraction holds a model without a measured fraction to a
 // healthy share typical of HBM parts.
-const defaultCopyFraction = 0.8
+const DefaultCopyFraction = 0.8
 
 // ExpectedCopyGBps is the device-to-device copy rate a healthy GPU of g's
 // model reaches (over, where it names the model, replacing the measured
 // share), and where the figure comes from; 0 and why not when no
 // expectation can be formed.
-func ExpectedCopyGBps(g GPUHealth, over Expectations) (float64, string) {
-	bw := g.memoryGBps()
+func ExpectedCopyGBps(g facts.GPUHealth, over Expectations) (float64, string) {
+	bw := g.MemoryGBps()
 	if bw == 0 {
 		return 0, "NVML reported no memory bus width or clock"
 	}
@@ -44,8 +46,8 @@ func ExpectedCopyGBps(g GPUHealth, over Expectations) (float64, string) {
 			return bw / 2 * f, fmt.Sprintf("%.0f%% of half of %.0f GB/s (%d-bit memory at %d MHz), as a healthy %s copies", f*100, bw, g.MemBusWidth, g.MemClockMaxMHz, model)
 		}
 	}
-	return bw / 2 * defaultCopyFraction, fmt.Sprintf("%.0f%% of half of %.0f GB/s (%d-bit memory at %d MHz): a model without a measured fraction",
-		defaultCopyFraction*100, bw, g.MemBusWidth, g.MemClockMaxMHz)
+	return bw / 2 * DefaultCopyFraction, fmt.Sprintf("%.0f%% of half of %.0f GB/s (%d-bit memory at %d MHz): a model without a measured fraction",
+		DefaultCopyFraction*100, bw, g.MemBusWidth, g.MemClockMaxMHz)
 }
 
 // Expectation overrides, for one GPU model, the healthy shares doctor
@@ -68,7 +70,7 @@ var KnownModels = []string{"A100", "A800", "H100", "H800", "H200", "H20", "GH200
 
 // Validate checks every model key and share.
 func (e Expectations) Validate() error {
-	for _, model := range sortedKeys(e) {
+	for _, model := range facts.SortedKeys(e) {
 		x := e[model]
 		switch {
 		case !slices.Contains(KnownModels, model):
@@ -113,7 +115,7 @@ const defaultFillPerCoreCycle = 0.00521
 // GPU of g's model reaches, from its CUDA cores and highest SM clock (over
 // replacing the measured rate where it names the model), and
 // where the figure comes from; 0 and why not when none can be formed.
-func ExpectedFillGelem(g GPUHealth, over Expectations) (float64, string) {
+func ExpectedFillGelem(g facts.GPUHealth, over Expectations) (float64, string) {
 	if g.Cores <= 0 || g.SMClockMaxMHz <= 0 {
 		return 0, "NVML reported no core count or SM clock"
 	}

@@ -1,4 +1,4 @@
-package doctor
+package facts
 
 import (
 	"fmt"
@@ -427,12 +427,12 @@ func (s *Sampler) Growth() []CounterGrowth {
 	return out
 }
 
-// seenWhileMeasured says what the samples of one GPU show that slows it,
+// SeenWhileMeasured says what the samples of one GPU show that slows it,
 // across the stages it ran, with the highest SM clock it may reach: a
 // thermal or power throttle, a power cap it ran into, or clocks held
 // below their maximum; and, in detail, the figures it saw. It returns ""
 // when the samples show nothing.
-func seenWhileMeasured(samples []StageSample, smMaxMHz int) (cause, detail string) {
+func SeenWhileMeasured(samples []StageSample, smMaxMHz int) (cause, detail string) {
 	if len(samples) == 0 {
 		return "", ""
 	}
