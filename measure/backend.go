@@ -391,6 +391,14 @@ type ForceReporter interface {
 	Forced(c Collective) (ran bool, why string)
 }
 
+// ChunkReporter is a Forcer whose library can be given the chunk size
+// (NCCL 2.30 and later, through its tuner interface 6): the chunk it
+// computed for the last forced operation of c and the one it ran it with
+// (bytes); both 0 where the library did not ask.
+type ChunkReporter interface {
+	Chunk(c Collective) (computed, used int64)
+}
+
 // Explainer is implemented by worlds that know which algorithm they run a
 // collective with: the cpu backend always, the NCCL backend for what it
 // builds from sends and receives (NCCL's other choices come from its

@@ -69,7 +69,7 @@ func Run(ctx context.Context, o Options, rep *Report) error {
 		o.Vocab = tunefile.VocabularyOf(o.Backend.Name())
 	}
 	tr := &tuner{ctx: ctx, o: o, plan: o.Plan, world: o.World, forcer: o.Forcer, b: o.Backend, n: o.N, board: o.Board, rep: rep, rank0: o.Rank0,
-		vocab: o.Vocab, ran: map[ranKey]Choice{}, refused: map[string]int{}, strayed: map[string]string{}}
+		vocab: o.Vocab, ran: map[ranKey]Choice{}, refused: map[string]int{}, strayed: map[string]string{}, chunks: map[ranKey]int64{}}
 	if o.Rank0 {
 		return tr.lead(o.Entries, o.Vocab)
 	}
@@ -129,6 +129,15 @@ type tuner struct {
 	// the recorder saw run as another (a size where it did).
 	refused map[string]int
 	strayed map[string]string
+	// chunks are the chunk sizes forced cells ran with (bytes), by
+	// collective, size and choice (rank 0's plugin); chunkAsked says NCCL
+	// asked collbench's tuner for one (2.30 and later), chunkRan what the
+	// last step's forced operations ran with.
+	chunks     map[ranKey]int64
+	chunkAsked bool
+	chunkRan   int64
+	// refusal is why the library last refused a forced choice.
+	refusal string
 	// cur names the step being measured, for the notes of the measuring.
 	cur string
 	// warmed says the world's warm-up ran: a communicator's first
@@ -162,6 +171,12 @@ func forceName(c Choice, v tunefile.Vocabulary) string {
 	s := c.Algorithm + "/" + c.Protocol
 	if c.Channels > 0 {
 		s += "/" + strconv.Itoa(c.Channels)
+	}
+	switch {
+	case c.ChunkX > 0:
+		s += "/chunkx" + strconv.FormatFloat(c.ChunkX, 'g', -1, 64)
+	case c.Chunk > 0:
+		s += "/chunk" + strconv.FormatInt(c.Chunk, 10)
 	}
 	return s
 }
@@ -241,6 +256,12 @@ func (tr *tuner) step(s tuneStep) ([]float64, *Choice, error) {
 			return nil, nil, fmt.Errorf("%s with %s: %s: %w", c, s.Algo, why, ErrRefused)
 		}
 	}
+	tr.chunkRan = 0
+	if cr, ok := tr.forcer.(measure.ChunkReporter); ok && s.Algo != "" {
+		if computed, used := cr.Chunk(c); computed > 0 {
+			tr.chunkAsked, tr.chunkRan = true, used
+		}
+	}
 	return times, ran, nil
 }
 
@@ -284,7 +305,8 @@ func (tr *tuner) lead(entries []tunefile.Entry, vocab tunefile.Vocabulary) (err 
 	}()
 	measureFor := func(ci int) Measure {
 		return func(ctx context.Context, c Choice, size int64, repeats int) ([]float64, error) {
-			if !c.Default && tr.o.Check == "" && tr.isDefault(tr.plan.Collectives[ci], c, size) {
+			chunked := c.Chunk > 0 || c.ChunkX > 0
+			if !c.Default && !chunked && tr.o.Check == "" && tr.isDefault(tr.plan.Collectives[ci], c, size) {
 				tr.asDefault[c.String()]++
 				return nil, ErrIsDefault
 			}
@@ -297,9 +319,13 @@ func (tr *tuner) lead(entries []tunefile.Entry, vocab tunefile.Vocabulary) (err 
 			if err != nil && ctx.Err() != nil {
 				return ts, ctx.Err()
 			}
+			if err == nil && tr.chunkRan > 0 {
+				tr.chunks[ranKey{ci, size, c.String()}] = tr.chunkRan
+			}
 			name := tr.plan.Collectives[ci].String()
 			if errors.Is(err, ErrRefused) {
 				tr.refused[name+" "+c.String()]++
+				tr.refusal = err.Error()
 				return nil, ErrRefused
 			}
 			if err == nil && ran != nil {
@@ -309,7 +335,7 @@ func (tr *tuner) lead(entries []tunefile.Entry, vocab tunefile.Vocabulary) (err 
 					return nil, ErrRefused
 				}
 				tr.ran[ranKey{ci, size, c.String()}] = *ran
-				if def, ok := tr.ran[ranKey{ci, size, Choice{Default: true}.String()}]; ok && !c.Default && tr.o.Check == "" && def == *ran {
+				if def, ok := tr.ran[ranKey{ci, size, Choice{Default: true}.String()}]; ok && !c.Default && !chunked && tr.o.Check == "" && def == *ran {
 					// Forced to what NCCL runs anyway: the default itself,
 					// which forcing alone can make look faster (2x H200:
 					// allreduce 128 KiB, ring/LL on NCCL's 16 channels).
@@ -352,7 +378,7 @@ func (tr *tuner) lead(entries []tunefile.Entry, vocab tunefile.Vocabulary) (err 
 		share := time.Until(deadline) / time.Duration(len(work)-i)
 		name := tr.plan.Collectives[w.ci].String()
 		tr.asDefault = map[string]int{}
-		_, err := SearchExpanding(tr.ctx, measureFor(w.ci), tr.moving(w.ci), w.cands, tr.channelGrid(w.ci), share, tr.o.Repeats, func(r Result) {
+		_, err := SearchExpanding(tr.ctx, measureFor(w.ci), tr.moving(w.ci), w.cands, tr.grid(w.ci), share, tr.o.Repeats, func(r Result) {
 			tr.annotate(w.ci, &r)
 			tr.rep.Set(name, r)
 			if !r.Complete {
@@ -419,6 +445,36 @@ func (tr *tuner) channelGrid(ci int) Expand {
 	}
 }
 
+// chunkNote says what a file's chunk sizes are measured as.
+const chunkNote = "the file's chunk sizes (its eleventh field) are measured as collbench's tuner plugin applies them, on NCCL 2.30 and later; NCCL's example tuner plugin ignores that field"
+
+// chunkFactors are the chunk sizes tried with a size's leading algorithm
+// and protocol, as factors of the chunk NCCL computes, where NCCL takes one
+// from its tuner (2.30 and later).
+var chunkFactors = []float64{0.25, 0.5, 2, 4}
+
+// grid expands a size's candidates: the channel grid, and where NCCL has
+// asked collbench's tuner for the chunk size (tuner interface 6) the
+// leader's algorithm and protocol with each chunk factor.
+func (tr *tuner) grid(ci int) Expand {
+	channels := tr.channelGrid(ci)
+	if channels == nil {
+		return nil
+	}
+	return func(r Result) []Choice {
+		out := channels(r)
+		tr.annotate(ci, &r)
+		ran := r.Best.Ran
+		if !tr.chunkAsked || ran == nil || ran.Algorithm == "" {
+			return out
+		}
+		for _, x := range chunkFactors {
+			out = append(out, Choice{Algorithm: ran.Algorithm, Protocol: ran.Protocol, Channels: -1, ChunkX: x})
+		}
+		return out
+	}
+}
+
 // libNote keeps a note of the measuring (the library's recorder stopped,
 // say) once, for the report's notes.
 func (tr *tuner) libNote(n string) {
@@ -433,6 +489,9 @@ func (tr *tuner) annotate(ci int, r *Result) {
 	set := func(c *Cell) {
 		if ran, ok := tr.ran[ranKey{ci, r.Size, c.Choice.String()}]; ok {
 			c.Ran = &ran
+		}
+		if c.Choice.Chunk > 0 || c.Choice.ChunkX > 0 {
+			c.ChunkBytes = tr.chunks[ranKey{ci, r.Size, c.Choice.String()}]
 		}
 	}
 	for i := range r.Cells {
@@ -518,13 +577,19 @@ func (tr *tuner) check(entries []tunefile.Entry, measureFor func(int) Measure) e
 				tr.rep.Set(c.String(), r)
 				continue
 			}
-			file := Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels}
+			file := Choice{Algorithm: e.Algorithm, Protocol: e.Protocol, Channels: e.Channels, Chunk: e.Chunk}
 			if tr.b.Name() == "nccl" {
 				// What NCCL's example plugin runs with the line: one
 				// channel where it names none.
 				file, _ = ExamplePluginChoice(entries, name, size, tr.n, tr.rep.Nodes)
 				if e.Channels <= 0 {
 					tr.oneChannel = append(tr.oneChannel, c.String()+" "+words.Bytes(size))
+				}
+				// The chunk, the eleventh field, is collbench's plugin's:
+				// NCCL's example plugin ignores it (a note says so).
+				file.Chunk = e.Chunk
+				if e.Chunk > 0 && !slices.Contains(tr.rep.Notes, chunkNote) {
+					tr.rep.Notes = append(tr.rep.Notes, chunkNote)
 				}
 			}
 			cells = append(cells, Cell{Choice: file})
@@ -538,7 +603,7 @@ func (tr *tuner) check(entries []tunefile.Entry, measureFor func(int) Measure) e
 					if errors.Is(err, ErrRefused) {
 						// The library cannot run the file's choice here:
 						// the plugin would leave it to the default too.
-						tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s %s: the file's %s cannot run here", c, words.Bytes(size), cells[k].Choice))
+						tr.rep.Notes = append(tr.rep.Notes, fmt.Sprintf("%s %s: the file's %s cannot run here (%s)", c, words.Bytes(size), cells[k].Choice, tr.refusal))
 						cells, refused = cells[:1], true
 						break
 					}

@@ -226,11 +226,20 @@ func (r *Report) Entries() []tunefile.Entry {
 			}
 			prev = res.Size
 			var ch Choice
+			var chunk int64
 			switch {
 			case res.Gain > 0 && !res.Best.Choice.Default:
 				ch = res.Best.Choice
 				if pin && ch.Channels <= 0 && res.Best.Ran != nil {
 					ch.Channels = res.Best.Ran.Channels
+				}
+				// A chunk found as a factor of NCCL's is written as the
+				// bytes it ran with at this size.
+				chunk = ch.Chunk
+				if ch.ChunkX > 0 {
+					if chunk = res.Best.ChunkBytes; chunk <= 0 {
+						continue // the bytes it ran with are not known: no line
+					}
 				}
 			case pin && res.Default.Ran != nil && res.Default.Ran.Channels != 1:
 				// The example plugin would run it on one channel.
@@ -240,13 +249,13 @@ func (r *Report) Entries() []tunefile.Entry {
 			}
 			if n := len(out); n > 0 {
 				last := &out[n-1]
-				if last.Collective == name && last.MaxBytes == lo-1 && last.Algorithm == ch.Algorithm && last.Protocol == ch.Protocol && last.Channels == channels(ch) {
+				if last.Collective == name && last.MaxBytes == lo-1 && last.Algorithm == ch.Algorithm && last.Protocol == ch.Protocol && last.Channels == channels(ch) && last.Chunk == chunk {
 					last.MaxBytes = res.Size
 					continue
 				}
 			}
 			out = append(out, tunefile.Entry{Collective: name, MinBytes: lo, MaxBytes: res.Size, Algorithm: ch.Algorithm, Protocol: ch.Protocol,
-				Channels: channels(ch), NNodes: r.Nodes, NRanks: r.Ranks, NumPipeOps: -1, RegBuff: -1})
+				Channels: channels(ch), NNodes: r.Nodes, NRanks: r.Ranks, NumPipeOps: -1, RegBuff: -1, Chunk: chunk})
 		}
 	}
 	return out

@@ -7,28 +7,42 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"collbench/internal/words"
 )
 
 // Choice is one way to run a collective: NCCL's algorithm and protocol by
-// the tuner file's names, and a channel count (-1: NCCL's own). The zero
-// Choice with Default set is NCCL's own choice, unforced.
+// the tuner file's names, a channel count (-1: NCCL's own), and a chunk
+// size where NCCL takes one (2.30 and later): Chunk bytes, or ChunkX times
+// the chunk NCCL computes (both 0: NCCL's own). The zero Choice with
+// Default set is NCCL's own choice, unforced.
 type Choice struct {
-	Algorithm string `json:"algorithm,omitempty"`
-	Protocol  string `json:"protocol,omitempty"`
-	Channels  int    `json:"channels,omitempty"`
-	Default   bool   `json:"default,omitempty"`
+	Algorithm string  `json:"algorithm,omitempty"`
+	Protocol  string  `json:"protocol,omitempty"`
+	Channels  int     `json:"channels,omitempty"`
+	Chunk     int64   `json:"chunk_bytes,omitempty"`
+	ChunkX    float64 `json:"chunk_factor,omitempty"`
+	Default   bool    `json:"default,omitempty"`
 }
 
 // String names the choice as tables show it: algorithm/protocol, with
-// the channels where forced; "default" for the library's own.
+// the channels and the chunk where forced; "default" for the library's
+// own.
 func (c Choice) String() string {
 	if c.Default {
 		return "default"
 	}
+	s := c.Algorithm + "/" + c.Protocol
 	if c.Channels > 0 {
-		return fmt.Sprintf("%s/%s/%dch", c.Algorithm, c.Protocol, c.Channels)
+		s += fmt.Sprintf("/%dch", c.Channels)
 	}
-	return c.Algorithm + "/" + c.Protocol
+	switch {
+	case c.ChunkX > 0:
+		s += fmt.Sprintf("/chunk×%g", c.ChunkX)
+	case c.Chunk > 0:
+		s += "/chunk " + words.Bytes(c.Chunk)
+	}
+	return s
 }
 
 // Cell is one choice measured at one size: its times over repeats (µs),
@@ -39,6 +53,9 @@ type Cell struct {
 	// Ran is what the library's recorder saw it run (NCCL's profiler
 	// plugin: NCCL's own choice for the default), where it recorded.
 	Ran *Choice `json:"ran,omitempty"`
+	// ChunkBytes is the chunk size it ran with where it forced one (NCCL
+	// 2.30 and later: the plugin's answer to NCCL).
+	ChunkBytes int64 `json:"chunk_ran_bytes,omitempty"`
 }
 
 // Time is the cell's median time (µs).

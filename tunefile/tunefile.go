@@ -53,8 +53,12 @@ func VocabularyOf(backend string) Vocabulary {
 
 // Entry is one line of a tuner file: for a collective whose message size
 // is in [MinBytes, MaxBytes] on NNodes nodes and NRanks ranks, run
-// Algorithm with Protocol on Channels channels. -1 means any (NNodes,
-// NRanks, NumPipeOps, RegBuff) or NCCL's own choice (Channels).
+// Algorithm with Protocol on Channels channels, in chunks of Chunk bytes.
+// -1 means any (NNodes, NRanks, NumPipeOps, RegBuff) or NCCL's own choice
+// (Channels); Chunk 0 is NCCL's own chunk size. The chunk is an eleventh
+// field, collbench's: NCCL's example plugin reads ten and ignores it, and
+// collbench's plugin applies it where NCCL asks (tuner interface 6, NCCL
+// 2.30 and later).
 type Entry struct {
 	Collective         string
 	MinBytes, MaxBytes int64
@@ -64,11 +68,15 @@ type Entry struct {
 	NNodes, NRanks     int
 	NumPipeOps         int
 	RegBuff            int
+	Chunk              int64
 	Line               int // where it was read, for errors (0: made here)
 }
 
 // header names the fields, as the plugin's own files do.
 const header = "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
+
+// chunkField names the eleventh field, in the header of a file that has it.
+const chunkField = ",chunkBytes"
 
 // Read reads a tuner file: one entry per line, '#' comments and blank
 // lines skipped, the last two fields optional (-1). Every problem is
@@ -113,11 +121,14 @@ func parseLine(line string, v Vocabulary) (Entry, error) {
 	for i := range f {
 		f[i] = strings.TrimSpace(f[i])
 	}
-	if len(f) < 8 || len(f) > 10 {
-		return Entry{}, fmt.Errorf("%d fields, expected 8 to 10: %s", len(f), strings.TrimPrefix(header, "# "))
+	if len(f) < 8 || len(f) > 11 {
+		return Entry{}, fmt.Errorf("%d fields, expected 8 to 11: %s[%s]", len(f), strings.TrimPrefix(header, "# "), chunkField)
 	}
 	for len(f) < 10 {
 		f = append(f, "-1")
+	}
+	if len(f) < 11 {
+		f = append(f, "0")
 	}
 	e := Entry{Collective: strings.ToLower(f[0]), Algorithm: strings.ToLower(f[3]), Protocol: strings.ToLower(f[4])}
 	if !slices.Contains(Collectives, e.Collective) {
@@ -153,6 +164,9 @@ func parseLine(line string, v Vocabulary) (Entry, error) {
 	if e.RegBuff, err = strconv.Atoi(f[9]); err != nil || e.RegBuff < -1 || e.RegBuff > 1 {
 		return e, fmt.Errorf("regBuff %q must be 0, 1 or -1 (any)", f[9])
 	}
+	if e.Chunk, err = strconv.ParseInt(f[10], 10, 64); err != nil || (e.Chunk != 0 && (e.Chunk < nccltuner.MinChunk || e.Chunk > nccltuner.MaxChunk)) {
+		return e, fmt.Errorf("chunkBytes %q must be %d to %d bytes, or 0 (NCCL's own)", f[10], nccltuner.MinChunk, nccltuner.MaxChunk)
+	}
 	return e, nil
 }
 
@@ -180,10 +194,18 @@ func Write(w io.Writer, es []Entry, comments ...string) error {
 	for _, c := range comments {
 		fmt.Fprintf(bw, "# %s\n", c)
 	}
-	fmt.Fprintln(bw, header)
+	h := header
+	if slices.ContainsFunc(es, func(e Entry) bool { return e.Chunk > 0 }) {
+		h += chunkField
+	}
+	fmt.Fprintln(bw, h)
 	for _, e := range es {
-		fmt.Fprintf(bw, "%s,%d,%d,%s,%s,%d,%d,%d,%d,%d\n", e.Collective, e.MinBytes, e.MaxBytes, e.Algorithm, e.Protocol,
+		fmt.Fprintf(bw, "%s,%d,%d,%s,%s,%d,%d,%d,%d,%d", e.Collective, e.MinBytes, e.MaxBytes, e.Algorithm, e.Protocol,
 			e.Channels, e.NNodes, e.NRanks, e.NumPipeOps, e.RegBuff)
+		if e.Chunk > 0 {
+			fmt.Fprintf(bw, ",%d", e.Chunk)
+		}
+		fmt.Fprintln(bw)
 	}
 	return bw.Flush()
 }
@@ -214,7 +236,7 @@ func Lines(es []Entry) []nccltuner.Line {
 			continue
 		}
 		out = append(out, nccltuner.Line{Func: f, MinBytes: e.MinBytes, MaxBytes: e.MaxBytes, Algo: a, Proto: p, Channels: e.Channels,
-			NNodes: e.NNodes, NRanks: e.NRanks, NumPipeOps: e.NumPipeOps, RegBuff: e.RegBuff})
+			NNodes: e.NNodes, NRanks: e.NRanks, NumPipeOps: e.NumPipeOps, RegBuff: e.RegBuff, Chunk: e.Chunk})
 	}
 	return out
 }

@@ -32,6 +32,19 @@ func TestFileRoundTrip(t *testing.T) {
 			t.Errorf("entry %d: %+v, want %+v", i, g, es[i])
 		}
 	}
+	// The chunk, an eleventh field, reads back; a line without it keeps
+	// NCCL's chunk.
+	chunked, err := Read(strings.NewReader("allgather,0,8388608,ring,simple,-1,-1,4,-1,-1,1048576\nallgather,8388609,16777216,ring,simple,-1,-1,4\n"), "c.conf")
+	if err != nil || chunked[0].Chunk != 1<<20 || chunked[1].Chunk != 0 {
+		t.Errorf("the chunk field: %+v, %v", chunked, err)
+	}
+	var out strings.Builder
+	if err := Write(&out, chunked); err != nil || !strings.Contains(out.String(), ",-1,-1,1048576\n") || strings.Count(out.String(), ",1048576") != 1 {
+		t.Errorf("written: %q, %v: want the chunk only on the line that has one", out.String(), err)
+	}
+	if ls := Lines(chunked); len(ls) != 2 || ls[0].Chunk != 1<<20 || ls[1].Chunk != 0 {
+		t.Errorf("the plugin's lines: %+v", ls)
+	}
 	// The last two fields are optional, as the plugin reads them.
 	short, err := Read(strings.NewReader("# c\n\nbroadcast,0,100,ring,simple,-1,-1,-1\n"), "s.conf")
 	if err != nil || short[0].NumPipeOps != -1 || short[0].RegBuff != -1 || short[0].Line != 3 {
@@ -45,8 +58,10 @@ func TestFileBadInput(t *testing.T) {
 	for _, c := range []struct{ text, want string }{
 		{"", "no entries"},
 		{"# only a comment\n", "no entries"},
-		{"allreduce,0,100,ring\n", "line 1: 4 fields, expected 8 to 10"},
-		{"allreduce,0,100,ring,simple,-1,-1,-1,-1,-1,7\n", "11 fields"},
+		{"allreduce,0,100,ring\n", "line 1: 4 fields, expected 8 to 11"},
+		{"allreduce,0,100,ring,simple,-1,-1,-1,-1,-1,7\n", `chunkBytes "7" must be 4096 to 16777216 bytes`},
+		{"allreduce,0,100,ring,simple,-1,-1,-1,-1,-1,1K\n", `chunkBytes "1K"`},
+		{"allreduce,0,100,ring,simple,-1,-1,-1,-1,-1,65536,1\n", "12 fields"},
 		{"alltoall,0,100,ring,simple,-1,-1,-1\n", `unknown collective "alltoall"`},
 		{"allreduce,0,100,spiral,simple,-1,-1,-1\n", `unknown algorithm "spiral"`},
 		{"allreduce,0,100,ring,fast,-1,-1,-1\n", `unknown protocol "fast"`},

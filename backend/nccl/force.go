@@ -123,6 +123,25 @@ func (w *world) Forced(c measure.Collective) (bool, string) {
 		return false, fmt.Sprintf("NCCL did not ask collbench's tuner about %s", c)
 	case st.Refused > 0:
 		return false, fmt.Sprintf("NCCL cannot run it here (%d of %d operations; it can: %s)", st.Refused, st.Calls, strings.Join(st.Runnable, ", "))
+	case st.ChunkForced && st.ChunkCalls == 0:
+		return false, "this NCCL asks no tuner for the chunk size (NCCL 2.30 and later do, through the tuner interface 6)"
+	case st.ChunkForced && st.ChunkApplied < st.ChunkCalls:
+		return false, fmt.Sprintf("the forced chunk size was applied to %d of %d operations", st.ChunkApplied, st.ChunkCalls)
 	}
 	return true, ""
+}
+
+// Chunk is the chunk size NCCL computed for the last forced operation of
+// c and the one it ran with (measure.ChunkReporter); 0, 0 where NCCL did
+// not ask collbench's tuner (before 2.30).
+func (w *world) Chunk(c measure.Collective) (int64, int64) {
+	fn, ok := tunerFunc(c)
+	if !ok {
+		return 0, 0
+	}
+	st := tuner.StatsOf(fn)
+	if st.ChunkCalls == 0 {
+		return 0, 0
+	}
+	return st.ChunkNCCL, st.ChunkUsed
 }

@@ -21,6 +21,13 @@ var (
 // REGBUFF", testdata/tuner_harness.c) and returns its answers, one line
 // each ("ring simple 16"), and what it wrote on stderr.
 func askTuner(t *testing.T, env []string, ranks, nodes string, queries ...string) ([]string, string) {
+	return askTunerAs(t, "4", env, ranks, nodes, queries...)
+}
+
+// askTunerAs is askTuner by the tuner interface version given: "6" asks
+// the chunk size too, and each answer ends with it ("ring simple 16
+// 524288").
+func askTunerAs(t *testing.T, version string, env []string, ranks, nodes string, queries ...string) ([]string, string) {
 	t.Helper()
 	lib, _ := built(t)
 	tunerHarnessOnce.Do(func() {
@@ -33,7 +40,7 @@ func askTuner(t *testing.T, env []string, ranks, nodes string, queries ...string
 	if tunerHarnessErr != nil {
 		t.Fatalf("building the tuner harness: %v", tunerHarnessErr)
 	}
-	cmd := exec.Command(tunerHarness, lib, ranks, nodes) //nolint:gosec // G204: the test's own harness and library
+	cmd := exec.Command(tunerHarness, lib, ranks, nodes, version) //nolint:gosec // G204: the test's own harness and library
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(strings.Join(queries, "\n") + "\n")
 	var out, errOut bytes.Buffer
@@ -85,6 +92,45 @@ func TestTunerAppliesTheFile(t *testing.T) {
 		if got[i] != c.want {
 			t.Errorf("%s (%s): %q, want %q", c.query, c.why, got[i], c.want)
 		}
+	}
+}
+
+// TestTunerAppliesTheFilesChunk: under the tuner interface 6 (NCCL 2.30)
+// the library's tuner gives NCCL a line's chunk size where the line's
+// pair runs, and leaves NCCL's own (524288 bytes here) where the line
+// names none, where the table made NCCL run another pair, and where no
+// line covers the operation; the same file under interface 4 still sets
+// the pairs.
+func TestTunerAppliesTheFilesChunk(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tuner.csv")
+	lines := "# collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff,chunkBytes\n" +
+		"allgather,0,4194304,ring,simple,8,-1,4,-1,-1,1048576\n" +
+		"allgather,4194305,16777216,ring,ll128,-1,-1,4,-1,-1\n" +
+		"allreduce,0,1048576,nvls,simple,-1,-1,-1,-1,-1,65536\n"
+	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ query, want, why string }{
+		{"2 4194304 1 0", "ring simple 8 1048576", "the line's pair, channels and chunk"},
+		{"2 8388608 1 0", "ring ll128 16 524288", "a line with no chunk: NCCL's"},
+		{"4 4096 1 0", "ring simple 16 524288", "a line NCCL's table cannot run (NVLS): NCCL's pair and chunk"},
+		{"4 4194304 1 0", "ring simple 16 524288", "no line"},
+	}
+	var queries []string
+	for _, c := range cases {
+		queries = append(queries, c.query)
+	}
+	got, stderr := askTunerAs(t, "6", []string{envTunerFile + "=" + file}, "4", "1", queries...)
+	if len(got) != len(cases) || stderr != "" {
+		t.Fatalf("%d answers to %d questions, stderr %q", len(got), len(cases), stderr)
+	}
+	for i, c := range cases {
+		if got[i] != c.want {
+			t.Errorf("interface 6, %s (%s): %q, want %q", c.query, c.why, got[i], c.want)
+		}
+	}
+	if got, _ := askTuner(t, []string{envTunerFile + "=" + file}, "4", "1", cases[0].query); len(got) != 1 || got[0] != "ring simple 8" {
+		t.Errorf("interface 4: %q, want the pair and channels", got)
 	}
 }
 

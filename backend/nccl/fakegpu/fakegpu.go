@@ -145,6 +145,9 @@ type Driver struct {
 	// tuner says whether NCCL loaded the tuner plugin; tunerTried whether
 	// the first communicator looked for it.
 	tuner, tunerTried bool
+	// tunerChunks: the plugin answers the chunk size (interface 6, NCCL
+	// 2.30 and later).
+	tunerChunks bool
 	// anyAbort is closed when the first communicator is aborted: it ends
 	// the calls that a planted fault holds (Fault.Hang).
 	anyAbort  chan struct{}

@@ -62,6 +62,12 @@ type Model struct {
 	// NCCL ran on the 16 channels of its own choice, was faster than
 	// unforced in 4 of 5 pairs (7.8-8.2 µs against 7.9-9.8 µs).
 	ForcedFactor float64
+	// ChunkCost, where set, makes the chunk size matter where NCCL asks
+	// the tuner for it (2.30 and later): a transfer takes 1 + ChunkCost
+	// times |log2(chunk / best)| of its time, where the best chunk is
+	// twice what NCCL computes from 1 MiB up and NCCL's own below: a known
+	// best for collbench tune's chunk sizes.
+	ChunkCost float64
 	// ColdOps and ColdUS make a communicator's first operations slow:
 	// each of its first ColdOps collectives takes ColdUS more, as the lent
 	// GPUs' first operations do (4x H200, NCCL 2.28.3: a sweep's first
@@ -69,6 +75,19 @@ type Model struct {
 	// warm-up; tune's first 30.5 µs against 10.9-12.4 in its repeats).
 	ColdOps int
 	ColdUS  float64
+}
+
+// chunkFactor is what the chunk size costs a transfer of size bytes
+// (Model.ChunkCost): 1 where the model or NCCL leaves it out.
+func (c *clock) chunkFactor(ch choice, size int64) float64 {
+	if c.m.ChunkCost <= 0 || ch.chunk <= 0 || ch.chunkNCCL <= 0 {
+		return 1
+	}
+	best := float64(ch.chunkNCCL)
+	if size >= 1<<20 {
+		best *= 2
+	}
+	return 1 + c.m.ChunkCost*math.Abs(math.Log2(float64(ch.chunk)/best))
 }
 
 // HealthyModel is a model of healthy Hopper GPUs as measured on the lent
@@ -264,7 +283,7 @@ func (c *clock) collectiveTime(kind driver.OpKind, devs []int, count, esz int64,
 			rate = r
 		}
 	}
-	t := c.m.LatencyUS*1e-6 + c.protocolTime(ch.proto, bus/(rate*1e9)*c.spread(c.m.LinkSpread))
+	t := c.m.LatencyUS*1e-6 + c.protocolTime(ch.proto, bus/(rate*1e9)*c.spread(c.m.LinkSpread)*c.chunkFactor(ch, s))
 	if ch.forced && c.m.ForcedFactor > 0 {
 		t *= c.m.ForcedFactor
 	}

@@ -4,11 +4,14 @@ package fakegpu
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 
-// The machine's side of NCCL's tuner plugin interface, version 4, declared
-// here on its own (not shared with collbench's plugin), so the plugin is
-// called as NCCL calls it: a cost table of 7 algorithms by 3 protocols in
-// one block, -1 where a pair cannot run.
+// The machine's side of NCCL's tuner plugin interface, versions 4 and 6,
+// declared here on their own (not shared with collbench's plugin), so the
+// plugin is called as NCCL calls it: a cost table of 7 algorithms by 3
+// protocols in one block, -1 where a pair cannot run; from version 6
+// (NCCL 2.30) an init with the communicator's id and, once the choice is
+// made, the chunk size NCCL computed, which the plugin may change.
 typedef struct {
 	const char *name;
 	int (*init)(size_t, size_t, void *, void **);
@@ -16,19 +19,39 @@ typedef struct {
 	int (*destroy)(void *);
 } ft_v4;
 
-static ft_v4 *ft_plugin;
+typedef struct {
+	const char *name;
+	int (*init)(void **, uint64_t, size_t, size_t, void *, void *, void *);
+	int (*getCollInfo)(void *, int, size_t, int, float **, int, int, int, int *);
+	int (*finalize)(void *);
+	int (*getChunkSize)(void *, int, size_t, int, int, int, size_t *);
+} ft_v6;
 
-static int ft_load(void) {
+static ft_v4 *ft_plugin; // getCollInfo and destroy sit where they do in version 6
+static ft_v6 *ft_plugin6;
+
+static int ft_load(int want6) {
 	void *h = dlopen(NULL, RTLD_NOW | RTLD_LOCAL);
 	if (!h) return 0;
+	if (want6 && (ft_plugin6 = (ft_v6 *)dlsym(h, "ncclTunerPlugin_v6")) != NULL) {
+		ft_plugin = (ft_v4 *)ft_plugin6;
+		return 6;
+	}
+	ft_plugin6 = NULL;
 	ft_plugin = (ft_v4 *)dlsym(h, "ncclTunerPlugin_v4");
-	return ft_plugin != NULL;
+	return ft_plugin != NULL ? 4 : 0;
 }
 
 static void *ft_init(size_t ranks, size_t nodes, int *err) {
 	void *ctx = NULL;
-	*err = ft_plugin->init(ranks, nodes, NULL, &ctx);
+	if (ft_plugin6) *err = ft_plugin6->init(&ctx, 0, ranks, nodes, NULL, NULL, NULL);
+	else *err = ft_plugin->init(ranks, nodes, NULL, &ctx);
 	return ctx;
+}
+
+static size_t ft_chunk(void *ctx, int func, size_t bytes, int algo, int proto, int channels, size_t chunk) {
+	if (ft_plugin6 && ft_plugin6->getChunkSize) ft_plugin6->getChunkSize(ctx, func, bytes, algo, proto, channels, &chunk);
+	return chunk;
 }
 
 static int ft_ask(void *ctx, int func, size_t bytes, float *table, int *channels) {
@@ -72,6 +95,7 @@ const (
 	protoLL, protoLL128, protoSimple         = 0, 1, 2
 	nAlgos, nProtos                          = 7, 3
 	tunerMinVersion                          = 22600
+	tunerChunkVersion                        = 23000 // the tuner interface 6: the chunk size
 	ignoreCost                       float32 = -1
 )
 
@@ -81,6 +105,23 @@ type choice struct {
 	// forced: a tuner plugin moved NCCL's choice (its cost table or its
 	// channels), even to what NCCL would have run (Model.ForcedFactor).
 	forced bool
+	// chunk is the chunk size it runs with and chunkNCCL the one NCCL
+	// computed (bytes), where NCCL asks the plugin (2.30 and later): 0
+	// otherwise.
+	chunk, chunkNCCL int64
+}
+
+// ncclChunk is the chunk size the machine's NCCL computes for a choice:
+// 512 KiB with Simple, 128 KiB with LL128, 32 KiB with LL (a model, not
+// NCCL's formula).
+func ncclChunk(c choice) int64 {
+	switch c.proto {
+	case protoLL:
+		return 32 << 10
+	case protoLL128:
+		return 128 << 10
+	}
+	return 512 << 10
 }
 
 func (c choice) names() (string, string) { return algoNames[c.algo], protoNames[c.proto] }
@@ -105,7 +146,11 @@ func (d *Driver) loadTuner() bool {
 	defer d.mu.Unlock()
 	if !d.tunerTried {
 		d.tunerTried = true
-		d.tuner = os.Getenv("NCCL_TUNER_PLUGIN") == "STATIC_PLUGIN" && d.opts.NCCLVersion >= tunerMinVersion && C.ft_load() != 0
+		v := 0
+		if os.Getenv("NCCL_TUNER_PLUGIN") == "STATIC_PLUGIN" && d.opts.NCCLVersion >= tunerMinVersion {
+			v = int(C.ft_load(boolInt(d.opts.NCCLVersion >= tunerChunkVersion)))
+		}
+		d.tuner, d.tunerChunks = v > 0, v >= 6
 	}
 	return d.tuner
 }
@@ -177,7 +222,20 @@ func (c *comm) choose(o driver.Op) choice {
 		best.channels = int(channels)
 	}
 	best.forced = channels > 0 || table != sent
+	if c.d.tunerChunks {
+		best.chunkNCCL = ncclChunk(best)
+		best.chunk = int64(C.ft_chunk(c.tunerCtx, C.int(fn), C.size_t(bytes), C.int(best.algo), C.int(best.proto), C.int(best.channels), C.size_t(best.chunkNCCL)))
+		best.forced = best.forced || best.chunk != best.chunkNCCL
+	}
 	return best
+}
+
+// boolInt is 1 for true.
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // protocolTime is a transfer of base seconds at the link's rate with

@@ -1,13 +1,15 @@
 // tuner.c: collbench's NCCL tuner plugin. It is linked into the collbench
 // binary and exported from it (NCCL_TUNER_PLUGIN=STATIC_PLUGIN makes NCCL
-// look up ncclTunerPlugin_v4 in the process), and into collbench watch's
+// look up ncclTunerPlugin_v6, or _v4 before NCCL 2.30, in the process), and into collbench watch's
 // plugin library, which an application loads. It changes nothing unless
 // collbench forces a choice for a collective type, or was given a tuner
 // file's lines: then every operation of that type (of a line's sizes and
 // dimensions), on every communicator of the process, runs with that
 // algorithm and protocol (and channel count, where given) whenever NCCL's
-// cost table says it can. A forced choice comes first. collbench tune
-// forces a choice between operations, never while one is being enqueued.
+// cost table says it can, and, where NCCL offers interface version 6
+// (2.30), with the chunk size given when it runs that algorithm and
+// protocol. A forced choice comes first. collbench tune forces a choice
+// between operations, never while one is being enqueued.
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +20,10 @@
 
 typedef struct {
 	atomic_int algo1, proto, channels; // the algorithm + 1; 0: nothing forced
+	atomic_llong chunk;                // bytes; 0: NCCL's; below 0: NCCL's times -chunk/1000
 	atomic_llong calls, applied, refused;
 	atomic_int last_avail;
+	atomic_llong chunk_calls, chunk_nccl, chunk_used, chunk_applied;
 } forced_t;
 
 static forced_t forced[CBT_FUNCS];
@@ -78,19 +82,28 @@ static int apply(float *table, int numAlgo, int numProto, int a, int p, int ch, 
 	return 1;
 }
 
-// from_lines applies the first line that covers the operation, as NCCL's
-// example tuner plugin picks it.
-static void from_lines(const comm_t *c, int collType, size_t nBytes, int numPipeOps, int regBuff, float *table, int numAlgo,
-                       int numProto, int *nChannels) {
+// line_for is the first line that covers the operation, as NCCL's example
+// tuner plugin picks it (pipeops and regbuff -2: not known, any line's).
+static const cbt_line *line_for(const comm_t *c, int collType, size_t nBytes, int numPipeOps, int regBuff) {
 	int n = atomic_load(&nlines);
 	for (int i = 0; i < n; i++) {
 		const cbt_line *l = &lines[i];
 		if (l->func == collType && (long long)nBytes >= l->min_bytes && (long long)nBytes <= l->max_bytes &&
 		    (l->nranks == -1 || l->nranks == c->nranks) && (l->nnodes == -1 || l->nnodes == c->nnodes) &&
-		    (l->pipeops == -1 || l->pipeops == numPipeOps) && (l->regbuff == -1 || l->regbuff == regBuff)) {
-			apply(table, numAlgo, numProto, l->algo, l->proto, l->channels, nChannels);
-			return;
+		    (l->pipeops == -1 || numPipeOps == -2 || l->pipeops == numPipeOps) &&
+		    (l->regbuff == -1 || regBuff == -2 || l->regbuff == regBuff)) {
+			return l;
 		}
+	}
+	return NULL;
+}
+
+// from_lines applies the line that covers the operation.
+static void from_lines(const comm_t *c, int collType, size_t nBytes, int numPipeOps, int regBuff, float *table, int numAlgo,
+                       int numProto, int *nChannels) {
+	const cbt_line *l = line_for(c, collType, nBytes, numPipeOps, regBuff);
+	if (l) {
+		apply(table, numAlgo, numProto, l->algo, l->proto, l->channels, nChannels);
 	}
 }
 
@@ -134,9 +147,53 @@ static cbt_result destroy(void *context) {
 	return 0;
 }
 
-cbt_plugin_v4 ncclTunerPlugin_v4 = {"collbench", init, get_coll_info, destroy};
+// get_chunk_size (interface 6) sets the chunk of an operation whose
+// algorithm and protocol are chosen: the forced chunk where the forced
+// pair is what runs, else the chunk of the line that covers it where the
+// line's pair runs; NCCL's own otherwise (it clamps what it is given to
+// its buffers).
+static cbt_result get_chunk_size(void *context, int collType, size_t nBytes, int algo, int proto, int nChannels,
+                                 size_t *chunkSize) {
+	(void)nChannels;
+	if (collType < 0 || collType >= CBT_FUNCS || !chunkSize) {
+		return 0;
+	}
+	forced_t *f = &forced[collType];
+	int a = atomic_load(&f->algo1) - 1;
+	if (a >= 0) {
+		atomic_fetch_add(&f->chunk_calls, 1);
+		atomic_store(&f->chunk_nccl, (long long)*chunkSize);
+		long long ch = atomic_load(&f->chunk);
+		if (ch < 0) { // a factor of NCCL's own, in thousandths
+			ch = (long long)((double)*chunkSize * (double)(-ch) / 1000.0);
+			ch = ch < CBT_MIN_CHUNK ? CBT_MIN_CHUNK : ch > CBT_MAX_CHUNK ? CBT_MAX_CHUNK : ch;
+		}
+		if (ch > 0 && a == algo && atomic_load(&f->proto) == proto) {
+			*chunkSize = (size_t)ch;
+			atomic_fetch_add(&f->chunk_applied, 1);
+		}
+		atomic_store(&f->chunk_used, (long long)*chunkSize);
+		return 0;
+	}
+	if (context) {
+		const cbt_line *l = line_for((const comm_t *)context, collType, nBytes, -2, -2);
+		if (l && l->chunk > 0 && l->algo == algo && l->proto == proto) {
+			*chunkSize = (size_t)l->chunk;
+		}
+	}
+	return 0;
+}
 
-void cbt_force(int func, int algo, int proto, int channels) {
+static cbt_result init_v6(void **context, uint64_t commId, size_t nRanks, size_t nNodes, cbt_logger log, void *nvl,
+                          void *constants) {
+	(void)commId, (void)nvl, (void)constants;
+	return init(nRanks, nNodes, log, context);
+}
+
+cbt_plugin_v4 ncclTunerPlugin_v4 = {"collbench", init, get_coll_info, destroy};
+cbt_plugin_v6 ncclTunerPlugin_v6 = {"collbench", init_v6, get_coll_info, destroy, get_chunk_size};
+
+void cbt_force(int func, int algo, int proto, int channels, int64_t chunk) {
 	if (func < 0 || func >= CBT_FUNCS) {
 		return;
 	}
@@ -144,6 +201,7 @@ void cbt_force(int func, int algo, int proto, int channels) {
 	atomic_store(&f->algo1, 0);
 	atomic_store(&f->proto, proto);
 	atomic_store(&f->channels, channels);
+	atomic_store(&f->chunk, chunk);
 	atomic_store(&f->algo1, algo < 0 ? 0 : algo + 1);
 }
 
@@ -174,6 +232,10 @@ void cbt_stats_of(int func, cbt_stats *out) {
 	out->applied = atomic_load(&f->applied);
 	out->refused = atomic_load(&f->refused);
 	out->last_avail = atomic_load(&f->last_avail);
+	out->chunk_calls = atomic_load(&f->chunk_calls);
+	out->chunk_nccl = atomic_load(&f->chunk_nccl);
+	out->chunk_used = atomic_load(&f->chunk_used);
+	out->chunk_applied = atomic_load(&f->chunk_applied);
 }
 
 void cbt_reset(int func) {
@@ -185,4 +247,8 @@ void cbt_reset(int func) {
 	atomic_store(&f->applied, 0);
 	atomic_store(&f->refused, 0);
 	atomic_store(&f->last_avail, 0);
+	atomic_store(&f->chunk_calls, 0);
+	atomic_store(&f->chunk_nccl, 0);
+	atomic_store(&f->chunk_used, 0);
+	atomic_store(&f->chunk_applied, 0);
 }

@@ -6,8 +6,11 @@
 // cost table in which every pair can run but NVLS and NVLS tree, NCCL's
 // own choice (ring/simple) the cheapest, and 16 channels. It prints the
 // cheapest pair after the call and the channel count: "ring simple 16".
+// With VERSION 6 it loads ncclTunerPlugin_v6, as NCCL 2.30 does, and then
+// asks the chunk size for the pair chosen, NCCL's being 524288 bytes, and
+// prints it after the channels.
 //
-//   tuner_harness LIBRARY RANKS NODES
+//   tuner_harness LIBRARY RANKS NODES [VERSION]
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,22 +25,26 @@ static void quiet(int level, unsigned long flags, const char *file, int line, co
 }
 
 int main(int argc, char **argv) {
-	if (argc != 4) {
-		fprintf(stderr, "usage: tuner_harness LIBRARY RANKS NODES\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: tuner_harness LIBRARY RANKS NODES [VERSION]\n");
 		return 2;
 	}
+	int v6 = argc == 5 && atoi(argv[4]) == 6;
 	void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
 		fprintf(stderr, "tuner_harness: %s\n", dlerror());
 		return 2;
 	}
 	cbt_plugin_v4 *t = dlsym(lib, "ncclTunerPlugin_v4");
-	if (!t) {
-		fprintf(stderr, "tuner_harness: no ncclTunerPlugin_v4 in %s\n", argv[1]);
+	cbt_plugin_v6 *t6 = v6 ? dlsym(lib, "ncclTunerPlugin_v6") : NULL;
+	if (!t || (v6 && !t6)) {
+		fprintf(stderr, "tuner_harness: no ncclTunerPlugin_v%d in %s\n", v6 ? 6 : 4, argv[1]);
 		return 2;
 	}
 	void *ctx = NULL;
-	if (t->init((size_t)atol(argv[2]), (size_t)atol(argv[3]), quiet, &ctx) != 0) {
+	int rc = v6 ? t6->init(&ctx, 42, (size_t)atol(argv[2]), (size_t)atol(argv[3]), quiet, NULL, NULL)
+	            : t->init((size_t)atol(argv[2]), (size_t)atol(argv[3]), quiet, &ctx);
+	if (rc != 0) {
 		fprintf(stderr, "tuner_harness: init failed\n");
 		return 2;
 	}
@@ -67,7 +74,17 @@ int main(int argc, char **argv) {
 				}
 			}
 		}
-		printf("%s %s %d\n", algos[ba], protos[bp], ch);
+		if (v6) {
+			size_t chunk = 524288;
+			t6->getChunkSize(ctx, fn, (size_t)bytes, ba, bp, ch, &chunk);
+			printf("%s %s %d %zu\n", algos[ba], protos[bp], ch, chunk);
+		} else {
+			printf("%s %s %d\n", algos[ba], protos[bp], ch);
+		}
+	}
+	if (v6) {
+		t6->finalize(ctx);
+		return 0;
 	}
 	t->destroy(ctx);
 	return 0;
