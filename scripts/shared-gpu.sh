@@ -21,6 +21,9 @@
 #                (scripts/watch-cost.sh, COST_PAIRS pairs) on PyTorch's NCCL,
 #                then on NCCL built from $NCCL_SRC, after the interface
 #                NCCL loaded collbench's profiler by (v6 from NCCL 2.29)
+#   chunk        tune's chunk sizes on NCCL built from $NCCL_SRC (tuner
+#                interface 6): allgather and reduce-scatter, the file it
+#                writes, then --check of that file
 #   parity       one-rank parity with NCCL's benchmark (built from
 #                $NCCL_TESTS), all eleven collectives, then graph mode
 # Every command is bounded by timeout; the log goes to $OUT/shared-gpu.log.
@@ -85,7 +88,7 @@ if want tunejob; then
   grep -q "^TRACE OK" "$OUTDIR/tune-job-trace.txt" 2>/dev/null && ok "the tuner applied the file op by op (exit $rc)" || bad "tune-job exit $rc, trace not OK"
 fi
 
-if want newnccl || want cost; then
+if want newnccl || want cost || want chunk; then
   step "NCCL from $NCCL_SRC"
   nb=$WORK/nccl
   if [ ! -f "$nb/build/lib/libnccl.so.2" ]; then
@@ -134,6 +137,27 @@ if want cost; then
     rc=$?; cat "$WORK/cost-$which.txt"
     [ $rc -le 1 ] && ok "watch-cost ran on $what (exit $rc)" || bad "watch-cost exit $rc"
   done
+fi
+
+if want chunk; then
+  lib=$(readlink -f "$WORK/nccl/build/lib/libnccl.so.2" 2>/dev/null)
+  if [ -f "$lib" ]; then
+    step "tune with the chunk size, $SHARE ranks sharing GPU 0, NCCL $lib"
+    shared 300 tune --collectives allgather,reduce-scatter --sizes "${CHUNK_SIZES:-256K:16M:x4}" --nccl-lib "$lib" \
+      --budget "${CHUNK_BUDGET:-150s}" -o "$WORK/chunk.json" --tuner-file "$WORK/chunk.csv" > "$WORK/chunk.txt" 2>&1
+    rc=$?; cat "$WORK/chunk.txt"; cat "$WORK/chunk.csv" 2>/dev/null
+    n=$(grep -c "chunk" "$WORK/chunk.txt")
+    [ $rc -le 1 ] && [ "$n" -gt 0 ] && ok "tune tried chunk sizes (exit $rc)" || bad "tune with chunks: exit $rc, no chunk in its table"
+    if grep -q "chunkBytes" "$WORK/chunk.csv" 2>/dev/null; then
+      step "tune --check of that file"
+      shared 200 tune --collectives allgather,reduce-scatter --sizes "${CHUNK_SIZES:-256K:16M:x4}" --nccl-lib "$lib" \
+        --check "$WORK/chunk.csv" --budget 120s > "$WORK/chunk-check.txt" 2>&1
+      rc=$?; cat "$WORK/chunk-check.txt"
+      [ $rc -le 1 ] && ok "--check of the chunk file (exit $rc)" || bad "--check exit $rc"
+    fi
+  else
+    bad "no NCCL built in $WORK/nccl"
+  fi
 fi
 
 if want parity; then
