@@ -55,6 +55,9 @@ type RecordedFinding struct {
 	// left unjudged without its summary, when it was named.
 	Dropped int64 `json:"summaries_dropped,omitempty"`
 	Missed  int64 `json:"operations_missed,omitempty"`
+	// SharesGPU are the communicator's ranks on the same GPU as this one,
+	// whose GPU started late.
+	SharesGPU []int `json:"shares_gpu_with,omitempty"`
 }
 
 // RecordedLink is a slow link's part of a recorded finding: the peer it
@@ -95,7 +98,7 @@ func recorded(f Finding, at time.Time) RecordedFinding {
 		SinceSeq: f.SinceSeq, Cleared: f.Cleared, ClearedSeq: f.ClearedSeq, Line: f.String(), Confirm: f.Confirm()}
 	if !f.Cleared {
 		r.Cause, r.LateUS, r.Late, r.Of, r.Func = string(f.Cause), float64(f.By)/float64(time.Microsecond), f.Late, f.Of, f.Func
-		r.Dropped, r.Missed = f.Dropped, f.Missed
+		r.Dropped, r.Missed, r.SharesGPU = f.Dropped, f.Missed, f.SharesGPU
 	}
 	if l := f.Link; l != nil {
 		r.Link = &RecordedLink{Peer: l.Peer, PeerHost: l.PeerHost, PeerGPU: l.PeerGPU}

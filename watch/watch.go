@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -150,6 +151,10 @@ type Finding struct {
 	// its summaries dropped on the communicator, and the operations left
 	// unjudged without its summary, when it was named.
 	Dropped, Missed int64
+	// SharesGPU are the communicator's other ranks that run on the same
+	// GPU (host and bus id) as a rank whose GPU started late: their
+	// kernels take turns on it, the likeliest cause.
+	SharesGPU []int
 }
 
 // String is the finding as collbench watch prints it.
@@ -168,8 +173,36 @@ func (f Finding) String() string {
 	if f.Func != "" {
 		ops = f.Func + " operations"
 	}
-	return fmt.Sprintf("%s on communicator %016x: %s, %s after its peers at the median, in %d of its last %d %s, since operation %d",
+	s := fmt.Sprintf("%s on communicator %016x: %s, %s after its peers at the median, in %d of its last %d %s, since operation %d",
 		where, f.Comm, f.Cause, f.By.Round(time.Microsecond), f.Late, f.Of, ops, f.SinceSeq)
+	if len(f.SharesGPU) > 0 {
+		s += fmt.Sprintf("; %s of this communicator %s on the same GPU: their kernels take turns on it", rankWords(f.SharesGPU), plural(len(f.SharesGPU), "runs", "run"))
+	}
+	return s
+}
+
+// rankWords is "rank 3" or "ranks 0, 1 and 2" (at most 8 named).
+func rankWords(rs []int) string {
+	if len(rs) == 1 {
+		return fmt.Sprintf("rank %d", rs[0])
+	}
+	parts := make([]string, 0, min(len(rs), 8))
+	for _, r := range rs[:min(len(rs), 8)] {
+		parts = append(parts, fmt.Sprint(r))
+	}
+	s := "ranks " + strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+	if len(rs) > 8 {
+		s = "ranks " + strings.Join(parts, ", ") + fmt.Sprintf(" and %d more", len(rs)-8)
+	}
+	return s
+}
+
+// plural is one for a count of one, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // outcome is one rank's part in one judged operation.
@@ -495,6 +528,13 @@ func (c *Collector) update(id uint64, cm *comm, fh *history, r int, now int64) *
 			Late: late, Of: len(h), Func: fh.fn, SinceSeq: p.since, Dropped: cm.drops[r], Missed: cm.missed[r]}
 		if issued*2 > late {
 			f.Cause = CauseIssue
+		}
+		if f.Cause == CauseGPU && who.GPU != "" {
+			for q, o := range cm.who {
+				if q != r && o != nil && o.Host == who.Host && strings.EqualFold(o.GPU, who.GPU) {
+					f.SharesGPU = append(f.SharesGPU, q)
+				}
+			}
 		}
 		cm.named[r] = f
 		return f

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ type job struct {
 	errNS   int64
 	delayed map[int]plant
 	funcs   []string // operation seq is of funcs[seq % len(funcs)]; none: unnamed
+	gpu     func(r int) string // each rank's GPU; nil: its own, by local rank
 }
 
 type plant struct {
@@ -53,7 +55,11 @@ func (j *job) op(comm uint64, seq uint64) []Summary {
 		if len(j.funcs) > 0 {
 			fn = j.funcs[seq%uint64(len(j.funcs))]
 		}
-		out = append(out, Summary{Comm: comm, Seq: seq, Ranks: j.ranks, Rank: r, Host: "node" + string(rune('a'+r/8)), GPU: "0000:0" + string(rune('0'+r%8)) + ":00.0",
+		gpu := "0000:0" + string(rune('0'+r%8)) + ":00.0"
+		if j.gpu != nil {
+			gpu = j.gpu(r)
+		}
+		out = append(out, Summary{Comm: comm, Seq: seq, Ranks: j.ranks, Rank: r, Host: "node" + string(rune('a'+r/8)), GPU: gpu,
 			Func: fn, IssueNS: issue, StartNS: start, EndNS: start + 1_000_000, ErrNS: j.errNS})
 	}
 	return out
@@ -126,6 +132,37 @@ func TestLateRankNamedAtEveryPlace(t *testing.T) {
 			if !ch[1].Cleared || ch[1].Rank != r || at[1] < 900+persistOps() || at[1] > 900+window+persistOps() {
 				t.Errorf("rank %d: cleared %v at %d", r, ch[1], at[1])
 			}
+		}
+	}
+}
+
+// TestFindingSaysRanksShareItsGPU: where ranks of one communicator run on
+// one GPU (a job placed two processes on it: 2 ranks sharing an H200 were
+// named in turn, each "its GPU started the kernel late"), a rank whose GPU
+// starts late is named with the ranks it shares the GPU with, first, in
+// the middle and last; a rank on a GPU of its own is named without, and
+// so is a rank that issues late.
+func TestFindingSaysRanksShareItsGPU(t *testing.T) {
+	for _, tc := range []struct {
+		late  int
+		host  bool
+		share []int
+	}{{0, false, []int{1}}, {5, false, []int{4}}, {7, false, []int{6}}, {2, false, nil}, {5, true, nil}} {
+		// Ranks 0-1, 4-5 and 6-7 of node a share a GPU each; 2 and 3 have their own.
+		gpus := []string{"0000:10:00.0", "0000:10:00.0", "0000:20:00.0", "0000:30:00.0", "0000:40:00.0", "0000:40:00.0", "0000:50:00.0", "0000:50:00.0"}
+		c := New(DefaultOptions())
+		j := &job{ranks: 8, rng: rand.New(rand.NewSource(int64(tc.late))), jitter: 30_000, errNS: 5_000, gpu: func(r int) string { return gpus[r] }, //nolint:gosec // G404: a seeded model
+			delayed: map[int]plant{tc.late: {from: 100, to: 400, by: 2_000_000, host: tc.host}}}
+		ch, _ := run(c, j, 9, 420)
+		if len(ch) == 0 || ch[0].Rank != tc.late {
+			t.Fatalf("rank %d late: changes %v", tc.late, ch)
+		}
+		f := ch[0]
+		if !slices.Equal(f.SharesGPU, tc.share) {
+			t.Errorf("rank %d late (host %v): shares its GPU with %v, want %v", tc.late, tc.host, f.SharesGPU, tc.share)
+		}
+		if said := strings.Contains(f.String(), "on the same GPU: their kernels take turns"); said != (tc.share != nil) {
+			t.Errorf("rank %d late: %q", tc.late, f)
 		}
 	}
 }
