@@ -18,7 +18,7 @@ type job struct {
 	jitter  int64 // ns, uniform
 	errNS   int64
 	delayed map[int]plant
-	funcs   []string // operation seq is of funcs[seq % len(funcs)]; none: unnamed
+	funcs   []string           // operation seq is of funcs[seq % len(funcs)]; none: unnamed
 	gpu     func(r int) string // each rank's GPU; nil: its own, by local rank
 }
 
