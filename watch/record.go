@@ -86,6 +86,10 @@ func (f Finding) Confirm() string {
 	if f.Link != nil && f.Link.Peer >= 0 {
 		return f.linkConfirm()
 	}
+	if len(f.SharesGPU) > 0 {
+		// The GPU is not the fault: the job's placement is.
+		return fmt.Sprintf("on %s, give rank %d and %s GPUs of their own (they share GPU %s), then watch again", f.Host, f.Rank, rankWords(f.SharesGPU), f.GPU)
+	}
 	what := "its GPUs alone, in pairs and across hosts"
 	if f.GPU != "" {
 		what = "GPU " + f.GPU + " alone, in pairs and across hosts"

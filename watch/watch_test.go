@@ -164,6 +164,9 @@ func TestFindingSaysRanksShareItsGPU(t *testing.T) {
 		if said := strings.Contains(f.String(), "on the same GPU: their kernels take turns"); said != (tc.share != nil) {
 			t.Errorf("rank %d late: %q", tc.late, f)
 		}
+		if own := strings.Contains(f.Confirm(), "GPUs of their own"); own != (tc.share != nil) {
+			t.Errorf("rank %d late: to confirm %q", tc.late, f.Confirm())
+		}
 	}
 }
 
