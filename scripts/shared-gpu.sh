@@ -24,6 +24,9 @@
 #   chunk        tune's chunk sizes on NCCL built from $NCCL_SRC (tuner
 #                interface 6): allgather and reduce-scatter, the file it
 #                writes, then --check of that file
+#   wall         the verified allreduce sweep's wall time (8 B to 1 GiB by
+#                2, 20 iterations, 5 warm-up, checked), one rank, collbench
+#                against NCCL's benchmark (-g 1 -c 1), WALL_RUNS alternating
 #   parity       one-rank parity with NCCL's benchmark (built from
 #                $NCCL_TESTS), all eleven collectives, then graph mode
 # Every command is bounded by timeout; the log goes to $OUT/shared-gpu.log.
@@ -158,6 +161,28 @@ if want chunk; then
   else
     bad "no NCCL built in $WORK/nccl"
   fi
+fi
+
+if want wall || want parity; then
+  if [ ! -x "$NCCL_TESTS/build/all_reduce_perf" ]; then
+    t0=$(date +%s)
+    timeout -k 10 300 make -C "$NCCL_TESTS" -j"$(nproc)" MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > "$WORK/nccl-tests-build.log" 2>&1 \
+      || { tail -20 "$WORK/nccl-tests-build.log"; bad "NCCL's benchmark build"; }
+    echo "NCCL's benchmark built in $(($(date +%s) - t0)) s"
+  fi
+fi
+
+if want wall; then
+  step "the verified allreduce sweep's wall, one rank: collbench against NCCL's benchmark"
+  for i in $(seq 1 "${WALL_RUNS:-3}"); do
+    t0=$(date +%s.%N)
+    CUDA_VISIBLE_DEVICES=0 timeout -k 5 120 "$BIN" allreduce --sizes 8:1G:x2 -n 20 -w 5 -c 1 > "$WORK/wall-cb-$i.txt" 2>&1; rc1=$?
+    t1=$(date +%s.%N)
+    CUDA_VISIBLE_DEVICES=0 timeout -k 5 120 "$NCCL_TESTS/build/all_reduce_perf" -b 8 -e 1G -f 2 -n 20 -w 5 -c 1 -g 1 > "$WORK/wall-ref-$i.txt" 2>&1; rc2=$?
+    t2=$(date +%s.%N)
+    python3 -c "import sys; a,b,c=map(float,sys.argv[1:4]); print('run %s: collbench %.2f s (exit %s), NCCL benchmark %.2f s (exit %s): %.2fx' % (sys.argv[4], b-a, sys.argv[5], c-b, sys.argv[6], (b-a)/(c-b)))" "$t0" "$t1" "$t2" "$i" "$rc1" "$rc2"
+  done
+  grep -h "wrong elements\|Out of bounds\|#wrong" "$WORK"/wall-cb-1.txt "$WORK"/wall-ref-1.txt | head -4
 fi
 
 if want parity; then
