@@ -132,6 +132,7 @@ static CUresult cb_cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) { return
 static CUresult cb_cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) { return p_cuMemcpyDtoH(d, s, n); }
 static CUresult cb_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return p_cuMemsetD8Async(d, v, n, s); }
 static CUresult cb_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return p_cuMemcpyDtoDAsync(d, s, n, st); }
+static void *cb_copy_fn(void) { return (void *)p_cuMemcpyDtoDAsync; }
 static CUresult cb_cuStreamCreate(CUstream *s, unsigned f) { return p_cuStreamCreate(s, f); }
 static CUresult cb_cuStreamDestroy(CUstream s) { return p_cuStreamDestroy(s); }
 static CUresult cb_cuStreamSynchronize(CUstream s) { return p_cuStreamSynchronize(s); }
@@ -414,6 +415,15 @@ func NewStream(flags uint) (Stream, error) {
 	err := check("cuStreamCreate", C.cb_cuStreamCreate(&s, C.uint(flags)))
 	return Stream(s), err
 }
+
+// CopyFunc is the driver's cuMemcpyDtoDAsync itself, for a binding whose
+// C loop enqueues copies among other calls without coming back to Go
+// (nil before Load).
+func CopyFunc() unsafe.Pointer { return C.cb_copy_fn() }
+
+// CopyError is the error of a cuMemcpyDtoDAsync that CopyFunc's caller
+// made, from its CUresult.
+func CopyError(code int) error { return check("cuMemcpyDtoDAsync", C.CUresult(code)) }
 
 // CopyAsync copies bytes between device buffers, in stream order.
 func CopyAsync(dst, src DevPtr, bytes int64, s Stream) error {

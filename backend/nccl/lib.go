@@ -160,6 +160,33 @@ static nb_rres nb_RepeatP2P(const nb_p2p *ops, int m, int n, nb_rot rot, ncclCom
 	}
 	return res;
 }
+// nb_step is one step of nb_RepeatSteps: a copy of bytes from src to dst
+// (bytes > 0, through the CUDA driver's cuMemcpyDtoDAsync, copy), else the
+// group of nops sends and receives from ops[first]. The result says how
+// many repetitions were issued whole, at which step the failed one
+// stopped, and the copy's CUresult or the group's results.
+typedef struct { devptr dst; devptr src; size_t bytes; int first; int nops; } nb_step;
+typedef int (*nb_copy_fn)(devptr, devptr, size_t, cudaStream_t);
+typedef struct { nb_gres g; int done; int step; int copy; } nb_sres;
+static nb_sres nb_RepeatSteps(const nb_step *steps, int m, const nb_p2p *ops, int n, nb_rot rot, void *copy, ncclComm_t c, cudaStream_t st) {
+	nb_sres res = {{0, 0, 0}, 0, 0, 0};
+	nb_copy_fn cp = (nb_copy_fn)copy;
+	for (; res.done < n; res.done++) {
+		size_t sh = nb_shift(rot, res.done);
+		for (int k = 0; k < m; k++) {
+			const nb_step *s = &steps[k];
+			res.step = k;
+			if (s->bytes > 0) {
+				res.copy = cp ? cp(s->dst + sh, s->src + sh, s->bytes, st) : CB_MISSING;
+				if (res.copy != 0) return res;
+				continue;
+			}
+			res.g = nb_GroupP2PAt(ops + s->first, s->nops, sh, c, st);
+			if (res.g.r != 0 || res.g.end != 0) return res;
+		}
+	}
+	return res;
+}
 // nb_call is one operation that nb_Repeat issues n times back to back,
 // the way a C benchmark's timed loop does: one call from Go for the whole
 // loop. For NB_SENDRECV each repetition is nb_GroupP2PAt of one send (to peer
@@ -366,8 +393,9 @@ func (system) MemFree(p cuda.DevPtr) error {
 // comm is a communicator handle; ops is the C form of the exchange being
 // issued, kept so that issuing one allocates nothing.
 type comm struct {
-	c   C.ncclComm_t
-	ops []C.nb_p2p
+	c     C.ncclComm_t
+	ops   []C.nb_p2p
+	steps []C.nb_step // GroupSteps' steps, kept between calls
 }
 
 func (c *comm) Destroy() error { return ncclCheck("ncclCommDestroy", C.nb_CommDestroy(c.c), nil) }
@@ -517,6 +545,47 @@ func (c *comm) GroupP2P(ops []driver.P2P, n int, rot driver.Rotation, s cuda.Str
 		err = fmt.Errorf("%w (after %d of %d groups issued)", err, int(res.done), n)
 	}
 	return err
+}
+
+// GroupSteps enqueues steps, n times back to back (moved by rot), in a
+// single call into C: the copies through the CUDA driver, the groups as
+// GroupP2P issues them (the hypercube's copy and rounds cost one crossing
+// for the whole loop).
+func (c *comm) GroupSteps(steps []driver.Step, n int, rot driver.Rotation, s cuda.Stream) error {
+	if len(steps) == 0 || n <= 0 {
+		return nil
+	}
+	c.ops, c.steps = c.ops[:0], c.steps[:0]
+	for _, st := range steps {
+		cs := C.nb_step{dst: C.devptr(st.Dst), src: C.devptr(st.Src), bytes: C.size_t(st.Bytes), first: C.int(len(c.ops)), nops: C.int(len(st.Ops))}
+		if st.Bytes <= 0 {
+			cs.bytes = 0
+			for _, o := range st.Ops {
+				send := C.int(0)
+				if o.Send {
+					send = 1
+				}
+				c.ops = append(c.ops, C.nb_p2p{buf: C.devptr(o.Buf), count: C.size_t(o.Count), dt: C.int(o.DType), peer: C.int(o.Peer), send: send})
+			}
+		}
+		c.steps = append(c.steps, cs)
+	}
+	var ops *C.nb_p2p
+	if len(c.ops) > 0 {
+		ops = &c.ops[0]
+	}
+	res := C.nb_RepeatSteps(&c.steps[0], C.int(len(c.steps)), ops, C.int(n), cRot(rot), cuda.CopyFunc(), c.c, stream(s))
+	var err error
+	switch {
+	case res.copy != 0:
+		err = cuda.CopyError(int(res.copy))
+	case res.g.r != driver.Success || res.g.end != driver.Success:
+		first := int(c.steps[res.step].first)
+		err = groupError(res.g, func(i int) bool { return c.ops[first+i].send != 0 }, c.c)
+	default:
+		return nil
+	}
+	return fmt.Errorf("step %d of %d: %w (after %d of %d repetitions issued)", int(res.step)+1, len(steps), err, int(res.done), n)
 }
 
 // registration is a buffer registered with a communicator.

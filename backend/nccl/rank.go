@@ -43,8 +43,9 @@ type rank struct {
 	check   cuda.Function
 	counter cuda.DevPtr
 	events  []cuda.Event
-	p2p     []driver.P2P // the sends and receives of the exchange being issued
-	rep     driver.Op    // the operation Repeat is issuing
+	p2p     []driver.P2P  // the sends and receives of the exchange being issued
+	steps   []driver.Step // the steps of a collective issued in rounds (table.go: rounds)
+	rep     driver.Op     // the operation Repeat is issuing
 	// gang is the local ranks of the rank's communicator when one thread
 	// issues for all of them (--threads one), nil otherwise; gi is the
 	// rank's place in it (0: the thread that issues).
@@ -322,8 +323,8 @@ func (r *rank) Launch(c measure.Call) error { return r.Repeat(c, 1) }
 // Repeat issues c n times back to back on the rank's stream. A collective
 // that is one NCCL call, one send/recv pair or one group of sends and
 // receives (the exchanges with many peers) is issued from C in a single
-// crossing for all n, as NCCL's benchmark's loop issues them; the
-// hypercube, a group per step, is issued from Go. With one
+// crossing for all n, as NCCL's benchmark's loop issues them, and so is
+// the hypercube, a copy and a group per round (GroupSteps). With one
 // thread issuing for every local GPU (--threads one), the rank's gang
 // issues each of the n operations in one group with the other GPUs'.
 func (r *rank) Repeat(c measure.Call, n int) error {
@@ -347,9 +348,12 @@ func (r *rank) Repeat(c measure.Call, n int) error {
 	}
 	esz := int64(c.DType.Size())
 	if rounds := ops[c.Coll].rounds; rounds != nil {
+		steps := rounds(r, c, send, recv, esz)
+		if r.issuingGang() == nil {
+			return r.comm.GroupSteps(steps, n, rot, r.stream)
+		}
 		for k := 0; k < n; k++ {
-			sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
-			if err := rounds(r, c, send+sh, recv+sh, esz); err != nil {
+			if err := r.gangSteps(steps, cuda.DevPtr(rot.Shift(k))); err != nil { //nolint:gosec // G115: a shift within the buffers, not negative
 				return err
 			}
 		}
@@ -479,23 +483,43 @@ func (r *rank) exchangeOps(c measure.Call, send, recv cuda.DevPtr, esz int64) ([
 	return o.exchange(r, c, send, recv, esz), nil
 }
 
-// hypercube issues one allgather by recursive doubling: exchange ever
-// larger blocks with rank XOR 2^k, a group per step.
-func (r *rank) hypercube(c measure.Call, send, recv cuda.DevPtr, esz int64) error {
-	dt, s := int(c.DType), r.stream
+// hypercube is one allgather by recursive doubling, as NCCL's benchmark
+// issues it: its own block copied into place (out of place), then a group
+// per round exchanging ever larger blocks with rank XOR 2^k.
+func (r *rank) hypercube(c measure.Call, send, recv cuda.DevPtr, esz int64) []driver.Step {
+	dt := int(c.DType)
 	part := c.Count * esz
+	steps := r.steps[:0]
 	if own := recv + cuda.DevPtr(int64(r.id)*part); own != send { //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-		if err := r.drv.CopyAsync(own, send, part, s); err != nil {
-			return err
-		}
+		steps = append(steps, driver.Step{Dst: own, Src: send, Bytes: part})
 	}
 	for mask := 1; mask < r.Size(); mask <<= 1 {
 		blk := r.id &^ (mask - 1)
 		theirs := blk ^ mask
-		err := r.exchange(append(r.p2p[:0],
-			sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),                           //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-			recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask)), 1, driver.Rotation{}) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
-		if err != nil {
+		steps = append(steps, driver.Step{Ops: []driver.P2P{
+			sendOp(recv+cuda.DevPtr(int64(blk)*part), c.Count*int64(mask), dt, r.id^mask),      //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+			recvOp(recv+cuda.DevPtr(int64(theirs)*part), c.Count*int64(mask), dt, r.id^mask)}}) //nolint:gosec // G115: counts, offsets and ranks come from a plan checked against the buffers' sizes (far below 2^63) and rank counts (far below 2^31)
+	}
+	r.steps = steps
+	return steps
+}
+
+// gangSteps issues one repetition of steps, moved by sh, where a gang
+// issues for every local GPU: the copies on the rank's stream, each group
+// in a step of the gang's with the other GPUs' groups.
+func (r *rank) gangSteps(steps []driver.Step, sh cuda.DevPtr) error {
+	for _, st := range steps {
+		if st.Bytes > 0 {
+			if err := r.drv.CopyAsync(st.Dst+sh, st.Src+sh, st.Bytes, r.stream); err != nil {
+				return err
+			}
+			continue
+		}
+		moved := append(r.p2p[:0], st.Ops...)
+		for i := range moved {
+			moved[i].Buf += sh
+		}
+		if err := r.exchange(moved, 1, driver.Rotation{}); err != nil {
 			return err
 		}
 	}

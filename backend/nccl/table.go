@@ -22,9 +22,10 @@ type collOp struct {
 	// ring: the call sends to rank+1 and receives from rank-1 (sendrecv).
 	ring bool
 	// exchange is the rank's sends and receives of one operation, issued
-	// as one group; rounds issues one operation a group per round.
+	// as one group; rounds are one operation's steps, copies and a group
+	// per round, issued in order (driver.Comm.GroupSteps).
 	exchange func(r *rank, c measure.Call, send, recv cuda.DevPtr, esz int64) []driver.P2P
-	rounds   func(r *rank, c measure.Call, send, recv cuda.DevPtr, esz int64) error
+	rounds   func(r *rank, c measure.Call, send, recv cuda.DevPtr, esz int64) []driver.Step
 }
 
 var ops = map[measure.Collective]collOp{

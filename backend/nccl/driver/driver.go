@@ -134,6 +134,12 @@ type Comm interface {
 	// back to back, each moved by rot; it stops at the first failed group,
 	// and its error says how many were issued.
 	GroupP2P(ops []P2P, n int, rot Rotation, s cuda.Stream) error
+	// GroupSteps enqueues steps in order, n times back to back, each
+	// repetition moved by rot, in one call: a step is a device-to-device
+	// copy (Bytes > 0) or one group of sends and receives, as GroupP2P
+	// issues it. It stops at the first failed step, and its error names
+	// the step and how many repetitions were issued.
+	GroupSteps(steps []Step, n int, rot Rotation, s cuda.Stream) error
 	// Register registers bytes at p: locally, or as a symmetric window (a
 	// collective call: every rank registers the same size).
 	Register(p cuda.DevPtr, bytes int64, symmetric bool) (Registration, error)
@@ -243,6 +249,14 @@ type P2P struct {
 	DType int
 	Peer  int
 	Send  bool
+}
+
+// Step is one step of GroupSteps: a copy of Bytes from Src to Dst where
+// Bytes > 0, else the group of Ops.
+type Step struct {
+	Dst, Src cuda.DevPtr
+	Bytes    int64
+	Ops      []P2P
 }
 
 // Part is one GPU's share of the groups RepeatGroup issues: Op, Per times

@@ -207,6 +207,11 @@ func (d *Driver) streamOf(call string, h cuda.Stream) (*stream, error) {
 // CopyAsync enqueues a device-to-device copy.
 func (d *Driver) CopyAsync(dst, src cuda.DevPtr, bytes int64, h cuda.Stream) error {
 	d.cross("CopyAsync")
+	return d.copyAsync(dst, src, bytes, h)
+}
+
+// copyAsync is CopyAsync inside a call already counted.
+func (d *Driver) copyAsync(dst, src cuda.DevPtr, bytes int64, h cuda.Stream) error {
 	s, err := d.streamOf("cuMemcpyDtoDAsync", h)
 	if err != nil {
 		return err

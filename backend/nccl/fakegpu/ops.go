@@ -480,6 +480,33 @@ func (c *comm) GroupP2P(ops []driver.P2P, n int, rot driver.Rotation, h cuda.Str
 	return nil
 }
 
+// GroupSteps enqueues steps n times back to back, moved by rot: copies and
+// groups of sends and receives, one crossing for the whole loop, as the
+// real binding's C loop issues them.
+func (c *comm) GroupSteps(steps []driver.Step, n int, rot driver.Rotation, h cuda.Stream) error {
+	c.d.cross("GroupSteps")
+	for k := 0; k < n; k++ {
+		sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
+		for i, st := range steps {
+			var err error
+			if st.Bytes > 0 {
+				err = c.d.copyAsync(st.Dst+sh, st.Src+sh, st.Bytes, h)
+			} else {
+				moved := make([]driver.P2P, len(st.Ops))
+				for j, o := range st.Ops {
+					o.Buf += sh
+					moved[j] = o
+				}
+				err = c.groupP2P(moved, h)
+			}
+			if err != nil {
+				return fmt.Errorf("step %d of %d: %w (after %d of %d repetitions issued)", i+1, len(steps), err, k, n)
+			}
+		}
+	}
+	return nil
+}
+
 // groupP2P enqueues one group of ops.
 func (c *comm) groupP2P(ops []driver.P2P, h cuda.Stream) error {
 	for _, o := range ops {
