@@ -13,7 +13,9 @@
 #      alternating; each run's median step time after WARM steps.
 # The verdict (each pair's change, their median and spread) goes to stdout
 # and $OUT/tune-job.json. tune loads NCCL_LIB (default: PyTorch's NCCL),
-# the library the job runs on.
+# the library the job runs on: where NCCL_LIB is given, every run of the
+# job loads it under PyTorch too (LD_PRELOAD), so that tune and the job
+# run one NCCL (NCCL 2.30 and later: the chunk sizes too).
 #
 # MODE picks the job: ddp (DistributedDataParallel over an MLP of
 # LAYERS x WIDTH^2 weights: bucketed allreduces of the gradients) or fsdp
@@ -107,7 +109,7 @@ PY
 
 job() { # job LOG [ENV...]: one run of the job, bounded
   local log=$1; shift
-  env "$@" timeout -k 10 600 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" \
+  env ${NCCL_LIB:+LD_PRELOAD="$NCCL_LIB"} "$@" timeout -k 10 600 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" \
     "$WORK/job.py" "$MODE" "$STEPS" "$WARM" "$LAYERS" "$WIDTH" > "$log" 2>&1
 }
 
