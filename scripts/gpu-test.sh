@@ -1317,8 +1317,10 @@ fi
 
 if want tunejob; then
 step "tune in a training job (scripts/tune-job.sh: FSDP, a layer's allgather of TJ_WIDTH^2 floats; record, tune --from, TJ_PAIRS alternating pairs, NCCL's log op by op)"
+# TJ_NCCL_LIB=PATH runs tune and the job on that NCCL (2.30 and later:
+# the chunk sizes too; shared-gpu.sh's newnccl section builds one).
 BIN=$BIN MODE=${TJ_MODE:-fsdp} LAYERS=${TJ_LAYERS:-16} WIDTH=${TJ_WIDTH:-1024} STEPS=${TJ_STEPS:-300} WARM=50 PAIRS=${TJ_PAIRS:-5} TRACE=1 \
-  BUDGET=${TJ_BUDGET:-120s} WORK=$WORK/tunejob OUT=$OUTDIR wall timeout -k 10 900 scripts/tune-job.sh > "$WORK/tunejob.txt" 2>&1
+  NCCL_LIB=${TJ_NCCL_LIB:-} BUDGET=${TJ_BUDGET:-120s} WORK=$WORK/tunejob OUT=$OUTDIR wall timeout -k 10 900 scripts/tune-job.sh > "$WORK/tunejob.txt" 2>&1
 rc=$?; tail -12 "$WORK/tunejob.txt"
 grep -q "^TRACE OK" "$WORK/tunejob.txt" && ok "tune-job: each operation ran what the file says" || bad "tune-job: the trace"
 [ $rc -ne 1 ] && ok "tune-job: the file does not slow the job beyond noise (exit $rc)" || bad "tune-job: SLOWER with the file"
