@@ -21,6 +21,8 @@
 #                (scripts/watch-cost.sh, COST_PAIRS pairs) on PyTorch's NCCL,
 #                then on NCCL built from $NCCL_SRC, after the interface
 #                NCCL loaded collbench's profiler by (v6 from NCCL 2.29)
+#   tunejobnew   the tunejob section on NCCL built from $NCCL_SRC (the job
+#                preloads it; tune --from and the tuner through interface 6)
 #   chunk        tune's chunk sizes on NCCL built from $NCCL_SRC (tuner
 #                interface 6): allgather and reduce-scatter, the file it
 #                writes, then --check of that file
@@ -91,7 +93,7 @@ if want tunejob; then
   grep -q "^TRACE OK" "$OUTDIR/tune-job-trace.txt" 2>/dev/null && ok "the tuner applied the file op by op (exit $rc)" || bad "tune-job exit $rc, trace not OK"
 fi
 
-if want newnccl || want cost || want chunk; then
+if want newnccl || want cost || want chunk || want tunejobnew; then
   step "NCCL from $NCCL_SRC"
   nb=$WORK/nccl
   if [ ! -f "$nb/build/lib/libnccl.so.2" ]; then
@@ -140,6 +142,15 @@ if want cost; then
     rc=$?; cat "$WORK/cost-$which.txt"
     [ $rc -le 1 ] && ok "watch-cost ran on $what (exit $rc)" || bad "watch-cost exit $rc"
   done
+fi
+
+if want tunejobnew; then
+  lib=$(readlink -f "$WORK/nccl/build/lib/libnccl.so.2" 2>/dev/null)
+  step "tune-job.sh SHARE=2 TRACE=1 MODE=fsdp on NCCL $lib (tune and the job on it: tuner interface 6)"
+  BIN=$BIN SHARE=2 TRACE=1 MODE=fsdp LAYERS=${TJ_LAYERS:-6} WIDTH=${TJ_WIDTH:-1024} STEPS=${TJ_STEPS:-60} WARM=10 NCCL_LIB=$lib \
+    PAIRS=${TJ_PAIRS:-2} BUDGET=${TJ_BUDGET:-60s} WORK=$WORK/tunejobnew OUT=$OUTDIR/tunejobnew timeout -k 10 420 scripts/tune-job.sh
+  rc=$?
+  grep -q "^TRACE OK" "$OUTDIR/tunejobnew/tune-job-trace.txt" 2>/dev/null && ok "the tuner applied the file op by op on $lib (exit $rc)" || bad "tune-job on $lib: exit $rc, trace not OK"
 fi
 
 if want chunk; then
