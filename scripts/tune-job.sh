@@ -53,7 +53,9 @@ LAYERS=${LAYERS:-8}
 WIDTH=${WIDTH:-4096}
 BUDGET=${BUDGET:-120s}
 PORT=${PORT:-29660}
-# tune measures with the NCCL the job loads (PyTorch's, where it has one).
+# tune measures with the NCCL the job loads (PyTorch's, where it has one);
+# one given is preloaded under the job too.
+PRELOAD=${NCCL_LIB:-}
 NCCL_LIB=${NCCL_LIB:-$(ls /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 2>/dev/null | head -1)}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUTDIR" "$WORK"
@@ -109,7 +111,7 @@ PY
 
 job() { # job LOG [ENV...]: one run of the job, bounded
   local log=$1; shift
-  env ${NCCL_LIB:+LD_PRELOAD="$NCCL_LIB"} "$@" timeout -k 10 600 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" \
+  env ${PRELOAD:+LD_PRELOAD="$PRELOAD"} "$@" timeout -k 10 600 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" \
     "$WORK/job.py" "$MODE" "$STEPS" "$WARM" "$LAYERS" "$WIDTH" > "$log" 2>&1
 }
 
