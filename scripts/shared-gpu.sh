@@ -198,10 +198,6 @@ fi
 
 if want parity; then
   step "one-rank parity with NCCL's benchmark"
-  if [ ! -x "$NCCL_TESTS/build/all_reduce_perf" ]; then
-    timeout -k 10 300 make -C "$NCCL_TESTS" -j"$(nproc)" MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" NCCL_HOME=/usr > "$WORK/nccl-tests-build.log" 2>&1 \
-      || { tail -20 "$WORK/nccl-tests-build.log"; bad "NCCL's benchmark build"; }
-  fi
   colls=${PARITY_COLLS:-allreduce allgather reduce-scatter broadcast reduce alltoall sendrecv gather scatter alltoallv hypercube}
   CUDA_VISIBLE_DEVICES=0 BIN=$BIN NCCL_TESTS=$NCCL_TESTS PASSES=${PARITY_PASSES:-3} CYCLES=10 MORE=0 \
     VARIANTS="ref cb cb0" COLLS="$colls" timeout -k 10 400 scripts/parity.sh "$WORK/parity" > "$WORK/parity.txt" 2>&1

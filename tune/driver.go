@@ -417,15 +417,14 @@ var channelCounts = []int{2, 4, 8, 16, 32}
 
 // channelGrid expands a size's candidates on NCCL (a vocabulary with
 // protocols to choose): the leader's algorithm and protocol, as NCCL's
-// profiler recorded them, on each count other than the one
+// profiler recorded them (r annotated), on each count other than the one
 // it ran with (channelCounts). nil on the cpu backend.
-func (tr *tuner) channelGrid(ci int) Expand {
+func (tr *tuner) channelGrid() Expand {
 	if len(tr.vocab.Protocols) < 2 {
 		return nil
 	}
 	most := 0
 	return func(r Result) []Choice {
-		tr.annotate(ci, &r)
 		for _, c := range r.Cells {
 			if c.Ran != nil {
 				most = max(most, c.Ran.Channels)
@@ -457,13 +456,13 @@ var chunkFactors = []float64{0.25, 0.5, 2, 4}
 // asked collbench's tuner for the chunk size (tuner interface 6) the
 // leader's algorithm and protocol with each chunk factor.
 func (tr *tuner) grid(ci int) Expand {
-	channels := tr.channelGrid(ci)
+	channels := tr.channelGrid()
 	if channels == nil {
 		return nil
 	}
 	return func(r Result) []Choice {
-		out := channels(r)
 		tr.annotate(ci, &r)
+		out := channels(r)
 		ran := r.Best.Ran
 		if !tr.chunkAsked || ran == nil || ran.Algorithm == "" {
 			return out

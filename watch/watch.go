@@ -10,6 +10,7 @@
 package watch
 
 import (
+	"collbench/internal/words"
 	"fmt"
 	"slices"
 	"sort"
@@ -181,20 +182,12 @@ func (f Finding) String() string {
 	return s
 }
 
-// rankWords is "rank 3" or "ranks 0, 1 and 2" (at most 8 named).
+// rankWords is "rank 3" or "ranks 0, 1, 2".
 func rankWords(rs []int) string {
 	if len(rs) == 1 {
 		return fmt.Sprintf("rank %d", rs[0])
 	}
-	parts := make([]string, 0, min(len(rs), 8))
-	for _, r := range rs[:min(len(rs), 8)] {
-		parts = append(parts, fmt.Sprint(r))
-	}
-	s := "ranks " + strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
-	if len(rs) > 8 {
-		s = "ranks " + strings.Join(parts, ", ") + fmt.Sprintf(" and %d more", len(rs)-8)
-	}
-	return s
+	return "ranks " + words.Ints(rs)
 }
 
 // plural is one for a count of one, else many.

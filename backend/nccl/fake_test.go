@@ -95,6 +95,27 @@ func TestFakeFailedCallIsNamed(t *testing.T) {
 	}
 }
 
+// TestFakeFailedCopyInTheHypercubeIsNamed fails the hypercube's own-block
+// copy (a step of its one-crossing loop) on one GPU after some succeed, at
+// the first and the last GPU, in both thread modes: the sweep ends with
+// an error naming the copy, the step of the loop and the rank.
+func TestFakeFailedCopyInTheHypercubeIsNamed(t *testing.T) {
+	for _, dev := range []int{0, 3} {
+		for _, mode := range measure.ThreadModes() {
+			b, _ := openMode(t, 4, mode, fakegpu.Options{Faults: []fakegpu.Fault{{Call: "cuMemcpyDtoDAsync", Device: dev, Skip: 3}}})
+			_, err := sweep(t, b, 4, measure.HyperCube)
+			if err == nil {
+				t.Fatalf("GPU %d, %s: the sweep passed over a failed copy", dev, mode)
+			}
+			for _, want := range []string{"cuMemcpyDtoDAsync", fmt.Sprintf("rank %d (GPU %d, 0000:", dev, dev)} {
+				if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+					t.Errorf("GPU %d, %s: error %q lacks %q", dev, mode, err, want)
+				}
+			}
+		}
+	}
+}
+
 // TestFakeAsyncErrorIsReported makes a collective succeed on one GPU and
 // its communicator then report an error, as NCCL's proxy thread does.
 func TestFakeAsyncErrorIsReported(t *testing.T) {

@@ -216,6 +216,9 @@ func (d *Driver) copyAsync(dst, src cuda.DevPtr, bytes int64, h cuda.Stream) err
 	if err != nil {
 		return err
 	}
+	if err := d.failNow("cuMemcpyDtoDAsync", s.dev); err != nil {
+		return err
+	}
 	return s.enqueue(func() error {
 		from, _, ok1 := d.slice(src, bytes)
 		to, _, ok2 := d.slice(dst, bytes)
