@@ -33,6 +33,7 @@ func chunkMachine(t *testing.T, version int) *System {
 func TestTuneFindsTheChunkSize(t *testing.T) {
 	tn := ncclTune(256<<10, 4<<20)
 	tn.Plan.Collectives = []measure.Collective{measure.AllGather}
+	tn.Plan.Iters, tn.Plan.Warmup = 2, 0 // the model's clock: no noise to average away
 	rep, err := chunkMachine(t, 23007).RunTune(context.Background(), tn)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestTuneFindsTheChunkSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := ncclTune(4 << 20)
-	ck.Check, ck.Plan.Collectives = path, tn.Plan.Collectives
+	ck.Check, ck.Plan.Collectives, ck.Plan.Iters, ck.Plan.Warmup = path, tn.Plan.Collectives, 2, 0
 	got, err := chunkMachine(t, 23007).RunTune(context.Background(), ck)
 	if err != nil {
 		t.Fatalf("--check: %v", err)
@@ -73,7 +74,7 @@ func TestTuneFindsTheChunkSize(t *testing.T) {
 	}
 	// NCCL 2.28: no chunk tried; the file's chunk refused, by name.
 	one := ncclTune(4 << 20)
-	one.Plan.Collectives, one.Repeats = tn.Plan.Collectives, 1
+	one.Plan.Collectives, one.Repeats, one.Plan.Iters, one.Plan.Warmup = tn.Plan.Collectives, 1, 2, 0
 	old, err := chunkMachine(t, 22803).RunTune(context.Background(), one)
 	if err != nil {
 		t.Fatal(err)
