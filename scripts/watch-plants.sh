@@ -13,7 +13,9 @@
 #   p2p      another program copies 1 GiB from the victim's GPU to the next
 # An episode passes when the victim rank is named within 15 s of the plant's
 # start with the plant's cause, stays named while the plant runs, and no
-# other rank is named from the plant's start to the next plant's. The
+# other rank is named from the plant's start to the next plant's (for p2p:
+# the victim's GPU named for NVLink traffic that is not the job's, and
+# nothing but it and the GPU it copies to). The
 # table (plant x episodes named x p50/p90 time x others named x cleared
 # while the plant ran) goes to stdout and $OUT/watch-plants.json.
 #
@@ -162,11 +164,11 @@ for j in $(seq 1 "$JOBS"); do
   [ "$prc" -eq 0 ] || tail -5 "$WORK/planter-$j.err"
 done
 
-python3 - "$WORK" "$JOBS" "$OFF_S" "$OUTDIR/watch-plants.json" <<'PY'
+python3 - "$WORK" "$JOBS" "$OFF_S" "$OUTDIR/watch-plants.json" "$ngpu" <<'PY'
 import datetime, json, statistics, sys
-work, jobs, off, dest = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+work, jobs, off, dest, n = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 ts = lambda f: datetime.datetime.fromisoformat(f["at"].replace("Z", "+00:00")).timestamp()
-cause = {"sleep": "issued late"}
+cause = {"sleep": "issued late", "p2p": "its NVLinks carry traffic that is not the job's"}
 rows, per = [], {}
 for j in range(1, jobs + 1):
     try:
@@ -177,9 +179,13 @@ for j in range(1, jobs + 1):
     fs = rec["findings"]
     for e in eps:
         lo, hi, v = e["start"], e["stop"], e["victim"]
-        named = [f for f in fs if not f.get("cleared") and f.get("link") is None and lo <= ts(f) <= hi]
+        # A copy to the next GPU names the GPU it copies from (and the one
+        # it copies to: not another); any other plant names the victim.
+        p2p = e["plant"] == "p2p"
+        ends = {v, (v + 1) % n} if p2p else {v}
+        named = [f for f in fs if not f.get("cleared") and f.get("link") is None and (f.get("nvlink") is not None) == p2p and lo <= ts(f) <= hi]
         hit = [f for f in named if f["rank"] == v]
-        others = [f for f in fs if not f.get("cleared") and f["rank"] != v and lo <= ts(f) <= hi + off]
+        others = [f for f in fs if not f.get("cleared") and f["rank"] not in ends and lo <= ts(f) <= hi + off]
         at = ts(hit[0]) - lo if hit else None
         flap = hit and any(f.get("cleared") and f["rank"] == v and ts(hit[0]) < ts(f) < hi for f in fs)
         want = cause.get(e["plant"], "its GPU started the kernel late")

@@ -58,6 +58,20 @@ type RecordedFinding struct {
 	// SharesGPU are the communicator's ranks on the same GPU as this one,
 	// whose GPU started late.
 	SharesGPU []int `json:"shares_gpu_with,omitempty"`
+	// NVLink is set for a GPU whose NVLinks carry traffic that is not
+	// the job's.
+	NVLink *RecordedNVLink `json:"nvlink,omitempty"`
+}
+
+// RecordedNVLink is that GPU's part of a recorded finding, in bytes per
+// second: beyond the job's bound out and in, what its links counted and
+// the job's bound, and the GPUs of its host at the other end.
+type RecordedNVLink struct {
+	OutBps     float64  `json:"beyond_job_out_bytes_per_s"`
+	InBps      float64  `json:"beyond_job_in_bytes_per_s"`
+	CountedBps float64  `json:"counted_bytes_per_s,omitempty"`
+	JobBps     float64  `json:"job_bound_bytes_per_s,omitempty"`
+	Peers      []string `json:"peer_gpus,omitempty"`
 }
 
 // RecordedLink is a slow link's part of a recorded finding: the peer it
@@ -86,6 +100,9 @@ func (f Finding) Confirm() string {
 	if f.Link != nil && f.Link.Peer >= 0 {
 		return f.linkConfirm()
 	}
+	if f.NVLink != nil {
+		return f.nvlinkConfirm()
+	}
 	if len(f.SharesGPU) > 0 {
 		// The GPU is not the fault: the job's placement is.
 		return fmt.Sprintf("on %s, give rank %d and %s GPUs of their own (they share GPU %s), then watch again", f.Host, f.Rank, rankWords(f.SharesGPU), f.GPU)
@@ -110,6 +127,12 @@ func recorded(f Finding, at time.Time) RecordedFinding {
 			r.Link.Rate, r.Link.MedianBps = l.Rate, l.Median
 		}
 	}
+	if v := f.NVLink; v != nil {
+		r.NVLink = &RecordedNVLink{Peers: v.Peers}
+		if !f.Cleared {
+			r.NVLink.OutBps, r.NVLink.InBps, r.NVLink.CountedBps, r.NVLink.JobBps = v.OutBps, v.InBps, v.CountedBps, v.JobBps
+		}
+	}
 	return r
 }
 
@@ -126,7 +149,7 @@ func (r *Record) Add(f Finding, t time.Time) {
 	}
 	kept := r.Standing[:0]
 	for _, s := range r.Standing {
-		if s.Comm != rf.Comm || s.Rank != rf.Rank || linkPeer(s.Link) != linkPeer(rf.Link) {
+		if s.Comm != rf.Comm || s.Rank != rf.Rank || partOf(s) != partOf(rf) {
 			kept = append(kept, s)
 		}
 	}
@@ -136,13 +159,17 @@ func (r *Record) Add(f Finding, t time.Time) {
 	}
 }
 
-// linkPeer is the peer of a recorded link (-1: all the rank's links), -2
-// for a rank's own finding.
-func linkPeer(l *RecordedLink) int {
-	if l == nil {
+// partOf is the part a recorded finding names beside its rank: the peer
+// of a link (-1: all the rank's links), -2 for the rank itself, -3 for
+// its GPU's NVLinks.
+func partOf(r RecordedFinding) int {
+	switch {
+	case r.NVLink != nil:
+		return -3
+	case r.Link == nil:
 		return -2
 	}
-	return l.Peer
+	return r.Link.Peer
 }
 
 // promPeer is a link's peer as a label: its rank, or "all" for every
@@ -200,6 +227,9 @@ func (c Counts) String() string {
 		}
 		behind += "; libraries: " + strings.Join(ls, ", ")
 	}
+	if c.NVLink != nil {
+		unjudged += "; " + c.NVLink.String()
+	}
 	return fmt.Sprintf("judged %d operations%s on %d communicators from %d processes (%d summaries received, %d dropped%s%s)",
 		c.Operations, links, c.Communicators, c.Processes, c.Summaries, c.Dropped, behind, unjudged)
 }
@@ -221,9 +251,11 @@ func (c Counts) Verdict() string {
 // Tally says what fs hold: how many ranks are late, how many ranks' links
 // are all slow, and how many links are slow.
 func Tally(fs []Finding) string {
-	var late, ends, links int
+	var late, ends, links, gpus int
 	for _, f := range fs {
 		switch {
+		case f.NVLink != nil:
+			gpus++
 		case f.Link == nil:
 			late++
 		case f.Link.Peer < 0:
@@ -240,6 +272,7 @@ func Tally(fs []Finding) string {
 		{late, "1 rank is still late", "%d ranks are still late"},
 		{ends, "1 rank's links are still all slow", "%d ranks' links are still all slow"},
 		{links, "1 link is still slow", "%d links are still slow"},
+		{gpus, "1 GPU's NVLinks still carry traffic that is not the job's", "%d GPUs' NVLinks still carry traffic that is not the job's"},
 	} {
 		switch {
 		case p.n == 1:
@@ -266,14 +299,14 @@ func (r *Record) WriteProm(w io.Writer) error {
 	b.WriteString("# HELP collbench_watch_late 1 for each rank collbench watch names as late now.\n")
 	b.WriteString("# TYPE collbench_watch_late gauge\n")
 	for _, s := range r.Standing {
-		if s.Link == nil {
+		if s.Link == nil && s.NVLink == nil {
 			fmt.Fprintf(&b, "collbench_watch_late{communicator=%q,rank=\"%d\",host=\"%s\",gpu=\"%s\",cause=\"%s\"} 1\n", s.Comm, s.Rank, esc(s.Host), esc(s.GPU), esc(s.Cause))
 		}
 	}
 	b.WriteString("# HELP collbench_watch_late_seconds How late each named rank is after its peers (median).\n")
 	b.WriteString("# TYPE collbench_watch_late_seconds gauge\n")
 	for _, s := range r.Standing {
-		if s.Link == nil {
+		if s.Link == nil && s.NVLink == nil {
 			fmt.Fprintf(&b, "collbench_watch_late_seconds{communicator=%q,rank=\"%d\",host=\"%s\"} %g\n", s.Comm, s.Rank, esc(s.Host), s.LateUS/1e6)
 		}
 	}
@@ -290,6 +323,18 @@ func (r *Record) WriteProm(w io.Writer) error {
 	for _, s := range r.Standing {
 		if l := s.Link; l != nil {
 			fmt.Fprintf(&b, "collbench_watch_link_median_bytes_per_second{communicator=%q,rank=\"%d\",peer=\"%s\"} %g\n", s.Comm, s.Rank, promPeer(l.Peer), l.MedianBps)
+		}
+	}
+	b.WriteString("# HELP collbench_watch_nvlink_beyond_job_bytes_per_second What each GPU named now carries over NVLink beyond the job's own bound, each way.\n")
+	b.WriteString("# TYPE collbench_watch_nvlink_beyond_job_bytes_per_second gauge\n")
+	for _, s := range r.Standing {
+		if v := s.NVLink; v != nil {
+			for _, d := range []struct {
+				dir string
+				bps float64
+			}{{"out", v.OutBps}, {"in", v.InBps}} {
+				fmt.Fprintf(&b, "collbench_watch_nvlink_beyond_job_bytes_per_second{host=\"%s\",gpu=\"%s\",direction=\"%s\"} %g\n", esc(s.Host), esc(s.GPU), d.dir, d.bps)
+			}
 		}
 	}
 	b.WriteString("# HELP collbench_watch_findings_total Ranks and links named or cleared since the collector started.\n")

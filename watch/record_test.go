@@ -12,8 +12,10 @@ import (
 // rank named on its host, the first cleared, a slow link named, a rank
 // whose links are all slow: the document lists all five in order, the
 // second, the link and the last stand, and each named one says the doctor
-// command that would confirm it; the Prometheus text gives what stands;
-// both say what the collector took in.
+// command that would confirm it; then a GPU whose NVLinks carry another
+// program's copies, named on the same rank as the first: it stands beside
+// the rank's own finding. The Prometheus text gives what stands; both say
+// what the collector took in.
 func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	r := NewRecord(t0)
@@ -30,8 +32,14 @@ func TestRecordKeepsEveryFindingAndWhatStands(t *testing.T) {
 	end := Finding{Comm: 0xabc, Rank: 9, Host: "node05", GPU: "0000:2a:00.0", Cause: CauseEnd, Late: 32, Of: 32, SinceSeq: 150,
 		Link: &LinkFinding{Peer: -1, Rate: 3.2e9, Median: 21.5e9}}
 	r.Add(end, t0.Add(36*time.Second))
-	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Links: 1600, LinksIn: 1712, Communicators: 2}, t0.Add(40*time.Second))
-	if len(r.Findings) != 5 || r.Total != 5 || len(r.Standing) != 3 || r.Standing[0].Rank != 1 || r.Standing[1].Link == nil || r.Standing[2].Link.Peer != -1 {
+	r.Add(host, t0.Add(37*time.Second))
+	nv := Finding{Comm: 0xabc, Rank: 1, Host: "node02", GPU: "0000:3b:00.0", Cause: CauseNVLink, Late: 8, Of: 8,
+		NVLink: &NVLinkFinding{OutBps: 182e9, CountedBps: 228e9, JobBps: 46e9, Peers: []string{"0000:5d:00.0"}}}
+	r.Add(nv, t0.Add(38*time.Second))
+	r.SetCounts(Counts{Processes: 16, Summaries: 51200, Dropped: 8, Operations: 3199, Links: 1600, LinksIn: 1712, Communicators: 2,
+		NVLink: &NVLinkCounts{GPUs: 8, Readings: 1000}}, t0.Add(40*time.Second))
+	if len(r.Findings) != 7 || r.Total != 7 || len(r.Standing) != 4 || r.Standing[0].Link == nil || r.Standing[1].Link.Peer != -1 ||
+		r.Standing[2].Rank != 1 || r.Standing[2].NVLink != nil || r.Standing[3].NVLink == nil {
 		t.Fatalf("findings %d (total %d), standing %+v", len(r.Findings), r.Total, r.Standing)
 	}
 	if r.Findings[0].Confirm == "" || r.Findings[2].Confirm != "" {

@@ -67,6 +67,9 @@ type Summary struct {
 	// Links are what the rank sent each peer in the operation, where its
 	// sender measures it (a sample of the operations may carry them).
 	Links []Link `json:",omitempty"`
+	// NVLink is the rank's GPU's NVLink reading, on the summaries that
+	// carry one (a few a second of each process).
+	NVLink *NVLinkSample `json:",omitempty"`
 }
 
 // Sink takes the summary of each operation a rank runs: a Sender, or a
@@ -106,6 +109,15 @@ type Options struct {
 	LinkShare    float64
 	MinLinkBytes int64
 	MaxLinks     int
+	// A GPU's NVLink reading goes beyond the job's when what its links
+	// carried one way exceeds NVLinkMargin times the job's bound of it by
+	// MinForeignBps or more; a GPU is named and cleared by Share of its
+	// last NVLinkWindow readings and Persist, as a rank is. MaxGPUs bounds
+	// the GPUs followed.
+	NVLinkWindow  int
+	NVLinkMargin  float64
+	MinForeignBps float64
+	MaxGPUs       int
 }
 
 // DefaultOptions judge the last 32 operations, name a rank late in 75% of
@@ -113,10 +125,12 @@ type Options struct {
 // half the median link in 75% of those it moved 64 KiB or more in, once
 // that has held for 2 s, and
 // hold at most 256 operations in flight per communicator, 4,096
-// communicators and 65,536 links (a link's window is about 1 KiB).
+// communicators and 65,536 links (a link's window is about 1 KiB); and
+// name a GPU whose NVLinks carried 5 GB/s or more beyond 1.5 times the
+// job's bound one way in 75% of its last 8 readings (2 s at 4 a second).
 func DefaultOptions() Options {
 	return Options{Window: 32, Share: 0.75, Persist: 2 * time.Second, MinLate: 50 * time.Microsecond, MinIssueLate: time.Millisecond, MaxPending: 256, MaxComms: 4096,
-		LinkShare: 0.5, MinLinkBytes: MinLinkBytesDefault, MaxLinks: 1 << 16}
+		LinkShare: 0.5, MinLinkBytes: MinLinkBytesDefault, MaxLinks: 1 << 16, NVLinkWindow: 8, NVLinkMargin: 1.5, MinForeignBps: 5e9, MaxGPUs: 1 << 16}
 }
 
 // Cause says what made a rank late.
@@ -131,6 +145,8 @@ const (
 	CauseGPU   Cause = "its GPU started the kernel late"
 	CauseLink  Cause = "sends slowly"
 	CauseEnd   Cause = "every link to and from it is slow"
+	// CauseNVLink: a GPU whose NVLinks carry traffic that is not the job's.
+	CauseNVLink Cause = "its NVLinks carry traffic that is not the job's"
 )
 
 // Finding is a rank persistently later than its peers on a communicator.
@@ -156,12 +172,19 @@ type Finding struct {
 	// GPU (host and bus id) as a rank whose GPU started late: their
 	// kernels take turns on it, the likeliest cause.
 	SharesGPU []int
+	// NVLink is set where the finding is of a GPU (Host, GPU) whose
+	// NVLinks carry traffic beyond the job's: Late of Of are then its
+	// readings that did. Comm and Rank are those of a process on it.
+	NVLink *NVLinkFinding
 }
 
 // String is the finding as collbench watch prints it.
 func (f Finding) String() string {
 	if f.Link != nil {
 		return f.linkString()
+	}
+	if f.NVLink != nil {
+		return f.nvlinkString()
 	}
 	where := fmt.Sprintf("rank %d (%s)", f.Rank, f.Host)
 	if f.GPU != "" {
@@ -285,6 +308,13 @@ type Collector struct {
 	// ops counts what the job issued, by communicator, function, type and
 	// count, from each communicator's rank 0 (at most MaxOps of them).
 	ops map[OpKey]uint64
+	// gpus are the GPUs whose NVLink readings came; nvReadings counts
+	// the intervals judged, nvSpans the GPUs not judged (a communicator
+	// across hosts), nvUnread the first reason a GPU could not be read.
+	gpus       map[gpuKey]*gpuTraffic
+	nvReadings int64
+	nvSpans    int
+	nvUnread   string
 }
 
 // Counts is what a collector has taken in: the evidence behind a watch
@@ -311,6 +341,8 @@ type Counts struct {
 	// Libraries are the libraries the processes said they watch (at most
 	// MaxLibraries), with how many said each: which NCCL the job ran.
 	Libraries []LibraryCount `json:"libraries,omitempty"`
+	// NVLink is what came of the GPUs' NVLink readings, where any did.
+	NVLink *NVLinkCounts `json:"nvlink,omitempty"`
 }
 
 // MaxBehind bounds the ranks Counts names as behind.
@@ -368,7 +400,19 @@ func New(o Options) *Collector {
 	if o.MaxLinks <= 0 {
 		o.MaxLinks = d.MaxLinks
 	}
-	return &Collector{o: o, comms: map[uint64]*comm{}}
+	if o.NVLinkWindow <= 0 {
+		o.NVLinkWindow = d.NVLinkWindow
+	}
+	if o.NVLinkMargin < 1 {
+		o.NVLinkMargin = d.NVLinkMargin
+	}
+	if o.MinForeignBps <= 0 {
+		o.MinForeignBps = d.MinForeignBps
+	}
+	if o.MaxGPUs <= 0 {
+		o.MaxGPUs = d.MaxGPUs
+	}
+	return &Collector{o: o, comms: map[uint64]*comm{}, gpus: map[gpuKey]*gpuTraffic{}}
 }
 
 // Dropped is how many summaries were dropped: malformed, for a
@@ -420,9 +464,17 @@ func (c *Collector) Behind(n int) []RankBehind {
 	return out[:min(n, len(out))]
 }
 
-// Add takes one summary and returns what changed: a rank newly named, or
-// a named rank cleared.
+// Add takes one summary and returns what changed: a rank, link or GPU
+// newly named, or one named cleared.
 func (c *Collector) Add(s Summary) []Finding {
+	if s.NVLink != nil {
+		return append(c.addNVLink(s), c.add(s)...)
+	}
+	return c.add(s)
+}
+
+// add takes one summary's operation.
+func (c *Collector) add(s Summary) []Finding {
 	c.linksIn += int64(len(s.Links))
 	c.every = max(c.every, s.Every)
 	if s.Ranks < 2 || s.Rank < 0 || s.Rank >= s.Ranks {
@@ -547,6 +599,11 @@ func (c *Collector) update(id uint64, cm *comm, fh *history, r int, now int64) *
 // meanwhile; p holds when that began and, from run, where the bad run
 // then held had begun (the finding's since).
 func (c *Collector) verdict(named bool, bad, n int, p *onset, now int64, run func() uint64) (name, clear bool) {
+	return c.verdictOf(named, bad, n, c.o.Window, p, now, run)
+}
+
+// verdictOf is verdict over a window of window outcomes.
+func (c *Collector) verdictOf(named bool, bad, n, window int, p *onset, now int64, run func() uint64) (name, clear bool) {
 	share := float64(bad) / float64(n)
 	if named {
 		// Cleared as it was named: once below half of Share for Persist,
@@ -563,7 +620,7 @@ func (c *Collector) verdict(named bool, bad, n int, p *onset, now int64, run fun
 		p.on = false
 		return false, false
 	}
-	if n < c.o.Window || share < c.o.Share {
+	if n < window || share < c.o.Share {
 		return false, false
 	}
 	return p.held(now, c.o.Persist, run), false
@@ -619,7 +676,11 @@ func (c *Collector) Standing() []Finding {
 		}
 		out = append(out, cm.standingLinks()...)
 	}
+	out = append(out, c.standingGPUs()...)
 	peer := func(f Finding) int {
+		if f.NVLink != nil {
+			return -3 // a GPU's traffic first
+		}
 		if f.Link == nil {
 			return -2 // a rank's own finding first, then all its links, then each
 		}

@@ -603,7 +603,8 @@ func (s *Server) Counts() Counts {
 	defer s.mu.Unlock()
 	return Counts{Processes: s.admitted.Load(), Summaries: s.received.Load(), Dropped: s.c.Dropped(),
 		Operations: s.c.Judged(), Links: s.c.LinksJudged(), LinksIn: s.c.LinksReceived(), Communicators: s.c.Communicators(),
-		Behind: s.c.Behind(MaxBehind), Every: s.c.SampledEvery(), Ops: s.c.Ops(), Libraries: append([]LibraryCount(nil), s.libraries...)}
+		Behind: s.c.Behind(MaxBehind), Every: s.c.SampledEvery(), Ops: s.c.Ops(), Libraries: append([]LibraryCount(nil), s.libraries...),
+		NVLink: s.c.NVLinkCounts()}
 }
 
 // clock is a sender's measure of its clock's offset from the collector's.

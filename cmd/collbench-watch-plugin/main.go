@@ -64,7 +64,9 @@ func cbwConfigure() {
 		}
 		C.cbw_enable(1)
 		me, _ := os.Hostname()
-		t := &taker{s: s, clock: hostclock.ID() + "/monotonic", host: me, aligners: map[int]*watch.Aligner{}, buf: make([]C.cbw_done, C.CBW_SLOTS)}
+		warn := func(line string) { fmt.Fprintln(os.Stderr, line) }
+		t := &taker{s: s, clock: hostclock.ID() + "/monotonic", host: me, aligners: map[int]*watch.Aligner{}, buf: make([]C.cbw_done, C.CBW_SLOTS),
+			nv: newNVLinks(os.Getenv, warn)}
 		running.Store(t)
 		go t.loop()
 	})
@@ -110,6 +112,8 @@ type taker struct {
 	mu          sync.Mutex // one take at a time: a slot is taken once
 	aligners    map[int]*watch.Aligner
 	buf         []C.cbw_done
+	nv          *nvlinks
+	infos       []C.cbw_info // the contexts as the last take read them
 }
 
 // loop takes every pollEvery, forever.
@@ -126,10 +130,20 @@ func (t *taker) take() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	older := int64(C.cbw_now()) - giveUp.Nanoseconds()
-	for i := range int(C.cbw_contexts()) {
-		var info C.cbw_info
-		if C.cbw_context(C.int(i), &info) != 0 {
-			continue
+	infos := t.infos[:0]
+	for range int(C.cbw_contexts()) {
+		infos = append(infos, C.cbw_info{})
+	}
+	t.infos = infos
+	for i := range infos {
+		if C.cbw_context(C.int(i), &infos[i]) != 0 {
+			infos[i] = C.cbw_info{}
+		}
+	}
+	t.nv.read(infos)
+	for i, info := range infos {
+		if info.ranks == 0 {
+			continue // not published yet
 		}
 		a := t.aligners[i]
 		if a == nil {
@@ -146,7 +160,7 @@ func (t *taker) take() {
 			}
 			t.s.Send(watch.Summary{Comm: uint64(info.hash), Seq: op.Seq, Ranks: int(info.ranks), Rank: int(info.rank),
 				Host: t.host, GPU: C.GoString(&info.bus[0]), Func: C.GoString(&d._func[0]), DType: C.GoString(&d.dtype[0]), Count: int64(d.count), IssueNS: op.IssueNS, StartNS: start, EndNS: end, ErrNS: errNS, Kernel: true, Clock: t.clock,
-				Links: links(d)})
+				Links: links(d), NVLink: t.nv.take(C.GoString(&info.bus[0]))})
 		}
 	}
 }

@@ -72,8 +72,12 @@ struct cbw_op {
 
 struct cbw_ctx {
 	uint64_t hash;
-	int rank, ranks;
+	int rank, ranks, nodes;
 	char bus[32];
+	// wire_tx and wire_rx bound the bytes this communicator's operations
+	// put on the GPU's links each way (wire_bound), counted as NCCL is
+	// handed them, every operation, recorded or not.
+	_Atomic int64_t wire_tx, wire_rx;
 	atomic_ullong head;
 	atomic_int dropped;
 	cbw_op ops[CBW_SLOTS];
@@ -129,7 +133,7 @@ void cbw_enable(int on) { atomic_store(&enabled, on); }
 
 int cbw_enabled(void) { return atomic_load(&enabled); }
 
-static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, int rank) {
+static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int nodes, int ranks, int rank) {
 	*ctx = NULL;
 	if (atomic_load(&enabled) == -1) {
 		cbwConfigure(); // the Go side reads the environment once, then enables or not
@@ -163,6 +167,7 @@ static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, i
 	c->hash = hash;
 	c->rank = rank;
 	c->ranks = ranks;
+	c->nodes = nodes;
 	gpu_bus_id(c->bus, sizeof(c->bus));
 	for (int s = 0; s < CBW_SLOTS; s++) {
 		c->ops[s].kind = KIND_OP;
@@ -177,9 +182,79 @@ static cbp_result init_common(void **ctx, int *mask, uint64_t hash, int ranks, i
 	__atomic_store_n(&contexts[i], c, __ATOMIC_RELEASE);
 	*ctx = c;
 	if (mask != NULL) {
-		*mask = CBP_COLL | CBP_KERNEL_CH | CBP_PROXY_OP | CBP_PROXY_STEP;
+		*mask = CBP_COLL | CBP_P2P | CBP_KERNEL_CH | CBP_PROXY_OP | CBP_PROXY_STEP;
 	}
 	return 0;
+}
+
+// type_size is the size in bytes of NCCL's element type by its name
+// (ncclFloat32: 4, ncclBfloat16: 2, ncclFloat8e4m3: 1): the bits its name
+// gives, 8 bytes where it gives none (a bound, not a guess).
+static int64_t type_size(const char *dtype) {
+	if (dtype == NULL) {
+		return 8;
+	}
+	for (const char *p = dtype; *p != 0; p++) {
+		if (*p >= '0' && *p <= '9') {
+			int bits = atoi(p);
+			return bits >= 8 ? bits / 8 : 8;
+		}
+	}
+	return 8;
+}
+
+// proto_bound is b as protocol proto puts it on the wire: LL sends a flag
+// with every 4 bytes of data (twice the data), LL128 8 bytes of 128
+// (16/15), Simple the data; twice where NCCL did not say.
+static int64_t proto_bound(const char *proto, int64_t b) {
+	if (proto != NULL && (proto[0] == 'S' || proto[0] == 's')) {
+		return b;
+	}
+	if (proto != NULL && proto[0] != 0 && proto[1] != 0 && proto[2] == '1') {
+		return b + b / 15 + 1;
+	}
+	return 2 * b;
+}
+
+// wire_bound is at most what one rank of ranks puts on its links each
+// way in a collective: the ring's share of the data (2(n-1)/n of it in an
+// allreduce, n-1 blocks in an allgather or reduce-scatter, whose count is
+// one rank's block, the data in a broadcast or reduce), twice the data in
+// an allreduce by another algorithm (a tree or chain sends it up and
+// down), n times twice the data in a collective of another name, by the
+// protocol's overhead.
+static int64_t wire_bound(const cbp_detail *d, int ranks) {
+	int64_t n = ranks > 1 ? ranks : 1, s = (int64_t)d->coll.count * type_size(d->coll.dtype), b;
+	const char *fn = d->coll.func == NULL ? "" : d->coll.func, *algo = d->coll.algo;
+	if (strcmp(fn, "AllReduce") == 0) {
+		b = algo != NULL && (algo[0] == 'R' || algo[0] == 'r') ? 2 * (n - 1) * (s / n + 1) : 2 * s;
+	} else if (strcmp(fn, "AllGather") == 0 || strcmp(fn, "ReduceScatter") == 0) {
+		b = (n - 1) * s;
+	} else if (strcmp(fn, "Broadcast") == 0 || strcmp(fn, "Reduce") == 0) {
+		b = s;
+	} else {
+		b = 2 * n * s;
+	}
+	return proto_bound(d->coll.proto, b);
+}
+
+// account adds what an operation NCCL is handed puts on the GPU's links
+// to its communicator's bound: a collective's both ways, a send's out, a
+// receive's in (NCCL sends up to 16 KiB by LL, twice the data).
+static void account(cbw_ctx *c, uint64_t type, const cbp_detail *d) {
+	if (type == CBP_COLL) {
+		int64_t b = wire_bound(d, c->ranks);
+		atomic_fetch_add(&c->wire_tx, b);
+		atomic_fetch_add(&c->wire_rx, b);
+		return;
+	}
+	int64_t b = (int64_t)d->p2p.count * type_size(d->p2p.dtype);
+	b = b <= 16384 ? 2 * b : b;
+	if (d->p2p.func != NULL && d->p2p.func[0] == 'R') {
+		atomic_fetch_add(&c->wire_rx, b);
+	} else {
+		atomic_fetch_add(&c->wire_tx, b);
+	}
 }
 
 static void finish(cbw_op *op) {
@@ -243,6 +318,9 @@ static cbp_result start_common(void *ctx, void **handle, uint64_t type, void *pa
 	cbw_ctx *c = (cbw_ctx *)ctx;
 	if (c == NULL) {
 		return 0;
+	}
+	if (type == CBP_COLL || type == CBP_P2P) {
+		account(c, type, d);
 	}
 	if (type == CBP_COLL) {
 		uint64_t at = atomic_fetch_add(&c->head, 1);
@@ -372,21 +450,21 @@ static cbp_result finalize(void *ctx) {
 }
 
 static cbp_result init_v4(void **ctx, int *mask, const char *name, uint64_t hash, int nodes, int ranks, int rank, cbp_logger log) {
-	(void)name, (void)nodes, (void)log;
+	(void)name, (void)log;
 	cbw_set_interface(4);
-	return init_common(ctx, mask, hash, ranks, rank);
+	return init_common(ctx, mask, hash, nodes, ranks, rank);
 }
 
 static cbp_result init_v5(void **ctx, uint64_t id, int *mask, const char *name, int nodes, int ranks, int rank, cbp_logger log) {
-	(void)name, (void)nodes, (void)log;
+	(void)name, (void)log;
 	cbw_set_interface(5);
-	return init_common(ctx, mask, id, ranks, rank);
+	return init_common(ctx, mask, id, nodes, ranks, rank);
 }
 
 static cbp_result init_v6(void **ctx, uint64_t id, int *mask, const char *name, int nodes, int ranks, int rank, cbp_logger log) {
-	(void)name, (void)nodes, (void)log;
+	(void)name, (void)log;
 	cbw_set_interface(6);
-	return init_common(ctx, mask, id, ranks, rank);
+	return init_common(ctx, mask, id, nodes, ranks, rank);
 }
 
 static cbp_result start_v4(void *ctx, void **handle, cbp_descr_v4 *d) { return start_common(ctx, handle, d->type, d->parent, &d->d); }
@@ -477,6 +555,9 @@ int cbw_context(int i, cbw_info *out) {
 	out->rank = c->rank;
 	out->ranks = c->ranks;
 	out->dropped = atomic_load(&c->dropped);
+	out->nodes = c->nodes;
+	out->wire_tx = atomic_load(&c->wire_tx);
+	out->wire_rx = atomic_load(&c->wire_rx);
 	memcpy(out->bus, c->bus, sizeof(out->bus));
 	return 0;
 }

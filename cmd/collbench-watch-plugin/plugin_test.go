@@ -28,6 +28,7 @@ var (
 	buildDir             string
 	libPath, harnessPath string
 	standinPath          string // a libnccl.so.2 that only says its version
+	cudaPath, nvmlPath   string // the CUDA driver's and NVML's stand-ins
 	buildErr             error
 )
 
@@ -70,8 +71,16 @@ func built(t *testing.T) (string, string) {
 			return
 		}
 		standinPath = filepath.Join(dir, "libnccl.so.2")
-		if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", standinPath, "testdata/nccl_version.c").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building the NCCL version stand-in: %v\n%s", err, out)
+		cudaPath, nvmlPath = filepath.Join(dir, "libcuda-standin.so"), filepath.Join(dir, "libnvml-standin.so")
+		for _, b := range [][]string{
+			{"-shared", "-fPIC", "-o", standinPath, "testdata/nccl_version.c"},
+			{"-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", cudaPath, "testdata/cuda_standin.c"},
+			{"-shared", "-fPIC", "-Wall", "-I.", "-o", nvmlPath, "testdata/nvml_standin.c"},
+		} {
+			if out, err := exec.Command(cc, b...).CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("building a stand-in (%s): %v\n%s", b[len(b)-1], err, out)
+				return
+			}
 		}
 	})
 	if buildErr != nil {
@@ -164,6 +173,25 @@ func collector(t *testing.T, key string) (addr string, findings func() []watch.F
 		}, s.Counts
 }
 
+// quiet fails t for each rank of r that wrote to its stderr.
+func (r ran) quiet(t *testing.T) {
+	t.Helper()
+	for q, e := range r.stderr {
+		if e != "" {
+			t.Errorf("rank %d wrote to stderr: %s", q, e)
+		}
+	}
+}
+
+// judgedAll waits up to 5 s for the collector to have taken in all it
+// will (done), and returns its counts then.
+func judgedAll(counts func() watch.Counts, done func(watch.Counts) bool) watch.Counts {
+	for deadline := time.Now().Add(5 * time.Second); !done(counts()) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return counts()
+}
+
 // TestPluginNamesTheLateRank: four processes of one communicator with
 // GPU timers 37 ms apart, an operation every 8 ms; a rank planted late
 // (its GPU starting each kernel 5 ms after its peers', or its process
@@ -233,8 +261,8 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			j := job{version: c.version, ranks: 4, ops: ops, periodUS: period, lateRank: c.late, lateUS: c.us, lateFrom: c.from, env: env}
 			got := j.run(t)
 			for r, m := range got.stdout {
-				if m != "mask 90" { // collectives, proxy operations and steps, kernel channels
-					t.Errorf("rank %d: %q, want the plugin to ask for collectives, proxy operations and steps and kernel channels (mask 90)", r, m)
+				if m != "mask 94" { // collectives, point-to-point, proxy operations and steps, kernel channels
+					t.Errorf("rank %d: %q, want the plugin to ask for collectives, point-to-point operations, proxy operations and steps and kernel channels (mask 94)", r, m)
 				}
 				if got.stderr[r] != "" {
 					t.Errorf("rank %d wrote to stderr: %s", r, got.stderr[r])
@@ -244,10 +272,7 @@ func TestPluginNamesTheLateRank(t *testing.T) {
 			// every operation is judged: the three functions' operations
 			// are told apart though NCCL numbers each function's alone.
 			want := int64(j.ranks * sent)
-			for deadline := time.Now().Add(5 * time.Second); counts().Operations < int64(sent) && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
-			}
-			if n := counts(); n.Summaries != want || n.Operations != int64(sent) || n.Dropped != 0 {
+			if n := judgedAll(counts, func(n watch.Counts) bool { return n.Operations >= int64(sent) }); n.Summaries != want || n.Operations != int64(sent) || n.Dropped != 0 {
 				t.Errorf("the collector %s; want %d summaries (%d ranks x %d operations), all %d operations judged", n, want, j.ranks, sent, sent)
 			}
 			// Which NCCL each process ran: the library it found loaded,
@@ -326,15 +351,8 @@ func TestPluginNamesTheSlowLink(t *testing.T) {
 		}
 		j := job{version: 5, ranks: 4, ops: 200, periodUS: 8000, lateRank: -1, env: env}
 		got := j.run(t)
-		for r, e := range got.stderr {
-			if e != "" {
-				t.Errorf("rank %d wrote to stderr: %s", r, e)
-			}
-		}
-		for deadline := time.Now().Add(5 * time.Second); counts().Operations < int64(j.ops) && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := counts(); n.Operations != int64(j.ops) {
+		got.quiet(t)
+		if n := judgedAll(counts, func(n watch.Counts) bool { return n.Operations >= int64(j.ops) }); n.Operations != int64(j.ops) {
 			t.Errorf("slow link from %d: the collector %s; want all %d operations judged", slow, n, j.ops)
 		}
 		fs := findings()
@@ -378,7 +396,7 @@ func TestPluginWithoutItsEnvironment(t *testing.T) {
 		{"no collector", "mask 0", "", nil, 5},
 		{"malformed address", "mask 0", "is not host:port", []string{watch.EnvAddr + "=nowhere", "COLLBENCH_TOKEN=job-secret"}, 5},
 		{"no secret", "mask 0", "without the job secret", []string{watch.EnvAddr + "=" + addr}, 5},
-		{"wrong secret", "mask 90", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}, 5},
+		{"wrong secret", "mask 94", "collbench watch", []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=not-the-secret"}, 5},
 		// An NCCL of 2.23 to 2.25 offers interface 3, 2 or 1 only.
 		{"interface 3", "mask 0", "profiler interface version 3; the plugin needs version 4, 5 or 6", good, 3},
 		{"interface 1", "mask 0", "profiler interface version 1; the plugin needs version 4, 5 or 6", good, 1},
@@ -423,15 +441,12 @@ func TestPluginInAProcessThatForks(t *testing.T) {
 			env: []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", "HARNESS_FORK_AT=50", "HARNESS_FORK_EXIT=" + how}}
 		got := j.run(t)
 		for r, m := range got.stdout {
-			if m != "mask 90\nchild exit 0" || got.stderr[r] != "" {
+			if m != "mask 94\nchild exit 0" || got.stderr[r] != "" {
 				t.Errorf("%s: rank %d printed %q, stderr %q", how, r, m, got.stderr[r])
 			}
 		}
 		want := int64(j.ranks * j.ops)
-		for deadline := time.Now().Add(5 * time.Second); counts().Summaries < want && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := counts().Summaries; n != want {
+		if n := judgedAll(counts, func(n watch.Counts) bool { return n.Summaries >= want }).Summaries; n != want {
 			t.Errorf("%s: the collector read %d summaries, want %d", how, n, want)
 		}
 		if fs := findings(); len(fs) > 0 {
@@ -467,11 +482,7 @@ func TestPluginCollectorGoneMidRun(t *testing.T) {
 	if want := 1300 * time.Millisecond; took > want+700*time.Millisecond {
 		t.Errorf("the job took %v with its collector gone, on a timeline of %v", took, want)
 	}
-	for r, e := range got.stderr {
-		if e != "" {
-			t.Errorf("rank %d wrote to stderr: %s", r, e)
-		}
-	}
+	got.quiet(t)
 	if n := s.Received(); n == 0 || n >= int64(j.ranks*j.ops) {
 		t.Errorf("the collector read %d summaries before it went: want some, not all %d", n, j.ranks*j.ops)
 	}

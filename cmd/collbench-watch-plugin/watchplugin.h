@@ -17,7 +17,10 @@ typedef struct cbw_ctx cbw_ctx;
 // cbw_info describes one communicator as this process sees it.
 typedef struct {
 	uint64_t hash;
-	int rank, ranks, dropped;
+	int rank, ranks, dropped, nodes;
+	// wire_tx and wire_rx bound what its operations put on the GPU's
+	// links each way, since it began (plugin.c's wire_bound).
+	int64_t wire_tx, wire_rx;
 	char bus[32];
 } cbw_info;
 
@@ -58,5 +61,14 @@ int cbw_context(int i, cbw_info *out);
 // their slots; operations issued before older_than (ns) and still not
 // finished are freed and counted as dropped.
 int cbw_take(int i, int64_t older_than, cbw_done *out, int max);
+
+// The GPU's NVLink traffic, as its hardware counts it (nvlink.c: NVML,
+// loaded at run time). cbw_nvml_open loads the library at path (the
+// system's where NULL or empty) once; cbw_nvlink_gpu finds the GPU of a
+// PCI bus id and its active links, and returns its index, or -1 with why;
+// cbw_nvlink_read gives the bytes its active links carried each way.
+int cbw_nvml_open(const char *path, char *why, int n);
+int cbw_nvlink_gpu(const char *bus, char *why, int n);
+int cbw_nvlink_read(int gpu, int64_t *tx, int64_t *rx);
 
 #endif

@@ -44,6 +44,18 @@
 // goes on issuing, waits at most 5 s for the child at its end, prints
 // "child exit S" and returns 3 unless the child ended with 0.
 //
+// With HARNESS_CUDA and HARNESS_NVML naming the test's stand-ins of the
+// CUDA driver and NVML (cuda_standin.c, nvml_standin.c), the rank's GPU has
+// a bus id of its own and NVLink counters: each operation moves over them
+// what a ring moves by LL (twice the data: 2(n-1)/n of the buffer in an
+// allreduce, n-1 blocks in an allgather, the buffer in a broadcast) times
+// HARNESS_COUNTED (1.1: the hardware counts a little more), of
+// HARNESS_COUNT elements (1024 floats); with HARNESS_SENDS=B each operation
+// also sends B bytes to the next rank and receives B from the one before
+// (NCCL's point-to-point events). HARNESS_P2P=FROM:TO:BPS:ON:OFF plants
+// another program copying BPS bytes a second from rank FROM's GPU to rank
+// TO's, from operation ON's issue to operation OFF's.
+//
 // VERSION is the profiler interface NCCL offers: 5 or 4, or 1 to 3 as an
 // older NCCL (the plugin then asks for nothing).
 //
@@ -115,6 +127,55 @@ typedef struct {
 } fp_old;
 static int64_t net_bytes;
 static double net_bps = 1e9;
+
+// The NVML stand-in's hands, where it is loaded.
+static void (*nvlink_add)(int64_t tx, int64_t rx);
+static double counted = 1.1;
+static int64_t count = 1024, sends;
+
+// standins loads the CUDA and NVML stand-ins the environment names, tells
+// the first the rank, and plants the copy of HARNESS_P2P in the second.
+static int standins(int rank) {
+	const char *cuda = getenv("HARNESS_CUDA"), *nvml = getenv("HARNESS_NVML");
+	if (cuda != NULL) {
+		void *h = dlopen(cuda, RTLD_NOW | RTLD_GLOBAL);
+		void (*set)(int) = h ? (void (*)(int))dlsym(h, "standin_cuda_rank") : NULL;
+		if (set == NULL) {
+			fprintf(stderr, "harness: %s\n", dlerror());
+			return -1;
+		}
+		set(rank);
+	}
+	if (nvml == NULL) {
+		return 0;
+	}
+	void *h = dlopen(nvml, RTLD_NOW | RTLD_GLOBAL);
+	void (*plant)(double, double, int64_t, int64_t) = h ? (void (*)(double, double, int64_t, int64_t))dlsym(h, "standin_nvlink_plant") : NULL;
+	nvlink_add = h ? (void (*)(int64_t, int64_t))dlsym(h, "standin_nvlink_add") : NULL;
+	if (plant == NULL || nvlink_add == NULL) {
+		fprintf(stderr, "harness: %s\n", dlerror());
+		return -1;
+	}
+	if (getenv("HARNESS_COUNTED")) counted = atof(getenv("HARNESS_COUNTED"));
+	if (getenv("HARNESS_COUNT")) count = atoll(getenv("HARNESS_COUNT"));
+	if (getenv("HARNESS_SENDS")) sends = atoll(getenv("HARNESS_SENDS"));
+	int from, to, on, off;
+	double bps;
+	if (getenv("HARNESS_P2P") && sscanf(getenv("HARNESS_P2P"), "%d:%d:%lf:%d:%d", &from, &to, &bps, &on, &off) == 5) {
+		if (rank == from) plant(bps, 0, base + on * period, base + off * period);
+		if (rank == to) plant(0, bps, base + on * period, base + off * period);
+	}
+	return 0;
+}
+
+// moved is what operation i of ranks puts on each of a rank's NVLink
+// directions as the stand-in's hardware counts it.
+static int64_t moved(int i, int ranks) {
+	double s = (double)count * 4, b = s;
+	if (i % 3 == 0) b = 2.0 * (ranks - 1) / ranks * s;
+	else if (i % 3 == 1) b = (ranks - 1) * s;
+	return (int64_t)(2 * b * counted);
+}
 
 static int64_t now_ns(void) {
 	struct timespec ts;
@@ -245,6 +306,9 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "harness: %s\n", dlerror());
 		return 1;
 	}
+	if (standins(rank) != 0) {
+		return 1;
+	}
 	void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) {
 		fprintf(stderr, "harness: %s\n", dlerror());
@@ -298,9 +362,25 @@ int main(int argc, char **argv) {
 		// A step of a training job: an allreduce, an allgather and a
 		// broadcast. NCCL numbers each function's operations on its own
 		// (seqNumber counts that function's calls on the communicator).
-		u.coll.seqNumber = (uint64_t)(i / 3), u.coll.func = funcs[i % 3], u.coll.count = 1024, u.coll.datatype = "ncclFloat32";
+		u.coll.seqNumber = (uint64_t)(i / 3), u.coll.func = funcs[i % 3], u.coll.count = (size_t)count, u.coll.datatype = "ncclFloat32";
 		u.coll.nChannels = 2, u.coll.algo = "RING", u.coll.proto = "LL";
 		void *coll = (mask & (1 << 1)) ? start(ctx, 1 << 1, NULL, rank, &u) : NULL;
+		if (nvlink_add != NULL) {
+			nvlink_add(moved(i, ranks), moved(i, ranks));
+		}
+		if (sends > 0 && (mask & (1 << 2))) {
+			// A send to the next rank and a receive from the one before.
+			for (int k = 0; k < 2; k++) {
+				fp_union p;
+				memset(&p, 0, sizeof p);
+				p.p2p.func = k == 0 ? "Send" : "Recv", p.p2p.count = (size_t)sends, p.p2p.datatype = "ncclInt8";
+				p.p2p.peer = (rank + (k == 0 ? 1 : ranks - 1)) % ranks, p.p2p.nChannels = 1;
+				stop(start(ctx, 1 << 2, NULL, rank, &p));
+			}
+		}
+		if (sends > 0 && nvlink_add != NULL) {
+			nvlink_add((int64_t)(sends * counted), (int64_t)(sends * counted));
+		}
 		// The plan's times, or later where this process was held up.
 		int64_t kstart = ks[rank], kstop = ke[rank], now = now_ns() + 1000;
 		if (kstart < now) kstart = now;
