@@ -468,12 +468,7 @@ func (c *comm) GroupP2P(ops []driver.P2P, n int, rot driver.Rotation, h cuda.Str
 	}
 	moved := make([]driver.P2P, len(ops))
 	for k := 0; k < n; k++ {
-		sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
-		for i, o := range ops {
-			o.Buf += sh
-			moved[i] = o
-		}
-		if err := c.groupP2P(moved, h); err != nil {
+		if err := c.groupP2P(shifted(moved, ops, rot, k), h); err != nil {
 			return afterGroups(err, k, n)
 		}
 	}
@@ -485,18 +480,15 @@ func (c *comm) GroupP2P(ops []driver.P2P, n int, rot driver.Rotation, h cuda.Str
 // real binding's C loop issues them.
 func (c *comm) GroupSteps(steps []driver.Step, n int, rot driver.Rotation, h cuda.Stream) error {
 	c.d.cross("GroupSteps")
+	var moved []driver.P2P
 	for k := 0; k < n; k++ {
-		sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
 		for i, st := range steps {
 			var err error
 			if st.Bytes > 0 {
+				sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
 				err = c.d.copyAsync(st.Dst+sh, st.Src+sh, st.Bytes, h)
 			} else {
-				moved := make([]driver.P2P, len(st.Ops))
-				for j, o := range st.Ops {
-					o.Buf += sh
-					moved[j] = o
-				}
+				moved = shifted(moved[:0], st.Ops, rot, k)
 				err = c.groupP2P(moved, h)
 			}
 			if err != nil {
@@ -505,6 +497,18 @@ func (c *comm) GroupSteps(steps []driver.Step, n int, rot driver.Rotation, h cud
 		}
 	}
 	return nil
+}
+
+// shifted is ops with their buffers moved by rot's shift for repetition
+// k, in into (grown to their number).
+func shifted(into, ops []driver.P2P, rot driver.Rotation, k int) []driver.P2P {
+	sh := cuda.DevPtr(rot.Shift(k)) //nolint:gosec // G115: a shift within the buffers, not negative
+	into = into[:0]
+	for _, o := range ops {
+		o.Buf += sh
+		into = append(into, o)
+	}
+	return into
 }
 
 // groupP2P enqueues one group of ops.
