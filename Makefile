@@ -13,7 +13,7 @@ export CGO_ENABLED := 1
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick unit-race unit-fakegpu pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins plugin ptx clean
+.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick unit-race unit-plain pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins plugin ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -95,29 +95,37 @@ test-long: unit drills simulate mpi-check
 
 # Four test binaries at once, and four parallel tests in each, on any core
 # count: many tests wait (on timeouts, on processes of their own) more than
-# they compute (the cli package: 171 s at -parallel 2, 115 s at 4). The cli
-# package's fake-GPU tests run one at a time (they share the profiler
-# plugin's recorder, one per process), so they run in a test process of
-# their own beside the rest. The model's long searches (engine: doctor's
-# accuracy, the simulator's planted faults) skip under -race there and run
-# after without it: 59 s of the race run, 9 s in the second. The cli
-# package's tests are built first, once: two go commands started together
-# from an empty cache would each compile every package they share.
+# they compute (the cli package: 171 s at -parallel 2, 115 s at 4). Beside
+# that race run, a second process runs without the race detector what
+# costs it most for what it adds there: the cli package's fake-GPU tests
+# (one at a time: they share the profiler plugin's recorder) and two of its
+# longest other tests (CLI_SIDE_TESTS: end to end through the command
+# line, whose concurrency is the backends' and the engine's, which their
+# own packages' tests run under the detector; 160-177 s under it beside
+# the rest on 2 cores, 38 s without), then the model's long searches
+# (MODEL_SEARCH_TESTS), which skip under -race in the first. make
+# test-long runs every test under the detector. The cli package's tests
+# are built first, once: two go commands started together from an empty
+# cache would each compile every package they share.
 unit-quick:
 	$(GO) test -race -count=1 -run '^$$' ./cmd/collbench/cli > /dev/null
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit-race unit-fakegpu
-	$(GO) test -short -count=1 -parallel 4 -run '$(MODEL_SEARCH_TESTS)' ./engine
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit-race unit-plain
+
+CLI_SIDE_TESTS = ^(TestFakeGPU.*|TestEveryOutputFlagWritesOnlyAsAsked|TestRunConfigEndToEnd)$$
 
 # Without the browser's package: make pages runs its tests, and built
 # with -race its driver (chromedp, cdproto) costs 45 s of a core from an
 # empty build cache.
 unit-race:
-	$(GO) test -race -short -count=1 -p 4 -parallel 4 -skip '^TestFakeGPU' $$($(GO) list ./... | grep -v '/internal/pagecheck$$')
+	$(GO) test -race -short -count=1 -p 4 -parallel 4 -skip '$(CLI_SIDE_TESTS)' $$($(GO) list ./... | grep -v '/internal/pagecheck$$')
 
-unit-fakegpu:
-	$(GO) test -race -short -count=1 -parallel 4 -run '^TestFakeGPU' ./cmd/collbench/cli
+unit-plain:
+	$(GO) test -short -count=1 -parallel 4 -run '$(CLI_SIDE_TESTS)' ./cmd/collbench/cli
+	$(GO) test -short -count=1 -parallel 4 -run '$(MODEL_SEARCH_TESTS)' ./engine ./backend/cpu ./backend/nccl
 
-MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall|TestSimulateBusyFabric)$$
+# Tests that run a model many times over (racebuild.SkipLongModelRun):
+# 100 s of the race run's tests together, 13 s without the detector.
+MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall|TestSimulateBusyFabric|TestTuneFindsTheChunkSize|TestTuneForcesNCCLThroughItsTunerPlugin|TestAlgorithmsByTheirTraffic|TestFakeTimedRepetitionsMissTheCache)$$
 
 unit:
 	$(GO) test -race -count=1 ./...

@@ -15,6 +15,7 @@ import (
 	"collbench/backend/nccl/fakegpu"
 	"collbench/doctor"
 	"collbench/internal/nvmlmock"
+	"collbench/internal/racebuild"
 )
 
 // How often doctor is right: it runs (full mode) over seeded modeled 8-GPU
@@ -109,7 +110,7 @@ func judgeRun(rep *doctor.Report, all []string, buses []string, host bool) bool 
 }
 
 func TestDoctorAccuracy(t *testing.T) {
-	skipModelSearchUnderRace(t)
+	racebuild.SkipLongModelRun(t)
 	n := 3
 	if testing.Short() {
 		n = 1 // make test: every kind once; make test-long: three each

@@ -14,6 +14,7 @@ import (
 
 	"collbench/backend/sim/cluster"
 	"collbench/doctor"
+	"collbench/internal/racebuild"
 )
 
 var updateSim = flag.Bool("update-simulate", false, "rewrite testdata/simulate-scale.golden")
@@ -143,7 +144,7 @@ func simulate(t *testing.T, m *cluster.Model, quick bool) (*doctor.Report, time.
 }
 
 func TestSimulateNamesEachFaultSmall(t *testing.T) {
-	skipModelSearchUnderRace(t)
+	racebuild.SkipLongModelRun(t)
 	m := model(t, 32, 7)
 	ws := plantAll(m, 7)
 	rep, _ := simulate(t, m, false)
@@ -250,7 +251,7 @@ func quickWants(ws []want) []want {
 // TestSimulateQuickNamesEachFaultSmall is TestSimulateNamesEachFaultSmall
 // in quick mode (node admission): every planted fault named, nothing else.
 func TestSimulateQuickNamesEachFaultSmall(t *testing.T) {
-	skipModelSearchUnderRace(t)
+	racebuild.SkipLongModelRun(t)
 	for seed := uint64(7); seed <= 9; seed++ {
 		m := model(t, 32, seed)
 		ws := plantAll(m, seed)
@@ -277,19 +278,6 @@ func TestSimulateQuickAt1024(t *testing.T) {
 	}
 }
 
-// skipModelSearchUnderRace skips, in make test's race-detector run, a
-// test that runs doctor's whole search on the cluster model many times
-// over: 59 s of the unit tests under -race, 9 s without. make test runs
-// those tests again without the race detector (the Makefile's
-// unit-quick), and TestSimulateCleanSmall keeps the model's search under
-// the race detector there; make test-long runs all of them with it.
-func skipModelSearchUnderRace(t *testing.T) {
-	t.Helper()
-	if raceBuild && testing.Short() {
-		t.Skip("make test runs this without -race (unit-quick's second step); make test-long with it")
-	}
-}
-
 // TestSimulateBusyFabric: another job's traffic on the fabric is no part's
 // fault. On 8 hosts, a fabric at 30% of the NICs' rate from the start or
 // from 4 s into the run is named as the fabric, and no NIC, uplink or host;
@@ -298,7 +286,7 @@ func skipModelSearchUnderRace(t *testing.T) {
 // pairs measured beside them when measured again: now they clear them, and
 // a warning says the fabric slowed; no part is named.
 func TestSimulateBusyFabric(t *testing.T) {
-	skipModelSearchUnderRace(t)
+	racebuild.SkipLongModelRun(t)
 	at := func(s float64) *float64 { return &s }
 	for _, tc := range []struct {
 		name   string

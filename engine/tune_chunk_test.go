@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"collbench/backend/nccl/fakegpu"
+	"collbench/internal/racebuild"
 	"collbench/measure"
 	"collbench/tunefile"
 )
@@ -31,6 +32,7 @@ func chunkMachine(t *testing.T, version int) *System {
 // asks no tuner for the chunk, no chunk is tried, and a file's chunk is
 // refused by name.
 func TestTuneFindsTheChunkSize(t *testing.T) {
+	racebuild.SkipLongModelRun(t) // 21 s under -race, 2.2 s without
 	tn := ncclTune(256<<10, 4<<20)
 	tn.Plan.Collectives = []measure.Collective{measure.AllGather}
 	tn.Plan.Iters, tn.Plan.Warmup = 2, 0 // the model's clock: no noise to average away

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"collbench/backend/nccl/fakegpu"
+	"collbench/internal/racebuild"
 	"collbench/measure"
 	"collbench/tune"
 	"collbench/tunefile"
@@ -49,6 +50,7 @@ func ncclTune(sizes ...int64) Tune {
 // and the tuner file names channels on every line and covers every size.
 // Then --check with that file reproduces each gain.
 func TestTuneForcesNCCLThroughItsTunerPlugin(t *testing.T) {
+	racebuild.SkipLongModelRun(t) // 26 s under -race, 1.7 s without
 	sys := protocolMachine(t, 0)
 	tn := ncclTune(8, 256<<10, 1<<20)
 	rep, err := sys.RunTune(context.Background(), tn)

@@ -11,6 +11,7 @@ import (
 	"collbench/dtype"
 	"collbench/internal/faults"
 	"collbench/internal/memcontrol"
+	"collbench/internal/racebuild"
 	"collbench/measure"
 	"collbench/results"
 	"collbench/watchdog"
@@ -145,6 +146,7 @@ func TestRecursiveDoublingVerifies(t *testing.T) {
 // reduce-scatter and alltoall, S for broadcast, reduce and sendrecv, each
 // plus 1 % for framing.
 func TestAlgorithmsByTheirTraffic(t *testing.T) {
+	racebuild.SkipLongModelRun(t) // 18 s under -race, 2.4 s without
 	bound := map[measure.Collective]func(n float64) float64{
 		measure.AllReduce:     func(n float64) float64 { return 2 * (n - 1) / n },
 		measure.AllGather:     func(n float64) float64 { return (n - 1) / n },

@@ -12,6 +12,7 @@ import (
 	"collbench/backend/nccl/driver"
 	"collbench/backend/nccl/fakegpu"
 	"collbench/dtype"
+	"collbench/internal/racebuild"
 	"collbench/measure"
 	"collbench/results"
 )
@@ -274,6 +275,7 @@ func TestFakeSymmetricWindows(t *testing.T) {
 // fits (1 MiB, with 8 MiB of room) is timed at the rate of one that does
 // not (8 MiB), with a thread per GPU and with one thread for all.
 func TestFakeTimedRepetitionsMissTheCache(t *testing.T) {
+	racebuild.SkipLongModelRun(t) // 18 s under -race, 0.8 s without
 	for _, mode := range measure.ThreadModes() {
 		m := fakegpu.HealthyModel(3)
 		m.LinkSpread, m.CopySpread, m.FillSpread = 0, 0, 0

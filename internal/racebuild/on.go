@@ -1,0 +1,6 @@
+//go:build race
+
+package racebuild
+
+// Enabled is true under the race detector.
+const Enabled = true
