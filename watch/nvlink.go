@@ -128,6 +128,7 @@ func (c *Collector) addNVLink(s Summary) []Finding {
 		}
 		g = &gpuTraffic{bus: s.GPU, comm: s.Comm, rank: s.Rank, procs: map[int]*procTraffic{}}
 		c.gpus[key] = g
+		c.hostGPUs[key.host] = append(c.hostGPUs[key.host], g)
 	}
 	p := g.procs[n.PID]
 	if p == nil {
@@ -212,8 +213,8 @@ func (c *Collector) updateGPU(key gpuKey, g *gpuTraffic, now int64) []Finding {
 			InBps:      med(func(r reading) float64 { return r.in }, func(r reading) bool { return r.badIn }),
 			CountedBps: med(func(r reading) float64 { return max(r.tx, r.rx) }, all), JobBps: med(func(r reading) float64 { return max(r.jobTX, r.jobRX) }, all)}
 		out := nf.OutBps >= nf.InBps
-		for k, o := range c.gpus {
-			if k != key && k.host == key.host && ((out && o.lastBadIn) || (!out && o.lastBadOut)) {
+		for _, o := range c.hostGPUs[key.host] {
+			if o != g && ((out && o.lastBadIn) || (!out && o.lastBadOut)) {
 				nf.Peers = append(nf.Peers, o.bus)
 			}
 		}
