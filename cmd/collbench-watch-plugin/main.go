@@ -7,7 +7,9 @@
 // to NCCL and when its kernel started and ended, the GPU's timer aligned
 // to the host's clock (watch.Aligner), and, for one operation in
 // CBW_LINK_EVERY, what it sent each peer over the network and the time
-// those sends spent on the wire (NCCL's proxy steps). Without COLLBENCH_WATCH it asks
+// those sends spent on the wire (NCCL's proxy steps); and, four times a
+// second, its GPU's NVLink counters beside a bound of what the process's
+// own operations put on those links (nvlink.go, nvlink.c). Without COLLBENCH_WATCH it asks
 // NCCL for no event at all. It never makes the job wait: NCCL's calls
 // only write into a ring per communicator (plugin.c); a goroutine takes
 // finished operations from the rings and queues their summaries to

@@ -19,26 +19,29 @@ import (
 // 100 GB/s from one GPU to another from operation 50 on (the first pair
 // under interface v4, a middle one, the wrap) has both GPUs named, the
 // sender with the receiver as its peer, nobody else, and no rank; a clean
-// job names nobody, with every GPU's readings judged; without NVML the
-// collector says why nothing was read.
+// job names nobody, with every GPU's readings judged; a communicator that
+// NCCL says spans two hosts leaves its GPUs unjudged, copy or not, and
+// says so; without NVML the collector says why nothing was read.
 func TestPluginNamesACopyOverNVLink(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		version  int
 		from, to int // -1: clean
 		nvml     bool
+		nodes    int
 	}{
-		{"clean", 5, -1, -1, true},
-		{"0 to 1, interface v4", 4, 0, 1, true},
-		{"1 to 2", 6, 1, 2, true},
-		{"3 to 0", 5, 3, 0, true},
-		{"no NVML", 5, -1, -1, false},
+		{"clean", 5, -1, -1, true, 1},
+		{"0 to 1, interface v4", 4, 0, 1, true, 1},
+		{"1 to 2", 6, 1, 2, true, 1},
+		{"3 to 0", 5, 3, 0, true, 1},
+		{"2 to 3, across two hosts", 5, 2, 3, true, 2},
+		{"no NVML", 5, -1, -1, false, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			addr, findings, _, counts := collector(t, "job-secret")
 			built(t)
 			env := []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", watch.EnvNVLinkEvery + "=50",
-				"HARNESS_CUDA=" + cudaPath, "HARNESS_COUNT=16777216", "HARNESS_SENDS=268435456"}
+				"HARNESS_CUDA=" + cudaPath, "HARNESS_COUNT=16777216", "HARNESS_SENDS=268435456", fmt.Sprintf("HARNESS_NODES=%d", c.nodes)}
 			if c.nvml {
 				env = append(env, "HARNESS_NVML="+nvmlPath, watch.EnvNVML+"="+nvmlPath)
 			} else {
@@ -55,6 +58,12 @@ func TestPluginNamesACopyOverNVLink(t *testing.T) {
 			if !c.nvml {
 				if n.NVLink == nil || n.NVLink.GPUs != 0 || !strings.Contains(n.NVLink.Unread, "cannot be loaded") || len(fs) > 0 {
 					t.Errorf("without NVML: %+v, %v", n.NVLink, fs)
+				}
+				return
+			}
+			if c.nodes > 1 {
+				if n.NVLink == nil || n.NVLink.GPUs != 4 || n.NVLink.Spans != 4 || n.NVLink.Readings != 0 || len(fs) > 0 {
+					t.Errorf("across hosts: %+v, %v", n.NVLink, fs)
 				}
 				return
 			}
@@ -88,5 +97,26 @@ func TestPluginNamesACopyOverNVLink(t *testing.T) {
 			}
 			t.Logf("%s", out)
 		})
+	}
+}
+
+// TestPluginWithAMalformedNVLinkPeriod: a period that is not a whole
+// number of milliseconds is one line on each rank's stderr naming it; the
+// job's operations are still sent and judged, and no NVLink is read.
+func TestPluginWithAMalformedNVLinkPeriod(t *testing.T) {
+	addr, findings, _, counts := collector(t, "job-secret")
+	built(t)
+	env := []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", watch.EnvNVLinkEvery + "=fast",
+		"HARNESS_CUDA=" + cudaPath, "HARNESS_NVML=" + nvmlPath, watch.EnvNVML + "=" + nvmlPath}
+	j := job{version: 5, ranks: 2, ops: 60, periodUS: 2000, lateRank: -1, env: env}
+	got := j.run(t)
+	for r, e := range got.stderr {
+		if lines := strings.Split(strings.TrimSpace(e), "\n"); len(lines) != 1 || !strings.Contains(lines[0], watch.EnvNVLinkEvery+`="fast" is not a whole number`) {
+			t.Errorf("rank %d wrote %q", r, e)
+		}
+	}
+	n := judgedAll(counts, func(n watch.Counts) bool { return n.Operations >= int64(j.ops) })
+	if n.Operations != int64(j.ops) || n.NVLink != nil || len(findings()) > 0 {
+		t.Errorf("the collector %s (NVLink %+v), named %v", n, n.NVLink, findings())
 	}
 }

@@ -54,7 +54,8 @@
 // also sends B bytes to the next rank and receives B from the one before
 // (NCCL's point-to-point events). HARNESS_P2P=FROM:TO:BPS:ON:OFF plants
 // another program copying BPS bytes a second from rank FROM's GPU to rank
-// TO's, from operation ON's issue to operation OFF's.
+// TO's, from operation ON's issue to operation OFF's. HARNESS_NODES=N
+// has NCCL say the communicator spans N hosts (1 by default).
 //
 // VERSION is the profiler interface NCCL offers: 5 or 4, or 1 to 3 as an
 // older NCCL (the plugin then asks for nothing).
@@ -327,8 +328,9 @@ int main(int argc, char **argv) {
 	void *ctx = NULL;
 	int mask = -1;
 	const uint64_t hash = 0x5eed0000c0ffeeull;
-	if (version >= 5) ((fp_v5 *)plugin)->init(&ctx, hash, &mask, "test", 1, ranks, rank, NULL);
-	else if (version == 4) ((fp_v4 *)plugin)->init(&ctx, &mask, "test", hash, 1, ranks, rank, NULL);
+	int nodes = getenv("HARNESS_NODES") ? atoi(getenv("HARNESS_NODES")) : 1; // the hosts NCCL says the communicator spans
+	if (version >= 5) ((fp_v5 *)plugin)->init(&ctx, hash, &mask, "test", nodes, ranks, rank, NULL);
+	else if (version == 4) ((fp_v4 *)plugin)->init(&ctx, &mask, "test", hash, nodes, ranks, rank, NULL);
 	else ((fp_old *)plugin)->init(&ctx, &mask);
 	printf("mask %d\n", mask);
 	fflush(stdout);
