@@ -14,7 +14,7 @@
 # An episode passes when the victim rank is named within 15 s of the plant's
 # start with the plant's cause, stays named while the plant runs, and no
 # other rank is named from the plant's start to the next plant's (for p2p:
-# the victim's GPU named for NVLink traffic that is not the job's, and
+# the victim's GPU named for NVLink traffic beyond the job's NCCL operations, and
 # nothing but it and the GPU it copies to). The
 # table (plant x episodes named x p50/p90 time x others named x cleared
 # while the plant ran) goes to stdout and $OUT/watch-plants.json.
@@ -168,7 +168,7 @@ python3 - "$WORK" "$JOBS" "$OFF_S" "$OUTDIR/watch-plants.json" "$ngpu" <<'PY'
 import datetime, json, statistics, sys
 work, jobs, off, dest, n = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 ts = lambda f: datetime.datetime.fromisoformat(f["at"].replace("Z", "+00:00")).timestamp()
-cause = {"sleep": "issued late", "p2p": "its NVLinks carry traffic that is not the job's"}
+cause = {"sleep": "issued late", "p2p": "its NVLinks carry traffic beyond the job's NCCL operations"}
 rows, per = [], {}
 for j in range(1, jobs + 1):
     try:

@@ -62,7 +62,7 @@ type NVLinkSample struct {
 	Unread       string `json:",omitempty"`
 }
 
-// NVLinkFinding is what a finding of traffic that is not the job's adds:
+// NVLinkFinding is what a finding of traffic beyond the job's adds:
 // how much went out and came in beyond the job's bound (the median over
 // the readings that judged so, in bytes per second), what the hardware
 // counted and the job's bound then, and the GPUs of the host where the
@@ -264,16 +264,16 @@ func (f Finding) nvlinkString() string {
 	case 0:
 		return s + "; no other GPU of the job on this host shows the other end: a GPU outside the job, or a copy both ways"
 	case 1:
-		return s + fmt.Sprintf("; GPU %s %s as much: another program copies between them", v.Peers[0], one)
+		return s + fmt.Sprintf("; GPU %s %s as much: another program copies between them, or the job does outside NCCL", v.Peers[0], one)
 	}
-	return s + fmt.Sprintf("; GPUs %s %s as much: another program copies between them", strings.Join(v.Peers, ", "), many)
+	return s + fmt.Sprintf("; GPUs %s %s as much: another program copies between them, or the job does outside NCCL", strings.Join(v.Peers, ", "), many)
 }
 
 // nvlinkConfirm is what to run on the host of a GPU named for traffic
-// that is not the job's.
+// beyond the job's.
 func (f Finding) nvlinkConfirm() string {
 	gpus := append([]string{f.GPU}, f.NVLink.Peers...)
-	return fmt.Sprintf("on %s: list what else runs on GPU %s (nvidia-smi --query-compute-apps=pid,process_name,gpu_bus_id --format=csv): a process there copies over NVLink; stop it or give the job GPUs it does not share",
+	return fmt.Sprintf("on %s: list what else runs on GPU %s (nvidia-smi --query-compute-apps=pid,process_name,gpu_bus_id --format=csv): a process there copies over NVLink (stop it, or give the job GPUs it does not share); where only the job's processes run there, it moves data between GPUs outside NCCL",
 		f.Host, strings.Join(gpus, " and "))
 }
 

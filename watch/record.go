@@ -272,7 +272,7 @@ func Tally(fs []Finding) string {
 		{late, "1 rank is still late", "%d ranks are still late"},
 		{ends, "1 rank's links are still all slow", "%d ranks' links are still all slow"},
 		{links, "1 link is still slow", "%d links are still slow"},
-		{gpus, "1 GPU's NVLinks still carry traffic that is not the job's", "%d GPUs' NVLinks still carry traffic that is not the job's"},
+		{gpus, "1 GPU's NVLinks still carry traffic beyond the job's NCCL operations", "%d GPUs' NVLinks still carry traffic beyond the job's NCCL operations"},
 	} {
 		switch {
 		case p.n == 1:

@@ -145,8 +145,10 @@ const (
 	CauseGPU   Cause = "its GPU started the kernel late"
 	CauseLink  Cause = "sends slowly"
 	CauseEnd   Cause = "every link to and from it is slow"
-	// CauseNVLink: a GPU whose NVLinks carry traffic that is not the job's.
-	CauseNVLink Cause = "its NVLinks carry traffic that is not the job's"
+	// CauseNVLink: a GPU whose NVLinks carry traffic that the job's NCCL
+	// operations do not account for (another program's, or the job's own
+	// moved outside NCCL).
+	CauseNVLink Cause = "its NVLinks carry traffic beyond the job's NCCL operations"
 )
 
 // Finding is a rank persistently later than its peers on a communicator.
