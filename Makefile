@@ -97,12 +97,13 @@ test-long: unit drills simulate mpi-check
 # count: many tests wait (on timeouts, on processes of their own) more than
 # they compute (the cli package: 171 s at -parallel 2, 115 s at 4). Beside
 # that race run, a second process runs without the race detector what
-# costs it most for what it adds there: the cli package's fake-GPU tests
-# (one at a time: they share the profiler plugin's recorder) and two of its
-# longest other tests (CLI_SIDE_TESTS: end to end through the command
-# line, whose concurrency is the backends' and the engine's, which their
-# own packages' tests run under the detector; 160-177 s under it beside
-# the rest on 2 cores, 38 s without), then the model's long searches
+# costs it most for what it adds there (CLI_SIDE_TESTS, all end to end
+# through the command line, whose concurrency is the backends', the
+# engine's and the watch collector's, which their own packages' tests run
+# under the detector): the cli package's fake-GPU tests (one at a time:
+# they share the profiler plugin's recorder), its two longest other tests,
+# and the longest of those that run one at a time (determinism and watch:
+# 44 s in a row under the detector); then the model's long searches
 # (MODEL_SEARCH_TESTS), which skip under -race in the first. make
 # test-long runs every test under the detector. The cli package's tests
 # are built first, once: two go commands started together from an empty
@@ -111,7 +112,7 @@ unit-quick:
 	$(GO) test -race -count=1 -run '^$$' ./cmd/collbench/cli > /dev/null
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit-race unit-plain
 
-CLI_SIDE_TESTS = ^(TestFakeGPU.*|TestEveryOutputFlagWritesOnlyAsAsked|TestRunConfigEndToEnd)$$
+CLI_SIDE_TESTS = ^(TestFakeGPU.*|TestEveryOutputFlagWritesOnlyAsAsked|TestRunConfigEndToEnd|TestDeterminism(OnTheFakeGPUMachine|LeavesOutWhatCannotRun)|TestWatch(NamesASlowLinkUnderLaunch|NamesALateRankUnderLaunch|NeverWaitsOnItsRecord|CommandExitsOneWhileARankStandsNamed|SaysWhatItJudged))$$
 
 # Without the browser's package: make pages runs its tests, and built
 # with -race its driver (chromedp, cdproto) costs 45 s of a core from an
