@@ -253,3 +253,29 @@ func TestNVLinkEveryFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestNVLinkEveryGPUOfAHostCopying: another program copies around a ring
+// of a host's 4 GPUs (each to the next, 40 GB/s): every GPU carries as much
+// beyond the job's bound out and in, so no GPU stands out from its peers;
+// judged against the job's own bound, all four are named, each out and in,
+// and none is cleared while the copies run. The host beside it, clean,
+// names nobody.
+func TestNVLinkEveryGPUOfAHostCopying(t *testing.T) {
+	busy := nvHost{name: "busy", gpus: 4, job: 40e9, counted: 1.1}
+	for g := range 4 {
+		busy.plants = append(busy.plants, nvPlant{from: g, to: (g + 1) % 4, rate: 40e9, on: 2, off: 30})
+	}
+	events := runNVLink(t, New(Options{}), []nvHost{busy, {name: "clean", gpus: 4, job: 40e9, counted: 1.1}}, 30, 9)
+	named := map[string]bool{}
+	for _, e := range events {
+		v := e.f.NVLink
+		if e.f.Host != "busy" || e.f.Cleared || v.OutBps < 30e9 || v.InBps < 30e9 {
+			t.Errorf("at %.2f s: %s", e.at, e.f)
+		}
+		named[e.f.GPU] = true
+	}
+	if len(named) != 4 || len(events) != 4 {
+		t.Fatalf("named %d GPUs in %d events", len(named), len(events))
+	}
+	t.Logf("%s", events[0].f)
+}
