@@ -115,7 +115,6 @@ type taker struct {
 	aligners    map[int]*watch.Aligner
 	buf         []C.cbw_done
 	nv          *nvlinks
-	infos       []C.cbw_info // the contexts as the last take read them
 }
 
 // loop takes every pollEvery, forever.
@@ -132,20 +131,10 @@ func (t *taker) take() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	older := int64(C.cbw_now()) - giveUp.Nanoseconds()
-	infos := t.infos[:0]
-	for range int(C.cbw_contexts()) {
-		infos = append(infos, C.cbw_info{})
-	}
-	t.infos = infos
-	for i := range infos {
-		if C.cbw_context(C.int(i), &infos[i]) != 0 {
-			infos[i] = C.cbw_info{}
-		}
-	}
-	t.nv.read(infos)
-	for i, info := range infos {
-		if info.ranks == 0 {
-			continue // not published yet
+	for i := range int(C.cbw_contexts()) {
+		var info C.cbw_info
+		if C.cbw_context(C.int(i), &info) != 0 {
+			continue
 		}
 		a := t.aligners[i]
 		if a == nil {

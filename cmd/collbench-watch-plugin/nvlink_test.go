@@ -120,3 +120,21 @@ func TestPluginWithAMalformedNVLinkPeriod(t *testing.T) {
 		t.Errorf("the collector %s (NVLink %+v), named %v", n, n.NVLink, findings())
 	}
 }
+
+// TestPluginWithAStuckNVML: an NVML whose counter reads never return stops
+// the readings only: every operation is still sent and judged, and each
+// rank finalizes and exits (before the readings had a goroutine of their
+// own, they ran under the lock the finalize takes).
+func TestPluginWithAStuckNVML(t *testing.T) {
+	addr, findings, _, counts := collector(t, "job-secret")
+	built(t)
+	env := []string{watch.EnvAddr + "=" + addr, "COLLBENCH_TOKEN=job-secret", watch.EnvNVLinkEvery + "=20", "NVML_STANDIN_HANG=1",
+		"HARNESS_CUDA=" + cudaPath, "HARNESS_NVML=" + nvmlPath, watch.EnvNVML + "=" + nvmlPath}
+	j := job{version: 5, ranks: 2, ops: 60, periodUS: 2000, lateRank: -1, env: env}
+	got := j.run(t)
+	got.quiet(t)
+	n := judgedAll(counts, func(n watch.Counts) bool { return n.Operations >= int64(j.ops) })
+	if n.Operations != int64(j.ops) || len(findings()) > 0 {
+		t.Errorf("the collector %s, named %v", n, findings())
+	}
+}

@@ -3,11 +3,14 @@
 // (NVML's fields 138 and 139, in KiB, split evenly over the links) count
 // what the harness says its operations moved (standin_nvlink_add) and
 // what another program copies out of and into the GPU at a rate between
-// two times (standin_nvlink_plant).
+// two times (standin_nvlink_plant). With NVML_STANDIN_HANG set, reading
+// the counters never returns.
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nvmlabi.h" // the plugin's declaration of a field value
 
@@ -48,6 +51,11 @@ int nvmlDeviceGetNvLinkState(void *dev, unsigned int link, int *on) {
 
 int nvmlDeviceGetFieldValues(void *dev, int n, cbw_field *v) {
 	(void)dev;
+	if (getenv("NVML_STANDIN_HANG") != NULL) {
+		for (;;) {
+			pause(); // a driver that never answers
+		}
+	}
 	int64_t now = now_ns(), to = now < plant_to ? now : plant_to;
 	double planted = to > plant_from ? (double)(to - plant_from) / 1e9 : 0;
 	int64_t tx = atomic_load(&moved_tx) + (int64_t)(out_bps * planted), rx = atomic_load(&moved_rx) + (int64_t)(in_bps * planted);
