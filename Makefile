@@ -24,7 +24,7 @@ help:
 	@echo "make test      lint (vet, gofmt, tidy, deadcode, golangci-lint), unit tests with -race -short, the report pages, a smoke run, each doctor drill once and the MPI check's short form (under 5 min on 2 cores)"
 	@echo "make test-long the long tiers: every unit test with -race, every drill at every place and a 64-process world, doctor on the cluster model at 1,024 hosts (full and quick), the whole MPI check (about 45 min)"
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
-	@echo "make simulate  doctor on the cluster model: every fault kind at 1,024 hosts x 8 GPUs, 10 seeds; clean seeds; the scale table to 4,096 hosts (about 10 min)"
+	@echo "make simulate  doctor on the cluster model: every fault kind at 1,024 hosts x 8 GPUs, 10 seeds; clean seeds; the scale table to 4,096 hosts (about 13 min)"
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
 	@echo "make bench     CPU backend benchmarks (GB/s)"
 	@echo "make scale     worlds of 64, 128 and 256 processes on this machine: formation, sweep, verify-groups, doctor, a stopped rank, memory, rank 0's sockets"

@@ -17,7 +17,7 @@ type handRun struct {
 // newHandRun is a run of n ranks with options o, an empty site and report,
 // and no outcome yet.
 func newHandRun(n int, o Options) *handRun {
-	s := &site{o: o, n: n, members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*facts.HostFacts{}}
+	s := &site{o: o, n: n, members: map[string][]int{}, devIndex: map[int]int{}, facts: map[string]*facts.HostFacts{}, peak: slowestNICPort(o.Facts)}
 	return &handRun{meter: &meter{site: s, rank0: true, rep: &record.Report{}},
 		outcome: outcome{slowRanks: map[int]rules.Suspect{}, slowPairs: map[string]rules.Suspect{}}}
 }

@@ -32,6 +32,7 @@ func railSearch(hosts, gpus int, nic map[int]float64, path map[[2]int]float64, p
 	d.o.Who = func(r int) string { return fmt.Sprintf("rank %d (%s)", r, d.host(r)) }
 	if portGbps > 0 {
 		d.o.Facts = []facts.HostFacts{{Host: "node-00", NICs: []topology.NIC{{Name: "mlx5_0", Kind: "infiniband", RateGbps: portGbps, State: "ACTIVE"}}}}
+		d.peak = slowestNICPort(d.o.Facts)
 	}
 	for r, h := range names {
 		if len(d.members[h]) == 0 {
@@ -176,5 +177,32 @@ func TestPathsFromRealRecords(t *testing.T) {
 	}
 	if big < 3 {
 		t.Errorf("%d rows of 1 MiB and more in the recording, want 3", big)
+	}
+}
+
+// TestSlowestNICPort: the slowest active InfiniBand or RoCE port over every
+// host, in GB/s; Ethernet, ports down and ports of unknown rate left out; 0
+// where none is known.
+func TestSlowestNICPort(t *testing.T) {
+	ib := func(gbps float64, state string) topology.NIC {
+		return topology.NIC{Name: "mlx5_0", Kind: "infiniband", RateGbps: gbps, State: state}
+	}
+	for _, tc := range []struct {
+		name  string
+		hosts []facts.HostFacts
+		want  float64
+	}{
+		{"no facts", nil, 0},
+		{"one port", []facts.HostFacts{{NICs: []topology.NIC{ib(400, "ACTIVE")}}}, 50},
+		{"the slowest of two hosts", []facts.HostFacts{{NICs: []topology.NIC{ib(400, "ACTIVE")}}, {NICs: []topology.NIC{ib(400, "active"), ib(200, "ACTIVE")}}}, 25},
+		{"down, unknown and ethernet left out", []facts.HostFacts{{NICs: []topology.NIC{ib(100, "DOWN"), ib(0, "ACTIVE"), {Name: "eth0", Kind: "ethernet", RateGbps: 25, State: "ACTIVE"}, ib(400, "ACTIVE")}}}, 50},
+		{"none active", []facts.HostFacts{{NICs: []topology.NIC{ib(400, "DOWN")}}}, 0},
+	} {
+		if got := slowestNICPort(tc.hosts); got != tc.want {
+			t.Errorf("%s: %g GB/s, want %g", tc.name, got, tc.want)
+		}
+		if got := newSite(Options{Facts: tc.hosts}, 1).nicPeak(); got != tc.want {
+			t.Errorf("%s: the site's %g GB/s, want %g", tc.name, got, tc.want)
+		}
 	}
 }

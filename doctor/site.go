@@ -89,6 +89,7 @@ type site struct {
 	members  map[string][]int
 	devIndex map[int]int // world rank -> GPU index on its host (from the facts)
 	facts    map[string]*facts.HostFacts
+	peak     float64 // nicPeak, read once from the facts: it is asked per path
 }
 
 // newSite places n ranks on their hosts and GPUs from the options.
@@ -108,6 +109,7 @@ func newSite(o Options, n int) *site {
 		f := &o.Facts[i]
 		s.facts[f.Host] = f
 	}
+	s.peak = slowestNICPort(o.Facts)
 	for r := 0; r < n && r < len(o.Devices); r++ {
 		if f := s.facts[s.host(r)]; f != nil {
 			for _, g := range f.GPUs {
@@ -166,9 +168,14 @@ func (d *site) health(r int) (facts.GPUHealth, bool) {
 
 // nicPeak is the slowest active InfiniBand/RoCE port's rate in GB/s over
 // every host's facts, 0 when unknown.
-func (d *site) nicPeak() float64 {
+func (d *site) nicPeak() float64 { return d.peak }
+
+// slowestNICPort is nicPeak read from the facts: a pass over every port of
+// every host, once per run (per path judged, it made the judging of 8,192
+// ranks' paths quadratic).
+func slowestNICPort(hosts []facts.HostFacts) float64 {
 	peak := 0.0
-	for _, f := range d.o.Facts {
+	for _, f := range hosts {
 		for _, n := range f.NICs {
 			if n.Kind != "ethernet" && n.RateGbps > 0 && strings.EqualFold(n.State, "ACTIVE") {
 				if r := n.RateGbps / 8; peak == 0 || r < peak {

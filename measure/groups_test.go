@@ -142,3 +142,25 @@ func TestDefaultLayouts(t *testing.T) {
 		t.Errorf("several hosts: got %v\nwant %v", names, want)
 	}
 }
+
+// TestPositionsAgreeWithLocate: the one-pass map places every rank of every
+// preset and list where Locate does, and holds no other rank.
+func TestPositionsAgreeWithLocate(t *testing.T) {
+	hosts := []string{"a", "a", "a", "a", "b", "b", "b", "b"}
+	for _, spec := range []string{"", "pairs", "halves", "node", "cross-node", "stride:2", "singletons", "[[3,1],[6,0,5]]", "[[7,6,5,4,3,2,1,0]]"} {
+		l, err := ParseLayout(spec, len(hosts), hosts)
+		if err != nil {
+			t.Fatalf("%q: %v", spec, err)
+		}
+		pos := l.Positions()
+		if len(pos) != len(hosts) {
+			t.Errorf("%q: %d ranks placed, want %d", spec, len(pos), len(hosts))
+		}
+		for r := range hosts {
+			g, i := l.Locate(r)
+			if got, ok := pos[r]; !ok || got != [2]int{g, i} {
+				t.Errorf("%q rank %d: Positions %v (held %v), Locate group %d index %d", spec, r, got, ok, g, i)
+			}
+		}
+	}
+}

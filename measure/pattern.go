@@ -191,17 +191,33 @@ func (e Expectation) reduceAt(idx int64) float64 {
 // Want returns the exact expected value of output element i and the
 // tolerance allowed around it (0 except for avg on float types).
 func (e Expectation) Want(i int64) (want, tol float64) {
-	want = specs[e.Coll].want(e, i)
+	return specs[e.Coll].want(e, i), e.Tolerance()
+}
+
+// Tolerance is how far an output element may lie from its exact value: 0
+// except for avg on float types, where each rank's share is rounded.
+func (e Expectation) Tolerance() float64 {
 	if e.Op == Avg && e.DType.IsFloat() {
-		tol = float64(e.Ranks+1) * e.DType.ULP(float64(max(e.Domain.Hi, -e.Domain.Lo)))
+		return float64(e.Ranks+1) * e.DType.ULP(float64(max(e.Domain.Hi, -e.Domain.Lo)))
 	}
-	return want, tol
+	return 0
 }
 
 // Matches reports whether got is acceptable for output element i.
 func (e Expectation) Matches(i int64, got float64) bool {
-	want, tol := e.Want(i)
-	return got == want || (tol > 0 && math.Abs(got-want) <= tol)
+	want, _ := e.Want(i)
+	return e.MatchesWant(want, got)
+}
+
+// MatchesWant reports whether got is acceptable where the exact value is
+// want: a caller that holds the wanted values (computing one costs a pass
+// over every rank's input for a reduction) judges by this.
+func (e Expectation) MatchesWant(want, got float64) bool {
+	if got == want {
+		return true
+	}
+	tol := e.Tolerance()
+	return tol > 0 && math.Abs(got-want) <= tol
 }
 
 // CountWrong compares count elements of host buffer buf (starting at element
@@ -220,13 +236,24 @@ func (e Expectation) CountWrong(buf []byte, first, count int64) int64 {
 // FindMismatches returns up to limit wrong elements among count elements of
 // host buffer buf, which holds output elements first.. onwards.
 func (e Expectation) FindMismatches(buf []byte, first, count int64, limit int) []results.Mismatch {
+	return e.mismatches(buf, first, count, limit, func(i int64) float64 { w, _ := e.Want(i); return w })
+}
+
+// FindMismatchesAgainst is FindMismatches for a caller that holds the
+// wanted values of output elements 0.. in want (len(want) at least the
+// elements of buf): each element's value is not computed again.
+func (e Expectation) FindMismatchesAgainst(buf []byte, want []float64, limit int) []results.Mismatch {
+	count := min(int64(len(buf)/e.DType.Size()), int64(len(want)))
+	return e.mismatches(buf, 0, count, limit, func(i int64) float64 { return want[i] })
+}
+
+func (e Expectation) mismatches(buf []byte, first, count int64, limit int, want func(int64) float64) []results.Mismatch {
 	var out []results.Mismatch
 	for i := int64(0); i < count && len(out) < limit; i++ {
 		got := e.DType.Get(buf, i)
-		if got != got || !e.Matches(first+i, got) {
-			want, _ := e.Want(first + i)
+		if w := want(first + i); got != got || !e.MatchesWant(w, got) {
 			out = append(out, results.Mismatch{Rank: e.Rank, Index: first + i,
-				Want: strconv.FormatFloat(want, 'g', -1, 64), Got: strconv.FormatFloat(got, 'g', -1, 64)})
+				Want: strconv.FormatFloat(w, 'g', -1, 64), Got: strconv.FormatFloat(got, 'g', -1, 64)})
 		}
 	}
 	return out

@@ -68,7 +68,6 @@ type Runner struct {
 	w       World // the world the ranks run in (split when there are groups)
 	layout  Layout
 	index   map[int]int // world rank -> position in w.Ranks()
-	group   []int       // position -> group id
 	rec     Recorder    // the world's recorder, nil when it records nothing
 	// recorder is the world as a Recorder, nil if it is none: such a
 	// world issues an untimed operation per row whether it records it
@@ -114,10 +113,8 @@ func (rn *Runner) Run(ctx context.Context) ([]results.Row, error) {
 	}
 	local := rn.w.Ranks()
 	rn.index = map[int]int{}
-	rn.group = make([]int, len(local))
 	for i, r := range local {
 		rn.index[r.WorldRank()] = i
-		rn.group[i], _ = rn.layout.Locate(r.WorldRank())
 	}
 	var maxBytes int64
 	for _, c := range rn.Cases {

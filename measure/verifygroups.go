@@ -224,11 +224,11 @@ func simpleCheck(gw World, l Layout, c Collective) (int64, []results.Mismatch, [
 	for i, r := range local {
 		pos[r.WorldRank()] = i
 	}
+	where := l.Positions()
 	dt := dtype.Float32
 	err := gw.Run(func(r Rank) error {
 		i := pos[r.WorldRank()]
-		gid, _ := l.Locate(r.WorldRank())
-		members := l.Groups[gid]
+		members := l.Groups[where[r.WorldRank()][0]]
 		k := len(members)
 		count := int64(simpleCount)
 		bytes := count * int64(k) * 4

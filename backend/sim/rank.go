@@ -109,7 +109,7 @@ func (r *rank) Check(src measure.View, e measure.Expectation) (int64, error) {
 	var wrong int64
 	for i := int64(0); i < k; i++ {
 		got := e.DType.Get(b, i)
-		if got != got || (got != want[i] && !e.Matches(i, got)) {
+		if got != got || !e.MatchesWant(want[i], got) {
 			wrong++
 		}
 	}
@@ -119,7 +119,7 @@ func (r *rank) Check(src measure.View, e measure.Expectation) (int64, error) {
 // FindMismatches lists wrong held elements.
 func (r *rank) FindMismatches(src measure.View, e measure.Expectation, limit int) ([]results.Mismatch, error) {
 	b := held(src, e.OutputCount(), e.DType.Size())
-	return e.FindMismatches(b, 0, int64(len(b))/int64(e.DType.Size()), limit), nil
+	return e.FindMismatchesAgainst(b, r.want(e, int64(len(b))/int64(e.DType.Size())), limit), nil
 }
 
 func (r *rank) Launch(c measure.Call) error {

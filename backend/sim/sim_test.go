@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,6 +99,57 @@ func TestWrongData(t *testing.T) {
 	}
 	if got := run(t, w, measure.Layout{}, measure.AllReduce, 4096); got[0] == 0 {
 		t.Error("the world's allreduce with rank 6: no wrong element")
+	}
+}
+
+// TestWrongDataMismatchesAreExact: the wrong elements each rank lists after
+// an allreduce that rank 6 spoils (in what it delivers: its own output is
+// right) are those, with the values, that the
+// expectation finds element by element (the model computes a group's
+// wanted values once, not once a rank: at 8,192 ranks, once a rank made a
+// world's check 8,192 times as long as its operation).
+func TestWrongDataMismatchesAreExact(t *testing.T) {
+	h, g := 1, 2
+	w, m := newWorld(t, cluster.Fault{Kind: cluster.WrongData, Host: &h, GPU: &g})
+	n := m.Ranks()
+	const count = 1024
+	geom := measure.GeometryFor(measure.AllReduce, count*4, 4, n, 0)
+	var listed atomic.Int64
+	err := w.Run(func(r measure.Rank) error {
+		e := measure.Expectation{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Root: -1, Ranks: n, Rank: r.Rank(),
+			Geom: geom, Domain: measure.DomainFor(measure.AllReduce, dtype.Float32, measure.Sum, n), Seed: 11}
+		send, err := r.Alloc(count * 4)
+		if err != nil {
+			return err
+		}
+		recv, err := r.Alloc(count * 4)
+		if err != nil {
+			return err
+		}
+		if err := r.Fill(measure.View{Buf: send}, count, e.InputPattern(r.Rank())); err != nil {
+			return err
+		}
+		call := measure.Call{Coll: measure.AllReduce, DType: dtype.Float32, Op: measure.Sum, Root: -1, Count: count, Send: measure.View{Buf: send}, Recv: measure.View{Buf: recv}}
+		if err := r.Launch(call); err != nil {
+			return err
+		}
+		wrong, err := r.Check(call.Recv, e)
+		if err != nil {
+			return err
+		}
+		got, err := r.(*rank).FindMismatches(call.Recv, e, 1000)
+		if err != nil {
+			return err
+		}
+		b := held(call.Recv, e.OutputCount(), 4)
+		if want := e.FindMismatches(b, 0, int64(len(b))/4, 1000); (wrong == 0) != (r.Rank() == 6) || int64(len(got)) != wrong || !reflect.DeepEqual(got, want) {
+			t.Errorf("rank %d: %d wrong, listed %v, element by element %v", r.Rank(), wrong, got, want)
+		}
+		listed.Add(int64(len(got)))
+		return nil
+	})
+	if err != nil || listed.Load() == 0 {
+		t.Fatalf("%v, %d listed", err, listed.Load())
 	}
 }
 
