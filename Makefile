@@ -13,7 +13,7 @@ export CGO_ENABLED := 1
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick unit-race unit-plain pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins plugin ptx clean
+.PHONY: rendezvous-scale scale help build build-mpi install man run test test-long unit unit-quick unit-race unit-cli unit-model pages smoke drills drills-quick drills-soak simulate doctor-accuracy mpi-check mpi-quick lint fmt bench test-gpu gpu-bins plugin ptx clean
 
 help:
 	@echo "make build     build $(BIN) (no CUDA toolkit or NCCL needed)"
@@ -95,38 +95,45 @@ test-long: unit drills simulate mpi-check
 
 # Four test binaries at once, and four parallel tests in each, on any core
 # count: many tests wait (on timeouts, on processes of their own) more than
-# they compute (the cli package: 171 s at -parallel 2, 115 s at 4). Beside
-# that race run, a second process runs without the race detector what
-# costs it most for what it adds there (CLI_SIDE_TESTS, all end to end
-# through the command line, whose concurrency is the backends', the
-# engine's and the watch collector's, which their own packages' tests run
-# under the detector): the cli package's fake-GPU tests (one at a time:
-# they share the profiler plugin's recorder), its two longest other tests,
-# and the longest of those that run one at a time (determinism and watch:
-# 44 s in a row under the detector); then the model's long searches
-# (MODEL_SEARCH_TESTS), which skip under -race in the first. make
-# test-long runs every test under the detector. The cli package's tests
-# are built first, once: two go commands started together from an empty
-# cache would each compile every package they share.
+# they compute. Three test processes side by side: the race run of every
+# package but the cli package (unit-race); the cli package without the
+# detector (unit-cli), whose tests go end to end through the command line
+# into the backends, the engine, the watch collector and launch, whose
+# concurrency their own packages' tests run under the detector (under it
+# the package cost about 105 s of a core, 57 s without; its fake-GPU
+# tests run one at a time, as they share the profiler plugin's recorder);
+# and the model's long runs (MODEL_SEARCH_TESTS, unit-model), which skip
+# under -race in the first, then under the detector the cli package's
+# tests of the concurrency of its own (CLI_RACE_TESTS: the signal
+# goroutine of MainWith and the document it writes on an exit that cannot
+# wait). make test-long runs every test under the detector. The cli
+# package's race-built tests are compiled first: two go commands started
+# together from an empty cache would each compile every package they
+# share (the plain tests share theirs with make build).
 unit-quick:
 	$(GO) test -race -count=1 -run '^$$' ./cmd/collbench/cli > /dev/null
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit-race unit-plain
+	$(MAKE) --no-print-directory -j3 --output-sync=target unit-race unit-cli unit-model
 
-CLI_SIDE_TESTS = ^(TestFakeGPU.*|TestEveryOutputFlagWritesOnlyAsAsked|TestRunConfigEndToEnd|TestDeterminism(OnTheFakeGPUMachine|LeavesOutWhatCannotRun)|TestWatch(NamesASlowLinkUnderLaunch|NamesALateRankUnderLaunch|NeverWaitsOnItsRecord|CommandExitsOneWhileARankStandsNamed|SaysWhatItJudged))$$
+CLI_RACE_TESTS = ^(TestInterruptedRunKeepsRows|TestSignalEndsACommandBlockedOnARead|TestFault(SecondSignalExitsAtOnce|SignalAtALargeSizeIsPrompt|KilledRunAlwaysLeavesAValidFile|LaunchExitsAsItsSignalSays)|TestTuneCtrlCKeepsWhatWasMeasured)$$
 
 # Without the browser's package: make pages runs its tests, and built
 # with -race its driver (chromedp, cdproto) costs 45 s of a core from an
 # empty build cache.
 unit-race:
-	$(GO) test -race -short -count=1 -p 4 -parallel 4 -skip '$(CLI_SIDE_TESTS)' $$($(GO) list ./... | grep -v '/internal/pagecheck$$')
+	$(GO) test -race -short -count=1 -p 4 -parallel 4 $$($(GO) list ./... | grep -v -e '/internal/pagecheck$$' -e '/cmd/collbench/cli$$')
 
-unit-plain:
-	$(GO) test -short -count=1 -parallel 4 -run '$(CLI_SIDE_TESTS)' ./cmd/collbench/cli
-	$(GO) test -short -count=1 -parallel 4 -run '$(MODEL_SEARCH_TESTS)' ./engine ./backend/cpu ./backend/nccl
+unit-cli:
+	$(GO) test -short -count=1 -parallel 4 -skip '$(CLI_RACE_TESTS)' ./cmd/collbench/cli
 
-# Tests that run a model many times over (racebuild.SkipLongModelRun):
-# 100 s of the race run's tests together, 13 s without the detector.
-MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall|TestSimulateBusyFabric|TestTuneFindsTheChunkSize|TestTuneForcesNCCLThroughItsTunerPlugin|TestAlgorithmsByTheirTraffic|TestFakeTimedRepetitionsMissTheCache)$$
+# The model's runs end first: the cli package's race-run tests follow them.
+unit-model:
+	$(GO) test -short -count=1 -parallel 4 -run '$(MODEL_SEARCH_TESTS)' ./engine ./backend/cpu ./backend/nccl ./doctor
+	$(GO) test -race -short -count=1 -parallel 4 -run '$(CLI_RACE_TESTS)' ./cmd/collbench/cli
+
+# Tests that run a model many times over, or render one of 8,192 ranks
+# (racebuild.SkipLongModelRun): 120 s of the race run's tests together,
+# 15 s without the detector.
+MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall|TestSimulateBusyFabric|TestTuneFindsTheChunkSize|TestTuneForcesNCCLThroughItsTunerPlugin|TestAlgorithmsByTheirTraffic|TestFakeTimedRepetitionsMissTheCache|TestReportAtScale)$$
 
 unit:
 	$(GO) test -race -count=1 ./...

@@ -10,6 +10,7 @@ import (
 	"collbench/doctor/internal/render"
 	"collbench/doctor/internal/rules"
 	"collbench/internal/golden"
+	"collbench/internal/racebuild"
 	"collbench/internal/words"
 )
 
@@ -146,6 +147,7 @@ func clusterReport(hosts, gpus int) *record.Report {
 // the planted parts among the outliers), and the large one in full on
 // request.
 func TestReportAtScale(t *testing.T) {
+	racebuild.SkipLongModelRun(t) // 13 s under -race, 1.6 s without: the report renders alone
 	small := clusterReport(1, 8)
 	var txt bytes.Buffer
 	if err := render.WriteText(small, &txt); err != nil {

@@ -8,7 +8,7 @@ import "testing"
 
 // SkipLongModelRun skips t in make test's race-detector run (-race and
 // -short): make test runs such tests again without the race detector
-// (the Makefile's MODEL_SEARCH_TESTS, in unit-plain), and make test-long
+// (the Makefile's MODEL_SEARCH_TESTS, in unit-model), and make test-long
 // runs them with it. Other tests keep the same code under the detector.
 func SkipLongModelRun(t testing.TB) {
 	t.Helper()
