@@ -109,7 +109,7 @@ test-long: unit drills simulate mpi-check
 # wait). make test-long runs every test under the detector. The cli
 # package's race-built tests are compiled first: two go commands started
 # together from an empty cache would each compile every package they
-# share (the plain tests share theirs with make build).
+# share (the plain tests' packages are those make run builds first).
 unit-quick:
 	$(GO) test -race -count=1 -run '^$$' ./cmd/collbench/cli > /dev/null
 	$(MAKE) --no-print-directory -j3 --output-sync=target unit-race unit-cli unit-model
