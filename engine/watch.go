@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,8 +36,12 @@ type Watch struct {
 // RunWatch runs the collector until ctx ends or w.For has passed, and
 // returns the findings that stand at the end and what it took in.
 func (f *System) RunWatch(ctx context.Context, w Watch) ([]watch.Finding, watch.Counts, error) {
-	if _, _, err := net.SplitHostPort(w.Listen); err != nil {
+	_, port, err := net.SplitHostPort(w.Listen)
+	if err != nil {
 		return nil, watch.Counts{}, UsageErrorf("--listen %q: give host:port or :port (e.g. :29600)", w.Listen)
+	}
+	if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+		return nil, watch.Counts{}, UsageErrorf("--listen %q: the port must be a number from 1 to 65535 (0 for any free port)", w.Listen)
 	}
 	if w.For < 0 {
 		return nil, watch.Counts{}, UsageErrorf("--for %v: give a positive duration, or 0 to run until interrupted", w.For)

@@ -13,6 +13,7 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/internal/secret"
+	"collbench/internal/words"
 )
 
 // The frames between a job's processes and the collector (bootstrap's
@@ -454,7 +455,7 @@ func Listen(addr string, key []byte, o ServerOptions) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("cannot listen on %s: %v", addr, err)
+		return nil, errors.New(words.ListenFailure(addr, err))
 	}
 	if o.OnFinding == nil {
 		o.OnFinding = func(Finding) {}

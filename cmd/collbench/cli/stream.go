@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
+	"collbench/internal/words"
 )
 
 // StreamOptions are the flags of the hidden `collbench stream` command.
@@ -51,7 +52,7 @@ func streamRun(o *StreamOptions) error {
 	case o.Listen != "" && o.Connect == "":
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
-			return engine.UsageErrorf("cannot listen on %s: %v", o.Listen, err)
+			return engine.UsageErrorf("%s", words.ListenFailure(o.Listen, err))
 		}
 		defer ln.Close()
 		_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute))

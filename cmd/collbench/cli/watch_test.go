@@ -204,6 +204,11 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 // exit 2; a job pointed at a collector that is not there runs on, with one
 // line.
 func TestWatchBadInput(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	for _, tc := range []struct {
 		env  []string
 		args []string
@@ -213,6 +218,9 @@ func TestWatchBadInput(t *testing.T) {
 		// the test binary has no plugin beside it
 		{nil, []string{"watch", "--plugin-path"}, "build it with make plugin"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "nowhere"}, "give host:port"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "127.0.0.1:99999"}, "port must be a number from 1 to 65535"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", ":http"}, "port must be a number from 1 to 65535"},
+		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--listen", "HELD", "--for", "1s"}, "the port is in use"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--for", "-1s"}, "positive duration"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "--persist", "-2s"}, "--persist -2s: give how long"},
 		{[]string{"COLLBENCH_TOKEN=x"}, []string{"watch", "-o", "-"}, "give --output a file"},
@@ -227,6 +235,9 @@ func TestWatchBadInput(t *testing.T) {
 		dir := t.TempDir()
 		args := slices.Clone(tc.args)
 		for i, a := range args {
+			if a == "HELD" {
+				args[i] = held.Addr().String()
+			}
 			if strings.HasPrefix(a, "REC") {
 				args[i] = filepath.Join(dir, a)
 			}
