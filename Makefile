@@ -151,7 +151,7 @@ pages:
 
 # The binary must start and run on a machine without NCCL or a GPU driver.
 smoke: build
-	@if command -v python3 > /dev/null; then python3 -W error scripts/paritylib_test.py && python3 -W error scripts/busbwcmp_test.py && python3 -W error scripts/parity_test.py; else echo "smoke: no python3, the parity scripts and the busbw judges not tested"; fi
+	@if command -v python3 > /dev/null; then python3 -W error scripts/paritylib_test.py && python3 -W error scripts/busbwcmp_test.py && python3 -W error scripts/parity_test.py && python3 -W error scripts/watchplants_test.py; else echo "smoke: no python3, the parity scripts, the busbw judges and the watch plants judge not tested"; fi
 	./$(BIN) version
 	./$(BIN) env
 	./$(BIN) allreduce --sizes 8:64K -n 2 -w 1 > /dev/null

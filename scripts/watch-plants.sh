@@ -17,9 +17,14 @@
 # the victim's GPU named for NVLink traffic beyond the job's NCCL operations, and
 # nothing but it and the GPU it copies to). The
 # table (plant x episodes named x p50/p90 time x others named x cleared
-# while the plant ran) goes to stdout and $OUT/watch-plants.json.
+# while the plant ran) goes to stdout and $OUT/watch-plants.json; the
+# script exits 0 when every episode passed (scripts/watchplants.py judges).
 #
 #   BIN=bin/collbench JOBS=4 EPISODES=25 scripts/watch-plants.sh   # 20 of each plant
+#
+# FIRST_JOB=J numbers the jobs from J (episodes and victims go on where job
+# J-1 stopped), so a run can come in parts, one per command of a lent
+# machine; scripts/watchplants.py table pools their watch-plants.json.
 #
 # SHARE=N runs N ranks on GPU 0, each its own simulated host (NCCL_HOSTID;
 # NCCL joins them over sockets): on a machine of one GPU only the sleep
@@ -34,6 +39,7 @@ BIN=${BIN:-bin/collbench}
 OUTDIR=${OUT:-gpu-logs}
 WORK=${WORK:-/tmp/collbench-watch-plants}
 JOBS=${JOBS:-2}
+FIRST_JOB=${FIRST_JOB:-1}
 EPISODES=${EPISODES:-12}
 ON_S=${ON_S:-6}
 OFF_S=${OFF_S:-4}
@@ -45,6 +51,7 @@ py=/opt/torch/.venv/bin/python; [ -x "$py" ] || py=python3
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 SHARE=${SHARE:-0}
 case "$SHARE" in *[!0-9]*|'') echo "watch-plants: SHARE=$SHARE: give a number of ranks"; exit 2 ;; esac
+case "$FIRST_JOB" in *[!0-9]*|''|0) echo "watch-plants: FIRST_JOB=$FIRST_JOB: give a job number from 1"; exit 2 ;; esac
 if [ "$SHARE" -gt 0 ]; then
   [ "$PLANTS" = sleep ] || { echo "watch-plants: SHARE runs every rank on one GPU: only PLANTS=sleep names one of them"; exit 2; }
   ngpu=$SHARE
@@ -145,7 +152,7 @@ PY
 
 export COLLBENCH_TOKEN=watch-plants-secret
 total=$((EPISODES * (ON_S + OFF_S) + OFF_S + 120))
-for j in $(seq 1 "$JOBS"); do
+for j in $(seq "$FIRST_JOB" "$((FIRST_JOB + JOBS - 1))"); do
   rm -f "$WORK"/ready "$WORK"/stop "$WORK"/sleep-*
   timeout -k 5 $((total + 60)) "$BIN" watch --listen 127.0.0.1:$PORT --for $((total + 30))s -o "$WORK/watch-$j.json" > "$WORK/watch-$j.txt" 2>&1 &
   wpid=$!; sleep 1
@@ -164,44 +171,4 @@ for j in $(seq 1 "$JOBS"); do
   [ "$prc" -eq 0 ] || tail -5 "$WORK/planter-$j.err"
 done
 
-python3 - "$WORK" "$JOBS" "$OFF_S" "$OUTDIR/watch-plants.json" "$ngpu" <<'PY'
-import datetime, json, statistics, sys
-work, jobs, off, dest, n = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], int(sys.argv[5])
-ts = lambda f: datetime.datetime.fromisoformat(f["at"].replace("Z", "+00:00")).timestamp()
-cause = {"sleep": "issued late", "p2p": "its NVLinks carry traffic beyond the job's NCCL operations"}
-rows, per = [], {}
-for j in range(1, jobs + 1):
-    try:
-        rec = json.load(open("%s/watch-%d.json" % (work, j)))
-        eps = [json.loads(l) for l in open("%s/plants-%d.jsonl" % (work, j)) if l.strip()]
-    except (OSError, ValueError) as e:
-        print("job %d: no record (%s)" % (j, e)); continue
-    fs = rec["findings"]
-    for e in eps:
-        lo, hi, v = e["start"], e["stop"], e["victim"]
-        # A copy to the next GPU names the GPU it copies from (and the one
-        # it copies to: not another); any other plant names the victim.
-        p2p = e["plant"] == "p2p"
-        ends = {v, (v + 1) % n} if p2p else {v}
-        named = [f for f in fs if not f.get("cleared") and f.get("link") is None and (f.get("nvlink") is not None) == p2p and lo <= ts(f) <= hi]
-        hit = [f for f in named if f["rank"] == v]
-        others = [f for f in fs if not f.get("cleared") and f["rank"] not in ends and lo <= ts(f) <= hi + off]
-        at = ts(hit[0]) - lo if hit else None
-        flap = hit and any(f.get("cleared") and f["rank"] == v and ts(hit[0]) < ts(f) < hi for f in fs)
-        want = cause.get(e["plant"], "its GPU started the kernel late")
-        ok = at is not None and at <= 15 and not others and not flap and hit[0].get("cause") == want
-        r = dict(e, job=j, named_s=at, cause=hit[0].get("cause") if hit else None, late_us=hit[0].get("late_us") if hit else None,
-                 others=len(others), cleared_while_on=bool(flap), ok=ok)
-        rows.append(r); per.setdefault(e["plant"], []).append(r)
-        print("job %d episode %2d %-7s GPU %d: %s %s, late %s us, %d others named%s" % (j, e["episode"], e["plant"], v,
-              "named" if at is not None else "NOT named", "after %.1f s" % at if at is not None else "", 
-              "%.0f" % r["late_us"] if r["late_us"] else "-", len(others), ", cleared while it ran" if flap else ""))
-    print("job %d: %s" % (j, json.dumps(rec["counts"])))
-print("\n| plant | episodes named within 15 s, nobody else | p50 / p90 time to name | others named | cleared while on |")
-print("| --- | --- | --- | --- | --- |")
-for p, rs in per.items():
-    t = sorted(r["named_s"] for r in rs if r["named_s"] is not None)
-    q = lambda f: "%.1f" % t[min(len(t) - 1, int(f * len(t)))] if t else "-"
-    print("| %s | %d of %d | %s / %s s | %d | %d |" % (p, sum(r["ok"] for r in rs), len(rs), q(0.5), q(0.9), sum(r["others"] for r in rs), sum(r["cleared_while_on"] for r in rs)))
-json.dump(rows, open(dest, "w"), indent=1)
-PY
+python3 scripts/watchplants.py judge "$WORK" "$FIRST_JOB" "$((FIRST_JOB + JOBS - 1))" "$OFF_S" "$ngpu" "$OUTDIR/watch-plants.json"
