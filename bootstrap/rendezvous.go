@@ -343,7 +343,7 @@ func (t *TCP) listen(o TCPOptions) (net.Listener, error) {
 			return nil, err
 		}
 		if ln, err = net.Listen("tcp", la); err != nil {
-			return nil, fmt.Errorf("rank 0 cannot serve the rendezvous on %s: %v", la, err)
+			return nil, fmt.Errorf("rank 0 cannot serve the rendezvous on %s: %s", la, ListenReason(err))
 		}
 	}
 	var err error

@@ -45,6 +45,13 @@ func UsageErrorf(format string, a ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, a...)}
 }
 
+// ListenError is bad input: addr, given by the user, cannot be listened
+// on; the message says why in words (a port in use, one that needs root,
+// an address that is not this host's).
+func ListenError(addr string, err error) error {
+	return UsageErrorf("cannot listen on %s: %s", addr, bootstrap.ListenReason(err))
+}
+
 // RunError is a failure while running: the backend or the system failed.
 type RunError struct{ Err error }
 

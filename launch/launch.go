@@ -270,10 +270,7 @@ func (o Config) prepare(plan *Plan) (string, error) {
 	case plan.nnodes <= 1 && o.Port > 0:
 		ln, err := net.Listen("tcp", plan.rootAddr)
 		if err != nil {
-			if u := errors.Unwrap(err); u != nil {
-				err = u // bind: address already in use, or permission denied
-			}
-			return "", planErrorf("--port %d: rank 0 cannot serve the rendezvous there (%v): free the port or pick another, or leave --port out for a free one", o.Port, err)
+			return "", planErrorf("--port %d: rank 0 cannot serve the rendezvous there: %s, or leave --port out for a free one", o.Port, bootstrap.ListenReason(err))
 		}
 		ln.Close()
 	}

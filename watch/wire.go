@@ -13,7 +13,6 @@ import (
 
 	"collbench/bootstrap"
 	"collbench/internal/secret"
-	"collbench/internal/words"
 )
 
 // The frames between a job's processes and the collector (bootstrap's
@@ -455,7 +454,7 @@ func Listen(addr string, key []byte, o ServerOptions) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, errors.New(words.ListenFailure(addr, err))
+		return nil, fmt.Errorf("cannot listen on %s: %s", addr, bootstrap.ListenReason(err))
 	}
 	if o.OnFinding == nil {
 		o.OnFinding = func(Finding) {}

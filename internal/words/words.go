@@ -3,11 +3,9 @@
 package words
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -223,19 +221,4 @@ func Span(d time.Duration) string {
 		return fmt.Sprintf("%.3g days", s/(24*3600))
 	}
 	return fmt.Sprintf("%.3g years", s/(365.25*24*3600))
-}
-
-// ListenFailure says why addr could not be listened on, in words a person
-// acts on: a port in use, a port that needs root, an address that is not
-// this host's; any other error as the system gave it.
-func ListenFailure(addr string, err error) string {
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Sprintf("cannot listen on %s: the port is in use (another collector or program holds it): choose another port", addr)
-	case errors.Is(err, syscall.EACCES):
-		return fmt.Sprintf("cannot listen on %s: permission denied (ports below 1024 need root): choose a port from 1024 up", addr)
-	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		return fmt.Sprintf("cannot listen on %s: no interface of this host has that address: give one of its addresses, or :PORT for all", addr)
-	}
-	return fmt.Sprintf("cannot listen on %s: %v", addr, err)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"collbench/engine"
-	"collbench/internal/words"
 )
 
 // StreamOptions are the flags of the hidden `collbench stream` command.
@@ -52,7 +51,7 @@ func streamRun(o *StreamOptions) error {
 	case o.Listen != "" && o.Connect == "":
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
-			return engine.UsageErrorf("%s", words.ListenFailure(o.Listen, err))
+			return engine.ListenError(o.Listen, err)
 		}
 		defer ln.Close()
 		_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(time.Minute))
