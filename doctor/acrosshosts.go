@@ -97,6 +97,10 @@ type crossRun struct {
 	// ctlN and ctlSlow count, on rank 0, the controls measured beside pairs
 	// measured again, and those that were slow.
 	ctlN, ctlSlow int
+	// crossModel, set by tests, measures a round of pairs across hosts
+	// (each group's figure, both ways) on a model of the machine instead
+	// of the world.
+	crossModel func(groups [][]int) []float64
 }
 
 // acrossHosts pairs hosts once (every host measured with a partner), then

@@ -168,7 +168,12 @@ func confirmStep(repOf []int, slow map[int]bool) (keep, measured, stood []bool) 
 // the controls against their own first figures, and a suspect's peers'
 // figure is scaled by that (never above 1). So a fabric that turned slow
 // mid-run, or cores that every rank shares, make no suspect slow, while a
-// part that is slow itself stays slow beside fine controls.
+// part that is slow itself stays slow beside fine controls. A round whose
+// controls ran at under busyScale of their first figures is measured
+// again, up to busyRetries times, before its suspects are judged: so busy
+// a moment hides a slow part as well as a fine one (on 2 loaded cores a
+// rank slow with all 4 of its partners on the other host was cleared with
+// 2 of them, and named as 2 links instead of its NIC).
 func (d *crossRun) measureCross(ids []crossID, peers []float64, which []int, step *int) (map[int]bool, error) {
 	room := max(1, d.n/4) // suspect pairs per round: half the ranks
 	var again [][]int     // indexes into ids, per round of disjoint pairs
@@ -194,36 +199,34 @@ func (d *crossRun) measureCross(ids []crossID, peers []float64, which []int, ste
 	lowBar := 1 - d.o.Thresholds.For("rail").Drop // a control below this share of its first figure is slow
 	for k, round := range placed {
 		controls := d.crossControls(round, suspect, max(len(round), minControls))
-		groups := make([][]int, 0, len(round)+len(controls))
-		for _, p := range round {
-			groups = append(groups, []int{p[0], p[1]})
-		}
-		for _, c := range controls {
-			groups = append(groups, []int{c.A, c.B})
-		}
-		l := d.layout(groups)
-		hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
-		if err != nil {
-			return nil, err
-		}
-		what := fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize))
-		if len(controls) > 0 {
-			what += fmt.Sprintf(", beside %d healthy pair(s) across hosts", len(controls))
-		}
-		d.step("host", *step, l, what)
-		*step++
-		if !d.rank0 {
-			continue
-		}
+		var figs []float64
 		var ratios []float64
-		for ci, c := range controls {
-			if h := hs[0][len(round)+ci]; h != nil && c.Both > 0 {
-				ratios = append(ratios, h.BusBW/c.Both)
+		scale := 1.0
+		for try := 0; ; try++ {
+			var err error
+			if figs, err = d.crossRound(round, controls, step); err != nil {
+				return nil, err
+			}
+			ratios = ratios[:0]
+			for ci, c := range controls {
+				if h := figs[len(round)+ci]; h > 0 && c.Both > 0 {
+					ratios = append(ratios, h/c.Both)
+				}
+			}
+			scale = 1.0
+			if len(ratios) > 0 {
+				scale = min(1, facts.Median(ratios))
+			}
+			busy := d.rank0 && try < busyRetries && scale < busyScale
+			if err := d.agree(&busy); err != nil {
+				return nil, err
+			}
+			if !busy {
+				break
 			}
 		}
-		scale := 1.0
-		if len(ratios) > 0 {
-			scale = min(1, facts.Median(ratios))
+		if !d.rank0 {
+			continue
 		}
 		// A control is slow as a suspect would be: below its first figure
 		// by more than the drop, beyond what moved them all.
@@ -249,17 +252,53 @@ func (d *crossRun) measureCross(ids []crossID, peers []float64, which []int, ste
 			// Below its peers (as the controls moved), or still below what
 			// the NICs should carry: the hardware's bar does not move with
 			// the fabric's load.
-			h := hs[0][gi]
-			if h == nil {
+			h := figs[gi]
+			if h <= 0 {
 				continue
 			}
-			if h.BusBW < peers[i]*scale*(1-r.Drop) || (peak > 0 && h.BusBW < r.PeakFraction*peak) {
+			if h < peers[i]*scale*(1-r.Drop) || (peak > 0 && h < r.PeakFraction*peak) {
 				slow[i] = true
 			}
-			d.crossAgain[ids[i]] = append(d.crossAgain[ids[i]], againFig{BW: h.BusBW, Controls: len(ratios), Scale: scale})
+			d.crossAgain[ids[i]] = append(d.crossAgain[ids[i]], againFig{BW: h, Controls: len(ratios), Scale: scale})
 		}
 	}
 	return slow, nil
+}
+
+// crossRound measures one round of pairs measured again and its controls
+// at once (sendrecv both ways at the bandwidth size), on the world or on
+// the model a test gives, and returns each pair's figure then each
+// control's (rank 0's; 0 where there is none).
+func (d *crossRun) crossRound(round [][2]int, controls []crossFig, step *int) ([]float64, error) {
+	groups := make([][]int, 0, len(round)+len(controls))
+	for _, p := range round {
+		groups = append(groups, []int{p[0], p[1]})
+	}
+	for _, c := range controls {
+		groups = append(groups, []int{c.A, c.B})
+	}
+	l := d.layout(groups)
+	figs := make([]float64, len(groups))
+	if d.crossModel != nil {
+		copy(figs, d.crossModel(groups))
+	} else {
+		hs, err := d.measureSplit(l, measure.SendRecv, []int64{d.o.BWSize}, "host")
+		if err != nil {
+			return nil, err
+		}
+		for gi := range figs {
+			if gi < len(hs[0]) && hs[0][gi] != nil {
+				figs[gi] = hs[0][gi].BusBW
+			}
+		}
+	}
+	what := fmt.Sprintf("slow pairs across hosts again: sendrecv both ways at %s", words.Bytes(d.o.BWSize))
+	if len(controls) > 0 {
+		what += fmt.Sprintf(", beside %d healthy pair(s) across hosts", len(controls))
+	}
+	d.step("host", *step, l, what)
+	*step++
+	return figs, nil
 }
 
 // againFig is one measurement again of a pair across hosts: its figure,

@@ -158,11 +158,14 @@ func TestPairControl(t *testing.T) {
 // measured in calls from..to (counted from 0 in the order doctor measures)
 // runs at a fifth of its speed.
 type busyHostModel struct {
-	per   int
-	slow  [][2]int
-	busy  []busyWindow
-	calls int
-	seen  [][][2]int // each call's pairs
+	per  int
+	slow [][2]int
+	busy []busyWindow
+	// throttled: a slow pair runs no slower in a busy window (a link
+	// throttled to its rate waits on nothing the busy cores take).
+	throttled bool
+	calls     int
+	seen      [][][2]int // each call's pairs
 }
 
 type busyWindow struct {
@@ -179,11 +182,12 @@ func (m *busyHostModel) round(pairs [][2]int, _ int) map[[2]int]record.PairFigur
 	out := map[[2]int]record.PairFigure{}
 	for _, p := range pairs {
 		v := 10.0
-		if slices.Contains(m.slow, pairKey(p[0], p[1])) {
+		slow := slices.Contains(m.slow, pairKey(p[0], p[1]))
+		if slow {
 			v /= 10
 		}
 		for _, w := range m.busy {
-			if m.hostOf(p[0]) == w.host && call >= w.from && call <= w.to {
+			if m.hostOf(p[0]) == w.host && call >= w.from && call <= w.to && !(slow && m.throttled) {
 				v /= 5
 			}
 		}
@@ -223,6 +227,34 @@ func TestPairsBusyHostWindow(t *testing.T) {
 		m := &busyHostModel{per: tc.per, slow: tc.slow, busy: tc.busy}
 		got := m.search(t, tc.backend, 8, nil)
 		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: named %v, want %v (%d measurements)", tc.name, got, tc.want, m.calls)
+		}
+	}
+}
+
+// TestPairsThrottledPairInABusyMoment plants a pair throttled to a tenth
+// of its peers' rate and another workload on its host's cores at several
+// places of its measurements again (the first attempt, the second, two
+// attempts, on either host): the throttled pair runs no slower there, its
+// control does, and the scaled bar falls below the pair; it is named all
+// the same, measured again after the busy moment. A moment that outlasts
+// the retries clears it (the limit, stated).
+func TestPairsThrottledPairInABusyMoment(t *testing.T) {
+	const end = 1 << 30
+	for _, tc := range []struct {
+		name string
+		slow [2]int
+		busy busyWindow
+		want []string
+	}{
+		{"the first attempt", [2]int{4, 5}, busyWindow{"h1", 3, 4}, []string{"4-5"}},
+		{"the second attempt", [2]int{4, 5}, busyWindow{"h1", 5, 6}, []string{"4-5"}},
+		{"two attempts in a row", [2]int{4, 5}, busyWindow{"h1", 3, 6}, []string{"4-5"}},
+		{"on the other host", [2]int{1, 2}, busyWindow{"h0", 3, 4}, []string{"1-2"}},
+		{"beyond the retries", [2]int{4, 5}, busyWindow{"h1", 3, end}, nil},
+	} {
+		m := &busyHostModel{per: 4, slow: [][2]int{tc.slow}, busy: []busyWindow{tc.busy}, throttled: true}
+		if got := m.search(t, "cpu", 8, nil); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: named %v, want %v (%d measurements)", tc.name, got, tc.want, m.calls)
 		}
 	}
@@ -317,6 +349,99 @@ func TestPairsAgainRoundsDoNotGrowWithHosts(t *testing.T) {
 		}
 		if m.calls != 7+3*2 {
 			t.Errorf("%d hosts: %d rounds, want %d", hosts, m.calls, 7+3*2)
+		}
+	}
+}
+
+// crossBusyModel is two hosts of 4 ranks whose pairs across hosts carry
+// 1 GB/s both ways, those of rank slowRank a tenth of that, while another
+// workload takes the machine over the rounds measured again numbered in
+// busy (counted from 0): every pair then runs at a tenth of its speed,
+// the slow ones no slower than that (a throttled link is not slowed
+// further by cores it waits on anyway).
+type crossBusyModel struct {
+	slowRank int
+	busy     map[int]bool
+	calls    int
+}
+
+func (m *crossBusyModel) round(groups [][]int) []float64 {
+	busy := m.busy[m.calls]
+	m.calls++
+	out := make([]float64, len(groups))
+	for i, g := range groups {
+		out[i] = 1
+		if g[0] == m.slowRank || g[1] == m.slowRank || busy {
+			out[i] = 0.1
+		}
+	}
+	return out
+}
+
+// TestCrossBusyRoundIsMeasuredAgain plants a rank slow with all four of its
+// partners on the other host and a busy moment at several places of its
+// measurements again (the first round, a middle one, two rounds in a
+// row): it is named by its own network path with all 4 partners every
+// time, as where no moment is busy. A round judged at such a moment clears the
+// pairs measured in it, so the rank would be named by its other pairs as
+// links, or not at all. A moment that outlasts the retries is judged as it
+// is (the limit, stated).
+func TestCrossBusyRoundIsMeasuredAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		busy []int
+		want string
+	}{
+		{"no busy moment", nil, "slow-nic"},
+		{"the first round", []int{0}, "slow-nic"},
+		{"a middle round", []int{2}, "slow-nic"},
+		{"two rounds in a row", []int{1, 2}, "slow-nic"},
+		{"every round, beyond the retries", []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, ""},
+	} {
+		const per = 4
+		d := &crossRun{meter: newHandRun(2*per, Options{Thresholds: rules.Thresholds{Default: rules.CPURules}}).meter,
+			before: outcome{slowRanks: map[int]rules.Suspect{}}, crossScale: 1, crossAgain: map[crossID][]againFig{}}
+		for h := range 2 {
+			name := fmt.Sprintf("h%d", h)
+			d.hostList = append(d.hostList, name)
+			for l := range per {
+				d.members[name] = append(d.members[name], h*per+l)
+			}
+		}
+		m := &crossBusyModel{slowRank: 1, busy: map[int]bool{}}
+		for _, c := range tc.busy {
+			m.busy[c] = true
+		}
+		d.crossModel = m.round
+		d.o.Who = func(r int) string { return fmt.Sprintf("rank %d", r) }
+		var ids []crossID
+		var why []string
+		var peers []float64
+		for _, pairs := range CrossRounds(per, per) {
+			for _, l := range pairs {
+				c := crossID{HA: 0, HB: 1, LA: l[0], LB: l[1]}
+				f := crossFig{crossID: c, A: d.crossRank(c, 0), B: d.crossRank(c, 1), Both: 1}
+				if f.A == m.slowRank {
+					f.Both = 0.1
+					ids, why, peers = append(ids, c), append(why, "slow"), append(peers, 1)
+				}
+				d.crossSeen = append(d.crossSeen, f)
+			}
+		}
+		step := 0
+		ids, why, peers, err := d.confirmCross(ids, why, peers, &step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.nameCross(ids, why, peers, d.crossSeen, nil)
+		var kinds []string
+		for _, f := range d.found {
+			kinds = append(kinds, f.Kind)
+		}
+		if got := strings.Join(kinds, " "); got != tc.want {
+			t.Errorf("%s: found %q, want %q (%d rounds measured again)", tc.name, got, tc.want, m.calls)
+		} else if got != "" && !strings.Contains(d.found[0].Msg, "slow with 4 of the 4 ranks it met on other hosts") {
+			t.Errorf("%s: %s, want all 4 of its partners (%d rounds measured again)", tc.name, d.found[0].Msg, m.calls)
 		}
 	}
 }

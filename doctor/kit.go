@@ -18,3 +18,12 @@ func touches(round [][2]int, p [2]int) bool {
 // confirmAttempts is how often a suspect is measured again before it is
 // named; one attempt that is not slow clears it.
 const confirmAttempts = 3
+
+// busyScale and busyRetries: a suspect measured again beside controls that
+// ran under busyScale of their first figures is measured again, at most
+// busyRetries more times, before such a moment clears it (both the pairs
+// within hosts and those across hosts).
+const (
+	busyScale   = 0.5
+	busyRetries = 2
+)

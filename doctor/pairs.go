@@ -124,7 +124,14 @@ func (d *pairRun) pairs() error {
 		machineOf = func(r int) int { return m[d.host(r)] }
 	}
 	round := len(rounds)
-	for attempt := 0; attempt < confirmAttempts && len(sus) > 0; attempt++ {
+	// A suspect is named after confirmAttempts measurements again that
+	// are slow, and cleared by one that is not, except one whose control
+	// ran at under busyScale of its first figure: so busy a moment hides a
+	// slow pair (a throttled link runs no slower beside busy cores), so
+	// that one is measured again instead, busyRetries times at most.
+	tally := againTally{slow: map[string]int{}, busy: map[string]int{}}
+	var confirmed []rules.Suspect
+	for attempt := 0; attempt < confirmAttempts+busyRetries && len(sus) > 0; attempt++ {
 		var keys [][2]int
 		for _, s := range sus {
 			keys = append(keys, parsePair(s.Key))
@@ -152,36 +159,63 @@ func (d *pairRun) pairs() error {
 				return err
 			}
 		}
-		var still []rules.Suspect
+		var v againVerdict
 		if d.rank0 {
-			for _, s := range sus {
-				p := parsePair(s.Key)
-				f, ok := re[p]
-				if !ok {
-					continue
-				}
-				r := d.o.Thresholds.For(f.Class)
-				v := metric(f, s.Metric)
-				scale := 1.0
-				if c, ok := ctlNow[p]; ok {
-					if first, now := metric(figs[pairKey(c.A, c.B)], s.Metric), metric(c, s.Metric); first > 0 && now > 0 {
-						scale = min(1, now/first)
-					}
-				}
-				if v < s.Peers*scale*(1-r.Drop) || (f.Expected > 0 && r.PeakFraction > 0 && v < r.PeakFraction*f.Expected) {
-					still = append(still, s)
-				}
-			}
+			v = d.judgeAgain(sus, re, ctlNow, figs, tally)
 		}
-		if err := d.agree(&still); err != nil {
+		if err := d.agree(&v); err != nil {
 			return err
 		}
-		sus = still
+		confirmed = append(confirmed, v.Done...)
+		sus = v.Still
 	}
+	sus = append(confirmed, sus...)
 	for _, s := range sus {
 		d.slowPairs[s.Key] = s
 	}
 	return nil
+}
+
+// againTally counts, on rank 0, each suspect's measurements again that
+// were slow, and those judged at a busy moment and measured again.
+type againTally struct{ slow, busy map[string]int }
+
+// againVerdict is one attempt's outcome: the suspects named (slow in
+// confirmAttempts measurements again) and those measured again next.
+type againVerdict struct{ Done, Still []rules.Suspect }
+
+// judgeAgain judges each suspect's figure measured again (re) against its
+// peers, scaled by its control's figure now against its first one (figs);
+// a suspect without a figure is cleared.
+func (d *pairRun) judgeAgain(sus []rules.Suspect, re, ctlNow, figs map[[2]int]record.PairFigure, t againTally) againVerdict {
+	var v againVerdict
+	for _, s := range sus {
+		p := parsePair(s.Key)
+		f, ok := re[p]
+		if !ok {
+			continue
+		}
+		r := d.o.Thresholds.For(f.Class)
+		x := metric(f, s.Metric)
+		scale := 1.0
+		if c, ok := ctlNow[p]; ok {
+			if first, now := metric(figs[pairKey(c.A, c.B)], s.Metric), metric(c, s.Metric); first > 0 && now > 0 {
+				scale = min(1, now/first)
+			}
+		}
+		switch {
+		case x < s.Peers*scale*(1-r.Drop) || (f.Expected > 0 && r.PeakFraction > 0 && x < r.PeakFraction*f.Expected):
+			if t.slow[s.Key]++; t.slow[s.Key] >= confirmAttempts {
+				v.Done = append(v.Done, s)
+			} else {
+				v.Still = append(v.Still, s)
+			}
+		case scale < busyScale && t.busy[s.Key] < busyRetries:
+			t.busy[s.Key]++
+			v.Still = append(v.Still, s)
+		}
+	}
+	return v
 }
 
 // pairControls measures the control of each suspect of one round of

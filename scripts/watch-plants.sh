@@ -28,8 +28,12 @@
 #
 # SHARE=N runs N ranks on GPU 0, each its own simulated host (NCCL_HOSTID;
 # NCCL joins them over sockets): on a machine of one GPU only the sleep
-# plant means anything (PLANTS=sleep), and it checks the whole path, for
-# example with another NCCL: NCCL_PRELOAD=PATH/libnccl.so.2 puts that
+# plant means anything (PLANTS=sleep), and it checks the whole path, not
+# the rate: the ranks' kernels take turns on the one GPU, which watch names
+# (rank 1's GPU starts late, "their kernels take turns on it"), so a
+# sleeping rank 1 is masked and rank 1 stands beside a sleeping rank 0
+# (H200, 2026-12-02: 1 of 6 episodes passed, rank 0 named each time in
+# 3.2 s). For example with another NCCL: NCCL_PRELOAD=PATH/libnccl.so.2 puts that
 # library under PyTorch (LD_PRELOAD).
 # Needs nvidia-smi, PyTorch (/opt/torch/.venv/bin/python or python3) and the
 # plugin beside BIN (make plugin). Every command is bounded by timeout.
