@@ -187,7 +187,7 @@ func (m *busyHostModel) round(pairs [][2]int, _ int) map[[2]int]record.PairFigur
 			v /= 10
 		}
 		for _, w := range m.busy {
-			if m.hostOf(p[0]) == w.host && call >= w.from && call <= w.to && !(slow && m.throttled) {
+			if m.hostOf(p[0]) == w.host && call >= w.from && call <= w.to && (!slow || !m.throttled) {
 				v /= 5
 			}
 		}
