@@ -132,8 +132,10 @@ unit-model:
 
 # Tests that run a model many times over, or render one of 8,192 ranks
 # (racebuild.SkipLongModelRun): 120 s of the race run's tests together,
-# 15 s without the detector.
-MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall|TestSimulateBusyFabric|TestTuneFindsTheChunkSize|TestTuneForcesNCCLThroughItsTunerPlugin|TestAlgorithmsByTheirTraffic|TestFakeTimedRepetitionsMissTheCache|TestReportAtScale)$$
+# 15 s without the detector. And the tests over every type and reduction,
+# which the race run takes on a few of them (racebuild.Few): the whole
+# matrix here, without the detector.
+MODEL_SEARCH_TESTS = ^(TestDoctorAccuracy|TestSimulateNamesEachFaultSmall|TestSimulateQuickNamesEachFaultSmall|TestSimulateBusyFabric|TestTuneFindsTheChunkSize|TestTuneForcesNCCLThroughItsTunerPlugin|TestAlgorithmsByTheirTraffic|TestFakeTimedRepetitionsMissTheCache|TestReportAtScale|TestGPUEveryCollectiveDTypeOp|TestEveryCollectiveTypeAndOpVerifies|TestDistributedEveryCollectiveVerifies)$$
 
 unit:
 	$(GO) test -race -count=1 ./...

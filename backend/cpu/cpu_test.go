@@ -6,9 +6,18 @@ import (
 	"testing"
 
 	"collbench/dtype"
+	"collbench/internal/racebuild"
 	"collbench/internal/words"
 	"collbench/measure"
 	"collbench/results"
+)
+
+// fewTypes and fewOps are the types and reductions a test over all of
+// them takes in make test's race run (racebuild.Few): a float, a 16-bit
+// float and an integer; a sum and a comparison.
+var (
+	fewTypes = []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Int64}
+	fewOps   = []measure.ReduceOp{measure.Sum, measure.Max}
 )
 
 func runPlan(t *testing.T, b *Backend, n int, p measure.Plan) []results.Row {
@@ -34,7 +43,8 @@ func runPlan(t *testing.T, b *Backend, n int, p measure.Plan) []results.Row {
 }
 
 // TestEveryCollectiveTypeAndOpVerifies runs every combination on several
-// rank counts, in both modes, with sizes that do not divide evenly.
+// rank counts, in both modes, with sizes that do not divide evenly (in
+// make test's race run a few types and reductions: racebuild.Few).
 func TestEveryCollectiveTypeAndOpVerifies(t *testing.T) {
 	counts := []int{1, 2, 3, 4, 5}
 	if testing.Short() {
@@ -43,7 +53,7 @@ func TestEveryCollectiveTypeAndOpVerifies(t *testing.T) {
 	for _, n := range counts {
 		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
 			p := measure.Plan{
-				Collectives: runnable(n), DTypes: dtype.All(), Ops: measure.AllOps(),
+				Collectives: runnable(n), DTypes: racebuild.Few(dtype.All(), fewTypes), Ops: racebuild.Few(measure.AllOps(), fewOps),
 				Sizes: []int64{8, 1000, 4096 + 24}, Iters: 1, Warmup: 0, Check: 2,
 				OutOfPlace: true, InPlace: true, SkipUnsupported: true,
 			}

@@ -9,8 +9,17 @@ import (
 
 	"collbench/backend/nccl/fakegpu"
 	"collbench/dtype"
+	"collbench/internal/racebuild"
 	"collbench/measure"
 	"collbench/results"
+)
+
+// fewTypes and fewOps are the types and reductions a test over all of
+// them takes in make test's race run (racebuild.Few): a float, a 16-bit
+// float and an integer; a sum and a comparison.
+var (
+	fewTypes = []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Int64}
+	fewOps   = []measure.ReduceOp{measure.Sum, measure.Max}
 )
 
 // onMachines runs test on the backend over a fake 4-GPU HGX H100 (with
@@ -122,6 +131,9 @@ func checkRows(t *testing.T, rows []results.Row) {
 // both modes at sizes that do and do not divide evenly, on 1, 2, 4 (and 8)
 // GPUs; the fake machine, which computes in Go on the host, at the small
 // sizes only.
+//
+// In make test's race run it takes a few types and reductions
+// (racebuild.Few); unit-model runs the whole matrix without the detector.
 func TestGPUEveryCollectiveDTypeOp(t *testing.T) {
 	onMachines(t, fakegpu.Options{}, func(t *testing.T, b *Backend) {
 		sizes := []int64{8, 1000, 1 << 20, 3<<20 + 12}
@@ -130,7 +142,7 @@ func TestGPUEveryCollectiveDTypeOp(t *testing.T) {
 		}
 		for _, n := range rankCounts(b) {
 			t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
-				p := measure.Plan{Collectives: measure.AllCollectives(), DTypes: dtype.All(), Ops: measure.AllOps(),
+				p := measure.Plan{Collectives: measure.AllCollectives(), DTypes: racebuild.Few(dtype.All(), fewTypes), Ops: racebuild.Few(measure.AllOps(), fewOps),
 					Sizes: sizes, Iters: 1, Warmup: 0, Check: 1,
 					OutOfPlace: true, InPlace: true, SkipUnsupported: true}
 				if n > 1 {
@@ -141,7 +153,7 @@ func TestGPUEveryCollectiveDTypeOp(t *testing.T) {
 					// is not a multiple of 16 bytes; collbench reports that as
 					// #wrong (see TestGPUSingleRankAvgIsChecked), so the sweep
 					// here leaves avg out on one rank.
-					p.Ops = []measure.ReduceOp{measure.Sum, measure.Prod, measure.Max, measure.Min}
+					p.Ops = racebuild.Few([]measure.ReduceOp{measure.Sum, measure.Prod, measure.Max, measure.Min}, fewOps)
 				}
 				runOn(t, b, n, p)
 			})

@@ -16,3 +16,16 @@ func SkipLongModelRun(t testing.TB) {
 		t.Skip("make test runs this without -race (MODEL_SEARCH_TESTS); make test-long with it")
 	}
 }
+
+// Few is some in make test's race-detector run (-race and -short), else
+// all: a test over every type and reduction runs its concurrency under
+// the detector on a few of them, and the whole matrix again without the
+// detector (the Makefile's MODEL_SEARCH_TESTS, in unit-model); make
+// test-long runs the whole matrix under it. The arithmetic of a type or a
+// reduction has no concurrency of its own.
+func Few[T any](all, some []T) []T {
+	if Enabled && testing.Short() {
+		return some
+	}
+	return all
+}
