@@ -134,17 +134,18 @@ func TestWatchNamesALateRankUnderLaunch(t *testing.T) {
 }
 
 // TestWatchNamesASlowLinkUnderLaunch: four processes as two hosts, the
-// cpu backend, one link planted to carry 50 MB/s (the others carry GB/s
+// cpu backend, one link planted to carry 25 MB/s (the others carry GB/s
 // on loopback): collbench watch names that link by its two ends and their
-// hosts, with its rate (the median link at least 5 times as fast: on a 2-core
-// machine loaded by other tests it was 9.3 times), and no rank and no other
-// link; a clean job of the
-// same size names nothing. Across the hosts and at the ring's wrap (rank 3
-// to rank 0); inside a host too with make test-long, and a slow rank (all
-// it sends and its own copies at 50 MB/s, as the link's: planted at 200
-// MB/s it was missed under make test-long's race run on 2 cores, where the
-// loaded loopback's median link carried only 330 MB/s, less than twice
-// it), which is named itself and not its links.
+// hosts, with its rate (at most the planted 25 MB/s) against the median
+// link's, at least twice it, as the rule names a link only below half the
+// median's, and no rank and no other link; a clean job of the same size
+// names nothing. Across the hosts and at the ring's wrap (rank 3 to rank
+// 0); inside a host too with make test-long, and a slow rank (all it sends
+// and its own copies at 25 MB/s, as the link's), which is named itself and
+// not its links. The margin is the loaded loopback's to set: CI's race run
+// on 2 cores left the median link only 165 MB/s, 4.3 times a rank planted
+// at 50 MB/s (and at 200 MB/s a rank was missed); planted at 25 MB/s the
+// fault keeps twice that margin, for 1.5 s more a place.
 func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 	t.Setenv("COLLBENCH_TOKEN", "watch-test-secret")
 	places := [][2]int{{-1, -1}, {3, 0}, {1, 2}, {0, 1}, {2, -1}} // {2, -1}: rank 2 slow itself
@@ -157,9 +158,9 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 		spec := ""
 		switch {
 		case p[0] >= 0 && p[1] >= 0:
-			spec = fmt.Sprintf("slow-link:%d-%d:50MB/s", p[0], p[1])
+			spec = fmt.Sprintf("slow-link:%d-%d:25MB/s", p[0], p[1])
 		case p[0] >= 0:
-			spec = fmt.Sprintf("slow-rank:%d:50MB/s", p[0])
+			spec = fmt.Sprintf("slow-rank:%d:25MB/s", p[0])
 		}
 		t.Setenv("COLLBENCH_FAULTS", spec)
 		code, out, errOut := launchSelf(t, "-n", "4", "--nodes", "2", "--", "allreduce", "--backend", "cpu", "--sizes", "1M", "-n", "50", "-w", "1", "-q")
@@ -181,7 +182,7 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 			// A slow rank: every link to and from it is slow, and it is
 			// named, not its links.
 			if len(fs) != 1 || fs[0].Link == nil || fs[0].Rank != p[0] || fs[0].Link.Peer != -1 || fs[0].Cleared ||
-				fs[0].Link.Rate > 55e6 || fs[0].Link.Median < 5*fs[0].Link.Rate {
+				fs[0].Link.Rate > 27.5e6 || fs[0].Link.Median < 2*fs[0].Link.Rate {
 				t.Errorf("rank %d planted slow: %v (the collector's counts: %+v)", p[0], fs, counts())
 			}
 			t.Logf("rank %d planted slow: %v", p[0], fs)
@@ -193,10 +194,10 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 		}
 		f := fs[0]
 		if f.Host != fmt.Sprintf("vm-node%d", p[0]/2) || f.Link.PeerHost != fmt.Sprintf("vm-node%d", p[1]/2) ||
-			f.Link.Rate > 55e6 || f.Link.Rate <= 0 || f.Link.Median < 5*f.Link.Rate { // a loaded host only slows it further (27.8 MB/s seen)
+			f.Link.Rate > 27.5e6 || f.Link.Rate <= 0 || f.Link.Median < 2*f.Link.Rate { // a loaded host only slows it further (38.6 MB/s seen of 50 planted)
 			t.Errorf("link %d to %d: %s", p[0], p[1], f)
 		}
-		t.Logf("link %d-%d planted at 50 MB/s: %s", p[0], p[1], f)
+		t.Logf("link %d-%d planted at 25 MB/s: %s", p[0], p[1], f)
 	}
 }
 
