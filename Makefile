@@ -26,7 +26,7 @@ help:
 	@echo "make drills-soak  every doctor drill 6 times, one at a time (about 11 min)"
 	@echo "make simulate  doctor on the cluster model: every fault kind at 1,024 hosts x 8 GPUs, 10 seeds; clean seeds; the scale table to 4,096 hosts (about 13 min)"
 	@echo "make doctor-accuracy  doctor over 1,000 seeded modeled hosts per fault kind: how often it is right (about 30 min)"
-	@echo "make bench     CPU backend benchmarks (GB/s)"
+	@echo "make bench     CPU backend benchmarks (GB/s), and how late a timed start's wait returns (µs)"
 	@echo "make scale     worlds of 64, 128 and 256 processes on this machine: formation, sweep, verify-groups, doctor, a stopped rank, memory, rank 0's sockets"
 	@echo "make rendezvous-scale  the bootstrap tree of 1,024, 4,096 and 8,192 in-process members, and rank 0's own cost"
 	@echo "make test-gpu  the GPU test run (needs GPUs and NCCL; logs under \$$OUT or ./gpu-logs)"
@@ -234,6 +234,7 @@ fmt:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./backend/cpu/
+	$(GO) test -run '^$$' -bench WaitUntilLateness -benchtime 200x ./backend/nccl/
 	scripts/cpu-bench.sh $(BIN)
 
 # GPU test run. Where Go is installed the binaries are rebuilt first; on a GPU

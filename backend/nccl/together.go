@@ -109,16 +109,30 @@ func nextMargin(last time.Duration, heard [][]byte) time.Duration {
 // deadline woke 20-600 µs apart on 4 GPUs of one host.
 const sleepSlack = 2 * time.Millisecond
 
+// waitClock is what a wait reads the time with, sleeps and yields with:
+// the process's own (hostWait), or a model in a test.
+type waitClock struct {
+	now   func() time.Time
+	sleep func(time.Duration)
+	yield func()
+}
+
+// hostWait is the process's own clock, timers and scheduler.
+var hostWait = waitClock{now: time.Now, sleep: time.Sleep, yield: runtime.Gosched}
+
 // waitUntil sleeps until sleepSlack before at, then spins to it.
-func waitUntil(at time.Time) {
+func waitUntil(at time.Time) { hostWait.until(at) }
+
+// until sleeps until sleepSlack before at, then spins to it.
+func (c waitClock) until(at time.Time) {
 	for {
-		d := time.Until(at) - sleepSlack
+		d := at.Sub(c.now()) - sleepSlack
 		if d <= 0 {
 			break
 		}
-		time.Sleep(d)
+		c.sleep(d)
 	}
-	for time.Now().Before(at) {
-		runtime.Gosched()
+	for c.now().Before(at) {
+		c.yield()
 	}
 }

@@ -76,7 +76,9 @@ func TestFinalizeWithoutACollector(t *testing.T) {
 	if running.Load() != nil {
 		t.Error("a collector's taker runs without COLLBENCH_WATCH")
 	}
-	if took := time.Since(start); took > 50*time.Millisecond {
+	// A finalize that flushed would wait up to a second for a collector;
+	// half that is a margin a loaded 2-core machine does not cross.
+	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Errorf("finalize took %v without a collector", took)
 	}
 }
