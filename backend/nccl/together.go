@@ -120,7 +120,7 @@ type waitClock struct {
 // hostWait is the process's own clock, timers and scheduler.
 var hostWait = waitClock{now: time.Now, sleep: time.Sleep, yield: runtime.Gosched}
 
-// waitUntil sleeps until sleepSlack before at, then spins to it.
+// waitUntil waits for at on the process's own clock (waitClock.until).
 func waitUntil(at time.Time) { hostWait.until(at) }
 
 // until sleeps until sleepSlack before at, then spins to it.

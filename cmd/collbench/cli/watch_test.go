@@ -211,7 +211,7 @@ func TestWatchNamesASlowLinkUnderLaunch(t *testing.T) {
 		}
 		f := fs[0]
 		if f.Host != fmt.Sprintf("vm-node%d", p[0]/2) || f.Link.PeerHost != fmt.Sprintf("vm-node%d", p[1]/2) ||
-			f.Link.Rate > 27.5e6 || f.Link.Rate <= 0 || f.Link.Median < 2*f.Link.Rate { // a loaded host only slows it further (38.6 MB/s seen of 50 planted)
+			f.Link.Rate > 27.5e6 || f.Link.Rate <= 0 || f.Link.Median < 2*f.Link.Rate { // a loaded host only slows it further (23.0-23.5 MB/s seen of 25 planted)
 			t.Errorf("link %d to %d: %s", p[0], p[1], f)
 		}
 		t.Logf("link %d-%d planted at 25 MB/s: %s", p[0], p[1], f)
